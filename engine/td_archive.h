@@ -1,0 +1,106 @@
+/* td_archive: open a tadoc archive read-only and walk its tree of entries. */
+#ifndef TD_ARCHIVE_H
+#define TD_ARCHIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "td_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An open archive: an immutable mapping. All read functions below are
+ * thread-safe on one td_archive (they only read the mapping). */
+typedef struct td_archive td_archive;
+
+/* Entry index: 0 is the root directory; entries are numbered breadth-first,
+ * so indexes are stable for a given archive (tadocfs uses index + 1 as the
+ * inode number). */
+typedef uint32_t td_entry;
+#define TD_ROOT ((td_entry)0)
+#define TD_NOENTRY ((td_entry)UINT32_MAX)
+
+enum td_open_flags {
+	TD_OPEN_VERIFY = 1u << 0, /* also check every section checksum (O(size)) */
+	TD_OPEN_POPULATE = 1u << 1, /* MAP_POPULATE the mapping (benchmarks) */
+};
+
+/* Map `path` and validate header, section table and small sections.
+ * Cost is O(1) in corpus size unless TD_OPEN_VERIFY. On success *out owns
+ * the mapping; close with td_archive_close().
+ * Errors: TD_EIO (open/stat/mmap failed; detail has strerror), TD_EFORMAT
+ * (not a tadoc archive), TD_EVERSION, TD_ETRUNC, TD_ECORRUPT (detail names
+ * the section and the problem), TD_ENOMEM. */
+int td_archive_open(const char *path, unsigned flags, td_archive **out);
+
+/* Unmap and free. NULL is accepted. */
+void td_archive_close(td_archive *a);
+
+/* Check every checksum and structural invariant: symbol ids in range, rule
+ * lengths equal the sum of their children, depth bound, file sizes equal the
+ * expansion of their root range, tree shape, name order. O(archive size).
+ * TD_OK or TD_ECORRUPT with detail. */
+int td_archive_verify(const td_archive *a);
+
+/* Attributes of one entry. */
+typedef struct td_stat {
+	mode_t mode;              /* S_IFREG / S_IFDIR / S_IFLNK | permission bits */
+	uint64_t size;            /* bytes (symlink: target length) */
+	int64_t mtime_sec;
+	uint32_t mtime_nsec;
+	td_entry parent;
+	uint64_t nwords;          /* word tokens (files); 0 for others */
+} td_stat;
+
+/* Number of entries (>= 1: the root directory always exists). */
+uint32_t td_archive_nentries(const td_archive *a);
+
+/* Fill *st for entry e. TD_OK or TD_EINVAL (e out of range). */
+int td_archive_stat(const td_archive *a, td_entry e, td_stat *st);
+
+/* Name of entry e (not NUL-terminated; the root's name is empty). Returns a
+ * pointer into the mapping and sets *len; NULL if e is out of range. */
+const char *td_archive_name(const td_archive *a, td_entry e, size_t *len);
+
+/* Children of directory e are the entries [*first, *first + *count), sorted
+ * bytewise by name. TD_OK, TD_EINVAL, or TD_ENOTDIR. */
+int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count);
+
+/* Find child `name` (len bytes) of directory `dir` by binary search.
+ * TD_OK, TD_ENOENT, TD_ENOTDIR, TD_EINVAL. */
+int td_archive_lookup(const td_archive *a, td_entry dir, const char *name, size_t len, td_entry *out);
+
+/* Resolve a '/'-separated relative path ("" or "." is the root; leading and
+ * repeated slashes are ignored; symlinks are not followed).
+ * TD_OK, TD_ENOENT, TD_ENOTDIR. */
+int td_archive_lookup_path(const td_archive *a, const char *path, td_entry *out);
+
+/* Write the relative path of e into buf (NUL-terminated). Returns the
+ * length, or TD_ERANGE if cap is too small, TD_EINVAL for a bad entry. */
+int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap);
+
+/* Sizes and counts for `tadoc info`. */
+typedef struct td_info {
+	uint64_t archive_bytes;
+	uint64_t total_bytes;     /* original bytes, all files */
+	uint64_t nentries, nfiles, ndirs, nsymlinks;
+	uint64_t nwords;          /* vocabulary: distinct words */
+	uint64_t nother;          /* distinct non-word tokens */
+	uint64_t total_words;     /* word tokens in the corpus */
+	uint64_t nrules, nrulesyms, nroot, max_depth;
+	uint64_t section_bytes[32]; /* by td_section_id */
+	uint64_t build_time;
+} td_info;
+
+void td_archive_info(const td_archive *a, td_info *out);
+
+/* Name of a section id ("rules", ...), for messages and `tadoc info`. */
+const char *td_section_name(unsigned id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* td_format: the on-disk layout of a tadoc archive (version 1). gpu/ reads this too. */
+#ifndef TD_FORMAT_H
+#define TD_FORMAT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * An archive is one little-endian file, every part 8-byte aligned:
+ *
+ *   td_disk_header        at offset 0 (64 bytes)
+ *   sections ...          each one contiguous, in any order
+ *   td_disk_section[n]    the section table, at header.sectab_off
+ *
+ * The header carries an XXH3-64 of its first 56 bytes and of the section
+ * table; each section table entry carries the XXH3-64 of its section. Opening
+ * checks the header, the table and the small sections (O(1) in corpus size);
+ * `tadoc verify` checks every section and every invariant.
+ *
+ * Tokens. The text of every file is a sequence of tokens that covers every
+ * byte (decision 1):
+ *   - a word token: a maximal run of word characters (decision 2: Python 3
+ *     `\w`, on strictly decoded UTF-8), optionally followed by one ' ';
+ *   - an other token: a maximal run of non-word bytes (minus the ' ' a word
+ *     took), or a piece of a word longer than TD_MAXTOK bytes.
+ * Runs longer than TD_MAXTOK bytes are cut into TD_MAXTOK-byte pieces.
+ *
+ * Symbols. Grammar symbols are integers:
+ *   s <  2W              word token: word s/2, plus ' ' when s is odd
+ *   2W <= s < T = 2W+S   other token s-2W
+ *   T  <= s < T+R        rule s-T
+ * where W = distinct words (sorted bytewise, so lookup is binary search),
+ * S = distinct other tokens, R = rules.
+ *
+ * Rules. The right-hand sides of all rules are concatenated in RULE_SYMS.
+ * Rules are numbered by ascending right-hand-side length; RULE_GROUPS has one
+ * td_disk_group per distinct length: rules [first_rule, next.first_rule) each
+ * have `len` symbols, rule k of the group starting at first_sym + (k -
+ * first_rule) * len. RULE_LEN holds each rule's expanded byte length.
+ * Every rule expands to at most meta.max_depth levels.
+ *
+ * Files. Entries (directories, files, symlinks) are numbered breadth-first
+ * from the root directory (entry 0); the children of a directory are
+ * contiguous and sorted bytewise by name, so they are found by binary search.
+ * Per entry columns are packed arrays (td_pack.h). A file's text is the root
+ * symbols ROOT_SYMS[E_ROOT[i] .. E_ROOT[i+1]); a symlink's target is stored
+ * the same way, as its "text". Directories have an empty root range.
+ * E_GSTART[i] is the corpus-wide byte offset where entry i's text starts.
+ * ROOT_SAMPLES[k] is the corpus-wide byte offset at which root element
+ * k << meta.sample_shift starts, so a read seeks with one binary search and
+ * at most 2^sample_shift length look-ups, instead of storing an offset for
+ * every root element (a space decision recorded in the README).
+ */
+
+#define TD_MAGIC "TADOC\0\x1a\x01"
+#define TD_MAGIC_LEN 8
+#define TD_VERSION 1u
+#define TD_MAXTOK 255u       /* longest token in bytes */
+#define TD_MAXNAME 255u      /* longest path component */
+#define TD_MAXPATH 4095u     /* longest relative path */
+#define TD_MAXDEPTH 64u      /* bound on rule nesting */
+
+typedef struct td_disk_header {
+	char magic[8];
+	uint32_t version;
+	uint32_t header_size;     /* sizeof(td_disk_header) */
+	uint64_t file_size;       /* total archive bytes */
+	uint32_t nsections;
+	uint32_t flags;           /* 0 in version 1 */
+	uint64_t sectab_off;
+	uint64_t sectab_sum;      /* XXH3-64 of the section table */
+	uint64_t reserved[2];
+	uint64_t header_sum;      /* XXH3-64 of bytes [0, 56) */
+} td_disk_header;
+
+typedef struct td_disk_section {
+	uint32_t id;              /* td_section_id */
+	uint32_t flags;           /* 0 */
+	uint64_t off;
+	uint64_t size;
+	uint64_t sum;             /* XXH3-64 of the section bytes */
+} td_disk_section;
+
+typedef enum td_section_id {
+	TD_SEC_META = 1,          /* td_disk_meta */
+	TD_SEC_NAMES = 2,         /* entry names, concatenated (no separators) */
+	TD_SEC_E_NAMEOFF = 3,     /* packed, nentries+1 offsets into NAMES */
+	TD_SEC_E_PARENT = 4,      /* packed, parent entry (root: 0) */
+	TD_SEC_E_MODE = 5,        /* packed, st_mode (type and permission bits) */
+	TD_SEC_E_MTIME = 6,       /* packed, mtime seconds + 2^40 (so >= 0) */
+	TD_SEC_E_MTIMENS = 7,     /* packed, mtime nanoseconds */
+	TD_SEC_E_SIZE = 8,        /* packed, byte size of the text */
+	TD_SEC_E_CHILD = 9,       /* packed, nentries+1: children of entry i are
+	                             entries [E_CHILD[i], E_CHILD[i+1]) */
+	TD_SEC_E_ROOT = 10,       /* packed, nentries+1 root ranges */
+	TD_SEC_E_GSTART = 11,     /* packed, nentries+1 corpus offsets */
+	TD_SEC_E_NWORDS = 12,     /* packed, word tokens in the entry's text */
+	TD_SEC_WORDS = 13,        /* distinct words, sorted, concatenated */
+	TD_SEC_WORD_OFF = 14,     /* packed, W+1 offsets into WORDS */
+	TD_SEC_WORD_FREQ = 15,    /* packed, W corpus-wide occurrence counts */
+	TD_SEC_OTHER = 16,        /* other tokens, concatenated */
+	TD_SEC_OTHER_OFF = 17,    /* packed, S+1 offsets into OTHER */
+	TD_SEC_RULE_SYMS = 18,    /* packed, all right-hand sides */
+	TD_SEC_RULE_GROUPS = 19,  /* td_disk_group[ngroups] */
+	TD_SEC_RULE_LEN = 20,     /* packed, expanded byte length per rule */
+	TD_SEC_ROOT_SYMS = 21,    /* packed, root sequence of every file */
+	TD_SEC_ROOT_SAMPLES = 22, /* packed, see above */
+	TD_SEC_MAX = 23
+} td_section_id;
+typedef struct td_disk_meta {
+	uint64_t nentries;
+	uint64_t nwords;          /* W */
+	uint64_t nother;          /* S */
+	uint64_t nrules;          /* R */
+	uint64_t nrulesyms;       /* symbols in RULE_SYMS */
+	uint64_t ngroups;
+	uint64_t nroot;           /* symbols in ROOT_SYMS */
+	uint64_t sample_shift;
+	uint64_t nsamples;
+	uint64_t max_depth;       /* deepest rule nesting (1 = rule of terminals) */
+	uint64_t total_bytes;     /* sum of all entry text sizes */
+	uint64_t total_words;     /* word tokens in the corpus */
+	uint64_t build_time;      /* seconds since the epoch */
+	uint64_t reserved[3];
+} td_disk_meta;
+
+typedef struct td_disk_group {
+	uint32_t first_rule;
+	uint32_t len;
+	uint64_t first_sym;
+} td_disk_group;
+
+#define TD_MTIME_BIAS (INT64_C(1) << 40)
+
+#ifdef __cplusplus
+}
+#endif
+#endif

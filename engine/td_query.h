@@ -1,0 +1,80 @@
+/* td_query: exact word counts and word positions from the grammar (decision 2). */
+#ifndef TD_QUERY_H
+#define TD_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "td_archive.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A word is what Python 3 `re.findall(r'\w+', text)` finds in the text
+ * decoded as UTF-8 with invalid bytes acting as separators: a maximal run of
+ * letters (L*), numbers (N*) and '_'. Matching is exact and case-sensitive;
+ * a query matches whole words only.
+ *
+ * Scope: a file counts its own text; a directory aggregates over its whole
+ * subtree (TD_ROOT = the whole corpus); symlinks count nothing.
+ */
+
+/* 1 if word[0..len) is exactly one word (non-empty, all word characters),
+ * else 0. */
+int td_is_word(const char *word, size_t len);
+
+/* Number of occurrences of `word` in `scope`. Whole-corpus counts are one
+ * table look-up; others walk the scope's part of the grammar once.
+ * Errors: TD_ENOTWORD (query is not a single word), TD_EINVAL (bad scope),
+ * TD_ENOMEM, TD_ECORRUPT. A word absent from the archive counts 0.
+ * Thread-safe. */
+int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
+
+/* One occurrence: entry and byte offset of the word's first byte. */
+typedef struct td_hit {
+	td_entry file;
+	uint64_t off;
+} td_hit;
+
+/* A growable list of hits owned by the caller; zero-initialise, then free
+ * with td_hits_free(). */
+typedef struct td_hits {
+	td_hit *v;
+	size_t n, cap;
+} td_hits;
+
+void td_hits_free(td_hits *h);
+
+/* Append every occurrence of `word` in `scope` to *out, files in entry order
+ * (breadth-first, names sorted) and offsets ascending within a file.
+ * Errors as td_count. */
+int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);
+
+/* Batched forms: the same results as calling one request at a time, served
+ * by `nthreads` CPU threads (0 = one per core). gpu/ offers identical calls. */
+typedef struct td_count_req {
+	const char *word;
+	size_t len;
+	td_entry scope;
+	uint64_t count;           /* out */
+	int err;                  /* out */
+} td_count_req;
+
+int td_count_batch(const td_archive *a, td_count_req *reqs, size_t n, unsigned nthreads);
+
+typedef struct td_search_req {
+	const char *word;
+	size_t len;
+	td_entry scope;
+	td_hits hits;             /* out: caller frees with td_hits_free */
+	int err;                  /* out */
+} td_search_req;
+
+int td_search_batch(const td_archive *a, td_search_req *reqs, size_t n, unsigned nthreads);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

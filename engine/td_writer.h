@@ -1,0 +1,74 @@
+/* td_writer: build a tadoc archive from files: tokenize, grammar, indexes, write. */
+#ifndef TD_WRITER_H
+#define TD_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "td_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Progress callback: `done` of `total` units (bytes read, then grammar
+ * rounds); called from the compressing thread. */
+typedef void (*td_progress_fn)(void *ctx, const char *phase, uint64_t done, uint64_t total);
+
+typedef struct td_writer_opts {
+	unsigned max_depth;       /* rule nesting bound; 0 = default (32) */
+	unsigned sample_shift;    /* root offset sample every 2^k elements; 0 = default (4) */
+	td_progress_fn progress;  /* may be NULL */
+	void *progress_ctx;
+} td_writer_opts;
+
+/* A writer collects entries, tokenizing file data as it arrives (the data is
+ * not kept), then builds one grammar for the corpus in td_writer_finish().
+ * Memory is about 4 bytes per token plus the dictionary and the pair table.
+ * Not thread-safe. */
+typedef struct td_writer td_writer;
+
+/* New writer; opts may be NULL. NULL on out of memory. */
+td_writer *td_writer_new(const td_writer_opts *opts);
+
+/* Add an entry at relative path `path` ('/'-separated, no "." or ".."
+ * components, no leading '/'); parent directories are created implicitly
+ * (mode 0755, mtime of the entry) if not added. Errors: TD_EINVAL (bad path,
+ * detail says why), TD_ELIMIT (component > TD_MAXNAME or path >
+ * TD_MAXPATH), TD_EEXIST (path added twice), TD_ENOMEM. */
+int td_writer_add_dir(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
+int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		       const void *data, size_t len);
+int td_writer_add_symlink(td_writer *w, const char *path, int64_t mtime_sec, uint32_t mtime_nsec,
+			  const char *target);
+
+/* Streaming variant of add_file for large files: begin, feed any number of
+ * chunks (token boundaries across chunks are handled), end. */
+int td_writer_file_begin(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
+int td_writer_file_data(td_writer *w, const void *data, size_t len);
+int td_writer_file_end(td_writer *w);
+
+/* Build the grammar and write the archive to `out_path` atomically: a
+ * temporary file in the same directory, fsync, rename, fsync of the
+ * directory. The writer is consumed (freed) whatever the result.
+ * Errors: TD_EIO (detail names the file), TD_ENOMEM, TD_ELIMIT. */
+int td_writer_finish(td_writer *w, const char *out_path);
+
+/* Free a writer without writing. NULL accepted. */
+void td_writer_abort(td_writer *w);
+
+/* Compress inputs into out_path like `mksquashfs`: a single directory
+ * argument becomes the archive root (its contents at top level); otherwise
+ * each argument (file, directory or symlink) appears at the root under its
+ * base name. Regular files, directories and symlinks are stored with mode
+ * and mtime; anything else (device, fifo, socket) or an unreadable file is
+ * an error naming the path (TD_EUNSUPP / TD_EIO), as is an empty input list
+ * (TD_EINVAL). The output file itself is skipped if it lies in the tree. */
+int td_compress_paths(const char *out_path, const char *const *inputs, size_t ninputs,
+		      const td_writer_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
