@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Independent oracle for tadoc word counts and search (decision 2).
+
+A word is what Python's re.findall(r'\\w+') finds in a file's bytes decoded
+as UTF-8 with errors='surrogateescape' (so invalid bytes are separators);
+positions are BYTE offsets of the word's first byte in the original file.
+Entries are ordered like the archive: breadth-first from the root, the
+children of a directory sorted bytewise by name; symlinks are not followed
+and count nothing; a directory scope aggregates its whole subtree.
+
+Usage:
+  oracle.py count  DIR WORD [PATH]   print the number of occurrences
+  oracle.py search DIR WORD [PATH]   one offset per line for a file PATH;
+                                     PATH:OFFSET lines for a directory scope
+                                     (no PATH = the whole corpus)
+  oracle.py queries DIR -o OUT [--seed N] [--max-word N]
+                                     write the query file the C tests read
+
+Query file (one record per line, paths and words hex-encoded bytes, the
+root directory written as '-'):
+  T <total_bytes> <total_words>
+  E <path> <f|d|l> <size> <nwords> <longest word in bytes>   every entry, in archive order
+  QF <file> <word> <count> <off>...                          file scope
+  QD <dir|-> <word> <count> <path>:<off>,<off>...           directory scope,
+                                                             hits grouped by file
+"""
+import argparse
+import collections
+import os
+import random
+import re
+import signal
+import stat
+import sys
+
+WORD = re.compile(r"\w+")
+
+
+def entries(root):
+    """(relpath bytes, lstat) for every entry below root, in archive order."""
+    root = os.fsencode(root)
+    out = []
+    queue = collections.deque([b""])
+    while queue:
+        rel = queue.popleft()
+        d = os.path.join(root, rel) if rel else root
+        for name in sorted(os.listdir(d)):
+            r = rel + b"/" + name if rel else name
+            st = os.lstat(os.path.join(root, r))
+            out.append((r, st))
+            if stat.S_ISDIR(st.st_mode):
+                queue.append(r)
+    return out
+
+
+def words_of(data):
+    """[(word bytes, byte offset)] for data (bytes)."""
+    text = data.decode("utf-8", "surrogateescape")
+    res = []
+    ci = bi = 0
+    for m in WORD.finditer(text):
+        s = m.start()
+        bi += len(text[ci:s].encode("utf-8", "surrogateescape"))
+        ci = s
+        res.append((m.group().encode("utf-8"), bi))
+    return res
+
+
+class Corpus:
+    def __init__(self, root):
+        self.root = os.fsencode(root)
+        self.entries = entries(root)
+        self.kind = {}
+        self.words = {}
+        for rel, st in self.entries:
+            if stat.S_ISREG(st.st_mode):
+                self.kind[rel] = "f"
+                with open(os.path.join(self.root, rel), "rb") as f:
+                    self.words[rel] = words_of(f.read())
+            elif stat.S_ISDIR(st.st_mode):
+                self.kind[rel] = "d"
+            else:
+                self.kind[rel] = "l"
+
+        self.index = collections.defaultdict(list)
+        for rel, _ in self.entries:
+            for w, off in self.words.get(rel, ()):
+                self.index[w].append((rel, off))
+
+    def hits(self, word, scope):
+        if scope in self.kind and self.kind[scope] != "d":
+            return [(f, off) for f, off in self.index.get(word, ()) if f == scope]
+        pre = scope + b"/" if scope else b""
+        return [(f, off) for f, off in self.index.get(word, ()) if f.startswith(pre)]
+
+
+def hx(b):
+    return b.hex() if b else "-"
+
+
+def write_queries(c, out, seed, max_word):
+    rng = random.Random(seed)
+    freq = collections.Counter(w for ws in c.words.values() for w, _ in ws)
+    allw = sorted(w for w in freq if len(w) <= max_word)
+    top = [w for w, _ in freq.most_common(40) if len(w) <= max_word][:30]
+    absent = [b"zzqqxx", b"Thee", b"th", b"he", "ΑΒΓΔ".encode(), b"x" * 300,
+              "日本語日本語".encode(), b"L" * 256, b"_x_"]
+    special = [w for w in allw if len(w) > 200 or any(ch > 0x7f for ch in w) or b"_" in w]
+    glob = list(dict.fromkeys(top + rng.sample(allw, min(40, len(allw))) + special[:150] + absent))
+    small = top[:3] + absent[:3]
+
+    def qf(f, w, byword):
+        hs = byword.get(w, ())
+        out.write("QF %s %s %d%s\n" % (hx(f), w.hex(), len(hs), "".join(" %d" % o for o in hs)))
+
+    def qd(d, w):
+        hs = c.hits(w, d)
+        groups = []
+        for f, o in hs:
+            if groups and groups[-1][0] == f:
+                groups[-1][1].append(o)
+            else:
+                groups.append((f, [o]))
+        out.write("QD %s %s %d%s\n" % (hx(d), w.hex(), len(hs),
+                  "".join(" %s:%s" % (f.hex(), ",".join(map(str, offs))) for f, offs in groups)))
+
+    total_bytes = sum(st.st_size for r, st in c.entries if c.kind[r] == "f")
+    out.write("T %d %d\n" % (total_bytes, sum(len(v) for v in c.words.values())))
+    for rel, st in c.entries:
+        k = c.kind[rel]
+        ws = c.words.get(rel, [])
+        size = st.st_size if k != "d" else 0
+        out.write("E %s %s %d %d %d\n" % (hx(rel), k, size, len(ws), max((len(w) for w, _ in ws), default=0)))
+    for w in glob:
+        qd(b"", w)
+    dirs = [r for r, _ in c.entries if c.kind[r] == "d"]
+    for d in rng.sample(dirs, min(6, len(dirs))):
+        for w in top[:3] + glob[30:40] + absent[:2]:
+            qd(d, w)
+    for rel, _ in c.entries:
+        if c.kind[rel] != "f":
+            continue
+        byword = collections.defaultdict(list)
+        for w, off in c.words[rel]:
+            byword[w].append(off)
+        own = [w for w in byword if len(w) <= max_word]
+        pick = own[:5] + rng.sample(own[5:], min(5, max(0, len(own) - 5)))
+        for w in dict.fromkeys(small + pick):
+            qf(rel, w, byword)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("count", "search"):
+        p = sub.add_parser(name)
+        p.add_argument("dir")
+        p.add_argument("word")
+        p.add_argument("path", nargs="?", default="")
+    p = sub.add_parser("queries")
+    p.add_argument("dir")
+    p.add_argument("-o", "--out", required=True)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--max-word", type=int, default=4096)
+    a = ap.parse_args()
+    c = Corpus(a.dir)
+    if a.cmd == "queries":
+        with open(a.out, "w") as out:
+            write_queries(c, out, a.seed, a.max_word)
+        return
+    word = os.fsencode(a.word)
+    scope = os.fsencode(a.path).strip(b"/")
+    if scope and scope not in c.kind:
+        sys.exit("oracle: no such path in %s: %s" % (a.dir, a.path))
+    hs = c.hits(word, scope)
+    if a.cmd == "count":
+        print(len(hs))
+        return
+    w = sys.stdout.buffer
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    single = scope and c.kind[scope] == "f"
+    for f, off in hs:
+        w.write(b"%d\n" % off if single else f + b":%d\n" % off)
+
+
+if __name__ == "__main__":
+    main()
