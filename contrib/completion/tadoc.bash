@@ -1,0 +1,123 @@
+# bash completion for tadoc(1). Install as
+#   /usr/share/bash-completion/completions/tadoc
+# or source it from ~/.bashrc.
+
+# Complete paths inside the archive $1, one component at a time.
+_tadoc_archive_paths()
+{
+    local archive=$1 cur=$2
+    archive=${archive/#\~/$HOME}
+    [[ -f $archive ]] || return
+    local IFS=$'\n'
+    COMPREPLY=($(tadoc ls -- "$archive" 2>/dev/null | awk -v p="$cur" '
+        index($0, p) == 1 {
+            rest = substr($0, length(p) + 1)
+            i = index(rest, "/")
+            out = (i > 0) ? p substr(rest, 1, i) : $0
+            if (!(out in seen)) { seen[out] = 1; print out }
+        }'))
+    if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == */ ]]; then
+        compopt -o nospace 2>/dev/null
+    fi
+}
+
+_tadoc_archives()
+{
+    _filedir 'tadoc' 2>/dev/null || COMPREPLY=($(compgen -f -- "$1"))
+}
+
+_tadoc()
+{
+    local cur prev words cword
+    if declare -F _init_completion >/dev/null; then
+        _init_completion || return
+    else
+        cur=${COMP_WORDS[COMP_CWORD]}
+        prev=${COMP_WORDS[COMP_CWORD-1]}
+        words=("${COMP_WORDS[@]}")
+        cword=$COMP_CWORD
+    fi
+
+    local commands="compress ls cat extract unpack count search info verify mount config help"
+    if [[ $cword -eq 1 ]]; then
+        COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
+        return
+    fi
+    local cmd=${words[1]}
+
+    # Positional arguments before the cursor (options and their values skipped).
+    local -a pos=()
+    local i w skip=0 dashdash=0
+    for ((i = 2; i < cword; i++)); do
+        w=${words[i]}
+        if ((skip)); then skip=0; continue; fi
+        if ((!dashdash)); then
+            case $w in
+                --) dashdash=1; continue ;;
+                -o|--output|-c|--config|--max-depth|--sample-shift) skip=1; continue ;;
+                -*) continue ;;
+            esac
+        fi
+        pos+=("$w")
+    done
+    local n=${#pos[@]}
+
+    if [[ $cur == -* && $dashdash -eq 0 ]]; then
+        local opts="-h --help"
+        case $cmd in
+            compress) opts+=" -o --output -q --quiet --max-depth --sample-shift" ;;
+            ls) opts+=" -l --long" ;;
+            mount) opts+=" -o -f -d" ;;
+            config) opts+=" -p --print -c --config -o" ;;
+        esac
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+        return
+    fi
+
+    case $cmd in
+        help)
+            [[ $n -eq 0 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+            ;;
+        compress)
+            case $prev in
+                -o|--output) _tadoc_archives "$cur" ;;
+                --max-depth|--sample-shift) ;;
+                *) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
+            esac
+            ;;
+        ls|info|verify)
+            if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            elif [[ $cmd == ls && $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
+            fi
+            ;;
+        cat)
+            if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            else _tadoc_archive_paths "${pos[0]}" "$cur"
+            fi
+            ;;
+        extract)
+            if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            elif [[ $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
+            fi
+            ;;
+        count|search)
+            if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            elif [[ $n -eq 2 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
+            fi
+            ;;
+        unpack|mount)
+            if [[ $prev == -o ]]; then
+                return
+            elif [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            elif [[ $n -eq 1 ]]; then
+                _filedir -d 2>/dev/null || COMPREPLY=($(compgen -d -- "$cur"))
+            fi
+            ;;
+        config)
+            case $prev in
+                -c|--config) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
+            esac
+            ;;
+    esac
+}
+complete -F _tadoc tadoc
