@@ -1,0 +1,61 @@
+/* fs_ctx: the state of one tadocfs mount, shared by every FUSE handler. */
+#ifndef TD_FS_CTX_H
+#define TD_FS_CTX_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "td_archive.h"
+
+typedef struct td_fs_req td_fs_req;
+typedef struct td_fs_xcache td_fs_xcache;
+
+/* Where handlers send work they may answer later (decision 7). With
+ * submit == NULL every request runs inline in the FUSE thread that received
+ * it. A batcher installs submit: it takes ownership of the heap request `r`
+ * and must eventually answer it exactly once, from any thread, with
+ * td_fs_req_run() or one of the td_fs_reply_*() calls of fs_req.h. submit
+ * returns 0 when it took the request, or a negative errno to have the caller
+ * run it inline instead (queue full, shutting down). */
+typedef struct td_fs_exec {
+	int (*submit)(void *ctx, td_fs_req *r);
+	void *ctx;
+} td_fs_exec;
+
+/* Per-entry totals over a subtree, computed once on first use. */
+typedef struct td_fs_tree {
+	pthread_mutex_t mu;
+	atomic_int done;          /* 1 once the pass ran (err says how) */
+	int err;                  /* 0, or -errno if the pass failed */
+	uint64_t *words;          /* word tokens in the subtree of entry i */
+	uint32_t *subdirs;        /* subdirectories directly under entry i */
+} td_fs_tree;
+
+typedef struct td_fs {
+	td_archive *a;
+	uint32_t nentries;
+	char *archive_path;       /* absolute path, for messages and statfs */
+	uint64_t archive_bytes;
+	uid_t uid;                /* owner shown for every entry */
+	gid_t gid;
+	double entry_timeout;     /* seconds the kernel may cache names/attrs */
+	double attr_timeout;
+	int writable;             /* 0: read-only mount, writes get EROFS */
+	int debug;
+	td_fs_exec exec;
+	td_fs_tree tree;
+	td_fs_xcache *xcache;     /* search results kept for continuation parts */
+} td_fs;
+
+/* Fill fs for archive `a` (taken over: td_fs_fini closes it). 0 or -errno. */
+int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path);
+
+/* Release everything td_fs_init set up, including the archive. */
+void td_fs_fini(td_fs *fs);
+
+/* The subtree totals (lazily computed, thread-safe). 0 or -errno. */
+int td_fs_tree_get(td_fs *fs, const td_fs_tree **out);
+
+#endif

@@ -1,0 +1,248 @@
+/* tadocfs: mount a tadoc archive with FUSE (options, checks, session, signals). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs_ctx.h"
+#include "fs_fuse.h"
+#include "fs_ops.h"
+#include "fs_opts.h"
+#include "td_archive.h"
+#include "td_err.h"
+
+#ifndef TADOC_VERSION
+#define TADOC_VERSION "0.1.0"
+#endif
+
+#define DEFAULT_THREADS 16
+
+/* One line on stderr: "tadocfs: WHAT: PROBLEM". */
+static int fail(const char *what, const char *problem)
+{
+	fprintf(stderr, "tadocfs: %s: %s\n", what, problem);
+	return TD_FS_EXIT_FAIL;
+}
+
+static int open_archive(const char *path, char **abs, td_archive **out)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return fail(path, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return fail(path, strerror(EISDIR));
+	*abs = realpath(path, NULL);
+	if (!*abs)
+		return fail(path, strerror(errno));
+	int err = td_archive_open(*abs, 0, out);
+	if (err) {
+		const char *detail = td_errdetail();
+		char msg[512];
+		if (detail && *detail)
+			snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
+		else
+			snprintf(msg, sizeof msg, "%s", td_strerror(err));
+		return fail(path, msg);
+	}
+	return TD_FS_EXIT_OK;
+}
+
+static int check_mountpoint(const char *mnt, int nonempty)
+{
+	/* mount.fuse3 may hand over an opened /dev/fuse as /dev/fd/N */
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return TD_FS_EXIT_OK;
+	struct stat st;
+	if (stat(mnt, &st) != 0)
+		return fail(mnt, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail(mnt, strerror(ENOTDIR));
+	if (nonempty)
+		return TD_FS_EXIT_OK;
+	DIR *d = opendir(mnt);
+	if (!d)
+		return fail(mnt, strerror(errno));
+	struct dirent *de;
+	int empty = 1;
+	errno = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+			empty = 0;
+			break;
+		}
+	}
+	int rerr = errno;
+	closedir(d);
+	if (empty && rerr)
+		return fail(mnt, strerror(rerr));
+	if (!empty)
+		return fail(mnt, "mountpoint is not empty (use -o nonempty to mount over it)");
+	return TD_FS_EXIT_OK;
+}
+
+static int check_dev_fuse(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return fail("/dev/fuse", strerror(errno));
+	close(fd);
+	return TD_FS_EXIT_OK;
+}
+
+/* Configuration keys given as -o KEY=VALUE and -o config=FILE.
+ * TODO(conf): hand o->config and o->conf_keys to the conf module
+ * (conf/td_conf.h) once it exists; until then no key is known and each
+ * one is refused, so a typo never passes silently. */
+static int apply_config(const td_fs_opts *o)
+{
+	if (o->config) {
+		struct stat st;
+		if (stat(o->config, &st) != 0)
+		{
+			fail(o->config, strerror(errno));
+			return TD_FS_EXIT_USAGE;
+		}
+	}
+	if (o->nconf > 0) {
+		fprintf(stderr, "tadocfs: -o %s: unknown option\n", o->conf_keys[0]);
+		return TD_FS_EXIT_USAGE;
+	}
+	return TD_FS_EXIT_OK;
+}
+
+static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *abs_archive,
+			   struct fuse_args *args)
+{
+	char *optstr = NULL;
+	int rc = 0;
+	rc |= fuse_opt_add_arg(args, argv0);
+	/* Read-only at the VFS: writes fail with EROFS before reaching us. */
+	rc |= fuse_opt_add_opt(&optstr, "ro");
+	rc |= fuse_opt_add_opt(&optstr, "default_permissions");
+	if (!o->has_subtype)
+		rc |= fuse_opt_add_opt(&optstr, "subtype=tadocfs");
+	if (!o->has_fsname) {
+		size_t n = strlen(abs_archive) + 8;
+		char *fsname = malloc(n);
+		if (!fsname)
+			return -1;
+		snprintf(fsname, n, "fsname=%s", abs_archive);
+		rc |= fuse_opt_add_opt_escaped(&optstr, fsname);
+		free(fsname);
+	}
+	for (size_t i = 0; i < o->nfuse; i++)
+		rc |= fuse_opt_add_opt_escaped(&optstr, o->fuse_opts[i]);
+	rc |= fuse_opt_add_arg(args, "-o");
+	rc |= fuse_opt_add_arg(args, optstr);
+	if (o->debug)
+		rc |= fuse_opt_add_arg(args, "-d");
+	free(optstr);
+	return rc ? -1 : 0;
+}
+
+static int run_loop(struct fuse_session *se, const td_fs_opts *o)
+{
+	if (o->single_thread)
+		return fuse_session_loop(se);
+	unsigned threads = o->max_threads ? o->max_threads : DEFAULT_THREADS;
+#if FUSE_USE_VERSION >= 312
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, (unsigned)o->clone_fd);
+	fuse_loop_cfg_set_max_threads(cfg, threads);
+	fuse_loop_cfg_set_idle_threads(cfg, threads);
+	int rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+#else
+	struct fuse_loop_config cfg = { .clone_fd = o->clone_fd, .max_idle_threads = threads };
+	return fuse_session_loop_mt(se, &cfg);
+#endif
+}
+
+int main(int argc, char **argv)
+{
+	td_fs_opts o;
+	int rc = td_fs_opts_parse(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (o.help) {
+		td_fs_opts_usage("tadocfs");
+		td_fs_opts_free(&o);
+		return TD_FS_EXIT_OK;
+	}
+	if (o.version) {
+		printf("tadocfs %s (libfuse %s)\n", TADOC_VERSION, fuse_pkgversion());
+		td_fs_opts_free(&o);
+		return TD_FS_EXIT_OK;
+	}
+	if ((rc = apply_config(&o))) {
+		td_fs_opts_free(&o);
+		return rc;
+	}
+
+	/* Everything is checked before anything is mounted. */
+	char *abs = NULL;
+	td_archive *a = NULL;
+	if ((rc = open_archive(o.archive, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
+	    (rc = check_dev_fuse())) {
+		td_archive_close(a);
+		free(abs);
+		td_fs_opts_free(&o);
+		return rc;
+	}
+
+	static td_fs fs;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	int ferr = td_fs_init(&fs, a, abs);
+	if (ferr) {
+		rc = fail(o.archive, strerror(-ferr));
+		goto out_fs;
+	}
+
+	if (build_fuse_args(&o, argv[0], abs, &args)) {
+		rc = fail("tadocfs", strerror(ENOMEM));
+		goto out_args;
+	}
+	struct fuse_lowlevel_ops ops;
+	td_fs_ops_fill(&ops);
+	fs.debug = o.debug;
+	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
+	if (!se) {
+		rc = fail(o.mountpoint, "cannot create the FUSE session");
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = fail("tadocfs", "cannot install signal handlers");
+		goto out_session;
+	}
+	if (fuse_session_mount(se, o.mountpoint) != 0) {
+		rc = fail(o.mountpoint, "mount failed");
+		goto out_signals;
+	}
+	fuse_daemonize(o.foreground);
+	int lrc = run_loop(se, &o);
+	fuse_session_unmount(se);
+	/* A signal (positive) or an unmount (0) is a clean end. */
+	rc = lrc < 0 ? TD_FS_EXIT_FAIL : TD_FS_EXIT_OK;
+	if (lrc < 0)
+		fprintf(stderr, "tadocfs: %s: session ended: %s\n", o.mountpoint, strerror(-lrc));
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+out_fs:
+	td_fs_fini(&fs);
+	free(abs);
+	td_fs_opts_free(&o);
+	return rc;
+}

@@ -1,0 +1,170 @@
+/* tadocfs_req: open files, the read path, and handing requests to an executor. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_req.h"
+#include "fs_xattr.h"
+#include "td_err.h"
+
+td_fs_file *td_fs_file_new(td_fs *fs, td_entry e)
+{
+	td_fs_file *f = calloc(1, sizeof *f);
+	if (!f)
+		return NULL;
+	f->cur = td_cursor_new(fs->a);
+	if (!f->cur) {
+		free(f);
+		return NULL;
+	}
+	f->e = e;
+	pthread_mutex_init(&f->mu, NULL);
+	return f;
+}
+
+void td_fs_file_free(td_fs_file *f)
+{
+	if (!f)
+		return;
+	td_cursor_free(f->cur);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+int td_fs_file_read(td_fs *fs, td_fs_file *f, uint64_t off, void *buf, size_t len, size_t *got)
+{
+	/* Concurrent reads on one handle (readahead, threads sharing an fd)
+	 * must not queue behind each other: the one that finds the cursor
+	 * busy extracts from the root instead. */
+	if (pthread_mutex_trylock(&f->mu) == 0) {
+		int err = td_cursor_read(f->cur, f->e, off, buf, len, got);
+		pthread_mutex_unlock(&f->mu);
+		return err;
+	}
+	return td_extract(fs->a, f->e, off, buf, len, got);
+}
+
+/* Per-thread scratch buffer for inline reads (FUSE worker threads come and
+ * go, so it is freed by the key's destructor). */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+typedef struct scratch {
+	size_t cap;
+	char buf[];
+} scratch;
+
+static void scratch_init(void)
+{
+	pthread_key_create(&scratch_key, free);
+}
+
+static void *scratch_get(size_t len)
+{
+	pthread_once(&scratch_once, scratch_init);
+	scratch *s = pthread_getspecific(scratch_key);
+	if (s && s->cap >= len)
+		return s->buf;
+	size_t cap = len < 65536 ? 65536 : len;
+	scratch *n = malloc(sizeof *n + cap);
+	if (!n)
+		return NULL;
+	n->cap = cap;
+	free(s);
+	pthread_setspecific(scratch_key, n);
+	return n->buf;
+}
+
+static void req_done(td_fs_req *r)
+{
+	if (r->heap)
+		free(r);
+}
+
+void td_fs_reply_err(td_fs_req *r, int errnum)
+{
+	fuse_reply_err(r->req, errnum);
+	req_done(r);
+}
+
+void td_fs_reply_read(td_fs_req *r, const void *buf, size_t got, int err)
+{
+	if (err)
+		fuse_reply_err(r->req, td_err_errno(err));
+	else
+		fuse_reply_buf(r->req, buf, got);
+	req_done(r);
+}
+
+void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len)
+{
+	if (r->size == 0)
+		fuse_reply_xattr(r->req, len);
+	else if (len > r->size)
+		fuse_reply_err(r->req, ERANGE);
+	else
+		fuse_reply_buf(r->req, val, len);
+	req_done(r);
+}
+
+static void run_read(td_fs_req *r)
+{
+	void *buf = scratch_get(r->size);
+	if (!buf) {
+		td_fs_reply_err(r, ENOMEM);
+		return;
+	}
+	size_t got = 0;
+	int err = td_fs_file_read(r->fs, r->file, r->off, buf, r->size, &got);
+	td_fs_reply_read(r, buf, got, err);
+}
+
+static void run_getxattr(td_fs_req *r)
+{
+	char *val = NULL;
+	size_t len = 0;
+	int rc = td_fs_xattr_get(r->fs, r->e, r->name, &val, &len);
+	if (rc)
+		td_fs_reply_err(r, -rc);
+	else
+		td_fs_reply_xattr(r, val, len);
+	free(val);
+}
+
+void td_fs_req_run(td_fs_req *r)
+{
+	switch (r->kind) {
+	case TD_FS_READ:
+		run_read(r);
+		break;
+	case TD_FS_GETXATTR:
+		run_getxattr(r);
+		break;
+	default:
+		td_fs_reply_err(r, ENOSYS);
+		break;
+	}
+}
+
+void td_fs_dispatch(td_fs *fs, const td_fs_req *r)
+{
+	if (fs->exec.submit) {
+		size_t nlen = r->name ? strlen(r->name) + 1 : 0;
+		td_fs_req *q = malloc(sizeof *q + nlen);
+		if (q) {
+			*q = *r;
+			q->heap = 1;
+			if (r->name) {
+				char *n = (char *)(q + 1);
+				memcpy(n, r->name, nlen);
+				q->name = n;
+			}
+			if (fs->exec.submit(fs->exec.ctx, q) == 0)
+				return;
+			free(q);
+		}
+	}
+	td_fs_req local = *r;
+	local.heap = 0;
+	td_fs_req_run(&local);
+}

@@ -1,0 +1,337 @@
+/* tadocfs_xattr: user.tadoc.* values from engine counts and searches. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs_inode.h"
+#include "fs_xattr.h"
+#include "td_err.h"
+#include "td_format.h"
+#include "td_query.h"
+
+#define PREFIX "user.tadoc."
+#define PREFIX_LEN (sizeof PREFIX - 1)
+#define SEARCH_NAME PREFIX "search."
+#define MORE_TAG "#more "
+
+/* A few recent search results, so the parts of a long list and the
+ * size probe that precedes each getxattr do not search again. */
+#define XCACHE_SLOTS 8
+#define XCACHE_MAX_HITS (1u << 24) /* results larger than this are not kept */
+
+typedef struct xresult {
+	unsigned refs;            /* cache slot + readers; guarded by the cache mutex */
+	td_entry scope;
+	size_t wlen;
+	char *word;
+	td_hits hits;
+} xresult;
+
+struct td_fs_xcache {
+	pthread_mutex_t mu;
+	uint64_t clock;
+	xresult *slot[XCACHE_SLOTS];
+	uint64_t used[XCACHE_SLOTS];
+};
+
+static void xresult_put(xresult *r)
+{
+	/* caller holds the cache mutex */
+	if (r && --r->refs == 0) {
+		td_hits_free(&r->hits);
+		free(r->word);
+		free(r);
+	}
+}
+
+int td_fs_xattr_init(td_fs *fs)
+{
+	td_fs_xcache *c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->mu, NULL);
+	fs->xcache = c;
+	return 0;
+}
+
+void td_fs_xattr_fini(td_fs *fs)
+{
+	td_fs_xcache *c = fs->xcache;
+	if (!c)
+		return;
+	for (int i = 0; i < XCACHE_SLOTS; i++)
+		xresult_put(c->slot[i]);
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+	fs->xcache = NULL;
+}
+
+/* Search through the cache; returns a referenced result or NULL with *rc. */
+static xresult *search_cached(td_fs *fs, td_entry scope, const char *w, size_t wlen, int *rc)
+{
+	td_fs_xcache *c = fs->xcache;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < XCACHE_SLOTS; i++) {
+		xresult *r = c->slot[i];
+		if (r && r->scope == scope && r->wlen == wlen && memcmp(r->word, w, wlen) == 0) {
+			r->refs++;
+			c->used[i] = ++c->clock;
+			pthread_mutex_unlock(&c->mu);
+			return r;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+
+	xresult *r = calloc(1, sizeof *r);
+	char *word = malloc(wlen + 1);
+	if (!r || !word) {
+		free(r);
+		free(word);
+		*rc = -ENOMEM;
+		return NULL;
+	}
+	memcpy(word, w, wlen);
+	word[wlen] = '\0';
+	r->word = word;
+	r->wlen = wlen;
+	r->scope = scope;
+	r->refs = 1;
+	int err = td_search(fs->a, w, wlen, scope, &r->hits);
+	if (err) {
+		td_hits_free(&r->hits);
+		free(word);
+		free(r);
+		*rc = -td_err_errno(err);
+		return NULL;
+	}
+	if (r->hits.n <= XCACHE_MAX_HITS) {
+		pthread_mutex_lock(&c->mu);
+		int victim = 0;
+		for (int i = 1; i < XCACHE_SLOTS; i++)
+			if (c->used[i] < c->used[victim])
+				victim = i;
+		xresult_put(c->slot[victim]);
+		c->slot[victim] = r;
+		c->used[victim] = ++c->clock;
+		r->refs++;
+		pthread_mutex_unlock(&c->mu);
+	}
+	return r;
+}
+
+static void search_release(td_fs *fs, xresult *r)
+{
+	pthread_mutex_lock(&fs->xcache->mu);
+	xresult_put(r);
+	pthread_mutex_unlock(&fs->xcache->mu);
+}
+
+/* Decimal digits of v into out (no NUL); returns the length (<= 20). */
+static size_t u64dec(uint64_t v, char *out)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+static int value_u64(uint64_t v, char **val, size_t *len)
+{
+	char *p = malloc(21);
+	if (!p)
+		return -ENOMEM;
+	*len = u64dec(v, p);
+	*val = p;
+	return 0;
+}
+
+/* Parse a part number: 1..19 decimal digits. 0 or -EINVAL. */
+static int parse_part(const char *s, uint64_t *out)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 19)
+		return -EINVAL;
+	uint64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Escape a path for one line: '\' -> "\\", newline -> "\n". */
+static size_t escape_path(const char *p, size_t n, char *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\\') {
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else if (p[i] == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = p[i];
+		}
+	}
+	return o;
+}
+
+static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t wlen, uint64_t first,
+			char **val, size_t *len)
+{
+	int rc = 0;
+	xresult *r = search_cached(fs, e, w, wlen, &rc);
+	if (!r)
+		return rc;
+	const td_hits *h = &r->hits;
+	if (first > h->n) {
+		search_release(fs, r);
+		return -ENODATA;
+	}
+	/* Room kept for the continuation line: tag, name, '@', 20 digits, '\n'. */
+	const size_t reserve = (sizeof MORE_TAG - 1) + (sizeof SEARCH_NAME - 1) + wlen + 1 + 20 + 1;
+	char *out = malloc(TD_FS_XATTR_MAX);
+	char *path = is_dir ? malloc(TD_MAXPATH + 1) : NULL;
+	char *line = malloc(2 * (TD_MAXPATH + 1) + 24);
+	if (!out || (is_dir && !path) || !line) {
+		free(out);
+		free(path);
+		free(line);
+		search_release(fs, r);
+		return -ENOMEM;
+	}
+	size_t pos = 0, safe_pos = 0;
+	uint64_t safe_next = first, i = first;
+	td_entry path_of = TD_NOENTRY;
+	size_t plen = 0;
+	for (; i < h->n; i++) {
+		size_t ll = 0;
+		if (is_dir) {
+			if (h->v[i].file != path_of) {
+				int n = td_archive_path(fs->a, h->v[i].file, path, TD_MAXPATH + 1);
+				if (n < 0) {
+					rc = -td_err_errno(n);
+					break;
+				}
+				plen = (size_t)n;
+				path_of = h->v[i].file;
+			}
+			ll = escape_path(path, plen, line);
+			line[ll++] = ':';
+		}
+		ll += u64dec(h->v[i].off, line + ll);
+		line[ll++] = '\n';
+		if (pos + ll > TD_FS_XATTR_MAX)
+			break;
+		memcpy(out + pos, line, ll);
+		pos += ll;
+		if (pos + reserve <= TD_FS_XATTR_MAX) {
+			safe_pos = pos;
+			safe_next = i + 1;
+		}
+	}
+	if (rc == 0 && i < h->n) {
+		/* Does not fit: cut at the last line that leaves room for the
+		 * continuation line, and name the part that follows. */
+		pos = safe_pos;
+		memcpy(out + pos, MORE_TAG SEARCH_NAME, sizeof MORE_TAG SEARCH_NAME - 1);
+		pos += sizeof MORE_TAG SEARCH_NAME - 1;
+		memcpy(out + pos, w, wlen);
+		pos += wlen;
+		out[pos++] = '@';
+		pos += u64dec(safe_next, out + pos);
+		out[pos++] = '\n';
+	}
+	free(path);
+	free(line);
+	search_release(fs, r);
+	if (rc) {
+		free(out);
+		return rc;
+	}
+	if (pos == 0) {
+		free(out);
+		out = NULL;
+	}
+	*val = out;
+	*len = pos;
+	return 0;
+}
+
+int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t *len)
+{
+	*val = NULL;
+	*len = 0;
+	if (strncmp(name, PREFIX, PREFIX_LEN) != 0)
+		return -ENODATA;
+	const char *rest = name + PREFIX_LEN;
+
+	td_stat st;
+	int err = td_archive_stat(fs->a, e, &st);
+	if (err)
+		return -td_err_errno(err);
+	int is_dir = S_ISDIR(st.mode);
+	if (!is_dir && !S_ISREG(st.mode))
+		return -ENODATA;
+
+	if (strcmp(rest, "words") == 0) {
+		if (!is_dir)
+			return value_u64(st.nwords, val, len);
+		const td_fs_tree *t;
+		int rc = td_fs_tree_get(fs, &t);
+		if (rc)
+			return rc;
+		return value_u64(t->words[e], val, len);
+	}
+	if (strncmp(rest, "count.", 6) == 0) {
+		const char *w = rest + 6;
+		size_t wlen = strlen(w);
+		if (wlen == 0 || !td_is_word(w, wlen))
+			return -EINVAL;
+		uint64_t n = 0;
+		err = td_count(fs->a, w, wlen, e, &n);
+		if (err)
+			return -td_err_errno(err);
+		return value_u64(n, val, len);
+	}
+	if (strncmp(rest, "search.", 7) == 0) {
+		const char *w = rest + 7;
+		const char *at = strrchr(w, '@');
+		size_t wlen = at ? (size_t)(at - w) : strlen(w);
+		uint64_t first = 0;
+		if (at && parse_part(at + 1, &first))
+			return -EINVAL;
+		if (wlen == 0 || !td_is_word(w, wlen))
+			return -EINVAL;
+		return value_search(fs, e, is_dir, w, wlen, first, val, len);
+	}
+	return -ENODATA;
+}
+
+ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap)
+{
+	static const char names[] = PREFIX "words";
+	td_stat st;
+	int err = td_archive_stat(fs->a, e, &st);
+	if (err)
+		return -td_err_errno(err);
+	if (!S_ISDIR(st.mode) && !S_ISREG(st.mode))
+		return 0;
+	if (cap == 0)
+		return (ssize_t)sizeof names;
+	if (cap < sizeof names)
+		return -ERANGE;
+	memcpy(buf, names, sizeof names);
+	return (ssize_t)sizeof names;
+}
