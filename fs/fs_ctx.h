@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "td_archive.h"
+#include "td_conf.h"
 
 typedef struct td_fs_req td_fs_req;
 typedef struct td_fs_xcache td_fs_xcache;
@@ -44,6 +45,7 @@ typedef struct td_fs {
 	double attr_timeout;
 	int writable;             /* 0: read-only mount, writes get EROFS */
 	int debug;
+	td_conf conf;             /* effective configuration (defaults, file, -o) */
 	td_fs_exec exec;
 	td_fs_tree tree;
 	td_fs_xcache *xcache;     /* search results kept for continuation parts */

@@ -26,7 +26,7 @@ typedef struct td_fs_opts {
 	char *config;             /* -o config=FILE, or NULL */
 	char **fuse_opts;         /* options passed on to libfuse's mount */
 	size_t nfuse;
-	char **conf_keys;         /* other key[=value] options, for the conf module */
+	char **conf_keys;         /* configuration keys (td_conf_key_find), in order */
 	size_t nconf;
 } td_fs_opts;
 
@@ -36,7 +36,8 @@ typedef struct td_fs_opts {
  * `tadocfs ARCHIVE DIR -o OPTS`), "-oOPTS" glued, "--" ending options, and
  * '\,' for a literal comma inside a value. fstab-only options (defaults,
  * auto, noauto, user, users, nouser, owner, group, _netdev, nofail, x-*,
- * comment=*) are ignored. Returns TD_FS_EXIT_OK, or TD_FS_EXIT_USAGE after
+ * comment=*) are ignored; an option that is neither tadocfs's, libfuse's
+ * nor a configuration key is an error. Returns TD_FS_EXIT_OK, or TD_FS_EXIT_USAGE after
  * printing one "tadocfs: ..." line to stderr. */
 int td_fs_opts_parse(int argc, char **argv, td_fs_opts *o);
 

@@ -14,6 +14,7 @@
 #include "fs_ops.h"
 #include "fs_opts.h"
 #include "td_archive.h"
+#include "td_conf.h"
 #include "td_err.h"
 
 #ifndef TADOC_VERSION
@@ -94,22 +95,13 @@ static int check_dev_fuse(void)
 	return TD_FS_EXIT_OK;
 }
 
-/* Configuration keys given as -o KEY=VALUE and -o config=FILE.
- * TODO(conf): hand o->config and o->conf_keys to the conf module
- * (conf/td_conf.h) once it exists; until then no key is known and each
- * one is refused, so a typo never passes silently. */
-static int apply_config(const td_fs_opts *o)
+/* Defaults, then the config file (-o config=FILE or the default places),
+ * then -o KEY=VALUE overrides. Errors print "tadocfs: FILE:LINE: message". */
+static int load_config(const td_fs_opts *o, td_conf *c)
 {
-	if (o->config) {
-		struct stat st;
-		if (stat(o->config, &st) != 0)
-		{
-			fail(o->config, strerror(errno));
-			return TD_FS_EXIT_USAGE;
-		}
-	}
-	if (o->nconf > 0) {
-		fprintf(stderr, "tadocfs: -o %s: unknown option\n", o->conf_keys[0]);
+	char err[TD_CONF_PATH_MAX + 256];
+	if (td_conf_load(c, o->config, (const char *const *)o->conf_keys, o->nconf, err, sizeof err) != 0) {
+		fprintf(stderr, "tadocfs: %s\n", err);
 		return TD_FS_EXIT_USAGE;
 	}
 	return TD_FS_EXIT_OK;
@@ -182,7 +174,8 @@ int main(int argc, char **argv)
 		td_fs_opts_free(&o);
 		return TD_FS_EXIT_OK;
 	}
-	if ((rc = apply_config(&o))) {
+	static td_conf conf;
+	if ((rc = load_config(&o, &conf))) {
 		td_fs_opts_free(&o);
 		return rc;
 	}
@@ -214,6 +207,7 @@ int main(int argc, char **argv)
 	struct fuse_lowlevel_ops ops;
 	td_fs_ops_fill(&ops);
 	fs.debug = o.debug;
+	fs.conf = conf;
 	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
 	if (!se) {
 		rc = fail(o.mountpoint, "cannot create the FUSE session");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fs_opts.h"
+#include "td_conf.h"
 
 /* Flags and key= prefixes that libfuse's mount understands. */
 static const char *const fuse_flags[] = {
@@ -120,10 +121,12 @@ static int one_opt(td_fs_opts *o, const char *opt)
 			return usage_error("%s: out of memory", opt);
 		return 0;
 	}
-	/* Everything else is a configuration key (conf module). */
-	if (push(&o->conf_keys, &o->nconf, opt))
-		return usage_error("%s: out of memory", opt);
-	return 0;
+	if (td_conf_key_find(opt) >= 0) {
+		if (push(&o->conf_keys, &o->nconf, opt))
+			return usage_error("%s: out of memory", opt);
+		return 0;
+	}
+	return usage_error("-o %s: unknown option", opt);
 }
 
 /* Split an -o list at unescaped commas; '\,' and '\\' are literal. */
