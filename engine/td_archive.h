@@ -97,6 +97,10 @@ typedef struct td_info {
 
 void td_archive_info(const td_archive *a, td_info *out);
 
+/* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
+ * for gpu/ uploads and tools; NULL when absent. */
+const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);
+
 /* Name of a section id ("rules", ...), for messages and `tadoc info`. */
 const char *td_section_name(unsigned id);
 

@@ -32,6 +32,10 @@ int td_is_word(const char *word, size_t len);
  * Thread-safe. */
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
 
+/* Number of word tokens in `scope` (a file's own, a directory's subtree,
+ * the corpus for TD_ROOT). TD_OK or TD_EINVAL. Thread-safe. */
+int td_word_total(const td_archive *a, td_entry scope, uint64_t *n);
+
 /* One occurrence: entry and byte offset of the word's first byte. */
 typedef struct td_hit {
 	td_entry file;
@@ -47,8 +51,8 @@ typedef struct td_hits {
 
 void td_hits_free(td_hits *h);
 
-/* Append every occurrence of `word` in `scope` to *out, files in entry order
- * (breadth-first, names sorted) and offsets ascending within a file.
+/* Append every occurrence of `word` in `scope` to *out: files in path order
+ * (depth-first, names sorted bytewise), offsets ascending within a file.
  * Errors as td_count. */
 int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);
 

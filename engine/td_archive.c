@@ -1,0 +1,412 @@
+/* td_archive: map an archive, validate it, and answer tree questions. */
+#include "td_archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "td_archive_int.h"
+
+static const char *const sec_names[TD_SEC_MAX] = {
+	[TD_SEC_META] = "meta",
+	[TD_SEC_NAMES] = "names",
+	[TD_SEC_E_NAMEOFF] = "entry-name-offsets",
+	[TD_SEC_E_PARENT] = "entry-parents",
+	[TD_SEC_E_MODE] = "entry-modes",
+	[TD_SEC_E_MTIME] = "entry-mtimes",
+	[TD_SEC_E_MTIMENS] = "entry-mtime-ns",
+	[TD_SEC_E_SIZE] = "entry-sizes",
+	[TD_SEC_E_CHILD] = "entry-children",
+	[TD_SEC_E_ROOT] = "entry-root-ranges",
+	[TD_SEC_E_GSTART] = "entry-offsets",
+	[TD_SEC_E_NWORDS] = "entry-word-counts",
+	[TD_SEC_WORDS] = "words",
+	[TD_SEC_WORD_OFF] = "word-offsets",
+	[TD_SEC_WORD_FREQ] = "word-counts",
+	[TD_SEC_OTHER] = "other-tokens",
+	[TD_SEC_OTHER_OFF] = "other-offsets",
+	[TD_SEC_RULE_SYMS] = "rules",
+	[TD_SEC_RULE_GROUPS] = "rule-groups",
+	[TD_SEC_RULE_LEN] = "rule-lengths",
+	[TD_SEC_ROOT_SYMS] = "root",
+	[TD_SEC_ROOT_SAMPLES] = "root-samples",
+};
+
+const char *td_section_name(unsigned id)
+{
+	return id < TD_SEC_MAX && sec_names[id] ? sec_names[id] : "unknown";
+}
+
+static int bad(unsigned id, const char *what)
+{
+	return td_fail(TD_ECORRUPT, "section '%s': %s", td_section_name(id), what);
+}
+
+static int view(td_archive *a, unsigned id, td_pack *p, uint64_t want_n)
+{
+	const td_disk_section *s = a->sec[id];
+	if (td_pack_view(p, a->map + s->off, s->size) != TD_OK)
+		return bad(id, "malformed packed array");
+	if (want_n != UINT64_MAX && p->n != want_n)
+		return bad(id, "wrong number of values");
+	return TD_OK;
+}
+
+static int check_sections(td_archive *a)
+{
+	const td_disk_header *h = (const td_disk_header *)a->map;
+	if (memcmp(h->magic, TD_MAGIC, TD_MAGIC_LEN))
+		return td_fail(TD_EFORMAT, "bad magic number");
+	if (h->version != TD_VERSION)
+		return td_fail(TD_EVERSION, "archive version %u, this build reads version %u", h->version,
+			       TD_VERSION);
+	if (h->header_sum != XXH3_64bits(h, offsetof(td_disk_header, header_sum)))
+		return td_fail(TD_ECORRUPT, "header checksum mismatch");
+	if (h->header_size != sizeof *h)
+		return td_fail(TD_ECORRUPT, "unexpected header size %u", h->header_size);
+	if (h->file_size > a->size)
+		return td_fail(TD_ETRUNC, "archive has %llu bytes, header says %llu",
+			       (unsigned long long)a->size, (unsigned long long)h->file_size);
+	if (h->file_size < a->size)
+		return td_fail(TD_ECORRUPT, "%llu bytes of trailing garbage",
+			       (unsigned long long)(a->size - h->file_size));
+	if (h->nsections == 0 || h->nsections > 256 || h->sectab_off > a->size ||
+	    (a->size - h->sectab_off) / sizeof(td_disk_section) < h->nsections || (h->sectab_off & 7))
+		return td_fail(TD_ECORRUPT, "section table out of bounds");
+	const td_disk_section *tab = (const td_disk_section *)(a->map + h->sectab_off);
+	if (h->sectab_sum != XXH3_64bits(tab, h->nsections * sizeof *tab))
+		return td_fail(TD_ECORRUPT, "section table checksum mismatch");
+	for (uint32_t i = 0; i < h->nsections; i++) {
+		const td_disk_section *s = &tab[i];
+		if (s->off > a->size || s->size > a->size - s->off || (s->off & 7) || s->off < sizeof *h)
+			return bad(s->id, "out of bounds");
+		if (s->id < TD_SEC_MAX && s->id > 0) {
+			if (a->sec[s->id])
+				return bad(s->id, "appears twice");
+			a->sec[s->id] = s;
+		}
+	}
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		if (!a->sec[id])
+			return bad(id, "missing");
+	return TD_OK;
+}
+
+static int check_sum(const td_archive *a, unsigned id)
+{
+	const td_disk_section *s = a->sec[id];
+	if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
+		return bad(id, "checksum mismatch");
+	return TD_OK;
+}
+
+static int setup(td_archive *a, unsigned flags)
+{
+	int err = check_sections(a);
+	if (err)
+		return err;
+	/* Small sections are always checksummed; big ones on request. */
+	if ((err = check_sum(a, TD_SEC_META)) || (err = check_sum(a, TD_SEC_RULE_GROUPS)))
+		return err;
+	if (flags & TD_OPEN_VERIFY)
+		for (unsigned id = 1; id < TD_SEC_MAX; id++)
+			if ((err = check_sum(a, id)))
+				return err;
+	if (a->sec[TD_SEC_META]->size < sizeof(td_disk_meta))
+		return bad(TD_SEC_META, "too short");
+	memcpy(&a->meta, a->map + a->sec[TD_SEC_META]->off, sizeof a->meta);
+	const td_disk_meta *m = &a->meta;
+	if (m->nentries == 0 || m->nentries >= UINT32_MAX || m->nwords >= UINT32_MAX / 4 ||
+	    m->nother >= UINT32_MAX / 4 || m->nrules >= UINT32_MAX / 2 || m->max_depth > TD_MAXDEPTH ||
+	    m->sample_shift == 0 || m->sample_shift > 16)
+		return bad(TD_SEC_META, "counts out of range");
+	a->W = m->nwords;
+	a->S = m->nother;
+	a->R = m->nrules;
+	a->T = 2 * a->W + a->S;
+	a->shift = (unsigned)m->sample_shift;
+	uint64_t ne = m->nentries;
+	if ((err = view(a, TD_SEC_E_NAMEOFF, &a->e_nameoff, ne + 1)) ||
+	    (err = view(a, TD_SEC_E_PARENT, &a->e_parent, ne)) || (err = view(a, TD_SEC_E_MODE, &a->e_mode, ne)) ||
+	    (err = view(a, TD_SEC_E_MTIME, &a->e_mtime, ne)) ||
+	    (err = view(a, TD_SEC_E_MTIMENS, &a->e_mtimens, ne)) || (err = view(a, TD_SEC_E_SIZE, &a->e_size, ne)) ||
+	    (err = view(a, TD_SEC_E_CHILD, &a->e_child, ne + 1)) ||
+	    (err = view(a, TD_SEC_E_ROOT, &a->e_root, ne + 1)) ||
+	    (err = view(a, TD_SEC_E_GSTART, &a->e_gstart, ne + 1)) ||
+	    (err = view(a, TD_SEC_E_NWORDS, &a->e_nwords, ne)) ||
+	    (err = view(a, TD_SEC_WORD_OFF, &a->word_off, a->W + 1)) ||
+	    (err = view(a, TD_SEC_WORD_FREQ, &a->word_freq, a->W)) ||
+	    (err = view(a, TD_SEC_OTHER_OFF, &a->other_off, a->S + 1)) ||
+	    (err = view(a, TD_SEC_RULE_SYMS, &a->rule_syms, m->nrulesyms)) ||
+	    (err = view(a, TD_SEC_RULE_LEN, &a->rule_len, a->R)) ||
+	    (err = view(a, TD_SEC_ROOT_SYMS, &a->root_syms, m->nroot)) ||
+	    (err = view(a, TD_SEC_ROOT_SAMPLES, &a->root_samples, m->nsamples)))
+		return err;
+	if (m->nsamples < (m->nroot + (UINT64_C(1) << a->shift) - 1) >> a->shift)
+		return bad(TD_SEC_ROOT_SAMPLES, "too few samples");
+#define BLOB(id, p, n)                                   \
+	do {                                             \
+		p = a->map + a->sec[id]->off;            \
+		n = a->sec[id]->size;                    \
+	} while (0)
+	BLOB(TD_SEC_NAMES, a->names, a->names_size);
+	BLOB(TD_SEC_WORDS, a->words, a->words_size);
+	BLOB(TD_SEC_OTHER, a->other, a->other_size);
+#undef BLOB
+	/* Rule groups: ascending first_rule from 0, symbols inside RULE_SYMS. */
+	const td_disk_section *gs = a->sec[TD_SEC_RULE_GROUPS];
+	a->groups = (const td_disk_group *)(a->map + gs->off);
+	a->ngroups = m->ngroups;
+	if (gs->size / sizeof(td_disk_group) < a->ngroups || (a->R && !a->ngroups))
+		return bad(TD_SEC_RULE_GROUPS, "wrong size");
+	for (uint64_t g = 0; g < a->ngroups; g++) {
+		const td_disk_group *x = &a->groups[g];
+		uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : a->R;
+		if ((g == 0 && x->first_rule != 0) || x->first_rule >= end || x->len == 0 ||
+		    x->first_sym + (end - x->first_rule) * x->len > m->nrulesyms)
+			return bad(TD_SEC_RULE_GROUPS, "inconsistent group");
+	}
+	/* The tree's shape is read on every lookup: check the cheap parts. */
+	if (td_pack_get(&a->e_child, 0) != 1 || td_pack_get(&a->e_child, ne) != ne)
+		return bad(TD_SEC_E_CHILD, "children ranges do not cover the tree");
+	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->names_size)
+		return bad(TD_SEC_E_ROOT, "ranges do not match the root");
+	return TD_OK;
+}
+
+int td_archive_open(const char *path, unsigned flags, td_archive **out)
+{
+	*out = NULL;
+	td_archive *a = calloc(1, sizeof *a);
+	if (!a)
+		return TD_ENOMEM;
+	a->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (a->fd < 0) {
+		int e = errno;
+		free(a);
+		return td_fail(e == ENOENT ? TD_ENOENT : TD_EIO, "%s", strerror(e));
+	}
+	struct stat st;
+	if (fstat(a->fd, &st)) {
+		int e = errno;
+		close(a->fd);
+		free(a);
+		return td_fail(TD_EIO, "%s", strerror(e));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(a->fd);
+		free(a);
+		return td_fail(TD_EISDIR, "is a directory");
+	}
+	if ((uint64_t)st.st_size < sizeof(td_disk_header)) {
+		close(a->fd);
+		free(a);
+		if (st.st_size >= TD_MAGIC_LEN) {
+			char m[TD_MAGIC_LEN];
+			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			ssize_t k = fd >= 0 ? read(fd, m, sizeof m) : -1;
+			if (fd >= 0)
+				close(fd);
+			if (k == TD_MAGIC_LEN && !memcmp(m, TD_MAGIC, TD_MAGIC_LEN))
+				return td_fail(TD_ETRUNC, "only %lld bytes, shorter than the header",
+					       (long long)st.st_size);
+		}
+		return td_fail(TD_EFORMAT, "too short to be a tadoc archive (%lld bytes)", (long long)st.st_size);
+	}
+	a->size = (uint64_t)st.st_size;
+	void *m = mmap(NULL, a->size, PROT_READ, MAP_SHARED | ((flags & TD_OPEN_POPULATE) ? MAP_POPULATE : 0),
+		       a->fd, 0);
+	if (m == MAP_FAILED) {
+		int e = errno;
+		close(a->fd);
+		free(a);
+		return td_fail(TD_EIO, "mmap: %s", strerror(e));
+	}
+	a->map = m;
+	int err = setup(a, flags);
+	if (err) {
+		td_archive_close(a);
+		return err;
+	}
+	*out = a;
+	return TD_OK;
+}
+
+void td_archive_close(td_archive *a)
+{
+	if (!a)
+		return;
+	if (a->map)
+		munmap((void *)a->map, a->size);
+	if (a->fd >= 0)
+		close(a->fd);
+	free(a);
+}
+
+uint32_t td_archive_nentries(const td_archive *a)
+{
+	return (uint32_t)a->meta.nentries;
+}
+
+int td_archive_stat(const td_archive *a, td_entry e, td_stat *st)
+{
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	st->mode = (mode_t)td_pack_get(&a->e_mode, e);
+	st->size = td_pack_get(&a->e_size, e);
+	st->mtime_sec = (int64_t)td_pack_get(&a->e_mtime, e) - TD_MTIME_BIAS;
+	st->mtime_nsec = (uint32_t)td_pack_get(&a->e_mtimens, e);
+	st->parent = (td_entry)td_pack_get(&a->e_parent, e);
+	st->nwords = td_pack_get(&a->e_nwords, e);
+	return TD_OK;
+}
+
+const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size)
+{
+	if (id == 0 || id >= TD_SEC_MAX || !a->sec[id])
+		return NULL;
+	*size = a->sec[id]->size;
+	return a->map + a->sec[id]->off;
+}
+
+const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
+{
+	if (e >= a->meta.nentries)
+		return NULL;
+	uint64_t lo = td_pack_get(&a->e_nameoff, e), hi = td_pack_get(&a->e_nameoff, e + 1);
+	if (lo > hi || hi > a->names_size || hi - lo > TD_MAXNAME)
+		return NULL;
+	const char *p = (const char *)a->names + lo;
+	size_t n = hi - lo;
+	/* A name that could escape or confuse a path is corrupt. */
+	if (e != 0 && (n == 0 || memchr(p, '/', n) || memchr(p, '\0', n) || (n == 1 && p[0] == '.') ||
+		       (n == 2 && p[0] == '.' && p[1] == '.')))
+		return NULL;
+	*len = n;
+	return p;
+}
+
+int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count)
+{
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	if (!S_ISDIR(td_pack_get(&a->e_mode, e)))
+		return TD_ENOTDIR;
+	uint64_t lo = td_pack_get(&a->e_child, e), hi = td_pack_get(&a->e_child, e + 1);
+	if (lo > hi || hi > a->meta.nentries || lo <= e)
+		return td_fail(TD_ECORRUPT, "entry %u: bad children range", e);
+	*first = (td_entry)lo;
+	*count = (uint32_t)(hi - lo);
+	return TD_OK;
+}
+
+int td_archive_lookup(const td_archive *a, td_entry dir, const char *name, size_t len, td_entry *out)
+{
+	td_entry first;
+	uint32_t n;
+	int err = td_archive_children(a, dir, &first, &n);
+	if (err)
+		return err;
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		size_t ml;
+		const char *mn = td_archive_name(a, first + mid, &ml);
+		if (!mn)
+			return td_fail(TD_ECORRUPT, "entry %u: bad name", first + mid);
+		int c = memcmp(mn, name, ml < len ? ml : len);
+		if (c == 0)
+			c = (ml > len) - (ml < len);
+		if (c == 0) {
+			*out = first + mid;
+			return TD_OK;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return TD_ENOENT;
+}
+
+int td_archive_lookup_path(const td_archive *a, const char *path, td_entry *out)
+{
+	td_entry cur = TD_ROOT;
+	const char *p = path;
+	while (*p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		if (!(n == 1 && p[0] == '.')) {
+			int err = td_archive_lookup(a, cur, p, n, &cur);
+			if (err)
+				return err;
+		}
+		p += n;
+	}
+	*out = cur;
+	return TD_OK;
+}
+
+int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap)
+{
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	/* Build backwards from the end of buf, then move to the front. */
+	size_t at = cap;
+	if (at == 0)
+		return TD_ERANGE;
+	buf[--at] = 0;
+	unsigned guard = 0;
+	while (e != TD_ROOT) {
+		size_t n;
+		const char *nm = td_archive_name(a, e, &n);
+		if (!nm || ++guard > 4096)
+			return td_fail(TD_ECORRUPT, "entry %u: bad name or parent chain", e);
+		if (n + (at < cap - 1) > at)
+			return TD_ERANGE;
+		if (at < cap - 1)
+			buf[--at] = '/';
+		at -= n;
+		memcpy(buf + at, nm, n);
+		td_entry p = (td_entry)td_pack_get(&a->e_parent, e);
+		if (p >= e)
+			return td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", e, p);
+		e = p;
+	}
+	size_t len = cap - 1 - at;
+	memmove(buf, buf + at, len + 1);
+	return (int)len;
+}
+
+void td_archive_info(const td_archive *a, td_info *o)
+{
+	memset(o, 0, sizeof *o);
+	o->archive_bytes = a->size;
+	o->total_bytes = a->meta.total_bytes;
+	o->nentries = a->meta.nentries;
+	for (uint64_t e = 0; e < a->meta.nentries; e++) {
+		mode_t m = (mode_t)td_pack_get(&a->e_mode, e);
+		o->nfiles += S_ISREG(m);
+		o->ndirs += S_ISDIR(m);
+		o->nsymlinks += S_ISLNK(m);
+	}
+	o->nwords = a->W;
+	o->nother = a->S;
+	o->total_words = a->meta.total_words;
+	o->nrules = a->R;
+	o->nrulesyms = a->meta.nrulesyms;
+	o->nroot = a->meta.nroot;
+	o->max_depth = a->meta.max_depth;
+	o->build_time = a->meta.build_time;
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		o->section_bytes[id] = a->sec[id]->size;
+}

@@ -1,0 +1,82 @@
+/* td_archive_int: the open-archive structure shared by engine readers (not public). */
+#ifndef TD_ARCHIVE_INT_H
+#define TD_ARCHIVE_INT_H
+
+#include "td_archive.h"
+#include "td_format.h"
+#include "td_pack.h"
+
+struct td_archive {
+	int fd;
+	const uint8_t *map;
+	uint64_t size;
+	const td_disk_section *sec[TD_SEC_MAX];
+	td_disk_meta meta;
+	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
+	td_pack word_off, word_freq, other_off;
+	td_pack rule_syms, rule_len, root_syms, root_samples;
+	const uint8_t *names, *words, *other;
+	uint64_t names_size, words_size, other_size;
+	const td_disk_group *groups;
+	uint64_t ngroups;
+	uint64_t W, S, R, T;
+	unsigned shift;
+};
+
+/* Expanded byte length of symbol s (s < T + R, checked by callers). */
+static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
+{
+	if (s < 2 * a->W)
+		return td_pack_get(&a->word_off, (s >> 1) + 1) - td_pack_get(&a->word_off, s >> 1) + (s & 1);
+	if (s < a->T)
+		return td_pack_get(&a->other_off, s - 2 * a->W + 1) - td_pack_get(&a->other_off, s - 2 * a->W);
+	return td_pack_get(&a->rule_len, s - a->T);
+}
+
+/* Bytes of terminal t (< T): pointer and length; NULL if out of bounds. A
+ * word token with a space has its ' ' reported via *space = 1 (the space is
+ * not stored in WORDS). */
+static inline const uint8_t *td_term_bytes(const td_archive *a, uint64_t t, uint32_t *len, int *space)
+{
+	uint64_t lo, hi;
+	if (t < 2 * a->W) {
+		lo = td_pack_get(&a->word_off, t >> 1);
+		hi = td_pack_get(&a->word_off, (t >> 1) + 1);
+		*space = (int)(t & 1);
+		if (lo > hi || hi > a->words_size || hi - lo > TD_MAXTOK)
+			return NULL;
+		*len = (uint32_t)(hi - lo);
+		return a->words + lo;
+	}
+	lo = td_pack_get(&a->other_off, t - 2 * a->W);
+	hi = td_pack_get(&a->other_off, t - 2 * a->W + 1);
+	*space = 0;
+	if (lo > hi || hi > a->other_size || hi - lo > TD_MAXTOK + 1)
+		return NULL;
+	*len = (uint32_t)(hi - lo);
+	return a->other + lo;
+}
+
+/* Right-hand side of rule r (< R): symbols [*start, *start + *len) of
+ * RULE_SYMS. Returns 0, or -1 when the group table is inconsistent. */
+static inline int td_rule_rhs(const td_archive *a, uint64_t r, uint64_t *start, uint32_t *len)
+{
+	uint64_t lo = 0, hi = a->ngroups;
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		if (a->groups[mid].first_rule <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const td_disk_group *g = &a->groups[lo];
+	if (g->first_rule > r)
+		return -1;
+	*start = g->first_sym + (r - g->first_rule) * g->len;
+	*len = g->len;
+	if (*start + *len > a->rule_syms.n)
+		return -1;
+	return 0;
+}
+
+#endif

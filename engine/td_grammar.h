@@ -1,0 +1,44 @@
+/* td_grammar: build one bounded-depth pair grammar (Re-Pair family) over token ids. */
+#ifndef TD_GRAMMAR_H
+#define TD_GRAMMAR_H
+
+#include <stdint.h>
+
+#include "td_writer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TD_SPLIT UINT32_MAX /* ends every file in the input sequence */
+
+/* A grammar in creation order: rule k has id nterm + k and its right-hand
+ * side only names terminals (< nterm) and older rules, so a pass in id order
+ * is a topological pass. Root segments are per file, in input order. */
+typedef struct td_grammar {
+	uint32_t nterm;
+	uint32_t nrules;
+	uint64_t *rule_off;   /* nrules + 1 offsets into rule_syms */
+	uint32_t *rule_syms;
+	uint32_t *root;       /* all files' root symbols, no splitters */
+	uint64_t *file_root;  /* nfiles + 1 offsets into root */
+	uint64_t nfiles;
+	uint32_t depth;       /* deepest nesting, 0 when there are no rules */
+} td_grammar;
+
+/* Build a grammar from seq[0..n): terminal ids < nterm, each file's tokens
+ * followed by one TD_SPLIT, so no rule crosses a file. Each round replaces
+ * every digram that occurs at least twice (preferring the more frequent of
+ * two overlapping digrams) by a new rule; at most `max_depth` rounds, so no
+ * rule nests deeper. Rules then used once are inlined and unused ones
+ * dropped. `seq` is consumed (used as scratch and freed by the caller).
+ * Returns TD_OK or TD_ENOMEM / TD_ELIMIT (more than 2^32 - nterm symbols). */
+int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
+		     td_progress_fn progress, void *ctx, td_grammar *g);
+
+void td_grammar_free(td_grammar *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,190 @@
+/* td_scan: walk directories and files on disk into a td_writer. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "td_format.h"
+#include "td_writer.h"
+
+#define CHUNK (1u << 20)
+
+/* Prefix this thread's error detail with the on-disk path. */
+static int fail_at(int err, const char *disk)
+{
+	char why[256];
+	snprintf(why, sizeof why, "%s", td_errdetail());
+	return td_fail(err, "%s: %s", disk, why[0] ? why : td_strerror(err));
+}
+
+typedef struct scan {
+	td_writer *w;
+	uint8_t *buf;
+	dev_t out_dev;
+	ino_t out_ino;
+	int have_out;
+} scan;
+
+static int add_file(scan *s, int fd, const char *disk, const char *rel, const struct stat *st)
+{
+	int err = td_writer_file_begin(s->w, rel, st->st_mode, st->st_mtim.tv_sec, (uint32_t)st->st_mtim.tv_nsec);
+	if (err)
+		return fail_at(err, disk);
+	for (;;) {
+		ssize_t k = read(fd, s->buf, CHUNK);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			td_writer_file_end(s->w);
+			return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+		}
+		if (k == 0)
+			break;
+		if ((err = td_writer_file_data(s->w, s->buf, (size_t)k)))
+			return fail_at(err, disk);
+	}
+	return td_writer_file_end(s->w);
+}
+
+static int walk(scan *s, int pfd, const char *name, const char *disk, const char *rel, int depth);
+
+static int add_path(scan *s, int pfd, const char *name, const char *disk, const char *rel, int depth)
+{
+	struct stat st;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	if (s->have_out && st.st_dev == s->out_dev && st.st_ino == s->out_ino)
+		return TD_OK; /* the archive being written */
+	if (S_ISDIR(st.st_mode)) {
+		int err = rel[0] ? td_writer_add_dir(s->w, rel, st.st_mode, st.st_mtim.tv_sec,
+						     (uint32_t)st.st_mtim.tv_nsec)
+				 : td_writer_add_dir(s->w, "", st.st_mode, st.st_mtim.tv_sec,
+						     (uint32_t)st.st_mtim.tv_nsec);
+		if (err)
+			return fail_at(err, disk);
+		return walk(s, pfd, name, disk, rel, depth + 1);
+	}
+	if (S_ISLNK(st.st_mode)) {
+		char target[TD_MAXPATH + 2];
+		ssize_t k = readlinkat(pfd, name, target, sizeof target - 1);
+		if (k < 0)
+			return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+		if ((size_t)k >= sizeof target - 1)
+			return td_fail(TD_ELIMIT, "%s: symlink target too long", disk);
+		target[k] = 0;
+		int err = td_writer_add_symlink(s->w, rel, st.st_mtim.tv_sec, (uint32_t)st.st_mtim.tv_nsec, target);
+		return err ? fail_at(err, disk) : TD_OK;
+	}
+	if (!S_ISREG(st.st_mode))
+		return td_fail(TD_EUNSUPP, "%s: not a regular file, directory or symlink", disk);
+	int fd = openat(pfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	int err = add_file(s, fd, disk, rel, &st);
+	close(fd);
+	return err;
+}
+
+static char *join(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	char *p = malloc(la + lb + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, a, la);
+	size_t at = la;
+	if (la && a[la - 1] != '/')
+		p[at++] = '/';
+	memcpy(p + at, b, lb + 1);
+	if (!la)
+		memcpy(p, b, lb + 1);
+	return p;
+}
+
+static int walk(scan *s, int pfd, const char *name, const char *disk, const char *rel, int depth)
+{
+	if (depth > 1000)
+		return td_fail(TD_ELIMIT, "%s: directory tree too deep", disk);
+	int fd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	}
+	int err = TD_OK;
+	struct dirent *de;
+	errno = 0;
+	while (!err && (de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		char *cdisk = join(disk, de->d_name), *crel = join(rel, de->d_name);
+		if (!cdisk || !crel)
+			err = TD_ENOMEM;
+		else if (strlen(crel) > TD_MAXPATH)
+			err = td_fail(TD_ELIMIT, "%s: path longer than %u bytes", cdisk, TD_MAXPATH);
+		else
+			err = add_path(s, dirfd(d), de->d_name, cdisk, crel, depth);
+		free(cdisk);
+		free(crel);
+		errno = 0;
+	}
+	if (!err && errno)
+		err = td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	closedir(d);
+	return err;
+}
+
+int td_compress_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_writer_opts *opts)
+{
+	if (ninputs == 0)
+		return td_fail(TD_EINVAL, "no input given");
+	scan s = { 0 };
+	s.buf = malloc(CHUNK);
+	s.w = td_writer_new(opts);
+	if (!s.buf || !s.w) {
+		free(s.buf);
+		td_writer_abort(s.w);
+		return TD_ENOMEM;
+	}
+	struct stat ost;
+	if (stat(out_path, &ost) == 0) {
+		s.have_out = 1;
+		s.out_dev = ost.st_dev;
+		s.out_ino = ost.st_ino;
+	}
+	int err = TD_OK;
+	struct stat st;
+	if (ninputs == 1 && stat(inputs[0], &st) == 0 && S_ISDIR(st.st_mode)) {
+		err = add_path(&s, AT_FDCWD, inputs[0], inputs[0], "", 0);
+	} else {
+		for (size_t i = 0; i < ninputs && !err; i++) {
+			char *copy = strdup(inputs[i]);
+			if (!copy) {
+				err = TD_ENOMEM;
+				break;
+			}
+			size_t l = strlen(copy);
+			while (l > 1 && copy[l - 1] == '/')
+				copy[--l] = 0;
+			const char *base = strrchr(copy, '/');
+			base = base ? base + 1 : copy;
+			if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+				err = td_fail(TD_EINVAL, "%s: cannot name an archive entry after this path", inputs[i]);
+			else
+				err = add_path(&s, AT_FDCWD, inputs[i], inputs[i], base, 0);
+			free(copy);
+		}
+	}
+	free(s.buf);
+	if (err) {
+		td_writer_abort(s.w);
+		return err;
+	}
+	return td_writer_finish(s.w, out_path);
+}

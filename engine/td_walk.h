@@ -1,0 +1,34 @@
+/* td_walk: the engine-internal grammar walker behind extract and cursors. */
+#ifndef TD_WALK_H
+#define TD_WALK_H
+
+#include "td_archive_int.h"
+
+/* Position inside one entry's expansion: a stack of rule frames over the
+ * root range, and the current terminal partly consumed. */
+typedef struct td_walk {
+	const td_archive *a;
+	td_entry e;
+	uint64_t pos;            /* file offset of the next byte produced */
+	uint64_t size;           /* file size */
+	uint64_t root_i, root_end;
+	uint32_t depth;
+	struct {
+		uint64_t at, end;  /* next / end symbol index in RULE_SYMS */
+	} st[TD_MAXDEPTH + 1];
+	const uint8_t *tok;      /* current terminal's bytes (without space) */
+	uint32_t tok_len;        /* bytes of tok */
+	uint32_t tok_total;      /* tok_len + trailing space */
+	uint32_t tok_off;        /* bytes of the current terminal already produced */
+	int valid;
+} td_walk;
+
+/* Position w at byte `off` of entry e (off < size). TD_OK, TD_EINVAL,
+ * TD_EISDIR, TD_ECORRUPT. */
+int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off);
+
+/* Produce up to len bytes into buf from the walker's position; *got is the
+ * count (short only at EOF). TD_OK or TD_ECORRUPT. */
+int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got);
+
+#endif

@@ -1,0 +1,934 @@
+/* td_writer: collect entries, tokenize, build the grammar and write archive v1. */
+#include "td_writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "td_format.h"
+#include "td_grammar.h"
+#include "td_pack.h"
+#include "td_tokenize.h"
+
+enum { ENT_DIR, ENT_FILE, ENT_LINK };
+
+typedef struct went {
+	char *path;       /* relative, no leading '/' ("" for the root) */
+	uint32_t parent;
+	int type;
+	uint32_t mode;
+	int64_t mtime;
+	uint32_t nsec;
+	uint64_t size, nwords;
+	uint64_t seqidx;  /* file/link: index among texts in input order */
+	int explicit_;    /* added by the caller (not an implicit parent) */
+} went;
+
+/* Token dictionary: distinct token byte strings. */
+typedef struct tokdict {
+	uint32_t *slot;   /* hash -> token id + 1 */
+	uint64_t mask;
+	td_buf bytes;
+	uint64_t *off;    /* token start in bytes */
+	uint16_t *len;
+	uint16_t *wordlen; /* 0 for OTHER */
+	uint64_t *freq;
+	uint32_t n, cap;
+} tokdict;
+
+/* Path index: path -> entry id + 1. */
+typedef struct pathidx {
+	uint32_t *slot;
+	uint64_t mask;
+} pathidx;
+
+struct td_writer {
+	td_writer_opts o;
+	went *ent;
+	uint32_t nent, capent;
+	pathidx pi;
+	tokdict td;
+	uint32_t *seq;
+	uint64_t nseq, capseq;
+	uint64_t ntexts;
+	/* streaming file state */
+	int in_file;
+	uint32_t cur;
+	td_buf pend;
+	td_tokenizer tz;
+	uint64_t bytes_in;
+};
+
+static uint64_t hbytes(const void *p, size_t n)
+{
+	return XXH3_64bits(p, n);
+}
+
+static int seq_push(td_writer *w, uint32_t v)
+{
+	if (w->nseq == w->capseq) {
+		uint64_t cap = w->capseq ? w->capseq * 2 : 1 << 16;
+		uint32_t *p = realloc(w->seq, cap * sizeof *p);
+		if (!p)
+			return TD_ENOMEM;
+		w->seq = p;
+		w->capseq = cap;
+	}
+	w->seq[w->nseq++] = v;
+	return TD_OK;
+}
+
+static int dict_grow(tokdict *d)
+{
+	uint64_t cap = d->mask ? (d->mask + 1) * 2 : 1 << 16;
+	uint32_t *slot = calloc(cap, sizeof *slot);
+	if (!slot)
+		return TD_ENOMEM;
+	for (uint32_t i = 0; i < d->n; i++) {
+		uint64_t h = hbytes(d->bytes.p + d->off[i], d->len[i]) & (cap - 1);
+		while (slot[h])
+			h = (h + 1) & (cap - 1);
+		slot[h] = i + 1;
+	}
+	free(d->slot);
+	d->slot = slot;
+	d->mask = cap - 1;
+	return TD_OK;
+}
+
+static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t *id)
+{
+	if ((uint64_t)d->n * 2 >= d->mask && dict_grow(d))
+		return TD_ENOMEM;
+	uint64_t h = hbytes(s, t->len) & d->mask;
+	for (;;) {
+		uint32_t v = d->slot[h];
+		if (!v)
+			break;
+		if (d->len[v - 1] == t->len && !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
+			*id = v - 1;
+			d->freq[v - 1]++;
+			return TD_OK;
+		}
+		h = (h + 1) & d->mask;
+	}
+	if (d->n == d->cap) {
+		uint32_t cap = d->cap ? d->cap * 2 : 4096;
+		uint64_t *off = realloc(d->off, cap * sizeof *off);
+		if (off)
+			d->off = off;
+		uint16_t *len = realloc(d->len, cap * sizeof *len);
+		if (len)
+			d->len = len;
+		uint16_t *wl = realloc(d->wordlen, cap * sizeof *wl);
+		if (wl)
+			d->wordlen = wl;
+		uint64_t *fq = realloc(d->freq, cap * sizeof *fq);
+		if (fq)
+			d->freq = fq;
+		if (!off || !len || !wl || !fq)
+			return TD_ENOMEM;
+		d->cap = cap;
+	}
+	uint32_t i = d->n++;
+	d->off[i] = d->bytes.len;
+	d->len[i] = (uint16_t)t->len;
+	d->wordlen[i] = (uint16_t)(t->kind == TD_TOK_WORD ? t->wordlen : 0);
+	d->freq[i] = 1;
+	if (td_buf_put(&d->bytes, s, t->len))
+		return TD_ENOMEM;
+	d->slot[h] = i + 1;
+	*id = i;
+	return TD_OK;
+}
+
+td_writer *td_writer_new(const td_writer_opts *opts)
+{
+	td_writer *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	if (opts)
+		w->o = *opts;
+	if (!w->o.max_depth || w->o.max_depth > TD_MAXDEPTH)
+		w->o.max_depth = 32;
+	if (!w->o.sample_shift || w->o.sample_shift > 16)
+		w->o.sample_shift = 4;
+	/* entry 0: the root directory */
+	w->ent = calloc(64, sizeof *w->ent);
+	w->pi.slot = calloc(1024, sizeof *w->pi.slot);
+	if (!w->ent || !w->pi.slot) {
+		td_writer_abort(w);
+		return NULL;
+	}
+	w->capent = 64;
+	w->pi.mask = 1023;
+	w->ent[0].path = strdup("");
+	w->ent[0].type = ENT_DIR;
+	w->ent[0].mode = S_IFDIR | 0755;
+	w->ent[0].mtime = time(NULL);
+	w->nent = 1;
+	if (!w->ent[0].path) {
+		td_writer_abort(w);
+		return NULL;
+	}
+	return w;
+}
+
+void td_writer_abort(td_writer *w)
+{
+	if (!w)
+		return;
+	for (uint32_t i = 0; i < w->nent; i++)
+		free(w->ent[i].path);
+	free(w->ent);
+	free(w->pi.slot);
+	free(w->td.slot);
+	td_buf_free(&w->td.bytes);
+	free(w->td.off);
+	free(w->td.len);
+	free(w->td.wordlen);
+	free(w->td.freq);
+	free(w->seq);
+	td_buf_free(&w->pend);
+	free(w);
+}
+
+static uint32_t *pi_find(td_writer *w, const char *path, size_t len)
+{
+	uint64_t h = hbytes(path, len) & w->pi.mask;
+	for (;;) {
+		uint32_t *s = &w->pi.slot[h];
+		if (!*s)
+			return s;
+		const char *p = w->ent[*s - 1].path;
+		if (strlen(p) == len && !memcmp(p, path, len))
+			return s;
+		h = (h + 1) & w->pi.mask;
+	}
+}
+
+static int pi_grow(td_writer *w)
+{
+	uint64_t cap = (w->pi.mask + 1) * 2;
+	uint32_t *old = w->pi.slot;
+	uint64_t oldcap = w->pi.mask + 1;
+	w->pi.slot = calloc(cap, sizeof *old);
+	if (!w->pi.slot) {
+		w->pi.slot = old;
+		return TD_ENOMEM;
+	}
+	w->pi.mask = cap - 1;
+	for (uint64_t i = 0; i < oldcap; i++)
+		if (old[i]) {
+			const char *p = w->ent[old[i] - 1].path;
+			*pi_find(w, p, strlen(p)) = old[i];
+		}
+	free(old);
+	return TD_OK;
+}
+
+static int check_path(const char *path)
+{
+	size_t len = strlen(path);
+	if (len == 0)
+		return td_fail(TD_EINVAL, "empty path");
+	if (len > TD_MAXPATH)
+		return td_fail(TD_ELIMIT, "path longer than %u bytes", TD_MAXPATH);
+	if (path[0] == '/')
+		return td_fail(TD_EINVAL, "absolute path");
+	const char *c = path;
+	while (*c) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 0)
+			return td_fail(TD_EINVAL, "empty path component");
+		if (n > TD_MAXNAME)
+			return td_fail(TD_ELIMIT, "name longer than %u bytes", TD_MAXNAME);
+		if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.'))
+			return td_fail(TD_EINVAL, "'.' or '..' component");
+		c += n;
+		if (*c == '/')
+			c++;
+	}
+	return TD_OK;
+}
+
+/* Find or create the entry for `path` (len bytes), creating parents. */
+static int get_entry(td_writer *w, const char *path, size_t len, int type, uint32_t *out, int *created)
+{
+	if (len == 0) {
+		*out = 0;
+		*created = 0;
+		return TD_OK;
+	}
+	uint32_t *s = pi_find(w, path, len);
+	if (*s) {
+		*out = *s - 1;
+		*created = 0;
+		return TD_OK;
+	}
+	uint32_t parent;
+	int pc;
+	const char *slash = memrchr(path, '/', len);
+	int err = get_entry(w, path, slash ? (size_t)(slash - path) : 0, ENT_DIR, &parent, &pc);
+	if (err)
+		return err;
+	if (w->ent[parent].type != ENT_DIR)
+		return td_fail(TD_ENOTDIR, "parent of '%.*s' is not a directory", (int)len, path);
+	if (w->nent == w->capent) {
+		went *ne = realloc(w->ent, 2 * w->capent * sizeof *ne);
+		if (!ne)
+			return TD_ENOMEM;
+		w->ent = ne;
+		w->capent *= 2;
+	}
+	if ((uint64_t)w->nent * 2 >= w->pi.mask && pi_grow(w))
+		return TD_ENOMEM;
+	went *e = &w->ent[w->nent];
+	memset(e, 0, sizeof *e);
+	e->path = strndup(path, len);
+	if (!e->path)
+		return TD_ENOMEM;
+	e->parent = parent;
+	e->type = type;
+	e->mode = S_IFDIR | 0755;
+	e->mtime = w->ent[parent].mtime;
+	*pi_find(w, path, len) = w->nent + 1;
+	*out = w->nent++;
+	*created = 1;
+	return TD_OK;
+}
+
+static int add_entry(td_writer *w, const char *path, int type, uint32_t mode, int64_t mtime, uint32_t nsec,
+		     uint32_t *out)
+{
+	if (w->in_file)
+		return td_fail(TD_EINVAL, "a file is still open in the writer");
+	int err = check_path(path);
+	if (err)
+		return err;
+	uint32_t id;
+	int created;
+	err = get_entry(w, path, strlen(path), type, &id, &created);
+	if (err)
+		return err;
+	went *e = &w->ent[id];
+	if (!created && (e->explicit_ || e->type != ENT_DIR || type != ENT_DIR))
+		return td_fail(TD_EEXIST, "'%s' added twice", path);
+	e->explicit_ = 1;
+	e->type = type;
+	e->mode = mode;
+	e->mtime = mtime;
+	e->nsec = nsec;
+	*out = id;
+	return TD_OK;
+}
+
+int td_writer_add_dir(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
+{
+	uint32_t id;
+	if (path[0] == '\0') { /* the root itself */
+		w->ent[0].mode = S_IFDIR | (mode & 07777);
+		w->ent[0].mtime = mtime_sec;
+		w->ent[0].nsec = mtime_nsec;
+		return TD_OK;
+	}
+	return add_entry(w, path, ENT_DIR, S_IFDIR | (mode & 07777), mtime_sec, mtime_nsec, &id);
+}
+
+/* Tokenize s[0..n) of the current text; returns bytes consumed. */
+static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *used)
+{
+	went *e = &w->ent[w->cur];
+	size_t i = 0;
+	while (i < n) {
+		td_token t;
+		size_t k = td_next_token(&w->tz, s + i, n - i, final, &t);
+		if (k == 0)
+			break;
+		uint32_t id;
+		int err = dict_add(&w->td, s + i, &t, &id);
+		if (!err)
+			err = seq_push(w, id);
+		if (err)
+			return err;
+		e->nwords += t.kind == TD_TOK_WORD;
+		i += k;
+	}
+	*used = i;
+	return TD_OK;
+}
+
+static int text_begin(td_writer *w, uint32_t id)
+{
+	w->in_file = 1;
+	w->cur = id;
+	w->pend.len = 0;
+	memset(&w->tz, 0, sizeof w->tz);
+	w->ent[id].seqidx = w->ntexts++;
+	return TD_OK;
+}
+
+int td_writer_file_begin(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
+{
+	uint32_t id;
+	int err = add_entry(w, path, ENT_FILE, S_IFREG | (mode & 07777), mtime_sec, mtime_nsec, &id);
+	return err ? err : text_begin(w, id);
+}
+
+int td_writer_file_data(td_writer *w, const void *data, size_t len)
+{
+	if (!w->in_file)
+		return td_fail(TD_EINVAL, "no file open in the writer");
+	w->ent[w->cur].size += len;
+	w->bytes_in += len;
+	size_t used;
+	int err;
+	if (w->pend.len == 0) {
+		err = feed(w, data, len, 0, &used);
+		if (!err && used < len)
+			err = td_buf_put(&w->pend, (const uint8_t *)data + used, len - used);
+		return err;
+	}
+	err = td_buf_put(&w->pend, data, len);
+	if (!err)
+		err = feed(w, w->pend.p, w->pend.len, 0, &used);
+	if (!err) {
+		memmove(w->pend.p, w->pend.p + used, w->pend.len - used);
+		w->pend.len -= used;
+	}
+	return err;
+}
+
+int td_writer_file_end(td_writer *w)
+{
+	if (!w->in_file)
+		return td_fail(TD_EINVAL, "no file open in the writer");
+	size_t used = 0;
+	int err = feed(w, w->pend.p, w->pend.len, 1, &used);
+	w->pend.len = 0;
+	if (!err)
+		err = seq_push(w, TD_SPLIT);
+	w->in_file = 0;
+	if (w->o.progress)
+		w->o.progress(w->o.progress_ctx, "read", w->bytes_in, 0);
+	return err;
+}
+
+int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		       const void *data, size_t len)
+{
+	int err = td_writer_file_begin(w, path, mode, mtime_sec, mtime_nsec);
+	if (!err) {
+		size_t used;
+		w->ent[w->cur].size = len;
+		w->bytes_in += len;
+		err = feed(w, data, len, 1, &used);
+	}
+	if (!err)
+		err = td_writer_file_end(w);
+	return err;
+}
+
+int td_writer_add_symlink(td_writer *w, const char *path, int64_t mtime_sec, uint32_t mtime_nsec, const char *target)
+{
+	uint32_t id;
+	int err = add_entry(w, path, ENT_LINK, S_IFLNK | 0777, mtime_sec, mtime_nsec, &id);
+	if (err)
+		return err;
+	text_begin(w, id);
+	size_t used, len = strlen(target);
+	w->ent[id].size = len;
+	err = feed(w, (const uint8_t *)target, len, 1, &used);
+	if (!err)
+		err = seq_push(w, TD_SPLIT);
+	w->in_file = 0;
+	return err;
+}
+
+/* ---------------------------------------------------------------- finish */
+
+typedef struct sorter {
+	const uint8_t *bytes;
+	const uint64_t *off;
+	const uint16_t *len;
+} sorter;
+
+static _Thread_local const sorter *g_sort;
+
+static int cmp_bytes(const uint8_t *a, size_t la, const uint8_t *b, size_t lb)
+{
+	int c = memcmp(a, b, la < lb ? la : lb);
+	return c ? c : (la > lb) - (la < lb);
+}
+
+static int cmp_tok(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return cmp_bytes(g_sort->bytes + g_sort->off[a], g_sort->len[a], g_sort->bytes + g_sort->off[b],
+			 g_sort->len[b]);
+}
+
+static _Thread_local const went *g_ents;
+
+static int cmp_name(const void *x, const void *y)
+{
+	const char *a = g_ents[*(const uint32_t *)x].path, *b = g_ents[*(const uint32_t *)y].path;
+	const char *na = strrchr(a, '/'), *nb = strrchr(b, '/');
+	na = na ? na + 1 : a;
+	nb = nb ? nb + 1 : b;
+	return strcmp(na, nb);
+}
+
+static _Thread_local const uint64_t *g_rlen;
+
+static int cmp_rulelen(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	uint64_t la = g_rlen[a + 1] - g_rlen[a], lb = g_rlen[b + 1] - g_rlen[b];
+	if (la != lb)
+		return la < lb ? -1 : 1;
+	return (a > b) - (a < b);
+}
+
+typedef struct secbuf {
+	td_buf b[TD_SEC_MAX];
+} secbuf;
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	while (n) {
+		ssize_t k = write(fd, s, n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		s += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static int write_archive(secbuf *sb, const char *out_path)
+{
+	char *tmp = malloc(strlen(out_path) + 32);
+	char *dcopy = strdup(out_path);
+	if (!tmp || !dcopy) {
+		free(tmp);
+		free(dcopy);
+		return TD_ENOMEM;
+	}
+	sprintf(tmp, "%s.tmp.%d", out_path, (int)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int err = TD_OK;
+	if (fd < 0) {
+		err = td_fail(TD_EIO, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	td_disk_header h;
+	memset(&h, 0, sizeof h);
+	memcpy(h.magic, TD_MAGIC, TD_MAGIC_LEN);
+	h.version = TD_VERSION;
+	h.header_size = sizeof h;
+	td_disk_section tab[TD_SEC_MAX];
+	uint32_t ns = 0;
+	uint64_t off = sizeof h;
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		td_buf *b = &sb->b[id];
+		td_buf_align(b, 8);
+		tab[ns].id = id;
+		tab[ns].flags = 0;
+		tab[ns].off = off;
+		tab[ns].size = b->len;
+		tab[ns].sum = XXH3_64bits(b->p, b->len);
+		off += b->len;
+		ns++;
+	}
+	h.nsections = ns;
+	h.sectab_off = off;
+	h.sectab_sum = XXH3_64bits(tab, ns * sizeof *tab);
+	h.file_size = off + ns * sizeof *tab;
+	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
+	if (write_all(fd, &h, sizeof h))
+		goto ioerr;
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		if (write_all(fd, sb->b[id].p, sb->b[id].len))
+			goto ioerr;
+	if (write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
+		goto ioerr;
+	if (close(fd)) {
+		fd = -1;
+		goto ioerr;
+	}
+	fd = -1;
+	if (rename(tmp, out_path)) {
+		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+		unlink(tmp);
+		goto out;
+	}
+	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	goto out;
+ioerr:
+	err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+out:
+	free(tmp);
+	free(dcopy);
+	return err;
+}
+
+int td_writer_finish(td_writer *w, const char *out_path)
+{
+	int err = TD_OK;
+	secbuf sb;
+	memset(&sb, 0, sizeof sb);
+	td_grammar g;
+	memset(&g, 0, sizeof g);
+	uint32_t *order = NULL, *words = NULL, *tokmap = NULL, *wmap = NULL, *bfs = NULL, *rorder = NULL,
+		 *rnew = NULL, *nchild = NULL;
+	uint64_t *tmp = NULL, *rlen = NULL, *ulen = NULL;
+	uint32_t **kids = NULL;
+	if (w->in_file) {
+		err = td_fail(TD_EINVAL, "a file is still open in the writer");
+		goto out;
+	}
+	tokdict *d = &w->td;
+	uint32_t nt = d->n;
+	/* 1. Distinct words, sorted; other tokens, sorted. */
+	order = malloc((nt + 1) * sizeof *order);
+	tokmap = malloc((nt + 1) * sizeof *tokmap);
+	if (!order || !tokmap)
+		goto nomem;
+	uint32_t nw_tok = 0, no = 0;
+	for (uint32_t i = 0; i < nt; i++)
+		if (d->wordlen[i])
+			order[nw_tok++] = i;
+	for (uint32_t i = 0; i < nt; i++)
+		if (!d->wordlen[i])
+			order[nw_tok + no++] = i;
+	/* Sort word tokens by their word bytes (then bare before spaced), so
+	 * equal words are adjacent. */
+	uint16_t *wl = d->wordlen;
+	sorter s_words = { d->bytes.p, d->off, wl };
+	g_sort = &s_words;
+	qsort(order, nw_tok, sizeof *order, cmp_tok);
+	/* assign word ids */
+	uint64_t W = 0;
+	words = malloc((nw_tok + 1) * sizeof *words); /* word id -> a token with it */
+	if (!words)
+		goto nomem;
+	for (uint32_t k = 0; k < nw_tok; k++) {
+		uint32_t t = order[k];
+		if (k == 0 || cmp_bytes(d->bytes.p + d->off[t], wl[t], d->bytes.p + d->off[words[W - 1]],
+					wl[words[W - 1]]))
+			words[W++] = t;
+		tokmap[t] = (uint32_t)(2 * (W - 1) + (d->len[t] > wl[t]));
+	}
+	sorter s_other = { d->bytes.p, d->off, d->len };
+	g_sort = &s_other;
+	qsort(order + nw_tok, no, sizeof *order, cmp_tok);
+	uint64_t S = no;
+	uint64_t T = 2 * W + S;
+	if (T >= TD_SPLIT / 2) {
+		err = td_fail(TD_ELIMIT, "vocabulary too large");
+		goto out;
+	}
+	for (uint32_t k = 0; k < no; k++)
+		tokmap[order[nw_tok + k]] = (uint32_t)(2 * W + k);
+	/* dictionary sections */
+	tmp = malloc((W + S + 2) * sizeof *tmp);
+	if (!tmp)
+		goto nomem;
+	{
+		uint64_t at = 0;
+		for (uint64_t i = 0; i < W; i++) {
+			tmp[i] = at;
+			err = td_buf_put(&sb.b[TD_SEC_WORDS], d->bytes.p + d->off[words[i]], wl[words[i]]);
+			if (err)
+				goto out;
+			at += wl[words[i]];
+		}
+		tmp[W] = at;
+		if ((err = td_pack_encode(tmp, W + 1, &sb.b[TD_SEC_WORD_OFF])))
+			goto out;
+		for (uint64_t i = 0; i <= W; i++)
+			tmp[i] = 0;
+		for (uint32_t t = 0; t < nt; t++)
+			if (wl[t])
+				tmp[tokmap[t] / 2] += d->freq[t];
+		if ((err = td_pack_encode(tmp, W, &sb.b[TD_SEC_WORD_FREQ])))
+			goto out;
+		at = 0;
+		for (uint64_t k = 0; k < S; k++) {
+			uint32_t t = order[nw_tok + k];
+			tmp[k] = at;
+			if ((err = td_buf_put(&sb.b[TD_SEC_OTHER], d->bytes.p + d->off[t], d->len[t])))
+				goto out;
+			at += d->len[t];
+		}
+		tmp[S] = at;
+		if ((err = td_pack_encode(tmp, S + 1, &sb.b[TD_SEC_OTHER_OFF])))
+			goto out;
+	}
+	/* terminal byte lengths by final id */
+	ulen = malloc((T + 1) * sizeof *ulen);
+	if (!ulen)
+		goto nomem;
+	for (uint32_t t = 0; t < nt; t++)
+		ulen[tokmap[t]] = d->len[t];
+	for (uint64_t i = 0; i < W; i++) { /* both variants exist as ids */
+		ulen[2 * i] = wl[words[i]];
+		ulen[2 * i + 1] = wl[words[i]] + 1u;
+	}
+	/* 2. Remap the sequence and build the grammar. */
+	for (uint64_t i = 0; i < w->nseq; i++)
+		if (w->seq[i] != TD_SPLIT)
+			w->seq[i] = tokmap[w->seq[i]];
+	free(w->td.slot);
+	w->td.slot = NULL;
+	err = td_grammar_build(w->seq, w->nseq, (uint32_t)T, w->o.max_depth, w->o.progress, w->o.progress_ctx, &g);
+	free(w->seq);
+	w->seq = NULL;
+	if (err)
+		goto out;
+	/* 3. Rule lengths in creation (topological) order, then order rules by
+	 * right-hand-side length. */
+	uint32_t R = g.nrules;
+	rlen = malloc((R + 1) * sizeof *rlen);
+	rorder = malloc((R + 1) * sizeof *rorder);
+	rnew = malloc((R + 1) * sizeof *rnew);
+	if (!rlen || !rorder || !rnew)
+		goto nomem;
+	for (uint32_t k = 0; k < R; k++) {
+		uint64_t sum = 0;
+		for (uint64_t j = g.rule_off[k]; j < g.rule_off[k + 1]; j++) {
+			uint32_t s = g.rule_syms[j];
+			sum += s < T ? ulen[s] : rlen[s - T];
+		}
+		rlen[k] = sum;
+		rorder[k] = k;
+	}
+	g_rlen = g.rule_off;
+	qsort(rorder, R, sizeof *rorder, cmp_rulelen);
+	for (uint32_t k = 0; k < R; k++)
+		rnew[rorder[k]] = k;
+#define REMAP(s) ((s) < T ? (s) : (uint32_t)(T + rnew[(s) - T]))
+	{
+		uint32_t *rs = malloc((g.rule_off[R] + 1) * sizeof *rs);
+		uint64_t *rl = malloc((R + 1) * sizeof *rl);
+		if (!rs || !rl) {
+			free(rs);
+			free(rl);
+			goto nomem;
+		}
+		uint64_t at = 0;
+		uint64_t prevlen = UINT64_MAX;
+		td_disk_group grp;
+		for (uint32_t k = 0; k < R; k++) {
+			uint32_t r = rorder[k];
+			uint64_t len = g.rule_off[r + 1] - g.rule_off[r];
+			if (len != prevlen) {
+				grp.first_rule = k;
+				grp.len = (uint32_t)len;
+				grp.first_sym = at;
+				td_buf_put(&sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
+				prevlen = len;
+			}
+			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1]; j++)
+				rs[at++] = REMAP(g.rule_syms[j]);
+			rl[k] = rlen[r];
+		}
+		err = td_pack_encode32(rs, at, &sb.b[TD_SEC_RULE_SYMS]);
+		if (!err)
+			err = td_pack_encode(rl, R, &sb.b[TD_SEC_RULE_LEN]);
+		free(rs);
+		free(rl);
+		if (err)
+			goto out;
+	}
+	/* 4. Entries in breadth-first order, children sorted by name. */
+	uint32_t ne = w->nent;
+	nchild = calloc(ne, sizeof *nchild);
+	kids = calloc(ne, sizeof *kids);
+	bfs = malloc(ne * sizeof *bfs);
+	if (!nchild || !kids || !bfs)
+		goto nomem;
+	for (uint32_t i = 1; i < ne; i++)
+		nchild[w->ent[i].parent]++;
+	for (uint32_t i = 0; i < ne; i++)
+		if (nchild[i] && !(kids[i] = malloc(nchild[i] * sizeof **kids)))
+			goto nomem;
+	memset(nchild, 0, ne * sizeof *nchild);
+	for (uint32_t i = 1; i < ne; i++) {
+		uint32_t p = w->ent[i].parent;
+		kids[p][nchild[p]++] = i;
+	}
+	g_ents = w->ent;
+	uint32_t head = 0, tail = 0;
+	bfs[tail++] = 0;
+	while (head < tail) {
+		uint32_t e = bfs[head++];
+		qsort(kids[e], nchild[e], sizeof **kids, cmp_name);
+		for (uint32_t k = 0; k < nchild[e]; k++)
+			bfs[tail++] = kids[e][k];
+	}
+	/* inverse: old -> new index (reuse order[]) */
+	uint32_t *newidx = realloc(order, (ne > nt ? ne : nt + 1) * sizeof *order);
+	if (!newidx)
+		goto nomem;
+	order = newidx;
+	for (uint32_t k = 0; k < ne; k++)
+		order[bfs[k]] = k;
+	{
+		uint64_t *col = realloc(tmp, (ne + 1) * sizeof *col > (W + S + 2) * sizeof *col ?
+					     (ne + 1) * sizeof *col : (W + S + 2) * sizeof *col);
+		if (!col)
+			goto nomem;
+		tmp = col;
+		/* names */
+		uint64_t at = 0;
+		for (uint32_t k = 0; k < ne; k++) {
+			const char *p = w->ent[bfs[k]].path, *nm = strrchr(p, '/');
+			nm = nm ? nm + 1 : p;
+			col[k] = at;
+			if ((err = td_buf_put(&sb.b[TD_SEC_NAMES], nm, strlen(nm))))
+				goto out;
+			at += strlen(nm);
+		}
+		col[ne] = at;
+		if ((err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_NAMEOFF])))
+			goto out;
+#define COLUMN(sec, expr, count)                                        \
+	do {                                                            \
+		for (uint32_t k = 0; k < (count); k++) {                \
+			const went *E = &w->ent[bfs[k]];                \
+			(void)E;                                        \
+			col[k] = (expr);                                \
+		}                                                       \
+		if ((err = td_pack_encode(col, (count), &sb.b[sec])))   \
+			goto out;                                       \
+	} while (0)
+		COLUMN(TD_SEC_E_PARENT, k ? order[E->parent] : 0, ne);
+		COLUMN(TD_SEC_E_MODE, E->mode, ne);
+		COLUMN(TD_SEC_E_MTIME, (uint64_t)(E->mtime + TD_MTIME_BIAS), ne);
+		COLUMN(TD_SEC_E_MTIMENS, E->nsec, ne);
+		COLUMN(TD_SEC_E_SIZE, E->type == ENT_DIR ? 0 : E->size, ne);
+		COLUMN(TD_SEC_E_NWORDS, E->type == ENT_FILE ? E->nwords : 0, ne);
+		/* children ranges: breadth-first, so the children of the k-th
+		 * entry follow those of entries before it */
+		at = 1;
+		for (uint32_t k = 0; k < ne; k++) {
+			col[k] = at;
+			at += w->ent[bfs[k]].type == ENT_DIR ? nchild[bfs[k]] : 0;
+		}
+		col[ne] = at;
+		if ((err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_CHILD])))
+			goto out;
+		/* root sequence in entry order, its ranges and byte starts */
+		uint64_t nroot = g.file_root[g.nfiles];
+		uint32_t *root = malloc((nroot + 1) * sizeof *root);
+		uint64_t *gst = malloc((ne + 1) * sizeof *gst);
+		uint64_t shift = w->o.sample_shift;
+		uint64_t nsamp = (nroot >> shift) + 1;
+		uint64_t *samp = malloc(nsamp * sizeof *samp);
+		if (!root || !gst || !samp) {
+			free(root);
+			free(gst);
+			free(samp);
+			goto nomem;
+		}
+		uint64_t ri = 0, gpos = 0, si = 0;
+		for (uint32_t k = 0; k < ne; k++) {
+			const went *E = &w->ent[bfs[k]];
+			col[k] = ri;
+			gst[k] = gpos;
+			if (E->type == ENT_DIR)
+				continue;
+			for (uint64_t j = g.file_root[E->seqidx]; j < g.file_root[E->seqidx + 1]; j++) {
+				uint32_t s = REMAP(g.root[j]);
+				if ((ri & ((UINT64_C(1) << shift) - 1)) == 0)
+					samp[si++] = gpos;
+				root[ri++] = s;
+				gpos += s < T ? ulen[s] : rlen[g.root[j] - T];
+			}
+		}
+		col[ne] = ri;
+		gst[ne] = gpos;
+		if (si < nsamp)
+			samp[si++] = gpos;
+		err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_ROOT]);
+		if (!err)
+			err = td_pack_encode(gst, ne + 1, &sb.b[TD_SEC_E_GSTART]);
+		if (!err)
+			err = td_pack_encode32(root, ri, &sb.b[TD_SEC_ROOT_SYMS]);
+		if (!err)
+			err = td_pack_encode(samp, si, &sb.b[TD_SEC_ROOT_SAMPLES]);
+		free(root);
+		free(gst);
+		free(samp);
+		if (err)
+			goto out;
+		td_disk_meta m;
+		memset(&m, 0, sizeof m);
+		m.nentries = ne;
+		m.nwords = W;
+		m.nother = S;
+		m.nrules = R;
+		m.nrulesyms = g.rule_off[R];
+		m.ngroups = sb.b[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group);
+		m.nroot = ri;
+		m.sample_shift = shift;
+		m.nsamples = si;
+		m.max_depth = g.depth;
+		m.total_bytes = gpos;
+		for (uint32_t i = 0; i < ne; i++)
+			m.total_words += w->ent[i].type == ENT_FILE ? w->ent[i].nwords : 0;
+		m.build_time = (uint64_t)time(NULL);
+		if ((err = td_buf_put(&sb.b[TD_SEC_META], &m, sizeof m)))
+			goto out;
+	}
+#undef COLUMN
+#undef REMAP
+	if (w->o.progress)
+		w->o.progress(w->o.progress_ctx, "write", 1, 1);
+	err = write_archive(&sb, out_path);
+	goto out;
+nomem:
+	err = td_fail(TD_ENOMEM, "out of memory while building the archive");
+out:
+	for (unsigned i = 0; i < TD_SEC_MAX; i++)
+		td_buf_free(&sb.b[i]);
+	td_grammar_free(&g);
+	if (kids)
+		for (uint32_t i = 0; i < w->nent; i++)
+			free(kids[i]);
+	free(kids);
+	free(nchild);
+	free(order);
+	free(words);
+	free(tokmap);
+	free(wmap);
+	free(bfs);
+	free(rorder);
+	free(rnew);
+	free(tmp);
+	free(rlen);
+	free(ulen);
+	td_writer_abort(w);
+	return err;
+}
