@@ -68,19 +68,28 @@ static void progress_draw(void *ctx, const char *phase, uint64_t done, uint64_t 
 	p->last = t;
 	snprintf(p->phase, sizeof p->phase, "%s", phase);
 
-	int pct = total ? (int)(done >= total ? 100 : done * 100 / total) : 0;
+	char line[160];
+	int n;
+	if (total == 0) {
+		/* Unknown total (reading input): show the amount done. */
+		n = snprintf(line, sizeof line, "\r%-10.10s %.1f MiB\033[K", p->phase, (double)done / 1048576.0);
+		if (n > 0)
+			put_err(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+		p->drawn = 1;
+		return;
+	}
+	int pct = (int)(done >= total ? 100 : done * 100 / total);
 	int width = p->cols - 24;
 	if (width > 50)
 		width = 50;
 	if (width < 10)
 		width = 10;
 	char bar[64];
-	int fill = total ? (int)((double)width * (double)(done > total ? total : done) / (double)total) : 0;
+	int fill = (int)((double)width * (double)(done > total ? total : done) / (double)total);
 	for (int i = 0; i < width; i++)
 		bar[i] = i < fill ? '#' : '-';
 	bar[width] = '\0';
-	char line[160];
-	int n = snprintf(line, sizeof line, "\r%-10.10s [%s] %3d%%\033[K", p->phase, bar, pct);
+	n = snprintf(line, sizeof line, "\r%-10.10s [%s] %3d%%\033[K", p->phase, bar, pct);
 	if (n > 0)
 		put_err(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 	p->drawn = 1;
@@ -91,6 +100,30 @@ static void progress_clear(struct progress *p)
 	if (p->drawn)
 		put_err("\r\033[K", 4);
 	p->drawn = 0;
+}
+
+/* 1 if `detail` starts with `path` followed by ':' or '/'. */
+static int names_path(const char *detail, const char *path)
+{
+	size_t l = strlen(path);
+	while (l > 1 && path[l - 1] == '/')
+		l--;
+	return l > 0 && strncmp(detail, path, l) == 0 && (detail[l] == ':' || detail[l] == '/' || detail[l] == '.');
+}
+
+/* The engine's detail names the failing input ("DISKPATH: problem") when
+ * there is one: then that path is the subject. Otherwise the output is. */
+static int report(const char *out, const char *const *inputs, size_t n, int err)
+{
+	const char *detail = td_errdetail();
+	int named = detail && names_path(detail, out);
+	for (size_t i = 0; i < n && detail && !named; i++)
+		named = names_path(detail, inputs[i]);
+	if (!named)
+		return td_cli_error_td(out, err);
+	fprintf(stderr, "tadoc: %s\n", detail);
+	td_cli_clear_detail();
+	return td_cli_status(err);
 }
 
 int td_cmd_compress(int argc, char **argv)
@@ -162,6 +195,6 @@ int td_cmd_compress(int argc, char **argv)
 	int err = td_compress_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &opts);
 	progress_clear(&prog);
 	if (err)
-		return td_cli_error_td(out, err);
+		return report(out, (const char *const *)(argv + optind), (size_t)(argc - optind), err);
 	return TD_CLI_OK;
 }

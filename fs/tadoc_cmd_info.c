@@ -87,13 +87,13 @@ int td_cmd_info(int argc, char **argv)
 		const char *name = td_section_name(id);
 		sum += b;
 		if (name && *name)
-			td_cli_outf("  %-16s %12llu %6.2f%%\n", name, (unsigned long long)b, pct(b, in.archive_bytes));
+			td_cli_outf("  %-20s %12llu %6.2f%%\n", name, (unsigned long long)b, pct(b, in.archive_bytes));
 		else
-			td_cli_outf("  section %-8u %12llu %6.2f%%\n", id, (unsigned long long)b,
+			td_cli_outf("  section %-12u %12llu %6.2f%%\n", id, (unsigned long long)b,
 				    pct(b, in.archive_bytes));
 	}
 	if (in.archive_bytes >= sum)
-		td_cli_outf("  %-16s %12llu %6.2f%%\n", "header+table", (unsigned long long)(in.archive_bytes - sum),
+		td_cli_outf("  %-20s %12llu %6.2f%%\n", "header+table", (unsigned long long)(in.archive_bytes - sum),
 			    pct(in.archive_bytes - sum, in.archive_bytes));
 	td_archive_close(a);
 	return TD_CLI_OK;

@@ -129,9 +129,9 @@ int td_cmd_extract(int argc, char **argv)
 								: "too many arguments");
 	uint64_t off, len;
 	if (td_cli_parse_u64(argv[first + 2], &off))
-		return td_cli_usage(argv[0], "OFFSET '%s' is not a decimal number", argv[first + 2]);
+		return td_cli_usage(argv[0], "OFFSET '%s' is not a decimal number below 2^64", argv[first + 2]);
 	if (td_cli_parse_u64(argv[first + 3], &len))
-		return td_cli_usage(argv[0], "LENGTH '%s' is not a decimal number", argv[first + 3]);
+		return td_cli_usage(argv[0], "LENGTH '%s' is not a decimal number below 2^64", argv[first + 3]);
 	const char *archive = argv[first];
 	td_archive *a = td_cli_open(archive, 0);
 	if (!a)

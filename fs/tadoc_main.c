@@ -58,7 +58,7 @@ int td_cli_simple_opts(int argc, char **argv, const char *help, int *first)
 	};
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			td_cli_out(help, strlen(help));
