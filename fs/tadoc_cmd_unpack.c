@@ -26,7 +26,8 @@ static const char help[] =
 	"(its parent must exist). Nothing is ever written outside DIR: entries are\n"
 	"created relative to their directory with O_EXCL and O_NOFOLLOW, and an\n"
 	"entry name that is empty, '.', '..' or contains '/' is refused.\n"
-	"Owners are not stored in archives and are not restored.\n"
+	"Owners are not stored in archives and are not restored. Every section\n"
+	"checksum is checked before anything is written.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -309,7 +310,9 @@ int td_cmd_unpack(int argc, char **argv)
 	if (dl == 1 && dir[0] == '/')
 		dl = 0; /* children of "/" print as "/name" */
 
-	td_archive *a = td_cli_open(archive, 0);
+	/* Every byte is read anyway: check all checksums first, so a damaged
+	 * archive is reported before anything is written. */
+	td_archive *a = td_cli_open(archive, TD_OPEN_VERIFY);
 	if (!a)
 		return TD_CLI_FAIL;
 	u.a = a;
