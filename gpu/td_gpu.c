@@ -1,0 +1,822 @@
+/* td_gpu: host side of the GPU engine: upload, buffers, streams, batches, CPU fallback. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sys/stat.h>
+
+#include <cuda_runtime_api.h>
+
+#include "td_err.h"
+#include "td_gpu.h"
+#include "td_gpu_int.h"
+
+#define TD_GPU_MAXSTREAMS 16u
+#define TD_MIB (UINT64_C(1) << 20)
+#define TD_RESERVE (256 * TD_MIB)      /* left free on the device by default */
+#define TD_WORKSPACE (64 * TD_MIB)     /* least room kept for batch buffers */
+#define TD_ROUND_MAXREQ (1u << 20)     /* extract requests per launch round */
+
+typedef struct td_gbuf {
+	void *p;
+	size_t cap;
+} td_gbuf;
+
+struct td_gpu {
+	const td_archive *a;
+	td_gpu_opts o;
+	int resident;
+	char name[256];
+	double open_s;
+	pthread_mutex_t lock;
+	td_gdev d;
+	uint8_t *dsec;                 /* device: sections, then rule masks */
+	uint64_t budget;               /* device bytes left for batch buffers */
+	uint64_t round_bytes;          /* extract output bytes per round */
+	uint64_t round_hits;           /* search hits per round */
+	cudaStream_t st[TD_GPU_MAXSTREAMS];
+	unsigned nst;
+	/* growable buffers: h* pinned host, d* device */
+	td_gbuf hreq, dreq, hres, dres, hout, dout;
+	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
+	td_gbuf map;                   /* plain host: packed index -> request */
+};
+
+static int td_cuda_fail(cudaError_t e, const char *what)
+{
+	return td_fail(TD_EIO, "CUDA %s: %s", what, cudaGetErrorString(e));
+}
+
+#define CK(call)                                               \
+	do {                                                   \
+		cudaError_t ck_e_ = (call);                    \
+		if (ck_e_ != cudaSuccess)                      \
+			return td_cuda_fail(ck_e_, #call);     \
+	} while (0)
+
+static double td_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void td_gpu_opts_default(td_gpu_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->device = 0;
+	o->mem_cap = 0;
+	o->cpu_threads = 0;
+	o->nstreams = 4;
+}
+
+static int td_avail_cached = -1;
+static pthread_once_t td_avail_once = PTHREAD_ONCE_INIT;
+
+static void td_avail_probe(void)
+{
+	int n = 0;
+	td_avail_cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+int td_gpu_available(void)
+{
+	pthread_once(&td_avail_once, td_avail_probe);
+	return td_avail_cached;
+}
+
+int td_gpu_resident(const td_gpu *g)
+{
+	return g && g->resident;
+}
+
+const char *td_gpu_device_name(const td_gpu *g)
+{
+	return g && g->resident ? g->name : "cpu fallback";
+}
+
+double td_gpu_open_seconds(const td_gpu *g)
+{
+	return g ? g->open_s : 0.0;
+}
+
+/* Make b hold at least `need` bytes (contents are not kept). */
+static int td_grow(td_gbuf *b, size_t need, int kind)
+{
+	if (need <= b->cap)
+		return TD_OK;
+	size_t cap = b->cap * 2 > need ? b->cap * 2 : need;
+	if (cap < 4096)
+		cap = 4096;
+	void *p = NULL;
+	if (kind == 0) { /* pinned host */
+		if (b->p)
+			cudaFreeHost(b->p);
+		b->p = NULL;
+		b->cap = 0;
+		CK(cudaHostAlloc(&p, cap, cudaHostAllocDefault));
+	} else if (kind == 1) { /* device */
+		if (b->p)
+			cudaFree(b->p);
+		b->p = NULL;
+		b->cap = 0;
+		CK(cudaMalloc(&p, cap));
+	} else { /* plain host */
+		free(b->p);
+		b->p = NULL;
+		b->cap = 0;
+		p = malloc(cap);
+		if (!p)
+			return td_fail(TD_ENOMEM, "gpu: host buffer of %zu bytes", cap);
+	}
+	b->p = p;
+	b->cap = cap;
+	return TD_OK;
+}
+
+static void td_gbuf_free(td_gbuf *b, int kind)
+{
+	if (b->p) {
+		if (kind == 0)
+			cudaFreeHost(b->p);
+		else if (kind == 1)
+			cudaFree(b->p);
+		else
+			free(b->p);
+	}
+	b->p = NULL;
+	b->cap = 0;
+}
+
+/* ---- open / close ---- */
+
+typedef struct td_secplan {
+	unsigned id;
+	int packed;
+	td_pack *dev;                  /* where the device view goes (packed) */
+	const void *host;
+	uint64_t size;
+	uint64_t off;                  /* offset in the device block */
+	td_pack hview;
+} td_secplan;
+
+static int td_need(const td_pack *p, uint64_t n, const char *what)
+{
+	if (p->n < n)
+		return td_fail(TD_ECORRUPT, "section '%s': %llu values, %llu needed", what,
+			       (unsigned long long)p->n, (unsigned long long)n);
+	return TD_OK;
+}
+
+/* Regular files in td_search's order (depth-first from the root, children
+ * in entry order; symlinks and unreadable directories hold nothing) and,
+ * per entry, the range of that list under it. files has nentries slots,
+ * sub 2 * nentries. */
+static int td_dfs_build(const td_archive *a, uint32_t nent, uint32_t *files, uint32_t *sub)
+{
+	typedef struct {
+		uint32_t e, next, end;
+	} frame;
+	frame *st = malloc(((size_t)nent + 1) * sizeof *st);
+	if (!st)
+		return td_fail(TD_ENOMEM, "gpu: file order");
+	memset(sub, 0, 2 * (size_t)nent * sizeof *sub);
+	uint32_t nf = 0, depth = 0;
+	uint32_t e = TD_ROOT;
+	for (;;) {
+		/* visit e */
+		td_stat stt;
+		td_entry first;
+		uint32_t cnt;
+		sub[2 * e] = nf;
+		if (td_archive_stat(a, e, &stt) == TD_OK && S_ISREG(stt.mode)) {
+			if (nf == nent) { /* an entry reached twice: broken tree */
+				free(st);
+				return td_fail(TD_ECORRUPT, "entry %u: reached twice in the tree", e);
+			}
+			files[nf++] = e;
+			sub[2 * e + 1] = nf;
+		} else if (depth < nent && td_archive_children(a, e, &first, &cnt) == TD_OK) {
+			st[depth].e = e;
+			st[depth].next = first;
+			st[depth].end = first + cnt;
+			depth++;
+		} else {
+			sub[2 * e + 1] = nf;
+		}
+		/* next entry to visit */
+		e = UINT32_MAX;
+		while (depth) {
+			frame *f = &st[depth - 1];
+			if (f->next < f->end) {
+				e = f->next++;
+				break;
+			}
+			sub[2 * f->e + 1] = nf;
+			depth--;
+		}
+		if (e == UINT32_MAX)
+			break;
+	}
+	free(st);
+	return TD_OK;
+}
+
+static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
+{
+	uint64_t msz = 0;
+	const td_disk_meta *m = td_archive_section(a, TD_SEC_META, &msz);
+	if (!m || msz < sizeof *m)
+		return td_fail(TD_ECORRUPT, "section 'meta': missing or short");
+	td_gdev *d = &g->d;
+	d->nentries = m->nentries;
+	d->nwords = m->nwords;
+	d->nother = m->nother;
+	d->nrules = m->nrules;
+	d->ngroups = m->ngroups;
+	d->nroot = m->nroot;
+	d->sample_shift = m->sample_shift;
+	d->nsamples = m->nsamples;
+	if (d->nentries == 0 || d->nentries > UINT32_MAX || d->nrules > UINT32_MAX)
+		return td_fail(TD_ECORRUPT, "section 'meta': bad counts");
+
+	td_secplan plan[] = {
+		{TD_SEC_E_MODE, 1, &d->e_mode, 0, 0, 0, {0}},
+		{TD_SEC_E_SIZE, 1, &d->e_size, 0, 0, 0, {0}},
+		{TD_SEC_E_ROOT, 1, &d->e_root, 0, 0, 0, {0}},
+		{TD_SEC_E_GSTART, 1, &d->e_gstart, 0, 0, 0, {0}},
+		{TD_SEC_E_CHILD, 1, &d->e_child, 0, 0, 0, {0}},
+		{TD_SEC_WORD_OFF, 1, &d->word_off, 0, 0, 0, {0}},
+		{TD_SEC_WORD_FREQ, 1, &d->word_freq, 0, 0, 0, {0}},
+		{TD_SEC_OTHER_OFF, 1, &d->other_off, 0, 0, 0, {0}},
+		{TD_SEC_RULE_SYMS, 1, &d->rule_syms, 0, 0, 0, {0}},
+		{TD_SEC_RULE_LEN, 1, &d->rule_len, 0, 0, 0, {0}},
+		{TD_SEC_ROOT_SYMS, 1, &d->root_syms, 0, 0, 0, {0}},
+		{TD_SEC_ROOT_SAMPLES, 1, &d->root_samples, 0, 0, 0, {0}},
+		{TD_SEC_WORDS, 0, NULL, 0, 0, 0, {0}},
+		{TD_SEC_OTHER, 0, NULL, 0, 0, 0, {0}},
+		{TD_SEC_RULE_GROUPS, 0, NULL, 0, 0, 0, {0}},
+	};
+	size_t np = sizeof plan / sizeof plan[0];
+	uint64_t total = 0;
+	for (size_t i = 0; i < np; i++) {
+		td_secplan *s = &plan[i];
+		s->host = td_archive_section(a, s->id, &s->size);
+		if (!s->host) {
+			if (s->packed)
+				return td_fail(TD_ECORRUPT, "section '%s' is missing", td_section_name(s->id));
+			s->size = 0;
+		}
+		if (s->packed) {
+			int r = td_pack_view(&s->hview, s->host, s->size);
+			if (r)
+				return r;
+		}
+		s->off = total;
+		total += (s->size + 16 + 255) & ~UINT64_C(255);
+	}
+	int r;
+	if ((r = td_need(&plan[0].hview, d->nentries, "e_mode")) || (r = td_need(&plan[1].hview, d->nentries, "e_size")) ||
+	    (r = td_need(&plan[2].hview, d->nentries + 1, "e_root")) ||
+	    (r = td_need(&plan[3].hview, d->nentries, "e_gstart")) ||
+	    (r = td_need(&plan[4].hview, d->nentries + 1, "e_child")) ||
+	    (r = td_need(&plan[5].hview, d->nwords + 1, "word_off")) ||
+	    (r = td_need(&plan[6].hview, d->nwords, "word_freq")) ||
+	    (r = td_need(&plan[7].hview, d->nother + 1, "other_off")) ||
+	    (r = td_need(&plan[9].hview, d->nrules, "rule_len")))
+		return r;
+	if (plan[14].size < d->ngroups * sizeof(td_disk_group))
+		return td_fail(TD_ECORRUPT, "section 'rule_groups': shorter than %llu groups",
+			       (unsigned long long)d->ngroups);
+	uint64_t mask_off = total;
+	total += (16 * d->nrules + 256) & ~UINT64_C(255);
+	uint64_t dfs_off = total;
+	total += (12 * d->nentries + 256) & ~UINT64_C(255);
+
+	if (total + TD_WORKSPACE > avail)
+		return 1; /* does not fit: CPU fallback */
+
+	void *dp = NULL;
+	CK(cudaMalloc(&dp, total));
+	g->dsec = dp;
+	CK(cudaMemset(dp, 0, total));
+	for (size_t i = 0; i < np; i++) {
+		td_secplan *s = &plan[i];
+		uint8_t *dst = g->dsec + s->off;
+		if (s->size)
+			CK(cudaMemcpy(dst, s->host, s->size, cudaMemcpyHostToDevice));
+		if (s->packed) {
+			td_pack v = s->hview;
+			v.tiles = (const td_disk_tile *)(dst + ((const uint8_t *)s->hview.tiles - (const uint8_t *)s->host));
+			v.data = dst + (s->hview.data - (const uint8_t *)s->host);
+			*s->dev = v;
+		}
+	}
+	d->words = g->dsec + plan[12].off;
+	d->words_size = plan[12].size;
+	d->other = g->dsec + plan[13].off;
+	d->other_size = plan[13].size;
+	d->groups = (const td_disk_group *)(g->dsec + plan[14].off);
+	d->rule_mask = (const uint64_t *)(g->dsec + mask_off);
+	g->budget = avail - total;
+
+	uint32_t *files = malloc(12 * d->nentries);
+	if (!files)
+		return td_fail(TD_ENOMEM, "gpu: file order");
+	uint32_t *sub = files + d->nentries;
+	if ((r = td_dfs_build(a, (uint32_t)d->nentries, files, sub))) {
+		free(files);
+		return r;
+	}
+	cudaError_t ce = cudaMemcpy(g->dsec + dfs_off, files, 12 * d->nentries, cudaMemcpyHostToDevice);
+	free(files);
+	if (ce != cudaSuccess)
+		return td_cuda_fail(ce, "file order upload");
+	d->dfs_files = (const uint32_t *)(g->dsec + dfs_off);
+	d->sub = (const uint32_t *)(g->dsec + dfs_off) + d->nentries;
+
+	/* rule signatures: OR of the children's, iterated to the fixpoint
+	 * (at most max_depth + 1 passes on a well-formed grammar) */
+	int *dchanged = NULL, changed = 1;
+	CK(cudaMalloc((void **)&dchanged, sizeof(int)));
+	unsigned pass = 0;
+	int err = TD_OK;
+	while (changed && err == TD_OK) {
+		if (pass++ > 4 * TD_MAXDEPTH + 8) {
+			err = td_fail(TD_ECORRUPT, "rules nest deeper than %u levels", TD_MAXDEPTH);
+			break;
+		}
+		cudaError_t e = cudaMemset(dchanged, 0, sizeof(int));
+		if (e == cudaSuccess)
+			e = (cudaError_t)td_gk_build_masks(d, (uint64_t *)(g->dsec + mask_off), dchanged, NULL);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(&changed, dchanged, sizeof(int), cudaMemcpyDeviceToHost);
+		if (e != cudaSuccess)
+			err = td_cuda_fail(e, "rule signatures");
+	}
+	cudaFree(dchanged);
+	return err;
+}
+
+int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
+{
+	double t0 = td_now();
+	*out = NULL;
+	if (!a)
+		return td_fail(TD_EINVAL, "gpu: no archive");
+	td_gpu_opts o;
+	if (opts)
+		o = *opts;
+	else
+		td_gpu_opts_default(&o);
+	if (o.nstreams == 0)
+		o.nstreams = 4;
+	if (o.nstreams > TD_GPU_MAXSTREAMS)
+		o.nstreams = TD_GPU_MAXSTREAMS;
+	int ndev = 0;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess)
+		return td_fail(TD_ENOGPU, "no GPU: %s", cudaGetErrorString(e));
+	if (ndev == 0)
+		return td_fail(TD_ENOGPU, "no GPU: no CUDA device");
+	if (o.device < 0 || o.device >= ndev)
+		return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
+	CK(cudaSetDevice(o.device));
+
+	td_gpu *g = calloc(1, sizeof *g);
+	if (!g)
+		return td_fail(TD_ENOMEM, "gpu: handle");
+	g->a = a;
+	g->o = o;
+	pthread_mutex_init(&g->lock, NULL);
+	struct cudaDeviceProp prop;
+	int r = TD_OK;
+	if ((e = cudaGetDeviceProperties(&prop, o.device)) != cudaSuccess) {
+		r = td_cuda_fail(e, "device properties");
+		goto fail;
+	}
+	memcpy(g->name, prop.name, sizeof g->name - 1);
+	size_t fre = 0, tot = 0;
+	if ((e = cudaMemGetInfo(&fre, &tot)) != cudaSuccess) {
+		r = td_cuda_fail(e, "memory info");
+		goto fail;
+	}
+	uint64_t avail = o.mem_cap ? (o.mem_cap < fre ? o.mem_cap : fre) : (fre > TD_RESERVE ? fre - TD_RESERVE : 0);
+	r = td_gpu_upload(g, a, avail);
+	if (r < 0)
+		goto fail;
+	if (r > 0) { /* too large: CPU fallback, not an error */
+		g->resident = 0;
+		g->open_s = td_now() - t0;
+		*out = g;
+		return TD_OK;
+	}
+	g->resident = 1;
+	g->nst = o.nstreams;
+	for (unsigned i = 0; i < g->nst; i++)
+		if ((e = cudaStreamCreateWithFlags(&g->st[i], cudaStreamNonBlocking)) != cudaSuccess) {
+			g->nst = i;
+			r = td_cuda_fail(e, "stream");
+			goto fail;
+		}
+	/* per-round caps: output bytes (pinned + device copies) and hits */
+	g->round_bytes = g->budget / 3 < 512 * TD_MIB ? g->budget / 3 : 512 * TD_MIB;
+	g->round_hits = g->budget / 4 / sizeof(td_hit);
+	if (g->round_hits > (UINT64_C(1) << 25))
+		g->round_hits = UINT64_C(1) << 25;
+	g->open_s = td_now() - t0;
+	*out = g;
+	return TD_OK;
+fail:
+	td_gpu_close(g);
+	return r;
+}
+
+void td_gpu_close(td_gpu *g)
+{
+	if (!g)
+		return;
+	if (g->resident || g->dsec)
+		cudaSetDevice(g->o.device);
+	for (unsigned i = 0; i < g->nst; i++)
+		cudaStreamDestroy(g->st[i]);
+	td_gbuf *pin[] = {&g->hreq, &g->hres, &g->hout, &g->hq, &g->hw, &g->hcnt, &g->hbase, &g->hskip, &g->hhits};
+	td_gbuf *dev[] = {&g->dreq, &g->dres, &g->dout, &g->dq, &g->dw, &g->dcnt, &g->dbase, &g->dskip, &g->dhits};
+	for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
+		td_gbuf_free(pin[i], 0);
+	for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+		td_gbuf_free(dev[i], 1);
+	td_gbuf_free(&g->map, 2);
+	if (g->dsec)
+		cudaFree(g->dsec);
+	pthread_mutex_destroy(&g->lock);
+	free(g);
+}
+
+/* ---- extract ---- */
+
+/* Launch one round: the m requests packed in hreq (tags index reqs). */
+static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes)
+{
+	td_gx_req *hq = g->hreq.p;
+	td_gx_req *dq = g->dreq.p;
+	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
+	uint8_t *ho = g->hout.p, *dout = g->dout.p;
+	unsigned ns = m < g->nst ? 1 : g->nst;
+	size_t k0 = 0;
+	size_t bounds[TD_GPU_MAXSTREAMS + 1];
+	for (unsigned s = 0; s < ns; s++) {
+		size_t k1 = m * (s + 1) / ns;
+		bounds[s] = k0;
+		/* items relative to this stream's first request */
+		uint32_t items = 0;
+		for (size_t k = k0; k < k1; k++) {
+			hq[k].item0 = items;
+			uint32_t c = (hq[k].len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
+			items += c ? c : 1;
+		}
+		if (k1 > k0) {
+			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
+			cudaStream_t st = g->st[s];
+			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+			CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
+			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, dout, dr + k0, st));
+			CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
+			if (ob1 > ob0)
+				CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
+		}
+		k0 = k1;
+	}
+	bounds[ns] = m;
+	/* scatter stream by stream while later streams still copy */
+	for (unsigned s = 0; s < ns; s++) {
+		CK(cudaStreamSynchronize(g->st[s]));
+		for (size_t k = bounds[s]; k < bounds[s + 1]; k++) {
+			td_extract_req *q = &reqs[hq[k].tag];
+			if (hr[k].err == TD_ECORRUPT) {
+				/* let the CPU engine say exactly what it says */
+				size_t got = 0;
+				q->err = td_extract(g->a, q->file, q->off, q->buf, q->len, &got);
+				q->got = (uint32_t)got;
+				continue;
+			}
+			q->got = hr[k].got;
+			q->err = hr[k].err;
+			if (q->got)
+				memcpy(q->buf, ho + hq[k].outoff, q->got);
+		}
+	}
+	return TD_OK;
+}
+
+static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t m = 0;
+		uint64_t bytes = 0;
+		size_t cap = n - i < TD_ROUND_MAXREQ ? n - i : TD_ROUND_MAXREQ;
+		int r;
+		if ((r = td_grow(&g->hreq, cap * sizeof(td_gx_req), 0)) || (r = td_grow(&g->dreq, cap * sizeof(td_gx_req), 1)) ||
+		    (r = td_grow(&g->hres, cap * sizeof(td_gx_res), 0)) || (r = td_grow(&g->dres, cap * sizeof(td_gx_res), 1)))
+			return r;
+		td_gx_req *hq = g->hreq.p;
+		for (; i < n && m < cap; i++) {
+			td_extract_req *q = &reqs[i];
+			if (q->len > g->round_bytes) { /* one huge read: the CPU */
+				size_t got = 0;
+				q->err = td_extract(g->a, q->file, q->off, q->buf, q->len, &got);
+				q->got = (uint32_t)got;
+				continue;
+			}
+			if (bytes + q->len > g->round_bytes)
+				break;
+			hq[m].off = q->off;
+			hq[m].outoff = bytes;
+			hq[m].file = q->file;
+			hq[m].len = q->len;
+			hq[m].item0 = 0;
+			hq[m].tag = (uint32_t)i;
+			bytes += q->len;
+			m++;
+		}
+		if (m == 0)
+			continue;
+		if ((r = td_grow(&g->hout, bytes + 1, 0)) || (r = td_grow(&g->dout, bytes + 1, 1)))
+			return r;
+		/* tags are absolute request indexes; the round reads reqs directly */
+		if ((r = td_extract_round(g, reqs, m, bytes)))
+			return r;
+	}
+	return TD_OK;
+}
+
+int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	if (!g->resident)
+		return td_extract_batch(g->a, reqs, n, g->o.cpu_threads);
+	pthread_mutex_lock(&g->lock);
+	cudaSetDevice(g->o.device);
+	int r = td_gpu_extract_locked(g, reqs, n);
+	pthread_mutex_unlock(&g->lock);
+	return r;
+}
+
+/* ---- count and search ---- */
+
+/* Pack the requests the kernels can answer into hq/hw; map[k] = request.
+ * Returns the number packed in *m. `word(i)`, `len(i)`, `scope(i)` read
+ * request i of either kind. */
+typedef struct td_qview {
+	const char *word;
+	size_t len;
+	td_entry scope;
+} td_qview;
+
+static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), const void *reqs,
+			   size_t n, size_t *m, uint64_t *wbytes)
+{
+	int r;
+	if ((r = td_grow(&g->hq, (n + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (n + 1) * sizeof(uint32_t), 2)))
+		return r;
+	/* word bytes: at most TD_MAXTOK per request */
+	uint64_t wb = 0;
+	td_qview tmp;
+	for (size_t i = 0; i < n; i++) {
+		const td_qview *v = get(reqs, i, &tmp);
+		if (v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries)
+			wb += v->len;
+	}
+	if ((r = td_grow(&g->hw, wb + 1, 0)))
+		return r;
+	td_gq_req *hq = g->hq.p;
+	uint32_t *map = g->map.p;
+	uint8_t *hw = g->hw.p;
+	size_t k = 0;
+	wb = 0;
+	for (size_t i = 0; i < n; i++) {
+		const td_qview *v = get(reqs, i, &tmp);
+		if (!(v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries))
+			continue;
+		memcpy(hw + wb, v->word, v->len);
+		hq[k].woff = wb;
+		hq[k].wlen = (uint32_t)v->len;
+		hq[k].scope = v->scope;
+		map[k] = (uint32_t)i;
+		wb += v->len;
+		k++;
+	}
+	*m = k;
+	*wbytes = wb;
+	return TD_OK;
+}
+
+/* Upload the packed queries and count them (one launch per stream); the
+ * counts are in hcnt when this returns. */
+static int td_count_packed(td_gpu *g, size_t m, uint64_t wbytes, int search)
+{
+	int r;
+	if ((r = td_grow(&g->dq, (m + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wbytes + 1, 1)) ||
+	    (r = td_grow(&g->hcnt, (m + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (m + 1) * sizeof(uint64_t), 1)))
+		return r;
+	td_gq_req *hq = g->hq.p, *dq = g->dq.p;
+	uint8_t *hw = g->hw.p, *dw = g->dw.p;
+	uint64_t *hc = g->hcnt.p, *dc = g->dcnt.p;
+	unsigned ns = m < 4096 ? 1 : g->nst;
+	size_t k0 = 0;
+	for (unsigned s = 0; s < ns; s++) {
+		size_t k1 = m * (s + 1) / ns;
+		if (k1 > k0) {
+			cudaStream_t st = g->st[s];
+			uint64_t w0 = hq[k0].woff, w1 = k1 < m ? hq[k1].woff : wbytes;
+			CK(cudaMemcpyAsync(dw + w0, hw + w0, w1 - w0, cudaMemcpyHostToDevice, st));
+			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+			CK((cudaError_t)td_gk_count(&g->d, dw, dq + k0, (uint32_t)(k1 - k0), search, dc + k0, st));
+			CK(cudaMemcpyAsync(hc + k0, dc + k0, (k1 - k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
+		}
+		k0 = k1;
+	}
+	for (unsigned s = 0; s < ns; s++)
+		CK(cudaStreamSynchronize(g->st[s]));
+	return TD_OK;
+}
+
+static const td_qview *td_count_view(const void *reqs, size_t i, td_qview *v)
+{
+	const td_count_req *q = (const td_count_req *)reqs + i;
+	v->word = q->word;
+	v->len = q->len;
+	v->scope = q->scope;
+	return v;
+}
+
+static const td_qview *td_search_view(const void *reqs, size_t i, td_qview *v)
+{
+	const td_search_req *q = (const td_search_req *)reqs + i;
+	v->word = q->word;
+	v->len = q->len;
+	v->scope = q->scope;
+	return v;
+}
+
+static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
+{
+	size_t m = 0;
+	uint64_t wb = 0;
+	int r;
+	if ((r = td_pack_queries(g, td_count_view, reqs, n, &m, &wb)))
+		return r;
+	if ((r = td_count_packed(g, m, wb, 0)))
+		return r;
+	const uint32_t *map = g->map.p;
+	const uint64_t *hc = g->hcnt.p;
+	/* requests the kernels did not answer go to the CPU engine */
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		td_count_req *q = &reqs[i];
+		if (k < m && map[k] == i && hc[k] != TD_GQ_NOTFOUND) {
+			q->count = hc[k];
+			q->err = TD_OK;
+		} else {
+			q->count = 0;
+			q->err = td_count(g->a, q->word, q->len, q->scope, &q->count);
+		}
+		if (k < m && map[k] == i)
+			k++;
+	}
+	return TD_OK;
+}
+
+int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	if (!g->resident)
+		return td_count_batch(g->a, reqs, n, g->o.cpu_threads);
+	pthread_mutex_lock(&g->lock);
+	cudaSetDevice(g->o.device);
+	int r = td_gpu_count_locked(g, reqs, n);
+	pthread_mutex_unlock(&g->lock);
+	return r;
+}
+
+static int td_hits_append(td_hits *h, const td_hit *v, size_t c)
+{
+	if (!c)
+		return TD_OK;
+	if (h->n + c > h->cap) {
+		size_t cap = h->cap * 2 > h->n + c ? h->cap * 2 : h->n + c;
+		if (cap < 16)
+			cap = 16;
+		td_hit *p = realloc(h->v, cap * sizeof *p);
+		if (!p)
+			return td_fail(TD_ENOMEM, "search hits");
+		h->v = p;
+		h->cap = cap;
+	}
+	memcpy(h->v + h->n, v, c * sizeof *v);
+	h->n += c;
+	return TD_OK;
+}
+
+/* Fill the hits of packed requests [k0, k1) (those with skip 0) in one
+ * launch, then append them to their requests. */
+static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, size_t k1, uint64_t total)
+{
+	int r;
+	if ((r = td_grow(&g->hhits, (total + 1) * sizeof(td_hit), 0)) || (r = td_grow(&g->dhits, (total + 1) * sizeof(td_hit), 1)))
+		return r;
+	const uint32_t *map = g->map.p;
+	const uint64_t *hc = g->hcnt.p;
+	uint64_t *hb = g->hbase.p;
+	uint8_t *hs = g->hskip.p;
+	cudaStream_t st = g->st[0];
+	CK(cudaMemcpyAsync((uint64_t *)g->dbase.p + k0, hb + k0, (k1 - k0) * sizeof *hb, cudaMemcpyHostToDevice, st));
+	CK(cudaMemcpyAsync((uint8_t *)g->dskip.p + k0, hs + k0, (k1 - k0), cudaMemcpyHostToDevice, st));
+	CK((cudaError_t)td_gk_search(&g->d, g->dw.p, (const td_gq_req *)g->dq.p + k0, (uint32_t)(k1 - k0),
+				     (const uint64_t *)g->dbase.p + k0, (const uint8_t *)g->dskip.p + k0, g->dhits.p, st));
+	if (total)
+		CK(cudaMemcpyAsync(g->hhits.p, g->dhits.p, total * sizeof(td_hit), cudaMemcpyDeviceToHost, st));
+	CK(cudaStreamSynchronize(st));
+	const td_hit *hh = g->hhits.p;
+	(void)m;
+	for (size_t k = k0; k < k1; k++) {
+		if (hs[k])
+			continue;
+		td_search_req *q = &reqs[map[k]];
+		q->err = td_hits_append(&q->hits, hh + hb[k], hc[k]);
+	}
+	return TD_OK;
+}
+
+static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
+{
+	size_t m = 0;
+	uint64_t wb = 0;
+	int r;
+	if ((r = td_pack_queries(g, td_search_view, reqs, n, &m, &wb)))
+		return r;
+	if ((r = td_count_packed(g, m, wb, 1)))
+		return r;
+	if ((r = td_grow(&g->hbase, (m + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dbase, (m + 1) * sizeof(uint64_t), 1)) ||
+	    (r = td_grow(&g->hskip, m + 1, 0)) || (r = td_grow(&g->dskip, m + 1, 1)))
+		return r;
+	const uint64_t *hc = g->hcnt.p;
+	uint64_t *hb = g->hbase.p;
+	uint8_t *hs = g->hskip.p;
+	/* rounds of consecutive packed requests whose hits fit round_hits;
+	 * a request alone over the cap, or not found, goes to the CPU */
+	size_t k0 = 0;
+	uint64_t total = 0;
+	for (size_t k = 0; k <= m; k++) {
+		int flush = k == m;
+		if (!flush) {
+			uint64_t c = hc[k];
+			if (c == TD_GQ_NOTFOUND || c > g->round_hits) {
+				hs[k] = 1;
+				continue;
+			}
+			if (total + c > g->round_hits)
+				flush = 1;
+		}
+		if (flush) {
+			if (k > k0 && (r = td_search_round(g, reqs, m, k0, k, total)))
+				return r;
+			k0 = k;
+			total = 0;
+			if (k == m)
+				break;
+		}
+		hs[k] = 0;
+		hb[k] = total;
+		total += hc[k];
+	}
+	/* everything else: the CPU engine */
+	const uint32_t *map = g->map.p;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		int gpu = k < m && map[k] == i && !hs[k];
+		if (k < m && map[k] == i)
+			k++;
+		if (gpu)
+			continue;
+		reqs[i].err = td_search(g->a, reqs[i].word, reqs[i].len, reqs[i].scope, &reqs[i].hits);
+	}
+	return TD_OK;
+}
+
+int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	if (!g->resident)
+		return td_search_batch(g->a, reqs, n, g->o.cpu_threads);
+	pthread_mutex_lock(&g->lock);
+	cudaSetDevice(g->o.device);
+	int r = td_gpu_search_locked(g, reqs, n);
+	pthread_mutex_unlock(&g->lock);
+	return r;
+}

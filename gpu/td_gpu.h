@@ -1,0 +1,97 @@
+/* td_gpu: batched extract, count and search on a CUDA GPU over the archive layout. */
+#ifndef TD_GPU_H
+#define TD_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "td_archive.h"
+#include "td_extract.h"
+#include "td_query.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * The GPU engine serves the same batched calls as the CPU engine
+ * (td_extract_batch, td_count_batch, td_search_batch), with the same request
+ * structs, and gives byte-identical results: every answer the kernels
+ * cannot give exactly (a query that is not in the dictionary, a word longer
+ * than TD_MAXTOK bytes, a bad scope, a search whose hits do not fit the
+ * device buffers) is answered by the CPU engine inside the same call.
+ *
+ * Residency. td_gpu_open() uploads the sections that extract, count and
+ * search read (file columns, dictionary, rules, root sequence, samples) once,
+ * as they are stored: the kernels decode the packed tiles in place
+ * (td_pack.h). It also builds one small GPU-side index, a 128-bit word
+ * signature per rule, used to skip rules that cannot contain a queried word.
+ * If those bytes plus working space do not fit the device memory (or the
+ * configured cap), the archive is NOT uploaded: the handle opens in CPU
+ * fallback mode, td_gpu_resident() returns 0, and every batch call is served
+ * by the CPU engine with opts.cpu_threads threads (same results, CPU speed).
+ *
+ * Built without CUDA (gpu/td_gpu_stub.c), td_gpu_available() returns 0 and
+ * td_gpu_open() returns TD_ENOGPU ("no GPU").
+ *
+ * Threads: one td_gpu serves one batch at a time; concurrent calls on the
+ * same handle are serialised by an internal lock. The archive must outlive
+ * the handle.
+ */
+typedef struct td_gpu td_gpu;
+
+typedef struct td_gpu_opts {
+	int device;               /* CUDA device ordinal (default 0) */
+	uint64_t mem_cap;         /* device bytes to use at most; 0 = free memory
+	                             less a 256 MiB reserve */
+	unsigned cpu_threads;     /* CPU threads for fallback work; 0 = one per core */
+	unsigned nstreams;        /* copy/compute streams per batch; 0 = 4 */
+} td_gpu_opts;
+
+/* Fill *o with the defaults above. */
+void td_gpu_opts_default(td_gpu_opts *o);
+
+/* 1 if this build has CUDA and at least one usable device, else 0.
+ * Never fails loudly; cheap after the first call. */
+int td_gpu_available(void);
+
+/* Open the GPU engine on archive `a` (opts may be NULL: defaults).
+ * Returns TD_OK and *out, TD_ENOGPU (no CUDA build or no usable device;
+ * detail says which), TD_EINVAL (bad device ordinal), TD_ENOMEM (host),
+ * TD_ECORRUPT (a section the kernels need is malformed), TD_EIO (a CUDA
+ * call failed; detail has the CUDA message). An archive too large for the
+ * device is not an error: see "Residency". */
+int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out);
+
+/* Release device memory, streams and pinned buffers. NULL accepted. */
+void td_gpu_close(td_gpu *g);
+
+/* 1 if the archive lives on the device, 0 in CPU fallback mode. */
+int td_gpu_resident(const td_gpu *g);
+
+/* Device name ("NVIDIA H100 80GB HBM3"), or "cpu fallback". Never NULL. */
+const char *td_gpu_device_name(const td_gpu *g);
+
+/* Seconds td_gpu_open() spent uploading sections and building the rule
+ * signatures (for benchmarks). */
+double td_gpu_open_seconds(const td_gpu *g);
+
+/* Serve n extract requests: same contract and results as
+ * td_extract_batch(). One launch per round of requests (a round is bounded
+ * by the output bytes that fit in device memory); the copies of one stream
+ * overlap the kernels of another. Returns TD_OK, or TD_EIO if a CUDA call
+ * failed (requests then carry undefined results), TD_ENOMEM. */
+int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n);
+
+/* Same contract and results as td_count_batch(). */
+int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
+
+/* Same contract and results as td_search_batch(): hits are appended to
+ * reqs[i].hits (allocated with malloc/realloc; free with td_hits_free).
+ * One host round trip per batch sizes the hit buffers. */
+int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+/* td_gpu_int: what the host side (td_gpu.c) and the kernels (td_gpu_*.cu) share. */
+#ifndef TD_GPU_INT_H
+#define TD_GPU_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "td_format.h"
+#include "td_pack.h"
+#include "td_archive.h"
+#include "td_query.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The archive as the kernels see it: td_pack views whose pointers are
+ * device addresses (same layout as on disk), plus the meta counts. Passed to
+ * every kernel by value. */
+typedef struct td_gdev {
+	td_pack e_mode, e_size, e_root, e_gstart, e_child;
+	td_pack word_off, word_freq, other_off;
+	td_pack rule_syms, rule_len, root_syms, root_samples;
+	const uint8_t *words, *other;
+	uint64_t words_size, other_size;
+	const td_disk_group *groups;
+	const uint64_t *rule_mask;   /* 2 words per rule: word signature */
+	/* Regular files in the order td_search reports them (depth-first from
+	 * the root, children in entry order); the files under entry e are
+	 * dfs_files[sub[2e], sub[2e+1]). Built on the host at open. */
+	const uint32_t *dfs_files;
+	const uint32_t *sub;
+	uint64_t nentries, nwords, nother, nrules, ngroups, nroot;
+	uint64_t sample_shift, nsamples;
+} td_gdev;
+
+/* One extract request as the kernel reads it (host packs these). */
+typedef struct td_gx_req {
+	uint64_t off;
+	uint64_t outoff;             /* where its bytes go in the output buffer */
+	uint32_t file;
+	uint32_t len;
+	uint32_t item0;              /* first work item (prefix sum) */
+	uint32_t tag;                /* host bookkeeping; kernels ignore it */
+} td_gx_req;
+
+/* Result of one extract request. */
+typedef struct td_gx_res {
+	uint32_t got;
+	int32_t err;
+} td_gx_res;
+
+/* One count/search request as the kernels read it: the query word is
+ * qwords[woff, woff+wlen) (0 < wlen <= TD_MAXTOK) and scope < nentries
+ * (the host sends everything else to the CPU engine). */
+typedef struct td_gq_req {
+	uint64_t woff;
+	uint32_t wlen;
+	uint32_t scope;
+} td_gq_req;
+
+/* Count result meaning "the word is not in the dictionary": the host asks
+ * the CPU engine (which decides between 0 and TD_ENOTWORD). */
+#define TD_GQ_NOTFOUND UINT64_MAX
+
+/* Bytes of extract output handled by one GPU thread. */
+#define TD_GX_CHUNK 256u
+
+/* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;
+ * `stream` is a cudaStream_t. All are asynchronous on `stream`. */
+int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream);
+int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems,
+		  uint8_t *out, td_gx_res *res, void *stream);
+/* count[i] = occurrences of the word of req[i] in its scope, or
+ * TD_GQ_NOTFOUND. `search` = 1 counts what td_search reports (the root
+ * scope walks the tree), 0 what td_count reports (the root scope reads
+ * WORD_FREQ). */
+int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+		int search, uint64_t *count, void *stream);
+/* Write the hits of request i at hits + base[i], in td_search order; base[i]
+ * comes from the counts of td_gk_count(search = 1); requests with
+ * skip[i] != 0 are left out. */
+int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

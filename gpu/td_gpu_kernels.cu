@@ -1,0 +1,726 @@
+/* td_gpu_kernels: CUDA kernels for extract, count, search and the rule signatures. */
+#include <cuda_runtime.h>
+
+#include "td_err.h"
+#include "td_gpu_int.h"
+
+/* The kernels read the archive sections exactly as stored: td_pack tiles are
+ * decoded in place (td_pgets below mirrors td_pack_get bit for bit, including
+ * "a corrupt tile reads as its base"), rules are found through RULE_GROUPS,
+ * lengths through RULE_LEN / WORD_OFF / OTHER_OFF. Every index taken from the
+ * data is bounds-checked; a violation marks the request corrupt and the host
+ * lets the CPU engine produce the error it would give. */
+
+#define TD_S_IFMT 0170000u
+#define TD_S_IFDIR 0040000u
+#define TD_S_IFREG 0100000u
+
+#define FULL 0xffffffffu
+
+typedef unsigned long long u64;
+
+/* ---- packed arrays ---- */
+
+__device__ __forceinline__ uint64_t ldg64(const void *p)
+{
+	return (uint64_t)__ldg((const u64 *)p);
+}
+
+/* Value i of p (i < p.n required); same bits as td_pack_get. The data
+ * pointer is 8-byte aligned and every section is followed by 16 bytes of
+ * slack, so two aligned 8-byte loads replace the CPU's unaligned one. */
+__device__ __forceinline__ uint64_t td_pget(const td_pack &p, uint64_t i)
+{
+	const td_disk_tile *t = p.tiles + i / TD_TILE;
+	uint64_t base = ldg64(&t->base);
+	uint64_t h = ldg64((const uint8_t *)t + 8);
+	uint32_t off16 = (uint32_t)h;
+	uint32_t w = (uint32_t)(h >> 32) & 0xffu;
+	if (w == 0)
+		return base;
+	uint64_t bit = (uint64_t)(i % TD_TILE) * w;
+	uint64_t at = (uint64_t)off16 * 16u + (bit >> 3);
+	if (w > TD_PACK_MAXW || at + 8 > p.datasize)
+		return base;
+	uint64_t bp = (uint64_t)off16 * 128u + bit;
+	const u64 *q = (const u64 *)p.data + (bp >> 6);
+	uint32_t r = (uint32_t)(bp & 63);
+	uint64_t v = (uint64_t)__ldg(q) >> r;
+	if (r + w > 64)
+		v |= (uint64_t)__ldg(q + 1) << (64 - r);
+	return base + (v & ((UINT64_C(1) << w) - 1));
+}
+
+/* Checked access: out-of-range i sets *bad and reads 0. */
+__device__ __forceinline__ uint64_t td_pgets(const td_pack &p, uint64_t i, bool &bad)
+{
+	if (i >= p.n) {
+		bad = true;
+		return 0;
+	}
+	return td_pget(p, i);
+}
+
+/* ---- grammar helpers ---- */
+
+/* Expanded byte length of symbol s. */
+__device__ __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool &bad)
+{
+	uint64_t w2 = 2 * d.nwords;
+	if (s < w2) {
+		uint64_t w = s >> 1;
+		return td_pgets(d.word_off, w + 1, bad) - td_pgets(d.word_off, w, bad) + (s & 1);
+	}
+	s -= w2;
+	if (s < d.nother)
+		return td_pgets(d.other_off, s + 1, bad) - td_pgets(d.other_off, s, bad);
+	s -= d.nother;
+	if (s < d.nrules)
+		return td_pgets(d.rule_len, s, bad);
+	bad = true;
+	return 0;
+}
+
+/* Right-hand side of rule r: symbols RULE_SYMS[first, first+len). */
+__device__ __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len)
+{
+	if (d.ngroups == 0 || r >= d.nrules)
+		return false;
+	uint64_t lo = 0, hi = d.ngroups;
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) >> 1;
+		if ((uint64_t)__ldg(&d.groups[mid].first_rule) <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t fr = __ldg(&d.groups[lo].first_rule);
+	uint32_t l = __ldg(&d.groups[lo].len);
+	uint64_t fs = (uint64_t)__ldg((const u64 *)&d.groups[lo].first_sym);
+	if (fr > r || l == 0)
+		return false;
+	first = fs + (r - fr) * l;
+	len = l;
+	return first + l <= d.rule_syms.n && first + l >= first;
+}
+
+/* 128-bit word signature bit of word w. */
+__device__ __forceinline__ uint32_t td_wbit(uint64_t w)
+{
+	return (uint32_t)((w * UINT64_C(0x9E3779B97F4A7C15)) >> 57);
+}
+
+__device__ __forceinline__ bool td_mask_has(const td_gdev &d, uint64_t r, uint32_t bit)
+{
+	return (ldg64(&d.rule_mask[2 * r + (bit >> 6)]) >> (bit & 63)) & 1;
+}
+
+struct td_frame {
+	uint64_t first;
+	uint32_t len;
+	uint32_t j;
+};
+
+/* ---- rule signatures (built once at open) ---- */
+
+__global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
+{
+	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (r >= d.nrules)
+		return;
+	uint64_t first;
+	uint32_t len;
+	if (!td_rhs(d, r, first, len))
+		return; /* corrupt rules are left empty; extract reports them */
+	uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	uint64_t m0 = 0, m1 = 0;
+	for (uint32_t j = 0; j < len; j++) {
+		uint64_t c = td_pget(d.rule_syms, first + j);
+		if (c < w2) {
+			uint32_t b = td_wbit(c >> 1);
+			if (b < 64)
+				m0 |= UINT64_C(1) << b;
+			else
+				m1 |= UINT64_C(1) << (b - 64);
+		} else if (c >= t && c - t < d.nrules) {
+			const volatile uint64_t *cm = mask + 2 * (c - t);
+			m0 |= cm[0];
+			m1 |= cm[1];
+		}
+	}
+	volatile uint64_t *mine = mask + 2 * r;
+	uint64_t o0 = mine[0], o1 = mine[1];
+	if ((m0 | o0) != o0 || (m1 | o1) != o1) {
+		mine[0] = m0 | o0;
+		mine[1] = m1 | o1;
+		*changed = 1;
+	}
+}
+
+/* ---- extract ---- */
+
+/* Copy n bytes of entry e's text starting at file offset foff to dst.
+ * Mirrors td_extract: seek with ROOT_SAMPLES (binary search restricted to
+ * the file's root range) and RULE_LEN, descend root -> rule -> token with a
+ * stack of at most TD_MAXDEPTH frames, then emit tokens left to right.
+ * Returns TD_OK or TD_ECORRUPT. */
+__device__ int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint64_t n, uint8_t *dst)
+{
+	bool bad = false;
+	uint64_t gstart = td_pgets(d.e_gstart, e, bad);
+	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+	if (bad || rlo >= rhi || rhi > d.root_syms.n)
+		return TD_ECORRUPT;
+	uint64_t gpos = gstart + foff;
+
+	/* last sample at or before gpos, not before the file's start */
+	uint64_t sh = d.sample_shift;
+	if (sh >= 64)
+		return TD_ECORRUPT;
+	uint64_t lo = rlo >> sh, hi = ((rhi - 1) >> sh) + 1;
+	if (hi > d.root_samples.n)
+		return TD_ECORRUPT;
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) >> 1;
+		if (td_pget(d.root_samples, mid) <= gpos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t k = lo << sh, pos;
+	if (k < rlo) {
+		k = rlo;
+		pos = gstart;
+	} else {
+		pos = td_pget(d.root_samples, lo);
+	}
+	uint64_t sym;
+	for (;;) {
+		if (k >= rhi)
+			return TD_ECORRUPT;
+		sym = td_pget(d.root_syms, k);
+		uint64_t l = td_symlen(d, sym, bad);
+		if (bad)
+			return TD_ECORRUPT;
+		if (gpos < pos + l)
+			break;
+		pos += l;
+		k++;
+	}
+	uint64_t inner = gpos - pos;
+
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	td_frame st[TD_MAXDEPTH];
+	uint32_t depth = 0;
+	/* descend to the token holding the first byte */
+	while (sym >= t) {
+		uint64_t first;
+		uint32_t len, j;
+		if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len))
+			return TD_ECORRUPT;
+		uint64_t c = 0;
+		for (j = 0; j < len; j++) {
+			c = td_pget(d.rule_syms, first + j);
+			uint64_t l = td_symlen(d, c, bad);
+			if (bad)
+				return TD_ECORRUPT;
+			if (inner < l)
+				break;
+			inner -= l;
+		}
+		if (j == len)
+			return TD_ECORRUPT;
+		st[depth].first = first;
+		st[depth].len = len;
+		st[depth].j = j;
+		depth++;
+		sym = c;
+	}
+
+	uint64_t done = 0, skip = inner;
+	for (;;) {
+		/* emit token sym from byte skip */
+		const uint8_t *src;
+		uint64_t a, b, sp;
+		if (sym < w2) {
+			a = td_pgets(d.word_off, sym >> 1, bad);
+			b = td_pgets(d.word_off, (sym >> 1) + 1, bad);
+			if (bad || a > b || b > d.words_size || b - a > TD_MAXTOK)
+				return TD_ECORRUPT;
+			src = d.words;
+			sp = sym & 1;
+		} else {
+			a = td_pgets(d.other_off, sym - w2, bad);
+			b = td_pgets(d.other_off, sym - w2 + 1, bad);
+			if (bad || a > b || b > d.other_size || b - a > TD_MAXTOK + 1)
+				return TD_ECORRUPT;
+			src = d.other;
+			sp = 0;
+		}
+		uint64_t tl = b - a + sp;
+		if (skip >= tl)
+			return TD_ECORRUPT;
+		for (uint64_t x = skip; x < tl && done < n; x++)
+			dst[done++] = x < b - a ? src[a + x] : (uint8_t)' ';
+		if (done == n)
+			return TD_OK;
+		skip = 0;
+		/* next token: pop finished frames, step right, descend leftmost */
+		for (;;) {
+			if (depth == 0) {
+				if (++k >= rhi)
+					return TD_ECORRUPT;
+				sym = td_pget(d.root_syms, k);
+				break;
+			}
+			td_frame &f = st[depth - 1];
+			if (++f.j < f.len) {
+				sym = td_pget(d.rule_syms, f.first + f.j);
+				break;
+			}
+			depth--;
+		}
+		while (sym >= t) {
+			uint64_t first;
+			uint32_t len;
+			if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len))
+				return TD_ECORRUPT;
+			st[depth].first = first;
+			st[depth].len = len;
+			st[depth].j = 0;
+			depth++;
+			sym = td_pget(d.rule_syms, first);
+		}
+		if (sym >= t + d.nrules)
+			return TD_ECORRUPT;
+	}
+}
+
+/* One thread per TD_GX_CHUNK bytes of output; the items of one request are
+ * adjacent, so a long read is extracted by a whole warp (each lane seeks to
+ * its own chunk) while short reads pack 32 requests into a warp. */
+__global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+			     td_gx_res *res)
+{
+	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+	if (item >= nitems)
+		return;
+	uint32_t lo = 0, hi = nreq;
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) >> 1;
+		if (req[mid].item0 <= item)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const td_gx_req q = req[lo];
+	uint32_t c = item - q.item0;
+	int err = TD_OK;
+	uint64_t got = 0;
+	if (q.file >= d.nentries) {
+		err = TD_EINVAL;
+	} else {
+		uint32_t mode = (uint32_t)td_pget(d.e_mode, q.file);
+		if ((mode & TD_S_IFMT) == TD_S_IFDIR) {
+			err = TD_EISDIR;
+		} else {
+			uint64_t size = td_pget(d.e_size, q.file);
+			if (q.off < size)
+				got = size - q.off < q.len ? size - q.off : q.len;
+		}
+	}
+	if (c == 0) {
+		res[lo].got = (uint32_t)got;
+		if (err)
+			res[lo].err = err;
+	}
+	uint64_t b0 = (uint64_t)c * TD_GX_CHUNK;
+	if (err || b0 >= got)
+		return;
+	uint64_t b1 = b0 + TD_GX_CHUNK < got ? b0 + TD_GX_CHUNK : got;
+	int r = td_dev_extract(d, q.file, q.off + b0, b1 - b0, out + q.outoff + b0);
+	if (r)
+		res[lo].err = r;
+}
+
+/* ---- count and search ---- */
+
+__device__ __forceinline__ uint64_t td_warp_sum(uint64_t v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(FULL, v, o);
+	return v;
+}
+
+/* Inclusive prefix sum across the warp. */
+__device__ __forceinline__ uint64_t td_warp_scan(uint64_t v, uint32_t lane)
+{
+	for (int o = 1; o < 32; o <<= 1) {
+		uint64_t u = __shfl_up_sync(FULL, v, o);
+		if (lane >= (uint32_t)o)
+			v += u;
+	}
+	return v;
+}
+
+/* Binary search of the query in WORDS (bytewise order). Word id or -1. */
+__device__ int64_t td_dev_lookup(const td_gdev &d, const uint8_t *qw, uint32_t ql)
+{
+	uint64_t lo = 0, hi = d.nwords;
+	bool bad = false;
+	while (lo < hi) {
+		uint64_t mid = (lo + hi) >> 1;
+		uint64_t a = td_pgets(d.word_off, mid, bad), b = td_pgets(d.word_off, mid + 1, bad);
+		if (bad || a > b || b > d.words_size)
+			return -1;
+		uint64_t l = b - a;
+		uint64_t m = l < ql ? l : ql;
+		int cmp = 0;
+		for (uint64_t x = 0; x < m && !cmp; x++) {
+			uint8_t u = d.words[a + x], v = qw[x];
+			cmp = u < v ? -1 : u > v ? 1 : 0;
+		}
+		if (!cmp)
+			cmp = l < ql ? -1 : l > ql ? 1 : 0;
+		if (cmp == 0)
+			return (int64_t)mid;
+		if (cmp < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Query state of one request. */
+struct td_q {
+	uint64_t w;    /* word id */
+	uint32_t bit;  /* signature bit */
+	uint32_t e;    /* entry being walked */
+};
+
+__device__ __forceinline__ bool td_is_hit(const td_q &q, uint64_t s, uint64_t w2)
+{
+	return s < w2 && (s >> 1) == q.w;
+}
+
+/* Occurrences of the word in the expansion of symbol s (depth-first, rules
+ * whose signature lacks the word's bit are skipped). */
+__device__ uint64_t td_dev_count_sym(const td_gdev &d, const td_q &q, uint64_t s, bool &bad)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	if (s < t)
+		return td_is_hit(q, s, w2);
+	if (s - t >= d.nrules) {
+		bad = true;
+		return 0;
+	}
+	if (!td_mask_has(d, s - t, q.bit))
+		return 0;
+	td_frame st[TD_MAXDEPTH];
+	uint32_t depth = 0;
+	uint64_t n = 0;
+	if (!td_rhs(d, s - t, st[0].first, st[0].len)) {
+		bad = true;
+		return 0;
+	}
+	st[0].j = 0;
+	depth = 1;
+	while (depth) {
+		td_frame &f = st[depth - 1];
+		if (f.j == f.len) {
+			depth--;
+			continue;
+		}
+		uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
+		if (c < t) {
+			n += td_is_hit(q, c, w2);
+			continue;
+		}
+		if (c - t >= d.nrules || depth == TD_MAXDEPTH) {
+			bad = true;
+			return 0;
+		}
+		if (!td_mask_has(d, c - t, q.bit))
+			continue;
+		if (!td_rhs(d, c - t, st[depth].first, st[depth].len)) {
+			bad = true;
+			return 0;
+		}
+		st[depth].j = 0;
+		depth++;
+	}
+	return n;
+}
+
+/* Write the hits in symbol s, whose first byte is at file offset pos, to
+ * out[0..]; returns how many were written. */
+__device__ uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t pos, td_hit *out,
+				    bool &bad)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	if (s < t) {
+		if (!td_is_hit(q, s, w2))
+			return 0;
+		out[0].file = q.e;
+		out[0].off = pos;
+		return 1;
+	}
+	if (s - t >= d.nrules) {
+		bad = true;
+		return 0;
+	}
+	if (!td_mask_has(d, s - t, q.bit))
+		return 0;
+	td_frame st[TD_MAXDEPTH];
+	uint32_t depth = 1;
+	uint64_t n = 0;
+	if (!td_rhs(d, s - t, st[0].first, st[0].len)) {
+		bad = true;
+		return 0;
+	}
+	st[0].j = 0;
+	while (depth) {
+		td_frame &f = st[depth - 1];
+		if (f.j == f.len) {
+			depth--;
+			continue;
+		}
+		uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
+		if (c < t) {
+			if (td_is_hit(q, c, w2)) {
+				out[n].file = q.e;
+				out[n].off = pos;
+				n++;
+			}
+			pos += td_symlen(d, c, bad);
+			continue;
+		}
+		if (c - t >= d.nrules || depth == TD_MAXDEPTH) {
+			bad = true;
+			return n;
+		}
+		if (!td_mask_has(d, c - t, q.bit)) {
+			pos += td_pget(d.rule_len, c - t);
+			continue;
+		}
+		if (!td_rhs(d, c - t, st[depth].first, st[depth].len)) {
+			bad = true;
+			return n;
+		}
+		st[depth].j = 0;
+		depth++;
+	}
+	return n;
+}
+
+/* Whole warp: occurrences in one file's text (lanes split its root range). */
+__device__ uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, bool &bad)
+{
+	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+	if (rhi > d.root_syms.n || rlo > rhi)
+		bad = true;
+	uint64_t n = 0;
+	if (!bad)
+		for (uint64_t k = rlo + lane; k < rhi; k += 32)
+			n += td_dev_count_sym(d, q, td_pget(d.root_syms, k), bad);
+	return td_warp_sum(n);
+}
+
+/* Whole warp: write one file's hits at out, in offset order. Returns the
+ * number written (same on every lane). */
+__device__ uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, td_hit *out,
+				      bool &bad)
+{
+	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+	if (rhi > d.root_syms.n || rlo > rhi)
+		bad = true;
+	if (__any_sync(FULL, bad))
+		return 0;
+	q.e = e;
+	uint64_t pos = 0, n = 0;
+	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
+		uint64_t k = k0 + lane;
+		uint64_t s = 0, l = 0, c = 0;
+		if (k < rhi) {
+			s = td_pget(d.root_syms, k);
+			l = td_symlen(d, s, bad);
+			c = td_dev_count_sym(d, q, s, bad);
+		}
+		uint64_t li = td_warp_scan(l, lane), ci = td_warp_scan(c, lane);
+		if (c)
+			td_dev_fill_sym(d, q, s, pos + li - l, out + n + ci - c, bad);
+		pos += __shfl_sync(FULL, li, 31);
+		n += __shfl_sync(FULL, ci, 31);
+	}
+	return n;
+}
+
+/* One lane: occurrences in a small file, serially. */
+__device__ uint64_t td_lane_file_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, bool &bad)
+{
+	uint64_t n = 0;
+	for (uint64_t k = rlo; k < rhi && !bad; k++)
+		n += td_dev_count_sym(d, q, td_pget(d.root_syms, k), bad);
+	return n;
+}
+
+__device__ void td_lane_file_fill(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, td_hit *out,
+				  bool &bad)
+{
+	uint64_t pos = 0, n = 0;
+	for (uint64_t k = rlo; k < rhi && !bad; k++) {
+		uint64_t s = td_pget(d.root_syms, k);
+		n += td_dev_fill_sym(d, q, s, pos, out + n, bad);
+		pos += td_symlen(d, s, bad);
+	}
+}
+
+/* Files with at most this many root elements are walked by one lane inside
+ * a directory scope; larger ones by the whole warp. */
+#define TD_SMALL_ROOT 64u
+
+/* Whole warp: count (out == NULL) or fill the hits of a directory subtree:
+ * its regular files, in td_search's depth-first order, are one contiguous
+ * range of dfs_files. Lanes take a file each; files with many root
+ * elements are done by the whole warp. */
+__device__ uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t lane, td_hit *out, bool &bad)
+{
+	uint64_t a = d.sub[2 * (uint64_t)scope], b = d.sub[2 * (uint64_t)scope + 1], total = 0;
+	for (uint64_t i0 = a; i0 < b; i0 += 32) {
+		uint64_t i = i0 + lane;
+		bool has = i < b, big = false;
+		uint32_t e = 0;
+		uint64_t rlo = 0, rhi = 0, c = 0;
+		if (has) {
+			e = d.dfs_files[i];
+			rlo = td_pgets(d.e_root, e, bad);
+			rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+			if (rlo > rhi || rhi > d.root_syms.n)
+				bad = true;
+			big = rhi - rlo > TD_SMALL_ROOT;
+		}
+		if (__any_sync(FULL, bad))
+			return total;
+		td_q lq = q;
+		lq.e = e;
+		if (has && !big)
+			c = td_lane_file_count(d, lq, rlo, rhi, bad);
+		uint32_t bigs = __ballot_sync(FULL, big);
+		for (uint32_t m = bigs; m; m &= m - 1) {
+			uint32_t l = __ffs(m) - 1;
+			uint32_t el = __shfl_sync(FULL, e, l);
+			uint64_t cb = td_warp_file_count(d, q, el, lane, bad);
+			if (lane == l)
+				c = cb;
+		}
+		uint64_t ci = td_warp_scan(c, lane);
+		if (out) {
+			if (has && !big && c)
+				td_lane_file_fill(d, lq, rlo, rhi, out + total + ci - c, bad);
+			for (uint32_t m = bigs; m; m &= m - 1) {
+				uint32_t l = __ffs(m) - 1;
+				uint32_t el = __shfl_sync(FULL, e, l);
+				uint64_t base = __shfl_sync(FULL, ci - c, l);
+				td_warp_file_fill(d, q, el, lane, out + total + base, bad);
+			}
+		}
+		total += __shfl_sync(FULL, ci, 31);
+	}
+	return total;
+}
+
+/* One warp per request: look the word up, then count (out == NULL) or fill
+ * its hits in the request's scope. */
+__device__ uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
+				  td_hit *out, bool &bad, bool &found)
+{
+	uint32_t lane = threadIdx.x & 31;
+	int64_t w = -1;
+	if (lane == 0)
+		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
+	w = __shfl_sync(FULL, w, 0);
+	found = w >= 0;
+	if (!found)
+		return 0;
+	td_q q;
+	q.w = (uint64_t)w;
+	q.bit = td_wbit(q.w);
+	q.e = r.scope;
+	uint32_t mode = (uint32_t)td_pget(d.e_mode, r.scope);
+	if ((mode & TD_S_IFMT) == TD_S_IFREG) {
+		if (out)
+			return td_warp_file_fill(d, q, r.scope, lane, out, bad);
+		return td_warp_file_count(d, q, r.scope, lane, bad);
+	}
+	if ((mode & TD_S_IFMT) != TD_S_IFDIR)
+		return 0; /* symlinks count nothing */
+	if (!search && r.scope == TD_ROOT)
+		return td_pgets(d.word_freq, q.w, bad); /* whole corpus: one look-up */
+	return td_warp_dir(d, q, r.scope, lane, out, bad);
+}
+
+__global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
+			   uint64_t *count)
+{
+	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (i >= nreq)
+		return; /* whole warps leave together */
+	bool bad = false, found = false;
+	uint64_t n = td_warp_query(d, qwords, req[i], search, NULL, bad, found);
+	bad = __any_sync(FULL, bad);
+	if ((threadIdx.x & 31) == 0)
+		count[i] = (!found || bad) ? TD_GQ_NOTFOUND : n;
+}
+
+__global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+			    const uint64_t *base, const uint8_t *skip, td_hit *hits)
+{
+	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (i >= nreq || skip[i])
+		return;
+	bool bad = false, found = false;
+	td_warp_query(d, qwords, req[i], 1, hits + base[i], bad, found);
+}
+
+/* ---- launchers ---- */
+
+extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	if (d->nrules == 0)
+		return 0;
+	unsigned blocks = (unsigned)((d->nrules + 255) / 256);
+	td_k_masks<<<blocks, 256, 0, s>>>(*d, mask, changed);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems,
+			     uint8_t *out, td_gx_res *res, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	if (nitems == 0)
+		return 0;
+	td_k_extract<<<(nitems + 127) / 128, 128, 0, s>>>(*d, req, nreq, nitems, out, res);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+			   int search, uint64_t *count, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	if (nreq == 0)
+		return 0;
+	td_k_count<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, search, count);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	if (nreq == 0)
+		return 0;
+	td_k_search<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, base, skip, hits);
+	return (int)cudaGetLastError();
+}

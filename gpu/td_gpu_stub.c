@@ -1,0 +1,73 @@
+/* td_gpu_stub: the GPU engine of a build without CUDA: every call says "no GPU". */
+#include <stddef.h>
+#include <string.h>
+
+#include "td_err.h"
+#include "td_gpu.h"
+
+void td_gpu_opts_default(td_gpu_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->nstreams = 4;
+}
+
+int td_gpu_available(void)
+{
+	return 0;
+}
+
+int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
+{
+	(void)a;
+	(void)opts;
+	if (out)
+		*out = NULL;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA (-Dgpu=disabled or nvcc not found)");
+}
+
+void td_gpu_close(td_gpu *g)
+{
+	(void)g;
+}
+
+int td_gpu_resident(const td_gpu *g)
+{
+	(void)g;
+	return 0;
+}
+
+const char *td_gpu_device_name(const td_gpu *g)
+{
+	(void)g;
+	return "no GPU";
+}
+
+double td_gpu_open_seconds(const td_gpu *g)
+{
+	(void)g;
+	return 0.0;
+}
+
+int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
+int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
+int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
