@@ -1,0 +1,144 @@
+# bench_lib.sh: helpers shared by the contrib/bench scripts (sourced, not run).
+#
+# Environment understood by every script:
+#   BUILD        meson build directory (default: build, relative to the repo)
+#   BENCH_WORK   scratch directory for archives, images and mount points
+#                (default: a new mktemp -d directory; kept when set)
+#   TADOC TADOCFS TD_BENCH NOOPFS PREAD_BENCH   override program paths
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$BENCH_DIR/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) ;; *) BUILD="$REPO_DIR/$BUILD" ;; esac
+DEFAULT_CORPORA=(sotu spam gcide linuxdoc)
+export LC_ALL=C.UTF-8
+
+log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# bench_bin NAME SUBDIR: the program NAME from $BUILD/SUBDIR, else from PATH.
+bench_bin() {
+	local name=$1 sub=$2
+	if [ -x "$BUILD/$sub/$name" ]; then
+		printf '%s\n' "$BUILD/$sub/$name"
+	elif command -v "$name" >/dev/null 2>&1; then
+		command -v "$name"
+	else
+		return 1
+	fi
+}
+
+bench_setup_bins() {
+	TADOC=${TADOC:-$(bench_bin tadoc fs || true)}
+	TADOCFS=${TADOCFS:-$(bench_bin tadocfs fs || true)}
+	TD_BENCH=${TD_BENCH:-$(bench_bin td_bench contrib/bench || true)}
+	NOOPFS=${NOOPFS:-$(bench_bin noopfs contrib/bench || true)}
+	PREAD_BENCH=${PREAD_BENCH:-$(bench_bin pread_bench contrib/bench || true)}
+}
+
+bench_setup_work() {
+	if [ -z "${BENCH_WORK:-}" ]; then
+		BENCH_WORK=$(mktemp -d "${TMPDIR:-/tmp}/tadoc-bench.XXXXXX")
+	fi
+	mkdir -p "$BENCH_WORK"
+	BENCH_WORK=$(cd "$BENCH_WORK" && pwd)
+}
+
+# GNU time for peak RSS (Debian package "time").
+bench_need_gnu_time() {
+	if ! /usr/bin/time -f %M true >/dev/null 2>&1; then
+		die "GNU time (/usr/bin/time) is needed for peak RSS: apt-get install time"
+	fi
+}
+
+now_ns() { date +%s%N; }
+
+# secs_since START_NS: seconds (3 decimals) elapsed since START_NS.
+secs_since() {
+	local end
+	end=$(now_ns)
+	awk -v a="$1" -v b="$end" 'BEGIN { printf "%.3f", (b - a) / 1e9 }'
+}
+
+# timed CMD...: run CMD (stdout and stderr to $BENCH_WORK/last.log); sets
+# T_SECS (wall seconds) and T_RSS_KB (peak RSS of CMD and its children).
+# Returns CMD's status.
+timed() {
+	local t0 rc
+	t0=$(now_ns)
+	/usr/bin/time -f %M -o "$BENCH_WORK/time.out" "$@" >"$BENCH_WORK/last.log" 2>&1
+	rc=$?
+	T_SECS=$(secs_since "$t0")
+	T_RSS_KB=$(tail -n 1 "$BENCH_WORK/time.out")
+	return $rc
+}
+
+# file_bytes DIR: total size of the regular files under DIR.
+file_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", s }'; }
+
+# div A B [DECIMALS]: A / B, or "-" if B is zero or not a number.
+div() {
+	awk -v a="$1" -v b="$2" -v d="${3:-2}" 'BEGIN {
+		num = "^[0-9]*[.]?[0-9]+([eE][-+]?[0-9]+)?$"
+		if (a !~ num || b !~ num || b + 0 == 0) { print "-"; exit }
+		printf "%.*f", d, a / b }'
+}
+
+# pct A B: 100 * A / B, no decimals, with a % sign ("-" when undefined).
+pct() {
+	local v
+	v=$(awk -v a="$1" -v b="$2" 'BEGIN {
+		num = "^[0-9]*[.]?[0-9]+([eE][-+]?[0-9]+)?$"
+		if (a !~ num || b !~ num || b + 0 == 0) print "-"; else printf "%.0f%%", 100 * a / b }')
+	printf '%s' "$v"
+}
+
+# mbps BYTES SECS: megabytes (1e6) per second, one decimal.
+mbps() { div "$(div "$1" 1000000 6)" "$2" 1; }
+
+drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
+
+# kv FILE KEY: the value of KEY=VALUE in FILE ("-" when absent).
+kv() {
+	local v
+	v=$(grep -m1 "^$2=" "$1" 2>/dev/null | cut -d= -f2-)
+	printf '%s' "${v:--}"
+}
+
+# median of the numbers given as arguments ("-" when none).
+median() {
+	printf '%s\n' "$@" | grep -E '^[0-9]*[.]?[0-9]+$' | sort -g | awk '{ v[NR] = $1 } END {
+		if (NR == 0) print "-"; else print v[int((NR + 1) / 2)] }'
+}
+
+machine_description() {
+	local cpu mem
+	cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+	mem=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+	printf '%s, %s cores (nproc), %s RAM, Linux %s' "${cpu:-unknown CPU}" "$(nproc)" "$mem" "$(uname -r)"
+}
+
+# hf_median JSON: median seconds of hyperfine's first result ("-" if none).
+hf_median() {
+	python3 -c 'import json, sys
+try:
+    print("%.6f" % json.load(open(sys.argv[1]))["results"][0]["median"])
+except Exception:
+    print("-")' "$1"
+}
+
+# hf RUNS PREPARE CMD: run CMD (a shell command line; without shell
+# metacharacters it runs without a shell) RUNS times under
+# hyperfine, PREPARE (may be empty) before each run; prints median seconds.
+hf() {
+	local runs=$1 prep=$2 cmd=$3 json="$BENCH_WORK/hf.json" shell=()
+	rm -f "$json"
+	# No shell for a plain command: sub-millisecond commands stay measurable.
+	case $cmd in *[\|\&\;\<\>\$\(]*) ;; *) shell=(-N) ;; esac
+	if [ -n "$prep" ]; then
+		hyperfine "${shell[@]}" --style none --runs "$runs" --prepare "$prep" --export-json "$json" "$cmd" >/dev/null 2>&1
+	else
+		hyperfine "${shell[@]}" --style none --warmup 1 --runs "$runs" --export-json "$json" "$cmd" >/dev/null 2>&1
+	fi || { echo -; return; }
+	hf_median "$json"
+}

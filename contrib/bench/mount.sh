@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# mount.sh: tadocfs against squashfuse, squashfuse_ll, kernel squashfs (all on
+# the same `mksquashfs -comp zstd` image), the plain directory and a no-op
+# FUSE filesystem (the FUSE ceiling): mount-ready time, random 4 KiB pread
+# rate with 1 and 8 threads from a cold page cache, whole-tree tar
+# throughput, and getfattr word counts against grep -r.
+#
+# Usage: contrib/bench/mount.sh CORPORA_DIR [NAME...]   (run as root)
+#   NAME defaults to: sotu spam gcide linuxdoc.
+# Env: ROUNDS (3) repetitions, medians reported; PREAD_SECS (10) cap per
+# pread run; BENCH_WORK / BUILD as in bench_lib.sh (archives and images
+# made by compress.sh are reused, missing ones are built here).
+# Random reads: every file opened first, caches dropped, then each 4 KiB-
+# aligned block of the corpus is read at most once in random order with
+# POSIX_FADV_RANDOM (no readahead), so each read misses the page cache
+# unless the filesystem itself filled the page (see pread_bench.c).
+set -u -o pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
+
+if [ $# -lt 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
+	sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+	exit $([ $# -lt 1 ] && echo 2 || echo 0)
+fi
+CORPORA=$1
+shift
+NAMES=("$@")
+[ ${#NAMES[@]} -eq 0 ] && NAMES=("${DEFAULT_CORPORA[@]}")
+ROUNDS=${ROUNDS:-3}
+PREAD_SECS=${PREAD_SECS:-10}
+DROP="sync; echo 3 > /proc/sys/vm/drop_caches"
+
+[ "$(id -u)" = 0 ] || die "mount.sh needs root (mount, drop_caches)"
+[ -e /dev/fuse ] || die "/dev/fuse missing"
+bench_setup_bins
+bench_setup_work
+for t in mksquashfs squashfuse fusermount3 getfattr hyperfine python3 tar grep; do
+	command -v $t >/dev/null || die "$t not found (Debian: squashfs-tools squashfuse fuse3 attr hyperfine python3)"
+done
+[ -n "$PREAD_BENCH" ] || die "pread_bench not built (ninja -C $BUILD)"
+[ -n "$NOOPFS" ] || die "noopfs not built (ninja -C $BUILD)"
+[ -n "$TADOCFS" ] || log "tadocfs not built: its rows read n/a"
+HAVE_LL=$(command -v squashfuse_ll >/dev/null && echo 1 || echo 0)
+READY=$BENCH_DIR/mount_ready.py
+
+FSES=(tadocfs squashfuse)
+[ "$HAVE_LL" = 1 ] && FSES+=(squashfuse_ll)
+FSES+=(kernel plain noop)
+
+fs_label() {
+	case $1 in
+	tadocfs) echo tadocfs ;;
+	squashfuse) echo squashfuse ;;
+	squashfuse_ll) echo squashfuse_ll ;;
+	kernel) echo kernel squashfs ;;
+	plain) echo plain directory ;;
+	noop) echo no-op FUSE ceiling ;;
+	esac
+}
+
+MOUNTED=()
+cleanup() {
+	local m
+	for m in "${MOUNTED[@]}"; do
+		if mountpoint -q "$m"; then
+			fusermount3 -u "$m" 2>/dev/null || umount "$m" 2>/dev/null || umount -l "$m"
+		fi
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# do_mount KIND MNT: mount and print the milliseconds until MNT answers stat.
+do_mount() {
+	local kind=$1 mnt=$2
+	case $kind in
+	tadocfs) python3 "$READY" "$mnt" "$TADOCFS" "$A" "$mnt" ;;
+	squashfuse) python3 "$READY" "$mnt" squashfuse "$IMG" "$mnt" ;;
+	squashfuse_ll) python3 "$READY" "$mnt" squashfuse_ll "$IMG" "$mnt" ;;
+	kernel) python3 "$READY" "$mnt" mount -t squashfs -o loop,ro "$IMG" "$mnt" ;;
+	noop) python3 "$READY" "$mnt" "$NOOPFS" -o "files=$NOOP_FILES,size=$NOOP_SIZE" "$mnt" ;;
+	esac
+}
+
+do_umount() {
+	local kind=$1 mnt=$2 i
+	for i in 1 2 3 4 5; do
+		mountpoint -q "$mnt" || return 0
+		if [ "$kind" = kernel ]; then umount "$mnt"; else fusermount3 -u "$mnt"; fi 2>/dev/null && return 0
+		sleep 0.2
+	done
+	umount -l "$mnt"
+}
+
+words_for() {
+	case $1 in
+	sotu) echo the government freedom ;;
+	spam) echo the money click ;;
+	gcide) echo the horse Latin ;;
+	linuxdoc) echo the kernel mutex ;;
+	*) echo the time data ;;
+	esac
+}
+
+READY_ROWS=""
+PREAD_ROWS=""
+TAR_ROWS=""
+REL_ROWS=""
+XATTR_ROWS=""
+
+for name in "${NAMES[@]}"; do
+	dir="$CORPORA/$name"
+	[ -d "$dir" ] || die "$dir: no such corpus directory"
+	dir=$(cd "$dir" && pwd)
+	W="$BENCH_WORK/$name"
+	mkdir -p "$W/mnt"
+	IMG="$W/$name.sqfs"
+	A="$W/$name.tadoc"
+	if [ ! -s "$IMG" ]; then
+		log "$name: mksquashfs"
+		mksquashfs "$dir" "$IMG" -comp zstd -noappend -quiet -no-progress >/dev/null || die "mksquashfs failed"
+	fi
+	if [ -n "$TADOCFS" ] && [ ! -s "$A" ] && [ -n "$TADOC" ]; then
+		log "$name: tadoc compress"
+		"$TADOC" compress -o "$A" "$dir" >/dev/null 2>"$W/compress.err" || log "$name: tadoc compress failed: $(tail -n 2 "$W/compress.err")"
+	fi
+	orig=$(file_bytes "$dir")
+	(cd "$dir" && find . -type f -size +0 -printf '%P\n') >"$W/files.list"
+	nfiles=$(wc -l <"$W/files.list")
+	NOOP_FILES=$nfiles
+	NOOP_SIZE=$(( (orig + nfiles - 1) / nfiles ))
+	seq -f 'f%06g' 0 $((nfiles - 1)) >"$W/noop.list"
+	declare -A ready=() r1=() p50_1=() p99_1=() r8=() p50_8=() p99_8=() tarc=() tarw=()
+
+	for kind in "${FSES[@]}"; do
+		mnt="$W/mnt/$kind"
+		list="$W/files.list"
+		ready[$kind]=-
+		if [ "$kind" = tadocfs ] && { [ -z "$TADOCFS" ] || [ ! -s "$A" ]; }; then
+			for v in r1 p50_1 p99_1 r8 p50_8 p99_8 tarc tarw; do eval "$v[\$kind]=n/a"; done
+			ready[$kind]=n/a
+			continue
+		fi
+		if [ "$kind" = plain ]; then
+			mnt=$dir
+		else
+			mkdir -p "$mnt"
+			MOUNTED+=("$mnt")
+			ms=()
+			for ((i = 1; i <= ROUNDS; i++)); do
+				mountpoint -q "$mnt" && do_umount "$kind" "$mnt"
+				drop_caches
+				m=$(do_mount "$kind" "$mnt") || { log "$name: mounting $kind failed"; m=-; break; }
+				ms+=("$m")
+			done
+			ready[$kind]=$(median "${ms[@]}")
+			if ! mountpoint -q "$mnt"; then
+				for v in r1 p50_1 p99_1 r8 p50_8 p99_8 tarc tarw; do eval "$v[\$kind]=failed"; done
+				continue
+			fi
+		fi
+		[ "$kind" = noop ] && list="$W/noop.list"
+		for t in 1 8; do
+			rs=(); p50s=(); p99s=()
+			for ((i = 1; i <= ROUNDS; i++)); do
+				log "$name: $kind pread 4 KiB x $t threads (round $i)"
+				out=$("$PREAD_BENCH" -C "$mnt" -t "$t" -s 4096 -u -D -d "$PREAD_SECS" -S "$i" "$list" 2>&1) ||
+					log "$name: pread_bench on $kind: $out"
+				printf '%s\n' "$out" | tr ' ' '\n' >"$W/pread.out"
+				rs+=("$(kv "$W/pread.out" reads_per_s)")
+				p50s+=("$(kv "$W/pread.out" p50_us)")
+				p99s+=("$(kv "$W/pread.out" p99_us)")
+			done
+			eval "r$t[\$kind]=\$(median \"\${rs[@]}\")"
+			eval "p50_$t[\$kind]=\$(median \"\${p50s[@]}\")"
+			eval "p99_$t[\$kind]=\$(median \"\${p99s[@]}\")"
+		done
+		log "$name: $kind tar (cold, then warm)"
+		s=$(hf "$ROUNDS" "$DROP" "cd '$mnt' && tar cf - . | cat > /dev/null")
+		tarc[$kind]=$(mbps "$orig" "$s")
+		s=$(hf "$ROUNDS" "" "cd '$mnt' && tar cf - . | cat > /dev/null")
+		tarw[$kind]=$(mbps "$orig" "$s")
+
+		if [ "$kind" = tadocfs ]; then
+			for w in $(words_for "$name"); do
+				log "$name: getfattr count.$w vs grep"
+				val=$(getfattr --only-values -n "user.tadoc.count.$w" "$mnt" 2>"$W/getfattr.err") || val="error: $(head -n 1 "$W/getfattr.err")"
+				g=$(cd "$dir" && grep -r -o -w -a -- "$w" . | wc -l)
+				gx_cold=$(hf "$ROUNDS" "$DROP" "getfattr --only-values -n user.tadoc.count.$w $mnt")
+				gx_warm=$(hf $((ROUNDS * 3)) "" "getfattr --only-values -n user.tadoc.count.$w $mnt")
+				gr=$(hf "$ROUNDS" "" "cd '$dir' && grep -r -o -w -a -- '$w' . | wc -l")
+				match=$([ "$val" = "$g" ] && echo yes || echo NO)
+				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$gr" "$gx_warm" 0)x |"$'\n'
+			done
+		fi
+		[ "$kind" != plain ] && do_umount "$kind" "$mnt"
+	done
+
+	row="| $name |"
+	for kind in "${FSES[@]}"; do [ "$kind" != plain ] && row+=" ${ready[$kind]} |"; done
+	READY_ROWS+="$row"$'\n'
+	for kind in "${FSES[@]}"; do
+		PREAD_ROWS+="| $name | $(fs_label "$kind") | ${r1[$kind]} | ${p50_1[$kind]} | ${p99_1[$kind]} | ${r8[$kind]} | ${p50_8[$kind]} | ${p99_8[$kind]} |"$'\n'
+		TAR_ROWS+="| $name | $(fs_label "$kind") | ${tarc[$kind]} | ${tarw[$kind]} |"$'\n'
+	done
+	REL_ROWS+="| $name | $(div "${r1[tadocfs]}" "${r1[squashfuse]}")x | $(div "${r8[tadocfs]}" "${r8[squashfuse]}")x | $(div "${tarc[tadocfs]}" "${tarc[squashfuse]}")x | $(pct "${r1[tadocfs]}" "${r1[noop]}") | $(pct "${r8[tadocfs]}" "${r8[noop]}") | $(pct "${tarc[tadocfs]}" "${tarc[noop]}") | ${ready[tadocfs]} |"$'\n'
+	unset ready r1 p50_1 p99_1 r8 p50_8 p99_8 tarc tarw
+done
+
+hdr="| corpus |"
+sep="|---|"
+for kind in "${FSES[@]}"; do
+	[ "$kind" != plain ] && { hdr+=" $(fs_label "$kind") |"; sep+="---:|"; }
+done
+cat <<EOF
+### Mount ready (ms from starting the mount command until the mount point answers stat; caches dropped; median of $ROUNDS)
+
+$hdr
+$sep
+${READY_ROWS}
+### Random 4 KiB pread, cold page cache (reads/s; latency in us; median of $ROUNDS)
+
+| corpus | filesystem | 1 thread reads/s | p50 us | p99 us | 8 threads reads/s | p50 us | p99 us |
+|---|---|---:|---:|---:|---:|---:|---:|
+${PREAD_ROWS}
+### Whole-tree \`tar cf - . | cat > /dev/null\` (MB/s of file data; median of $ROUNDS)
+
+| corpus | filesystem | cold cache MB/s | warm cache MB/s |
+|---|---|---:|---:|
+${TAR_ROWS}
+### tadocfs relative to squashfuse and to the no-op FUSE ceiling
+
+| corpus | 4 KiB reads 1 thread vs squashfuse | 8 threads vs squashfuse | cold tar vs squashfuse | 1 thread, % of no-op FUSE | 8 threads, % of no-op FUSE | cold tar, % of no-op FUSE | mount ready ms |
+|---|---:|---:|---:|---:|---:|---:|---:|
+${REL_ROWS}
+EOF
+if [ -n "$XATTR_ROWS" ]; then
+	cat <<EOF
+### Word count: \`getfattr -n user.tadoc.count.W\` on the mount root vs \`grep -r -o -w W | wc -l\` on the plain tree (ms, median)
+
+| corpus | word | getfattr | grep | equal | getfattr warm ms | getfattr cold ms | grep ms (warm) | grep / getfattr |
+|---|---|---:|---:|:---:|---:|---:|---:|---:|
+${XATTR_ROWS}
+EOF
+fi
