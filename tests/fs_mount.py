@@ -1,0 +1,768 @@
+#!/usr/bin/env python3
+"""Integration test of tadocfs: really mount archives and use real tools.
+
+Builds archives with the `tadoc` CLI from a generated adversarial tree (and
+from a real corpus when one is available), mounts them with `tadocfs`, and
+checks, against the original files and an independent Python oracle:
+diff -r, cat, head, tail -c, dd skip=, grep -r, grep -c, wc, find,
+du --apparent-size, cp -r, tar, sha256sum, an mmap reader, random preads
+from 16 threads, getfattr values (counts, words, search with continuation
+parts, directory aggregation), errno of malformed and unknown names, EROFS
+for writes, statfs, stable inode numbers, clean unmount on SIGTERM/SIGINT,
+the mount.fuse3 and contrib mount-helper forms, and every bad invocation
+(one message, non-zero exit, nothing left mounted).
+
+Environment: TADOC, TADOCFS (binaries), TESTS_DIR (this folder);
+TADOC_CORPUS optionally names a real corpus directory (default: the
+mobydick corpus of ../shared/corpora/fetch, looked for next to the
+checkout). Exit 77 (skip) without a usable /dev/fuse.
+"""
+import errno
+import hashlib
+import mmap
+import os
+import random
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TADOC = os.environ.get("TADOC", "tadoc")
+TADOCFS = os.environ.get("TADOCFS", "tadocfs")
+TESTS_DIR = os.environ.get("TESTS_DIR", os.path.dirname(os.path.abspath(__file__)))
+SRC_ROOT = os.path.dirname(os.path.abspath(TESTS_DIR))
+XATTR_MAX = 65536
+WORD = re.compile(r"\w+")
+
+failures = []
+mounted = []
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def check(cond, what):
+    if cond:
+        return True
+    failures.append(what)
+    log("FAIL: " + what)
+    return False
+
+
+def run(cmd, **kw):
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("timeout", 300)
+    return subprocess.run(cmd, **kw)
+
+
+# ---------------------------------------------------------------- mounts
+
+def proc_mounts():
+    """Set of mountpoints (decoded octal escapes) of fuse.tadocfs mounts."""
+    out = set()
+    with open("/proc/mounts", "rb") as f:
+        for line in f:
+            parts = line.split(b" ")
+            if len(parts) >= 3 and parts[2].startswith(b"fuse"):
+                mp = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), parts[1])
+                out.add(os.fsdecode(mp))
+    return out
+
+
+def is_mounted(mnt):
+    return os.path.realpath(mnt) in proc_mounts()
+
+
+def unmount(mnt):
+    if not is_mounted(mnt):
+        return
+    r = run(["fusermount3", "-u", mnt])
+    if r.returncode != 0:
+        run(["umount", mnt])
+    for _ in range(100):
+        if not is_mounted(mnt):
+            return
+        time.sleep(0.05)
+    run(["fusermount3", "-u", "-z", mnt])
+    run(["umount", "-l", mnt])
+
+
+def cleanup():
+    for m in reversed(mounted):
+        try:
+            unmount(m)
+        except Exception as e:  # keep unmounting the rest
+            log("cleanup: %s: %s" % (m, e))
+
+
+def on_signal(signum, frame):
+    cleanup()
+    sys.exit(128 + signum)
+
+
+def mount(archive, mnt, *extra, env=None):
+    os.makedirs(mnt, exist_ok=True)
+    r = run([TADOCFS, archive, mnt, *extra], env=env)
+    if r.returncode != 0 or not is_mounted(mnt):
+        raise SystemExit("tadocfs %s %s failed (%d): %s" % (archive, mnt, r.returncode, r.stderr.decode(errors="replace")))
+    mounted.append(mnt)
+    return mnt
+
+
+# ---------------------------------------------------------------- oracle
+
+def words_of(data):
+    """[(word bytes, byte offset)] by Python's \\w on surrogateescape text."""
+    text = data.decode("utf-8", "surrogateescape")
+    res = []
+    ci = bi = 0
+    for m in WORD.finditer(text):
+        s = m.start()
+        bi += len(text[ci:s].encode("utf-8", "surrogateescape"))
+        ci = s
+        res.append((m.group().encode("utf-8", "surrogateescape"), bi))
+    return res
+
+
+def archive_order(root):
+    """Relative paths (bytes) of every entry: breadth-first, names sorted bytewise."""
+    root = os.fsencode(root)
+    out, queue = [], [b""]
+    while queue:
+        rel = queue.pop(0)
+        d = os.path.join(root, rel) if rel else root
+        for name in sorted(os.listdir(d)):
+            r = rel + b"/" + name if rel else name
+            out.append(r)
+            if stat.S_ISDIR(os.lstat(os.path.join(root, r)).st_mode):
+                queue.append(r)
+    return out
+
+
+def path_order(root):
+    """Relative paths (bytes) depth-first, names sorted bytewise: the order
+    of search hits over a directory (td_search)."""
+    root = os.fsencode(root)
+    out = []
+
+    def walk(rel):
+        d = os.path.join(root, rel) if rel else root
+        for name in sorted(os.listdir(d)):
+            r = rel + b"/" + name if rel else name
+            out.append(r)
+            if stat.S_ISDIR(os.lstat(os.path.join(root, r)).st_mode):
+                walk(r)
+    walk(b"")
+    return out
+
+
+class Oracle:
+    def __init__(self, root):
+        self.root = os.fsencode(root)
+        self.order = archive_order(root)
+        self.dfs = path_order(root)
+        self.kind, self.words, self.data = {}, {}, {}
+        for rel in self.order:
+            st = os.lstat(os.path.join(self.root, rel))
+            if stat.S_ISREG(st.st_mode):
+                self.kind[rel] = "f"
+                with open(os.path.join(self.root, rel), "rb") as f:
+                    self.data[rel] = f.read()
+                self.words[rel] = words_of(self.data[rel])
+            elif stat.S_ISDIR(st.st_mode):
+                self.kind[rel] = "d"
+            else:
+                self.kind[rel] = "l"
+
+    def files_under(self, scope):
+        """Files in scope, in path order."""
+        pre = scope + b"/" if scope else b""
+        return [r for r in self.dfs if self.kind[r] == "f" and (r == scope or r.startswith(pre))]
+
+    def hits(self, word, scope):
+        return [(f, off) for f in self.files_under(scope) for w, off in self.words[f] if w == word]
+
+    def nwords(self, scope):
+        return sum(len(self.words[f]) for f in self.files_under(scope))
+
+
+def esc_path(p):
+    return p.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
+
+
+def expected_search(o, word, scope):
+    """The value of user.tadoc.search.WORD on scope, all parts joined: hits
+    of files in path order (depth-first, names sorted), offsets ascending."""
+    if o.kind.get(scope) == "f":
+        return b"".join(b"%d\n" % off for _, off in o.hits(word, scope))
+    return b"".join(esc_path(f) + b":%d\n" % off for f, off in o.hits(word, scope))
+
+
+# ---------------------------------------------------------------- xattr access
+
+def getx(path, name):
+    return os.getxattr(path, name, follow_symlinks=False)
+
+
+def get_errno(path, name):
+    try:
+        getx(path, name)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def search_all(path, word):
+    """Follow the continuation chain; returns (joined value, number of parts)."""
+    name = "user.tadoc.search." + word
+    out, parts = b"", 0
+    while True:
+        v = getx(path, name)
+        parts += 1
+        check(len(v) <= XATTR_MAX, "%s %s: part of %d bytes over the xattr limit" % (path, name, len(v)))
+        lines = v.split(b"\n")
+        if len(lines) >= 2 and lines[-2].startswith(b"#more "):
+            nxt = lines[-2][6:].decode()
+            check(nxt.startswith("user.tadoc.search." + word + "@"), "%s: continuation names %r" % (path, nxt))
+            out += b"\n".join(lines[:-2]) + b"\n"
+            name = nxt
+            if parts > 10000:
+                check(False, "%s: endless continuation" % path)
+                return out, parts
+        else:
+            return out + v, parts
+
+
+# ---------------------------------------------------------------- tree
+
+def make_tree(dst):
+    r = run([sys.executable, os.path.join(TESTS_DIR, "gen_adversarial.py"), "--seed", "7", dst])
+    if r.returncode != 0:
+        raise SystemExit("gen_adversarial.py failed: " + r.stderr.decode(errors="replace"))
+    extra = os.path.join(dst, "fsx")
+    os.makedirs(os.path.join(extra, "agg", "deeper"))
+    rng = random.Random(3)
+    # > 64 KiB of search hits in one file: continuation parts
+    with open(os.path.join(extra, "hello_many.txt"), "w") as f:
+        f.write("".join(("hello " if rng.random() < 0.8 else "world\n") for _ in range(30000)))
+    # 3 MB of text for sequential reads (cursor) and page-crossing preads
+    vocab = "alpha beta gamma delta hello world tadoc grammar file système 中文 x_y 42".split()
+    with open(os.path.join(extra, "big.txt"), "w") as f:
+        for i in range(60000):
+            f.write(" ".join(rng.choice(vocab) for _ in range(8)) + ("\r\n" if i % 7 == 0 else "\n"))
+    for i in range(5):
+        with open(os.path.join(extra, "agg", "f%d.txt" % i), "w") as f:
+            f.write("hello agg %d hello\n" % i * (i + 1))
+        with open(os.path.join(extra, "agg", "deeper", "g%d.txt" % i), "w") as f:
+            f.write("deep hello %d\n" % i)
+    with open(os.path.join(extra, "name\nwith newline"), "w") as f:
+        f.write("hello newline name\n")
+    with open(os.path.join(extra, "back\\slash"), "w") as f:
+        f.write("hello backslash\n")
+
+
+def compress(src, out):
+    r = run([TADOC, "compress", "-o", out, src], timeout=1800)
+    if r.returncode != 0:
+        raise SystemExit("tadoc compress %s failed (%d): %s" % (src, r.returncode, r.stderr.decode(errors="replace")))
+
+
+# ---------------------------------------------------------------- checks
+
+def check_tools(tree, mnt, o, tmp):
+    log("== real tools on the mount")
+    r = run(["diff", "-r", "--no-dereference", tree, mnt])
+    check(r.returncode == 0, "diff -r: %s" % r.stdout[:2000].decode(errors="replace"))
+
+    files = [f for f in o.order if o.kind[f] == "f"]
+    rng = random.Random(11)
+    sample = files if len(files) <= 150 else rng.sample(files, 150)
+    for f in sample:
+        p = os.path.join(os.fsencode(mnt), f)
+        data = o.data[f]
+        r = run(["cat", p])
+        check(r.stdout == data, "cat %r" % f)
+        r = run(["head", "-c", "1000", p])
+        check(r.stdout == data[:1000], "head -c %r" % f)
+        r = run(["head", "-n", "3", p])
+        lines = data.split(b"\n")
+        exp = b"\n".join(lines[:3]) + (b"\n" if len(lines) > 3 else b"")
+        check(r.stdout == exp, "head -n 3 %r" % f)
+        n = rng.randrange(0, 5000)
+        r = run(["tail", "-c", str(n), p])
+        check(r.stdout == (data[-n:] if n else b""), "tail -c %d %r" % (n, f))
+        if len(data) > 512:
+            skip = rng.randrange(0, len(data) // 512)
+            r = run(["dd", "if=" + os.fsdecode(p), "bs=512", "skip=%d" % skip, "count=3", "status=none"])
+            check(r.stdout == data[skip * 512:skip * 512 + 1536], "dd skip=%d %r" % (skip, f))
+        r = run(["grep", "-c", "-a", "hello", p])
+        pieces = data.split(b"\n")
+        if data.endswith(b"\n"):
+            pieces = pieces[:-1]
+        exp = sum(1 for line in pieces if b"hello" in line) if data else 0
+        check(r.stdout.strip() == b"%d" % exp, "grep -c %r: %r vs %d" % (f, r.stdout, exp))
+
+    # grep -r, wc, find, sha256sum, du: same output from the tree and the mount
+    def same(cmd, what, sort=True):
+        a = run(cmd, cwd=tree)
+        b = run(cmd, cwd=mnt)
+        sa, sb = a.stdout, b.stdout
+        if sort:
+            sa, sb = sorted(sa.split(b"\n")), sorted(sb.split(b"\n"))
+        check(a.returncode == b.returncode and sa == sb, "%s differs between tree and mount" % what)
+
+    same(["grep", "-r", "-a", "-n", "hello", "."], "grep -r")
+    same(["grep", "-r", "-a", "-c", "-w", "the", "."], "grep -r -c -w")
+    same(["sh", "-c", "find . -type f -print0 | sort -z | xargs -0 wc"], "wc", sort=False)
+    same(["find", ".", "!", "-type", "d", "-printf", "%p %y %s %m %T@ %l\\n"], "find -printf (files, links)")
+    same(["find", ".", "-type", "d", "-printf", "%p %m %T@\\n"], "find -printf (directories)")
+    same(["sh", "-c", "find . -type f -print0 | sort -z | xargs -0 sha256sum"], "sha256sum", sort=False)
+    same(["sh", "-c", "find . ! -type d -print0 | xargs -0 du -b --apparent-size"], "du --apparent-size")
+    # and the whole-mount apparent size equals the files' and links' bytes
+    r = run(["du", "-s", "-b", "--apparent-size", mnt])
+    total = sum(os.lstat(os.path.join(os.fsencode(tree), f)).st_size for f in o.order if o.kind[f] != "d")
+    dirs = sum(os.lstat(os.path.join(os.fsencode(mnt), f)).st_size for f in o.order if o.kind[f] == "d")
+    dirs += os.lstat(mnt).st_size
+    check(r.stdout.split()[0] == b"%d" % (total + dirs), "du -sb --apparent-size: %r vs %d" % (r.stdout, total + dirs))
+
+    cp = os.path.join(tmp, "cp")
+    r = run(["cp", "-r", mnt, cp])
+    check(r.returncode == 0, "cp -r: " + r.stderr.decode(errors="replace"))
+    r = run(["diff", "-r", "--no-dereference", tree, cp])
+    check(r.returncode == 0, "cp -r copy differs: %s" % r.stdout[:1000].decode(errors="replace"))
+    shutil.rmtree(cp, ignore_errors=True)
+
+    tx = os.path.join(tmp, "tarx")
+    os.makedirs(tx)
+    r = run(["sh", "-c", 'tar -C "$1" -cf - . | tar -C "$2" -xpf -', "sh", mnt, tx])
+    check(r.returncode == 0, "tar c | tar x: " + r.stderr.decode(errors="replace"))
+    r = run(["diff", "-r", "--no-dereference", tree, tx])
+    check(r.returncode == 0, "tar round trip differs: %s" % r.stdout[:1000].decode(errors="replace"))
+    shutil.rmtree(tx, ignore_errors=True)
+
+
+def check_mmap_and_preads(mnt, o):
+    log("== mmap reader and 16-thread random preads")
+    files = [f for f in o.order if o.kind[f] == "f"]
+    big = sorted(files, key=lambda f: -len(o.data[f]))[:5]
+    rng = random.Random(5)
+    for f in big:
+        data = o.data[f]
+        if not data:
+            continue
+        with open(os.path.join(os.fsencode(mnt), f), "rb") as fh:
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                check(len(m) == len(data), "mmap size %r" % f)
+                for _ in range(200):
+                    a = rng.randrange(len(data))
+                    b = min(len(data), a + rng.randrange(1, 20000))
+                    if m[a:b] != data[a:b]:
+                        check(False, "mmap slice %r [%d:%d]" % (f, a, b))
+                        break
+                check(m[:] == data, "mmap whole %r" % f)
+
+    errors = []
+    weights = [max(1, len(o.data[f])) for f in files]
+    shared = {}
+    for f in big:
+        shared[f] = os.open(os.path.join(os.fsencode(mnt), f), os.O_RDONLY)
+
+    def worker(seed):
+        r = random.Random(seed)
+        try:
+            for i in range(300):
+                if i % 3 == 0:      # one fd shared by all threads
+                    f = r.choice(big)
+                    fd, own = shared[f], False
+                else:
+                    f = r.choices(files, weights)[0]
+                    fd, own = os.open(os.path.join(os.fsencode(mnt), f), os.O_RDONLY), True
+                data = o.data[f]
+                try:
+                    off = r.randrange(0, len(data) + 100)
+                    ln = r.choice([1, 7, 4096, 65536, 200000, len(data) + 10])
+                    for _ in range(r.choice([1, 1, 4])):   # sometimes a sequential run
+                        got = os.pread(fd, ln, off)
+                        if got != data[off:off + ln]:
+                            errors.append("pread %r off %d len %d: %d bytes" % (f, off, ln, len(got)))
+                            return
+                        off += len(got)
+                finally:
+                    if own:
+                        os.close(fd)
+        except Exception as e:
+            errors.append("thread %d: %r" % (seed, e))
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for fd in shared.values():
+        os.close(fd)
+    check(not errors, "16-thread preads: %s" % errors[:5])
+
+    # a sequential reader in small chunks continues through the cursor
+    f = big[0]
+    with open(os.path.join(os.fsencode(mnt), f), "rb", buffering=0) as fh:
+        chunks = []
+        while True:
+            c = fh.read(1000)
+            if not c:
+                break
+            chunks.append(c)
+    check(b"".join(chunks) == o.data[f], "sequential 1000-byte reads of %r" % f)
+
+
+def check_xattrs(mnt, o, heavy_words):
+    log("== extended attributes against the oracle")
+    bm = os.fsencode(mnt)
+    files = [f for f in o.order if o.kind[f] == "f"]
+    dirs = [b""] + [d for d in o.order if o.kind[d] == "d"]
+    rng = random.Random(9)
+    vocab = sorted({w for f in files for w, _ in o.words[f]})
+    words = list(heavy_words) + rng.sample(vocab, min(25, len(vocab))) + ["zzqqxxnotthere"]
+    words = [w if isinstance(w, bytes) else w.encode() for w in words]
+    # an xattr name is at most 255 bytes (XATTR_NAME_MAX): longer queries
+    # cannot be asked through getxattr at all
+    words = [w for w in words if len(w) <= 200]
+
+    sample = files if len(files) <= 120 else rng.sample(files, 120)
+    for f in sample:
+        p = os.path.join(bm, f)
+        check(getx(p, "user.tadoc.words") == b"%d" % len(o.words[f]), "words %r" % f)
+        check(os.listxattr(p) == ["user.tadoc.words"], "listxattr %r: %r" % (f, os.listxattr(p)))
+        fw = [w for w, _ in o.words[f]]
+        for w in words[:6] + [w for w in rng.sample(fw, min(4, len(fw))) if len(w) <= 200]:
+            n = sum(1 for x in fw if x == w)
+            name = "user.tadoc.count." + os.fsdecode(w)
+            check(getx(p, name) == b"%d" % n, "count %r %r" % (f, w))
+            got, _ = search_all(p, os.fsdecode(w))
+            check(got == expected_search(o, w, f), "search %r %r" % (f, w))
+
+    for d in dirs:
+        p = os.path.join(bm, d) if d else bm
+        sub = [f for f in o.files_under(d)]
+        check(getx(p, "user.tadoc.words") == b"%d" % sum(len(o.words[f]) for f in sub), "words dir %r" % d)
+        for w in words[:4]:
+            name = "user.tadoc.count." + os.fsdecode(w)
+            total = sum(int(getx(os.path.join(bm, f), name)) for f in sub)
+            check(getx(p, name) == b"%d" % total, "count dir %r %r = sum over files" % (d, w))
+            check(total == len(o.hits(w, d)), "count dir %r %r vs oracle" % (d, w))
+    for w in words:
+        got, parts = search_all(mnt, os.fsdecode(w))
+        check(got == expected_search(o, w, b""), "search root %r (%d parts)" % (w, parts))
+        agg = os.path.join(bm, b"fsx/agg")
+        got, _ = search_all(agg, os.fsdecode(w))
+        check(got == expected_search(o, w, b"fsx/agg"), "search dir fsx/agg %r" % w)
+
+    # the real getfattr tool
+    p = os.path.join(mnt, "fsx", "agg")
+    r = run(["getfattr", "--only-values", "-n", "user.tadoc.count.hello", p])
+    check(r.stdout == b"%d" % len(o.hits(b"hello", b"fsx/agg")), "getfattr count: %r" % r.stdout)
+    r = run(["getfattr", "-d", p])
+    check(b'user.tadoc.words="%d"' % o.nwords(b"fsx/agg") in r.stdout, "getfattr -d: %r" % r.stdout)
+
+    # continuation: one file with > 64 KiB of hits
+    hm = os.path.join(mnt, "fsx", "hello_many.txt")
+    first = getx(hm, "user.tadoc.search.hello")
+    check(len(first) <= XATTR_MAX and first.endswith(b"\n") and b"\n#more user.tadoc.search.hello@" in first,
+          "first part of a long search names its continuation")
+    got, parts = search_all(hm, "hello")
+    check(parts >= 2 and got == expected_search(o, b"hello", b"fsx/hello_many.txt"),
+          "continued search equals the oracle (%d parts)" % parts)
+    nhits = len(o.hits(b"hello", b"fsx/hello_many.txt"))
+    check(getx(hm, "user.tadoc.search.hello@%d" % nhits) == b"", "part at the end is empty")
+    check(get_errno(hm, "user.tadoc.search.hello@%d" % (nhits + 1)) == errno.ENODATA, "part past the end: ENODATA")
+    tail = getx(hm, "user.tadoc.search.hello@%d" % (nhits - 2))
+    offs = [off for _, off in o.hits(b"hello", b"fsx/hello_many.txt")]
+    check(tail == b"%d\n%d\n" % (offs[-2], offs[-1]), "part N starts at hit N")
+
+    # errno of malformed and unknown names
+    f = os.path.join(mnt, "fsx", "agg", "f1.txt")
+    for name in ["user.tadoc.count.", "user.tadoc.count.two words", "user.tadoc.count.a-b",
+                 "user.tadoc.search.", "user.tadoc.search.x@", "user.tadoc.search.x@1x",
+                 "user.tadoc.search.@3", "user.tadoc.count.hello@1"]:
+        check(get_errno(f, name) == errno.EINVAL, "EINVAL for %r (got %s)" % (name, get_errno(f, name)))
+    for name in ["user.tadoc.nope", "user.tadoc", "user.other", "trusted.x", "security.selinux", "user.tadoc.words2"]:
+        e = get_errno(f, name)
+        check(e in (errno.ENODATA, errno.EPERM) if name.startswith("trusted") else e == errno.ENODATA,
+              "ENODATA for %r (got %s)" % (name, e))
+    # a size too small: ERANGE
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(1)
+        rc = libc.getxattr(os.fsencode(mnt), b"user.tadoc.words", buf, ctypes.c_size_t(1))
+        check(rc == -1 and ctypes.get_errno() == errno.ERANGE, "ERANGE for a short buffer")
+    except OSError:
+        pass
+
+
+def check_readonly(mnt):
+    log("== writes are refused with EROFS")
+    f = os.path.join(mnt, "fsx", "agg", "f1.txt")
+
+    def erofs(fn, what):
+        try:
+            fn()
+            check(False, what + " succeeded")
+        except OSError as e:
+            check(e.errno == errno.EROFS, "%s: %s, expected EROFS" % (what, e))
+
+    erofs(lambda: os.open(f, os.O_WRONLY), "open O_WRONLY")
+    erofs(lambda: os.open(f, os.O_RDWR), "open O_RDWR")
+    erofs(lambda: os.open(os.path.join(mnt, "new"), os.O_CREAT | os.O_WRONLY, 0o644), "create")
+    erofs(lambda: os.mkdir(os.path.join(mnt, "newdir")), "mkdir")
+    erofs(lambda: os.unlink(f), "unlink")
+    erofs(lambda: os.rename(f, f + ".x"), "rename")
+    erofs(lambda: os.chmod(f, 0o600), "chmod")
+    erofs(lambda: os.truncate(f, 0), "truncate")
+    erofs(lambda: os.setxattr(f, "user.tadoc.insert.0", b"x"), "setxattr")
+    erofs(lambda: os.symlink("x", os.path.join(mnt, "sl")), "symlink")
+
+
+def check_statfs_inodes(mnt, archive, o):
+    log("== statfs and inode numbers")
+    sv = os.statvfs(mnt)
+    check(sv.f_files == len(o.order) + 1, "statfs f_files %d vs %d entries" % (sv.f_files, len(o.order) + 1))
+    check(sv.f_blocks * sv.f_frsize >= os.path.getsize(archive) > (sv.f_blocks - 1) * sv.f_frsize,
+          "statfs size = archive size")
+    check(sv.f_flag & os.ST_RDONLY, "statfs read-only flag")
+    check(os.stat(mnt).st_ino == 1, "root inode 1")
+    return {f: os.lstat(os.path.join(os.fsencode(mnt), f)).st_ino for f in o.order}
+
+
+def check_signals(archive, mnt):
+    log("== SIGTERM / SIGINT unmount cleanly")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        os.makedirs(mnt, exist_ok=True)
+        p = subprocess.Popen([TADOCFS, "-f", archive, mnt], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        mounted.append(mnt)
+        for _ in range(200):
+            if is_mounted(mnt):
+                break
+            time.sleep(0.025)
+        check(is_mounted(mnt), "tadocfs -f mounted")
+        with open(os.path.join(mnt, "fsx", "agg", "f0.txt"), "rb") as fh:
+            fh.read()
+        p.send_signal(sig)
+        try:
+            rc = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        check(rc == 0, "exit status after %s: %d (%s)" % (sig.name, rc, p.stderr.read().decode(errors="replace")))
+        check(not is_mounted(mnt), "nothing mounted after %s" % sig.name)
+
+
+def check_mount_forms(archive, tree, tmp):
+    log("== mount.fuse3 form, contrib helper, mount -t fuse.tadocfs")
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(os.path.abspath(TADOCFS)) + os.pathsep + env.get("PATH", "")
+    mnt = os.path.join(tmp, "mnt_forms")
+    os.makedirs(mnt, exist_ok=True)
+    forms = [
+        ["tadocfs", archive, mnt, "-o", "ro,noauto,nofail,_netdev,x-systemd.automount,defaults,max_threads=4"],
+        [os.path.join(SRC_ROOT, "contrib", "mount", "mount.fuse.tadocfs"), archive, mnt, "-o",
+         "rw,noauto,users,x-systemd.requires=foo.mount,cpu_workers=2"],
+    ]
+    if shutil.which("mount.fuse3"):
+        forms.append(["mount.fuse3", archive, mnt, "-t", "tadocfs", "-o", "ro,nosuid,nodev"])
+    if os.geteuid() == 0 and shutil.which("mount") and shutil.which("mount.fuse3"):
+        # mount(8) runs helpers with a fixed PATH: name the daemon in the
+        # source ("PROGRAM#ARCHIVE", the fstab form for an uninstalled build),
+        # and use -t fuse.tadocfs only when tadocfs is installed.
+        forms.append(["mount", "-t", "fuse", "-o", "ro,nodev", os.path.abspath(TADOCFS) + "#" + archive, mnt])
+        installed = shutil.which("tadocfs", path=os.pathsep.join(["/usr/local/sbin", "/usr/sbin", "/sbin"]))
+        if installed:
+            forms.append(["mount", "-t", "fuse.tadocfs", "-o", "ro", archive, mnt])
+    for cmd in forms:
+        r = run(cmd, env=env)
+        ok = check(r.returncode == 0 and is_mounted(mnt), "%s: rc %d: %s" % (" ".join(cmd[:1] + cmd[3:]), r.returncode,
+                                                                            r.stderr.decode(errors="replace")))
+        if ok:
+            mounted.append(mnt)
+            r2 = run(["diff", "-r", "--no-dereference", tree, mnt])
+            check(r2.returncode == 0, "diff -r after %s" % cmd[0])
+            check(open(os.path.join(mnt, "fsx", "agg", "f0.txt"), "rb").read() ==
+                  open(os.path.join(tree, "fsx", "agg", "f0.txt"), "rb").read(), "read after %s" % cmd[0])
+        unmount(mnt)
+        check(not is_mounted(mnt), "unmounted after %s" % cmd[0])
+
+
+def check_bad_invocations(archive, tmp):
+    log("== bad invocations: one message, non-zero exit, nothing mounted")
+    before = proc_mounts()
+    good_mnt = os.path.join(tmp, "mnt_bad")
+    os.makedirs(good_mnt, exist_ok=True)
+    notdir = os.path.join(tmp, "plainfile")
+    with open(notdir, "w") as f:
+        f.write("x")
+    nonempty = os.path.join(tmp, "nonempty")
+    os.makedirs(nonempty, exist_ok=True)
+    with open(os.path.join(nonempty, "f"), "w") as f:
+        f.write("x")
+    data = open(archive, "rb").read()
+    corrupt = os.path.join(tmp, "corrupt.tadoc")
+    with open(corrupt, "wb") as f:
+        f.write(data[:20] + bytes([data[20] ^ 0xFF]) + data[21:])
+    truncated = os.path.join(tmp, "truncated.tadoc")
+    with open(truncated, "wb") as f:
+        f.write(data[:len(data) // 2])
+    foreign = os.path.join(tmp, "foreign.tadoc")
+    with open(foreign, "wb") as f:
+        f.write(b"this is not an archive\n" * 10)
+    empty = os.path.join(tmp, "empty.tadoc")
+    open(empty, "wb").close()
+    missing = os.path.join(tmp, "missing.tadoc")
+    badconf = os.path.join(tmp, "bad.conf")
+    with open(badconf, "w") as f:
+        f.write("batch_max = 12\nno_such_key = 1\n")
+
+    cases = [
+        ([missing, good_mnt], 1, "tadocfs: %s: No such file or directory" % missing),
+        ([tmp, good_mnt], 1, "tadocfs: %s: Is a directory" % tmp),
+        ([corrupt, good_mnt], 1, "tadocfs: %s: " % corrupt),
+        ([truncated, good_mnt], 1, "tadocfs: %s: " % truncated),
+        ([foreign, good_mnt], 1, "tadocfs: %s: " % foreign),
+        ([empty, good_mnt], 1, "tadocfs: %s: " % empty),
+        ([archive, os.path.join(tmp, "nomnt")], 1, "tadocfs: %s: No such file or directory" % os.path.join(tmp, "nomnt")),
+        ([archive, notdir], 1, "tadocfs: %s: Not a directory" % notdir),
+        ([archive, nonempty], 1, "tadocfs: %s: mountpoint is not empty" % nonempty),
+        ([], 2, "tadocfs: missing ARCHIVE and MOUNTPOINT"),
+        ([archive], 2, "tadocfs: missing MOUNTPOINT"),
+        ([archive, good_mnt, "extra"], 2, "tadocfs: extra: unexpected argument"),
+        ([archive, good_mnt, "-x"], 2, "tadocfs: -x: unknown option"),
+        ([archive, good_mnt, "-o"], 2, "tadocfs: -o: missing option list"),
+        ([archive, good_mnt, "-o", "bogus_option"], 2, "tadocfs: -o bogus_option: unknown option"),
+        ([archive, good_mnt, "-o", "max_threads=0"], 2, "tadocfs: -o max_threads=0:"),
+        ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: -o:1: "),
+        ([archive, good_mnt, "-o", "config=" + os.path.join(tmp, "nope.conf")], 2, "tadocfs: %s" % os.path.join(tmp, "nope.conf")),
+        ([archive, good_mnt, "-o", "config=" + badconf], 2, "tadocfs: %s:2: " % badconf),
+    ]
+    for args, rc_exp, msg in cases:
+        r = run([TADOCFS, *args])
+        err = r.stderr.decode(errors="replace")
+        lines = err.strip("\n").split("\n")
+        check(r.returncode == rc_exp, "tadocfs %s: exit %d, expected %d (%s)" % (args, r.returncode, rc_exp, err))
+        check(len(lines) == 1 and lines[0].startswith(msg), "tadocfs %s: message %r, expected %r..." % (args, err, msg))
+        check(proc_mounts() == before, "tadocfs %s left something mounted" % args)
+        if is_mounted(good_mnt):
+            mounted.append(good_mnt)
+            unmount(good_mnt)
+
+    # no /dev/fuse: a private mount namespace with an empty /dev
+    if os.geteuid() == 0 and shutil.which("unshare"):
+        r = run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs tmpfs /dev && exec "$0" "$1" "$2"',
+                 TADOCFS, archive, good_mnt])
+        if b"unshare failed" in r.stderr or r.returncode == 1 and b"/dev/fuse" not in r.stderr and b"tadocfs" not in r.stderr:
+            log("note: cannot make a namespace without /dev/fuse; skipping that case (%s)" % r.stderr.decode(errors="replace").strip())
+        else:
+            check(r.returncode == 1 and r.stderr.decode().strip() == "tadocfs: /dev/fuse: No such file or directory",
+                  "no /dev/fuse: rc %d %r" % (r.returncode, r.stderr))
+        check(proc_mounts() == before, "no /dev/fuse left something mounted")
+
+    r = run([TADOCFS, "--help"])
+    check(r.returncode == 0 and b"usage: tadocfs ARCHIVE MOUNTPOINT" in r.stdout, "--help")
+    r = run([TADOCFS, "--version"])
+    check(r.returncode == 0 and r.stdout.startswith(b"tadocfs "), "--version")
+
+
+def find_corpus():
+    cand = []
+    if os.environ.get("TADOC_CORPUS"):
+        cand.append(os.environ["TADOC_CORPUS"])
+    cand += [os.path.join(SRC_ROOT, "..", "corpora", "mobydick"),
+             os.path.join(SRC_ROOT, "..", "shared", "corpora", "mobydick")]
+    for c in cand:
+        if os.path.isdir(c) and os.listdir(c):
+            return os.path.abspath(c)
+    return None
+
+
+def main():
+    if not os.path.exists("/dev/fuse"):
+        log("SKIP: no /dev/fuse")
+        return 77
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        log("SKIP: /dev/fuse: %s" % e.strerror)
+        return 77
+    if os.geteuid() != 0 and not shutil.which("fusermount3"):
+        log("SKIP: not root and no fusermount3")
+        return 77
+    for tool in ("diff", "getfattr", "tar", "dd"):
+        if not shutil.which(tool):
+            log("SKIP: %s not installed" % tool)
+            return 77
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    tmp = tempfile.mkdtemp(prefix="tadocfs_test_")
+    try:
+        tree = os.path.join(tmp, "tree")
+        make_tree(tree)
+        archive = os.path.join(tmp, "adv.tadoc")
+        compress(tree, archive)
+        o = Oracle(tree)
+        mnt = mount(archive, os.path.join(tmp, "mnt"))
+        inos = check_statfs_inodes(mnt, archive, o)
+        check_tools(tree, mnt, o, tmp)
+        check_mmap_and_preads(mnt, o)
+        check_xattrs(mnt, o, [b"hello", b"the", b"world"])
+        check_readonly(mnt)
+        unmount(mnt)
+        check(not is_mounted(mnt), "unmounted")
+        mount(archive, mnt)
+        again = {f: os.lstat(os.path.join(os.fsencode(mnt), f)).st_ino for f in o.order}
+        check(again == inos, "inode numbers stable across mounts")
+        unmount(mnt)
+
+        check_signals(archive, os.path.join(tmp, "mnt_sig"))
+        check_mount_forms(archive, tree, tmp)
+        check_bad_invocations(archive, tmp)
+
+        corpus = find_corpus()
+        if corpus:
+            log("== real corpus %s" % corpus)
+            carch = os.path.join(tmp, "corpus.tadoc")
+            compress(corpus, carch)
+            cm = mount(carch, os.path.join(tmp, "mnt_corpus"))
+            r = run(["diff", "-r", "--no-dereference", corpus, cm])
+            check(r.returncode == 0, "diff -r real corpus: %s" % r.stdout[:1000].decode(errors="replace"))
+            co = Oracle(corpus)
+            for w in (b"the", b"whale", b"Ahab", b"sea"):
+                got = getx(cm, "user.tadoc.count." + w.decode())
+                check(got == b"%d" % len(co.hits(w, b"")), "real corpus count %r" % w)
+                got, parts = search_all(cm, w.decode())
+                check(got == expected_search(co, w, b""), "real corpus search %r (%d parts)" % (w, parts))
+            r = run(["sh", "-c", "find . -type f -print0 | sort -z | xargs -0 sha256sum"], cwd=corpus)
+            r2 = run(["sh", "-c", "find . -type f -print0 | sort -z | xargs -0 sha256sum"], cwd=cm)
+            check(r.stdout == r2.stdout, "real corpus sha256sum")
+            unmount(cm)
+        else:
+            log("note: no real corpus found (set TADOC_CORPUS); that part was not run")
+    finally:
+        cleanup()
+        leftover = [m for m in mounted if is_mounted(m)]
+        check(not leftover, "left mounted: %s" % leftover)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    if failures:
+        log("%d check(s) failed" % len(failures))
+        return 1
+    log("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
