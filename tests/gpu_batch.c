@@ -1,0 +1,400 @@
+/* gpu_batch: the GPU engine's batched extract, count and search equal the CPU engine's, byte for byte. */
+/*
+ * Usage: gpu_batch [ARCHIVE...]   (also $TD_GPU_ARCHIVES, ':'-separated)
+ * With no archive it builds an adversarial one in a temporary directory.
+ * Exits 77 (skip) with a "no GPU" line when no CUDA device is usable, 0
+ * when every batch matched, 1 otherwise. $TD_GPU_MAXBATCH caps batch sizes
+ * (default 100000), $TD_GPU_SEED sets the random seed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "td_archive.h"
+#include "td_err.h"
+#include "td_extract.h"
+#include "td_format.h"
+#include "td_gpu.h"
+#include "td_pack.h"
+#include "td_query.h"
+#include "td_writer.h"
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static uint64_t below(uint64_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+static int failures;
+
+#define FAIL(...)                                   \
+	do {                                        \
+		fprintf(stderr, "MISMATCH: " __VA_ARGS__); \
+		fputc('\n', stderr);                \
+		if (++failures > 20)                \
+			exit(1);                    \
+	} while (0)
+
+/* ---- an adversarial corpus ---- */
+
+static const char *vocab[] = {"the", "of", "and", "a", "to", "in", "tadoc", "grammar", "rule", "word",
+			      "Ünïcödé", "日本語", "x1", "_", "42", "CamelCase", "snake_case", "é", "naïve", "ß"};
+
+static size_t gen_text(uint8_t *buf, size_t n, int kind)
+{
+	size_t i = 0;
+	while (i < n) {
+		size_t room = n - i;
+		if (kind == 1) { /* random binary */
+			buf[i++] = (uint8_t)rnd();
+			continue;
+		}
+		const char *w = vocab[below(sizeof vocab / sizeof vocab[0])];
+		size_t l = strlen(w);
+		if (l > room)
+			l = room;
+		memcpy(buf + i, w, l);
+		i += l;
+		if (i >= n)
+			break;
+		uint64_t r = below(20);
+		const char *sep = r < 12 ? " " : r < 14 ? "\r\n" : r < 15 ? ", " : r < 16 ? "\0" : r < 17 ? "\xff\xfe" :
+				  r < 18 ? "  " : r < 19 ? "\n" : ".";
+		size_t sl = r == 15 ? 1 : strlen(sep);
+		if (sl > n - i)
+			sl = n - i;
+		memcpy(buf + i, sep, sl);
+		i += sl;
+	}
+	return n;
+}
+
+static int build_adversarial(const char *path)
+{
+	td_writer *w = td_writer_new(NULL);
+	if (!w)
+		return TD_ENOMEM;
+	int err = 0;
+	size_t cap = 6u << 20;
+	uint8_t *buf = malloc(cap);
+	if (!buf)
+		return TD_ENOMEM;
+	char name[128];
+	err |= td_writer_add_file(w, "empty", 0644, 1, 0, "", 0);
+	err |= td_writer_add_file(w, "one", 0644, 1, 0, "x", 1);
+	err |= td_writer_add_file(w, "nonl", 0644, 1, 0, "no trailing newline", 19);
+	/* a word longer than TD_MAXTOK, stored as pieces */
+	memset(buf, 'q', 600);
+	memcpy(buf + 600, " qq ", 4);
+	memset(buf + 604, 'q', 300);
+	err |= td_writer_add_file(w, "longword", 0644, 1, 0, buf, 904);
+	/* 1 MB of one byte, a long periodic pattern, a big text, binary */
+	memset(buf, 'a', 1 << 20);
+	err |= td_writer_add_file(w, "same", 0644, 1, 0, buf, 1 << 20);
+	for (size_t i = 0; i < (2u << 20); i++)
+		buf[i] = "abc de fgh\n"[i % 11];
+	err |= td_writer_add_file(w, "periodic", 0644, 1, 0, buf, 2u << 20);
+	err |= td_writer_add_file(w, "big/text", 0644, 1, 0, buf, gen_text(buf, 5u << 20, 0));
+	err |= td_writer_add_file(w, "bin", 0644, 1, 0, buf, gen_text(buf, 100000, 1));
+	/* a deep tree with many small files, symlinks, empty dirs */
+	char dir[1024] = "deep";
+	for (int d = 0; d < 12; d++) {
+		snprintf(name, sizeof name, "%s/f%d", dir, d);
+		err |= td_writer_add_file(w, name, 0644, 1, 0, buf, gen_text(buf, below(5000), 0));
+		size_t l = strlen(dir);
+		snprintf(dir + l, sizeof dir - l, "/d%d", d);
+	}
+	err |= td_writer_add_dir(w, "emptydir", 0755, 1, 0);
+	err |= td_writer_add_symlink(w, "link", 1, 0, "big/text");
+	err |= td_writer_add_symlink(w, "deep/link2", 1, 0, "the grammar of the rule");
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof name, "many/%02d/t%04d", i % 37, i);
+		err |= td_writer_add_file(w, name, 0644, 1, 0, buf, gen_text(buf, below(3000), 0));
+	}
+	free(buf);
+	if (err) {
+		td_writer_abort(w);
+		return TD_EINVAL;
+	}
+	return td_writer_finish(w, path);
+}
+
+/* ---- request generators ---- */
+
+typedef struct corpus {
+	const td_archive *a;
+	uint32_t nent;
+	uint64_t *size;
+	mode_t *mode;
+	td_pack word_off;
+	const char *words;
+	uint64_t nwords;
+} corpus;
+
+static int corpus_init(corpus *c, const td_archive *a)
+{
+	c->a = a;
+	c->nent = td_archive_nentries(a);
+	c->size = calloc(c->nent, sizeof *c->size);
+	c->mode = calloc(c->nent, sizeof *c->mode);
+	if (!c->size || !c->mode)
+		return TD_ENOMEM;
+	for (uint32_t e = 0; e < c->nent; e++) {
+		td_stat st;
+		td_archive_stat(a, e, &st);
+		c->size[e] = st.size;
+		c->mode[e] = st.mode;
+	}
+	uint64_t sz = 0;
+	const void *p = td_archive_section(a, TD_SEC_WORD_OFF, &sz);
+	int r = p ? td_pack_view(&c->word_off, p, sz) : TD_ECORRUPT;
+	if (r)
+		return r;
+	c->words = td_archive_section(a, TD_SEC_WORDS, &sz);
+	c->nwords = c->word_off.n ? c->word_off.n - 1 : 0;
+	return TD_OK;
+}
+
+static void pick_word(const corpus *c, const char **w, size_t *len, char *scratch)
+{
+	uint64_t r = below(100);
+	if (r < 80 && c->nwords) { /* a dictionary word */
+		uint64_t i = below(c->nwords);
+		uint64_t a = td_pack_get(&c->word_off, i), b = td_pack_get(&c->word_off, i + 1);
+		*w = c->words + a;
+		*len = (size_t)(b - a);
+		return;
+	}
+	static const char *odd[] = {"", "two words", "!!", "absentword", "the ", "q", "zzzzzzzzzz", "日本"};
+	if (r < 95) {
+		*w = odd[below(sizeof odd / sizeof odd[0])];
+		*len = strlen(*w);
+		return;
+	}
+	memset(scratch, 'q', 600); /* long word: the CPU's slow path */
+	*w = scratch;
+	*len = below(2) ? 600 : 300;
+}
+
+static td_entry pick_scope(const corpus *c)
+{
+	uint64_t r = below(100);
+	if (r < 10)
+		return TD_ROOT;
+	if (r < 12)
+		return (td_entry)(c->nent + below(3)); /* invalid */
+	return (td_entry)below(c->nent);
+}
+
+/* ---- checks ---- */
+
+static void check_extract(td_gpu *g, const corpus *c, size_t n)
+{
+	td_extract_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	uint8_t **bufs = calloc(n, sizeof *bufs);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = below(100);
+		td_entry e = r < 2 ? (td_entry)(c->nent + below(5)) : (td_entry)below(c->nent);
+		uint64_t size = e < c->nent ? c->size[e] : 0;
+		uint32_t len = r < 40 ? 64 : r < 70 ? 4096 : r < 80 ? (uint32_t)below(70000) : r < 85 ? 0 :
+			       r < 90 ? (uint32_t)(size + 10) : (uint32_t)below(300);
+		uint64_t off = below(size + 2);
+		if (r % 7 == 0)
+			off = size > len ? size - len / 2 : 0; /* crosses EOF */
+		cq[i].file = gq[i].file = e;
+		cq[i].off = gq[i].off = off;
+		cq[i].len = gq[i].len = len;
+		bufs[i] = malloc(2 * (size_t)len + 2);
+		memset(bufs[i], 0xA5, 2 * (size_t)len + 2);
+		cq[i].buf = bufs[i];
+		gq[i].buf = bufs[i] + len + 1;
+		gq[i].got = 0xdeadbeef;
+		gq[i].err = 12345;
+	}
+	td_extract_batch(c->a, cq, n, 0);
+	int r = td_gpu_extract_batch(g, gq, n);
+	if (r)
+		FAIL("extract batch of %zu: %s (%s)", n, td_strerror(r), td_errdetail());
+	for (size_t i = 0; i < n; i++) {
+		if (cq[i].err != gq[i].err || cq[i].got != gq[i].got)
+			FAIL("extract #%zu file %u off %llu len %u: cpu err %d got %u, gpu err %d got %u", i, cq[i].file,
+			     (unsigned long long)cq[i].off, cq[i].len, cq[i].err, cq[i].got, gq[i].err, gq[i].got);
+		else if (memcmp(cq[i].buf, gq[i].buf, cq[i].got))
+			FAIL("extract #%zu file %u off %llu len %u: bytes differ", i, cq[i].file,
+			     (unsigned long long)cq[i].off, cq[i].len);
+		free(bufs[i]);
+	}
+	free(bufs);
+	free(cq);
+	free(gq);
+}
+
+static void check_count(td_gpu *g, const corpus *c, size_t n, char *scratch)
+{
+	td_count_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	for (size_t i = 0; i < n; i++) {
+		pick_word(c, &cq[i].word, &cq[i].len, scratch);
+		cq[i].scope = pick_scope(c);
+		gq[i] = cq[i];
+		gq[i].count = 777;
+		gq[i].err = 12345;
+	}
+	td_count_batch(c->a, cq, n, 0);
+	int r = td_gpu_count_batch(g, gq, n);
+	if (r)
+		FAIL("count batch of %zu: %s", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++)
+		if (cq[i].err != gq[i].err || (!cq[i].err && cq[i].count != gq[i].count))
+			FAIL("count #%zu '%.*s' scope %u: cpu err %d count %llu, gpu err %d count %llu", i,
+			     (int)(cq[i].len > 40 ? 40 : cq[i].len), cq[i].word, cq[i].scope, cq[i].err,
+			     (unsigned long long)cq[i].count, gq[i].err, (unsigned long long)gq[i].count);
+	free(cq);
+	free(gq);
+}
+
+static void check_search(td_gpu *g, const corpus *c, size_t n, char *scratch)
+{
+	td_search_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	for (size_t i = 0; i < n; i++) {
+		pick_word(c, &cq[i].word, &cq[i].len, scratch);
+		/* the root scope of a frequent word is huge: keep it rare */
+		cq[i].scope = below(10) ? (td_entry)below(c->nent) : pick_scope(c);
+		gq[i].word = cq[i].word;
+		gq[i].len = cq[i].len;
+		gq[i].scope = cq[i].scope;
+		gq[i].err = 12345;
+	}
+	td_search_batch(c->a, cq, n, 0);
+	int r = td_gpu_search_batch(g, gq, n);
+	if (r)
+		FAIL("search batch of %zu: %s", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++) {
+		if (cq[i].err != gq[i].err || cq[i].hits.n != gq[i].hits.n)
+			FAIL("search #%zu '%.*s' scope %u: cpu err %d hits %zu, gpu err %d hits %zu", i,
+			     (int)(cq[i].len > 40 ? 40 : cq[i].len), cq[i].word, cq[i].scope, cq[i].err, cq[i].hits.n,
+			     gq[i].err, gq[i].hits.n);
+		else
+			for (size_t k = 0; k < cq[i].hits.n; k++)
+				if (cq[i].hits.v[k].file != gq[i].hits.v[k].file || cq[i].hits.v[k].off != gq[i].hits.v[k].off) {
+					FAIL("search #%zu '%.*s' scope %u: hit %zu is %u:%llu on the CPU, %u:%llu on the GPU",
+					     i, (int)cq[i].len, cq[i].word, cq[i].scope, k, cq[i].hits.v[k].file,
+					     (unsigned long long)cq[i].hits.v[k].off, gq[i].hits.v[k].file,
+					     (unsigned long long)gq[i].hits.v[k].off);
+					break;
+				}
+		td_hits_free(&cq[i].hits);
+		td_hits_free(&gq[i].hits);
+	}
+	free(cq);
+	free(gq);
+}
+
+static int run_archive(const char *path, size_t maxbatch)
+{
+	td_archive *a = NULL;
+	int r = td_archive_open(path, 0, &a);
+	if (r) {
+		fprintf(stderr, "%s: %s (%s)\n", path, td_strerror(r), td_errdetail());
+		return 1;
+	}
+	corpus c;
+	if ((r = corpus_init(&c, a))) {
+		fprintf(stderr, "%s: %s\n", path, td_strerror(r));
+		return 1;
+	}
+	char *scratch = malloc(1024);
+	static const size_t sizes[] = {1, 7, 100, 1000, 10000, 100000};
+	for (int mode = 0; mode < 2; mode++) {
+		td_gpu_opts o;
+		td_gpu_opts_default(&o);
+		if (mode == 1)
+			o.mem_cap = 1; /* forces the CPU fallback */
+		td_gpu *g = NULL;
+		if ((r = td_gpu_open(a, &o, &g))) {
+			fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());
+			return 1;
+		}
+		if (td_gpu_resident(g) != (mode == 0))
+			FAIL("%s: resident=%d with mem_cap %llu", path, td_gpu_resident(g),
+			     (unsigned long long)o.mem_cap);
+		printf("%s: %s (%s), opened in %.3f s\n", path, td_gpu_device_name(g),
+		       td_gpu_resident(g) ? "resident" : "CPU fallback", td_gpu_open_seconds(g));
+		for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+			size_t n = sizes[s];
+			if (n > maxbatch || (mode == 1 && n > 1000))
+				continue;
+			int before = failures;
+			check_extract(g, &c, n);
+			check_count(g, &c, n, scratch);
+			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
+			printf("  batch %6zu: extract, count, search %s\n", n, failures == before ? "equal" : "DIFFER");
+			fflush(stdout);
+		}
+		td_gpu_close(g);
+	}
+	free(scratch);
+	free(c.size);
+	free(c.mode);
+	td_archive_close(a);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (!td_gpu_available()) {
+		printf("no GPU: skipping the GPU tests (no usable CUDA device, or built without CUDA)\n");
+		return 77;
+	}
+	const char *seed = getenv("TD_GPU_SEED");
+	if (seed)
+		rng = strtoull(seed, NULL, 0) | 1;
+	size_t maxbatch = 100000;
+	const char *mb = getenv("TD_GPU_MAXBATCH");
+	if (mb)
+		maxbatch = strtoull(mb, NULL, 0);
+	int bad = 0, any = 0;
+	for (int i = 1; i < argc; i++, any++)
+		bad |= run_archive(argv[i], maxbatch);
+	const char *env = getenv("TD_GPU_ARCHIVES");
+	if (env && *env) {
+		char *list = strdup(env);
+		for (char *save = NULL, *p = strtok_r(list, ":", &save); p; p = strtok_r(NULL, ":", &save), any++)
+			bad |= run_archive(p, maxbatch);
+		free(list);
+	}
+	if (!any) {
+		char dir[] = "/tmp/td_gpu_testXXXXXX";
+		if (!mkdtemp(dir)) {
+			perror("mkdtemp");
+			return 1;
+		}
+		char path[64];
+		snprintf(path, sizeof path, "%s/adv.tadoc", dir);
+		int r = build_adversarial(path);
+		if (r) {
+			fprintf(stderr, "building the adversarial archive: %s (%s)\n", td_strerror(r), td_errdetail());
+			return 1;
+		}
+		bad |= run_archive(path, maxbatch);
+		unlink(path);
+		rmdir(dir);
+	}
+	if (failures || bad) {
+		printf("FAILED: %d mismatches\n", failures);
+		return 1;
+	}
+	printf("all GPU batches equal the CPU engine\n");
+	return 0;
+}
