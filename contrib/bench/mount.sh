@@ -27,7 +27,7 @@ NAMES=("$@")
 [ ${#NAMES[@]} -eq 0 ] && NAMES=("${DEFAULT_CORPORA[@]}")
 ROUNDS=${ROUNDS:-3}
 PREAD_SECS=${PREAD_SECS:-10}
-DROP="sync; echo 3 > /proc/sys/vm/drop_caches"
+DROP="sh -c 'sync; echo 3 > /proc/sys/vm/drop_caches'"
 
 [ "$(id -u)" = 0 ] || die "mount.sh needs root (mount, drop_caches)"
 [ -e /dev/fuse ] || die "/dev/fuse missing"
@@ -188,8 +188,9 @@ for name in "${NAMES[@]}"; do
 				gx_cold=$(hf "$ROUNDS" "$DROP" "getfattr --only-values -n user.tadoc.count.$w $mnt")
 				gx_warm=$(hf $((ROUNDS * 3)) "" "getfattr --only-values -n user.tadoc.count.$w $mnt")
 				gr=$(hf "$ROUNDS" "" "cd '$dir' && grep -r -o -w -a -- '$w' . | wc -l")
+				grc=$(hf "$ROUNDS" "$DROP" "cd '$dir' && grep -r -o -w -a -- '$w' . | wc -l")
 				match=$([ "$val" = "$g" ] && echo yes || echo NO)
-				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$gr" "$gx_warm" 0)x |"$'\n'
+				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$grc" 0.001 1) | $(div "$gr" "$gx_warm" 0)x |"$'\n'
 			done
 		fi
 		[ "$kind" != plain ] && do_umount "$kind" "$mnt"
@@ -235,10 +236,10 @@ ${REL_ROWS}
 EOF
 if [ -n "$XATTR_ROWS" ]; then
 	cat <<EOF
-### Word count: \`getfattr -n user.tadoc.count.W\` on the mount root vs \`grep -r -o -w W | wc -l\` on the plain tree (ms, median)
+### Word count: \`getfattr -n user.tadoc.count.W\` on the mount root vs \`grep -r -o -w W | wc -l\` on the plain tree (ms, median; cold = caches dropped before each run, the tool's own binary included)
 
-| corpus | word | getfattr | grep | equal | getfattr warm ms | getfattr cold ms | grep ms (warm) | grep / getfattr |
-|---|---|---:|---:|:---:|---:|---:|---:|---:|
+| corpus | word | getfattr | grep | equal | getfattr warm ms | getfattr cold ms | grep warm ms | grep cold ms | warm grep / warm getfattr |
+|---|---|---:|---:|:---:|---:|---:|---:|---:|---:|
 ${XATTR_ROWS}
 EOF
 fi
