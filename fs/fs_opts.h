@@ -20,6 +20,7 @@ typedef struct td_fs_opts {
 	int help, version;        /* -h/--help, -V/--version */
 	int rw;                   /* -o rw asked (read-only until writable mounts land) */
 	int nonempty;             /* -o nonempty: allow a non-empty mountpoint */
+	int verify;               /* -o verify: check every checksum before mounting */
 	int clone_fd;             /* -o clone_fd */
 	unsigned max_threads;     /* -o max_threads=N (0: default) */
 	int has_fsname, has_subtype;

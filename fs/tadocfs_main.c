@@ -30,7 +30,18 @@ static int fail(const char *what, const char *problem)
 	return TD_FS_EXIT_FAIL;
 }
 
-static int open_archive(const char *path, char **abs, td_archive **out)
+static int archive_fail(const char *path, int err)
+{
+	const char *detail = td_errdetail();
+	char msg[512];
+	if (detail && *detail)
+		snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
+	else
+		snprintf(msg, sizeof msg, "%s", td_strerror(err));
+	return fail(path, msg);
+}
+
+static int open_archive(const char *path, int verify, char **abs, td_archive **out)
 {
 	struct stat st;
 	if (stat(path, &st) != 0)
@@ -41,15 +52,11 @@ static int open_archive(const char *path, char **abs, td_archive **out)
 	if (!*abs)
 		return fail(path, strerror(errno));
 	int err = td_archive_open(*abs, 0, out);
-	if (err) {
-		const char *detail = td_errdetail();
-		char msg[512];
-		if (detail && *detail)
-			snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
-		else
-			snprintf(msg, sizeof msg, "%s", td_strerror(err));
-		return fail(path, msg);
-	}
+	if (err)
+		return archive_fail(path, err);
+	/* Opening checks what is O(1) to check; -o verify reads everything. */
+	if (verify && (err = td_archive_verify(*out)) != 0)
+		return archive_fail(path, err);
 	return TD_FS_EXIT_OK;
 }
 
@@ -183,7 +190,7 @@ int main(int argc, char **argv)
 	/* Everything is checked before anything is mounted. */
 	char *abs = NULL;
 	td_archive *a = NULL;
-	if ((rc = open_archive(o.archive, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
+	if ((rc = open_archive(o.archive, o.verify, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
 	    (rc = check_dev_fuse())) {
 		td_archive_close(a);
 		free(abs);

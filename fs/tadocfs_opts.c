@@ -95,6 +95,10 @@ static int one_opt(td_fs_opts *o, const char *opt)
 		o->nonempty = 1;
 		return 0;
 	}
+	if (strcmp(opt, "verify") == 0) {
+		o->verify = 1;
+		return 0;
+	}
 	if (strcmp(opt, "clone_fd") == 0) {
 		o->clone_fd = 1;
 		return 0;
@@ -235,6 +239,7 @@ void td_fs_opts_usage(const char *prog)
 	       "  -V, --version      version\n"
 	       "  -o ro              read-only (the default; rw is accepted and still read-only)\n"
 	       "  -o nonempty        allow a non-empty mountpoint\n"
+	       "  -o verify          check every checksum and invariant before mounting\n"
 	       "  -o max_threads=N   FUSE worker threads (default 16)\n"
 	       "  -o clone_fd        one /dev/fuse descriptor per worker thread\n"
 	       "  -o config=FILE     tadocfs configuration file\n"

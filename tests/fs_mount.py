@@ -614,6 +614,9 @@ def check_bad_invocations(archive, tmp):
     corrupt = os.path.join(tmp, "corrupt.tadoc")
     with open(corrupt, "wb") as f:
         f.write(data[:20] + bytes([data[20] ^ 0xFF]) + data[21:])
+    deep = os.path.join(tmp, "corrupt_inside.tadoc")   # damage only a full check sees
+    with open(deep, "wb") as f:
+        f.write(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0xFF]) + data[len(data) // 2 + 1:])
     truncated = os.path.join(tmp, "truncated.tadoc")
     with open(truncated, "wb") as f:
         f.write(data[:len(data) // 2])
@@ -632,6 +635,7 @@ def check_bad_invocations(archive, tmp):
         ([tmp, good_mnt], 1, "tadocfs: %s: Is a directory" % tmp),
         ([corrupt, good_mnt], 1, "tadocfs: %s: " % corrupt),
         ([truncated, good_mnt], 1, "tadocfs: %s: " % truncated),
+        ([deep, good_mnt, "-o", "verify"], 1, "tadocfs: %s: " % deep),
         ([foreign, good_mnt], 1, "tadocfs: %s: " % foreign),
         ([empty, good_mnt], 1, "tadocfs: %s: " % empty),
         ([archive, os.path.join(tmp, "nomnt")], 1, "tadocfs: %s: No such file or directory" % os.path.join(tmp, "nomnt")),
@@ -726,6 +730,12 @@ def main():
         again = {f: os.lstat(os.path.join(os.fsencode(mnt), f)).st_ino for f in o.order}
         check(again == inos, "inode numbers stable across mounts")
         unmount(mnt)
+
+        r = run([TADOCFS, archive, mnt, "-o", "verify"])
+        check(r.returncode == 0 and is_mounted(mnt), "-o verify on a good archive: %s" % r.stderr.decode(errors="replace"))
+        if is_mounted(mnt):
+            mounted.append(mnt)
+            unmount(mnt)
 
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
         check_mount_forms(archive, tree, tmp)
