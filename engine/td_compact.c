@@ -139,6 +139,10 @@ int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char
 	}
 	k->ed = ed;
 	/* 1. the new archive, complete and durable, beside the old one */
+	td_stat rs;
+	if ((err = td_edit_stat(ed, TD_ROOT, &rs)) ||
+	    (err = td_writer_add_dir(k->w, "", rs.mode & 07777, rs.mtime_sec, rs.mtime_nsec)))
+		goto out;
 	err = feed_dir(k, TD_ROOT, 0, 0);
 	if (err)
 		goto out;

@@ -232,12 +232,14 @@ const uint8_t *td_edit_buffer(const td_edit *ed, uint64_t off, uint64_t len);
  * windows would outweigh the file, the file is simply scanned.
  */
 
-/* Word tokens in a file's current text (0 for symlinks; a directory sums its
- * subtree). Errors: TD_EINVAL, TD_ENOMEM, TD_ECORRUPT. */
+/* Word tokens in a file's current text, counted like td_stat.nwords (words
+ * of at most TD_MAXTOK bytes; longer runs are not word tokens): exactly the
+ * nwords a compaction would store. 0 for symlinks; a directory sums its
+ * subtree. Errors: TD_EINVAL, TD_ENOMEM, TD_ECORRUPT. */
 int td_edit_nwords(const td_edit *ed, td_node node, uint64_t *n);
 
-/* Occurrences of `word` in scope (file: its text; directory: its subtree).
- * Errors as td_count. */
+/* Occurrences of `word` (any length, like td_count) in scope (file: its
+ * text; directory: its subtree). Errors as td_count. */
 int td_edit_count(const td_edit *ed, const char *word, size_t len, td_node scope, uint64_t *count);
 
 /* Append the occurrences of `word` in scope to *out (td_hit.file is the

@@ -7,10 +7,11 @@
 #include "td_format.h"
 #include "td_tokenize.h"
 
-/* A word is a maximal run of word characters; like td_query (whose
- * tokenizer turns runs longer than TD_MAXTOK bytes into non-word pieces),
- * only runs of at most TD_MAXTOK bytes count. */
-static int word_counts(size_t len)
+/* A word is a maximal run of word characters. Counts and search match
+ * words of any length (like td_count); word totals count word tokens like
+ * td_stat.nwords, whose tokenizer turns runs longer than TD_MAXTOK bytes
+ * into non-word pieces, so only runs of at most TD_MAXTOK bytes. */
+static int is_token_word(size_t len)
 {
 	return len > 0 && len <= TD_MAXTOK;
 }
@@ -72,7 +73,7 @@ static int hit_push(td_hits *h, td_node file, uint64_t off)
 
 static int emit(sink *s, uint64_t off, const uint8_t *w, size_t len)
 {
-	if (!word_counts(len))
+	if (!s->w && !is_token_word(len))
 		return TD_OK;
 	if (s->w && (len != s->wlen || memcmp(w, s->w, len) != 0))
 		return TD_OK;
@@ -163,9 +164,9 @@ typedef struct ival {
 	td_entry e;
 } ival;
 
-/* First separator in base [a, b) scanning forward (dir > 0) or the last one
- * (dir < 0); *pos = b (forward) or a (backward) search failed... returns 1
- * when found. */
+/* Position of the first (fwd) or last separator byte in base [a, b):
+ * returns 1 and sets *pos when there is one, 0 otherwise (or on a read
+ * error, then *err is set). */
 static int find_sep(const td_archive *ar, td_entry e, uint64_t a, uint64_t b, int fwd, uint64_t *pos, int *err)
 {
 	uint8_t buf[512];
