@@ -79,12 +79,9 @@ int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_en
 		size_t len = strcspn(todo + pos, "/");
 		const char *name = todo + pos;
 		size_t next = pos + len;
-		int last = 1;
-		for (size_t k = next; todo[k]; k++)
-			if (todo[k] != '/') {
-				last = 0;
-				break;
-			}
+		/* A trailing slash makes a component a directory to walk into
+		 * (as in POSIX path resolution), so a link there is followed. */
+		int last = todo[next] == '\0';
 		if (len == 1 && name[0] == '.') {
 			pos = next;
 			continue;
