@@ -9,13 +9,19 @@ _tadoc_archive_paths()
     archive=${archive/#\~/$HOME}
     [[ -f $archive ]] || return
     local IFS=$'\n'
+    # Offer the next component only; a directory shows as "dir/" alone.
     COMPREPLY=($(tadoc ls -- "$archive" 2>/dev/null | awk -v p="$cur" '
         index($0, p) == 1 {
             rest = substr($0, length(p) + 1)
             i = index(rest, "/")
             out = (i > 0) ? p substr(rest, 1, i) : $0
-            if (!(out in seen)) { seen[out] = 1; print out }
-        }'))
+            if (!(out in seen)) { seen[out] = 1; order[n++] = out }
+        }
+        END { for (k = 0; k < n; k++) if (!((order[k] "/") in seen)) print order[k] }'))
+    local k
+    for k in "${!COMPREPLY[@]}"; do
+        printf -v "COMPREPLY[k]" '%q' "${COMPREPLY[k]}"
+    done
     if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == */ ]]; then
         compopt -o nospace 2>/dev/null
     fi
