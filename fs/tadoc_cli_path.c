@@ -119,7 +119,7 @@ int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_en
 			}
 			char *target = NULL;
 			err = link_target(a, e, st.size, &target);
-			if (err)
+			if (err || !target)
 				break;
 			if (target[0] == '/') {
 				err = td_fail(TD_EINVAL, "symlink '%.*s' points outside the archive (%s)",

@@ -71,7 +71,7 @@ int td_cmd_count(int argc, char **argv)
 {
 	td_archive *a;
 	td_entry scope;
-	int first;
+	int first = 0;
 	int st = setup(argc, argv, count_help, &a, &scope, &first);
 	if (st >= 0)
 		return st;
@@ -94,7 +94,7 @@ int td_cmd_search(int argc, char **argv)
 {
 	td_archive *a;
 	td_entry scope;
-	int first;
+	int first = 0;
 	int st = setup(argc, argv, search_help, &a, &scope, &first);
 	if (st >= 0)
 		return st;
