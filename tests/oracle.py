@@ -4,15 +4,19 @@
 A word is what Python's re.findall(r'\\w+') finds in a file's bytes decoded
 as UTF-8 with errors='surrogateescape' (so invalid bytes are separators);
 positions are BYTE offsets of the word's first byte in the original file.
-Entries are ordered like the archive: breadth-first from the root, the
-children of a directory sorted bytewise by name; symlinks are not followed
-and count nothing; a directory scope aggregates its whole subtree.
+Entries are numbered like the archive: breadth-first from the root, the
+children of a directory sorted bytewise by name. Search hits come in path
+order (depth-first, names sorted bytewise), offsets ascending within a file.
+Symlinks are not followed and count nothing; a directory scope aggregates
+its whole subtree.
 
 Usage:
   oracle.py count  DIR WORD [PATH]   print the number of occurrences
   oracle.py search DIR WORD [PATH]   one offset per line for a file PATH;
-                                     PATH:OFFSET lines for a directory scope
-                                     (no PATH = the whole corpus)
+                                     PATH:OFFSET lines (path order) for a
+                                     directory scope (no PATH = the corpus)
+  oracle.py words FILE...            "= INDEX" per file, then "OFFSET LENGTH"
+                                     (bytes) of each of its words
   oracle.py queries DIR -o OUT [--seed N] [--max-word N]
                                      write the query file the C tests read
 
@@ -83,8 +87,8 @@ class Corpus:
                 self.kind[rel] = "l"
 
         self.index = collections.defaultdict(list)
-        for rel, _ in self.entries:
-            for w, off in self.words.get(rel, ()):
+        for rel in sorted(self.words, key=lambda r: r.split(b"/")):
+            for w, off in self.words[rel]:
                 self.index[w].append((rel, off))
 
     def hits(self, word, scope):
@@ -157,12 +161,21 @@ def main():
         p.add_argument("dir")
         p.add_argument("word")
         p.add_argument("path", nargs="?", default="")
+    p = sub.add_parser("words")
+    p.add_argument("file", nargs="+")
     p = sub.add_parser("queries")
     p.add_argument("dir")
     p.add_argument("-o", "--out", required=True)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--max-word", type=int, default=4096)
     a = ap.parse_args()
+    if a.cmd == "words":
+        for i, name in enumerate(a.file):
+            print("=", i)
+            with open(name, "rb") as f:
+                for w, off in words_of(f.read()):
+                    print(off, len(w))
+        return
     c = Corpus(a.dir)
     if a.cmd == "queries":
         with open(a.out, "w") as out:
