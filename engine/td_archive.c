@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "td_archive_int.h"
+#include "td_rcache.h"
 
 static const char *const sec_names[TD_SEC_MAX] = {
 	[TD_SEC_META] = "meta",
@@ -219,6 +220,7 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 		return td_fail(TD_EFORMAT, "too short to be a tadoc archive (%lld bytes)", (long long)st.st_size);
 	}
 	a->size = (uint64_t)st.st_size;
+	a->rcache_budget = TD_RCACHE_DEFAULT;
 	void *m = mmap(NULL, a->size, PROT_READ, MAP_SHARED | ((flags & TD_OPEN_POPULATE) ? MAP_POPULATE : 0),
 		       a->fd, 0);
 	if (m == MAP_FAILED) {
@@ -241,11 +243,17 @@ void td_archive_close(td_archive *a)
 {
 	if (!a)
 		return;
+	td_rcache_free(a);
 	if (a->map)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a);
+}
+
+void td_archive_set_cache(td_archive *a, uint64_t bytes)
+{
+	a->rcache_budget = bytes;
 }
 
 uint32_t td_archive_nentries(const td_archive *a)

@@ -12,8 +12,8 @@
 extern "C" {
 #endif
 
-/* An open archive: an immutable mapping. All read functions below are
- * thread-safe on one td_archive (they only read the mapping). */
+/* An open archive: an immutable mapping plus a bounded cache of expanded
+ * rules. All read functions below are thread-safe on one td_archive. */
 typedef struct td_archive td_archive;
 
 /* Entry index: 0 is the root directory; entries are numbered breadth-first,
@@ -35,6 +35,13 @@ enum td_open_flags {
  * (not a tadoc archive), TD_EVERSION, TD_ETRUNC, TD_ECORRUPT (detail names
  * the section and the problem), TD_ENOMEM. */
 int td_archive_open(const char *path, unsigned flags, td_archive **out);
+
+/* Readers keep expansions of short rules (up to 8 KiB each) in memory, so
+ * hot text is copied instead of walked again; this caps the total bytes
+ * (default TD_RCACHE_DEFAULT, 0 disables). Call before the first read; the
+ * cache is freed by td_archive_close. Not thread-safe with reads. */
+#define TD_RCACHE_DEFAULT (UINT64_C(64) << 20)
+void td_archive_set_cache(td_archive *a, uint64_t bytes);
 
 /* Unmap and free. NULL is accepted. */
 void td_archive_close(td_archive *a);

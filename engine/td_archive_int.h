@@ -6,6 +6,10 @@
 #include "td_format.h"
 #include "td_pack.h"
 
+#include <stdatomic.h>
+
+struct td_rcache;
+
 struct td_archive {
 	int fd;
 	const uint8_t *map;
@@ -21,6 +25,8 @@ struct td_archive {
 	uint64_t ngroups;
 	uint64_t W, S, R, T;
 	unsigned shift;
+	_Atomic(struct td_rcache *) rcache; /* see td_rcache.h */
+	uint64_t rcache_budget;              /* bytes; 0 disables */
 };
 
 /* Expanded byte length of symbol s (s < T + R, checked by callers). */

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "td_rcache.h"
 #include "td_walk.h"
 
 static int corrupt(const td_walk *w, const char *what)
@@ -37,6 +38,19 @@ static int push_rule(td_walk *w, uint64_t s)
 	return TD_OK;
 }
 
+/* Make rule s's cached expansion the current token, from byte `off`.
+ * Returns 1 when the cache had (or could build) it. */
+static int use_cached(td_walk *w, uint64_t s, uint64_t off)
+{
+	const uint8_t *p = td_rcache_get(w->a, s - w->a->T);
+	if (!p)
+		return 0;
+	w->tok = p;
+	w->tok_len = w->tok_total = (uint32_t)td_pack_get(&w->a->rule_len, s - w->a->T);
+	w->tok_off = (uint32_t)off;
+	return 1;
+}
+
 /* Advance to the next terminal in expansion order; 1 at end of the entry. */
 static int next_term(td_walk *w)
 {
@@ -58,6 +72,8 @@ static int next_term(td_walk *w)
 			return load_term(w, s);
 		if (s >= a->T + a->R)
 			return corrupt(w, "symbol out of range");
+		if (use_cached(w, s, 0))
+			return TD_OK;
 		int err = push_rule(w, s);
 		if (err)
 			return err;
@@ -120,8 +136,12 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	}
 	w->root_i = i + 1;
 	uint64_t rel = target - cum;
-	/* Descend. */
+	/* Descend, stopping at a rule whose expansion is cached. */
 	while (s >= a->T) {
+		if (use_cached(w, s, rel)) {
+			w->valid = 1;
+			return TD_OK;
+		}
 		int err = push_rule(w, s);
 		if (err)
 			return err;

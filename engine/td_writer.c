@@ -103,7 +103,9 @@ static int dict_grow(tokdict *d)
 	return TD_OK;
 }
 
-static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t *id)
+/* Find or add token s; `count` (0 or 1) adds to its corpus frequency:
+ * symlink targets are stored as text but are not part of the corpus. */
+static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t count, uint32_t *id)
 {
 	if ((uint64_t)d->n * 2 >= d->mask && dict_grow(d))
 		return TD_ENOMEM;
@@ -114,7 +116,7 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t *i
 			break;
 		if (d->len[v - 1] == t->len && !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
 			*id = v - 1;
-			d->freq[v - 1]++;
+			d->freq[v - 1] += count;
 			return TD_OK;
 		}
 		h = (h + 1) & d->mask;
@@ -141,7 +143,7 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t *i
 	d->off[i] = d->bytes.len;
 	d->len[i] = (uint16_t)t->len;
 	d->wordlen[i] = (uint16_t)(t->kind == TD_TOK_WORD ? t->wordlen : 0);
-	d->freq[i] = 1;
+	d->freq[i] = count;
 	if (td_buf_put(&d->bytes, s, t->len))
 		return TD_ENOMEM;
 	d->slot[h] = i + 1;
@@ -354,7 +356,7 @@ static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *use
 		if (k == 0)
 			break;
 		uint32_t id;
-		int err = dict_add(&w->td, s + i, &t, &id);
+		int err = dict_add(&w->td, s + i, &t, e->type == ENT_FILE, &id);
 		if (!err)
 			err = seq_push(w, id);
 		if (err)
@@ -783,7 +785,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	bfs[tail++] = 0;
 	while (head < tail) {
 		uint32_t e = bfs[head++];
-		qsort(kids[e], nchild[e], sizeof **kids, cmp_name);
+		if (nchild[e] > 1)
+			qsort(kids[e], nchild[e], sizeof **kids, cmp_name);
 		for (uint32_t k = 0; k < nchild[e]; k++)
 			bfs[tail++] = kids[e][k];
 	}

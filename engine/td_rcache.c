@@ -1,0 +1,115 @@
+/* td_rcache: lazily built, budgeted, lock-free cache of short rule expansions. */
+#include "td_rcache.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct td_rcache {
+	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
+	atomic_uint_fast64_t used;  /* bytes cached */
+};
+
+static struct td_rcache *cache_of(const td_archive *a)
+{
+	td_archive *m = (td_archive *)a; /* the cache is the only mutable part */
+	struct td_rcache *c = atomic_load_explicit(&m->rcache, memory_order_acquire);
+	if (c || a->R == 0 || a->rcache_budget == 0)
+		return c;
+	struct td_rcache *n = calloc(1, sizeof *n);
+	if (!n)
+		return NULL;
+	n->slot = calloc(a->R, sizeof *n->slot);
+	if (!n->slot) {
+		free(n);
+		return NULL;
+	}
+	struct td_rcache *expected = NULL;
+	if (!atomic_compare_exchange_strong(&m->rcache, &expected, n)) {
+		free(n->slot);
+		free(n);
+		return expected;
+	}
+	return n;
+}
+
+/* Write the expansion of rule r (len bytes) into out; children come from
+ * the cache when they can. Returns 0, or -1 if the grammar does not add up. */
+static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, unsigned depth)
+{
+	uint64_t start;
+	uint32_t n;
+	if (depth > TD_MAXDEPTH || td_rule_rhs(a, r, &start, &n))
+		return -1;
+	uint64_t at = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t s = td_pack_get(&a->rule_syms, start + i);
+		if (s < a->T) {
+			uint32_t tl;
+			int space;
+			const uint8_t *p = td_term_bytes(a, s, &tl, &space);
+			if (!p || at + tl + (unsigned)space > len)
+				return -1;
+			memcpy(out + at, p, tl);
+			at += tl;
+			if (space)
+				out[at++] = ' ';
+			continue;
+		}
+		if (s >= a->T + a->R)
+			return -1;
+		uint64_t cl = td_pack_get(&a->rule_len, s - a->T);
+		if (at + cl > len)
+			return -1;
+		const uint8_t *c = td_rcache_get(a, s - a->T);
+		if (c)
+			memcpy(out + at, c, cl);
+		else if (fill(a, s - a->T, out + at, cl, depth + 1))
+			return -1;
+		at += cl;
+	}
+	return at == len ? 0 : -1;
+}
+
+const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
+{
+	uint64_t len = td_pack_get(&a->rule_len, r);
+	if (len > TD_RCACHE_MAXRULE || len == 0)
+		return NULL;
+	struct td_rcache *c = cache_of(a);
+	if (!c)
+		return NULL;
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+	if (p)
+		return p;
+	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
+		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+		return NULL;
+	}
+	uint8_t *n = malloc(len);
+	if (!n || fill(a, r, n, len, 0)) {
+		free(n);
+		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+		return NULL;
+	}
+	uint8_t *expected = NULL;
+	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		free(n);
+		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+		return expected;
+	}
+	return n;
+}
+
+void td_rcache_free(td_archive *a)
+{
+	struct td_rcache *c = atomic_load(&a->rcache);
+	if (!c)
+		return;
+	for (uint64_t r = 0; r < a->R; r++)
+		free(atomic_load_explicit(&c->slot[r], memory_order_relaxed));
+	free(c->slot);
+	free(c);
+	atomic_store(&a->rcache, NULL);
+}
