@@ -244,6 +244,7 @@ void td_archive_close(td_archive *a)
 	if (!a)
 		return;
 	td_rcache_free(a);
+	td_flat_free(a);
 	if (a->map)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)

@@ -26,17 +26,32 @@ struct td_archive {
 	uint64_t W, S, R, T;
 	unsigned shift;
 	_Atomic(struct td_rcache *) rcache; /* see td_rcache.h */
+	/* Flat u32 copies of the arrays every token visit reads (see
+	 * td_rcache.h: td_flat_get); NULL until built. */
+	_Atomic(const uint32_t *) flat;
+	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 };
+
+/* Value i of a packed array, through its flat copy when one is built. */
+#define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))
 
 /* Expanded byte length of symbol s (s < T + R, checked by callers). */
 static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
 {
 	if (s < 2 * a->W)
-		return td_pack_get(&a->word_off, (s >> 1) + 1) - td_pack_get(&a->word_off, s >> 1) + (s & 1);
+		return TD_FLAT(a, f_word_off, word_off, (s >> 1) + 1) - TD_FLAT(a, f_word_off, word_off, s >> 1) +
+		       (s & 1);
 	if (s < a->T)
-		return td_pack_get(&a->other_off, s - 2 * a->W + 1) - td_pack_get(&a->other_off, s - 2 * a->W);
-	return td_pack_get(&a->rule_len, s - a->T);
+		return TD_FLAT(a, f_other_off, other_off, s - 2 * a->W + 1) -
+		       TD_FLAT(a, f_other_off, other_off, s - 2 * a->W);
+	return TD_FLAT(a, f_rule_len, rule_len, s - a->T);
+}
+
+/* Symbol i of RULE_SYMS. */
+static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
+{
+	return TD_FLAT(a, f_rule_syms, rule_syms, i);
 }
 
 /* Bytes of terminal t (< T): pointer and length; NULL if out of bounds. A
@@ -46,16 +61,16 @@ static inline const uint8_t *td_term_bytes(const td_archive *a, uint64_t t, uint
 {
 	uint64_t lo, hi;
 	if (t < 2 * a->W) {
-		lo = td_pack_get(&a->word_off, t >> 1);
-		hi = td_pack_get(&a->word_off, (t >> 1) + 1);
+		lo = TD_FLAT(a, f_word_off, word_off, t >> 1);
+		hi = TD_FLAT(a, f_word_off, word_off, (t >> 1) + 1);
 		*space = (int)(t & 1);
 		if (lo > hi || hi > a->words_size || hi - lo > TD_MAXTOK)
 			return NULL;
 		*len = (uint32_t)(hi - lo);
 		return a->words + lo;
 	}
-	lo = td_pack_get(&a->other_off, t - 2 * a->W);
-	hi = td_pack_get(&a->other_off, t - 2 * a->W + 1);
+	lo = TD_FLAT(a, f_other_off, other_off, t - 2 * a->W);
+	hi = TD_FLAT(a, f_other_off, other_off, t - 2 * a->W + 1);
 	*space = 0;
 	if (lo > hi || hi > a->other_size || hi - lo > TD_MAXTOK + 1)
 		return NULL;

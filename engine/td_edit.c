@@ -13,6 +13,9 @@
 #define CHUNK_SHIFT 10u
 #define CHUNK (1u << CHUNK_SHIFT)
 #define MAX_SIZE (UINT64_C(1) << 62)
+/* Deleted base gaps up to this size are read through (cheap, sequential)
+ * rather than skipped with a cursor re-seek (a descent from the root). */
+#define TD_EDIT_SKIP (UINT64_C(64) << 10)
 
 /* ---------- node table ---------- */
 
@@ -604,6 +607,8 @@ int td_edit_read(const td_edit *ed, td_node node, uint64_t off, void *buf, size_
 	uint8_t *out = buf;
 	size_t k = pc_find(t, off);
 	size_t done = 0;
+	td_entry last_e = TD_NOENTRY; /* where the cursor stopped in this call */
+	uint64_t last_end = 0;
 	while (done < len) {
 		assert(k < t->npc);
 		const td_piece *p = &t->pc[k];
@@ -615,10 +620,26 @@ int td_edit_read(const td_edit *ed, td_node node, uint64_t off, void *buf, size_
 			memcpy(out + done, ed->buf + p->src + in, n);
 		} else {
 			size_t g = 0;
-			err = cur ? td_cursor_read(cur, p->entry, p->src + in, out + done, n, &g)
-				  : td_extract(ed->a, p->entry, p->src + in, out + done, n, &g);
+			uint64_t at = p->src + in;
+			if (cur && last_e == p->entry && at > last_end && at - last_end <= TD_EDIT_SKIP) {
+				/* A small deleted gap: read through it so the cursor
+				 * continues instead of descending from the root. */
+				uint8_t skip[4096];
+				for (uint64_t s = last_end; s < at && !err; s += g) {
+					size_t want = at - s < sizeof skip ? (size_t)(at - s) : sizeof skip;
+					err = td_cursor_read(cur, p->entry, s, skip, want, &g);
+					if (!err && g != want)
+						err = TD_ECORRUPT;
+				}
+				if (err)
+					return err;
+			}
+			err = cur ? td_cursor_read(cur, p->entry, at, out + done, n, &g)
+				  : td_extract(ed->a, p->entry, at, out + done, n, &g);
 			if (err)
 				return err;
+			last_e = p->entry;
+			last_end = at + g;
 			if (g != n)
 				return td_fail(TD_ECORRUPT, "entry %u: base text shorter than its edit pieces",
 					       (unsigned)p->entry);

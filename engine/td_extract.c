@@ -46,7 +46,7 @@ static int use_cached(td_walk *w, uint64_t s, uint64_t off)
 	if (!p)
 		return 0;
 	w->tok = p;
-	w->tok_len = w->tok_total = (uint32_t)td_pack_get(&w->a->rule_len, s - w->a->T);
+	w->tok_len = w->tok_total = (uint32_t)td_sym_len(w->a, s);
 	w->tok_off = (uint32_t)off;
 	return 1;
 }
@@ -62,7 +62,7 @@ static int next_term(td_walk *w)
 				w->depth--;
 				continue;
 			}
-			s = td_pack_get(&a->rule_syms, w->st[w->depth - 1].at++);
+			s = td_rule_sym(a, w->st[w->depth - 1].at++);
 		} else {
 			if (w->root_i >= w->root_end)
 				return 1;
@@ -83,6 +83,7 @@ static int next_term(td_walk *w)
 int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 {
 	memset(w, 0, offsetof(td_walk, st));
+	td_flat_build(a);
 	w->a = a;
 	w->e = e;
 	if (e >= a->meta.nentries)
@@ -149,7 +150,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 			uint64_t *at = &w->st[w->depth - 1].at;
 			if (*at >= w->st[w->depth - 1].end)
 				return corrupt(w, "rule shorter than its length");
-			s = td_pack_get(&a->rule_syms, (*at)++);
+			s = td_rule_sym(a, (*at)++);
 			if (s >= a->T + a->R)
 				return corrupt(w, "symbol out of range");
 			l = td_sym_len(a, s);
@@ -166,6 +167,30 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	w->tok_off = (uint32_t)rel;
 	w->valid = 1;
 	return TD_OK;
+}
+
+/* memcpy for the short copies of most tokens, inlined without over-reading:
+ * two possibly overlapping fixed-size moves cover any length in a range. */
+static inline void copy_bytes(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		uint64_t x, y;
+		memcpy(&x, s, 8);
+		memcpy(&y, s + n - 8, 8);
+		memcpy(d, &x, 8);
+		memcpy(d + n - 8, &y, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t x, y;
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(d, &x, 4);
+		memcpy(d + n - 4, &y, 4);
+	} else if (n < 4) {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	} else {
+		memcpy(d, s, n);
+	}
 }
 
 int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
@@ -188,7 +213,7 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 		uint32_t from = w->tok_off;
 		if (from < w->tok_len) {
 			size_t c = w->tok_len - from < k ? w->tok_len - from : k;
-			memcpy(buf + n, w->tok + from, c);
+			copy_bytes(buf + n, w->tok + from, c);
 			if (c < k)
 				buf[n + c] = ' ';
 		} else {

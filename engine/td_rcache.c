@@ -1,6 +1,7 @@
 /* td_rcache: lazily built, budgeted, lock-free cache of short rule expansions. */
 #include "td_rcache.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		return -1;
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
-		uint64_t s = td_pack_get(&a->rule_syms, start + i);
+		uint64_t s = td_rule_sym(a, start + i);
 		if (s < a->T) {
 			uint32_t tl;
 			int space;
@@ -58,7 +59,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		}
 		if (s >= a->T + a->R)
 			return -1;
-		uint64_t cl = td_pack_get(&a->rule_len, s - a->T);
+		uint64_t cl = td_sym_len(a, s);
 		if (at + cl > len)
 			return -1;
 		const uint8_t *c = td_rcache_get(a, s - a->T);
@@ -73,7 +74,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 {
-	uint64_t len = td_pack_get(&a->rule_len, r);
+	uint64_t len = td_sym_len(a, a->T + r);
 	if (len > TD_RCACHE_MAXRULE || len == 0)
 		return NULL;
 	struct td_rcache *c = cache_of(a);
@@ -112,4 +113,60 @@ void td_rcache_free(td_archive *a)
 	free(c->slot);
 	free(c);
 	atomic_store(&a->rcache, NULL);
+}
+
+static uint32_t *flatten(const td_pack *p)
+{
+	uint32_t *v = malloc((p->n + 1) * sizeof *v);
+	if (!v)
+		return NULL;
+	for (uint64_t i = 0; i < p->n; i++) {
+		uint64_t x = td_pack_get(p, i);
+		if (x > UINT32_MAX) {
+			free(v);
+			return NULL;
+		}
+		v[i] = (uint32_t)x;
+	}
+	return v;
+}
+
+void td_flat_build(const td_archive *a)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	if (atomic_load_explicit(&a->flat, memory_order_acquire) || a->rcache_budget == 0)
+		return;
+	uint64_t bytes = 4 * (a->word_off.n + a->other_off.n + a->rule_len.n + a->rule_syms.n);
+	if (bytes > a->rcache_budget)
+		return;
+	pthread_mutex_lock(&lock);
+	td_archive *m = (td_archive *)a;
+	if (!atomic_load(&m->flat)) {
+		uint32_t *wo = flatten(&a->word_off), *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
+			 *rs = flatten(&a->rule_syms);
+		if (wo && oo && rl && rs) {
+			m->f_word_off = wo;
+			m->f_other_off = oo;
+			m->f_rule_len = rl;
+			m->f_rule_syms = rs;
+			atomic_store_explicit(&m->flat, wo, memory_order_release);
+		} else {
+			free(wo);
+			free(oo);
+			free(rl);
+			free(rs);
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+void td_flat_free(td_archive *a)
+{
+	if (!atomic_load(&a->flat))
+		return;
+	free((void *)a->f_word_off);
+	free((void *)a->f_other_off);
+	free((void *)a->f_rule_len);
+	free((void *)a->f_rule_syms);
+	atomic_store(&a->flat, NULL);
 }

@@ -16,4 +16,11 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r);
 /* Free every cached expansion (td_archive_close calls it). */
 void td_rcache_free(td_archive *a);
 
+/* Build flat 32-bit copies of the arrays read at every token (terminal
+ * offsets, rule lengths, rule symbols) once per archive, when they fit the
+ * cache budget; readers use them through TD_FLAT. Thread-safe, idempotent.
+ * Costs one pass over those arrays on the first read, not at open. */
+void td_flat_build(const td_archive *a);
+void td_flat_free(td_archive *a);
+
 #endif
