@@ -704,6 +704,11 @@ td_node td_edit_next_node(const td_edit *ed)
 	return ed->next;
 }
 
+void td_edit_set_words_strategy(td_edit *ed, int strategy)
+{
+	ed->words_strategy = strategy;
+}
+
 int td_edit_changed(const td_edit *ed)
 {
 	return ed->changed;

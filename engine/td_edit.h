@@ -203,7 +203,10 @@ int td_edit_dir_next(const td_edit *ed, td_node dir, uint64_t *cookie, td_node *
 
 /* Copy up to len bytes of the node's text (file bytes, symlink target) at
  * off into buf; *got = min(len, size - off), 0 past the end. `cur` may be
- * NULL; given, base pieces are read through it (a cursor is per reader).
+ * NULL; given, base pieces are read through it (a cursor is per reader),
+ * and small deleted gaps between pieces are read through too, so a read
+ * re-seeks at most once instead of once per piece: pass a cursor for
+ * sequential reads of edited files.
  * Errors: TD_EISDIR, TD_EINVAL, and those of td_extract. */
 int td_edit_read(const td_edit *ed, td_node node, uint64_t off, void *buf, size_t len, size_t *got,
 		 td_cursor *cur);
@@ -231,6 +234,13 @@ const uint8_t *td_edit_buffer(const td_edit *ed, uint64_t off, uint64_t len);
  * Cost: O(edited bytes + boundary margins) plus the archive query; when the
  * windows would outweigh the file, the file is simply scanned.
  */
+
+/* How counts over edited files are computed: TD_WORDS_AUTO picks by cost;
+ * TD_WORDS_WINDOWS always takes the archive's answer for the interiors;
+ * TD_WORDS_SCAN always re-tokenizes the whole file. All give the same
+ * numbers; the choice exists for tests and benchmarks. */
+enum td_words_strategy { TD_WORDS_AUTO = 0, TD_WORDS_WINDOWS = 1, TD_WORDS_SCAN = 2 };
+void td_edit_set_words_strategy(td_edit *ed, int strategy);
 
 /* Word tokens in a file's current text, counted like td_stat.nwords (words
  * of at most TD_MAXTOK bytes; longer runs are not word tokens): exactly the

@@ -44,6 +44,7 @@ struct td_edit {
 	td_edit_log_fn log;
 	void *logctx;
 	int changed;
+	int words_strategy;       /* td_words_strategy */
 };
 
 /* Overlay of id, NULL when untouched. */

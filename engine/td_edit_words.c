@@ -25,6 +25,10 @@ static int is_sep(uint8_t b)
 	return !((b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || b == '_');
 }
 
+/* Bytes of sequential scanning that one base run of an edited file is
+ * worth (its boundary look-ups re-seek): below that, scan the whole file. */
+#define TD_EDIT_RUN_COST (UINT64_C(64) << 10)
+
 /* ---------- readers ---------- */
 
 typedef struct reader {
@@ -32,13 +36,15 @@ typedef struct reader {
 	td_node node;
 	const td_archive *a;      /* else: read base entry e */
 	td_entry e;
+	td_cursor *cur;           /* may be NULL */
 } reader;
 
 static int rd(const reader *r, uint64_t off, void *buf, size_t len)
 {
 	size_t got = 0;
-	int err = r->ed ? td_edit_read(r->ed, r->node, off, buf, len, &got, NULL)
-			: td_extract(r->a, r->e, off, buf, len, &got);
+	int err = r->ed ? td_edit_read(r->ed, r->node, off, buf, len, &got, r->cur)
+		  : r->cur ? td_cursor_read(r->cur, r->e, off, buf, len, &got)
+			   : td_extract(r->a, r->e, off, buf, len, &got);
 	if (err)
 		return err;
 	if (got != len)
@@ -167,13 +173,15 @@ typedef struct ival {
 /* Position of the first (fwd) or last separator byte in base [a, b):
  * returns 1 and sets *pos when there is one, 0 otherwise (or on a read
  * error, then *err is set). */
-static int find_sep(const td_archive *ar, td_entry e, uint64_t a, uint64_t b, int fwd, uint64_t *pos, int *err)
+static int find_sep(const reader *base, uint64_t a, uint64_t b, int fwd, uint64_t *pos, int *err)
 {
-	uint8_t buf[512];
-	reader r = { .a = ar, .e = e };
+	uint8_t buf[4096];
+	const reader r = *base;
+	/* Text has a separator every few bytes: look at a little first. */
+	size_t step = 64;
 	if (fwd) {
-		for (uint64_t p = a; p < b;) {
-			size_t n = (size_t)(b - p < sizeof buf ? b - p : sizeof buf);
+		for (uint64_t p = a; p < b; step = sizeof buf) {
+			size_t n = (size_t)(b - p < step ? b - p : step);
 			if ((*err = rd(&r, p, buf, n)))
 				return 0;
 			for (size_t i = 0; i < n; i++)
@@ -184,8 +192,8 @@ static int find_sep(const td_archive *ar, td_entry e, uint64_t a, uint64_t b, in
 			p += n;
 		}
 	} else {
-		for (uint64_t p = b; p > a;) {
-			size_t n = (size_t)(p - a < sizeof buf ? p - a : sizeof buf);
+		for (uint64_t p = b; p > a; step = sizeof buf) {
+			size_t n = (size_t)(p - a < step ? p - a : step);
 			if ((*err = rd(&r, p - n, buf, n)))
 				return 0;
 			for (size_t i = n; i-- > 0;)
@@ -200,7 +208,7 @@ static int find_sep(const td_archive *ar, td_entry e, uint64_t a, uint64_t b, in
 }
 
 /* Interiors of the maximal base runs of t, in file order. */
-static int interiors(const td_edit *ed, const tnode *t, ival **out, size_t *nout)
+static int interiors(const tnode *t, const reader *base, ival **out, size_t *nout)
 {
 	ival *v = NULL;
 	size_t n = 0, cap = 0;
@@ -220,12 +228,14 @@ static int interiors(const td_edit *ed, const tnode *t, ival **out, size_t *nout
 		}
 		k = m;
 		uint64_t l, rr;
-		if (!find_sep(ed->a, p->entry, a, b, 1, &l, &err)) {
+		reader br = *base;
+		br.e = p->entry;
+		if (!find_sep(&br, a, b, 1, &l, &err)) {
 			if (err)
 				break;
 			continue;
 		}
-		if (!find_sep(ed->a, p->entry, l, b, 0, &rr, &err)) {
+		if (!find_sep(&br, l, b, 0, &rr, &err)) {
 			if (err)
 				break;
 			continue;
@@ -269,20 +279,35 @@ static size_t lower_bound(const td_hits *h, uint64_t off)
  * or the matches of s->w. */
 static int file_words(const td_edit *ed, td_node node, const tnode *t, sink *s)
 {
-	reader cur = { .ed = ed, .node = node };
+	td_cursor *c1 = td_cursor_new(ed->a), *c2 = td_cursor_new(ed->a);
+	reader cur = { .ed = ed, .node = node, .cur = c1 };
+	reader base = { .a = ed->a, .e = t->base, .cur = c2 };
 	ival *iv = NULL;
 	size_t niv = 0;
-	int err = interiors(ed, t, &iv, &niv);
-	if (err)
-		return err;
+	int err = TD_OK;
+	if (!c1 || !c2) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	/* Each base run costs a few re-seeks (descents from the root); with
+	 * many runs a sequential scan of the whole file is cheaper. */
+	size_t nruns = 0;
+	for (size_t k = 0; k < t->npc; k++)
+		nruns += t->pc[k].kind == TD_PIECE_BASE &&
+			 (k == 0 || !(t->pc[k - 1].kind == TD_PIECE_BASE && t->pc[k - 1].entry == t->pc[k].entry &&
+				      t->pc[k - 1].src + t->pc[k - 1].len == t->pc[k].src));
+	int windows = ed->words_strategy == TD_WORDS_WINDOWS ||
+		      (ed->words_strategy == TD_WORDS_AUTO && (uint64_t)nruns * TD_EDIT_RUN_COST < t->size);
+	if (windows && (err = interiors(t, &base, &iv, &niv)))
+		goto out;
 	/* All base pieces of a file come from its own entry, in order; check it
 	 * rather than trust it, and fall back to a full scan otherwise. */
 	for (size_t i = 0; i < niv; i++)
 		if (iv[i].e != t->base || (i && iv[i - 1].xr > iv[i].xl))
 			niv = 0;
 	if (niv == 0) {
-		free(iv);
-		return scan(&cur, 0, t->size, s);
+		err = scan(&cur, 0, t->size, s);
+		goto out;
 	}
 	td_entry e = t->base;
 	if (!s->w) {
@@ -294,11 +319,10 @@ static int file_words(const td_edit *ed, td_node node, const tnode *t, sink *s)
 		uint64_t outside = iv[0].xl + (bs.size - iv[niv - 1].xr);
 		for (size_t i = 1; i < niv; i++)
 			outside += iv[i].xl - iv[i - 1].xr;
-		if (outside > t->size) {
+		if (outside > t->size && ed->words_strategy != TD_WORDS_WINDOWS) {
 			err = scan(&cur, 0, t->size, s);
 			goto out;
 		}
-		reader base = { .a = ed->a, .e = e };
 		sink bo = { 0 };
 		uint64_t prev = 0;
 		for (size_t i = 0; i < niv && !err; i++) {
@@ -342,6 +366,8 @@ static int file_words(const td_edit *ed, td_node node, const tnode *t, sink *s)
 	td_hits_free(&bh);
 out:
 	free(iv);
+	td_cursor_free(c1);
+	td_cursor_free(c2);
 	return err;
 }
 

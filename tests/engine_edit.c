@@ -233,7 +233,7 @@ static void random_op(td_edit *ed, model *m, uint64_t *rs)
 }
 
 /* Word checks on a few files of the model. */
-static void check_some_words(const td_edit *ed, model *m, uint64_t *rs, int n)
+static void check_some_words(td_edit *ed, model *m, uint64_t *rs, int n)
 {
 	for (int i = 0; i < n; i++) {
 		mnode *f = pick(m, rs, "f", 0);
@@ -244,7 +244,7 @@ static void check_some_words(const td_edit *ed, model *m, uint64_t *rs, int n)
 
 /* python3 tests/oracle.py count over the model written to a directory must
  * equal td_edit_count on the root (an oracle independent of the engine). */
-static void python_oracle(const td_edit *ed, const model *m, const char *tmp)
+static void python_oracle(td_edit *ed, const model *m, const char *tmp)
 {
 	const char *tests = getenv("TESTS_DIR");
 	if (!tests)

@@ -362,7 +362,7 @@ static uint64_t naive_count(const model *m, const char *scope, const char *w, si
 	return c;
 }
 
-void em_check_words(const td_edit *ed, const model *m, const mnode *f, td_node node, uint64_t *rs)
+static void check_words_once(const td_edit *ed, const model *m, const mnode *f, td_node node, uint64_t *rs)
 {
 	size_t *o, *l;
 	size_t nw = em_words(f->data, f->len, &o, &l), tok = 0;
@@ -409,6 +409,19 @@ void em_check_words(const td_edit *ed, const model *m, const mnode *f, td_node n
 		uint64_t all = naive_count(m, "", w, wl);
 		cr_assert_eq(c, all, "root count '%.*s' %llu, naive %llu", (int)wl, w, (unsigned long long)c,
 			     (unsigned long long)all);
+		/* A directory of the model (its subtree). */
+		for (int tries = 0; tries < 16; tries++) {
+			const mnode *d = &m->v[em_rand(rs) % m->n];
+			if (d->type != 'd')
+				continue;
+			td_node dn;
+			cr_assert_eq(td_edit_lookup_path(ed, d->path, &dn), TD_OK);
+			cr_assert_eq(td_edit_count(ed, w, wl, dn, &c), TD_OK);
+			uint64_t sub = naive_count(m, d->path, w, wl);
+			cr_assert_eq(c, sub, "count '%.*s' in '%s': %llu, naive %llu", (int)wl, w, d->path,
+				     (unsigned long long)c, (unsigned long long)sub);
+			break;
+		}
 		td_hits hr = { 0 };
 		cr_assert_eq(td_edit_search(ed, w, wl, TD_ROOT, &hr), TD_OK);
 		cr_assert_eq(hr.n, all);
@@ -419,6 +432,30 @@ void em_check_words(const td_edit *ed, const model *m, const mnode *f, td_node n
 	}
 	free(o);
 	free(l);
+	/* The whole tree's word tokens. */
+	uint64_t total = 0, naive = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->v[i].type != 'f')
+			continue;
+		size_t nn = em_words(m->v[i].data, m->v[i].len, &o, &l);
+		for (size_t k = 0; k < nn; k++)
+			naive += l[k] <= TD_MAXTOK;
+		free(o);
+		free(l);
+	}
+	cr_assert_eq(td_edit_nwords(ed, TD_ROOT, &total), TD_OK);
+	cr_assert_eq(total, naive, "root nwords %llu, naive %llu", (unsigned long long)total,
+		     (unsigned long long)naive);
+}
+
+void em_check_words(td_edit *ed, const model *m, const mnode *f, td_node node, uint64_t *rs)
+{
+	static const int strategies[] = { TD_WORDS_AUTO, TD_WORDS_WINDOWS, TD_WORDS_SCAN };
+	for (size_t i = 0; i < 3; i++) {
+		td_edit_set_words_strategy(ed, strategies[i]);
+		check_words_once(ed, m, f, node, rs);
+	}
+	td_edit_set_words_strategy(ed, TD_WORDS_AUTO);
 }
 
 char *em_tmpdir(void)

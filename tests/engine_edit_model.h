@@ -54,9 +54,10 @@ void em_compare_archive(const td_archive *a, const model *m);
 /* Naive word list of data: offsets and lengths of maximal word runs. */
 size_t em_words(const uint8_t *d, size_t n, size_t **offs, size_t **lens);
 
-/* Check nwords / count / search of the file `f` (node) and of the root
- * against a naive recount of the model. */
-void em_check_words(const td_edit *ed, const model *m, const mnode *f, td_node node, uint64_t *rs);
+/* Check nwords / count / search of the file `f` (node), of a directory and
+ * of the root against a naive recount of the model, with each counting
+ * strategy of td_edit. */
+void em_check_words(td_edit *ed, const model *m, const mnode *f, td_node node, uint64_t *rs);
 
 /* A fresh temporary directory (malloc'd path). */
 char *em_tmpdir(void);
