@@ -926,7 +926,8 @@ static int apply_content(td_edit *ed, const td_edit_rec *r)
 	td_piece p = { 0 };
 	switch (r->type) {
 	case TD_REC_WRITE:
-		if (r->off > t->size) {
+		/* pwrite of 0 bytes changes nothing, not even past the end */
+		if (r->data_len && r->off > t->size) {
 			td_piece z = { .len = r->off - t->size, .kind = TD_PIECE_ZERO, .entry = TD_NOENTRY };
 			if ((err = splice(t, t->size, 0, &z)))
 				return err;

@@ -539,6 +539,11 @@ Test(edit, namespace_errors)
 	cr_assert_eq(td_edit_write(ed, docs, 0, "x", 1), TD_EISDIR);
 	cr_assert_eq(td_edit_changed(ed), 0);
 	em_compare(ed, &m, &rs);
+	/* A write of nothing past the end does not extend the file. */
+	td_stat st0;
+	cr_assert_eq(td_edit_stat(ed, f0, &st0), TD_OK);
+	cr_assert_eq(td_edit_write(ed, f0, st0.size + 100, "", 0), TD_OK);
+	em_compare(ed, &m, &rs);
 	/* An unlinked file stays readable by node; its name is gone. */
 	mnode *f = em_find(&m, "f0");
 	size_t len = f->len;
