@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Patch a tadoc archive for tests, keeping every checksum valid.
+
+Usage:
+  archive_patch.py rename ARCHIVE OLD NEW   replace entry name OLD by NEW (same
+                                            byte length) in the names section
+  archive_patch.py flip ARCHIVE SECTION_ID  flip one byte in the middle of a
+                                            section, checksums left stale
+  archive_patch.py resum ARCHIVE            recompute every checksum
+  archive_patch.py sections ARCHIVE         print "id offset size" per section
+
+Layout as in engine/td_format.h: a 72-byte little-endian header whose last
+field is the XXH3-64 of the bytes before it, a section table of 32-byte
+entries (id, flags, offset, size, XXH3-64) checksummed in the header. XXH3
+comes from the system's libxxhash through ctypes.
+"""
+import ctypes
+import ctypes.util
+import struct
+import sys
+
+HDR = struct.Struct("<8sIIQIIQQ2QQ")
+SEC = struct.Struct("<IIQQQ")
+NAMES = 2
+
+
+def xxh3():
+    name = ctypes.util.find_library("xxhash") or "libxxhash.so.0"
+    lib = ctypes.CDLL(name)
+    f = lib.XXH3_64bits
+    f.restype = ctypes.c_uint64
+    f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return lambda b: f(bytes(b), len(b))
+
+
+class Archive:
+    def __init__(self, path):
+        self.path = path
+        with open(path, "rb") as f:
+            self.b = bytearray(f.read())
+        h = HDR.unpack_from(self.b, 0)
+        self.nsec, self.tab = h[4], h[6]
+
+    def sections(self):
+        return [SEC.unpack_from(self.b, self.tab + i * SEC.size) for i in range(self.nsec)]
+
+    def section(self, sid):
+        for i, s in enumerate(self.sections()):
+            if s[0] == sid:
+                return i, s
+        sys.exit("archive_patch: no section %d in %s" % (sid, self.path))
+
+    def resum(self):
+        h = xxh3()
+        for i, (sid, flags, off, size, _) in enumerate(self.sections()):
+            SEC.pack_into(self.b, self.tab + i * SEC.size, sid, flags, off, size, h(self.b[off:off + size]))
+        tsum = h(self.b[self.tab:self.tab + self.nsec * SEC.size])
+        struct.pack_into("<Q", self.b, 40, tsum)
+        struct.pack_into("<Q", self.b, HDR.size - 8, h(self.b[:HDR.size - 8]))
+
+    def save(self):
+        with open(self.path, "wb") as f:
+            f.write(self.b)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    cmd, a = sys.argv[1], Archive(sys.argv[2])
+    if cmd == "rename":
+        old, new = (x.encode() for x in sys.argv[3:5])
+        if len(old) != len(new):
+            sys.exit("archive_patch: names must have the same length")
+        _, (_, _, off, size, _) = a.section(NAMES)
+        at = a.b.find(old, off, off + size)
+        if at < 0:
+            sys.exit("archive_patch: name %r not found" % old)
+        a.b[at:at + len(old)] = new
+        a.resum()
+    elif cmd == "flip":
+        _, (_, _, off, size, _) = a.section(int(sys.argv[3]))
+        a.b[off + size // 2] ^= 0x55
+    elif cmd == "resum":
+        a.resum()
+    elif cmd == "sections":
+        for s in a.sections():
+            print(s[0], s[2], s[3])
+        return
+    else:
+        sys.exit(__doc__)
+    a.save()
+
+
+if __name__ == "__main__":
+    main()
