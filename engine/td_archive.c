@@ -36,6 +36,7 @@ static const char *const sec_names[TD_SEC_MAX] = {
 	[TD_SEC_RULE_LEN] = "rule-lengths",
 	[TD_SEC_ROOT_SYMS] = "root",
 	[TD_SEC_ROOT_SAMPLES] = "root-samples",
+	[TD_SEC_RULE_SAMPLES] = "rule-samples",
 };
 
 const char *td_section_name(unsigned id)
@@ -146,7 +147,8 @@ static int setup(td_archive *a, unsigned flags)
 	    (err = view(a, TD_SEC_RULE_SYMS, &a->rule_syms, m->nrulesyms)) ||
 	    (err = view(a, TD_SEC_RULE_LEN, &a->rule_len, a->R)) ||
 	    (err = view(a, TD_SEC_ROOT_SYMS, &a->root_syms, m->nroot)) ||
-	    (err = view(a, TD_SEC_ROOT_SAMPLES, &a->root_samples, m->nsamples)))
+	    (err = view(a, TD_SEC_ROOT_SAMPLES, &a->root_samples, m->nsamples)) ||
+	    (err = view(a, TD_SEC_RULE_SAMPLES, &a->rule_samples, m->nrulesamples)))
 		return err;
 	if (m->nsamples < (m->nroot + (UINT64_C(1) << a->shift) - 1) >> a->shift)
 		return bad(TD_SEC_ROOT_SAMPLES, "too few samples");
@@ -168,8 +170,12 @@ static int setup(td_archive *a, unsigned flags)
 	for (uint64_t g = 0; g < a->ngroups; g++) {
 		const td_disk_group *x = &a->groups[g];
 		uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : a->R;
+		uint64_t per = ((uint64_t)x->len + (UINT64_C(1) << a->shift) - 1) >> a->shift;
 		if ((g == 0 && x->first_rule != 0) || x->first_rule >= end || x->len == 0 ||
-		    x->first_sym + (end - x->first_rule) * x->len > m->nrulesyms)
+		    x->first_sym + (end - x->first_rule) * x->len > m->nrulesyms ||
+		    (x->len > (UINT64_C(1) << a->shift) &&
+		     (x->first_sample > m->nrulesamples ||
+		      (end - x->first_rule) * per > m->nrulesamples - x->first_sample)))
 			return bad(TD_SEC_RULE_GROUPS, "inconsistent group");
 	}
 	/* The tree's shape is read on every lookup: check the cheap parts. */

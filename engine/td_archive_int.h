@@ -18,7 +18,7 @@ struct td_archive {
 	td_disk_meta meta;
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
 	td_pack word_off, word_freq, other_off;
-	td_pack rule_syms, rule_len, root_syms, root_samples;
+	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
 	const uint8_t *names, *words, *other;
 	uint64_t names_size, words_size, other_size;
 	const td_disk_group *groups;
@@ -98,6 +98,25 @@ static inline int td_rule_rhs(const td_archive *a, uint64_t r, uint64_t *start, 
 	if (*start + *len > a->rule_syms.n)
 		return -1;
 	return 0;
+}
+
+/* For a rule longer than 2^shift symbols: index of its first offset sample
+ * in RULE_SAMPLES and the number of samples; 0 samples for short rules. */
+static inline uint64_t td_rule_samples(const td_archive *a, uint64_t r, uint32_t len, uint64_t *first)
+{
+	if (len <= (UINT32_C(1) << a->shift))
+		return 0;
+	uint64_t lo = 0, hi = a->ngroups;
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		if (a->groups[mid].first_rule <= r)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t per = ((uint64_t)len + (UINT64_C(1) << a->shift) - 1) >> a->shift;
+	*first = a->groups[lo].first_sample + (r - a->groups[lo].first_rule) * per;
+	return per;
 }
 
 #endif

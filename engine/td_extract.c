@@ -146,6 +146,24 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 		int err = push_rule(w, s);
 		if (err)
 			return err;
+		/* Long rule: jump to the sampled block holding rel. */
+		uint64_t first, ns = td_rule_samples(a, s - a->T, (uint32_t)(w->st[w->depth - 1].end -
+									      w->st[w->depth - 1].at), &first);
+		if (ns) {
+			uint64_t lo = 0, hi = ns;
+			while (hi - lo > 1) {
+				uint64_t mid = (lo + hi) / 2;
+				if (td_pack_get(&a->rule_samples, first + mid) <= rel)
+					lo = mid;
+				else
+					hi = mid;
+			}
+			uint64_t base = td_pack_get(&a->rule_samples, first + lo);
+			if (base > rel)
+				return corrupt(w, "rule samples out of order");
+			rel -= base;
+			w->st[w->depth - 1].at += lo << a->shift;
+		}
 		for (;;) {
 			uint64_t *at = &w->st[w->depth - 1].at;
 			if (*at >= w->st[w->depth - 1].end)

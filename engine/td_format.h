@@ -39,7 +39,8 @@ extern "C" {
  * Rules are numbered by ascending right-hand-side length; RULE_GROUPS has one
  * td_disk_group per distinct length: rules [first_rule, next.first_rule) each
  * have `len` symbols, rule k of the group starting at first_sym + (k -
- * first_rule) * len. RULE_LEN holds each rule's expanded byte length.
+ * first_rule) * len. RULE_LEN holds each rule's expanded byte length;
+ * long rules also have offset samples (RULE_SAMPLES, see td_disk_group).
  * Every rule expands to at most meta.max_depth levels.
  *
  * Files. Entries (directories, files, symlinks) are numbered breadth-first
@@ -108,7 +109,8 @@ typedef enum td_section_id {
 	TD_SEC_RULE_LEN = 20,     /* packed, expanded byte length per rule */
 	TD_SEC_ROOT_SYMS = 21,    /* packed, root sequence of every file */
 	TD_SEC_ROOT_SAMPLES = 22, /* packed, see above */
-	TD_SEC_MAX = 23
+	TD_SEC_RULE_SAMPLES = 23, /* packed, see td_disk_group */
+	TD_SEC_MAX = 24
 } td_section_id;
 typedef struct td_disk_meta {
 	uint64_t nentries;
@@ -124,13 +126,22 @@ typedef struct td_disk_meta {
 	uint64_t total_bytes;     /* sum of all entry text sizes */
 	uint64_t total_words;     /* word tokens in the corpus */
 	uint64_t build_time;      /* seconds since the epoch */
-	uint64_t reserved[3];
+	uint64_t nrulesamples;    /* values in RULE_SAMPLES */
+	uint64_t reserved[2];
 } td_disk_meta;
 
+/* Rules [first_rule, next group's first_rule) have `len` symbols each.
+ * Rules longer than 2^sample_shift symbols also have offset samples, like
+ * the root: rule k of the group has ceil(len / 2^shift) values in
+ * RULE_SAMPLES from first_sample + (k - first_rule) * ceil(len / 2^shift),
+ * value j being the byte offset, within the rule's expansion, at which its
+ * symbol j << shift starts. A seek inside a long (inlined) rule is then one
+ * binary search plus at most 2^shift length look-ups. */
 typedef struct td_disk_group {
 	uint32_t first_rule;
 	uint32_t len;
 	uint64_t first_sym;
+	uint64_t first_sample;    /* UINT64_MAX when len <= 2^sample_shift */
 } td_disk_group;
 
 #define TD_MTIME_BIAS (INT64_C(1) << 40)

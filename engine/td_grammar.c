@@ -94,9 +94,16 @@ static int vpush(vec32 *x, uint32_t val)
 	return TD_OK;
 }
 
+/* Nesting depth of each rule made so far. */
+typedef struct depvec {
+	uint8_t *v;
+	uint64_t cap;
+} depvec;
+
 /* One round: count digrams, give each repeated one a rule, replace.
  * Returns number of new rules (0 = done) or a negative td_err. */
-static int64_t round_once(uint32_t *s, uint64_t *np, uint32_t *next_id, vec32 *pairs, uint32_t min_count)
+static int64_t round_once(uint32_t *s, uint64_t *np, uint32_t *next_id, vec32 *pairs, uint32_t min_count,
+			  uint32_t div, depvec *dep, uint32_t nterm, unsigned max_depth)
 {
 	uint64_t n = *np;
 	pair_tab t;
@@ -129,13 +136,36 @@ static int64_t round_once(uint32_t *s, uint64_t *np, uint32_t *next_id, vec32 *p
 		}
 		p->count++;
 	}
+	/* Only the most frequent digrams this round (Re-Pair replaces the most
+	 * frequent first; rounds approximate that), never past max_depth. */
+	uint32_t maxc = 0;
+	for (uint64_t i = 0; i <= t.mask; i++)
+		if (t.v[i].key && t.v[i].count > maxc)
+			maxc = t.v[i].count;
+	uint32_t thr = maxc / div > min_count ? maxc / div : min_count;
 	/* Assign rules to repeated digrams, in sequence order (deterministic). */
 	int64_t made = 0;
 	for (uint64_t i = 0; i + 1 < n; i++) {
 		if (s[i] == TD_SPLIT || s[i + 1] == TD_SPLIT)
 			continue;
 		pair_slot *p = tab_find(&t, pkey(s[i], s[i + 1]));
-		if (p->count >= min_count && !p->rule) {
+		if (p->count >= thr && !p->rule) {
+			unsigned da = s[i] < nterm ? 0 : dep->v[s[i] - nterm];
+			unsigned db = s[i + 1] < nterm ? 0 : dep->v[s[i + 1] - nterm];
+			unsigned d = (da > db ? da : db) + 1;
+			if (d > max_depth)
+				continue;
+			if (*next_id - nterm >= dep->cap) {
+				uint64_t cap = dep->cap * 2 + 4096;
+				uint8_t *nd = realloc(dep->v, cap);
+				if (!nd) {
+					free(t.v);
+					return TD_ENOMEM;
+				}
+				dep->v = nd;
+				dep->cap = cap;
+			}
+			dep->v[*next_id - nterm] = (uint8_t)d;
 			if (*next_id >= TD_SPLIT - 1) {
 				free(t.v);
 				return td_fail(TD_ELIMIT, "more than 2^32 grammar symbols");
@@ -220,17 +250,23 @@ int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_dep
 	 * used twice pay off overall (3/3 helps sotu, hurts the others). */
 	const uint32_t min_count = 2, keep_uses = 2;
 	int err = TD_OK;
-	for (unsigned r = 0; r < max_depth; r++) {
+	/* Each round takes digrams seen at least max/8 times (measured: 3.199
+	 * vs 3.112 on sotu, 2.521 vs 2.463 on linuxdoc, for twice the time). */
+	const uint32_t div = 8;
+	depvec dep = { 0 };
+	for (unsigned r = 0; r < 1000; r++) {
 		if (progress)
 			progress(ctx, "grammar", r, max_depth);
-		int64_t made = round_once(seq, &n, &next_id, &pairs, min_count);
+		int64_t made = round_once(seq, &n, &next_id, &pairs, min_count, div, &dep, nterm, max_depth);
 		if (made < 0) {
 			free(pairs.v);
+			free(dep.v);
 			return (int)made;
 		}
 		if (made == 0)
 			break;
 	}
+	free(dep.v);
 	uint64_t nr = pairs.n / 2;
 	uint32_t *uses = calloc(nr + 1, sizeof *uses);
 	uint32_t *newid = malloc((nr + 1) * sizeof *newid);

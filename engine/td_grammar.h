@@ -28,10 +28,10 @@ typedef struct td_grammar {
 
 /* Build a grammar from seq[0..n): terminal ids < nterm, each file's tokens
  * followed by one TD_SPLIT, so no rule crosses a file. Each round replaces
- * every digram that occurs at least twice (preferring the more frequent of
- * two overlapping digrams) by a new rule; at most `max_depth` rounds, so no
- * rule nests deeper. Rules then used once are inlined and unused ones
- * dropped. `seq` is consumed (used as scratch and freed by the caller).
+ * the digrams that occur at least max(2, most frequent / 8) times (preferring
+ * the more frequent of two overlapping digrams) by new rules, never nesting
+ * deeper than `max_depth`; rounds go on until no digram repeats. Rules then
+ * used once are inlined and unused ones dropped. `seq` is consumed (used as scratch and freed by the caller).
  * Returns TD_OK or TD_ENOMEM / TD_ELIMIT (more than 2^32 - nterm symbols). */
 int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
 		     td_progress_fn progress, void *ctx, td_grammar *g);

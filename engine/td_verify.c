@@ -58,7 +58,7 @@ int td_archive_verify(const td_archive *a)
 	const td_pack *packs[] = { &a->e_nameoff, &a->e_parent, &a->e_mode,   &a->e_mtime,   &a->e_mtimens,
 				   &a->e_size,    &a->e_child,  &a->e_root,   &a->e_gstart,  &a->e_nwords,
 				   &a->word_off,  &a->word_freq, &a->other_off, &a->rule_syms, &a->rule_len,
-				   &a->root_syms, &a->root_samples };
+				   &a->root_syms, &a->root_samples, &a->rule_samples };
 	for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
 		if (td_pack_check(packs[i]))
 			return FAIL("%s", td_errdetail());
@@ -99,8 +99,16 @@ int td_archive_verify(const td_archive *a)
 		uint64_t start = 0, sum = 0;
 		uint32_t len = 0;
 		td_rule_rhs(a, r, &start, &len);
-		for (uint32_t i = 0; i < len; i++)
+		uint64_t first, ns = td_rule_samples(a, r, len, &first);
+		for (uint32_t i = 0; i < len; i++) {
+			if (ns && (i & ((UINT32_C(1) << a->shift) - 1)) == 0 &&
+			    td_pack_get(&a->rule_samples, first + (i >> a->shift)) != sum) {
+				free(d);
+				return FAIL("rule %llu: offset sample %u is wrong", (unsigned long long)r,
+					    i >> a->shift);
+			}
 			sum += td_sym_len(a, td_pack_get(&a->rule_syms, start + i));
+		}
 		if (sum != td_pack_get(&a->rule_len, r)) {
 			free(d);
 			return FAIL("rule %llu: stored length differs from its expansion", (unsigned long long)r);

@@ -738,23 +738,38 @@ int td_writer_finish(td_writer *w, const char *out_path)
 			free(rl);
 			goto nomem;
 		}
-		uint64_t at = 0;
+		for (uint32_t k = 0; k < R; k++)
+			rl[k] = rlen[rorder[k]];
+		uint64_t at = 0, nsamp = 0, shift = w->o.sample_shift, step = UINT64_C(1) << shift;
 		uint64_t prevlen = UINT64_MAX;
 		td_disk_group grp;
-		for (uint32_t k = 0; k < R; k++) {
+		td_buf samp = { 0 };
+		for (uint32_t k = 0; k < R && !err; k++) {
 			uint32_t r = rorder[k];
 			uint64_t len = g.rule_off[r + 1] - g.rule_off[r];
 			if (len != prevlen) {
+				memset(&grp, 0, sizeof grp);
 				grp.first_rule = k;
 				grp.len = (uint32_t)len;
 				grp.first_sym = at;
-				td_buf_put(&sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
+				grp.first_sample = len > step ? nsamp : UINT64_MAX;
+				err = td_buf_put(&sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
 				prevlen = len;
 			}
-			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1]; j++)
-				rs[at++] = REMAP(g.rule_syms[j]);
-			rl[k] = rlen[r];
+			uint64_t cum = 0;
+			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1] && !err; j++) {
+				uint32_t sym = REMAP(g.rule_syms[j]);
+				if (len > step && ((j - g.rule_off[r]) & (step - 1)) == 0) {
+					err = td_buf_put(&samp, &cum, sizeof cum);
+					nsamp++;
+				}
+				rs[at++] = sym;
+				cum += sym < T ? ulen[sym] : rl[sym - T];
+			}
 		}
+		if (!err)
+			err = td_pack_encode((const uint64_t *)samp.p, nsamp, &sb.b[TD_SEC_RULE_SAMPLES]);
+		td_buf_free(&samp);
 		err = td_pack_encode32(rs, at, &sb.b[TD_SEC_RULE_SYMS]);
 		if (!err)
 			err = td_pack_encode(rl, R, &sb.b[TD_SEC_RULE_LEN]);
@@ -894,6 +909,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		m.nrules = R;
 		m.nrulesyms = g.rule_off[R];
 		m.ngroups = sb.b[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group);
+		m.nrulesamples = sb.b[TD_SEC_RULE_SAMPLES].len ? td_pack_load64(sb.b[TD_SEC_RULE_SAMPLES].p) : 0;
 		m.nroot = ri;
 		m.sample_shift = shift;
 		m.nsamples = si;
