@@ -1,0 +1,152 @@
+/* fuzz_archive: libFuzzer target for the archive reader: open (plain and verified) and every read path. */
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "td_archive.h"
+#include "td_extract.h"
+#include "td_format.h"
+#include "td_query.h"
+
+/*
+ * Each input is tried twice: as given (so header, table and checksum checks
+ * are fuzzed), and with every checksum recomputed (so the structural checks
+ * and the readers behind them see damaged content that passes the sums).
+ * Each version is opened plainly and with TD_OPEN_VERIFY; whatever opens is
+ * read through stat, names, paths, look-ups, extract, cursors, count, search
+ * and the batched forms. Work per input is bounded (first entries, short
+ * reads) so a slow input means a slow reader, not a slow harness.
+ */
+
+static int g_fd = -1;
+static char g_path[64];
+
+static void put(const uint8_t *data, size_t size)
+{
+	if (g_fd < 0) {
+		g_fd = memfd_create("fuzz_archive", MFD_CLOEXEC);
+		if (g_fd < 0) {
+			perror("memfd_create");
+			abort();
+		}
+		snprintf(g_path, sizeof g_path, "/proc/self/fd/%d", g_fd);
+	}
+	if (ftruncate(g_fd, 0) < 0 || pwrite(g_fd, data, size, 0) != (ssize_t)size) {
+		perror("memfd write");
+		abort();
+	}
+}
+
+static void fix_sums(uint8_t *b, size_t len)
+{
+	if (len < sizeof(td_disk_header))
+		return;
+	td_disk_header h;
+	memcpy(&h, b, sizeof h);
+	uint64_t tl = (uint64_t)h.nsections * sizeof(td_disk_section);
+	if (h.sectab_off > len || tl > len - h.sectab_off || h.sectab_off % 8)
+		return;
+	td_disk_section *t = (td_disk_section *)(b + h.sectab_off);
+	for (uint32_t i = 0; i < h.nsections; i++)
+		if (t[i].off <= len && t[i].size <= len - t[i].off)
+			t[i].sum = XXH3_64bits(b + t[i].off, t[i].size);
+	h.sectab_sum = XXH3_64bits(t, tl);
+	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
+	memcpy(b, &h, sizeof h);
+}
+
+static void exercise(td_archive *a)
+{
+	static char buf[8192];
+	uint32_t n = td_archive_nentries(a);
+	td_cursor *c = td_cursor_new(a);
+	uint32_t lim = n < 64 ? n : 64;
+	for (uint32_t e = 0; e < lim; e++) {
+		td_stat st;
+		size_t nl, got;
+		char path[TD_MAXPATH + 1];
+		td_entry first, found;
+		uint32_t cnt;
+		if (td_archive_stat(a, e, &st) != TD_OK)
+			continue;
+		const char *name = td_archive_name(a, e, &nl);
+		if (td_archive_path(a, e, path, sizeof path) >= 0)
+			(void)td_archive_lookup_path(a, path, &found);
+		if (td_archive_children(a, e, &first, &cnt) == TD_OK && name)
+			(void)td_archive_lookup(a, e, name, nl, &found);
+		(void)td_extract(a, e, 0, buf, sizeof buf, &got);
+		if (st.size > 3)
+			(void)td_extract(a, e, st.size / 2, buf, 300, &got);
+		(void)td_extract(a, e, st.size, buf, 10, &got);
+		if (c) {
+			uint64_t off = 0;
+			for (int k = 0; k < 8; k++) {
+				if (td_cursor_read(c, e, off, buf, 500, &got) != TD_OK || got == 0)
+					break;
+				off += got;
+			}
+		}
+		if (e < 8) {
+			uint64_t count;
+			td_hits h = {0};
+			(void)td_count(a, "the", 3, e, &count);
+			(void)td_search(a, "a", 1, e, &h);
+			td_hits_free(&h);
+		}
+	}
+	uint64_t count;
+	(void)td_count(a, "word", 4, TD_ROOT, &count);
+	(void)td_word_total(a, TD_ROOT, &count);
+	td_extract_req r[2] = {{.file = n > 1 ? 1 : 0, .off = 0, .len = 64, .buf = buf},
+			       {.file = n, .off = 0, .len = 8, .buf = buf + 100}};
+	(void)td_extract_batch(a, r, 2, 1);
+	td_count_req cr[2] = {{.word = "x", .len = 1, .scope = TD_ROOT}, {.word = "y z", .len = 3, .scope = 0}};
+	(void)td_count_batch(a, cr, 2, 1);
+	td_search_req sr[1] = {{.word = "the", .len = 3, .scope = n > 1 ? 1 : 0}};
+	(void)td_search_batch(a, sr, 1, 1);
+	td_hits_free(&sr[0].hits);
+	td_info in;
+	td_archive_info(a, &in);
+	uint64_t sz;
+	for (unsigned id = 0; id <= TD_SEC_MAX; id++)
+		(void)td_archive_section(a, id, &sz);
+	(void)td_archive_verify(a);
+	td_cursor_free(c);
+}
+
+static void try_all(const uint8_t *data, size_t size)
+{
+	put(data, size);
+	static const unsigned flags[] = {0, TD_OPEN_VERIFY};
+	for (int f = 0; f < 2; f++) {
+		td_archive *a = NULL;
+		if (td_archive_open(g_path, flags[f], &a) == TD_OK) {
+			exercise(a);
+			td_archive_close(a);
+		}
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	try_all(data, size);
+	if (size >= sizeof(td_disk_header) && size <= (64u << 20)) {
+		uint8_t *b = malloc(size);
+		if (!b)
+			return 0;
+		memcpy(b, data, size);
+		fix_sums(b, size);
+		if (memcmp(b, data, size) != 0)
+			try_all(b, size);
+		free(b);
+	}
+	return 0;
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# fuzz_seeds: write a small seed corpus of valid tadoc archives (and damaged copies) for
+# tests/fuzz_archive.c. Usage: fuzz_seeds.sh OUTDIR [TADOC]  (TADOC defaults to $TADOC).
+set -euo pipefail
+out=${1:?usage: fuzz_seeds.sh OUTDIR [TADOC]}
+tadoc=${2:-${TADOC:?give the tadoc binary as the second argument or in \$TADOC}}
+mkdir -p "$out"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fuzz_seeds.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+mk() { mkdir -p "$tmp/$1"; }
+# Each tree small enough that its archive stays a few KiB (libFuzzer's -max_len).
+mk empty
+mk one; printf 'the cat sat on the mat\n' >"$tmp/one/a.txt"
+mk words; for i in $(seq 40); do printf 'the quick brown fox %d jumps over the lazy dog\r\n' "$i"; done >"$tmp/words/w.txt"
+mk uni; printf 'naïve café 日本語 ٣٤ e\xcc\x81 __init__ \xff\xfe broken \xc3\n' >"$tmp/uni/u.txt"
+mk tree; mkdir -p "$tmp/tree/d1/d2/d3"; echo deep >"$tmp/tree/d1/d2/d3/f"; echo top >"$tmp/tree/top"
+ln -s top "$tmp/tree/link"; : >"$tmp/tree/empty"; printf '\0\1\2' >"$tmp/tree/d1/bin"
+mk long; head -c 700 /dev/zero | tr '\0' 'x' >"$tmp/long/x"; printf ' ab ab ab ab ab\n' >>"$tmp/long/x"
+mk periodic; for _ in $(seq 300); do printf 'ab '; done >"$tmp/periodic/p"
+
+for t in empty one words uni tree long periodic; do
+	"$tadoc" compress -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
+done
+# Damaged copies: truncated, and a header-only prefix.
+head -c 100 "$out/one.tadoc" >"$out/one-trunc100.tadoc"
+head -c "$(($(stat -c %s "$out/tree.tadoc") / 2))" "$out/tree.tadoc" >"$out/tree-half.tadoc"
+ls -l "$out" >&2
