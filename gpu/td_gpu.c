@@ -169,60 +169,6 @@ static int td_need(const td_pack *p, uint64_t n, const char *what)
 	return TD_OK;
 }
 
-/* Regular files in td_search's order (depth-first from the root, children
- * in entry order; symlinks and unreadable directories hold nothing) and,
- * per entry, the range of that list under it. files has nentries slots,
- * sub 2 * nentries. */
-static int td_dfs_build(const td_archive *a, uint32_t nent, uint32_t *files, uint32_t *sub)
-{
-	typedef struct {
-		uint32_t e, next, end;
-	} frame;
-	frame *st = malloc(((size_t)nent + 1) * sizeof *st);
-	if (!st)
-		return td_fail(TD_ENOMEM, "gpu: file order");
-	memset(sub, 0, 2 * (size_t)nent * sizeof *sub);
-	uint32_t nf = 0, depth = 0;
-	uint32_t e = TD_ROOT;
-	for (;;) {
-		/* visit e */
-		td_stat stt;
-		td_entry first;
-		uint32_t cnt;
-		sub[2 * e] = nf;
-		if (td_archive_stat(a, e, &stt) == TD_OK && S_ISREG(stt.mode)) {
-			if (nf == nent) { /* an entry reached twice: broken tree */
-				free(st);
-				return td_fail(TD_ECORRUPT, "entry %u: reached twice in the tree", e);
-			}
-			files[nf++] = e;
-			sub[2 * e + 1] = nf;
-		} else if (depth < nent && td_archive_children(a, e, &first, &cnt) == TD_OK) {
-			st[depth].e = e;
-			st[depth].next = first;
-			st[depth].end = first + cnt;
-			depth++;
-		} else {
-			sub[2 * e + 1] = nf;
-		}
-		/* next entry to visit */
-		e = UINT32_MAX;
-		while (depth) {
-			frame *f = &st[depth - 1];
-			if (f->next < f->end) {
-				e = f->next++;
-				break;
-			}
-			sub[2 * f->e + 1] = nf;
-			depth--;
-		}
-		if (e == UINT32_MAX)
-			break;
-	}
-	free(st);
-	return TD_OK;
-}
-
 static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 {
 	uint64_t msz = 0;
@@ -325,7 +271,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	if (!files)
 		return td_fail(TD_ENOMEM, "gpu: file order");
 	uint32_t *sub = files + d->nentries;
-	if ((r = td_dfs_build(a, (uint32_t)d->nentries, files, sub))) {
+	if ((r = td_gpu_file_order(a, (uint32_t)d->nentries, files, sub))) {
 		free(files);
 		return r;
 	}

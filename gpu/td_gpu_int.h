@@ -63,6 +63,13 @@ typedef struct td_gq_req {
  * the CPU engine (which decides between 0 and TD_ENOTWORD). */
 #define TD_GQ_NOTFOUND UINT64_MAX
 
+/* Fill files[] with the regular files in td_search's order (depth-first
+ * from the root, children in entry order; symlinks and unreadable
+ * directories hold nothing) and sub[2e], sub[2e+1] with the range of
+ * files[] under entry e. files has nent slots, sub 2 * nent. TD_OK,
+ * TD_ENOMEM, TD_ECORRUPT (an entry reached twice). (td_gpu_order.c) */
+int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint32_t *sub);
+
 /* Bytes of extract output handled by one GPU thread. */
 #define TD_GX_CHUNK 256u
 

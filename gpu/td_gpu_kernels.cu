@@ -19,17 +19,55 @@
 
 typedef unsigned long long u64;
 
+/* TD_HD functions run on the device; tests/gpu_emu.cu also runs them on the
+ * host (defining TD_GPU_EMU and the td_emu_* warp hooks) to check the
+ * kernels' logic against the CPU engine on machines without a GPU. */
+#define TD_HD __host__ __device__
+
+#ifdef __CUDA_ARCH__
+#define TD_LDG(p) __ldg(p)
+__device__ __forceinline__ uint32_t td_lane(void) { return threadIdx.x & 31; }
+__device__ __forceinline__ uint64_t td_shfl(uint64_t v, uint32_t l) { return td_shfl(v, l); }
+__device__ __forceinline__ uint64_t td_shfl_up(uint64_t v, uint32_t o) { return td_shfl_up(v, (uint32_t)o); }
+__device__ __forceinline__ uint64_t td_shfl_xor(uint64_t v, uint32_t o) { return td_shfl_xor(v, o); }
+__device__ __forceinline__ bool td_any(bool p) { return td_any(p); }
+__device__ __forceinline__ uint32_t td_ballot(bool p) { return td_ballot(p); }
+__device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)td_ffs(m); }
+#else
+#define TD_LDG(p) (*(p))
+#ifdef TD_GPU_EMU
+uint32_t td_lane(void);
+uint64_t td_emu_exchange(uint64_t v, uint32_t src);
+uint32_t td_ballot(bool p);
+static inline uint64_t td_shfl(uint64_t v, uint32_t l) { return td_emu_exchange(v, l); }
+static inline uint64_t td_shfl_up(uint64_t v, uint32_t o)
+{
+	return td_emu_exchange(v, td_lane() >= o ? td_lane() - o : td_lane());
+}
+static inline uint64_t td_shfl_xor(uint64_t v, uint32_t o) { return td_emu_exchange(v, td_lane() ^ o); }
+static inline bool td_any(bool p) { return td_ballot(p) != 0; }
+#else /* the host pass of a normal build: never called */
+static inline uint32_t td_lane(void) { return 0; }
+static inline uint64_t td_shfl(uint64_t v, uint32_t) { return v; }
+static inline uint64_t td_shfl_up(uint64_t v, uint32_t) { return v; }
+static inline uint64_t td_shfl_xor(uint64_t v, uint32_t) { return v; }
+static inline bool td_any(bool p) { return p; }
+static inline uint32_t td_ballot(bool p) { return p; }
+#endif
+static inline uint32_t td_ffs(uint32_t m) { return (uint32_t)__builtin_ffs((int)m); }
+#endif
+
 /* ---- packed arrays ---- */
 
-__device__ __forceinline__ uint64_t ldg64(const void *p)
+TD_HD __forceinline__ uint64_t ldg64(const void *p)
 {
-	return (uint64_t)__ldg((const u64 *)p);
+	return (uint64_t)TD_LDG((const u64 *)p);
 }
 
 /* Value i of p (i < p.n required); same bits as td_pack_get. The data
  * pointer is 8-byte aligned and every section is followed by 16 bytes of
  * slack, so two aligned 8-byte loads replace the CPU's unaligned one. */
-__device__ __forceinline__ uint64_t td_pget(const td_pack &p, uint64_t i)
+TD_HD __forceinline__ uint64_t td_pget(const td_pack &p, uint64_t i)
 {
 	const td_disk_tile *t = p.tiles + i / TD_TILE;
 	uint64_t base = ldg64(&t->base);
@@ -45,14 +83,14 @@ __device__ __forceinline__ uint64_t td_pget(const td_pack &p, uint64_t i)
 	uint64_t bp = (uint64_t)off16 * 128u + bit;
 	const u64 *q = (const u64 *)p.data + (bp >> 6);
 	uint32_t r = (uint32_t)(bp & 63);
-	uint64_t v = (uint64_t)__ldg(q) >> r;
+	uint64_t v = (uint64_t)TD_LDG(q) >> r;
 	if (r + w > 64)
-		v |= (uint64_t)__ldg(q + 1) << (64 - r);
+		v |= (uint64_t)TD_LDG(q + 1) << (64 - r);
 	return base + (v & ((UINT64_C(1) << w) - 1));
 }
 
 /* Checked access: out-of-range i sets *bad and reads 0. */
-__device__ __forceinline__ uint64_t td_pgets(const td_pack &p, uint64_t i, bool &bad)
+TD_HD __forceinline__ uint64_t td_pgets(const td_pack &p, uint64_t i, bool &bad)
 {
 	if (i >= p.n) {
 		bad = true;
@@ -64,7 +102,7 @@ __device__ __forceinline__ uint64_t td_pgets(const td_pack &p, uint64_t i, bool 
 /* ---- grammar helpers ---- */
 
 /* Expanded byte length of symbol s. */
-__device__ __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool &bad)
+TD_HD __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool &bad)
 {
 	uint64_t w2 = 2 * d.nwords;
 	if (s < w2) {
@@ -82,21 +120,21 @@ __device__ __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool
 }
 
 /* Right-hand side of rule r: symbols RULE_SYMS[first, first+len). */
-__device__ __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len)
+TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len)
 {
 	if (d.ngroups == 0 || r >= d.nrules)
 		return false;
 	uint64_t lo = 0, hi = d.ngroups;
 	while (hi - lo > 1) {
 		uint64_t mid = (lo + hi) >> 1;
-		if ((uint64_t)__ldg(&d.groups[mid].first_rule) <= r)
+		if ((uint64_t)TD_LDG(&d.groups[mid].first_rule) <= r)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	uint64_t fr = __ldg(&d.groups[lo].first_rule);
-	uint32_t l = __ldg(&d.groups[lo].len);
-	uint64_t fs = (uint64_t)__ldg((const u64 *)&d.groups[lo].first_sym);
+	uint64_t fr = TD_LDG(&d.groups[lo].first_rule);
+	uint32_t l = TD_LDG(&d.groups[lo].len);
+	uint64_t fs = (uint64_t)TD_LDG((const u64 *)&d.groups[lo].first_sym);
 	if (fr > r || l == 0)
 		return false;
 	first = fs + (r - fr) * l;
@@ -105,12 +143,12 @@ __device__ __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &f
 }
 
 /* 128-bit word signature bit of word w. */
-__device__ __forceinline__ uint32_t td_wbit(uint64_t w)
+TD_HD __forceinline__ uint32_t td_wbit(uint64_t w)
 {
 	return (uint32_t)((w * UINT64_C(0x9E3779B97F4A7C15)) >> 57);
 }
 
-__device__ __forceinline__ bool td_mask_has(const td_gdev &d, uint64_t r, uint32_t bit)
+TD_HD __forceinline__ bool td_mask_has(const td_gdev &d, uint64_t r, uint32_t bit)
 {
 	return (ldg64(&d.rule_mask[2 * r + (bit >> 6)]) >> (bit & 63)) & 1;
 }
@@ -123,11 +161,9 @@ struct td_frame {
 
 /* ---- rule signatures (built once at open) ---- */
 
-__global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
+/* One pass for rule r: OR its children's signatures into its own. */
+TD_HD void td_mask_rule(const td_gdev &d, uint64_t *mask, int *changed, uint64_t r)
 {
-	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (r >= d.nrules)
-		return;
 	uint64_t first;
 	uint32_t len;
 	if (!td_rhs(d, r, first, len))
@@ -157,6 +193,13 @@ __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 	}
 }
 
+__global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
+{
+	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (r < d.nrules)
+		td_mask_rule(d, mask, changed, r);
+}
+
 /* ---- extract ---- */
 
 /* Copy n bytes of entry e's text starting at file offset foff to dst.
@@ -164,7 +207,7 @@ __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
  * the file's root range) and RULE_LEN, descend root -> rule -> token with a
  * stack of at most TD_MAXDEPTH frames, then emit tokens left to right.
  * Returns TD_OK or TD_ECORRUPT. */
-__device__ int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint64_t n, uint8_t *dst)
+TD_HD int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint64_t n, uint8_t *dst)
 {
 	bool bad = false;
 	uint64_t gstart = td_pgets(d.e_gstart, e, bad);
@@ -299,12 +342,9 @@ __device__ int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint6
 /* One thread per TD_GX_CHUNK bytes of output; the items of one request are
  * adjacent, so a long read is extracted by a whole warp (each lane seeks to
  * its own chunk) while short reads pack 32 requests into a warp. */
-__global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+TD_HD void td_extract_item(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t item, uint8_t *out,
 			     td_gx_res *res)
 {
-	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
-	if (item >= nitems)
-		return;
 	uint32_t lo = 0, hi = nreq;
 	while (hi - lo > 1) {
 		uint32_t mid = (lo + hi) >> 1;
@@ -343,20 +383,28 @@ __global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uin
 		res[lo].err = r;
 }
 
+__global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+			     td_gx_res *res)
+{
+	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+	if (item < nitems)
+		td_extract_item(d, req, nreq, item, out, res);
+}
+
 /* ---- count and search ---- */
 
-__device__ __forceinline__ uint64_t td_warp_sum(uint64_t v)
+TD_HD __forceinline__ uint64_t td_warp_sum(uint64_t v)
 {
 	for (int o = 16; o > 0; o >>= 1)
-		v += __shfl_xor_sync(FULL, v, o);
+		v += td_shfl_xor(v, o);
 	return v;
 }
 
 /* Inclusive prefix sum across the warp. */
-__device__ __forceinline__ uint64_t td_warp_scan(uint64_t v, uint32_t lane)
+TD_HD __forceinline__ uint64_t td_warp_scan(uint64_t v, uint32_t lane)
 {
 	for (int o = 1; o < 32; o <<= 1) {
-		uint64_t u = __shfl_up_sync(FULL, v, o);
+		uint64_t u = td_shfl_up(v, (uint32_t)o);
 		if (lane >= (uint32_t)o)
 			v += u;
 	}
@@ -364,7 +412,7 @@ __device__ __forceinline__ uint64_t td_warp_scan(uint64_t v, uint32_t lane)
 }
 
 /* Binary search of the query in WORDS (bytewise order). Word id or -1. */
-__device__ int64_t td_dev_lookup(const td_gdev &d, const uint8_t *qw, uint32_t ql)
+TD_HD int64_t td_dev_lookup(const td_gdev &d, const uint8_t *qw, uint32_t ql)
 {
 	uint64_t lo = 0, hi = d.nwords;
 	bool bad = false;
@@ -399,14 +447,14 @@ struct td_q {
 	uint32_t e;    /* entry being walked */
 };
 
-__device__ __forceinline__ bool td_is_hit(const td_q &q, uint64_t s, uint64_t w2)
+TD_HD __forceinline__ bool td_is_hit(const td_q &q, uint64_t s, uint64_t w2)
 {
 	return s < w2 && (s >> 1) == q.w;
 }
 
 /* Occurrences of the word in the expansion of symbol s (depth-first, rules
  * whose signature lacks the word's bit are skipped). */
-__device__ uint64_t td_dev_count_sym(const td_gdev &d, const td_q &q, uint64_t s, bool &bad)
+TD_HD uint64_t td_dev_count_sym(const td_gdev &d, const td_q &q, uint64_t s, bool &bad)
 {
 	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
 	if (s < t)
@@ -455,7 +503,7 @@ __device__ uint64_t td_dev_count_sym(const td_gdev &d, const td_q &q, uint64_t s
 
 /* Write the hits in symbol s, whose first byte is at file offset pos, to
  * out[0..]; returns how many were written. */
-__device__ uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t pos, td_hit *out,
+TD_HD uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t pos, td_hit *out,
 				    bool &bad)
 {
 	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
@@ -515,7 +563,7 @@ __device__ uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s,
 }
 
 /* Whole warp: occurrences in one file's text (lanes split its root range). */
-__device__ uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, bool &bad)
+TD_HD uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, bool &bad)
 {
 	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
 	if (rhi > d.root_syms.n || rlo > rhi)
@@ -529,13 +577,13 @@ __device__ uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uin
 
 /* Whole warp: write one file's hits at out, in offset order. Returns the
  * number written (same on every lane). */
-__device__ uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, td_hit *out,
+TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, td_hit *out,
 				      bool &bad)
 {
 	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
 	if (rhi > d.root_syms.n || rlo > rhi)
 		bad = true;
-	if (__any_sync(FULL, bad))
+	if (td_any(bad))
 		return 0;
 	q.e = e;
 	uint64_t pos = 0, n = 0;
@@ -550,14 +598,14 @@ __device__ uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint
 		uint64_t li = td_warp_scan(l, lane), ci = td_warp_scan(c, lane);
 		if (c)
 			td_dev_fill_sym(d, q, s, pos + li - l, out + n + ci - c, bad);
-		pos += __shfl_sync(FULL, li, 31);
-		n += __shfl_sync(FULL, ci, 31);
+		pos += td_shfl(li, 31);
+		n += td_shfl(ci, 31);
 	}
 	return n;
 }
 
 /* One lane: occurrences in a small file, serially. */
-__device__ uint64_t td_lane_file_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, bool &bad)
+TD_HD uint64_t td_lane_file_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, bool &bad)
 {
 	uint64_t n = 0;
 	for (uint64_t k = rlo; k < rhi && !bad; k++)
@@ -565,7 +613,7 @@ __device__ uint64_t td_lane_file_count(const td_gdev &d, const td_q &q, uint64_t
 	return n;
 }
 
-__device__ void td_lane_file_fill(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, td_hit *out,
+TD_HD void td_lane_file_fill(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, td_hit *out,
 				  bool &bad)
 {
 	uint64_t pos = 0, n = 0;
@@ -584,7 +632,7 @@ __device__ void td_lane_file_fill(const td_gdev &d, const td_q &q, uint64_t rlo,
  * its regular files, in td_search's depth-first order, are one contiguous
  * range of dfs_files. Lanes take a file each; files with many root
  * elements are done by the whole warp. */
-__device__ uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t lane, td_hit *out, bool &bad)
+TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t lane, td_hit *out, bool &bad)
 {
 	uint64_t a = d.sub[2 * (uint64_t)scope], b = d.sub[2 * (uint64_t)scope + 1], total = 0;
 	for (uint64_t i0 = a; i0 < b; i0 += 32) {
@@ -600,16 +648,16 @@ __device__ uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32
 				bad = true;
 			big = rhi - rlo > TD_SMALL_ROOT;
 		}
-		if (__any_sync(FULL, bad))
+		if (td_any(bad))
 			return total;
 		td_q lq = q;
 		lq.e = e;
 		if (has && !big)
 			c = td_lane_file_count(d, lq, rlo, rhi, bad);
-		uint32_t bigs = __ballot_sync(FULL, big);
+		uint32_t bigs = td_ballot(big);
 		for (uint32_t m = bigs; m; m &= m - 1) {
-			uint32_t l = __ffs(m) - 1;
-			uint32_t el = __shfl_sync(FULL, e, l);
+			uint32_t l = td_ffs(m) - 1;
+			uint32_t el = (uint32_t)td_shfl(e, l);
 			uint64_t cb = td_warp_file_count(d, q, el, lane, bad);
 			if (lane == l)
 				c = cb;
@@ -619,27 +667,27 @@ __device__ uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32
 			if (has && !big && c)
 				td_lane_file_fill(d, lq, rlo, rhi, out + total + ci - c, bad);
 			for (uint32_t m = bigs; m; m &= m - 1) {
-				uint32_t l = __ffs(m) - 1;
-				uint32_t el = __shfl_sync(FULL, e, l);
-				uint64_t base = __shfl_sync(FULL, ci - c, l);
+				uint32_t l = td_ffs(m) - 1;
+				uint32_t el = (uint32_t)td_shfl(e, l);
+				uint64_t base = td_shfl(ci - c, l);
 				td_warp_file_fill(d, q, el, lane, out + total + base, bad);
 			}
 		}
-		total += __shfl_sync(FULL, ci, 31);
+		total += td_shfl(ci, 31);
 	}
 	return total;
 }
 
 /* One warp per request: look the word up, then count (out == NULL) or fill
  * its hits in the request's scope. */
-__device__ uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
+TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
 				  td_hit *out, bool &bad, bool &found)
 {
-	uint32_t lane = threadIdx.x & 31;
+	uint32_t lane = td_lane();
 	int64_t w = -1;
 	if (lane == 0)
 		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
-	w = __shfl_sync(FULL, w, 0);
+	w = (int64_t)td_shfl((uint64_t)w, 0);
 	found = w >= 0;
 	if (!found)
 		return 0;
@@ -660,27 +708,39 @@ __device__ uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const
 	return td_warp_dir(d, q, r.scope, lane, out, bad);
 }
 
+/* Whole warp: request i of a count launch. */
+TD_HD void td_count_one(const td_gdev &d, const uint8_t *qwords, const td_gq_req *req, uint32_t i, int search,
+			uint64_t *count)
+{
+	bool bad = false, found = false;
+	uint64_t n = td_warp_query(d, qwords, req[i], search, NULL, bad, found);
+	bad = td_any(bad);
+	if (td_lane() == 0)
+		count[i] = (!found || bad) ? TD_GQ_NOTFOUND : n;
+}
+
+/* Whole warp: request i of a search launch. */
+TD_HD void td_search_one(const td_gdev &d, const uint8_t *qwords, const td_gq_req *req, uint32_t i,
+			 const uint64_t *base, td_hit *hits)
+{
+	bool bad = false, found = false;
+	td_warp_query(d, qwords, req[i], 1, hits + base[i], bad, found);
+}
+
 __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
 			   uint64_t *count)
 {
 	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	if (i >= nreq)
-		return; /* whole warps leave together */
-	bool bad = false, found = false;
-	uint64_t n = td_warp_query(d, qwords, req[i], search, NULL, bad, found);
-	bad = __any_sync(FULL, bad);
-	if ((threadIdx.x & 31) == 0)
-		count[i] = (!found || bad) ? TD_GQ_NOTFOUND : n;
+	if (i < nreq) /* whole warps take the same branch */
+		td_count_one(d, qwords, req, i, search, count);
 }
 
 __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 			    const uint64_t *base, const uint8_t *skip, td_hit *hits)
 {
 	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	if (i >= nreq || skip[i])
-		return;
-	bool bad = false, found = false;
-	td_warp_query(d, qwords, req[i], 1, hits + base[i], bad, found);
+	if (i < nreq && !skip[i])
+		td_search_one(d, qwords, req, i, base, hits);
 }
 
 /* ---- launchers ---- */

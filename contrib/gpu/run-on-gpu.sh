@@ -1,0 +1,75 @@
+#!/bin/sh
+# run-on-gpu.sh: on a GPU machine with nothing installed, run the GPU tests
+# and the GPU benchmark from what build-and-pack.sh put in .carry/, and write
+# the logs and result tables under $OUT (default ./gpu-results).
+#
+#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench]...   (default: all)
+#
+#   tests     gpu_batch on the adversarial archive (built there) and on every
+#             packed corpus archive: GPU == CPU for batch sizes 1..100k
+#   sanitize  compute-sanitizer memcheck and racecheck on small batches
+#   bench     gpu_bench on every packed archive -> $OUT/gpu_bench.md
+#
+# Files under $OUT: device.txt, tests.log, sanitize.log, gpu_bench.md,
+# bench.log. Exit status: 0 when every step passed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# works from contrib/gpu/ (checkout) and from .carry/ (a copy of the script)
+if [ -d "$here/build" ] && [ -d "$here/lib" ]; then carry=$here; else carry=$(cd "$here/../.." && pwd)/.carry; fi
+[ -x "$carry/build/gpu_batch" ] || { echo "run-on-gpu: $carry/build/gpu_batch missing: run contrib/gpu/build-and-pack.sh first" >&2; exit 2; }
+out=${OUT:-$PWD/gpu-results}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$carry/build:$carry/bin:$PATH"
+archives=$(ls "$carry"/archives/*.tadoc 2>/dev/null | tr '\n' ' ')
+small=$(ls -S "$carry"/archives/*.tadoc 2>/dev/null | tail -1)
+steps=${*:-all}
+rc=0
+
+{
+	date -u '+%Y-%m-%d %H:%M:%S UTC'
+	nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 || echo "nvidia-smi failed"
+	echo "CPU cores: $(nproc)"
+	echo "archives: $archives"
+} > "$out/device.txt"
+cat "$out/device.txt"
+
+has() { case " $steps " in *" $1 "* | *" all "*) return 0 ;; esac; return 1; }
+
+if has tests; then
+	{
+		echo "== gpu_batch: adversarial archive"
+		gpu_batch || rc=1
+		for a in $archives; do
+			echo "== gpu_batch: $a"
+			gpu_batch "$a" || rc=1
+		done
+	} > "$out/tests.log" 2>&1
+	tail -n 40 "$out/tests.log"
+fi
+
+if has sanitize; then
+	if command -v compute-sanitizer >/dev/null 2>&1; then
+		{
+			for tool in memcheck racecheck; do
+				echo "== compute-sanitizer --tool $tool (batches up to 100) on ${small:-the adversarial archive}"
+				TD_GPU_MAXBATCH=100 compute-sanitizer --tool "$tool" --error-exitcode 3 gpu_batch $small || rc=1
+			done
+		} > "$out/sanitize.log" 2>&1
+	else
+		echo "compute-sanitizer not found" > "$out/sanitize.log"
+		rc=1
+	fi
+	tail -n 20 "$out/sanitize.log"
+fi
+
+if has bench; then
+	if [ -n "$archives" ]; then
+		gpu_bench -o "$out/gpu_bench.md" $archives > "$out/bench.log" 2>&1 || rc=1
+		cat "$out/gpu_bench.md"
+	else
+		echo "no archives packed: nothing to benchmark" | tee "$out/bench.log"
+	fi
+fi
+echo "run-on-gpu: status $rc; results in $out"
+exit $rc
