@@ -12,6 +12,7 @@
 
 typedef struct td_fs_req td_fs_req;
 typedef struct td_fs_xcache td_fs_xcache;
+typedef struct td_fs_file td_fs_file;
 
 /* Where handlers send work they may answer later (decision 7). With
  * submit == NULL every request runs inline in the FUSE thread that received
@@ -49,6 +50,8 @@ typedef struct td_fs {
 	td_fs_exec exec;
 	td_fs_tree tree;
 	td_fs_xcache *xcache;     /* search results kept for continuation parts */
+	pthread_mutex_t files_mu;
+	td_fs_file *files;        /* open files, freed at unmount if never released */
 } td_fs;
 
 /* Fill fs for archive `a` (taken over: td_fs_fini closes it). 0 or -errno. */

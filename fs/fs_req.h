@@ -16,14 +16,20 @@ typedef struct td_fs_file {
 	td_entry e;
 	pthread_mutex_t mu;       /* guards cur; when busy, a read goes without it */
 	td_cursor *cur;
+	struct td_fs_file *prev, *next; /* fs->files list, under fs->files_mu */
 } td_fs_file;
 
-/* New open-file state for entry e; NULL on out of memory. */
+/* New open-file state for entry e, listed in fs->files; NULL on out of
+ * memory. */
 td_fs_file *td_fs_file_new(td_fs *fs, td_entry e);
 
-/* Free f. The kernel sends release only after every read of the handle was
- * answered, so no queued request still points at f. NULL accepted. */
-void td_fs_file_free(td_fs_file *f);
+/* Unlist and free f. The kernel sends release only after every read of the
+ * handle was answered, so no queued request still points at f. NULL
+ * accepted. */
+void td_fs_file_free(td_fs *fs, td_fs_file *f);
+
+/* Free every file still open (the session ended without their release). */
+void td_fs_files_free_all(td_fs *fs);
 
 enum td_fs_req_kind {
 	TD_FS_READ = 1,

@@ -7,6 +7,9 @@
 
 #include "fs_ctx.h"
 
+/* Every attribute tadocfs answers starts with this. */
+#define TD_FS_XATTR_PREFIX "user.tadoc."
+
 /* Largest value the kernel passes through getxattr (XATTR_SIZE_MAX). */
 #define TD_FS_XATTR_MAX 65536u
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "fs_ctx.h"
+#include "fs_req.h"
 #include "fs_xattr.h"
 
 /* Read-only archives never change under the mount: let the kernel keep
@@ -27,12 +28,15 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path)
 	fs->entry_timeout = TD_FS_RO_TIMEOUT;
 	fs->attr_timeout = TD_FS_RO_TIMEOUT;
 	pthread_mutex_init(&fs->tree.mu, NULL);
+	pthread_mutex_init(&fs->files_mu, NULL);
 	atomic_init(&fs->tree.done, 0);
 	return td_fs_xattr_init(fs);
 }
 
 void td_fs_fini(td_fs *fs)
 {
+	td_fs_files_free_all(fs);
+	pthread_mutex_destroy(&fs->files_mu);
 	td_fs_xattr_fini(fs);
 	free(fs->tree.words);
 	free(fs->tree.subdirs);

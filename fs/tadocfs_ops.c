@@ -146,7 +146,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->keep_cache = 1; /* unmodified files keep their pages across opens */
 	if (fuse_reply_open(req, fi) != 0)
-		td_fs_file_free(f); /* interrupted: the kernel will not release it */
+		td_fs_file_free(fs, f); /* interrupted: the kernel will not release it */
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -173,7 +173,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	td_fs_file_free((td_fs_file *)(uintptr_t)fi->fh);
+	td_fs_file_free(FS(req), (td_fs_file *)(uintptr_t)fi->fh);
 	fi->fh = 0;
 	fuse_reply_err(req, 0);
 }
@@ -310,6 +310,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 {
 	td_fs *fs = FS(req);
 	ENTRY_OR_REPLY(fs, req, ino, e);
+	/* `ls -l`, cp -a and the kernel ask for security.* and system.* names
+	 * on every entry: answer those at once instead of queueing them. */
+	if (strncmp(name, TD_FS_XATTR_PREFIX, sizeof TD_FS_XATTR_PREFIX - 1) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
 	td_fs_req r = {
 		.kind = TD_FS_GETXATTR,
 		.req = req,

@@ -19,16 +19,36 @@ td_fs_file *td_fs_file_new(td_fs *fs, td_entry e)
 	}
 	f->e = e;
 	pthread_mutex_init(&f->mu, NULL);
+	pthread_mutex_lock(&fs->files_mu);
+	f->next = fs->files;
+	if (f->next)
+		f->next->prev = f;
+	fs->files = f;
+	pthread_mutex_unlock(&fs->files_mu);
 	return f;
 }
 
-void td_fs_file_free(td_fs_file *f)
+void td_fs_file_free(td_fs *fs, td_fs_file *f)
 {
 	if (!f)
 		return;
+	pthread_mutex_lock(&fs->files_mu);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		fs->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&fs->files_mu);
 	td_cursor_free(f->cur);
 	pthread_mutex_destroy(&f->mu);
 	free(f);
+}
+
+void td_fs_files_free_all(td_fs *fs)
+{
+	while (fs->files)
+		td_fs_file_free(fs, fs->files);
 }
 
 int td_fs_file_read(td_fs *fs, td_fs_file *f, uint64_t off, void *buf, size_t len, size_t *got)

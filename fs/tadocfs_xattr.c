@@ -12,7 +12,7 @@
 #include "td_format.h"
 #include "td_query.h"
 
-#define PREFIX "user.tadoc."
+#define PREFIX TD_FS_XATTR_PREFIX
 #define PREFIX_LEN (sizeof PREFIX - 1)
 #define SEARCH_NAME PREFIX "search."
 #define MORE_TAG "#more "
