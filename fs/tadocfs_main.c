@@ -224,7 +224,16 @@ int main(int argc, char **argv)
 		rc = fail("tadocfs", "cannot install signal handlers");
 		goto out_session;
 	}
-	if (fuse_session_mount(se, o.mountpoint) != 0) {
+	/* The daemon leaves the working directory: keep an absolute path so
+	 * the unmount at exit (after a signal) finds the mountpoint. */
+	char *abs_mnt = strncmp(o.mountpoint, "/dev/fd/", 8) == 0 ? strdup(o.mountpoint) : realpath(o.mountpoint, NULL);
+	if (!abs_mnt) {
+		rc = fail(o.mountpoint, strerror(errno));
+		goto out_signals;
+	}
+	int mrc = fuse_session_mount(se, abs_mnt);
+	free(abs_mnt);
+	if (mrc != 0) {
 		rc = fail(o.mountpoint, "mount failed");
 		goto out_signals;
 	}

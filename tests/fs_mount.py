@@ -563,6 +563,42 @@ def check_signals(archive, mnt):
         check(not is_mounted(mnt), "nothing mounted after %s" % sig.name)
 
 
+def daemon_pids(args):
+    """Pids of processes whose argv is exactly args."""
+    want = b"\0".join(os.fsencode(a) for a in args) + b"\0"
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if f.read() == want:
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def check_daemon_signal(archive, tmp):
+    log("== a detached daemon with relative paths unmounts on SIGTERM")
+    os.makedirs(os.path.join(tmp, "mnt_rel"), exist_ok=True)
+    args = [TADOCFS, os.path.basename(archive), "mnt_rel"]
+    r = run(args, cwd=os.path.dirname(archive))
+    mnt = os.path.join(os.path.dirname(archive), "mnt_rel")
+    if not check(r.returncode == 0 and is_mounted(mnt), "daemon mount with relative paths"):
+        return
+    mounted.append(mnt)
+    pids = daemon_pids(args)
+    check(len(pids) == 1, "one daemon process (%s)" % pids)
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    for _ in range(200):
+        if not is_mounted(mnt) and not daemon_pids(args):
+            break
+        time.sleep(0.05)
+    check(not is_mounted(mnt), "nothing mounted after SIGTERM to the daemon")
+    check(not daemon_pids(args), "daemon exited after SIGTERM")
+
+
 def check_mount_forms(archive, tree, tmp):
     log("== mount.fuse3 form, contrib helper, mount -t fuse.tadocfs")
     env = dict(os.environ)
@@ -742,6 +778,7 @@ def main():
             unmount(mnt)
 
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
+        check_daemon_signal(archive, tmp)
         check_mount_forms(archive, tree, tmp)
         check_bad_invocations(archive, tmp)
 
