@@ -54,8 +54,10 @@ typedef struct td_fs {
 	td_fs_file *files;        /* open files, freed at unmount if never released */
 } td_fs;
 
-/* Fill fs for archive `a` (taken over: td_fs_fini closes it). 0 or -errno. */
-int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path);
+/* Fill fs for archive `a` (taken over: td_fs_fini closes it even when this
+ * fails) with configuration `conf` (copied; NULL: the defaults).
+ * 0 or -errno. */
+int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf *conf);
 
 /* Release everything td_fs_init set up, including the archive. */
 void td_fs_fini(td_fs *fs);

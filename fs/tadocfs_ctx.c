@@ -12,10 +12,17 @@
  * names and attributes for a day. */
 #define TD_FS_RO_TIMEOUT 86400.0
 
-int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path)
+int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf *conf)
 {
 	memset(fs, 0, sizeof *fs);
 	fs->a = a;
+	if (conf)
+		fs->conf = *conf;
+	else
+		td_conf_defaults(&fs->conf);
+	pthread_mutex_init(&fs->tree.mu, NULL);
+	pthread_mutex_init(&fs->files_mu, NULL);
+	atomic_init(&fs->tree.done, 0);
 	fs->nentries = td_archive_nentries(a);
 	fs->archive_path = strdup(archive_path);
 	if (!fs->archive_path)
@@ -27,9 +34,6 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path)
 	fs->gid = getgid();
 	fs->entry_timeout = TD_FS_RO_TIMEOUT;
 	fs->attr_timeout = TD_FS_RO_TIMEOUT;
-	pthread_mutex_init(&fs->tree.mu, NULL);
-	pthread_mutex_init(&fs->files_mu, NULL);
-	atomic_init(&fs->tree.done, 0);
 	return td_fs_xattr_init(fs);
 }
 

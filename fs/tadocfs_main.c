@@ -201,7 +201,7 @@ int main(int argc, char **argv)
 	static td_fs fs;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
-	int ferr = td_fs_init(&fs, a, abs);
+	int ferr = td_fs_init(&fs, a, abs, &conf);
 	if (ferr) {
 		rc = fail(o.archive, strerror(-ferr));
 		goto out_fs;
@@ -214,7 +214,6 @@ int main(int argc, char **argv)
 	struct fuse_lowlevel_ops ops;
 	td_fs_ops_fill(&ops);
 	fs.debug = o.debug;
-	fs.conf = conf;
 	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
 	if (!se) {
 		rc = fail(o.mountpoint, "cannot create the FUSE session");

@@ -18,9 +18,9 @@
 #define MORE_TAG "#more "
 
 /* A few recent search results, so the parts of a long list and the
- * size probe that precedes each getxattr do not search again. */
+ * size probe that precedes each getxattr do not search again. Their hits
+ * take at most conf.cache_size bytes together (0: nothing is kept). */
 #define XCACHE_SLOTS 8
-#define XCACHE_MAX_HITS (1u << 24) /* results larger than this are not kept */
 
 typedef struct xresult {
 	unsigned refs;            /* cache slot + readers; guarded by the cache mutex */
@@ -35,7 +35,14 @@ struct td_fs_xcache {
 	uint64_t clock;
 	xresult *slot[XCACHE_SLOTS];
 	uint64_t used[XCACHE_SLOTS];
+	uint64_t bytes;           /* hit bytes held by the slots */
+	uint64_t budget;          /* most hit bytes the slots may hold */
 };
+
+static uint64_t xresult_bytes(const xresult *r)
+{
+	return (uint64_t)r->hits.n * sizeof(td_hit);
+}
 
 static void xresult_put(xresult *r)
 {
@@ -53,6 +60,7 @@ int td_fs_xattr_init(td_fs *fs)
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
+	c->budget = fs->conf.cache_size;
 	fs->xcache = c;
 	return 0;
 }
@@ -107,16 +115,30 @@ static xresult *search_cached(td_fs *fs, td_entry scope, const char *w, size_t w
 		*rc = -td_err_errno(err);
 		return NULL;
 	}
-	if (r->hits.n <= XCACHE_MAX_HITS) {
+	uint64_t need = xresult_bytes(r);
+	if (need > 0 && need <= c->budget) {
 		pthread_mutex_lock(&c->mu);
-		int victim = 0;
-		for (int i = 1; i < XCACHE_SLOTS; i++)
-			if (c->used[i] < c->used[victim])
-				victim = i;
-		xresult_put(c->slot[victim]);
-		c->slot[victim] = r;
-		c->used[victim] = ++c->clock;
-		r->refs++;
+		/* Evict least recently used slots until one is free and the new
+		 * result fits the budget. */
+		for (;;) {
+			int victim = -1, empty = -1;
+			for (int i = 0; i < XCACHE_SLOTS; i++) {
+				if (!c->slot[i])
+					empty = i;
+				else if (victim < 0 || c->used[i] < c->used[victim])
+					victim = i;
+			}
+			if (empty >= 0 && c->bytes + need <= c->budget) {
+				c->slot[empty] = r;
+				c->used[empty] = ++c->clock;
+				c->bytes += need;
+				r->refs++;
+				break;
+			}
+			c->bytes -= xresult_bytes(c->slot[victim]);
+			xresult_put(c->slot[victim]);
+			c->slot[victim] = NULL;
+		}
 		pthread_mutex_unlock(&c->mu);
 	}
 	return r;

@@ -34,6 +34,7 @@ import time
 
 TADOC = os.environ.get("TADOC", "tadoc")
 TADOCFS = os.environ.get("TADOCFS", "tadocfs")
+TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
 TESTS_DIR = os.environ.get("TESTS_DIR", os.path.dirname(os.path.abspath(__file__)))
 SRC_ROOT = os.path.dirname(os.path.abspath(TESTS_DIR))
 XATTR_MAX = 65536
