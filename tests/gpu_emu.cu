@@ -1,0 +1,387 @@
+/* gpu_emu: runs the GPU kernels' code on the host (32 coroutines emulate a warp) against the CPU engine; needs no GPU. */
+/*
+ * Usage: gpu_emu [ARCHIVE]   (no archive: builds an adversarial one)
+ * The per-thread and per-warp functions of gpu/td_gpu_kernels.cu are
+ * __host__ __device__; here the 32 lanes of a warp are coroutines and
+ * every warp collective (shuffle, ballot) is a barrier among them, so the same code paths, lane splits and
+ * scans that run on the GPU are checked for identical results. Exit 0 when
+ * all match, 1 otherwise.
+ */
+#define TD_GPU_EMU 1
+#include <functional>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sys/stat.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "td_gpu_kernels.cu"
+
+#include "td_extract.h"
+#include "td_writer.h"
+
+/* ---- the warp emulation ---- */
+#ifndef __CUDA_ARCH__
+
+/* The 32 lanes are coroutines (ucontext) of one thread, switched round
+ * robin at every collective: when lane 31 reaches a barrier, every lane has
+ * reached it, and lane 0 resumes. */
+static uint32_t emu_lane_id;
+static uint64_t emu_slots[32];
+static ucontext_t emu_ctx[32], emu_main;
+static std::function<void(uint32_t)> emu_fn;
+
+static void emu_barrier()
+{
+	uint32_t me = emu_lane_id;
+	emu_lane_id = (me + 1) & 31;
+	swapcontext(&emu_ctx[me], &emu_ctx[emu_lane_id]);
+	emu_lane_id = me;
+}
+
+uint32_t td_lane(void)
+{
+	return emu_lane_id;
+}
+
+uint64_t td_emu_exchange(uint64_t v, uint32_t src)
+{
+	emu_slots[emu_lane_id] = v;
+	emu_barrier();
+	uint64_t r = emu_slots[src & 31];
+	emu_barrier();
+	return r;
+}
+
+uint32_t td_ballot(bool p)
+{
+	emu_slots[emu_lane_id] = p;
+	emu_barrier();
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < 32; i++)
+		if (emu_slots[i])
+			m |= 1u << i;
+	emu_barrier();
+	return m;
+}
+
+static void emu_entry(int lane)
+{
+	emu_lane_id = (uint32_t)lane;
+	emu_fn((uint32_t)lane);
+	emu_lane_id = (uint32_t)(lane + 1) & 31; /* uc_link resumes the next lane */
+}
+
+/* Run fn(lane) for the 32 lanes of one emulated warp. */
+static void warp_run(std::function<void(uint32_t)> fn)
+{
+	static std::vector<char> stacks(32u << 18);
+	emu_fn = fn;
+	for (int l = 0; l < 32; l++) {
+		getcontext(&emu_ctx[l]);
+		emu_ctx[l].uc_stack.ss_sp = stacks.data() + ((size_t)l << 18);
+		emu_ctx[l].uc_stack.ss_size = 1u << 18;
+		emu_ctx[l].uc_link = l == 31 ? &emu_main : &emu_ctx[l + 1];
+		makecontext(&emu_ctx[l], (void (*)())emu_entry, 1, l);
+	}
+	emu_lane_id = 0;
+	swapcontext(&emu_main, &emu_ctx[0]);
+}
+#endif
+
+#ifndef __CUDA_ARCH__
+/* ---- the archive as the kernels see it, in host memory ---- */
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t rnd()
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+static uint64_t below(uint64_t n)
+{
+	return n ? rnd() % n : 0;
+}
+
+static int failures;
+#define FAIL(...)                                          \
+	do {                                               \
+		fprintf(stderr, "MISMATCH: " __VA_ARGS__); \
+		fputc('\n', stderr);                       \
+		if (++failures > 20)                       \
+			exit(1);                           \
+	} while (0)
+
+/* Copy a section with 16 bytes of slack, 8-aligned, as on the device. */
+static const uint8_t *sec_copy(const td_archive *a, unsigned id, uint64_t *size)
+{
+	uint64_t sz = 0;
+	const void *p = td_archive_section(a, id, &sz);
+	uint8_t *c = (uint8_t *)aligned_alloc(256, (sz + 16 + 255) & ~(uint64_t)255);
+	memset(c, 0, (sz + 16 + 255) & ~(uint64_t)255);
+	if (p && sz)
+		memcpy(c, p, sz);
+	*size = sz;
+	return c;
+}
+
+static void view(const td_archive *a, unsigned id, td_pack *out)
+{
+	uint64_t sz;
+	const uint8_t *c = sec_copy(a, id, &sz);
+	if (td_pack_view(out, c, sz)) {
+		fprintf(stderr, "section %u: bad packed array\n", id);
+		exit(1);
+	}
+}
+
+static void gdev_build(const td_archive *a, td_gdev *d)
+{
+	uint64_t sz;
+	const td_disk_meta *m = (const td_disk_meta *)td_archive_section(a, TD_SEC_META, &sz);
+	memset(d, 0, sizeof *d);
+	d->nentries = m->nentries;
+	d->nwords = m->nwords;
+	d->nother = m->nother;
+	d->nrules = m->nrules;
+	d->ngroups = m->ngroups;
+	d->nroot = m->nroot;
+	d->sample_shift = m->sample_shift;
+	d->nsamples = m->nsamples;
+	view(a, TD_SEC_E_MODE, &d->e_mode);
+	view(a, TD_SEC_E_SIZE, &d->e_size);
+	view(a, TD_SEC_E_ROOT, &d->e_root);
+	view(a, TD_SEC_E_GSTART, &d->e_gstart);
+	view(a, TD_SEC_E_CHILD, &d->e_child);
+	view(a, TD_SEC_WORD_OFF, &d->word_off);
+	view(a, TD_SEC_WORD_FREQ, &d->word_freq);
+	view(a, TD_SEC_OTHER_OFF, &d->other_off);
+	view(a, TD_SEC_RULE_SYMS, &d->rule_syms);
+	view(a, TD_SEC_RULE_LEN, &d->rule_len);
+	view(a, TD_SEC_ROOT_SYMS, &d->root_syms);
+	view(a, TD_SEC_ROOT_SAMPLES, &d->root_samples);
+	d->words = sec_copy(a, TD_SEC_WORDS, &d->words_size);
+	d->other = sec_copy(a, TD_SEC_OTHER, &d->other_size);
+	d->groups = (const td_disk_group *)sec_copy(a, TD_SEC_RULE_GROUPS, &sz);
+	uint64_t *mask = (uint64_t *)calloc(2 * d->nrules + 2, sizeof *mask);
+	d->rule_mask = mask;
+	int changed = 1, passes = 0;
+	while (changed) {
+		changed = 0;
+		for (uint64_t r = 0; r < d->nrules; r++)
+			td_mask_rule(*d, mask, &changed, r);
+		if (++passes > 200) {
+			fprintf(stderr, "rule signatures do not converge\n");
+			exit(1);
+		}
+	}
+	uint32_t *files = (uint32_t *)malloc(12 * d->nentries);
+	if (td_gpu_file_order(a, (uint32_t)d->nentries, files, files + d->nentries)) {
+		fprintf(stderr, "file order: %s\n", td_errdetail());
+		exit(1);
+	}
+	d->dfs_files = files;
+	d->sub = files + d->nentries;
+	printf("archive: %llu entries, %llu words, %llu rules; signatures in %d passes\n",
+	       (unsigned long long)d->nentries, (unsigned long long)d->nwords, (unsigned long long)d->nrules, passes);
+}
+
+/* ---- checks ---- */
+
+static void check_extract(const td_archive *a, const td_gdev &d, size_t n)
+{
+	std::vector<td_gx_req> q(n);
+	std::vector<td_gx_res> res(n);
+	std::vector<std::vector<uint8_t>> want(n);
+	std::vector<int> werr(n);
+	std::vector<size_t> wgot(n);
+	uint64_t bytes = 0;
+	uint32_t items = 0;
+	uint32_t nent = td_archive_nentries(a);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t r = below(100);
+		td_entry e = r < 3 ? (td_entry)(nent + below(3)) : (td_entry)below(nent);
+		td_stat st;
+		uint64_t size = td_archive_stat(a, e, &st) == TD_OK ? st.size : 0;
+		uint32_t len = r < 40 ? 64 : r < 70 ? 4096 : r < 80 ? (uint32_t)below(20000) : r < 85 ? 0 : (uint32_t)(size + 3);
+		uint64_t off = r % 5 == 0 && size > len ? size - len / 2 : below(size + 2);
+		q[i].file = e;
+		q[i].off = off;
+		q[i].len = len;
+		q[i].outoff = bytes;
+		q[i].item0 = items;
+		uint32_t c = (len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
+		items += c ? c : 1;
+		bytes += len;
+		want[i].resize(len + 1);
+		werr[i] = td_extract(a, e, off, want[i].data(), len, &wgot[i]);
+	}
+	std::vector<uint8_t> out(bytes + 1, 0xA5);
+	for (uint32_t it = 0; it < items; it++)
+		td_extract_item(d, q.data(), (uint32_t)n, it, out.data(), res.data());
+	for (size_t i = 0; i < n; i++) {
+		if (res[i].err != werr[i] || res[i].got != wgot[i])
+			FAIL("extract file %u off %llu len %u: cpu err %d got %zu, kernel err %d got %u", q[i].file,
+			     (unsigned long long)q[i].off, q[i].len, werr[i], wgot[i], res[i].err, res[i].got);
+		else if (memcmp(want[i].data(), out.data() + q[i].outoff, wgot[i]))
+			FAIL("extract file %u off %llu len %u: bytes differ", q[i].file, (unsigned long long)q[i].off,
+			     q[i].len);
+	}
+}
+
+static void check_query(const td_archive *a, const td_gdev &d, size_t n)
+{
+	uint32_t nent = td_archive_nentries(a);
+	std::vector<td_gq_req> q(n);
+	std::string words;
+	std::vector<std::string> w(n);
+	static const char *odd[] = {"absentword", "zzzz", "q"};
+	for (size_t i = 0; i < n; i++) {
+		if (below(10) < 8 && d.nwords) {
+			uint64_t k = below(d.nwords);
+			uint64_t o0 = td_pget(d.word_off, k), o1 = td_pget(d.word_off, k + 1);
+			w[i].assign((const char *)d.words + o0, o1 - o0);
+		} else {
+			w[i] = odd[below(3)];
+		}
+		q[i].woff = words.size();
+		q[i].wlen = (uint32_t)w[i].size();
+		q[i].scope = below(8) == 0 ? TD_ROOT : (uint32_t)below(nent);
+		words += w[i];
+	}
+	std::vector<uint64_t> cnt(n), scnt(n), base(n + 1);
+	const uint8_t *qw = (const uint8_t *)words.data();
+	warp_run([&](uint32_t) {
+		for (uint32_t i = 0; i < n; i++) {
+			td_count_one(d, qw, q.data(), i, 0, cnt.data());
+			td_count_one(d, qw, q.data(), i, 1, scnt.data());
+		}
+	});
+	uint64_t total = 0;
+	for (size_t i = 0; i < n; i++) {
+		base[i] = total;
+		if (scnt[i] != TD_GQ_NOTFOUND)
+			total += scnt[i];
+	}
+	std::vector<td_hit> hits(total + 1);
+	warp_run([&](uint32_t) {
+		for (uint32_t i = 0; i < n; i++)
+			if (scnt[i] != TD_GQ_NOTFOUND)
+				td_search_one(d, qw, q.data(), i, base.data(), hits.data());
+	});
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = 0;
+		int err = td_count(a, w[i].data(), w[i].size(), q[i].scope, &c);
+		td_hits h = {};
+		int serr = td_search(a, w[i].data(), w[i].size(), q[i].scope, &h);
+		if (cnt[i] == TD_GQ_NOTFOUND) {
+			if (err == TD_OK && c != 0)
+				FAIL("count '%s' scope %u: kernel says not found, cpu counts %llu", w[i].c_str(), q[i].scope,
+				     (unsigned long long)c);
+		} else if (err != TD_OK || c != cnt[i]) {
+			FAIL("count '%s' scope %u: cpu err %d count %llu, kernel %llu", w[i].c_str(), q[i].scope, err,
+			     (unsigned long long)c, (unsigned long long)cnt[i]);
+		}
+		if (scnt[i] != TD_GQ_NOTFOUND) {
+			if (serr != TD_OK || h.n != scnt[i])
+				FAIL("search '%s' scope %u: cpu err %d hits %zu, kernel %llu", w[i].c_str(), q[i].scope, serr,
+				     h.n, (unsigned long long)scnt[i]);
+			else
+				for (size_t k = 0; k < h.n; k++)
+					if (h.v[k].file != hits[base[i] + k].file || h.v[k].off != hits[base[i] + k].off) {
+						FAIL("search '%s' scope %u: hit %zu cpu %u:%llu kernel %u:%llu", w[i].c_str(),
+						     q[i].scope, k, h.v[k].file, (unsigned long long)h.v[k].off,
+						     hits[base[i] + k].file, (unsigned long long)hits[base[i] + k].off);
+						break;
+					}
+		}
+		td_hits_free(&h);
+	}
+}
+
+/* ---- a small adversarial archive ---- */
+
+static const char *vocab[] = {"the", "of", "and", "a", "rule", "grammar", "Ünïcödé", "日本語", "x1", "_", "42", "naïve"};
+
+static size_t gen(uint8_t *b, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		const char *w = vocab[below(sizeof vocab / sizeof vocab[0])];
+		size_t l = strlen(w) < n - i ? strlen(w) : n - i;
+		memcpy(b + i, w, l);
+		i += l;
+		if (i < n)
+			b[i++] = " \n,\0"[below(4) ? 0 : below(4)];
+	}
+	return n;
+}
+
+static int build(const char *path)
+{
+	td_writer *w = td_writer_new(NULL);
+	std::vector<uint8_t> b(1 << 20);
+	int err = 0;
+	err |= td_writer_add_file(w, "empty", 0644, 1, 0, "", 0);
+	err |= td_writer_add_file(w, "big", 0644, 1, 0, b.data(), gen(b.data(), 600000));
+	memset(b.data(), 'z', 700);
+	err |= td_writer_add_file(w, "long", 0644, 1, 0, b.data(), 700);
+	err |= td_writer_add_symlink(w, "ln", 1, 0, "the rule of the grammar");
+	err |= td_writer_add_dir(w, "d/empty", 0755, 1, 0);
+	for (int i = 0; i < 300; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "d/%c/%c/f%03d", 'a' + i % 3, 'a' + i % 5, i);
+		err |= td_writer_add_file(w, name, 0644, 1, 0, b.data(), gen(b.data(), below(i % 50 ? 2000 : 40000)));
+	}
+	if (err) {
+		td_writer_abort(w);
+		return err;
+	}
+	return td_writer_finish(w, path);
+}
+
+int main(int argc, char **argv)
+{
+	char dir[] = "/tmp/td_gpu_emuXXXXXX";
+	std::string path;
+	if (argc > 1) {
+		path = argv[1];
+	} else {
+		if (!mkdtemp(dir)) {
+			perror("mkdtemp");
+			return 1;
+		}
+		path = std::string(dir) + "/emu.tadoc";
+		int r = build(path.c_str());
+		if (r) {
+			fprintf(stderr, "build: %s (%s)\n", td_strerror(r), td_errdetail());
+			return 1;
+		}
+	}
+	td_archive *a = NULL;
+	int r = td_archive_open(path.c_str(), 0, &a);
+	if (r) {
+		fprintf(stderr, "%s: %s (%s)\n", path.c_str(), td_strerror(r), td_errdetail());
+		return 1;
+	}
+	td_gdev d;
+	gdev_build(a, &d);
+	check_extract(a, d, 3000);
+	printf("extract: %s\n", failures ? "DIFFER" : "equal");
+	int before = failures;
+	check_query(a, d, 300);
+	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");
+	td_archive_close(a);
+	if (argc <= 1) {
+		unlink(path.c_str());
+		rmdir(dir);
+	}
+	return failures ? 1 : 0;
+}
+#endif
