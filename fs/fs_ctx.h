@@ -35,8 +35,11 @@ typedef struct td_fs_tree {
 	uint32_t *subdirs;        /* subdirectories directly under entry i */
 } td_fs_tree;
 
+struct fuse_session;
+
 typedef struct td_fs {
 	td_archive *a;
+	struct fuse_session *se;  /* for notify_inval_* (set once mounted) */
 	uint32_t nentries;
 	char *archive_path;       /* absolute path, for messages and statfs */
 	uint64_t archive_bytes;

@@ -219,6 +219,7 @@ int main(int argc, char **argv)
 		rc = fail(o.mountpoint, "cannot create the FUSE session");
 		goto out_args;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0) {
 		rc = fail("tadocfs", "cannot install signal handlers");
 		goto out_session;
@@ -236,7 +237,11 @@ int main(int argc, char **argv)
 		rc = fail(o.mountpoint, "mount failed");
 		goto out_signals;
 	}
-	fuse_daemonize(o.foreground);
+	if (fuse_daemonize(o.foreground) != 0) {
+		rc = fail("tadocfs", "cannot detach from the terminal");
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
 	int lrc = run_loop(se, &o);
 	fuse_session_unmount(se);
 	/* A signal (positive) or an unmount (0) is a clean end. */
