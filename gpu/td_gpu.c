@@ -200,6 +200,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		{TD_SEC_RULE_LEN, 1, &d->rule_len, 0, 0, 0, {0}},
 		{TD_SEC_ROOT_SYMS, 1, &d->root_syms, 0, 0, 0, {0}},
 		{TD_SEC_ROOT_SAMPLES, 1, &d->root_samples, 0, 0, 0, {0}},
+		{TD_SEC_RULE_SAMPLES, 1, &d->rule_samples, 0, 0, 0, {0}},
 		{TD_SEC_WORDS, 0, NULL, 0, 0, 0, {0}},
 		{TD_SEC_OTHER, 0, NULL, 0, 0, 0, {0}},
 		{TD_SEC_RULE_GROUPS, 0, NULL, 0, 0, 0, {0}},
@@ -232,7 +233,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	    (r = td_need(&plan[7].hview, d->nother + 1, "other_off")) ||
 	    (r = td_need(&plan[9].hview, d->nrules, "rule_len")))
 		return r;
-	if (plan[14].size < d->ngroups * sizeof(td_disk_group))
+	if (plan[15].size < d->ngroups * sizeof(td_disk_group))
 		return td_fail(TD_ECORRUPT, "section 'rule_groups': shorter than %llu groups",
 			       (unsigned long long)d->ngroups);
 	uint64_t mask_off = total;
@@ -259,11 +260,11 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 			*s->dev = v;
 		}
 	}
-	d->words = g->dsec + plan[12].off;
-	d->words_size = plan[12].size;
-	d->other = g->dsec + plan[13].off;
-	d->other_size = plan[13].size;
-	d->groups = (const td_disk_group *)(g->dsec + plan[14].off);
+	d->words = g->dsec + plan[13].off;
+	d->words_size = plan[13].size;
+	d->other = g->dsec + plan[14].off;
+	d->other_size = plan[14].size;
+	d->groups = (const td_disk_group *)(g->dsec + plan[15].off);
 	d->rule_mask = (const uint64_t *)(g->dsec + mask_off);
 	g->budget = avail - total;
 

@@ -20,7 +20,7 @@ extern "C" {
 typedef struct td_gdev {
 	td_pack e_mode, e_size, e_root, e_gstart, e_child;
 	td_pack word_off, word_freq, other_off;
-	td_pack rule_syms, rule_len, root_syms, root_samples;
+	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
 	const uint8_t *words, *other;
 	uint64_t words_size, other_size;
 	const td_disk_group *groups;

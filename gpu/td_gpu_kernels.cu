@@ -120,7 +120,8 @@ TD_HD __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool &bad
 }
 
 /* Right-hand side of rule r: symbols RULE_SYMS[first, first+len). */
-TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len)
+TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len,
+				 uint64_t *sample = NULL)
 {
 	if (d.ngroups == 0 || r >= d.nrules)
 		return false;
@@ -139,6 +140,10 @@ TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first,
 		return false;
 	first = fs + (r - fr) * l;
 	len = l;
+	if (sample) { /* first RULE_SAMPLES index of a long rule (see td_format.h) */
+		uint64_t per = ((uint64_t)l + (UINT64_C(1) << d.sample_shift) - 1) >> d.sample_shift;
+		*sample = (uint64_t)TD_LDG((const u64 *)&d.groups[lo].first_sample) + (r - fr) * per;
+	}
 	return first + l <= d.rule_syms.n && first + l >= first;
 }
 
@@ -257,12 +262,31 @@ TD_HD int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint64_t n
 	uint32_t depth = 0;
 	/* descend to the token holding the first byte */
 	while (sym >= t) {
-		uint64_t first;
-		uint32_t len, j;
-		if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len))
+		uint64_t first, fsample = 0;
+		uint32_t len, j = 0;
+		if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len, &fsample))
 			return TD_ECORRUPT;
+		if (len > (UINT32_C(1) << sh)) {
+			/* long rule: binary search of its offset samples, like td_walk_seek */
+			uint64_t per = ((uint64_t)len + (UINT64_C(1) << sh) - 1) >> sh;
+			if (fsample + per > d.rule_samples.n || fsample + per < fsample)
+				return TD_ECORRUPT;
+			uint64_t slo = 0, shi = per;
+			while (shi - slo > 1) {
+				uint64_t mid = (slo + shi) >> 1;
+				if (td_pget(d.rule_samples, fsample + mid) <= inner)
+					slo = mid;
+				else
+					shi = mid;
+			}
+			uint64_t base = td_pget(d.rule_samples, fsample + slo);
+			if (base > inner)
+				return TD_ECORRUPT;
+			inner -= base;
+			j = (uint32_t)(slo << sh);
+		}
 		uint64_t c = 0;
-		for (j = 0; j < len; j++) {
+		for (; j < len; j++) {
 			c = td_pget(d.rule_syms, first + j);
 			uint64_t l = td_symlen(d, c, bad);
 			if (bad)

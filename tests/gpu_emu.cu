@@ -166,6 +166,7 @@ static void gdev_build(const td_archive *a, td_gdev *d)
 	view(a, TD_SEC_RULE_LEN, &d->rule_len);
 	view(a, TD_SEC_ROOT_SYMS, &d->root_syms);
 	view(a, TD_SEC_ROOT_SAMPLES, &d->root_samples);
+	view(a, TD_SEC_RULE_SAMPLES, &d->rule_samples);
 	d->words = sec_copy(a, TD_SEC_WORDS, &d->words_size);
 	d->other = sec_copy(a, TD_SEC_OTHER, &d->other_size);
 	d->groups = (const td_disk_group *)sec_copy(a, TD_SEC_RULE_GROUPS, &sz);
