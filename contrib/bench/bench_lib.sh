@@ -142,3 +142,16 @@ hf() {
 	fi || { echo -; return; }
 	hf_median "$json"
 }
+
+# goal VALUE OP LIMIT: "yes" or "NO" for VALUE OP LIMIT (OP is >= or <),
+# "-" when VALUE is not a number.
+goal() {
+	awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+		num = "^[0-9]*[.]?[0-9]+([eE][-+]?[0-9]+)?$"
+		if (a !~ num) { print "-"; exit }
+		ok = (op == ">=") ? (a + 0 >= b + 0) : (a + 0 < b + 0)
+		print ok ? "yes" : "NO" }'
+}
+
+# load_average: the 1, 5 and 15 minute load averages.
+load_average() { cut -d' ' -f1-3 /proc/loadavg; }

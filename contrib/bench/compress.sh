@@ -48,6 +48,7 @@ RATIO_ROWS=""
 DETAIL_ROWS=""
 READ_ROWS=""
 QUERY_ROWS=""
+GOAL_ROWS=""
 
 for name in "${NAMES[@]}"; do
 	dir="$CORPORA/$name"
@@ -131,6 +132,7 @@ for name in "${NAMES[@]}"; do
 		else
 			cat_mbps=failed
 		fi
+		GOAL_ROWS+="| $name | $(goal "$(r tadoc)" ">=" "$(r sqfs)") ($(r tadoc) vs $(r sqfs)) | $(goal "$(kv "$tb" seq_MB_per_s)" ">=" 500) ($(kv "$tb" seq_MB_per_s)) | $(goal "$(kv "$tb" rand4k_ops_per_s)" ">=" 100000) ($(kv "$tb" rand4k_ops_per_s)) | $(goal "$(kv "$tb" open_us_median)" "<" 10000) ($(kv "$tb" open_us_median) us) |"$'\n'
 		READ_ROWS+="| $name | $(kv "$tb" open_us_median) | $(kv "$tb" rand64_ops_per_s) | $(kv "$tb" rand4k_ops_per_s) | $(kv "$tb" batch4k_ops_per_s) | $(kv "$tb" seq_MB_per_s) | $unpack_mbps | $exact | $cat_mbps ($(div "$big_size" 1000000 1) MB) |"$'\n'
 		IFS=, read -r -a ws <<<"$(words_for "$name")"
 		for w in "${ws[@]}"; do
@@ -160,6 +162,11 @@ if [ -n "$READ_ROWS" ]; then
 | corpus | open us (median) | random 64 B extract/s | random 4 KiB extract/s | batched 4 KiB extract/s ($TD_THREADS threads) | sequential cursor MB/s | \`tadoc unpack\` MB/s | unpack byte-exact | \`tadoc cat\` largest file MB/s |
 |---|---:|---:|---:|---:|---:|---:|:---:|---:|
 ${READ_ROWS}
+### Goals of the compress issue (yes = met)
+
+| corpus | ratio >= mksquashfs zstd | sequential extract >= 500 MB/s (one core) | random 4 KiB extract >= 100,000/s (one core) | open < 10 ms |
+|---|:---:|:---:|:---:|:---:|
+${GOAL_ROWS}
 ### tadoc count and search (whole corpus, median)
 
 | corpus | word | count | count us | search hits | search us |

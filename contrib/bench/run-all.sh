@@ -51,6 +51,7 @@ git -C "$REPO_DIR" diff --quiet HEAD 2>/dev/null || commit="$commit (with local 
 	echo "- Machine: $(machine_description)"
 	echo "- tadocfs commit: $commit; build: $(grep -m1 -o "buildtype=[a-z]*" "$BUILD/meson-logs/meson-log.txt" 2>/dev/null || echo default)"
 	echo "- Tools: $(ver zstd --version); $(ver xz --version); $(ver mksquashfs -version); $(ver squashfuse --version 2>&1 | grep -i squashfuse || true); libfuse $(pkg-config --modversion fuse3 2>/dev/null || echo '?'); $(ver tar --version)"
+	echo "- Load average at start (1/5/15 min): $(load_average); other work on the machine adds noise"
 	echo "- Corpora: ${NAMES[*]} (from \`../shared/corpora/fetch\`)"
 	echo "- Scripts: \`contrib/bench/run-all.sh\` (\`compress.sh\`, \`mount.sh\`, \`td_bench\`, \`pread_bench\`, \`noopfs\`)"
 	echo
@@ -65,6 +66,7 @@ if [ "$(id -u)" = 0 ]; then
 else
 	echo "_mount.sh skipped: it needs root (mount, drop_caches)._" >>"$TMP_RESULTS"
 fi
+printf '\n_Load average at the end (1/5/15 min): %s; finished %s._\n' "$(load_average)" "$(date -u '+%H:%M UTC')" >>"$TMP_RESULTS"
 cp "$TMP_RESULTS" "$RESULTS"
 log "results written to $RESULTS"
 cat "$RESULTS"
