@@ -7,7 +7,8 @@
 #   NAME defaults to: sotu spam gcide linuxdoc.
 # Env: BUILD (default build-bench: a release build configured here if
 # missing), BENCH_WORK (scratch, default a new temporary directory, removed
-# at the end unless set), RESULTS (output file), ROUNDS, PREAD_SECS, TD_SECS.
+# at the end unless set), RESULTS (output file), ROUNDS, PREAD_SECS, TD_SECS,
+# BENCH_COMMIT (commit to name when the tree is not a git checkout).
 set -u -o pipefail
 BUILD=${BUILD:-build-bench}
 . "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
@@ -41,8 +42,12 @@ RESULTS=${RESULTS:-$BENCH_DIR/results-$STAMP.md}
 TMP_RESULTS="$BENCH_WORK/results.md"
 
 ver() { "$@" 2>&1 | head -n 1 | tr -s ' ' | cut -c1-80; }
-commit=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$REPO_DIR" diff --quiet HEAD 2>/dev/null || commit="$commit (with local changes)"
+if [ -n "${BENCH_COMMIT:-}" ]; then
+	commit=$BENCH_COMMIT   # e.g. when run from a `git archive` export
+else
+	commit=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
+	git -C "$REPO_DIR" diff --quiet HEAD 2>/dev/null || commit="$commit (with local changes)"
+fi
 
 {
 	echo "## Benchmarks ($STAMP)"
