@@ -135,6 +135,7 @@ for name in "${NAMES[@]}"; do
 		else
 			cat_mbps=failed
 		fi
+		GOAL_ROWS+="| $name | $(goal "$(r tadoc)" ">=" "$(r sqfs)") ($(r tadoc) vs $(r sqfs)) | $(goal "$(kv "$tb" seq_MB_per_s)" ">=" 500) ($(kv "$tb" seq_MB_per_s)) | $(goal "$(kv "$tb" rand4k_ops_per_s)" ">=" 100000) ($(kv "$tb" rand4k_ops_per_s)) | $(goal "$(kv "$tb" open_us_median)" "<" 10000) ($(kv "$tb" open_us_median) us) |"$'\n'
 		READ_ROWS+="| $name | $(kv "$tb" open_us_median) | $(kv "$tb" rand64_ops_per_s) | $(kv "$tb" rand4k_ops_per_s) | $(kv "$tb" batch4k_ops_per_s) | $(kv "$tb" seq_MB_per_s) | $unpack_mbps | $exact | $cat_mbps |"$'\n'
 		IFS=, read -r -a ws <<<"$(words_for "$name")"
 		for w in "${ws[@]}"; do
