@@ -186,6 +186,9 @@ for name in "${NAMES[@]}"; do
 			minx=""
 			for w in $(words_for "$name"); do
 				log "$name: getfattr count.$w vs grep"
+				xt=$(python3 "$BENCH_DIR/xattr_time.py" "$mnt" "user.tadoc.count.$w" 2>/dev/null | tr ' ' '\n')
+				sc_first=$(printf '%s\n' "$xt" | sed -n 's/^first=//p')
+				sc_med=$(printf '%s\n' "$xt" | sed -n 's/^median=//p')
 				val=$(getfattr --only-values -n "user.tadoc.count.$w" "$mnt" 2>"$W/getfattr.err") || val="error: $(head -n 1 "$W/getfattr.err")"
 				g=$(cd "$dir" && grep -r -o -w -a -- "$w" . | wc -l)
 				gx_cold=$(hf "$ROUNDS" "$DROP" "getfattr --only-values -n user.tadoc.count.$w $mnt")
@@ -195,7 +198,7 @@ for name in "${NAMES[@]}"; do
 				match=$([ "$val" = "$g" ] && echo yes || echo NO)
 				x=$(div "$gr" "$gx_warm" 1)
 				minx=$(printf '%s\n' $minx "$x" | grep -E '^[0-9.]+$' | sort -g | head -n 1)
-				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$grc" 0.001 1) | $(div "$gr" "$gx_warm" 0)x |"$'\n'
+				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$grc" 0.001 1) | $(div "$gr" "$gx_warm" 0)x | ${sc_first:--} | ${sc_med:--} | $(div "$gr" "$(div "${sc_med:--}" 1000000 9)" 0)x |"$'\n'
 			done
 		fi
 		[ "$kind" != plain ] && do_umount "$kind" "$mnt"
@@ -251,10 +254,10 @@ ${GOAL_ROWS}
 EOF
 if [ -n "$XATTR_ROWS" ]; then
 	cat <<EOF
-### Word count: \`getfattr -n user.tadoc.count.W\` on the mount root vs \`grep -r -o -w W | wc -l\` on the plain tree (ms, median; cold = caches dropped before each run, the tool's own binary included)
+### Word count: \`getfattr -n user.tadoc.count.W\` on the mount root vs \`grep -r -o -w W | wc -l\` on the plain tree (ms, median; cold = caches dropped before each run, the tool's own binary included; getxattr() = the system call alone, timed in one python3 process by xattr_time.py, first call then median of 51)
 
-| corpus | word | getfattr | grep | equal | getfattr warm ms | getfattr cold ms | grep warm ms | grep cold ms | warm grep / warm getfattr |
-|---|---|---:|---:|:---:|---:|---:|---:|---:|---:|
+| corpus | word | getfattr | grep | equal | getfattr warm ms | getfattr cold ms | grep warm ms | grep cold ms | warm grep / warm getfattr | getxattr() first us | getxattr() median us | warm grep / getxattr() |
+|---|---|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${XATTR_ROWS}
 EOF
 fi
