@@ -16,6 +16,7 @@
 #include "td_archive.h"
 #include "td_extract.h"
 #include "td_format.h"
+#include "td_query.h"
 #include "td_writer.h"
 
 /* ---- the original tree, walked independently of the engine ---- */
@@ -361,9 +362,14 @@ Test(archive, entry_order_and_lookup, .timeout = 600)
 		cr_assert(k == 'd' ? S_ISDIR(st.mode) : k == 'f' ? S_ISREG(st.mode) : S_ISLNK(st.mode), "%s kind", path);
 		if (k == 'f') {
 			cr_assert_eq(st.size, o->e[i].size, "%s: size", path);
-			if (o->e[i].maxword <= 255)
-				cr_assert_eq(st.nwords, o->e[i].nwords, "%s: nwords %llu, oracle %llu", path,
-					     (unsigned long long)st.nwords, (unsigned long long)o->e[i].nwords);
+			uint64_t wt = 0;
+			cr_assert_eq(td_word_total(a, e, &wt), TD_OK);
+			cr_assert_eq(wt, o->e[i].nwords, "%s: td_word_total %llu, oracle %llu", path, (unsigned long long)wt,
+				     (unsigned long long)o->e[i].nwords);
+			/* Decision 2: words longer than TD_MAXTOK count like any other. */
+			cr_assert_eq(st.nwords, o->e[i].nwords, "%s: nwords %llu, oracle %llu (longest word %llu bytes)",
+				     path, (unsigned long long)st.nwords, (unsigned long long)o->e[i].nwords,
+				     (unsigned long long)o->e[i].maxword);
 		} else {
 			cr_assert_eq(st.nwords, 0u, "%s: non-file with words", path);
 		}
@@ -408,7 +414,15 @@ Test(archive, info_and_verify, .timeout = 600)
 		uint64_t nf = 0, nd = 1, nl = 0;
 		for (size_t i = 0; i < o->ne; i++)
 			o->e[i].kind == 'f' ? nf++ : o->e[i].kind == 'd' ? nd++ : nl++;
-		cr_assert_eq(in.total_bytes, o->total_bytes, "%s: total bytes", names[k]);
+		cr_assert_eq(in.total_bytes, o->total_bytes, "%s: total bytes %llu, oracle %llu", names[k],
+			     (unsigned long long)in.total_bytes, (unsigned long long)o->total_bytes);
+		cr_assert_eq(in.total_words, o->total_words, "%s: total words %llu, oracle %llu", names[k],
+			     (unsigned long long)in.total_words, (unsigned long long)o->total_words);
+		uint64_t wt = 0;
+		cr_assert_eq(td_word_total(a, TD_ROOT, &wt), TD_OK);
+		cr_assert_eq(wt, o->total_words, "%s: td_word_total(root) %llu, oracle %llu", names[k],
+			     (unsigned long long)wt, (unsigned long long)o->total_words);
+		cr_assert_eq(td_word_total(a, td_archive_nentries(a), &wt), TD_EINVAL);
 		cr_assert_eq(in.nfiles, nf);
 		cr_assert_eq(in.ndirs, nd);
 		cr_assert_eq(in.nsymlinks, nl);
