@@ -406,11 +406,12 @@ void td_archive_info(const td_archive *a, td_info *o)
 {
 	memset(o, 0, sizeof *o);
 	o->archive_bytes = a->size;
-	o->total_bytes = a->meta.total_bytes;
 	o->nentries = a->meta.nentries;
 	for (uint64_t e = 0; e < a->meta.nentries; e++) {
 		mode_t m = (mode_t)td_pack_get(&a->e_mode, e);
 		o->nfiles += S_ISREG(m);
+		if (S_ISREG(m))
+			o->total_bytes += td_pack_get(&a->e_size, e);
 		o->ndirs += S_ISDIR(m);
 		o->nsymlinks += S_ISLNK(m);
 	}

@@ -7,13 +7,11 @@
 #include "td_format.h"
 #include "td_tokenize.h"
 
-/* A word is a maximal run of word characters. Counts and search match
- * words of any length (like td_count); word totals count word tokens like
- * td_stat.nwords, whose tokenizer turns runs longer than TD_MAXTOK bytes
- * into non-word pieces, so only runs of at most TD_MAXTOK bytes. */
+/* A word is a maximal run of word characters, of any length: counts,
+ * search and word totals all match td_count and td_stat.nwords. */
 static int is_token_word(size_t len)
 {
-	return len > 0 && len <= TD_MAXTOK;
+	return len > 0;
 }
 
 /* An ASCII byte that is not a word character: a complete character in any

@@ -124,10 +124,11 @@ typedef struct td_disk_meta {
 	uint64_t nsamples;
 	uint64_t max_depth;       /* deepest rule nesting (1 = rule of terminals) */
 	uint64_t total_bytes;     /* sum of all entry text sizes */
-	uint64_t total_words;     /* word tokens in the corpus */
+	uint64_t total_words;     /* words in the corpus (long ones included) */
 	uint64_t build_time;      /* seconds since the epoch */
 	uint64_t nrulesamples;    /* values in RULE_SAMPLES */
-	uint64_t reserved[2];
+	uint64_t nlongwords;      /* words longer than TD_MAXTOK (not in WORDS) */
+	uint64_t reserved[1];
 } td_disk_meta;
 
 /* Rules [first_rule, next group's first_rule) have `len` symbols each.

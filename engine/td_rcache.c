@@ -36,6 +36,8 @@ static struct td_rcache *cache_of(const td_archive *a)
 
 /* Write the expansion of rule r (len bytes) into out; children come from
  * the cache when they can. Returns 0, or -1 if the grammar does not add up. */
+static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out);
+
 static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, unsigned depth)
 {
 	uint64_t start;
@@ -62,8 +64,11 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		uint64_t cl = td_sym_len(a, s);
 		if (at + cl > len)
 			return -1;
-		const uint8_t *c = td_rcache_get(a, s - a->T);
-		if (c)
+		const uint8_t *c;
+		int st = get(a, s - a->T, depth + 1, &c);
+		if (st < 0)
+			return -1;
+		if (st == 0)
 			memcpy(out + at, c, cl);
 		else if (fill(a, s - a->T, out + at, cl, depth + 1))
 			return -1;
@@ -74,33 +79,48 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 {
+	const uint8_t *p;
+	return get(a, r, 0, &p) == 0 ? p : NULL;
+}
+
+/* 0 with *out set, 1 when not cacheable (too long, budget spent, no
+ * memory), -1 when the grammar is inconsistent (a corrupt archive may loop:
+ * depth bounds the recursion, and a failure is never retried uncached). */
+static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out)
+{
 	uint64_t len = td_sym_len(a, a->T + r);
+	if (depth > TD_MAXDEPTH)
+		return -1;
 	if (len > TD_RCACHE_MAXRULE || len == 0)
-		return NULL;
+		return 1;
 	struct td_rcache *c = cache_of(a);
 	if (!c)
-		return NULL;
+		return 1;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
-	if (p)
-		return p;
+	if (p) {
+		*out = p;
+		return 0;
+	}
 	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return NULL;
+		return 1;
 	}
 	uint8_t *n = malloc(len);
-	if (!n || fill(a, r, n, len, 0)) {
+	int bad = n ? fill(a, r, n, len, depth) : 0;
+	if (!n || bad) {
 		free(n);
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return NULL;
+		return bad ? -1 : 1;
 	}
 	uint8_t *expected = NULL;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
 						     memory_order_acquire)) {
 		free(n);
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return expected;
+		n = expected;
 	}
-	return n;
+	*out = n;
+	return 0;
 }
 
 void td_rcache_free(td_archive *a)

@@ -18,10 +18,25 @@ static const uint8_t ascii_word[128] = {
 	['y'] = 1, ['z'] = 1,
 };
 
+/* Letters and numbers added in Unicode 15.0. The reference definition is
+ * Python 3 `\w` as shipped by Debian 12 (Python 3.11, Unicode 14.0), which
+ * does not know them, while libutf8proc 2.8 (Unicode 15.0) does: they are
+ * not word characters here, so counts equal the reference exactly. */
+static const uint32_t unicode15_words[][2] = {
+	{ 0x1123F, 0x11240 }, { 0x11F02, 0x11F02 }, { 0x11F04, 0x11F10 }, { 0x11F12, 0x11F33 },
+	{ 0x11F50, 0x11F59 }, { 0x1342F, 0x1342F }, { 0x13441, 0x13446 }, { 0x1B132, 0x1B132 },
+	{ 0x1B155, 0x1B155 }, { 0x1D2C0, 0x1D2D3 }, { 0x1DF25, 0x1DF2A }, { 0x1E030, 0x1E06D },
+	{ 0x1E4D0, 0x1E4EB }, { 0x1E4F0, 0x1E4F9 }, { 0x2B739, 0x2B739 }, { 0x31350, 0x323AF },
+};
+
 int td_is_word_cp(uint32_t cp)
 {
 	if (cp < 128)
 		return ascii_word[cp];
+	if (cp >= 0x11000)
+		for (size_t i = 0; i < sizeof unicode15_words / sizeof *unicode15_words; i++)
+			if (cp >= unicode15_words[i][0] && cp <= unicode15_words[i][1])
+				return 0;
 	switch (utf8proc_category((utf8proc_int32_t)cp)) {
 	case UTF8PROC_CATEGORY_LU:
 	case UTF8PROC_CATEGORY_LL:
@@ -157,6 +172,7 @@ size_t td_next_token(td_tokenizer *st, const uint8_t *s, size_t n, int final, td
 			/* A piece of a word longer than TD_MAXTOK bytes. */
 			if (!more && atend && !final)
 				return 0;
+			tok->long_start = !st->in_long_word;
 			st->in_long_word = more;
 			tok->len = (uint32_t)r;
 			tok->wordlen = 0;
@@ -166,6 +182,7 @@ size_t td_next_token(td_tokenizer *st, const uint8_t *s, size_t n, int final, td
 		if (atend && !final)
 			return 0; /* the word may go on */
 		tok->kind = TD_TOK_WORD;
+		tok->long_start = 0;
 		tok->wordlen = (uint32_t)r;
 		if (r < n && s[r] == ' ')
 			r++;
@@ -179,6 +196,7 @@ size_t td_next_token(td_tokenizer *st, const uint8_t *s, size_t n, int final, td
 	if (r == 0) /* only an incomplete character left and final: a lone byte */
 		r = 1;
 	tok->kind = TD_TOK_OTHER;
+	tok->long_start = 0;
 	tok->wordlen = 0;
 	tok->len = (uint32_t)r;
 	return r;

@@ -29,6 +29,7 @@ typedef struct td_token {
 	uint32_t len;      /* bytes, 1..TD_MAXTOK+1 */
 	uint32_t wordlen;  /* WORD: bytes of the word (len or len-1 with ' ') */
 	int kind;          /* td_tok_kind */
+	int long_start;    /* OTHER: first piece of a word longer than TD_MAXTOK */
 } td_token;
 
 /* Tokenizer state across calls: remembers that a word longer than

@@ -27,6 +27,7 @@ typedef struct went {
 	int64_t mtime;
 	uint32_t nsec;
 	uint64_t size, nwords;
+	uint64_t nlong;   /* words longer than TD_MAXTOK (stored as pieces) */
 	uint64_t seqidx;  /* file/link: index among texts in input order */
 	int explicit_;    /* added by the caller (not an implicit parent) */
 } went;
@@ -64,6 +65,7 @@ struct td_writer {
 	td_buf pend;
 	td_tokenizer tz;
 	uint64_t bytes_in;
+	uint64_t nlong;   /* words longer than TD_MAXTOK in files */
 };
 
 static uint64_t hbytes(const void *p, size_t n)
@@ -114,7 +116,10 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 		uint32_t v = d->slot[h];
 		if (!v)
 			break;
-		if (d->len[v - 1] == t->len && !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
+		/* A piece of a long word and a word can have the same bytes: the
+		 * kind is part of the key. */
+		if (d->len[v - 1] == t->len && d->wordlen[v - 1] == (t->kind == TD_TOK_WORD ? t->wordlen : 0) &&
+		    !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
 			*id = v - 1;
 			d->freq[v - 1] += count;
 			return TD_OK;
@@ -361,7 +366,12 @@ static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *use
 			err = seq_push(w, id);
 		if (err)
 			return err;
-		e->nwords += t.kind == TD_TOK_WORD;
+		/* A word longer than TD_MAXTOK is stored as pieces but still is
+		 * one word of the file (decision 2). */
+		e->nwords += t.kind == TD_TOK_WORD || t.long_start;
+		e->nlong += t.long_start != 0;
+		if (t.long_start && e->type == ENT_FILE)
+			w->nlong++;
 		i += k;
 	}
 	*used = i;
@@ -603,7 +613,11 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	memset(&g, 0, sizeof g);
 	uint32_t *order = NULL, *words = NULL, *tokmap = NULL, *wmap = NULL, *bfs = NULL, *rorder = NULL,
 		 *rnew = NULL, *nchild = NULL;
-	uint64_t *tmp = NULL, *rlen = NULL, *ulen = NULL;
+	uint64_t *tmp = NULL;
+	uint16_t *ulen = NULL;
+	uint32_t *rs = NULL, *root = NULL, *topo = NULL;
+	uint64_t *eroot = NULL, *elong = NULL, *ix = NULL;
+	uint8_t *isfile = NULL;
 	uint32_t **kids = NULL;
 	if (w->in_file) {
 		err = td_fail(TD_EINVAL, "a file is still open in the writer");
@@ -668,13 +682,6 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		tmp[W] = at;
 		if ((err = td_pack_encode(tmp, W + 1, &sb.b[TD_SEC_WORD_OFF])))
 			goto out;
-		for (uint64_t i = 0; i <= W; i++)
-			tmp[i] = 0;
-		for (uint32_t t = 0; t < nt; t++)
-			if (wl[t])
-				tmp[tokmap[t] / 2] += d->freq[t];
-		if ((err = td_pack_encode(tmp, W, &sb.b[TD_SEC_WORD_FREQ])))
-			goto out;
 		at = 0;
 		for (uint64_t k = 0; k < S; k++) {
 			uint32_t t = order[nw_tok + k];
@@ -695,7 +702,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		ulen[tokmap[t]] = d->len[t];
 	for (uint64_t i = 0; i < W; i++) { /* both variants exist as ids */
 		ulen[2 * i] = wl[words[i]];
-		ulen[2 * i + 1] = wl[words[i]] + 1u;
+		ulen[2 * i + 1] = (uint16_t)(wl[words[i]] + 1u);
 	}
 	/* 2. Remap the sequence and build the grammar. */
 	for (uint64_t i = 0; i < w->nseq; i++)
@@ -708,42 +715,25 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	w->seq = NULL;
 	if (err)
 		goto out;
-	/* 3. Rule lengths in creation (topological) order, then order rules by
-	 * right-hand-side length. */
+	/* 3. Order rules by right-hand-side length; creation order stays the
+	 * topological order the index builder gets (through rnew). */
 	uint32_t R = g.nrules;
-	rlen = malloc((R + 1) * sizeof *rlen);
+	uint64_t shift = w->o.sample_shift, step = UINT64_C(1) << shift, nrsamp = 0;
 	rorder = malloc((R + 1) * sizeof *rorder);
 	rnew = malloc((R + 1) * sizeof *rnew);
-	if (!rlen || !rorder || !rnew)
+	rs = malloc((g.rule_off[R] + 1) * sizeof *rs);
+	if (!rorder || !rnew || !rs)
 		goto nomem;
-	for (uint32_t k = 0; k < R; k++) {
-		uint64_t sum = 0;
-		for (uint64_t j = g.rule_off[k]; j < g.rule_off[k + 1]; j++) {
-			uint32_t s = g.rule_syms[j];
-			sum += s < T ? ulen[s] : rlen[s - T];
-		}
-		rlen[k] = sum;
+	for (uint32_t k = 0; k < R; k++)
 		rorder[k] = k;
-	}
 	g_rlen = g.rule_off;
 	qsort(rorder, R, sizeof *rorder, cmp_rulelen);
 	for (uint32_t k = 0; k < R; k++)
 		rnew[rorder[k]] = k;
 #define REMAP(s) ((s) < T ? (s) : (uint32_t)(T + rnew[(s) - T]))
 	{
-		uint32_t *rs = malloc((g.rule_off[R] + 1) * sizeof *rs);
-		uint64_t *rl = malloc((R + 1) * sizeof *rl);
-		if (!rs || !rl) {
-			free(rs);
-			free(rl);
-			goto nomem;
-		}
-		for (uint32_t k = 0; k < R; k++)
-			rl[k] = rlen[rorder[k]];
-		uint64_t at = 0, nsamp = 0, shift = w->o.sample_shift, step = UINT64_C(1) << shift;
-		uint64_t prevlen = UINT64_MAX;
+		uint64_t at = 0, prevlen = UINT64_MAX;
 		td_disk_group grp;
-		td_buf samp = { 0 };
 		for (uint32_t k = 0; k < R && !err; k++) {
 			uint32_t r = rorder[k];
 			uint64_t len = g.rule_off[r + 1] - g.rule_off[r];
@@ -752,29 +742,17 @@ int td_writer_finish(td_writer *w, const char *out_path)
 				grp.first_rule = k;
 				grp.len = (uint32_t)len;
 				grp.first_sym = at;
-				grp.first_sample = len > step ? nsamp : UINT64_MAX;
+				grp.first_sample = len > step ? nrsamp : UINT64_MAX;
 				err = td_buf_put(&sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
 				prevlen = len;
 			}
-			uint64_t cum = 0;
-			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1] && !err; j++) {
-				uint32_t sym = REMAP(g.rule_syms[j]);
-				if (len > step && ((j - g.rule_off[r]) & (step - 1)) == 0) {
-					err = td_buf_put(&samp, &cum, sizeof cum);
-					nsamp++;
-				}
-				rs[at++] = sym;
-				cum += sym < T ? ulen[sym] : rl[sym - T];
-			}
+			if (len > step)
+				nrsamp += (len + step - 1) >> shift;
+			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1]; j++)
+				rs[at++] = REMAP(g.rule_syms[j]);
 		}
 		if (!err)
-			err = td_pack_encode((const uint64_t *)samp.p, nsamp, &sb.b[TD_SEC_RULE_SAMPLES]);
-		td_buf_free(&samp);
-		err = td_pack_encode32(rs, at, &sb.b[TD_SEC_RULE_SYMS]);
-		if (!err)
-			err = td_pack_encode(rl, R, &sb.b[TD_SEC_RULE_LEN]);
-		free(rs);
-		free(rl);
+			err = td_pack_encode32(rs, at, &sb.b[TD_SEC_RULE_SYMS]);
 		if (err)
 			goto out;
 	}
@@ -846,7 +824,6 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		COLUMN(TD_SEC_E_MTIME, (uint64_t)(E->mtime + TD_MTIME_BIAS), ne);
 		COLUMN(TD_SEC_E_MTIMENS, E->nsec, ne);
 		COLUMN(TD_SEC_E_SIZE, E->type == ENT_DIR ? 0 : E->size, ne);
-		COLUMN(TD_SEC_E_NWORDS, E->type == ENT_FILE ? E->nwords : 0, ne);
 		/* children ranges: breadth-first, so the children of the k-th
 		 * entry follow those of entries before it */
 		at = 1;
@@ -857,49 +834,72 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		col[ne] = at;
 		if ((err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_CHILD])))
 			goto out;
-		/* root sequence in entry order, its ranges and byte starts */
+		/* root sequence in entry order and its ranges */
 		uint64_t nroot = g.file_root[g.nfiles];
-		uint32_t *root = malloc((nroot + 1) * sizeof *root);
-		uint64_t *gst = malloc((ne + 1) * sizeof *gst);
-		uint64_t shift = w->o.sample_shift;
-		uint64_t nsamp = (nroot >> shift) + 1;
-		uint64_t *samp = malloc(nsamp * sizeof *samp);
-		if (!root || !gst || !samp) {
-			free(root);
-			free(gst);
-			free(samp);
+		uint64_t nsamp = td_index_nroot_samples(nroot, (unsigned)shift);
+		root = malloc((nroot + 1) * sizeof *root);
+		eroot = malloc((ne + 1) * sizeof *eroot);
+		elong = malloc((ne + 1) * sizeof *elong);
+		isfile = malloc(ne + 1);
+		topo = malloc((R + 1) * sizeof *topo);
+		/* one block for the builder's outputs */
+		uint64_t nix = (uint64_t)R + nrsamp + nsamp + (ne + 1) + W + ne;
+		ix = malloc((nix + 1) * sizeof *ix);
+		if (!root || !eroot || !elong || !isfile || !topo || !ix)
 			goto nomem;
-		}
-		uint64_t ri = 0, gpos = 0, si = 0;
+		uint64_t ri = 0;
 		for (uint32_t k = 0; k < ne; k++) {
 			const went *E = &w->ent[bfs[k]];
-			col[k] = ri;
-			gst[k] = gpos;
+			eroot[k] = ri;
+			isfile[k] = E->type == ENT_FILE;
+			elong[k] = E->nlong;
 			if (E->type == ENT_DIR)
 				continue;
-			for (uint64_t j = g.file_root[E->seqidx]; j < g.file_root[E->seqidx + 1]; j++) {
-				uint32_t s = REMAP(g.root[j]);
-				if ((ri & ((UINT64_C(1) << shift) - 1)) == 0)
-					samp[si++] = gpos;
-				root[ri++] = s;
-				gpos += s < T ? ulen[s] : rlen[g.root[j] - T];
-			}
+			for (uint64_t j = g.file_root[E->seqidx]; j < g.file_root[E->seqidx + 1]; j++)
+				root[ri++] = REMAP(g.root[j]);
 		}
-		col[ne] = ri;
-		gst[ne] = gpos;
-		if (si < nsamp)
-			samp[si++] = gpos;
-		err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_ROOT]);
-		if (!err)
-			err = td_pack_encode(gst, ne + 1, &sb.b[TD_SEC_E_GSTART]);
-		if (!err)
-			err = td_pack_encode32(root, ri, &sb.b[TD_SEC_ROOT_SYMS]);
-		if (!err)
-			err = td_pack_encode(samp, si, &sb.b[TD_SEC_ROOT_SAMPLES]);
-		free(root);
-		free(gst);
-		free(samp);
+		eroot[ne] = ri;
+		for (uint32_t k = 0; k < R; k++)
+			topo[k] = rnew[k];
+		/* 5. The derived indexes: the CPU builder or the caller's (GPU). */
+		td_index_in in = {
+			.nwords = W, .nterm = T, .term_len = ulen,
+			.nrules = R, .nrulesyms = g.rule_off[R], .rule_syms = rs,
+			.ngroups = sb.b[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group),
+			.groups = (const td_disk_group *)sb.b[TD_SEC_RULE_GROUPS].p,
+			.nrulesamples = nrsamp, .topo = topo, .depth = g.depth,
+			.nroot = ri, .root = root, .nentries = ne, .e_root = eroot,
+			.e_isfile = isfile, .e_longwords = elong, .sample_shift = (unsigned)shift,
+		};
+		td_index_out io;
+		io.rule_len = ix;
+		io.rule_samples = io.rule_len + R;
+		io.root_samples = io.rule_samples + nrsamp;
+		io.e_gstart = io.root_samples + nsamp;
+		io.word_freq = io.e_gstart + ne + 1;
+		io.e_nwords = io.word_freq + W;
+		if (w->o.progress)
+			w->o.progress(w->o.progress_ctx, "index", 0, 1);
+		err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
 		if (err)
+			goto out;
+		/* the tokenizer counted every file's words: a builder that
+		 * disagrees is broken, and its archive would be wrong */
+		for (uint32_t k = 0; k < ne; k++)
+			if (isfile[k] && io.e_nwords[k] != w->ent[bfs[k]].nwords) {
+				err = td_fail(TD_ECORRUPT, "index builder: '%s' has %llu words, the tokenizer counted %llu",
+					      w->ent[bfs[k]].path, (unsigned long long)io.e_nwords[k],
+					      (unsigned long long)w->ent[bfs[k]].nwords);
+				goto out;
+			}
+		if ((err = td_pack_encode(io.rule_len, R, &sb.b[TD_SEC_RULE_LEN])) ||
+		    (err = td_pack_encode(io.rule_samples, nrsamp, &sb.b[TD_SEC_RULE_SAMPLES])) ||
+		    (err = td_pack_encode(eroot, ne + 1, &sb.b[TD_SEC_E_ROOT])) ||
+		    (err = td_pack_encode(io.e_gstart, ne + 1, &sb.b[TD_SEC_E_GSTART])) ||
+		    (err = td_pack_encode32(root, ri, &sb.b[TD_SEC_ROOT_SYMS])) ||
+		    (err = td_pack_encode(io.root_samples, nsamp, &sb.b[TD_SEC_ROOT_SAMPLES])) ||
+		    (err = td_pack_encode(io.word_freq, W, &sb.b[TD_SEC_WORD_FREQ])) ||
+		    (err = td_pack_encode(io.e_nwords, ne, &sb.b[TD_SEC_E_NWORDS])))
 			goto out;
 		td_disk_meta m;
 		memset(&m, 0, sizeof m);
@@ -912,12 +912,13 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		m.nrulesamples = sb.b[TD_SEC_RULE_SAMPLES].len ? td_pack_load64(sb.b[TD_SEC_RULE_SAMPLES].p) : 0;
 		m.nroot = ri;
 		m.sample_shift = shift;
-		m.nsamples = si;
+		m.nsamples = nsamp;
 		m.max_depth = g.depth;
-		m.total_bytes = gpos;
-		for (uint32_t i = 0; i < ne; i++)
-			m.total_words += w->ent[i].type == ENT_FILE ? w->ent[i].nwords : 0;
+		m.total_bytes = io.e_gstart[ne];
+		for (uint32_t k = 0; k < ne; k++)
+			m.total_words += io.e_nwords[k];
 		m.build_time = (uint64_t)time(NULL);
+		m.nlongwords = w->nlong;
 		if ((err = td_buf_put(&sb.b[TD_SEC_META], &m, sizeof m)))
 			goto out;
 	}
@@ -946,8 +947,14 @@ out:
 	free(rorder);
 	free(rnew);
 	free(tmp);
-	free(rlen);
 	free(ulen);
+	free(rs);
+	free(root);
+	free(topo);
+	free(eroot);
+	free(elong);
+	free(isfile);
+	free(ix);
 	td_writer_abort(w);
 	return err;
 }

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "td_err.h"
+#include "td_index.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -21,6 +22,11 @@ typedef struct td_writer_opts {
 	unsigned sample_shift;    /* root offset sample every 2^k elements; 0 = default (4) */
 	td_progress_fn progress;  /* may be NULL */
 	void *progress_ctx;
+	/* Index builder (td_index.h); NULL = td_index_build_cpu. fs/ passes
+	 * the GPU one (td_gpu_build_indexes) when a GPU is present: engine/
+	 * never depends on gpu/. The archive bytes are the same either way. */
+	td_index_fn index_build;
+	void *index_ctx;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
