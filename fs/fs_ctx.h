@@ -55,6 +55,7 @@ typedef struct td_fs {
 	td_fs_xcache *xcache;     /* search results kept for continuation parts */
 	pthread_mutex_t files_mu;
 	td_fs_file *files;        /* open files, freed at unmount if never released */
+	struct td_fs_rw *rw;      /* edit overlay (fs_rw.h); NULL: plain archive */
 } td_fs;
 
 /* Fill fs for archive `a` (taken over: td_fs_fini closes it even when this

@@ -18,7 +18,7 @@ typedef struct td_fs_opts {
 	int debug;                /* -d, -o debug (implies -f) */
 	int single_thread;        /* -s */
 	int help, version;        /* -h/--help, -V/--version */
-	int rw;                   /* -o rw asked (read-only until writable mounts land) */
+	int rw;                   /* -o rw: writable mount (fs_rw.h) */
 	int nonempty;             /* -o nonempty: allow a non-empty mountpoint */
 	int verify;               /* -o verify: check every checksum before mounting */
 	int clone_fd;             /* -o clone_fd */

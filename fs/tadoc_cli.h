@@ -94,6 +94,9 @@ int td_cmd_info(int argc, char **argv);
 int td_cmd_verify(int argc, char **argv);
 int td_cmd_mount(int argc, char **argv);
 int td_cmd_config(int argc, char **argv);
+int td_cmd_insert(int argc, char **argv);  /* tadoc_cmd_edit.c */
+int td_cmd_delete(int argc, char **argv);
+int td_cmd_compact(int argc, char **argv); /* tadoc_cmd_compact.c */
 
 /* Parse the options of a command that takes only -h/--help. Returns -1 when
  * the command should go on with positional arguments from argv[*first], or

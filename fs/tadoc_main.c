@@ -30,6 +30,9 @@ static const struct command commands[] = {
 	{ "verify", td_cmd_verify, "check every checksum and invariant of an archive" },
 	{ "mount", td_cmd_mount, "mount an archive with tadocfs" },
 	{ "config", td_cmd_config, "show the effective tadocfs configuration" },
+	{ "insert", td_cmd_insert, "insert text into a file on a writable mount" },
+	{ "delete", td_cmd_delete, "delete a byte range of a file on a writable mount" },
+	{ "compact", td_cmd_compact, "fold the journal of edits into the archive" },
 };
 
 static void print_help(void)

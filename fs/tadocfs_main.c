@@ -13,6 +13,7 @@
 #include "fs_fuse.h"
 #include "fs_ops.h"
 #include "fs_opts.h"
+#include "fs_rw.h"
 #include "td_archive.h"
 #include "td_conf.h"
 #include "td_err.h"
@@ -120,8 +121,10 @@ static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *a
 	char *optstr = NULL;
 	int rc = 0;
 	rc |= fuse_opt_add_arg(args, argv0);
-	/* Read-only at the VFS: writes fail with EROFS before reaching us. */
-	rc |= fuse_opt_add_opt(&optstr, "ro");
+	/* Read-only at the VFS unless -o rw: writes fail with EROFS before
+	 * reaching us. */
+	if (!o->rw)
+		rc |= fuse_opt_add_opt(&optstr, "ro");
 	rc |= fuse_opt_add_opt(&optstr, "default_permissions");
 	if (!o->has_subtype)
 		rc |= fuse_opt_add_opt(&optstr, "subtype=tadocfs");
@@ -201,11 +204,15 @@ int main(int argc, char **argv)
 	static td_fs fs;
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
+	int lock_fd = -1;
 	int ferr = td_fs_init(&fs, a, abs, &conf);
 	if (ferr) {
 		rc = fail(o.archive, strerror(-ferr));
 		goto out_fs;
 	}
+	/* Lock the archive (exclusive for -o rw) and replay its journal. */
+	if ((rc = td_fs_rw_open(&fs, o.rw, &lock_fd)) != 0)
+		goto out_fs;
 
 	if (build_fuse_args(&o, argv[0], abs, &args)) {
 		rc = fail("tadocfs", strerror(ENOMEM));
@@ -213,6 +220,8 @@ int main(int argc, char **argv)
 	}
 	struct fuse_lowlevel_ops ops;
 	td_fs_ops_fill(&ops);
+	if (fs.rw)
+		td_fs_rw_ops(&ops);
 	fs.debug = o.debug;
 	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
 	if (!se) {
@@ -255,6 +264,8 @@ out_session:
 out_args:
 	fuse_opt_free_args(&args);
 out_fs:
+	if (td_fs_rw_close(&fs, lock_fd) != 0 && rc == TD_FS_EXIT_OK)
+		rc = TD_FS_EXIT_FAIL;
 	td_fs_fini(&fs);
 	free(abs);
 	td_fs_opts_free(&o);

@@ -103,6 +103,19 @@ static int one_opt(td_fs_opts *o, const char *opt)
 		o->clone_fd = 1;
 		return 0;
 	}
+	if (strncmp(opt, "sync=", 5) == 0) {
+		/* -o sync=none|fsync|always: the journal_sync key (tadocfs(8)). */
+		size_t n = strlen(opt) + sizeof "journal_";
+		char *kv = malloc(n);
+		if (!kv)
+			return usage_error("%s: out of memory", opt);
+		snprintf(kv, n, "journal_%s", opt);
+		int r = push(&o->conf_keys, &o->nconf, kv);
+		free(kv);
+		if (r)
+			return usage_error("%s: out of memory", opt);
+		return 0;
+	}
 	if (strncmp(opt, "max_threads=", 12) == 0) {
 		if (parse_uint(opt + 12, &o->max_threads))
 			return usage_error("-o %s: expected a thread count from 1 to 100000", opt);
@@ -237,7 +250,9 @@ void td_fs_opts_usage(const char *prog)
 	       "  -s                 single-threaded session\n"
 	       "  -h, --help         this text\n"
 	       "  -V, --version      version\n"
-	       "  -o ro              read-only (the default; rw is accepted and still read-only)\n"
+	       "  -o ro              read-only (the default)\n"
+	       "  -o rw              writable: changes go to the journal ARCHIVE.journal\n"
+	       "  -o sync=MODE       journal sync: none, fsync (default: on fsync), always\n"
 	       "  -o nonempty        allow a non-empty mountpoint\n"
 	       "  -o verify          check every checksum and invariant before mounting\n"
 	       "  -o max_threads=N   FUSE worker threads (default 16)\n"
