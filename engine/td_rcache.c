@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Slot value of a rule met once and not expanded yet. */
+#define SEEN ((uint8_t *)1)
+
 struct td_rcache {
 	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
 	atomic_uint_fast64_t used;  /* bytes cached */
@@ -97,9 +100,17 @@ static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **
 	if (!c)
 		return 1;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
-	if (p) {
+	if (p > SEEN) {
 		*out = p;
 		return 0;
+	}
+	/* Admission: a rule is expanded into the cache on its second use, so a
+	 * scan that meets a rule once (or a small read inside a long rule) does
+	 * not pay for a whole expansion it never reuses. */
+	if (!p) {
+		atomic_compare_exchange_strong_explicit(&c->slot[r], &p, SEEN, memory_order_relaxed,
+							memory_order_relaxed);
+		return 1;
 	}
 	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
@@ -112,7 +123,7 @@ static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
 		return bad ? -1 : 1;
 	}
-	uint8_t *expected = NULL;
+	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
 						     memory_order_acquire)) {
 		free(n);
@@ -128,8 +139,11 @@ void td_rcache_free(td_archive *a)
 	struct td_rcache *c = atomic_load(&a->rcache);
 	if (!c)
 		return;
-	for (uint64_t r = 0; r < a->R; r++)
-		free(atomic_load_explicit(&c->slot[r], memory_order_relaxed));
+	for (uint64_t r = 0; r < a->R; r++) {
+		uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_relaxed);
+		if (p > SEEN)
+			free(p);
+	}
 	free(c->slot);
 	free(c);
 	atomic_store(&a->rcache, NULL);
