@@ -31,7 +31,8 @@ enum td_open_flags {
 /* Map `path` and validate header, section table and small sections.
  * Cost is O(1) in corpus size unless TD_OPEN_VERIFY. On success *out owns
  * the mapping; close with td_archive_close().
- * Errors: TD_EIO (open/stat/mmap failed; detail has strerror), TD_EFORMAT
+ * Errors: TD_ENOENT (no such file), TD_EISDIR, TD_EIO (open/stat/mmap
+ * failed; detail has strerror), TD_EFORMAT
  * (not a tadoc archive), TD_EVERSION, TD_ETRUNC, TD_ECORRUPT (detail names
  * the section and the problem), TD_ENOMEM. */
 int td_archive_open(const char *path, unsigned flags, td_archive **out);

@@ -250,6 +250,8 @@ static int check_path(const char *path)
 		return td_fail(TD_ELIMIT, "path longer than %u bytes", TD_MAXPATH);
 	if (path[0] == '/')
 		return td_fail(TD_EINVAL, "absolute path");
+	if (path[len - 1] == '/')
+		return td_fail(TD_EINVAL, "trailing '/'");
 	const char *c = path;
 	while (*c) {
 		const char *e = strchr(c, '/');
