@@ -6,6 +6,7 @@
 
 #include "td_compact.h"
 #include "td_err.h"
+#include "td_gpu.h"
 
 static const char compact_help[] =
 	"Usage: tadoc compact ARCHIVE\n"
@@ -38,7 +39,9 @@ int td_cmd_compact(int argc, char **argv)
 		return td_cli_error_sys(archive, errno);
 	td_journal_report rep = { 0 };
 	int rewritten = 0;
-	int err = td_compact_path(archive, NULL, &rep, &rewritten);
+	td_writer_opts wo = { 0 };
+	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
+	int err = td_compact_path(archive, &wo, &rep, &rewritten);
 	if (rep.msg[0])
 		td_cli_errorf(archive, "%s", rep.msg);
 	if (err)

@@ -10,6 +10,7 @@
 
 #include "td_err.h"
 #include "td_format.h"
+#include "td_gpu.h"
 #include "td_writer.h"
 
 static const char help[] =
@@ -141,6 +142,7 @@ int td_cmd_compress(int argc, char **argv)
 	int quiet = 0;
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
+	td_gpu_writer_opts(&opts); /* indexes built on the GPU when there is one */
 	uint64_t v;
 	int c;
 	opterr = 0;

@@ -7,7 +7,9 @@
 
 #include "td_archive.h"
 #include "td_extract.h"
+#include "td_index.h"
 #include "td_query.h"
+#include "td_writer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +92,30 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
  * reqs[i].hits (allocated with malloc/realloc; free with td_hits_free).
  * One host round trip per batch sizes the hit buffers. */
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
+
+/* ---- index build (td_index.h) ---- */
+
+/* Context of td_gpu_build_indexes (NULL: device 0, fall back quietly). */
+typedef struct td_gpu_index_ctx {
+	int device;               /* CUDA device ordinal */
+	int strict;               /* 1: return TD_ENOGPU / TD_ENOMEM / TD_EIO instead
+	                             of falling back to the CPU builder */
+	int ran_on_gpu;           /* out: 1 when the last build ran on the GPU */
+} td_gpu_index_ctx;
+
+/* The GPU index builder, a td_index_fn for td_writer_opts.index_build:
+ * RULE_LEN, RULE_SAMPLES, ROOT_SAMPLES, E_GSTART, WORD_FREQ and E_NWORDS
+ * identical to td_index_build_cpu's, computed level by level over the rule
+ * DAG and by prefix sums over the root sequence (gpu/td_gpu_index.cu).
+ * ctx is NULL or a td_gpu_index_ctx. Without a usable device, when the
+ * arrays do not fit in free device memory, or on a CUDA error it runs the
+ * CPU builder (unless ctx->strict). Built without CUDA: the CPU builder. */
+int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
+
+/* Make `opts` build indexes on the GPU when td_gpu_available() (the CLI's
+ * compress and the compaction callers use this); otherwise leave it
+ * untouched. Returns 1 when the GPU builder was set, else 0. */
+int td_gpu_writer_opts(td_writer_opts *opts);
 
 #ifdef __cplusplus
 }

@@ -71,3 +71,19 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 	(void)n;
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
+
+int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
+{
+	td_gpu_index_ctx *c = ctx;
+	if (c)
+		c->ran_on_gpu = 0;
+	if (c && c->strict)
+		return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+	return td_index_build_cpu(NULL, in, out);
+}
+
+int td_gpu_writer_opts(td_writer_opts *opts)
+{
+	(void)opts;
+	return 0;
+}
