@@ -27,12 +27,12 @@ typedef unsigned long long u64;
 #ifdef __CUDA_ARCH__
 #define TD_LDG(p) __ldg(p)
 __device__ __forceinline__ uint32_t td_lane(void) { return threadIdx.x & 31; }
-__device__ __forceinline__ uint64_t td_shfl(uint64_t v, uint32_t l) { return td_shfl(v, l); }
-__device__ __forceinline__ uint64_t td_shfl_up(uint64_t v, uint32_t o) { return td_shfl_up(v, (uint32_t)o); }
-__device__ __forceinline__ uint64_t td_shfl_xor(uint64_t v, uint32_t o) { return td_shfl_xor(v, o); }
-__device__ __forceinline__ bool td_any(bool p) { return td_any(p); }
-__device__ __forceinline__ uint32_t td_ballot(bool p) { return td_ballot(p); }
-__device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)td_ffs(m); }
+__device__ __forceinline__ uint64_t td_shfl(uint64_t v, uint32_t l) { return __shfl_sync(FULL, v, (int)l); }
+__device__ __forceinline__ uint64_t td_shfl_up(uint64_t v, uint32_t o) { return __shfl_up_sync(FULL, v, o); }
+__device__ __forceinline__ uint64_t td_shfl_xor(uint64_t v, uint32_t o) { return __shfl_xor_sync(FULL, v, (int)o); }
+__device__ __forceinline__ bool td_any(bool p) { return __any_sync(FULL, p) != 0; }
+__device__ __forceinline__ uint32_t td_ballot(bool p) { return __ballot_sync(FULL, p); }
+__device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)__ffs((int)m); }
 #else
 #define TD_LDG(p) (*(p))
 #ifdef TD_GPU_EMU
