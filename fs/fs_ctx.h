@@ -51,6 +51,7 @@ typedef struct td_fs {
 	int debug;
 	td_conf conf;             /* effective configuration (defaults, file, -o) */
 	td_fs_exec exec;
+	struct td_fs_batch *batch; /* batcher and its stats (fs_batch.h); NULL when off */
 	td_fs_tree tree;
 	td_fs_xcache *xcache;     /* search results kept for continuation parts */
 	pthread_mutex_t files_mu;

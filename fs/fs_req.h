@@ -16,6 +16,7 @@ typedef struct td_fs_file {
 	td_entry e;
 	pthread_mutex_t mu;       /* guards cur; when busy, a read goes without it */
 	td_cursor *cur;
+	_Atomic uint64_t seq_next; /* batcher: where the last read handed in ends */
 	struct td_fs_file *prev, *next; /* fs->files list, under fs->files_mu */
 } td_fs_file;
 

@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include "fs_ctx.h"
+#include "fs_batch.h"
 #include "fs_fuse.h"
+#include "fs_log.h"
 #include "fs_ops.h"
 #include "fs_opts.h"
 #include "fs_rw.h"
+#include "fs_stats.h"
 #include "td_archive.h"
 #include "td_conf.h"
 #include "td_err.h"
@@ -189,6 +192,9 @@ int main(int argc, char **argv)
 		td_fs_opts_free(&o);
 		return rc;
 	}
+	/* SIGUSR1 (log the stats) waits for its thread instead of killing. */
+	td_fs_stats_block_signal();
+	td_fs_log_setup(o.debug ? TD_CONF_LOG_DEBUG : conf.log_level);
 
 	/* Everything is checked before anything is mounted. */
 	char *abs = NULL;
@@ -213,6 +219,12 @@ int main(int argc, char **argv)
 	/* Lock the archive (exclusive for -o rw) and replay its journal. */
 	if ((rc = td_fs_rw_open(&fs, o.rw, &lock_fd)) != 0)
 		goto out_fs;
+	td_archive_set_cache(fs.a, conf.cache_size);
+	char gmsg[512];
+	if (conf.gpu == TD_CONF_GPU_ON && conf.batch_max > 1 && !fs.rw && !td_fs_batch_gpu_probe(&fs, gmsg, sizeof gmsg)) {
+		rc = fail("gpu=on", gmsg);
+		goto out_fs;
+	}
 
 	if (build_fuse_args(&o, argv[0], abs, &args)) {
 		rc = fail("tadocfs", strerror(ENOMEM));
@@ -251,7 +263,18 @@ int main(int argc, char **argv)
 		fuse_session_unmount(se);
 		goto out_signals;
 	}
+	if (!o.foreground && !o.debug)
+		td_fs_log_detached();
+	int berr = td_fs_batch_start(&fs);
+	if (berr == -ENODEV) { /* gpu=on and the GPU did not open: logged */
+		rc = TD_FS_EXIT_FAIL;
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
+	if (berr)
+		td_fs_log(TD_CONF_LOG_WARN, "batcher: %s; requests are answered inline", strerror(-berr));
 	int lrc = run_loop(se, &o);
+	td_fs_batch_stop(&fs); /* answers what is still queued */
 	fuse_session_unmount(se);
 	/* A signal (positive) or an unmount (0) is a clean end. */
 	rc = lrc < 0 ? TD_FS_EXIT_FAIL : TD_FS_EXIT_OK;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs_batch.h"
 #include "fs_req.h"
 #include "fs_xattr.h"
 #include "td_err.h"
@@ -103,12 +104,14 @@ static void req_done(td_fs_req *r)
 
 void td_fs_reply_err(td_fs_req *r, int errnum)
 {
+	td_fs_batch_replying(r, 0);
 	fuse_reply_err(r->req, errnum);
 	req_done(r);
 }
 
 void td_fs_reply_read(td_fs_req *r, const void *buf, size_t got, int err)
 {
+	td_fs_batch_replying(r, err ? 0 : got);
 	if (err)
 		fuse_reply_err(r->req, td_err_errno(err));
 	else
@@ -118,6 +121,7 @@ void td_fs_reply_read(td_fs_req *r, const void *buf, size_t got, int err)
 
 void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len)
 {
+	td_fs_batch_replying(r, 0);
 	if (r->size == 0)
 		fuse_reply_xattr(r->req, len);
 	else if (len > r->size)

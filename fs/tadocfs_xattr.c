@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs_batch.h"
 #include "fs_inode.h"
 #include "fs_xattr.h"
 #include "td_err.h"
@@ -298,6 +299,8 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 	if (strncmp(name, PREFIX, PREFIX_LEN) != 0)
 		return -ENODATA;
 	const char *rest = name + PREFIX_LEN;
+	if (strcmp(rest, "stats") == 0) /* the batcher's counters, on the root only */
+		return e == TD_ROOT ? td_fs_batch_stats(fs, val, len) : -ENODATA;
 
 	td_stat st;
 	int err = td_archive_stat(fs->a, e, &st);

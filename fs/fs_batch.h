@@ -1,0 +1,76 @@
+/* fs_batch: the background batcher: a request queue drained into CPU-worker or GPU batches. */
+#ifndef TD_FS_BATCH_H
+#define TD_FS_BATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fs_ctx.h"
+
+/*
+ * Reads and user.tadoc.* queries reach the batcher through fs->exec
+ * (fs_ctx.h). Each one is either
+ *   - answered inline in the FUSE thread that received it: when no other
+ *     request is in flight (an idle daemon adds no queueing, no wait), when
+ *     it continues the previous read of its open file (the cursor fast path
+ *     of a sequential reader), with batch_max = 1, and on mounts with an
+ *     edit overlay (fs->rw: every request takes the direct path, so a read
+ *     after an acknowledged write sees it);
+ *   - or queued. One batcher thread drains the queue into batches of at most
+ *     batch_max requests. When a GPU is open and at least gpu_min_batch
+ *     queued requests can run there (reads, count queries), they go to the
+ *     GPU as one td_gpu_extract_batch / td_gpu_count_batch call; everything
+ *     else goes to cpu_workers worker threads. Before dispatching a batch
+ *     below the crossover the batcher waits up to batch_window_us for more
+ *     requests, but only while requests keep arriving fast enough to reach
+ *     the crossover inside that window (an idle or slow queue never waits).
+ *     Reads of one file whose byte ranges overlap are extracted once and
+ *     each is answered from the shared bytes.
+ * Replies are sent from the worker or GPU thread (decision 7).
+ *
+ * gpu = off: no GPU. auto: the GPU is opened in the background when one is
+ * usable and the archive fits it (td_gpu_resident); reads go to the CPU
+ * until it is ready. on: as auto, but a failure to open it ends the mount
+ * (check beforehand with td_fs_batch_gpu_probe).
+ * gpu_min_batch defaults to TD_FS_GPU_MIN_BATCH; the environment variable
+ * TADOCFS_GPU_MIN_BATCH (1..1000000) overrides it.
+ */
+#define TD_FS_GPU_MIN_BATCH 256
+
+typedef struct td_fs_batch td_fs_batch;
+
+/* Start the batcher of fs with the configuration in fs->conf: sets fs->batch
+ * and installs fs->exec. Starts threads (workers, batcher, GPU), so call it
+ * after fuse_daemonize: threads and CUDA contexts do not survive fork.
+ * Returns 0 or -errno (nothing installed then: requests run inline). */
+int td_fs_batch_start(td_fs *fs);
+
+/* Answer everything still queued, join the threads, close the GPU, and
+ * uninstall fs->exec. Call after the FUSE session loop ended. No-op when
+ * fs->batch is NULL. */
+void td_fs_batch_stop(td_fs *fs);
+
+/* Called by the td_fs_reply_*() functions of fs_req.h just before r is
+ * answered, with the read bytes sent (0 for errors and xattrs): the request
+ * stops counting as in flight (so the caller's next request, which may
+ * arrive before this thread runs again, finds the daemon idle) and its
+ * bytes are counted. No-op when fs->batch is NULL or r did not come
+ * through the batcher (r->heap == 0). */
+struct td_fs_req;
+void td_fs_batch_replying(const struct td_fs_req *r, size_t bytes);
+
+/* The value of user.tadoc.stats (fs_stats.h format, one key=value per
+ * line) into *val (malloc'd; caller frees). 0, -ENODATA (no batcher) or
+ * -ENOMEM. */
+int td_fs_batch_stats(td_fs *fs, char **val, size_t *len);
+
+/* Write the same counters as one log line (td_fs_log_always). */
+void td_fs_batch_log_stats(td_fs *fs);
+
+/* For gpu = on, before mounting: whether the GPU opens on fs->a with
+ * fs->conf and holds the archive, tried in a short-lived child process so
+ * that this process starts no CUDA context before fuse_daemonize forks.
+ * Returns 1, or 0 with the reason in msg. */
+int td_fs_batch_gpu_probe(const td_fs *fs, char *msg, size_t len);
+
+#endif

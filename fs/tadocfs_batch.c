@@ -1,0 +1,880 @@
+/* tadocfs_batch: the request queue, the batcher thread, CPU workers and GPU batches. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs_batch.h"
+#include "fs_log.h"
+#include "fs_req.h"
+#include "fs_stats.h"
+#include "fs_xattr.h"
+#include "td_err.h"
+#include "td_gpu.h"
+#include "td_query.h"
+
+#define COUNT_NAME TD_FS_XATTR_PREFIX "count."
+#define COUNT_NAME_LEN (sizeof COUNT_NAME - 1)
+/* Requests the queue holds; past that, handlers answer inline. */
+#define QUEUE_CAP 65536u
+/* Largest byte range read once for several overlapping reads. */
+#define MERGE_MAX (4u << 20)
+
+enum item_class {
+	CLS_OTHER = 0, /* answered by td_fs_req_run on a CPU worker */
+	CLS_READ = 1,  /* a read: merged, CPU worker or GPU */
+	CLS_COUNT = 2, /* user.tadoc.count.WORD of a file or directory: CPU or GPU */
+};
+
+enum gpu_state {
+	GPU_OFF = 0,      /* gpu = off, or not usable: CPU only */
+	GPU_OPENING = 1,  /* being opened in the background */
+	GPU_READY = 2,    /* resident: batches may go there */
+};
+
+typedef struct bitem {
+	td_fs_req *r;
+	uint64_t t0;              /* ns, when the handler gave it to us */
+	int cls;
+} bitem;
+
+typedef struct bjob {
+	struct bjob *next;
+	size_t n;
+	bitem it[];
+} bjob;
+
+/* A growable byte buffer owned by one thread. */
+typedef struct tbuf {
+	char *p;
+	size_t cap;
+} tbuf;
+
+struct td_fs_batch {
+	td_fs *fs;
+	td_fs_stats st;
+	unsigned nworkers, batch_max, window_us, gpu_min;
+	int inline_only;          /* batch_max == 1: no threads */
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv_batcher, cv_workers, cv_gpu;
+	/* the queue: a ring of QUEUE_CAP items */
+	bitem *q;
+	size_t qhead, qlen, q_gpuable;
+	size_t wake_at;           /* batcher sleeps until qlen >= wake_at (SIZE_MAX: not for arrivals) */
+	int wait_worker, wait_gpu;
+	uint64_t last_arrival, ia_ewma; /* ns between queued arrivals (moving average) */
+	/* CPU jobs */
+	bjob *jobs, *jobs_tail;
+	size_t njobs;
+	unsigned busy;
+	/* GPU */
+	bjob *gjob;
+	int gpu_busy;
+	atomic_int gpu_state;
+	td_gpu *gpu;
+	char gpu_name[160];
+	int stopping, wstop;
+	atomic_uint active;       /* requests handed in and not yet answered */
+
+	pthread_t batcher, gthread;
+	pthread_t *workers;
+	unsigned nstarted;
+	int has_batcher, has_gthread;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void *tbuf_get(tbuf *b, size_t len)
+{
+	if (b->cap >= len && b->p)
+		return b->p;
+	size_t cap = len < 65536 ? 65536 : len;
+	char *p = malloc(cap);
+	if (!p)
+		return NULL;
+	free(b->p);
+	b->p = p;
+	b->cap = cap;
+	return p;
+}
+
+/* A request was answered: latency and counters (the in-flight count was
+ * lowered by td_fs_batch_replying, before the reply). */
+static void done(td_fs_batch *b, uint64_t t0)
+{
+	td_fs_stats_latency(&b->st, now_ns() - t0);
+	atomic_fetch_add_explicit(&b->st.requests, 1, memory_order_relaxed);
+}
+
+/* --- classification --- */
+
+static int classify(const td_fs_batch *b, const td_fs_req *r)
+{
+	if (r->kind == TD_FS_READ)
+		return CLS_READ;
+	if (r->kind != TD_FS_GETXATTR || !r->name || strncmp(r->name, COUNT_NAME, COUNT_NAME_LEN) != 0)
+		return CLS_OTHER;
+	const char *w = r->name + COUNT_NAME_LEN;
+	size_t wlen = strlen(w);
+	if (wlen == 0 || !td_is_word(w, wlen))
+		return CLS_OTHER; /* the xattr module gives the error */
+	td_stat st;
+	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
+		return CLS_OTHER;
+	return CLS_COUNT;
+}
+
+/* --- CPU side --- */
+
+static int cmp_read(const void *pa, const void *pb)
+{
+	const bitem *a = pa, *b = pb;
+	if (a->r->e != b->r->e)
+		return a->r->e < b->r->e ? -1 : 1;
+	if (a->r->off != b->r->off)
+		return a->r->off < b->r->off ? -1 : 1;
+	return 0;
+}
+
+/* Length of the run of reads starting at it[0] that overlap or touch each
+ * other (same entry), within MERGE_MAX bytes; *end receives its end. */
+static size_t read_run(const bitem *it, size_t n, uint64_t *end)
+{
+	const td_fs_req *f = it[0].r;
+	uint64_t e = f->off + f->size;
+	size_t k = 1;
+	while (k < n && it[k].r->e == f->e && it[k].r->off <= e) {
+		uint64_t ke = it[k].r->off + it[k].r->size;
+		uint64_t ne = ke > e ? ke : e;
+		if (ne - f->off > MERGE_MAX)
+			break;
+		e = ne;
+		k++;
+	}
+	*end = e;
+	return k;
+}
+
+/* Answer the reads it[0..k) of one run from buf = the run's bytes from
+ * `start` (got of them), or all with err. */
+static void reply_run(td_fs_batch *b, bitem *it, size_t k, uint64_t start, const char *buf, size_t got, int err)
+{
+	for (size_t i = 0; i < k; i++) {
+		uint64_t t0 = it[i].t0;
+		td_fs_req *r = it[i].r;
+		if (err) {
+			td_fs_reply_read(r, NULL, 0, err);
+		} else {
+			uint64_t s = r->off - start;
+			size_t n = 0;
+			if (s < got)
+				n = got - (size_t)s < r->size ? got - (size_t)s : r->size;
+			td_fs_reply_read(r, buf + (s < got ? s : 0), n, TD_OK);
+		}
+		done(b, t0);
+	}
+	if (k > 1)
+		atomic_fetch_add_explicit(&b->st.merged, k - 1, memory_order_relaxed);
+}
+
+/* Serve items on this thread: reads sorted and merged, then read through
+ * the first open file's cursor; everything else through td_fs_req_run. */
+static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+{
+	size_t nr = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (it[i].cls == CLS_READ) {
+			bitem t = it[nr];
+			it[nr++] = it[i];
+			it[i] = t;
+		}
+	}
+	if (nr > 1)
+		qsort(it, nr, sizeof *it, cmp_read);
+	for (size_t i = 0; i < nr;) {
+		uint64_t end;
+		size_t k = read_run(it + i, nr - i, &end);
+		td_fs_req *f = it[i].r;
+		size_t len = (size_t)(end - f->off);
+		void *p = tbuf_get(buf, len);
+		size_t got = 0;
+		int err = p ? td_fs_file_read(b->fs, f->file, f->off, p, len, &got) : TD_ENOMEM;
+		reply_run(b, it + i, k, f->off, p, got, err);
+		i += k;
+	}
+	for (size_t i = nr; i < n; i++) {
+		uint64_t t0 = it[i].t0;
+		td_fs_req_run(it[i].r);
+		done(b, t0);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	td_fs_batch *b = arg;
+	tbuf buf = { 0 };
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		while (!b->jobs && !b->wstop)
+			pthread_cond_wait(&b->cv_workers, &b->mu);
+		bjob *j = b->jobs;
+		if (!j)
+			break;
+		b->jobs = j->next;
+		if (!b->jobs)
+			b->jobs_tail = NULL;
+		b->njobs--;
+		b->busy++;
+		pthread_mutex_unlock(&b->mu);
+		run_cpu(b, j->it, j->n, &buf);
+		free(j);
+		pthread_mutex_lock(&b->mu);
+		b->busy--;
+		if (b->wait_worker)
+			pthread_cond_signal(&b->cv_batcher);
+	}
+	pthread_mutex_unlock(&b->mu);
+	free(buf.p);
+	return NULL;
+}
+
+/* --- GPU side --- */
+
+static void gpu_opts(const td_conf *c, unsigned nworkers, td_gpu_opts *o)
+{
+	td_gpu_opts_default(o);
+	o->device = c->gpu_device;
+	o->mem_cap = c->gpu_mem_cap;
+	o->cpu_threads = nworkers;
+}
+
+static void gpu_open(td_fs_batch *b)
+{
+	const td_conf *c = &b->fs->conf;
+	td_gpu_opts o;
+	gpu_opts(c, b->nworkers, &o);
+	td_gpu *g = NULL;
+	int err = td_gpu_open(b->fs->a, &o, &g);
+	if (err) {
+		const char *d = td_errdetail();
+		snprintf(b->gpu_name, sizeof b->gpu_name, "unavailable");
+		td_fs_log(c->gpu == TD_CONF_GPU_ON ? TD_CONF_LOG_ERROR : TD_CONF_LOG_INFO,
+			  "gpu: %s%s%s; reads are served by the CPU", td_strerror(err), d && *d ? ": " : "",
+			  d && *d ? d : "");
+		atomic_store(&b->gpu_state, GPU_OFF);
+		return;
+	}
+	if (!td_gpu_resident(g)) {
+		td_gpu_close(g);
+		snprintf(b->gpu_name, sizeof b->gpu_name, "not resident");
+		td_fs_log(c->gpu == TD_CONF_GPU_ON ? TD_CONF_LOG_ERROR : TD_CONF_LOG_INFO,
+			  "gpu: the archive does not fit device %d (gpu_mem_cap); reads are served by the CPU",
+			  c->gpu_device);
+		atomic_store(&b->gpu_state, GPU_OFF);
+		return;
+	}
+	b->gpu = g;
+	snprintf(b->gpu_name, sizeof b->gpu_name, "%s", td_gpu_device_name(g));
+	td_fs_log(TD_CONF_LOG_INFO, "gpu: %s ready (%.2f s upload); batches of %u or more go there", b->gpu_name,
+		  td_gpu_open_seconds(g), b->gpu_min);
+	atomic_store(&b->gpu_state, GPU_READY);
+}
+
+static void reply_count(td_fs_batch *b, bitem *x, const td_count_req *c)
+{
+	if (c->err) {
+		td_fs_reply_err(x->r, td_err_errno(c->err));
+	} else {
+		char v[24];
+		int n = snprintf(v, sizeof v, "%llu", (unsigned long long)c->count);
+		td_fs_reply_xattr(x->r, v, (size_t)n);
+	}
+	done(b, x->t0);
+}
+
+/* One GPU batch of reads and counts (items of other classes were sent to
+ * the CPU workers). Falls back to the CPU when a launch fails. */
+static void run_gpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+{
+	size_t nr = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (it[i].cls == CLS_READ) {
+			bitem t = it[nr];
+			it[nr++] = it[i];
+			it[i] = t;
+		}
+	}
+	if (nr > 1)
+		qsort(it, nr, sizeof *it, cmp_read);
+	size_t nruns = 0, bytes = 0;
+	for (size_t i = 0; i < nr;) {
+		uint64_t end;
+		size_t k = read_run(it + i, nr - i, &end);
+		bytes += (size_t)(end - it[i].r->off);
+		nruns++;
+		i += k;
+	}
+	size_t nc = n - nr;
+	td_extract_req *xr = calloc(nruns ? nruns : 1, sizeof *xr);
+	size_t *runlen = calloc(nruns ? nruns : 1, sizeof *runlen);
+	td_count_req *cr = calloc(nc ? nc : 1, sizeof *cr);
+	char *p = tbuf_get(buf, bytes ? bytes : 1);
+	if (!xr || !runlen || !cr || !p) {
+		free(xr);
+		free(runlen);
+		free(cr);
+		run_cpu(b, it, n, buf);
+		return;
+	}
+	size_t pos = 0, ri = 0;
+	for (size_t i = 0; i < nr;) {
+		uint64_t end;
+		size_t k = read_run(it + i, nr - i, &end);
+		const td_fs_req *f = it[i].r;
+		xr[ri] = (td_extract_req){ .file = f->e, .off = f->off, .len = (uint32_t)(end - f->off), .buf = p + pos };
+		runlen[ri] = k;
+		pos += (size_t)(end - f->off);
+		ri++;
+		i += k;
+	}
+	for (size_t i = 0; i < nc; i++) {
+		const char *w = it[nr + i].r->name + COUNT_NAME_LEN;
+		cr[i] = (td_count_req){ .word = w, .len = strlen(w), .scope = it[nr + i].r->e };
+	}
+	int xerr = nruns ? td_gpu_extract_batch(b->gpu, xr, nruns) : TD_OK;
+	int cerr = nc ? td_gpu_count_batch(b->gpu, cr, nc) : TD_OK;
+	if (xerr || cerr)
+		td_fs_log(TD_CONF_LOG_WARN, "gpu: batch failed (%s); answered by the CPU", td_strerror(xerr ? xerr : cerr));
+	size_t served = 0;
+	if (xerr) {
+		run_cpu(b, it, nr, buf); /* xr[].buf (in buf) is not used again */
+	} else {
+		size_t i = 0;
+		for (ri = 0; ri < nruns; ri++) {
+			reply_run(b, it + i, runlen[ri], xr[ri].off, xr[ri].buf, xr[ri].got, xr[ri].err);
+			i += runlen[ri];
+		}
+		served += nr;
+	}
+	if (cerr) {
+		run_cpu(b, it + nr, nc, buf);
+	} else {
+		for (size_t i = 0; i < nc; i++)
+			reply_count(b, &it[nr + i], &cr[i]);
+		served += nc;
+	}
+	atomic_fetch_add_explicit(&b->st.gpu_reqs, served, memory_order_relaxed);
+	if (served)
+		atomic_fetch_add_explicit(&b->st.gpu_batches, 1, memory_order_relaxed);
+	free(xr);
+	free(runlen);
+	free(cr);
+}
+
+static void *gpu_main(void *arg)
+{
+	td_fs_batch *b = arg;
+	if (atomic_load(&b->gpu_state) == GPU_OPENING)
+		gpu_open(b);
+	tbuf buf = { 0 };
+	pthread_mutex_lock(&b->mu);
+	if (atomic_load(&b->gpu_state) != GPU_READY && b->wait_gpu)
+		pthread_cond_signal(&b->cv_batcher);
+	for (;;) {
+		while (!b->gjob && !b->wstop)
+			pthread_cond_wait(&b->cv_gpu, &b->mu);
+		bjob *j = b->gjob;
+		if (!j)
+			break;
+		pthread_mutex_unlock(&b->mu);
+		run_gpu(b, j->it, j->n, &buf);
+		free(j);
+		pthread_mutex_lock(&b->mu);
+		b->gjob = NULL;
+		b->gpu_busy = 0;
+		if (b->wait_gpu)
+			pthread_cond_signal(&b->cv_batcher);
+	}
+	pthread_mutex_unlock(&b->mu);
+	free(buf.p);
+	return NULL;
+}
+
+/* --- the batcher thread --- */
+
+/* Pop up to n queued items into a new job (caller holds mu). With
+ * `gpu_only` only GPU-able items are taken into *gj and the others of the
+ * first n go to *cj. */
+static bjob *job_new(size_t n)
+{
+	bjob *j = malloc(sizeof *j + n * sizeof(bitem));
+	if (j) {
+		j->next = NULL;
+		j->n = 0;
+	}
+	return j;
+}
+
+static bitem q_pop(td_fs_batch *b)
+{
+	bitem x = b->q[b->qhead];
+	b->qhead = (b->qhead + 1) % QUEUE_CAP;
+	b->qlen--;
+	if (x.cls != CLS_OTHER)
+		b->q_gpuable--;
+	return x;
+}
+
+static void push_job(td_fs_batch *b, bjob *j)
+{
+	if (b->jobs_tail)
+		b->jobs_tail->next = j;
+	else
+		b->jobs = j;
+	b->jobs_tail = j;
+	b->njobs++;
+	atomic_fetch_add_explicit(&b->st.batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->st.batched, j->n, memory_order_relaxed);
+	td_fs_stats_max_batch(&b->st, j->n);
+	pthread_cond_signal(&b->cv_workers);
+}
+
+/* Out of memory for a job: answer the items inline on this thread. */
+static void run_now(td_fs_batch *b, size_t n)
+{
+	tbuf buf = { 0 };
+	while (n--) {
+		bitem x = q_pop(b);
+		pthread_mutex_unlock(&b->mu);
+		run_cpu(b, &x, 1, &buf);
+		pthread_mutex_lock(&b->mu);
+	}
+	free(buf.p);
+}
+
+static void dispatch_gpu(td_fs_batch *b)
+{
+	size_t n = b->qlen < b->batch_max ? b->qlen : b->batch_max;
+	bjob *g = job_new(n), *c = job_new(n);
+	if (!g || !c) {
+		free(g);
+		free(c);
+		run_now(b, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bitem x = q_pop(b);
+		if (x.cls != CLS_OTHER)
+			g->it[g->n++] = x;
+		else
+			c->it[c->n++] = x;
+	}
+	atomic_fetch_add_explicit(&b->st.batches, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->st.batched, g->n, memory_order_relaxed);
+	td_fs_stats_max_batch(&b->st, g->n);
+	b->gjob = g;
+	b->gpu_busy = 1;
+	pthread_cond_signal(&b->cv_gpu);
+	if (c->n)
+		push_job(b, c);
+	else
+		free(c);
+}
+
+static void dispatch_cpu(td_fs_batch *b, unsigned free_workers)
+{
+	/* Share the queue between the workers: a batch is at most 1/nworkers
+	 * of it, so the next free worker finds the rest. */
+	size_t per = (b->qlen + b->nworkers - 1) / b->nworkers;
+	if (per > b->batch_max)
+		per = b->batch_max;
+	if (per == 0)
+		per = 1;
+	while (free_workers-- > 0 && b->qlen) {
+		size_t n = b->qlen < per ? b->qlen : per;
+		bjob *j = job_new(n);
+		if (!j) {
+			run_now(b, n);
+			continue;
+		}
+		for (size_t i = 0; i < n; i++)
+			j->it[j->n++] = q_pop(b);
+		push_job(b, j);
+	}
+}
+
+static void *batcher_main(void *arg)
+{
+	td_fs_batch *b = arg;
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		if (b->qlen == 0) {
+			if (b->stopping)
+				break;
+			b->wake_at = 1;
+			pthread_cond_wait(&b->cv_batcher, &b->mu);
+			b->wake_at = SIZE_MAX;
+			continue;
+		}
+		int gpu = atomic_load(&b->gpu_state) == GPU_READY;
+		if (gpu && b->q_gpuable < b->gpu_min && b->qlen < b->batch_max && b->window_us && !b->stopping) {
+			/* Below the crossover: wait for more only while requests
+			 * arrive fast enough to reach it before the oldest queued
+			 * one has waited batch_window_us. */
+			uint64_t now = now_ns(), deadline = b->q[b->qhead].t0 + (uint64_t)b->window_us * 1000u;
+			size_t need = b->gpu_min - b->q_gpuable;
+			if (now < deadline && b->ia_ewma > 0 && b->ia_ewma * need <= deadline - now) {
+				struct timespec ts;
+				clock_gettime(CLOCK_REALTIME, &ts);
+				uint64_t wait = deadline - now;
+				ts.tv_sec += (time_t)(wait / 1000000000u);
+				ts.tv_nsec += (long)(wait % 1000000000u);
+				if (ts.tv_nsec >= 1000000000L) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000L;
+				}
+				b->wake_at = b->qlen + need;
+				pthread_cond_timedwait(&b->cv_batcher, &b->mu, &ts);
+				b->wake_at = SIZE_MAX;
+				if (b->q_gpuable < b->gpu_min && now_ns() < deadline && b->qlen < b->batch_max)
+					continue;
+			}
+		}
+		if (gpu && b->q_gpuable >= b->gpu_min) {
+			if (b->gpu_busy) {
+				/* The GPU is the faster way for this many: let the batch
+				 * grow while the running one finishes. */
+				b->wait_gpu = 1;
+				pthread_cond_wait(&b->cv_batcher, &b->mu);
+				b->wait_gpu = 0;
+				continue;
+			}
+			dispatch_gpu(b);
+			continue;
+		}
+		long free_workers = (long)b->nworkers - (long)b->busy - (long)b->njobs;
+		if (free_workers <= 0) {
+			/* Every worker has work: requests pile up into the next,
+			 * larger batch meanwhile. */
+			b->wait_worker = 1;
+			pthread_cond_wait(&b->cv_batcher, &b->mu);
+			b->wait_worker = 0;
+			continue;
+		}
+		dispatch_cpu(b, (unsigned)free_workers);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* --- the executor FUSE handlers call --- */
+
+static void run_inline(td_fs_batch *b, td_fs_req *r, uint64_t t0)
+{
+	atomic_fetch_add_explicit(&b->st.inline_reqs, 1, memory_order_relaxed);
+	td_fs_req_run(r);
+	done(b, t0);
+}
+
+static int batch_submit(void *ctx, td_fs_req *r)
+{
+	td_fs_batch *b = ctx;
+	uint64_t t0 = now_ns();
+	atomic_fetch_add_explicit(r->kind == TD_FS_READ ? &b->st.reads : &b->st.xattrs, 1, memory_order_relaxed);
+	unsigned others = atomic_fetch_add_explicit(&b->active, 1, memory_order_relaxed);
+	if (b->inline_only || others == 0) {
+		if (r->kind == TD_FS_READ)
+			atomic_store_explicit(&r->file->seq_next, r->off + r->size, memory_order_relaxed);
+		run_inline(b, r, t0);
+		return 0;
+	}
+	if (r->kind == TD_FS_READ &&
+	    atomic_exchange_explicit(&r->file->seq_next, r->off + r->size, memory_order_relaxed) == r->off) {
+		/* A sequential reader: its cursor continues without a descent,
+		 * which no batch does better. */
+		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
+		run_inline(b, r, t0);
+		return 0;
+	}
+	int cls = classify(b, r);
+	pthread_mutex_lock(&b->mu);
+	if (b->stopping || b->qlen >= QUEUE_CAP) {
+		pthread_mutex_unlock(&b->mu);
+		run_inline(b, r, t0);
+		return 0;
+	}
+	b->q[(b->qhead + b->qlen) % QUEUE_CAP] = (bitem){ .r = r, .t0 = t0, .cls = cls };
+	b->qlen++;
+	if (cls != CLS_OTHER)
+		b->q_gpuable++;
+	if (b->last_arrival) {
+		uint64_t dt = t0 > b->last_arrival ? t0 - b->last_arrival : 0;
+		b->ia_ewma = b->ia_ewma ? (b->ia_ewma * 7 + dt) / 8 : dt + 1;
+	}
+	b->last_arrival = t0;
+	if (b->qlen >= b->wake_at)
+		pthread_cond_signal(&b->cv_batcher);
+	pthread_mutex_unlock(&b->mu);
+	return 0;
+}
+
+/* --- start, stop, stats --- */
+
+static void sigusr1(void *ctx);
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1u;
+}
+
+static unsigned gpu_min_batch(void)
+{
+	const char *s = getenv("TADOCFS_GPU_MIN_BATCH");
+	if (s && *s) {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+		if (*end == '\0' && v >= 1 && v <= 1000000)
+			return (unsigned)v;
+		td_fs_log(TD_CONF_LOG_WARN, "TADOCFS_GPU_MIN_BATCH=%s is not 1..1000000: using %u", s,
+			  TD_FS_GPU_MIN_BATCH);
+	}
+	return TD_FS_GPU_MIN_BATCH;
+}
+
+static void batch_free(td_fs_batch *b)
+{
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv_batcher);
+	pthread_cond_destroy(&b->cv_workers);
+	pthread_cond_destroy(&b->cv_gpu);
+	td_gpu_close(b->gpu);
+	free(b->workers);
+	free(b->q);
+	free(b);
+}
+
+static void stop_threads(td_fs_batch *b)
+{
+	pthread_mutex_lock(&b->mu);
+	b->stopping = 1;
+	pthread_cond_broadcast(&b->cv_batcher);
+	pthread_mutex_unlock(&b->mu);
+	if (b->has_batcher)
+		pthread_join(b->batcher, NULL);
+	pthread_mutex_lock(&b->mu);
+	b->wstop = 1;
+	pthread_cond_broadcast(&b->cv_workers);
+	pthread_cond_broadcast(&b->cv_gpu);
+	pthread_mutex_unlock(&b->mu);
+	for (unsigned i = 0; i < b->nstarted; i++)
+		pthread_join(b->workers[i], NULL);
+	if (b->has_gthread)
+		pthread_join(b->gthread, NULL);
+}
+
+int td_fs_batch_start(td_fs *fs)
+{
+	const td_conf *c = &fs->conf;
+	td_fs_batch *b = calloc(1, sizeof *b);
+	if (!b)
+		return -ENOMEM;
+	b->fs = fs;
+	td_fs_stats_init(&b->st);
+	b->nworkers = c->cpu_workers ? c->cpu_workers : online_cpus();
+	b->batch_max = c->batch_max ? c->batch_max : 1;
+	b->window_us = c->batch_window_us;
+	b->gpu_min = gpu_min_batch();
+	/* An edit overlay (fs_rw.h) answers through its own handlers: any
+	 * request reaching us there takes the direct path. */
+	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;
+	b->wake_at = SIZE_MAX;
+	atomic_init(&b->active, 0);
+	atomic_init(&b->gpu_state, GPU_OFF);
+	snprintf(b->gpu_name, sizeof b->gpu_name, "off");
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cv_batcher, NULL);
+	pthread_cond_init(&b->cv_workers, NULL);
+	pthread_cond_init(&b->cv_gpu, NULL);
+	int rc = 0;
+	if (!b->inline_only) {
+		b->q = malloc(QUEUE_CAP * sizeof *b->q);
+		b->workers = calloc(b->nworkers, sizeof *b->workers);
+		if (!b->q || !b->workers) {
+			batch_free(b);
+			return -ENOMEM;
+		}
+		if (c->gpu != TD_CONF_GPU_OFF) {
+			if (c->gpu == TD_CONF_GPU_ON) {
+				gpu_open(b); /* gpu = on: the mount fails without it */
+				if (atomic_load(&b->gpu_state) != GPU_READY) {
+					batch_free(b);
+					return -ENODEV;
+				}
+			} else {
+				snprintf(b->gpu_name, sizeof b->gpu_name, "opening");
+				atomic_store(&b->gpu_state, GPU_OPENING);
+			}
+		}
+		for (; b->nstarted < b->nworkers; b->nstarted++) {
+			if ((rc = pthread_create(&b->workers[b->nstarted], NULL, worker_main, b)) != 0)
+				break;
+		}
+		if (!rc && (rc = pthread_create(&b->batcher, NULL, batcher_main, b)) == 0)
+			b->has_batcher = 1;
+		if (!rc && c->gpu != TD_CONF_GPU_OFF) {
+			if ((rc = pthread_create(&b->gthread, NULL, gpu_main, b)) == 0)
+				b->has_gthread = 1;
+			else
+				atomic_store(&b->gpu_state, GPU_OFF);
+		}
+		if (rc) {
+			stop_threads(b);
+			batch_free(b);
+			return -rc;
+		}
+	} else if (c->gpu == TD_CONF_GPU_ON) {
+		td_fs_log(TD_CONF_LOG_WARN, "gpu=on has no effect with batch_max=1 (no batches)");
+	}
+	fs->batch = b;
+	fs->exec.ctx = b;
+	fs->exec.submit = batch_submit;
+	if ((rc = td_fs_stats_sigwatch_start(sigusr1, fs)) != 0)
+		td_fs_log(TD_CONF_LOG_WARN, "SIGUSR1 stats: %s", strerror(-rc));
+	td_fs_log(TD_CONF_LOG_INFO, "batcher: %s, %u CPU workers, batch_max %u, window %u us, gpu %s",
+		  b->inline_only ? (fs->rw ? "off (edit overlay)" : "off (batch_max=1)") : "on", b->nworkers, b->batch_max, b->window_us,
+		  c->gpu == TD_CONF_GPU_OFF ? "off" : td_conf_gpu_name(c->gpu));
+	return 0;
+}
+
+void td_fs_batch_stop(td_fs *fs)
+{
+	td_fs_batch *b = fs->batch;
+	if (!b)
+		return;
+	td_fs_stats_sigwatch_stop();
+	fs->exec.submit = NULL;
+	fs->exec.ctx = NULL;
+	if (!b->inline_only)
+		stop_threads(b);
+	fs->batch = NULL;
+	batch_free(b);
+}
+
+void td_fs_batch_replying(const td_fs_req *r, size_t bytes)
+{
+	td_fs_batch *b = r->fs->batch;
+	if (!b || !r->heap)
+		return;
+	atomic_fetch_sub_explicit(&b->active, 1, memory_order_relaxed);
+	if (bytes)
+		atomic_fetch_add_explicit(&b->st.bytes, bytes, memory_order_relaxed);
+}
+
+static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
+{
+	td_fs_stats_info info = {
+		.cpu_workers = b->inline_only ? 0 : b->nworkers,
+		.batch_max = b->batch_max,
+		.batch_window_us = b->window_us,
+		.gpu_min_batch = b->gpu_min,
+		.gpu = b->gpu_name,
+	};
+	char tmp[2048];
+	int n = td_fs_stats_format(&b->st, &info, oneline, tmp, sizeof tmp);
+	if (n < 0)
+		return -EIO;
+	size_t l = (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
+	char *p = malloc(l + 1);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, tmp, l + 1);
+	*out = p;
+	*len = l;
+	return 0;
+}
+
+int td_fs_batch_stats(td_fs *fs, char **val, size_t *len)
+{
+	if (!fs->batch)
+		return -ENODATA;
+	return format_stats(fs->batch, 0, val, len);
+}
+
+void td_fs_batch_log_stats(td_fs *fs)
+{
+	char *s = NULL;
+	size_t len = 0;
+	if (!fs->batch || format_stats(fs->batch, 1, &s, &len) != 0)
+		return;
+	td_fs_log_always("stats: %s", s);
+	free(s);
+}
+
+static void sigusr1(void *ctx)
+{
+	td_fs_batch_log_stats(ctx);
+}
+
+int td_fs_batch_gpu_probe(const td_fs *fs, char *msg, size_t len)
+{
+	int fds[2];
+	if (pipe(fds) != 0) {
+		snprintf(msg, len, "cannot probe the GPU: %s", strerror(errno));
+		return 0;
+	}
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(msg, len, "cannot probe the GPU: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return 0;
+	}
+	if (pid == 0) {
+		/* The child opens the GPU exactly as the daemon will, says why
+		 * not if it cannot, and exits: no CUDA state reaches the parent. */
+		close(fds[0]);
+		char why[256] = "";
+		td_gpu_opts o;
+		gpu_opts(&fs->conf, fs->conf.cpu_workers, &o);
+		td_gpu *g = NULL;
+		int err = td_gpu_open(fs->a, &o, &g);
+		if (err) {
+			const char *d = td_errdetail();
+			snprintf(why, sizeof why, "%s%s%s", td_strerror(err), d && *d ? ": " : "", d && *d ? d : "");
+		} else if (!td_gpu_resident(g)) {
+			snprintf(why, sizeof why, "the archive does not fit device %d (see gpu_mem_cap)", o.device);
+		}
+		td_gpu_close(g);
+		ssize_t w = write(fds[1], why, strlen(why));
+		(void)w;
+		_exit(why[0] ? 1 : 0);
+	}
+	close(fds[1]);
+	char buf[256];
+	size_t got = 0;
+	ssize_t n;
+	while (got < sizeof buf - 1 && (n = read(fds[0], buf + got, sizeof buf - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+	close(fds[0]);
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+	if (!ok)
+		snprintf(msg, len, "%s", got ? buf : "the GPU probe failed");
+	return ok;
+}

@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""Integration test of the tadocfs batcher (fs/tadocfs_batch.c), through real mounts.
+
+Checks, against the original files and a Python word counter:
+- 64 concurrent readers (threads, O_DIRECT so every read reaches the daemon)
+  doing random preads of random sizes, some of them overlapping on purpose,
+  plus concurrent user.tadoc.count.* queries, get exactly the original
+  bytes and counts; user.tadoc.stats shows that requests were queued and
+  batched and that the bytes served add up;
+- a sequential `cat` during that load reads exact bytes, and goes through
+  the per-file cursor fast path (stats: sequential > 0);
+- latency: one reader's median small pread with the batcher on is within
+  1.2x of the batcher off (batch_max=1) plus an absolute slack of
+  TD_BATCH_SLACK_US (default 15 us). Both mounts are live at once and
+  measured in alternating rounds, so load from other processes on a small,
+  shared CI machine hits both alike; medians of thousands of samples;
+  the comparison is repeated up to 3 times before it counts as a failure;
+- configuration keys take effect: batch_max, cpu_workers, batch_window_us,
+  gpu, log_level (from -o and from a config file, -o winning);
+  bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
+  status 2 with nothing mounted;
+- SIGUSR1 writes the stats line to the log (stderr in the foreground) and
+  does not end the daemon.
+
+The GPU path: set TD_TEST_GPU=1 on a GPU machine to mount the load test with
+gpu=on and a crossover of 8 (TADOCFS_GPU_MIN_BATCH), and to require
+gpu_requests > 0.
+
+Environment: TADOC, TADOCFS; exit 77 (skip) without a usable /dev/fuse.
+"""
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TADOC = os.environ.get("TADOC", "tadoc")
+TADOCFS = os.environ.get("TADOCFS", "tadocfs")
+TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
+GPU = os.environ.get("TD_TEST_GPU") == "1"
+SLACK_US = float(os.environ.get("TD_BATCH_SLACK_US", "15"))
+WORD = re.compile(rb"\w+")
+
+failures = []
+mounted = []
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def check(cond, what):
+    if cond:
+        return True
+    failures.append(what)
+    log("FAIL: " + what)
+    return False
+
+
+def run(cmd, **kw):
+    kw.setdefault("stdout", subprocess.PIPE)
+    kw.setdefault("stderr", subprocess.PIPE)
+    kw.setdefault("timeout", 300)
+    return subprocess.run(cmd, **kw)
+
+
+def is_mounted(mnt):
+    mnt = os.path.realpath(mnt)
+    with open("/proc/mounts") as f:
+        return any(line.split(" ")[1] == mnt and line.split(" ")[2].startswith("fuse") for line in f)
+
+
+def unmount(mnt):
+    if not is_mounted(mnt):
+        return
+    run(["fusermount3", "-u", mnt])
+    for _ in range(100):
+        if not is_mounted(mnt):
+            return
+        time.sleep(0.05)
+    run(["fusermount3", "-u", "-z", mnt])
+
+
+def mount(archive, mnt, *opts, env=None):
+    os.makedirs(mnt, exist_ok=True)
+    args = [TADOCFS, archive, mnt]
+    if opts:
+        args += ["-o", ",".join(opts)]
+    r = run(args, env=env)
+    if r.returncode != 0 or not is_mounted(mnt):
+        raise SystemExit("%s failed (%d): %s" % (" ".join(args), r.returncode, r.stderr.decode(errors="replace")))
+    mounted.append(mnt)
+    return mnt
+
+
+def stats(mnt):
+    v = os.getxattr(mnt, "user.tadoc.stats").decode()
+    out = {}
+    for line in v.splitlines():
+        k, _, val = line.partition("=")
+        try:
+            out[k] = float(val) if "." in val else int(val)
+        except ValueError:
+            out[k] = val
+    return out
+
+
+# ---------------------------------------------------------------- corpus
+
+def make_tree(dst, seed=7):
+    """40 files of random words (10 KB .. 1.5 MB), one empty, one tiny."""
+    rnd = random.Random(seed)
+    vocab = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randint(1, 10)))
+             for _ in range(4000)] + ["the", "whale", "sea"] * 50
+    seps = [" ", " ", " ", "\n", ", ", ". ", "\t", " -- "]
+    os.makedirs(os.path.join(dst, "sub"), exist_ok=True)
+    files = {}
+    for i in range(40):
+        n = rnd.choice([10_000, 50_000, 200_000, 700_000, 1_500_000])
+        parts, size = [], 0
+        while size < n:
+            w = rnd.choice(vocab) + rnd.choice(seps)
+            parts.append(w)
+            size += len(w)
+        rel = ("sub/g%02d.txt" if i % 4 == 0 else "f%02d.txt") % i
+        data = "".join(parts).encode()
+        files[rel] = data
+    files["empty.txt"] = b""
+    files["tiny.txt"] = b"x"
+    for rel, data in files.items():
+        with open(os.path.join(dst, rel), "wb") as f:
+            f.write(data)
+    return files
+
+
+def count_words(data):
+    counts = {}
+    for m in WORD.finditer(data):
+        w = m.group()
+        counts[w] = counts.get(w, 0) + 1
+    return counts
+
+
+# ---------------------------------------------------------------- checks
+
+def concurrent_load(mnt, files, nthreads=64, seconds=6.0, seed=1):
+    """nthreads readers: random preads (exact bytes) and count xattrs."""
+    names = sorted(f for f in files if files[f])
+    big = [f for f in names if len(files[f]) >= 200_000]
+    oracle = {f: count_words(files[f]) for f in names}
+    vocab = sorted({w for c in oracle.values() for w in c})[:3000] + [b"nosuchword"]
+    errors, ops = [], [0, 0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+    barrier = threading.Barrier(nthreads)
+
+    def reader(k):
+        rnd = random.Random(seed * 1000 + k)
+        fds = {}
+        nread = ncount = 0
+        try:
+            barrier.wait()
+            while time.monotonic() < stop:
+                f = rnd.choice(big if rnd.random() < 0.7 else names)
+                data = files[f]
+                if k % 8 == 7:
+                    w = rnd.choice(vocab)
+                    got = os.getxattr(os.path.join(mnt, f), b"user.tadoc.count." + w)
+                    want = b"%d" % oracle[f].get(w, 0)
+                    if got != want:
+                        errors.append("count %s %r: %r != %r" % (f, w, got, want))
+                    ncount += 1
+                    continue
+                fd = fds.get(f)
+                if fd is None:
+                    fd = fds[f] = os.open(os.path.join(mnt, f), os.O_RDONLY | os.O_DIRECT)
+                r = rnd.random()
+                if r < 0.25:
+                    # a few hot regions: concurrent overlapping reads
+                    off = rnd.choice([0, 4096, 65536, 100_000]) + rnd.randint(0, 64)
+                    size = rnd.choice([4096, 8192])
+                elif r < 0.35:
+                    off = max(0, len(data) - rnd.randint(0, 9000))  # across EOF
+                    size = rnd.randint(1, 20000)
+                else:
+                    off = rnd.randrange(0, len(data) + 1)
+                    size = rnd.choice([1, 100, 4096, 4096, 4096, 65536, 131072, rnd.randint(1, 300000)])
+                got = os.pread(fd, size, off)
+                if got != data[off:off + size]:
+                    errors.append("pread %s off=%d size=%d: got %d bytes, differ" % (f, off, size, len(got)))
+                if off < len(data):  # the kernel answers reads at EOF itself
+                    nread += 1
+        except Exception as e:  # report, do not hang the others
+            errors.append("thread %d: %r" % (k, e))
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+            with lock:
+                ops[0] += nread
+                ops[1] += ncount
+
+    th = [threading.Thread(target=reader, args=(k,)) for k in range(nthreads)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    return ops[0], ops[1], errors
+
+
+def check_concurrent(archive, files, tmp):
+    log("== 64 concurrent readers through the batcher%s" % (" (GPU)" if GPU else ""))
+    mnt = os.path.join(tmp, "mnt_load")
+    env = dict(os.environ)
+    opts = []
+    if GPU:
+        opts.append("gpu=on")
+        env["TADOCFS_GPU_MIN_BATCH"] = "8"
+    mount(archive, mnt, *opts, env=env)
+    before = stats(mnt)
+    reads, counts, errors = concurrent_load(mnt, files)
+    for e in errors[:10]:
+        log("  " + e)
+    check(not errors, "64 readers: %d wrong answers of %d reads + %d counts" % (len(errors), reads, counts))
+    s = stats(mnt)
+    log("  %d reads, %d counts; stats: %s" % (reads, counts, {k: s[k] for k in (
+        "requests", "inline", "batches", "mean_batch", "max_batch", "merged", "gpu_requests", "p50_us", "p99_us")}))
+    check(s["requests"] - before["requests"] >= reads + counts, "stats count every request")
+    check(s["batches"] > 0 and s["max_batch"] > 1, "requests were batched (batches=%s max_batch=%s)" %
+          (s["batches"], s["max_batch"]))
+    check(s["batched"] > 0 and abs(s["mean_batch"] - s["batched"] / s["batches"]) < 0.01, "mean batch size")
+    check(s["p50_us"] > 0 and s["p99_us"] >= s["p50_us"], "latency quantiles")
+    check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
+    if GPU:
+        check(s["gpu_requests"] > 0, "gpu=on: some requests were answered by the GPU")
+
+    log("== sequential cat during concurrent load")
+    stop = threading.Event()
+
+    def noise(k):
+        rnd = random.Random(k)
+        big = max(files, key=lambda f: len(files[f]))
+        fd = os.open(os.path.join(mnt, big), os.O_RDONLY | os.O_DIRECT)
+        while not stop.is_set():
+            os.pread(fd, 4096, rnd.randrange(0, len(files[big])))
+        os.close(fd)
+
+    th = [threading.Thread(target=noise, args=(k,)) for k in range(16)]
+    for t in th:
+        t.start()
+    try:
+        s0 = stats(mnt)
+        for f in sorted(files, key=lambda f: -len(files[f]))[:3]:
+            r = run(["cat", os.path.join(mnt, f)])
+            check(r.returncode == 0 and r.stdout == files[f], "cat %s under load" % f)
+        s1 = stats(mnt)
+    finally:
+        stop.set()
+        for t in th:
+            t.join()
+    check(s1["sequential"] > s0["sequential"] or s1["inline"] > s0["inline"],
+          "sequential reads took the inline cursor path")
+    check(s1["bytes_served"] - s0["bytes_served"] >= sum(len(files[f]) for f in
+                                                          sorted(files, key=lambda f: -len(files[f]))[:3]),
+          "bytes_served counts what cat read")
+
+    log("== SIGUSR1 on a detached daemon: stats logged, daemon keeps running")
+    pids = daemon_pids(mnt)
+    check(len(pids) == 1, "one daemon for %s (%s)" % (mnt, pids))
+    for pid in pids:
+        os.kill(pid, signal.SIGUSR1)
+    time.sleep(0.3)
+    check(is_mounted(mnt) and all(os.path.exists("/proc/%d" % p) for p in pids), "alive after SIGUSR1")
+    check(len(os.listdir(mnt)) > 0, "still answering after SIGUSR1")
+    unmount(mnt)
+
+
+def daemon_pids(mnt):
+    pids = []
+    want = os.fsencode(mnt)
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"tadocfs") and want in argv:
+                pids.append(int(d))
+    return pids
+
+
+def median_latency(paths, rounds, per_round, sizes):
+    """Alternate rounds between the mounts; per mount: the median pread in us."""
+    fds = [os.open(p, os.O_RDONLY | os.O_DIRECT) for p in paths]
+    n = os.fstat(fds[0]).st_size
+    rnd = random.Random(5)
+    samples = [[] for _ in paths]
+    clock = time.perf_counter_ns
+    try:
+        for _ in range(rounds):
+            for i, fd in enumerate(fds):
+                s = samples[i]
+                for _ in range(per_round):
+                    off = rnd.randrange(0, n - 70000)
+                    size = rnd.choice(sizes)
+                    t0 = clock()
+                    os.pread(fd, size, off)
+                    s.append(clock() - t0)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return [statistics.median(s) / 1000.0 for s in samples]
+
+
+def check_latency(archive, files, tmp):
+    log("== single-reader latency: batcher on vs off (batch_max=1)")
+    on = mount(archive, os.path.join(tmp, "mnt_on"))
+    off = mount(archive, os.path.join(tmp, "mnt_off"), "batch_max=1")
+    f = max(files, key=lambda f: len(files[f]))
+    paths = [os.path.join(on, f), os.path.join(off, f)]
+    median_latency(paths, 2, 100, [4096])  # warm up both daemons
+    ok = False
+    for attempt in range(3):
+        m_on, m_off = median_latency(paths, 20, 150, [512, 4096, 4096, 16384])
+        limit = 1.2 * m_off + SLACK_US
+        log("  attempt %d: median on %.1f us, off %.1f us (limit %.1f us)" % (attempt + 1, m_on, m_off, limit))
+        if m_on <= limit:
+            ok = True
+            break
+    check(ok, "batcher-on median latency within 1.2x of batcher off + %.0f us" % SLACK_US)
+    s = stats(on)
+    check(s["inline"] >= 0.9 * s["requests"], "a lone reader is answered inline (%d of %d)" % (s["inline"], s["requests"]))
+    unmount(on)
+    unmount(off)
+
+
+def check_config(archive, files, tmp):
+    log("== configuration keys take effect")
+    mnt = os.path.join(tmp, "mnt_conf")
+    mount(archive, mnt, "batch_max=7", "cpu_workers=1", "batch_window_us=50", "gpu=off")
+    s = stats(mnt)
+    check(s["batch_max"] == 7 and s["cpu_workers"] == 1 and s["batch_window_us"] == 50 and s["gpu"] == "off",
+          "-o batch_max=7,cpu_workers=1,batch_window_us=50,gpu=off shown in stats: %s" % s)
+    _, _, errors = concurrent_load(mnt, files, nthreads=32, seconds=2.0, seed=3)
+    check(not errors, "exact bytes with batch_max=7, cpu_workers=1: %s" % errors[:3])
+    s = stats(mnt)
+    check(1 <= s["max_batch"] <= 7, "no batch above batch_max=7 (max_batch=%s)" % s["max_batch"])
+    unmount(mnt)
+
+    mount(archive, mnt, "batch_max=1")
+    _, _, errors = concurrent_load(mnt, files, nthreads=16, seconds=1.5, seed=4)
+    s = stats(mnt)
+    check(not errors and s["batches"] == 0 and s["inline"] >= s["requests"],
+          "batch_max=1: every request inline (%s)" % {k: s[k] for k in ("requests", "inline", "batches")})
+    unmount(mnt)
+
+    conf = os.path.join(tmp, "tadocfs.conf")
+    with open(conf, "w") as fh:
+        fh.write("# test config\n[tadocfs]\nbatch_max = 9\ncpu_workers = 3\ncache_size = 1M\nlog_level = info\n")
+    mount(archive, mnt, "config=" + conf, "cpu_workers=2")
+    s = stats(mnt)
+    check(s["batch_max"] == 9 and s["cpu_workers"] == 2, "config file values, -o wins: %s" % s)
+    unmount(mnt)
+
+    log("== log_level: info lines only at info or debug")
+    for level, expect in (("info", True), ("error", False)):
+        p = subprocess.Popen([TADOCFS, "-f", archive, mnt, "-o", "log_level=" + level],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(200):
+            if is_mounted(mnt):
+                break
+            time.sleep(0.025)
+        mounted.append(mnt)
+        # SIGUSR1 logs the stats at any level
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        alive = p.poll() is None
+        unmount(mnt)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        err = p.stderr.read().decode(errors="replace")
+        check(alive, "foreground daemon alive after SIGUSR1")
+        check(("batcher: on" in err) == expect, "log_level=%s: info line %s: %r" %
+              (level, "present" if expect else "absent", err[:300]))
+        check(re.search(r"stats: requests=\d+ .*p99_us=[\d.]+ .*bytes_served=\d+", err) is not None,
+              "SIGUSR1 wrote the stats line (log_level=%s): %r" % (level, err[:300]))
+
+    log("== bad keys and values: FILE:LINE, exit 2, nothing mounted")
+    bad = os.path.join(tmp, "bad.conf")
+    with open(bad, "w") as fh:
+        fh.write("batch_max = 8\n\nbatch_windw_us = 10\n")
+    cases = [
+        (["-o", "batch_max=0"], r"^tadocfs: -o:1: .*batch_max"),
+        (["-o", "cpu_workers=two"], r"^tadocfs: -o:1: .*cpu_workers"),
+        (["-o", "gpu=maybe"], r"^tadocfs: -o:1: .*gpu"),
+        (["-o", "config=" + bad], r"^tadocfs: " + re.escape(bad) + r":3: .*batch_windw_us"),
+        (["-o", "config=" + os.path.join(tmp, "missing.conf")], r"^tadocfs: " + re.escape(os.path.join(tmp, "missing.conf")) + r":0: "),
+    ]
+    for extra, pat in cases:
+        r = run([TADOCFS, archive, mnt] + extra)
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode == 2 and re.search(pat, err, re.M) is not None and not is_mounted(mnt),
+              "%s: exit %d, %r" % (" ".join(extra), r.returncode, err))
+        unmount(mnt)
+
+    log("== gpu=on without a usable GPU fails before mounting")
+    r = run([TADOCFS, archive, mnt, "-o", "gpu=on"])
+    if r.returncode == 0:
+        mounted.append(mnt)
+        log("  (a GPU is usable here: mounted)")
+        unmount(mnt)
+    else:
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode == 1 and "gpu=on" in err and not is_mounted(mnt), "gpu=on: exit %d, %r" % (r.returncode, err))
+
+
+def main():
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as e:
+        log("SKIP: /dev/fuse: %s" % e.strerror)
+        return 77
+    tmp = tempfile.mkdtemp(prefix="tadocfs_batch_")
+    try:
+        tree = os.path.join(tmp, "tree")
+        files = make_tree(tree)
+        archive = os.path.join(tmp, "t.tadoc")
+        r = run([TADOC, "compress", "-o", archive, tree])
+        if r.returncode != 0:
+            raise SystemExit("tadoc compress failed: %s" % r.stderr.decode(errors="replace"))
+        check_concurrent(archive, files, tmp)
+        check_latency(archive, files, tmp)
+        check_config(archive, files, tmp)
+    finally:
+        for m in reversed(mounted):
+            try:
+                unmount(m)
+            except Exception as e:
+                log("cleanup %s: %s" % (m, e))
+        subprocess.run(["rm", "-rf", tmp])
+    if failures:
+        log("%d check(s) failed" % len(failures))
+        return 1
+    log("all batcher checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
