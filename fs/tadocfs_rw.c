@@ -97,7 +97,12 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 		flags |= TD_JOURNAL_SYNC;
 	err = td_journal_open(fs->archive_path, rw->ed, flags, &rw->j, &rw->rep);
 	if (err) {
-		fail_td("journal", err);
+		/* The detail names the journal, the offset and what to do. */
+		const char *d = td_errdetail();
+		if (d && *d)
+			fprintf(stderr, "tadocfs: %s\n", d);
+		else
+			fail_td("journal", err);
 		goto fail_rw;
 	}
 	/* Damage found and dropped (or an already folded-in journal emptied):

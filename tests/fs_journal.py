@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Journal damage through the mount and the CLI (issue 4): a flipped byte
+in a record, a record cut in half, garbage appended, a damaged header, a
+journal of another archive. The documented recovery (td_journal.h):
+replay stops at the first bad record, everything before it is kept, the
+rest is saved in ARCHIVE.journal.damaged-OFFSET and cut off, and one
+message names the journal, the byte offset and what was dropped. A bad
+header or a foreign journal refuses the mount and leaves the file as it
+was.
+
+The edits are made one journal record at a time (small writes, inserts,
+deletes, truncates, empty creates, renames), with the tree recorded after
+each, so the state expected after damage in record k is the tree after
+record k-1 exactly.
+
+Environment: TADOC, TADOCFS. Exit 77 without /dev/fuse.
+"""
+import glob
+import os
+import random
+import shutil
+import struct
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fs_write_lib import (TADOC, check, cleanup, compress, daemon_stderr, diff_trees, finish, log,  # noqa: E402
+                          mount, random_text, run, skip_without_fuse, snapshot, unmount)
+
+HDR = 64
+
+
+def records(journal):
+    """[(offset, size)] of the records of a journal file."""
+    with open(journal, "rb") as f:
+        data = f.read()
+    out = []
+    pos = HDR
+    while pos + 8 <= len(data):
+        size = struct.unpack_from("<I", data, pos)[0]
+        if size < 96 or pos + size > len(data):
+            break
+        out.append((pos, size))
+        pos += size
+    return out
+
+
+def one_record_edits(rng, mnt, n):
+    """n changes of one journal record each; returns the snapshots before
+    the first and after each."""
+    snaps = [snapshot(mnt)]
+    k = 0
+    while len(snaps) <= n:
+        files = sorted(f for f, v in snaps[-1].items() if v[0] == "f")
+        f = rng.choice(files)
+        p = os.path.join(mnt, f)
+        size = os.path.getsize(p)
+        kind = rng.choice(["write", "append", "insert", "delete", "truncate", "create", "rename"])
+        if kind == "write":
+            fd = os.open(p, os.O_WRONLY)
+            os.pwrite(fd, random_text(rng, 300)[:300], rng.randint(0, size))
+            os.close(fd)
+        elif kind == "append":
+            with open(p, "ab") as fh:
+                fh.write(random_text(rng, 200)[:200])
+        elif kind == "insert":
+            os.setxattr(p, "user.tadoc.insert.%d" % rng.randint(0, size), random_text(rng, 100))
+        elif kind == "delete" and size > 0:
+            os.setxattr(p, "user.tadoc.delete.%d" % rng.randrange(size), b"17")
+        elif kind == "truncate":
+            os.truncate(p, rng.randint(0, size + 10))
+        elif kind == "create":
+            k += 1
+            fd = os.open(os.path.join(mnt, "new%d" % k), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.close(fd)
+        else:
+            k += 1
+            os.rename(p, os.path.join(mnt, "renamed%d" % k))
+        snaps.append(snapshot(mnt))
+    return snaps
+
+
+def main():
+    skip_without_fuse()
+    rng = random.Random(int(os.environ.get("FS_JOURNAL_SEED", "4242")))
+    tmp = tempfile.mkdtemp(prefix="tadoc-fs-journal-")
+    try:
+        src = os.path.join(tmp, "src")
+        os.makedirs(src)
+        for i in range(3):
+            with open(os.path.join(src, "t%d.txt" % i), "wb") as f:
+                f.write(random_text(rng, 3000))
+        archive = os.path.join(tmp, "j.tadoc")
+        journal = archive + ".journal"
+        compress(src, archive)
+        mnt = os.path.join(tmp, "mnt")
+        N = 12
+        mount(archive, mnt, "rw")
+        snaps = one_record_edits(rng, mnt, N)
+        unmount(mnt)
+        recs = records(journal)
+        if not check(len(recs) == N, "one record per change: %d records for %d changes" % (len(recs), N)):
+            return
+        with open(journal, "rb") as f:
+            pristine = f.read()
+
+        def reset(data):
+            for g in glob.glob(journal + ".damaged-*"):
+                os.unlink(g)
+            with open(journal, "wb") as f:
+                f.write(data)
+
+        def expect_state(k, what, cli=False):
+            """Mount (or compact, then mount) and compare with snaps[k]."""
+            if cli:
+                r = run([TADOC, "compact", archive])
+                msg = r.stderr.decode(errors="replace")
+                check(r.returncode == 0, "%s: tadoc compact exit %d: %s" % (what, r.returncode, msg))
+                mount(archive, mnt)
+            else:
+                mount(archive, mnt, "rw")
+                msg = daemon_stderr(mnt)
+            d = diff_trees(snaps[k], snapshot(mnt))
+            check(not d, "%s: the tree is not the one after record %d: %s" % (what, k, "; ".join(d)))
+            unmount(mnt)
+            return msg
+
+        def expect_report(msg, off, dropped, what):
+            log("  %s: %s" % (what, msg.strip()))
+            check(journal in msg and "byte offset %d" % off in msg and "%d bytes" % dropped in msg,
+                  "%s: the message names the journal, offset %d and %d dropped bytes: %r" % (what, off, dropped, msg))
+            saved = journal + ".damaged-%d" % off
+            if check(os.path.exists(saved), "%s: the damaged tail is saved in %s" % (what, saved)):
+                with open(saved, "rb") as f:
+                    check(len(f.read()) == dropped, "%s: the saved tail has the dropped bytes" % what)
+
+        log("== a flipped byte in record k: records before k are kept")
+        for k in (1, N // 2, N):
+            off, size = recs[k - 1]
+            bad = bytearray(pristine)
+            bad[off + rng.randrange(8, size)] ^= 0x5A
+            reset(bytes(bad))
+            msg = expect_state(k - 1, "flipped byte in record %d" % k)
+            expect_report(msg, off, len(pristine) - off, "flipped byte in record %d" % k)
+            check(os.path.getsize(journal) == off, "the journal is cut at the damage")
+            # the next mount is clean and keeps the same state
+            msg = expect_state(k - 1, "remount after the repair")
+            check("byte offset" not in msg, "a repaired journal mounts without a message: %r" % msg)
+
+        log("== the last record cut in half (a torn write)")
+        off, size = recs[-1]
+        reset(pristine[:off + size // 2])
+        msg = expect_state(N - 1, "torn last record")
+        expect_report(msg, off, size // 2, "torn last record")
+
+        log("== garbage appended after the last record")
+        junk = bytes(rng.randrange(256) for _ in range(300))
+        reset(pristine + junk)
+        msg = expect_state(N, "garbage appended")
+        expect_report(msg, len(pristine), len(junk), "garbage appended")
+
+        log("== the same damage through tadoc compact")
+        off, size = recs[N // 2]
+        bad = bytearray(pristine)
+        bad[off + size - 3] ^= 1  # inside the record's checksum
+        reset(bytes(bad))
+        arch_copy = archive + ".orig"
+        shutil.copyfile(archive, arch_copy)
+        msg = expect_state(N // 2, "flipped byte, then tadoc compact", cli=True)
+        expect_report(msg, off, len(pristine) - off, "tadoc compact")
+        check(os.path.getsize(journal) == HDR, "compaction leaves an empty journal")
+        shutil.copyfile(arch_copy, archive)
+        os.unlink(arch_copy)
+
+        log("== a damaged header refuses the mount and leaves the journal alone")
+        bad = bytearray(pristine)
+        bad[3] ^= 0xFF
+        reset(bytes(bad))
+        rc, err = mount(archive, mnt, "rw", expect_fail=True)
+        check(rc == 1 and journal in err and "header" in err, "bad header: exit %s, %r" % (rc, err))
+        with open(journal, "rb") as f:
+            check(f.read() == bytes(bad), "the journal with a bad header is left untouched")
+        r = run([TADOC, "compact", archive])
+        check(r.returncode == 1 and b"header" in r.stderr, "tadoc compact with a bad header: %r" % r.stderr)
+
+        log("== a journal of another archive refuses the mount")
+        other_src = os.path.join(tmp, "other")
+        os.makedirs(other_src)
+        with open(os.path.join(other_src, "o.txt"), "wb") as f:
+            f.write(b"another corpus\n")
+        other = os.path.join(tmp, "other.tadoc")
+        compress(other_src, other)
+        mount(other, mnt, "rw")
+        with open(os.path.join(mnt, "o.txt"), "ab") as f:
+            f.write(b"x")
+        unmount(mnt)
+        reset(open(other + ".journal", "rb").read())
+        rc, err = mount(archive, mnt, "rw", expect_fail=True)
+        check(rc == 1 and "another archive" in err, "foreign journal: exit %s, %r" % (rc, err))
+        log("  %s" % err.strip())
+
+        log("== the intact journal still gives the full state")
+        reset(pristine)
+        expect_state(N, "intact journal")
+    finally:
+        cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
