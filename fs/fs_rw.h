@@ -69,9 +69,9 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd);
 
 /* At unmount (no requests in flight): sync the journal, compact when the
  * configured threshold is exceeded, close the journal and free fs->rw;
- * then release lock_fd. Prints problems to stderr; returns 0 or -1 when the
- * journal could not be synced or the compaction failed (the journal then
- * still holds every change). */
+ * then release lock_fd. Logs problems (fs_log.h); returns 0, or -1 when the
+ * journal could not be synced. A failed compaction is logged only: the
+ * journal still holds every change. */
 int td_fs_rw_close(td_fs *fs, int lock_fd);
 
 /* Replace the entries of ops (filled by td_fs_ops_fill) with the

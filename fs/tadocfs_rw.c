@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs_log.h"
 #include "fs_rw.h"
 #include "td_compact.h"
 #include "td_err.h"
@@ -108,7 +109,7 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	/* Damage found and dropped (or an already folded-in journal emptied):
 	 * say so before the daemon leaves the terminal. */
 	if (rw->rep.msg[0])
-		fprintf(stderr, "tadocfs: %s\n", rw->rep.msg);
+		td_fs_log(TD_CONF_LOG_ERROR, "%s", rw->rep.msg);
 	if (!writable && !td_edit_changed(rw->ed)) {
 		td_journal_close(rw->j);
 		td_edit_free(rw->ed);
@@ -142,7 +143,7 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 	if (rw) {
 		td_fs_rw_files_free_all(fs);
 		if (rw->j && td_journal_sync(rw->j)) {
-			fail_td("journal", TD_EIO);
+			td_fs_log(TD_CONF_LOG_ERROR, "journal: %s", td_errdetail());
 			rc = -1;
 		}
 		/* compact_threshold is honoured only when set explicitly (in a
@@ -153,13 +154,13 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 		    td_journal_bytes(rw->j) > c->compact_threshold) {
 			uint64_t jb = td_journal_bytes(rw->j);
 			int err = td_compact(fs->a, rw->ed, rw->j, fs->archive_path, NULL, &lock_fd);
-			if (err) {
-				fail_td("compaction", err);
-				rc = -1;
-			} else if (fs->debug) {
-				fprintf(stderr, "tadocfs: %s: compacted %llu journal bytes\n", fs->archive_path,
-					(unsigned long long)jb);
-			}
+			if (err)
+				td_fs_log(TD_CONF_LOG_ERROR,
+					  "%s: compaction at unmount failed (the journal keeps every change): %s: %s",
+					  fs->archive_path, td_strerror(err), td_errdetail());
+			else
+				td_fs_log(TD_CONF_LOG_INFO, "%s: compacted %llu journal bytes into the archive at unmount",
+					  fs->archive_path, (unsigned long long)jb);
 		}
 		td_journal_close(rw->j);
 		td_edit_free(rw->ed);
@@ -189,14 +190,14 @@ int td_fs_rw_status(td_fs *fs, int err)
 		/* Logged but perhaps half applied: the journal is right, the
 		 * state may not be. Refuse further changes; a remount replays. */
 		fs->rw->broken = 1;
-		fprintf(stderr, "tadocfs: %s: out of memory while applying a change; "
-				"further changes refused until remount\n",
-			fs->archive_path);
+		td_fs_log(TD_CONF_LOG_ERROR,
+			  "%s: out of memory while applying a change; further changes refused until remount",
+			  fs->archive_path);
 		return -ENOMEM;
 	}
 	if (err == TD_EIO) {
 		const char *d = td_errdetail();
-		fprintf(stderr, "tadocfs: journal: %s\n", d && *d ? d : "write failed");
+		td_fs_log(TD_CONF_LOG_ERROR, "journal: %s", d && *d ? d : "write failed");
 		/* A full disk is worth telling the writer as such. */
 		if (d && strstr(d, strerror(ENOSPC)))
 			return -ENOSPC;
