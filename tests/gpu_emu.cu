@@ -118,6 +118,9 @@ static int failures;
 			exit(1);                           \
 	} while (0)
 
+/* Everything the emulated device holds, freed at exit (LeakSanitizer). */
+static std::vector<void *> g_allocs;
+
 /* Copy a section with 16 bytes of slack, 8-aligned, as on the device. */
 static const uint8_t *sec_copy(const td_archive *a, unsigned id, uint64_t *size)
 {
@@ -128,6 +131,7 @@ static const uint8_t *sec_copy(const td_archive *a, unsigned id, uint64_t *size)
 	if (p && sz)
 		memcpy(c, p, sz);
 	*size = sz;
+	g_allocs.push_back(c);
 	return c;
 }
 
@@ -172,6 +176,7 @@ static void gdev_build(const td_archive *a, td_gdev *d)
 	d->groups = (const td_disk_group *)sec_copy(a, TD_SEC_RULE_GROUPS, &sz);
 	uint64_t *mask = (uint64_t *)calloc(2 * d->nrules + 2, sizeof *mask);
 	d->rule_mask = mask;
+	g_allocs.push_back(mask);
 	int changed = 1, passes = 0;
 	while (changed) {
 		changed = 0;
@@ -189,6 +194,7 @@ static void gdev_build(const td_archive *a, td_gdev *d)
 	}
 	d->dfs_files = files;
 	d->sub = files + d->nentries;
+	g_allocs.push_back(files);
 	printf("archive: %llu entries, %llu words, %llu rules; signatures in %d passes\n",
 	       (unsigned long long)d->nentries, (unsigned long long)d->nwords, (unsigned long long)d->nrules, passes);
 }
@@ -379,6 +385,9 @@ int main(int argc, char **argv)
 	check_query(a, d, 300);
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");
 	td_archive_close(a);
+	for (void *p : g_allocs)
+		free(p);
+	g_allocs.clear();
 	if (argc <= 1) {
 		unlink(path.c_str());
 		rmdir(dir);
