@@ -16,6 +16,7 @@ fuzz_seconds=${FUZZ_SECONDS:-60}
 prefix=${BUILD_PREFIX:-build}
 status=0
 summary=()
+total_ok=0 total_fail=0 total_skip=0
 
 section() { printf '\n==== %s ====\n' "$*"; }
 
@@ -55,6 +56,14 @@ suite() {
 	EOF
 	) || line="no test log"
 	summary+=("$name: $line (meson test exit $rc)")
+	local n
+	n=$(sed -n 's/^Ok: \([0-9]*\) Fail: \([0-9]*\) Skipped: \([0-9]*\).*/\1 \2 \3/p' <<<"$line")
+	if [ -n "$n" ]; then
+		set -- $n
+		total_ok=$((total_ok + $1)) total_fail=$((total_fail + $2)) total_skip=$((total_skip + $3))
+	else
+		total_fail=$((total_fail + 1))
+	fi
 }
 
 # 1. The suite as users build it.
@@ -86,18 +95,23 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 			"$fz/fuzz-corpus" "$fz/fuzz-seeds" >"$fz/fuzz.log" 2>&1 || rc=$?
 		tail -25 "$fz/fuzz.log"
 		if [ "$rc" -eq 0 ]; then
+			total_ok=$((total_ok + 1))
 			summary+=("fuzz: Ok: 1 Fail: 0 (${fuzz_seconds}s, $(grep -c . <(ls "$fz/fuzz-corpus")) corpus inputs)")
 		else
+			total_fail=$((total_fail + 1))
 			summary+=("fuzz: Ok: 0 Fail: 1 (exit $rc; reproducer in $fz/fuzz-artifacts/, log $fz/fuzz.log)")
 			status=1
 		fi
 	else
 		summary+=("fuzz: BUILD FAILED")
+		total_fail=$((total_fail + 1))
 		status=1
 	fi
 fi
 
 section "summary"
 printf '%s\n' "${summary[@]}"
+[ "$status" -eq 0 ] || [ "$total_fail" -gt 0 ] || total_fail=1
 [ "$status" -eq 0 ] && echo "ALL TESTS PASSED" || echo "SOME TESTS FAILED"
+echo "tests: $total_ok passed, $total_fail failed, $total_skip skipped"
 exit "$status"
