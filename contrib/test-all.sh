@@ -3,13 +3,16 @@
 # a GPU), the same suite under ASan+UBSan in build-asan/, then a short libFuzzer run of the
 # archive reader (clang) in build-fuzz/. Exits non-zero if anything failed.
 #
-# Usage: contrib/test-all.sh            (from anywhere; run contrib/install-deps.sh --test first)
+# Usage: contrib/test-all.sh            (from anywhere; installs missing Debian packages first)
 # Environment: JOBS (parallel builds and tests, default 2), FUZZ_SECONDS (default 60, 0 skips
 # the fuzz run), SKIP_ASAN=1, BUILD_PREFIX (default "build": build/, build-asan/, build-fuzz/),
 # TADOC_CORPORA (where ../shared/corpora/fetch put the real corpora, for tests/corpus_real.sh).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
+
+# Set-up: the Debian packages (a no-op when they are installed, as in CI).
+contrib/install-deps.sh --test
 
 jobs=${JOBS:-2}
 fuzz_seconds=${FUZZ_SECONDS:-60}
