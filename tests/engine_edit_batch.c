@@ -1,0 +1,274 @@
+/* engine_edit_batch: insert/append batches in sequence, in batch and mixed equal a byte-array model; the logged records replay to the same files. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "edit_batch_model.h"
+#include "td_archive.h"
+#include "td_edit.h"
+#include "td_edit_batch.h"
+#include "td_writer.h"
+
+#define NFILES 6
+
+typedef struct fixture {
+	char dir[64];
+	char path[128];
+	td_archive *a;
+	td_edit *ed;
+	ebm m;
+} fixture;
+
+/* An archive of NFILES files (one empty) plus a directory, its edit state,
+ * and the model holding the same bytes. */
+static void fx_open(fixture *fx, uint64_t seed)
+{
+	strcpy(fx->dir, "/tmp/td_ebatchXXXXXX");
+	cr_assert_not_null(mkdtemp(fx->dir));
+	snprintf(fx->path, sizeof fx->path, "%s/a.tadoc", fx->dir);
+	ebm_init(&fx->m, seed, NFILES);
+	td_writer *w = td_writer_new(NULL);
+	cr_assert_not_null(w);
+	cr_assert_eq(td_writer_add_dir(w, "sub", 0755, 1, 0), TD_OK);
+	uint8_t buf[5000];
+	size_t len[NFILES];
+	for (int i = 0; i < NFILES; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%d", i);
+		len[i] = i == 0 ? 0 : (size_t)(ebm_rand(&fx->m) % (i == 1 ? 40 : 4000));
+		for (size_t k = 0; k < len[i]; k++)
+			buf[k] = fx->m.pool[ebm_rand(&fx->m) % sizeof fx->m.pool];
+		cr_assert_eq(td_writer_add_file(w, name, 0644, 1, 0, buf, len[i]), TD_OK);
+		ebm_set(&fx->m, (size_t)i, 0, buf, len[i]);
+	}
+	cr_assert_eq(td_writer_finish(w, fx->path), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(td_archive_open(fx->path, 0, &fx->a), TD_OK);
+	cr_assert_eq(td_edit_new(fx->a, &fx->ed), TD_OK);
+	for (int i = 0; i < NFILES; i++) {
+		char name[16];
+		snprintf(name, sizeof name, "f%d", i);
+		cr_assert_eq(td_edit_lookup_path(fx->ed, name, &fx->m.f[i].node), TD_OK);
+	}
+}
+
+static void fx_close(fixture *fx)
+{
+	td_edit_free(fx->ed);
+	td_archive_close(fx->a);
+	ebm_free(&fx->m);
+	unlink(fx->path);
+	rmdir(fx->dir);
+}
+
+/* Every file of ed equals the model. */
+static void check_files(const td_edit *ed, const ebm *m, const char *what)
+{
+	for (size_t i = 0; i < m->nf; i++) {
+		const ebm_file *f = &m->f[i];
+		uint8_t *buf = malloc(f->n + 16);
+		size_t got = 0;
+		cr_assert_eq(td_edit_read(ed, f->node, 0, buf, f->n + 16, &got, NULL), TD_OK);
+		cr_assert_eq(got, f->n, "%s: file %zu has %zu bytes, the model %zu", what, i, got, f->n);
+		cr_assert(memcmp(buf, f->b, f->n) == 0, "%s: file %zu differs from the model", what, i);
+		free(buf);
+	}
+}
+
+typedef struct logbuf {
+	td_edit_rec *v;
+	size_t n, cap;
+} logbuf;
+
+static int log_rec(void *ctx, const td_edit_rec *r)
+{
+	logbuf *l = ctx;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 256;
+		l->v = realloc(l->v, l->cap * sizeof *l->v);
+	}
+	l->v[l->n++] = *r;
+	return TD_OK;
+}
+
+static const char *mode_name(int mode)
+{
+	return mode == TD_BATCH_SEQUENCE ? "in sequence" : mode == TD_BATCH_SNAPSHOT ? "in batch" : "mixed";
+}
+
+/* Random batches of every meaning, applied one after the other. */
+static void random_batches(int mode, uint64_t seed)
+{
+	fixture fx;
+	fx_open(&fx, seed);
+	logbuf lb = { 0 };
+	td_edit_set_log(fx.ed, log_rec, &lb);
+	static const size_t sizes[] = { 1, 2, 3, 7, 30, 200, 1000 };
+	td_edit_rec *recs = malloc(1000 * sizeof *recs);
+	for (int round = 0; round < 40; round++) {
+		size_t n = sizes[ebm_rand(&fx.m) % 7];
+		size_t hot = ebm_rand(&fx.m) % 3 == 0 ? 1 : 0;
+		ebm_gen(&fx.m, recs, n, mode, hot);
+		size_t applied = 0;
+		int err = td_edit_apply_batch(fx.ed, recs, n, mode, &applied);
+		cr_assert_eq(err, TD_OK, "%s round %d: %s (%s)", mode_name(mode), round, td_strerror(err), td_errdetail());
+		cr_assert_eq(applied, n);
+		ebm_apply_batch(&fx.m, recs, n, mode);
+		char what[64];
+		snprintf(what, sizeof what, "%s round %d (%zu records)", mode_name(mode), round, n);
+		check_files(fx.ed, &fx.m, what);
+	}
+	/* the journal got plain in-sequence inserts that replay to the same files */
+	td_edit *re;
+	cr_assert_eq(td_edit_new(fx.a, &re), TD_OK);
+	for (size_t i = 0; i < lb.n; i++) {
+		cr_assert_eq(lb.v[i].type, TD_REC_INSERT);
+		cr_assert_eq(lb.v[i].flags, 0u);
+		cr_assert_neq(lb.v[i].off, TD_OFF_END);
+		cr_assert_eq(td_edit_replay(re, &lb.v[i]), TD_OK, "replay %zu: %s", i, td_errdetail());
+	}
+	check_files(re, &fx.m, "replayed journal");
+	td_edit_free(re);
+	free(lb.v);
+	free(recs);
+	fx_close(&fx);
+}
+
+Test(edit_batch, in_sequence_equals_model)
+{
+	random_batches(TD_BATCH_SEQUENCE, 1);
+}
+
+Test(edit_batch, in_batch_equals_model)
+{
+	random_batches(TD_BATCH_SNAPSHOT, 2);
+}
+
+Test(edit_batch, mixed_equals_model)
+{
+	random_batches(TD_BATCH_MIXED, 3);
+}
+
+/* Small hand-worked batches on "abc". */
+static void hand(const char *const *ops, size_t n, int mode, const char *want)
+{
+	fixture fx;
+	fx_open(&fx, 9);
+	td_node f1 = fx.m.f[1].node;
+	cr_assert_eq(td_edit_truncate(fx.ed, f1, 0), TD_OK);
+	cr_assert_eq(td_edit_insert(fx.ed, f1, 0, "abc", 3), TD_OK);
+	td_edit_rec r[8];
+	memset(r, 0, sizeof r);
+	for (size_t i = 0; i < n; i++) {
+		/* "s3Y": in batch at 3, "q1X": in sequence at 1, "e": end */
+		const char *o = ops[i];
+		r[i].type = TD_REC_INSERT;
+		r[i].node = f1;
+		r[i].flags = o[0] == 's' ? TD_EDIT_SNAPSHOT : 0;
+		r[i].off = o[1] == 'e' ? TD_OFF_END : (uint64_t)(o[1] - '0');
+		r[i].data = o + 2;
+		r[i].data_len = strlen(o + 2);
+	}
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, n, mode, NULL), TD_OK, "%s", td_errdetail());
+	char buf[64] = { 0 };
+	size_t got = 0;
+	cr_assert_eq(td_edit_read(fx.ed, f1, 0, buf, sizeof buf - 1, &got, NULL), TD_OK);
+	cr_assert_str_eq(buf, want, "%s: got '%s', want '%s'", mode_name(mode), buf, want);
+	fx_close(&fx);
+}
+
+Test(edit_batch, hand_worked)
+{
+	const char *a[] = { "q1X", "q2Y" };
+	hand(a, 2, TD_BATCH_SEQUENCE, "aXYbc");
+	hand(a, 2, TD_BATCH_SNAPSHOT, "aXbYc");
+	const char *b[] = { "s1X", "q2Y" };
+	hand(b, 2, TD_BATCH_MIXED, "aXYbc");
+	const char *c[] = { "q1X", "s2Y" };
+	hand(c, 2, TD_BATCH_MIXED, "aXbYc");
+	const char *d[] = { "qe1", "q02", "qe3" };
+	hand(d, 3, TD_BATCH_SEQUENCE, "2abc13");
+	hand(d, 3, TD_BATCH_SNAPSHOT, "2abc13");
+	const char *e[] = { "s1X", "s1Y", "s0Z", "s3W" };
+	hand(e, 4, TD_BATCH_SNAPSHOT, "ZaXYbcW");
+	hand(e, 4, TD_BATCH_MIXED, "ZaXYbcW");
+	/* in sequence into the middle of bytes the batch inserted earlier */
+	const char *f[] = { "s1XYZ", "q2-", "s1+" };
+	hand(f, 3, TD_BATCH_MIXED, "aX-YZ+bc");
+}
+
+Test(edit_batch, errors_leave_the_state_untouched)
+{
+	fixture fx;
+	fx_open(&fx, 5);
+	td_node f1 = fx.m.f[1].node, f2 = fx.m.f[2].node;
+	uint64_t n1 = fx.m.f[1].n;
+	td_edit_rec r[3];
+	memset(r, 0, sizeof r);
+	for (int i = 0; i < 3; i++) {
+		r[i].type = TD_REC_INSERT;
+		r[i].node = f1;
+		r[i].data = "xy";
+		r[i].data_len = 2;
+	}
+	/* in sequence: the second may go to n1 + 2, not further */
+	r[1].off = n1 + 2;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 2, TD_BATCH_SEQUENCE, NULL), TD_OK);
+	n1 += 4;
+	r[1].off = n1 + 3;
+	size_t applied = 7;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 2, TD_BATCH_SEQUENCE, &applied), TD_EINVAL);
+	cr_assert_eq(applied, 0u);
+	cr_assert(strstr(td_errdetail(), "record 1") != NULL, "%s", td_errdetail());
+	/* in batch: offsets refer to the snapshot */
+	r[1].off = n1 + 1;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 2, TD_BATCH_SNAPSHOT, NULL), TD_EINVAL);
+	r[1].off = n1;
+	r[2].node = f2;
+	r[2].off = fx.m.f[2].n + 1;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 3, TD_BATCH_SNAPSHOT, NULL), TD_EINVAL);
+	cr_assert(strstr(td_errdetail(), "record 2") != NULL, "%s", td_errdetail());
+	td_stat st;
+	cr_assert_eq(td_edit_stat(fx.ed, f1, &st), TD_OK);
+	cr_assert_eq(st.size, n1, "failed batches changed the file");
+	/* not an insert, a directory, an unknown mode or flag */
+	r[0].type = TD_REC_WRITE;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 1, TD_BATCH_SEQUENCE, NULL), TD_EINVAL);
+	r[0].type = TD_REC_INSERT;
+	td_node sub;
+	cr_assert_eq(td_edit_lookup_path(fx.ed, "sub", &sub), TD_OK);
+	r[0].node = sub;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 1, TD_BATCH_SEQUENCE, NULL), TD_EISDIR);
+	r[0].node = f1;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 1, 7, NULL), TD_EINVAL);
+	r[0].flags = 0x1000;
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 1, TD_BATCH_MIXED, NULL), TD_EINVAL);
+	cr_assert_eq(td_edit_apply_batch(fx.ed, r, 0, TD_BATCH_MIXED, NULL), TD_OK);
+	fx_close(&fx);
+}
+
+/* In batch, the resolved records come sorted by (file, offset) and each is
+ * shifted by the bytes before it: a prefix sum. */
+Test(edit_batch, in_batch_resolution_is_sorted_prefix_sums)
+{
+	fixture fx;
+	fx_open(&fx, 11);
+	td_edit_rec r[200], out[200];
+	uint32_t perm[200];
+	ebm_gen(&fx.m, r, 200, TD_BATCH_SNAPSHOT, 0);
+	cr_assert_eq(td_edit_batch_resolve(fx.ed, r, 200, TD_BATCH_SNAPSHOT, out, perm), TD_OK);
+	uint64_t shift = 0;
+	for (size_t k = 0; k < 200; k++) {
+		const td_edit_rec *in = &r[perm[k]];
+		uint64_t p = in->off == TD_OFF_END ? ebm_find(&fx.m, in->node)->n : in->off;
+		if (k && out[k].node != out[k - 1].node)
+			shift = 0;
+		if (k && out[k].node == out[k - 1].node)
+			cr_assert(out[k - 1].off <= out[k].off);
+		cr_assert_eq(out[k].off, p + shift);
+		cr_assert_eq(out[k].data, in->data);
+		shift += in->data_len;
+	}
+	fx_close(&fx);
+}
