@@ -22,9 +22,11 @@ Checks, against the original files and a Python word counter:
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon.
 
-The GPU path: set TD_TEST_GPU=1 on a GPU machine to mount the load test with
-gpu=on and a crossover of 8 (TADOCFS_GPU_MIN_BATCH), and to require
-gpu_requests > 0.
+The GPU path: the load test runs again with the GPU dispatch on and the CPU
+engine standing in for the device (TADOCFS_GPU_EMULATE=1, crossover 4): the
+batches, merged runs and count queries of run_gpu() answer exact bytes. On a
+GPU machine set TD_TEST_GPU=1 to run it a third time with gpu=on and the
+real device, requiring gpu_requests > 0.
 
 Environment: TADOC, TADOCFS; exit 77 (skip) without a usable /dev/fuse.
 """
@@ -212,15 +214,25 @@ def concurrent_load(mnt, files, nthreads=64, seconds=6.0, seed=1):
     return ops[0], ops[1], errors
 
 
-def check_concurrent(archive, files, tmp):
-    log("== 64 concurrent readers through the batcher%s" % (" (GPU)" if GPU else ""))
+def check_concurrent(archive, files, tmp, gpu):
+    """gpu: None (CPU), "emu" (GPU dispatch with the CPU engine standing in
+    for the device: TADOCFS_GPU_EMULATE=1) or "on" (a real GPU)."""
+    log("== 64 concurrent readers through the batcher (%s)" % {None: "CPU", "emu": "GPU path, emulated",
+                                                               "on": "GPU"}[gpu])
     mnt = os.path.join(tmp, "mnt_load")
     env = dict(os.environ)
     opts = []
-    if GPU:
-        opts.append("gpu=on")
-        env["TADOCFS_GPU_MIN_BATCH"] = "8"
+    if gpu:
+        opts.append("gpu=on" if gpu == "on" else "gpu=auto")
+        env["TADOCFS_GPU_MIN_BATCH"] = "4"
+        if gpu == "emu":
+            env["TADOCFS_GPU_EMULATE"] = "1"
     mount(archive, mnt, *opts, env=env)
+    if gpu:
+        for _ in range(100):  # gpu=auto opens in the background
+            if stats(mnt)["gpu"] != "opening":
+                break
+            time.sleep(0.05)
     before = stats(mnt)
     reads, counts, errors = concurrent_load(mnt, files)
     for e in errors[:10]:
@@ -235,8 +247,11 @@ def check_concurrent(archive, files, tmp):
     check(s["batched"] > 0 and abs(s["mean_batch"] - s["batched"] / s["batches"]) < 0.01, "mean batch size")
     check(s["p50_us"] > 0 and s["p99_us"] >= s["p50_us"], "latency quantiles")
     check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
-    if GPU:
-        check(s["gpu_requests"] > 0, "gpu=on: some requests were answered by the GPU")
+    if gpu:
+        check(s["gpu_requests"] > 0 and s["gpu_batches"] > 0, "some requests were answered by GPU batches")
+    if gpu == "emu":
+        unmount(mnt)
+        return
 
     log("== sequential cat during concurrent load")
     stop = threading.Event()
@@ -436,7 +451,10 @@ def main():
         r = run([TADOC, "compress", "-o", archive, tree])
         if r.returncode != 0:
             raise SystemExit("tadoc compress failed: %s" % r.stderr.decode(errors="replace"))
-        check_concurrent(archive, files, tmp)
+        check_concurrent(archive, files, tmp, None)
+        check_concurrent(archive, files, tmp, "emu")
+        if GPU:
+            check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)
         check_config(archive, files, tmp)
     finally:

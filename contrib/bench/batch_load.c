@@ -203,8 +203,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "batch_load: need one LIST (and -w WORDS with -m count)\n");
 		return 2;
 	}
-	if (dir && chdir(dir) != 0)
-		die(dir);
 	/* 256 threads x open files: raise the descriptor limit if we can. */
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -213,6 +211,15 @@ int main(int argc, char **argv)
 	}
 	size_t n;
 	char **paths = read_lines(argv[optind], &n);
+	if (g_count) {
+		g_words = read_lines(words, &g_nwords);
+		if (g_nwords == 0) {
+			fprintf(stderr, "batch_load: %s: no words\n", words);
+			return 2;
+		}
+	}
+	if (dir && chdir(dir) != 0)
+		die(dir);
 	g_files = calloc(n ? n : 1, sizeof *g_files);
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
@@ -237,13 +244,6 @@ int main(int argc, char **argv)
 	if (g_nfiles == 0 || g_total == 0) {
 		fprintf(stderr, "batch_load: no non-empty regular file in the list\n");
 		return 2;
-	}
-	if (g_count) {
-		g_words = read_lines(words, &g_nwords);
-		if (g_nwords == 0) {
-			fprintf(stderr, "batch_load: %s: no words\n", words);
-			return 2;
-		}
 	}
 	bl_thread *th = calloc(nthreads, sizeof *th);
 	pthread_barrier_init(&g_barrier, NULL, nthreads + 1);
