@@ -44,6 +44,12 @@ extern "C" {
  */
 
 #define TD_OFF_END UINT64_MAX      /* batch offset: the end of the file (append) */
+
+/* The per-file helpers below also run on the GPU: a CUDA file defines
+ * TD_BATCH_HD as __host__ __device__ before including this header. */
+#ifndef TD_BATCH_HD
+#define TD_BATCH_HD
+#endif
 #define TD_EDIT_SNAPSHOT 0x100u    /* record flag, mixed batches: off is a snapshot offset */
 
 enum td_batch_mode {
@@ -81,7 +87,7 @@ int td_edit_apply_resolved(td_edit *ed, const td_edit_rec *out, size_t n, size_t
  * `anchor`/`alen` hold the k earlier records' snapshot anchors and lengths,
  * sorted by anchor. For a snapshot record at p: returns the current offset
  * just before snapshot byte p. */
-static inline uint64_t td_batch_snap_to_cur(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t p)
+TD_BATCH_HD static inline uint64_t td_batch_snap_to_cur(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t p)
 {
 	uint64_t cur = p;
 	for (size_t j = 0; j < k && anchor[j] <= p; j++)
@@ -92,7 +98,7 @@ static inline uint64_t td_batch_snap_to_cur(const uint64_t *anchor, const uint64
 /* For an in-sequence record at current offset q (q <= snapshot size plus
  * every earlier length): the least snapshot anchor a whose current offset
  * a + (lengths anchored at or before a) is >= q. */
-static inline uint64_t td_batch_cur_to_anchor(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t q)
+TD_BATCH_HD static inline uint64_t td_batch_cur_to_anchor(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t q)
 {
 	uint64_t sum = 0;
 	size_t j = 0;
@@ -114,7 +120,7 @@ static inline uint64_t td_batch_cur_to_anchor(const uint64_t *anchor, const uint
 }
 
 /* Insert (a, len) into the sorted arrays of k entries (room for k + 1). */
-static inline void td_batch_anchor_add(uint64_t *anchor, uint64_t *alen, size_t k, uint64_t a, uint64_t len)
+TD_BATCH_HD static inline void td_batch_anchor_add(uint64_t *anchor, uint64_t *alen, size_t k, uint64_t a, uint64_t len)
 {
 	size_t j = k;
 	while (j > 0 && anchor[j - 1] > a) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "td_archive.h"
+#include "td_edit_batch.h"
 #include "td_extract.h"
 #include "td_index.h"
 #include "td_query.h"
@@ -95,19 +96,20 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
 
 /* ---- index build (td_index.h) ---- */
 
-/* Context of td_gpu_build_indexes (NULL: device 0, fall back quietly). */
-typedef struct td_gpu_index_ctx {
+/* Context of td_gpu_build_indexes and the edit-batch calls (NULL: device 0,
+ * fall back to the CPU quietly). */
+typedef struct td_gpu_run {
 	int device;               /* CUDA device ordinal */
 	int strict;               /* 1: return TD_ENOGPU / TD_ENOMEM / TD_EIO instead
 	                             of falling back to the CPU builder */
 	int ran_on_gpu;           /* out: 1 when the last build ran on the GPU */
-} td_gpu_index_ctx;
+} td_gpu_run;
 
 /* The GPU index builder, a td_index_fn for td_writer_opts.index_build:
  * RULE_LEN, RULE_SAMPLES, ROOT_SAMPLES, E_GSTART, WORD_FREQ and E_NWORDS
  * identical to td_index_build_cpu's, computed level by level over the rule
  * DAG and by prefix sums over the root sequence (gpu/td_gpu_index.cu).
- * ctx is NULL or a td_gpu_index_ctx. Without a usable device, when the
+ * ctx is NULL or a td_gpu_run. Without a usable device, when the
  * arrays do not fit in free device memory, or on a CUDA error it runs the
  * CPU builder (unless ctx->strict). Built without CUDA: the CPU builder. */
 int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
@@ -116,6 +118,24 @@ int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
  * compress and the compaction callers use this); otherwise leave it
  * untouched. Returns 1 when the GPU builder was set, else 0. */
 int td_gpu_writer_opts(td_writer_opts *opts);
+
+/* ---- insert/append batches (td_edit_batch.h) ---- */
+
+/* Resolve an insert/append batch on the GPU: same contract, same out[] and
+ * perm[] as td_edit_batch_resolve (records checked on the host first). In
+ * batch: two stable radix sorts (snapshot offset, then file) and a prefix
+ * sum of the inserted lengths per file; in sequence: a stable sort by file
+ * and the same prefix sum (sizes so far, appends); mixed: the sort, then
+ * one thread per file walks its records in batch order. A batch with a bad
+ * offset is handed to the CPU resolver, which names the record. ctx: NULL or
+ * a td_gpu_run (strict: no CPU fallback). gpu/td_gpu_edit.cu. */
+int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
+			td_edit_rec *out, uint32_t *perm);
+
+/* td_gpu_edit_resolve, then td_edit_apply_resolved: the contract of
+ * td_edit_apply_batch (the journal hook sees every record). */
+int td_gpu_edit_apply_batch(void *ctx, td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
+			    size_t *napplied);
 
 #ifdef __cplusplus
 }

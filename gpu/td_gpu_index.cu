@@ -226,7 +226,7 @@ struct td_f_rulesamp {
 #ifndef TD_GPU_EMU
 /* Pick the device: 0 to go on, 1 to let the CPU build (no device, too
  * little free memory), or an error for strict callers. */
-static int td_ix_device(const td_gpu_index_ctx *c, const td_index_in *in)
+static int td_ix_device(const td_gpu_run *c, const td_index_in *in)
 {
 	int device = c ? c->device : 0;
 	int ndev = 0;
@@ -255,7 +255,7 @@ extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_o
 	cudaStream_t st = 0;
 	cudaError_t ce = cudaSuccess;
 	const uint64_t R = in->nrules, ne = in->nentries, nsamp = td_index_nroot_samples(in->nroot, in->sample_shift);
-	td_gpu_index_ctx *c = (td_gpu_index_ctx *)ctx;
+	td_gpu_run *c = (td_gpu_run *)ctx;
 	if (c)
 		c->ran_on_gpu = 0;
 #ifndef TD_GPU_EMU

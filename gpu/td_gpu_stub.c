@@ -74,7 +74,7 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 
 int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
 {
-	td_gpu_index_ctx *c = ctx;
+	td_gpu_run *c = ctx;
 	if (c)
 		c->ran_on_gpu = 0;
 	if (c && c->strict)
@@ -86,4 +86,28 @@ int td_gpu_writer_opts(td_writer_opts *opts)
 {
 	(void)opts;
 	return 0;
+}
+
+int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
+			td_edit_rec *out, uint32_t *perm)
+{
+	td_gpu_run *c = ctx;
+	if (c)
+		c->ran_on_gpu = 0;
+	if (c && c->strict)
+		return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+	return td_edit_batch_resolve(ed, recs, n, mode, out, perm);
+}
+
+int td_gpu_edit_apply_batch(void *ctx, td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
+			    size_t *napplied)
+{
+	td_gpu_run *c = ctx;
+	if (c && c->strict) {
+		if (napplied)
+			*napplied = 0;
+		c->ran_on_gpu = 0;
+		return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+	}
+	return td_edit_apply_batch(ed, recs, n, mode, napplied);
 }

@@ -28,7 +28,7 @@ int main(int argc, char **argv)
 		perror("mkdtemp");
 		return 1;
 	}
-	td_gpu_index_ctx c = {.device = 0, .strict = 1, .ran_on_gpu = 0};
+	td_gpu_run c = {.device = 0, .strict = 1, .ran_on_gpu = 0};
 	int bad = gic_run(td_gpu_build_indexes, &c, dir, dirs, nd);
 	rmdir(dir);
 	if (!c.ran_on_gpu) {
