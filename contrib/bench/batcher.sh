@@ -19,7 +19,7 @@
 # Environment: BL_SECS (seconds per run, default 5), BL_WARM (seconds of
 # unrecorded 16-reader warm-up per mount, default 2), BL_THREADS (default
 # "1 16 64 256"), BL_MODES (default "read4k read64k count"),
-# TADOCFS_GPU_MIN_BATCH (passed to the GPU mount), BUILD, BENCH_WORK,
+# BL_GPU_MIN_BATCH (crossover of the GPU mount, default 32), BUILD, BENCH_WORK,
 # TADOC, TADOCFS, NOOPFS, BATCH_LOAD (program paths; else $BUILD, else PATH).
 set -u
 . "$(dirname "$0")/bench_lib.sh"
@@ -32,6 +32,10 @@ bench_setup_work
 OUT=${2:-$BENCH_WORK/batcher.md}
 SECS=${BL_SECS:-5}
 WARM=${BL_WARM:-2}
+# The GPU mount's crossover: 32, not the daemon's default 256, because a
+# queue never holds more requests than there are readers (64 readers can
+# never make a batch of 256).
+GPU_MIN=${BL_GPU_MIN_BATCH:-32}
 THREADS=${BL_THREADS:-1 16 64 256}
 MODES=${BL_MODES:-read4k read64k count}
 [ -n "$TADOC" ] && [ -n "$TADOCFS" ] || die "tadoc/tadocfs not found (ninja -C $BUILD, or set TADOC/TADOCFS)"
@@ -100,7 +104,7 @@ mount_fs() {
 	mkdir -p "$mnt"
 	case $kind in gpu | cpu | cpu1) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
-	gpu) "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;;
+	gpu) TADOCFS_GPU_MIN_BATCH=$GPU_MIN "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;;
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	cpu1) "$TADOCFS" "$A" "$mnt" -o gpu=off,batch_max=1 ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
@@ -176,7 +180,7 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, ${SECS} s per run, batch_load (O_DIRECT reads: no page cache)"
-	echo "- GPU+batcher: -o gpu=on (crossover ${TADOCFS_GPU_MIN_BATCH:-256}); CPU-only: -o gpu=off; CPU, no batcher: -o gpu=off,batch_max=1"
+	echo "- GPU+batcher: -o gpu=on (crossover $GPU_MIN: TADOCFS_GPU_MIN_BATCH); CPU-only: -o gpu=off; CPU, no batcher: -o gpu=off,batch_max=1"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
 	echo "| op | readers | GPU+batcher | CPU-only | CPU, no batcher | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"

@@ -34,12 +34,17 @@ if [ -d "$build" ]; then
 else
 	meson setup "$build" -Dgpu=enabled -Dbuildtype=release -Dwerror=false >/dev/null
 fi
-ninja -C "$build" -j"${TD_JOBS:-2}" fs/tadoc fs/tadocfs tests/gpu_batch contrib/gpu/gpu_bench
+ninja -C "$build" -j"${TD_JOBS:-2}" fs/tadoc fs/tadocfs tests/gpu_batch contrib/gpu/gpu_bench \
+	contrib/bench/batch_load contrib/bench/noopfs
 
 rm -rf "$carry"
 mkdir -p "$carry/build" "$carry/lib" "$carry/bin" "$carry/archives"
 cp "$build/fs/tadoc" "$build/fs/tadocfs" "$build/tests/gpu_batch" "$build/contrib/gpu/gpu_bench" "$carry/build/"
 cp contrib/gpu/run-on-gpu.sh "$carry/"
+# the batcher benchmark (contrib/bench/batcher.sh) and its helpers
+cp "$build/contrib/bench/batch_load" "$build/contrib/bench/noopfs" "$carry/build/"
+mkdir -p "$carry/bench"
+cp contrib/bench/batcher.sh contrib/bench/bench_lib.sh "$carry/bench/"
 
 # shared libraries: everything ldd resolves that is not the C runtime itself
 for bin in "$carry"/build/*; do
