@@ -242,7 +242,7 @@ void td_fs_opts_usage(const char *prog)
 {
 	printf("usage: %s ARCHIVE MOUNTPOINT [-o OPT[,OPT...]] [-f] [-d] [-s]\n"
 	       "\n"
-	       "Mount a tadoc archive read-only: every archived file reads as itself,\n"
+	       "Mount a tadoc archive (read-only unless -o rw): every archived file reads as itself,\n"
 	       "and user.tadoc.* extended attributes give word counts and search hits.\n"
 	       "\n"
 	       "  -f                 stay in the foreground\n"
