@@ -44,7 +44,7 @@ _tadoc()
         cword=$COMP_CWORD
     fi
 
-    local commands="compress ls cat extract unpack count search info verify mount config help"
+    local commands="compress ls cat extract unpack count search info verify mount config insert delete compact help"
     if [[ $cword -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -91,7 +91,11 @@ _tadoc()
                 *) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
             esac
             ;;
-        ls|info|verify)
+        insert|delete)
+            # FILE on a writable mount, then numbers / text.
+            [[ $n -eq 0 ]] && { _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")); }
+            ;;
+        ls|info|verify|compact)
             if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
             elif [[ $cmd == ls && $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
             fi
