@@ -72,6 +72,12 @@ int td_edit_batch_sizes(const td_edit *ed, const td_edit_rec *recs, size_t n, in
 int td_edit_batch_resolve(const td_edit *ed, const td_edit_rec *recs, size_t n, int mode, td_edit_rec *out,
 			  uint32_t *perm);
 
+/* td_edit_batch_resolve on `nthreads` threads (0: one per core): records
+ * are grouped by file, and the files' groups are split among the threads.
+ * Same out[], perm[] and errors. Small batches run on the calling thread. */
+int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t n, int mode, td_edit_rec *out,
+			     uint32_t *perm, unsigned nthreads);
+
 /* Resolve, then td_edit_apply() the records in order (each one is logged
  * by the journal hook first). Nothing is applied when resolving fails.
  * *napplied (may be NULL) receives how many records were applied: on an

@@ -272,3 +272,35 @@ Test(edit_batch, in_batch_resolution_is_sorted_prefix_sums)
 	}
 	fx_close(&fx);
 }
+
+/* The threaded resolver gives the same records, order and errors. */
+Test(edit_batch, threads_give_the_same_records)
+{
+	fixture fx;
+	fx_open(&fx, 13);
+	size_t n = 20000;
+	td_edit_rec *r = malloc(n * sizeof *r), *o1 = malloc(n * sizeof *o1), *o2 = malloc(n * sizeof *o2);
+	uint32_t *p1 = malloc(n * 4), *p2 = malloc(n * 4);
+	for (int mode = 0; mode < 3; mode++) {
+		ebm_gen(&fx.m, r, n, mode, 0);
+		cr_assert_eq(td_edit_batch_resolve(fx.ed, r, n, mode, o1, p1), TD_OK);
+		cr_assert_eq(td_edit_batch_resolve_mt(fx.ed, r, n, mode, o2, p2, 4), TD_OK);
+		for (size_t k = 0; k < n; k++) {
+			cr_assert_eq(p1[k], p2[k], "%s: order differs at %zu", mode_name(mode), k);
+			cr_assert_eq(o1[k].off, o2[k].off, "%s: offset differs at %zu", mode_name(mode), k);
+			cr_assert_eq(o1[k].node, o2[k].node);
+		}
+		r[n - 3].off = 1u << 30;
+		cr_assert_eq(td_edit_batch_resolve(fx.ed, r, n, mode, o1, p1), TD_EINVAL);
+		char d1[256];
+		snprintf(d1, sizeof d1, "%s", td_errdetail());
+		cr_assert_eq(td_edit_batch_resolve_mt(fx.ed, r, n, mode, o2, p2, 4), TD_EINVAL);
+		cr_assert_str_eq(td_errdetail(), d1);
+	}
+	free(r);
+	free(o1);
+	free(o2);
+	free(p1);
+	free(p2);
+	fx_close(&fx);
+}
