@@ -51,7 +51,6 @@ class Model:
 
     def __init__(self, rng, mnt, shadow):
         self.rng, self.mnt, self.shadow = rng, mnt, shadow
-        self.counter = 0
         self.stats = {}
 
     def entries(self):
@@ -73,9 +72,11 @@ class Model:
     def both(self, rel):
         return os.path.join(self.mnt, rel), os.path.join(self.shadow, rel)
 
+    counter = 0  # shared by every Model of the run: names never repeat
+
     def new_name(self, d):
-        self.counter += 1
-        return os.path.join(d, "n%05d%s" % (self.counter, self.rng.choice(["", ".txt", " sp", "é"])))
+        Model.counter += 1
+        return os.path.join(d, "n%05d%s" % (Model.counter, self.rng.choice(["", ".txt", " sp", "é"])))
 
     def step(self):
         rng = self.rng
@@ -385,6 +386,93 @@ def check_posix(mnt, shadow):
     compare(shadow, mnt, "after the POSIX corner cases")
 
 
+def check_concurrency(mnt, shadow):
+    """Threads writing their own files, appending records to one shared
+    O_APPEND file, inserting, and reading all the while; then the same end
+    state on the shadow (the per-file operations are deterministic)."""
+    import threading
+    log("== concurrent writers and readers")
+    nthreads, nops = 6, 150
+    errors = []
+
+    def writer(k):
+        try:
+            rng = random.Random(k)
+            p = os.path.join(mnt, "conc%d" % k)
+            model = b""
+            with open(p, "wb"):
+                pass
+            for i in range(nops):
+                r = rng.random()
+                if r < 0.5:
+                    data = random_text(rng, rng.randint(1, 5000))
+                    off = rng.randint(0, len(model))
+                    fd = os.open(p, os.O_WRONLY)
+                    os.pwrite(fd, data, off)
+                    os.close(fd)
+                    model = model[:off] + data + model[off + len(data):]
+                elif r < 0.7 and model:
+                    off = rng.randint(0, len(model))
+                    data = random_text(rng, rng.randint(1, 300))
+                    os.setxattr(p, "user.tadoc.insert.%d" % off, data)
+                    model = model[:off] + data + model[off:]
+                else:
+                    rec = b"<%d:%04d>" % (k, i) + b"." * 20 + b"\n"
+                    fd = os.open(os.path.join(mnt, "shared.log"), os.O_WRONLY | os.O_APPEND)
+                    os.write(fd, rec)
+                    os.close(fd)
+                with open(p, "rb") as f:
+                    if f.read() != model:
+                        errors.append("thread %d: read-your-writes broken at op %d" % (k, i))
+                        return
+            with open(os.path.join(shadow, "conc%d" % k), "wb") as f:
+                f.write(model)
+        except OSError as e:
+            errors.append("thread %d: %s" % (k, e))
+
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            for n in os.listdir(mnt):
+                p = os.path.join(mnt, n)
+                if os.path.isfile(p):
+                    try:
+                        with open(p, "rb") as f:
+                            f.read()
+                        os.getxattr(p, "user.tadoc.words")
+                    except FileNotFoundError:
+                        pass
+    with open(os.path.join(mnt, "shared.log"), "wb"):
+        pass
+    ts = [threading.Thread(target=writer, args=(k,)) for k in range(nthreads)]
+    rs = [threading.Thread(target=reader) for _ in range(2)]
+    for t in ts + rs:
+        t.start()
+    for t in ts:
+        t.join()
+    stop.set()
+    for t in rs:
+        t.join()
+    for e in errors:
+        check(False, e)
+    data = open(os.path.join(mnt, "shared.log"), "rb").read()
+    recs = data.split(b"\n")[:-1]
+    check(all(len(r) == 28 and r.startswith(b"<") for r in recs) and len(set(recs)) == len(recs),
+          "O_APPEND records from several threads stay whole and distinct")
+    with open(os.path.join(shadow, "shared.log"), "wb") as f:
+        f.write(data)
+    # an unlinked file stays writable and readable through its descriptor
+    p = os.path.join(mnt, "gone")
+    fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+    os.unlink(p)
+    os.write(fd, b"still here")
+    os.ftruncate(fd, 5)
+    check(os.pread(fd, 20, 0) == b"still", "an unlinked open file keeps working")
+    os.close(fd)
+    compare(shadow, mnt, "after concurrent writers")
+
+
 def check_tools(mnt, shadow, tmp):
     """Real tools and editors do the same on the mount and on the shadow."""
     log("== tools and editors")
@@ -520,6 +608,7 @@ def main():
         ok = run_model(rng, mnt, shadow, OPS)
         if ok:
             check_posix(mnt, shadow)
+            check_concurrency(mnt, shadow)
             check_tools(mnt, shadow, tmp)
             check_xattrs(rng, mnt, shadow, nfiles=8)
         rc, err = unmount(mnt)
