@@ -143,6 +143,10 @@ def unmount(mnt, timeout=60):
     with open(name, "rb") as f:
         err = f.read().decode(errors="replace")
     os.unlink(name)
+    # Every clean unmount must end the daemon with status 0 (a sanitizer
+    # report or a failed journal sync would not).
+    check(p.returncode == 0 and "Sanitizer" not in err and "runtime error" not in err,
+          "daemon of %s exited %s: %s" % (mnt, p.returncode, err[-2000:]))
     return p.returncode, err
 
 
