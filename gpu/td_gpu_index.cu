@@ -284,38 +284,46 @@ extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_o
 	for (uint64_t g = 0; g < in->ngroups; g++)
 		if (in->groups[g].first_sample != UINT64_MAX)
 			hlg[nlg++] = in->groups[g];
-	void *p[32];
-	int np = 0;
-	memset(p, 0, sizeof p);
-#define TD_IXALLOC(field, type, count)                                                  \
-	do {                                                                             \
-		TD_IXCK(td_dalloc(&p[np], (size_t)(count) * sizeof(type)));              \
-		x.field = (type *)p[np++];                                               \
-	} while (0)
-	TD_IXALLOC(syms, uint32_t, in->nrulesyms);
-	TD_IXALLOC(groups, td_disk_group, in->ngroups);
-	TD_IXALLOC(term, uint16_t, in->nterm);
-	TD_IXALLOC(root, uint32_t, in->nroot);
-	TD_IXALLOC(eroot, uint64_t, ne + 1);
-	TD_IXALLOC(isfile, uint8_t, ne + 1);
-	TD_IXALLOC(elong, uint64_t, ne + 1);
-	TD_IXALLOC(lg, td_disk_group, nlg + 1);
-	TD_IXALLOC(rfirst, uint64_t, R + 1);
-	TD_IXALLOC(rn, uint32_t, R + 1);
-	TD_IXALLOC(level, uint32_t, R + 1);
-	TD_IXALLOC(len, uint64_t, R + 1);
-	TD_IXALLOC(wc, uint64_t, R + 1);
-	TD_IXALLOC(freq, uint64_t, R + 1);
-	TD_IXALLOC(wfreq, uint64_t, in->nwords + 1);
-	TD_IXALLOC(rootlen, uint64_t, in->nroot + 1);
-	TD_IXALLOC(rootwc, uint64_t, in->nroot + 1);
-	TD_IXALLOC(symlen, uint64_t, in->nrulesamples ? in->nrulesyms + 1 : 1);
-	TD_IXALLOC(rsamp, uint64_t, in->nrulesamples + 1);
-	TD_IXALLOC(rootsamp, uint64_t, nsamp);
-	TD_IXALLOC(gstart, uint64_t, ne + 1);
-	TD_IXALLOC(enw, uint64_t, ne + 1);
-	TD_IXALLOC(pending, uint64_t, 1);
-#undef TD_IXALLOC
+	/* one device block, carved into the arrays (256-byte aligned) */
+	void *blk = NULL;
+	uint64_t boff = 0;
+	uint8_t *base = NULL;
+#define TD_IXARRAYS(X)                                                  \
+	X(syms, uint32_t, in->nrulesyms)                                \
+	X(groups, td_disk_group, in->ngroups)                           \
+	X(term, uint16_t, in->nterm)                                    \
+	X(root, uint32_t, in->nroot)                                    \
+	X(eroot, uint64_t, ne + 1)                                      \
+	X(isfile, uint8_t, ne + 1)                                      \
+	X(elong, uint64_t, ne + 1)                                      \
+	X(lg, td_disk_group, nlg + 1)                                   \
+	X(rfirst, uint64_t, R + 1)                                      \
+	X(rn, uint32_t, R + 1)                                          \
+	X(level, uint32_t, R + 1)                                       \
+	X(len, uint64_t, R + 1)                                         \
+	X(wc, uint64_t, R + 1)                                          \
+	X(freq, uint64_t, R + 1)                                        \
+	X(wfreq, uint64_t, in->nwords + 1)                              \
+	X(rootlen, uint64_t, in->nroot + 1)                             \
+	X(rootwc, uint64_t, in->nroot + 1)                              \
+	X(symlen, uint64_t, in->nrulesamples ? in->nrulesyms + 1 : 1)   \
+	X(rsamp, uint64_t, in->nrulesamples + 1)                        \
+	X(rootsamp, uint64_t, nsamp)                                    \
+	X(gstart, uint64_t, ne + 1)                                     \
+	X(enw, uint64_t, ne + 1)                                        \
+	X(pending, uint64_t, 1)
+#define TD_IXSIZE(field, type, count) boff += ((uint64_t)(count) * sizeof(type) + 255) & ~UINT64_C(255);
+#define TD_IXCARVE(field, type, count)                                  \
+	x.field = (type *)(base + boff);                                \
+	boff += ((uint64_t)(count) * sizeof(type) + 255) & ~UINT64_C(255);
+	TD_IXARRAYS(TD_IXSIZE)
+	TD_IXCK(td_dalloc(&blk, boff));
+	base = (uint8_t *)blk;
+	boff = 0;
+	TD_IXARRAYS(TD_IXCARVE)
+#undef TD_IXSIZE
+#undef TD_IXCARVE
+#undef TD_IXARRAYS
 	{
 		TD_IXCK(td_h2d((void *)x.syms, in->rule_syms, in->nrulesyms * 4, st));
 		TD_IXCK(td_h2d((void *)x.groups, in->groups, in->ngroups * sizeof(td_disk_group), st));
@@ -346,8 +354,7 @@ extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_o
 			TD_IXCK(td_dsync(st));
 			if (it > TD_MAXDEPTH + 2 && pending) {
 				free(hlg);
-				for (int i = 0; i < np; i++)
-					td_dfree(p[i]);
+				td_dfree(blk);
 				return td_fail(TD_ECORRUPT, "gpu index build: rules nest deeper than %u levels or refer to themselves",
 					       TD_MAXDEPTH);
 			}
@@ -379,15 +386,13 @@ extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_o
 		TD_IXCK(td_dsync(st));
 	}
 	free(hlg);
-	for (int i = 0; i < np; i++)
-		td_dfree(p[i]);
+	td_dfree(blk);
 	if (c)
 		c->ran_on_gpu = 1;
 	return TD_OK;
 fail:
 	free(hlg);
-	for (int i = 0; i < np; i++)
-		td_dfree(p[i]);
+	td_dfree(blk);
 	/* a CUDA failure is not the caller's problem: the CPU builds them */
 	(void)cudaGetLastError();
 	if (c && c->strict)

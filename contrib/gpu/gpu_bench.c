@@ -6,6 +6,12 @@
  * Each cell is the median of repeated runs lasting about -t seconds
  * (default 0.5) after one warm-up. Prints a Markdown table (also to -o),
  * then the smallest batch size at which the GPU beats all CPU cores.
+ * Then insert (in batch), insert (in sequence) and append batches: the
+ * offsets resolved into td_edit records (td_gpu_edit_resolve against
+ * td_edit_batch_resolve_mt on 1 thread and on all cores), plus the
+ * end-to-end cost with the records applied through td_edit at 100k. Last,
+ * the index build (td_gpu_build_indexes against td_index_build_cpu) on the
+ * archive's own grammar, with the outputs checked equal.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +21,13 @@
 #include <unistd.h>
 
 #include "td_archive.h"
+#include "td_edit.h"
+#include "td_edit_batch.h"
 #include "td_err.h"
 #include "td_extract.h"
 #include "td_format.h"
 #include "td_gpu.h"
+#include "td_index.h"
 #include "td_pack.h"
 #include "td_query.h"
 
@@ -157,6 +166,312 @@ static double measure(const bench *b, batch *t, int op, int eng)
 	return (double)t->n / times[k / 2];
 }
 
+/* ---- insert / append batches ---- */
+
+enum { EOP_INS_BATCH, EOP_INS_SEQ, EOP_APPEND, NEOPS };
+static const char *eop_name[NEOPS] = {"insert (in batch)", "insert (in sequence)", "append"};
+static const uint8_t edit_data[16] = "sixteen bytes..";
+
+static void make_edits(const bench *b, td_edit_rec *r, size_t n, int op)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t f = rnd() % b->nfiles;
+		memset(&r[i], 0, sizeof r[i]);
+		r[i].type = TD_REC_INSERT;
+		r[i].node = b->files[f];
+		/* offsets within the size before the batch: valid in both meanings */
+		r[i].off = op == EOP_APPEND ? TD_OFF_END : rnd() % (b->fsize[f] + 1);
+		r[i].data = edit_data;
+		r[i].data_len = sizeof edit_data;
+		r[i].time_sec = 1700000000;
+	}
+}
+
+typedef struct ebench {
+	const td_edit *ed;
+	td_edit_rec *r, *out;
+	size_t n;
+	int mode;
+} ebench;
+
+/* Median ops/s of resolving one batch: eng E_GPU, E_CPU1 or E_CPUALL. */
+static double measure_resolve(const bench *b, ebench *e, int eng)
+{
+	double times[64];
+	int k = 0;
+	td_gpu_run run = {.device = 0, .strict = 1, .ran_on_gpu = 0};
+	double t0 = now(), start = t0;
+	for (int rep = -1; rep < 64; rep++) {
+		if (rep == 0)
+			start = now();
+		if (rep >= 3 && now() - start >= b->budget)
+			break;
+		if (rep >= 1 && now() - t0 > 8 * b->budget)
+			break;
+		double s = now();
+		int err = eng == E_GPU ? td_gpu_edit_resolve(&run, e->ed, e->r, e->n, e->mode, e->out, NULL) :
+					 td_edit_batch_resolve_mt(e->ed, e->r, e->n, e->mode, e->out, NULL, eng == E_CPU1 ? 1 : 0);
+		if (err) {
+			fprintf(stderr, "resolve: %s (%s)\n", td_strerror(err), td_errdetail());
+			return -1;
+		}
+		if (rep >= 0)
+			times[k++] = now() - s;
+	}
+	qsort(times, (size_t)k, sizeof times[0], cmp_double);
+	return (double)e->n / times[k / 2];
+}
+
+/* Seconds to resolve and apply one batch to a fresh edit state. */
+static double apply_once(const bench *b, ebench *e, int gpu)
+{
+	td_edit *ed = NULL;
+	if (td_edit_new(b->a, &ed))
+		return -1;
+	td_gpu_run run = {.device = 0, .strict = 1, .ran_on_gpu = 0};
+	double s = now();
+	int err = gpu ? td_gpu_edit_apply_batch(&run, ed, e->r, e->n, e->mode, NULL) :
+			td_edit_apply_batch(ed, e->r, e->n, e->mode, NULL);
+	double t = now() - s;
+	td_edit_free(ed);
+	return err ? -1 : t;
+}
+
+static void bench_edits(const bench *b, FILE *md)
+{
+	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
+	const size_t nsizes = sizeof sizes / sizeof sizes[0];
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	td_edit *ed = NULL;
+	if (td_edit_new(b->a, &ed)) {
+		fprintf(stderr, "td_edit_new failed\n");
+		return;
+	}
+	td_edit_rec *r = malloc(sizes[nsizes - 1] * sizeof *r), *out = malloc(sizes[nsizes - 1] * sizeof *out);
+	if (md)
+		fprintf(md, "\n| edit op (offsets resolved) | batch | GPU ops/s | CPU 1 thread ops/s | CPU %ld threads ops/s | GPU / 1T | GPU / all |\n"
+			    "|---|---:|---:|---:|---:|---:|---:|\n", cores);
+	for (int op = 0; op < NEOPS; op++) {
+		size_t crossover = 0;
+		for (size_t s = 0; s < nsizes; s++) {
+			ebench e = {.ed = ed, .r = r, .out = out, .n = sizes[s],
+				    .mode = op == EOP_INS_SEQ ? TD_BATCH_SEQUENCE : TD_BATCH_SNAPSHOT};
+			make_edits(b, r, e.n, op);
+			double v[NENG];
+			for (int g = 0; g < NENG; g++)
+				v[g] = measure_resolve(b, &e, g);
+			if (!crossover && v[E_GPU] > v[E_CPUALL])
+				crossover = sizes[s];
+			printf("%-20s %7zu  gpu %12.0f  cpu1 %12.0f  cpu%ld %12.0f  x%.1f  x%.1f\n", eop_name[op], sizes[s],
+			       v[E_GPU], v[E_CPU1], cores, v[E_CPUALL], v[E_GPU] / v[E_CPU1], v[E_GPU] / v[E_CPUALL]);
+			fflush(stdout);
+			if (md)
+				fprintf(md, "| %s | %zu | %.0f | %.0f | %.0f | %.1fx | %.1fx |\n", eop_name[op], sizes[s], v[E_GPU],
+					v[E_CPU1], v[E_CPUALL], v[E_GPU] / v[E_CPU1], v[E_GPU] / v[E_CPUALL]);
+		}
+		if (md)
+			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", eop_name[op], crossover ? "" : "none, > ",
+				crossover ? crossover : sizes[nsizes - 1]);
+		/* end to end at the largest size: resolve + apply through td_edit
+		 * (the apply is the same CPU work on both sides) */
+		ebench e = {.ed = ed, .r = r, .out = out, .n = sizes[nsizes - 1],
+			    .mode = op == EOP_INS_SEQ ? TD_BATCH_SEQUENCE : TD_BATCH_SNAPSHOT};
+		make_edits(b, r, e.n, op);
+		double tg = apply_once(b, &e, 1), tc = apply_once(b, &e, 0);
+		printf("%-20s %7zu  resolve+apply: gpu %.0f ops/s, cpu1 %.0f ops/s\n", eop_name[op], e.n,
+		       (double)e.n / tg, (double)e.n / tc);
+		if (md)
+			fprintf(md, "| %s, resolve + apply | %zu | %.0f | %.0f | | %.1fx | |\n", eop_name[op], e.n,
+				(double)e.n / tg, (double)e.n / tc, tc / tg);
+	}
+	free(r);
+	free(out);
+	td_edit_free(ed);
+}
+
+/* ---- index build ---- */
+
+static int section_view(const td_archive *a, unsigned id, td_pack *p)
+{
+	uint64_t sz = 0;
+	const void *s = td_archive_section(a, id, &sz);
+	return s ? td_pack_view(p, s, sz) : TD_ECORRUPT;
+}
+
+/* The builders' input, rebuilt from an archive: the laid-out grammar is
+ * what td_writer_finish hands to them (long words per file are 0 here). */
+typedef struct ixin {
+	td_index_in in;
+	uint16_t *term;
+	uint32_t *syms, *root, *topo;
+	uint64_t *eroot, *elong;
+	uint8_t *isfile;
+} ixin;
+
+static int ixin_load(const td_archive *a, ixin *x)
+{
+	memset(x, 0, sizeof *x);
+	uint64_t sz = 0;
+	const td_disk_meta *m = td_archive_section(a, TD_SEC_META, &sz);
+	td_pack woff, ooff, rsyms, rootp, eroot, emode;
+	if (!m || section_view(a, TD_SEC_WORD_OFF, &woff) || section_view(a, TD_SEC_OTHER_OFF, &ooff) ||
+	    section_view(a, TD_SEC_RULE_SYMS, &rsyms) || section_view(a, TD_SEC_ROOT_SYMS, &rootp) ||
+	    section_view(a, TD_SEC_E_ROOT, &eroot) || section_view(a, TD_SEC_E_MODE, &emode))
+		return 1;
+	td_index_in *in = &x->in;
+	uint64_t W = m->nwords, S = m->nother, T = 2 * W + S, R = m->nrules, ne = m->nentries;
+	x->term = malloc((T + 1) * sizeof *x->term);
+	x->syms = malloc((m->nrulesyms + 1) * sizeof *x->syms);
+	x->root = malloc((m->nroot + 1) * sizeof *x->root);
+	x->topo = malloc((R + 1) * sizeof *x->topo);
+	x->eroot = malloc((ne + 1) * sizeof *x->eroot);
+	x->elong = calloc(ne + 1, sizeof *x->elong);
+	x->isfile = malloc(ne + 1);
+	uint64_t *tmp = malloc((m->nrulesyms > m->nroot ? m->nrulesyms : m->nroot) * 8 + 8 * (ne + 2) + 8);
+	uint32_t *lvl = calloc(R + 1, sizeof *lvl);
+	if (!x->term || !x->syms || !x->root || !x->topo || !x->eroot || !x->elong || !x->isfile || !tmp || !lvl)
+		return 1;
+	for (uint64_t w = 0; w < W; w++) {
+		uint64_t l = td_pack_get(&woff, w + 1) - td_pack_get(&woff, w);
+		x->term[2 * w] = (uint16_t)l;
+		x->term[2 * w + 1] = (uint16_t)(l + 1);
+	}
+	for (uint64_t o = 0; o < S; o++)
+		x->term[2 * W + o] = (uint16_t)(td_pack_get(&ooff, o + 1) - td_pack_get(&ooff, o));
+	td_pack_get_range(&rsyms, 0, m->nrulesyms, tmp);
+	for (uint64_t i = 0; i < m->nrulesyms; i++)
+		x->syms[i] = (uint32_t)tmp[i];
+	td_pack_get_range(&rootp, 0, m->nroot, tmp);
+	for (uint64_t i = 0; i < m->nroot; i++)
+		x->root[i] = (uint32_t)tmp[i];
+	td_pack_get_range(&eroot, 0, ne + 1, x->eroot);
+	for (uint64_t e = 0; e < ne; e++)
+		x->isfile[e] = S_ISREG((mode_t)td_pack_get(&emode, e));
+	const td_disk_group *g = td_archive_section(a, TD_SEC_RULE_GROUPS, &sz);
+	/* a topological order: rule levels by repeated passes, then by level */
+	uint32_t maxlv = 0;
+	for (int changed = 1, pass = 0; changed && pass < 2 * (int)TD_MAXDEPTH; pass++) {
+		changed = 0;
+		for (uint64_t gi = 0; gi < m->ngroups; gi++) {
+			uint64_t end = gi + 1 < m->ngroups ? g[gi + 1].first_rule : R;
+			for (uint64_t r = g[gi].first_rule; r < end; r++) {
+				uint32_t lv = 1;
+				const uint32_t *rhs = x->syms + g[gi].first_sym + (r - g[gi].first_rule) * g[gi].len;
+				for (uint32_t j = 0; j < g[gi].len; j++)
+					if (rhs[j] >= T && lvl[rhs[j] - T] + 1 > lv)
+						lv = lvl[rhs[j] - T] + 1;
+				if (lv != lvl[r]) {
+					lvl[r] = lv;
+					changed = 1;
+				}
+				maxlv = lv > maxlv ? lv : maxlv;
+			}
+		}
+	}
+	uint64_t k = 0;
+	for (uint32_t lv = 1; lv <= maxlv; lv++)
+		for (uint64_t r = 0; r < R; r++)
+			if (lvl[r] == lv)
+				x->topo[k++] = (uint32_t)r;
+	free(tmp);
+	free(lvl);
+	in->nwords = W;
+	in->nterm = T;
+	in->term_len = x->term;
+	in->nrules = (uint32_t)R;
+	in->nrulesyms = m->nrulesyms;
+	in->rule_syms = x->syms;
+	in->ngroups = m->ngroups;
+	in->groups = g;
+	in->nrulesamples = m->nrulesamples;
+	in->topo = x->topo;
+	in->depth = (uint32_t)m->max_depth;
+	in->nroot = m->nroot;
+	in->root = x->root;
+	in->nentries = (uint32_t)ne;
+	in->e_root = x->eroot;
+	in->e_isfile = x->isfile;
+	in->e_longwords = x->elong;
+	in->sample_shift = (unsigned)m->sample_shift;
+	return k == R ? 0 : 1;
+}
+
+static void ixin_free(ixin *x)
+{
+	free(x->term);
+	free(x->syms);
+	free(x->root);
+	free(x->topo);
+	free(x->eroot);
+	free(x->elong);
+	free(x->isfile);
+}
+
+/* Output arrays of one build, in one block. */
+static uint64_t *ixout_alloc(const td_index_in *in, td_index_out *o, uint64_t *nvals)
+{
+	uint64_t ns = td_index_nroot_samples(in->nroot, in->sample_shift);
+	*nvals = in->nrules + in->nrulesamples + ns + in->nentries + 1 + in->nwords + in->nentries;
+	uint64_t *v = calloc(*nvals + 1, sizeof *v);
+	if (!v)
+		return NULL;
+	o->rule_len = v;
+	o->rule_samples = o->rule_len + in->nrules;
+	o->root_samples = o->rule_samples + in->nrulesamples;
+	o->e_gstart = o->root_samples + ns;
+	o->word_freq = o->e_gstart + in->nentries + 1;
+	o->e_nwords = o->word_freq + in->nwords;
+	return v;
+}
+
+static double time_build(td_index_fn fn, void *ctx, const td_index_in *in, td_index_out *o, double budget)
+{
+	double times[32];
+	int k = 0;
+	double start = now();
+	while (k < 32 && (k < 3 || now() - start < budget)) {
+		double s = now();
+		if (fn(ctx, in, o))
+			return -1;
+		times[k++] = now() - s;
+	}
+	qsort(times, (size_t)k, sizeof times[0], cmp_double);
+	return times[k / 2];
+}
+
+static void bench_index(const td_archive *a, double budget, FILE *md)
+{
+	ixin x;
+	if (ixin_load(a, &x)) {
+		fprintf(stderr, "index build: cannot rebuild the builder input from the archive\n");
+		ixin_free(&x);
+		return;
+	}
+	td_index_out oc, og;
+	uint64_t nv = 0;
+	uint64_t *vc = ixout_alloc(&x.in, &oc, &nv), *vg = ixout_alloc(&x.in, &og, &nv);
+	td_gpu_run run = {.device = 0, .strict = 1, .ran_on_gpu = 0};
+	if (vc && vg && td_gpu_build_indexes(&run, &x.in, &og) == TD_OK) { /* warm-up */
+		double tc = time_build(td_index_build_cpu, NULL, &x.in, &oc, budget);
+		double tg = time_build(td_gpu_build_indexes, &run, &x.in, &og, budget);
+		int same = memcmp(vc, vg, nv * sizeof *vc) == 0;
+		printf("index build: %llu rule symbols, %llu root symbols: gpu %.3f ms, cpu %.3f ms: x%.1f; outputs %s\n",
+		       (unsigned long long)x.in.nrulesyms, (unsigned long long)x.in.nroot, tg * 1e3, tc * 1e3, tc / tg,
+		       same ? "identical" : "DIFFER");
+		if (md)
+			fprintf(md, "\n| index build | rule symbols | root symbols | GPU ms (transfers included) | CPU ms (1 thread) | CPU / GPU | outputs |\n"
+				    "|---|---:|---:|---:|---:|---:|---|\n"
+				    "| RULE_LEN, samples, E_GSTART, WORD_FREQ, E_NWORDS | %llu | %llu | %.3f | %.3f | %.1fx | %s |\n",
+				(unsigned long long)x.in.nrulesyms, (unsigned long long)x.in.nroot, tg * 1e3, tc * 1e3, tc / tg,
+				same ? "identical" : "DIFFER");
+	} else {
+		fprintf(stderr, "index build on the GPU failed: %s\n", td_errdetail());
+	}
+	free(vc);
+	free(vg);
+	ixin_free(&x);
+}
+
 static int bench_archive(const char *path, double budget, FILE *md)
 {
 	td_archive *a = NULL;
@@ -225,6 +540,8 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
+	bench_edits(&b, md);
+	bench_index(a, budget, md);
 	td_gpu_close(b.g);
 	free(b.files);
 	free(b.fsize);
