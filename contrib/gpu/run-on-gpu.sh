@@ -6,7 +6,11 @@
 #   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench]...   (default: all)
 #
 #   tests     gpu_batch on the adversarial archive (built there) and on every
-#             packed corpus archive: GPU == CPU for batch sizes 1..100k
+#             packed corpus archive: GPU == CPU for batch sizes 1..100k;
+#             gpu_index: archives whose indexes the GPU built == CPU-built,
+#             byte for byte (adversarial corpus, and the two smallest packed
+#             archives unpacked and recompressed); gpu_edit: insert/append batches
+#             in sequence, in batch and mixed, GPU == CPU == a byte model
 #   sanitize  compute-sanitizer memcheck and racecheck on small batches
 #   bench     gpu_bench on every packed archive -> $OUT/gpu_bench.md
 #
@@ -44,6 +48,17 @@ if has tests; then
 			echo "== gpu_batch: $a"
 			gpu_batch "$a" || rc=1
 		done
+		echo "== gpu_edit: insert/append batches, sizes 1..100k"
+		gpu_edit || rc=1
+		tmp=$(mktemp -d)
+		dirs=
+		for a in $(ls -Sr "$carry"/archives/*.tadoc 2>/dev/null | head -n 2); do # the two smallest
+			d="$tmp/$(basename "$a" .tadoc)"
+			tadoc unpack "$a" "$d" >/dev/null 2>&1 && dirs="$dirs $d"
+		done
+		echo "== gpu_index: adversarial corpus and$dirs"
+		gpu_index $dirs || rc=1
+		rm -rf "$tmp"
 	} > "$out/tests.log" 2>&1
 	tail -n 40 "$out/tests.log"
 fi
@@ -54,6 +69,9 @@ if has sanitize; then
 			for tool in memcheck racecheck; do
 				echo "== compute-sanitizer --tool $tool (batches up to 100) on ${small:-the adversarial archive}"
 				TD_GPU_MAXBATCH=100 compute-sanitizer --tool "$tool" --error-exitcode 3 gpu_batch $small || rc=1
+				echo "== compute-sanitizer --tool $tool: gpu_edit (batches up to 100), gpu_index (adversarial corpus)"
+				TD_GPU_MAXBATCH=100 compute-sanitizer --tool "$tool" --error-exitcode 3 gpu_edit || rc=1
+				compute-sanitizer --tool "$tool" --error-exitcode 3 gpu_index || rc=1
 			done
 		} > "$out/sanitize.log" 2>&1
 	else
