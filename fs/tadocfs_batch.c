@@ -23,6 +23,11 @@
 #define COUNT_NAME_LEN (sizeof COUNT_NAME - 1)
 /* Requests the queue holds; past that, handlers answer inline. */
 #define QUEUE_CAP 65536u
+/* Sequential-read detection (td_fs_file.seq_next): file offsets stay below
+ * 2^63, the top bit marks a streak; reads of SEQ_MIN bytes or more
+ * qualify on their first continuation. */
+#define SEQ_STREAK (UINT64_C(1) << 63)
+#define SEQ_MIN 16384u
 /* Largest byte range read once for several overlapping reads. */
 #define MERGE_MAX (4u << 20)
 
@@ -611,16 +616,25 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	uint64_t t0 = now_ns();
 	atomic_fetch_add_explicit(r->kind == TD_FS_READ ? &b->st.reads : &b->st.xattrs, 1, memory_order_relaxed);
 	unsigned others = atomic_fetch_add_explicit(&b->active, 1, memory_order_relaxed);
+	int seq = 0;
+	if (r->kind == TD_FS_READ) {
+		/* seq_next: where this file's last read ended, with SEQ_STREAK
+		 * set when that read continued the one before. */
+		uint64_t prev = atomic_load_explicit(&r->file->seq_next, memory_order_relaxed);
+		int cont = (prev & ~SEQ_STREAK) == r->off;
+		atomic_store_explicit(&r->file->seq_next, (r->off + r->size) | (cont ? SEQ_STREAK : 0),
+				      memory_order_relaxed);
+		/* A sequential reader (kernel readahead sends >= 16 KiB; smaller
+		 * reads must continue twice in a row, so that random readers
+		 * sharing a descriptor rarely qualify): its cursor continues
+		 * without a descent, which no batch does better. */
+		seq = cont && (r->size >= SEQ_MIN || (prev & SEQ_STREAK));
+	}
 	if (b->inline_only || others == 0) {
-		if (r->kind == TD_FS_READ)
-			atomic_store_explicit(&r->file->seq_next, r->off + r->size, memory_order_relaxed);
 		run_inline(b, r, t0);
 		return 0;
 	}
-	if (r->kind == TD_FS_READ &&
-	    atomic_exchange_explicit(&r->file->seq_next, r->off + r->size, memory_order_relaxed) == r->off) {
-		/* A sequential reader: its cursor continues without a descent,
-		 * which no batch does better. */
+	if (seq) {
 		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
 		run_inline(b, r, t0);
 		return 0;
@@ -714,6 +728,8 @@ int td_fs_batch_start(td_fs *fs)
 	b->batch_max = c->batch_max ? c->batch_max : 1;
 	b->window_us = c->batch_window_us;
 	b->gpu_min = gpu_min_batch();
+	if (b->gpu_min > b->batch_max) /* full batches go to the GPU then */
+		b->gpu_min = b->batch_max;
 	/* An edit overlay (fs_rw.h) answers through its own handlers: any
 	 * request reaching us there takes the direct path. */
 	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;
@@ -807,7 +823,8 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 		.batch_max = b->batch_max,
 		.batch_window_us = b->window_us,
 		.gpu_min_batch = b->gpu_min,
-		.gpu = b->gpu_name,
+		/* gpu_name is final once the state left GPU_OPENING */
+		.gpu = atomic_load(&b->gpu_state) == GPU_OPENING ? "opening" : b->gpu_name,
 	};
 	char tmp[2048];
 	int n = td_fs_stats_format(&b->st, &info, oneline, tmp, sizeof tmp);
