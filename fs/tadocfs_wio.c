@@ -200,9 +200,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	uint64_t at = (uint64_t)off;
 	int rc = td_fs_rw_begin(fs);
-	if (rc == 0 && f->append) {
+	if (rc == 0 && f->append && !fi->writepage) {
 		/* O_APPEND: the end is ours to know (the kernel's size may be
-		 * stale after an insert or delete by another process). */
+		 * stale after an insert or delete by another process). Page
+		 * writeback of a shared mapping (writepage) keeps its offset. */
 		td_stat st;
 		int err = td_edit_stat(fs->rw->ed, f->node, &st);
 		if (err)

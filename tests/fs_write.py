@@ -341,6 +341,19 @@ def check_posix(mnt, shadow):
     r = run([TADOC, "insert", os.path.join(shadow, "..", "nowhere-file"), "0", "x"])
     check(r.returncode == 1, "tadoc insert on a missing file fails")
     os.unlink(os.path.join(mnt, "big.txt"))
+    # a shared writable mapping, written back through an O_APPEND descriptor
+    import mmap
+    q = os.path.join(mnt, "mapped.bin")
+    with open(q, "wb") as f:
+        f.write(b"a" * 10000)
+    fd = os.open(q, os.O_RDWR | os.O_APPEND)
+    mm = mmap.mmap(fd, 10000)
+    mm[5:10] = b"HELLO"
+    mm.flush()
+    mm.close()
+    os.close(fd)
+    check(open(q, "rb").read() == b"aaaaaHELLO" + b"a" * 9990, "msync of a shared mapping writes in place")
+    os.unlink(q)
     # rename corner cases
     a, b = os.path.join(mnt, "ra"), os.path.join(mnt, "rb")
     for q, t in ((a, b"A"), (b, b"B")):
