@@ -1,4 +1,4 @@
-/* td_gpu: batched extract, count and search on a CUDA GPU over the archive layout. */
+/* td_gpu: batched extract, count and search, the index build and insert/append batch resolution on a CUDA GPU over the archive layout. */
 #ifndef TD_GPU_H
 #define TD_GPU_H
 
