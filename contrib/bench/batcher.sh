@@ -17,7 +17,8 @@
 # $BENCH_WORK/batcher.md) and stdout.
 #
 # Environment: BL_SECS (seconds per run, default 5), BL_WARM (seconds of
-# unrecorded 16-reader warm-up per mount, default 2), BL_THREADS (default
+# unrecorded 16-reader warm-up per mount, default 2), BL_ROUNDS (runs per
+# point, median kept, default 1), BL_THREADS (default
 # "1 16 64 256"), BL_MODES (default "read4k read64k count"),
 # BL_GPU_MIN_BATCH (crossover of the GPU mount, default 32), BUILD, BENCH_WORK,
 # TADOC, TADOCFS, NOOPFS, BATCH_LOAD (program paths; else $BUILD, else PATH).
@@ -32,6 +33,7 @@ bench_setup_work
 OUT=${2:-$BENCH_WORK/batcher.md}
 SECS=${BL_SECS:-5}
 WARM=${BL_WARM:-2}
+ROUNDS=${BL_ROUNDS:-1}
 # The GPU mount's crossover: 32, not the daemon's default 256, because a
 # queue never holds more requests than there are readers (64 readers can
 # never make a batch of 256).
@@ -128,7 +130,12 @@ KINDS=(gpu cpu cpu1)
 [ "$HAVE_SQ" = 1 ] && KINDS+=(squashfuse)
 [ -n "$NOOPFS" ] && KINDS+=(noop)
 declare -A OPS=() P99=() STATS=()
+list_of() { if [ "$1" = noop ]; then echo "$W/noop.list"; else echo "$W/files.list"; fi; }
 
+# All mounts are live at once and every (op, readers) point runs on each of
+# them in turn (BL_ROUNDS times, the median kept), so load that drifts
+# during the run (a shared machine) hits every column alike.
+LIVE=()
 for kind in "${KINDS[@]}"; do
 	mnt="$W/mnt/$kind"
 	if ! mount_fs "$kind" "$mnt"; then
@@ -139,31 +146,44 @@ for kind in "${KINDS[@]}"; do
 		fi
 		continue
 	fi
-	list="$W/files.list"
-	[ "$kind" = noop ] && list="$W/noop.list"
+	LIVE+=("$kind")
 	# warm-up (not recorded): archive pages, rule cache, daemon threads
-	"$BATCH_LOAD" -t 16 -d "$WARM" -m read -s 65536 -C "$mnt" "$list" >/dev/null 2>&1
-	for mode in $MODES; do
-		case $mode in
-		read4k) args=(-m read -s 4096) ;;
-		read64k) args=(-m read -s 65536) ;;
-		count)
-			case $kind in gpu | cpu | cpu1) ;; *) continue ;; esac
-			args=(-m count -w "$W/words.list") ;;
-		*) die "unknown mode $mode" ;;
-		esac
-		for t in $THREADS; do
-			line=$("$BATCH_LOAD" -t "$t" -d "$SECS" "${args[@]}" -C "$mnt" "$list" 2>&1 | tail -n 1)
-			log "$kind $mode $t: $line"
-			OPS[$kind,$mode,$t]=$(printf '%s\n' "$line" | tr ' ' '\n' | awk -F= '$1 == "ops_per_s" { print $2 }')
-			P99[$kind,$mode,$t]=$(printf '%s\n' "$line" | tr ' ' '\n' | awk -F= '$1 == "p99_us" { print $2 }')
+	"$BATCH_LOAD" -t 16 -d "$WARM" -m read -s 65536 -C "$mnt" "$(list_of "$kind")" >/dev/null 2>&1
+done
+for mode in $MODES; do
+	for t in $THREADS; do
+		declare -A runs=() p99s=()
+		for ((round = 0; round < ROUNDS; round++)); do
+			for kind in "${LIVE[@]}"; do
+				case $mode in
+				read4k) args=(-m read -s 4096) ;;
+				read64k) args=(-m read -s 65536) ;;
+				count)
+					case $kind in gpu | cpu | cpu1) ;; *) continue ;; esac
+					args=(-m count -w "$W/words.list") ;;
+				*) die "unknown mode $mode" ;;
+				esac
+				line=$("$BATCH_LOAD" -t "$t" -d "$SECS" "${args[@]}" -C "$W/mnt/$kind" "$(list_of "$kind")" 2>&1 | tail -n 1)
+				log "$kind $mode $t: $line"
+				runs[$kind]+=" $(printf '%s\n' "$line" | tr ' ' '\n' | awk -F= '$1 == "ops_per_s" { print $2 }')"
+				p99s[$kind]+=" $(printf '%s\n' "$line" | tr ' ' '\n' | awk -F= '$1 == "p99_us" { print $2 }')"
+			done
 		done
+		for kind in "${!runs[@]}"; do
+			# shellcheck disable=SC2086
+			OPS[$kind,$mode,$t]=$(median ${runs[$kind]})
+			# shellcheck disable=SC2086
+			P99[$kind,$mode,$t]=$(median ${p99s[$kind]})
+		done
+		unset runs p99s
 	done
+done
+for kind in "${LIVE[@]}"; do
 	case $kind in
 	gpu | cpu | cpu1)
-		STATS[$kind]=$(getfattr --only-values -n user.tadoc.stats "$mnt" 2>/dev/null | tr '\n' ' ') ;;
+		STATS[$kind]=$(getfattr --only-values -n user.tadoc.stats "$W/mnt/$kind" 2>/dev/null | tr '\n' ' ') ;;
 	esac
-	umount_fs "$mnt"
+	umount_fs "$W/mnt/$kind"
 done
 
 # --- report ---
@@ -179,7 +199,7 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 		echo "- GPU: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -n 1)"
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
-	echo "- each cell: ops/s / p99 latency in us, ${SECS} s per run, batch_load (O_DIRECT reads: no page cache)"
+	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
 	echo "- GPU+batcher: -o gpu=on (crossover $GPU_MIN: TADOCFS_GPU_MIN_BATCH); CPU-only: -o gpu=off; CPU, no batcher: -o gpu=off,batch_max=1"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
