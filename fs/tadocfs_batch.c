@@ -1,5 +1,6 @@
 /* tadocfs_batch: the request queue, the batcher thread, CPU workers and GPU batches. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -66,6 +67,7 @@ struct td_fs_batch {
 	td_fs_stats st;
 	unsigned nworkers, batch_max, window_us, gpu_min;
 	int inline_only;          /* batch_max == 1: no threads */
+	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv_batcher, cv_workers, cv_gpu;
@@ -630,7 +632,16 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		 * without a descent, which no batch does better. */
 		seq = cont && (r->size >= SEQ_MIN || (prev & SEQ_STREAK));
 	}
-	if (b->inline_only || others == 0) {
+	/* Queue only when enough requests are in flight to fill a batch
+	 * worth queueing: the GPU's crossover; without a GPU, never (FUSE
+	 * threads answering inline beat the hand-off to CPU workers, see
+	 * contrib/bench/batcher.sh), unless TADOCFS_BATCH_CPU=1 asks to queue
+	 * whenever another request is in flight. A queue never holds more
+	 * than what is in flight, so below that it could only add waiting. */
+	unsigned need = b->cpu_queue ? 2u : UINT_MAX;
+	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY)
+		need = b->gpu_min > 2 ? b->gpu_min : 2u;
+	if (b->inline_only || others + 1 < need) {
 		run_inline(b, r, t0);
 		return 0;
 	}
@@ -733,6 +744,8 @@ int td_fs_batch_start(td_fs *fs)
 	/* An edit overlay (fs_rw.h) answers through its own handlers: any
 	 * request reaching us there takes the direct path. */
 	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;
+	const char *cq = getenv("TADOCFS_BATCH_CPU");
+	b->cpu_queue = cq && strcmp(cq, "1") == 0;
 	b->wake_at = SIZE_MAX;
 	atomic_init(&b->active, 0);
 	atomic_init(&b->gpu_state, GPU_OFF);

@@ -5,8 +5,10 @@ Checks, against the original files and a Python word counter:
 - 64 concurrent readers (threads, O_DIRECT so every read reaches the daemon)
   doing random preads of random sizes, some of them overlapping on purpose,
   plus concurrent user.tadoc.count.* queries, get exactly the original
-  bytes and counts; user.tadoc.stats shows that requests were queued and
-  batched and that the bytes served add up;
+  bytes and counts, in each dispatch mode: no GPU (answered by the FUSE
+  threads), the GPU path (see below) and queued for the CPU workers
+  (TADOCFS_BATCH_CPU=1); user.tadoc.stats shows that requests were queued
+  and batched (or inline) and that the bytes served add up;
 - a sequential `cat` during that load reads exact bytes, and goes through
   the per-file cursor fast path (stats: sequential > 0);
 - latency: one reader's median small pread with the batcher on is within
@@ -15,7 +17,8 @@ Checks, against the original files and a Python word counter:
   measured in alternating rounds, so load from other processes on a small,
   shared CI machine hits both alike; medians of thousands of samples;
   the comparison is repeated up to 3 times before it counts as a failure;
-- configuration keys take effect: batch_max, cpu_workers, batch_window_us,
+- configuration keys take effect (batch limits with CPU queueing on):
+  batch_max, cpu_workers, batch_window_us,
   gpu, log_level (from -o and from a config file, -o winning);
   bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
   status 2 with nothing mounted;
@@ -150,7 +153,7 @@ def count_words(data):
 
 # ---------------------------------------------------------------- checks
 
-def concurrent_load(mnt, files, nthreads=64, seconds=6.0, seed=1):
+def concurrent_load(mnt, files, nthreads=64, seconds=4.0, seed=1):
     """nthreads readers: random preads (exact bytes) and count xattrs."""
     names = sorted(f for f in files if files[f])
     big = [f for f in names if len(files[f]) >= 200_000]
@@ -215,14 +218,18 @@ def concurrent_load(mnt, files, nthreads=64, seconds=6.0, seed=1):
 
 
 def check_concurrent(archive, files, tmp, gpu):
-    """gpu: None (CPU), "emu" (GPU dispatch with the CPU engine standing in
-    for the device: TADOCFS_GPU_EMULATE=1) or "on" (a real GPU)."""
-    log("== 64 concurrent readers through the batcher (%s)" % {None: "CPU", "emu": "GPU path, emulated",
-                                                               "on": "GPU"}[gpu])
+    """gpu: None (no GPU: answered by the FUSE threads), "cpuq" (queued for
+    the CPU workers: TADOCFS_BATCH_CPU=1), "emu" (GPU dispatch with the CPU
+    engine standing in for the device: TADOCFS_GPU_EMULATE=1) or "on" (a
+    real GPU)."""
+    log("== 64 concurrent readers through the batcher (%s)" % {
+        None: "no GPU: inline", "cpuq": "queued for CPU workers", "emu": "GPU path, emulated", "on": "GPU"}[gpu])
     mnt = os.path.join(tmp, "mnt_load")
     env = dict(os.environ)
     opts = []
-    if gpu:
+    if gpu == "cpuq":
+        env["TADOCFS_BATCH_CPU"] = "1"
+    elif gpu:
         opts.append("gpu=on" if gpu == "on" else "gpu=auto")
         env["TADOCFS_GPU_MIN_BATCH"] = "4"
         if gpu == "emu":
@@ -242,14 +249,18 @@ def check_concurrent(archive, files, tmp, gpu):
     log("  %d reads, %d counts; stats: %s" % (reads, counts, {k: s[k] for k in (
         "requests", "inline", "batches", "mean_batch", "max_batch", "merged", "gpu_requests", "p50_us", "p99_us")}))
     check(s["requests"] - before["requests"] >= reads + counts, "stats count every request")
-    check(s["batches"] > 0 and s["max_batch"] > 1, "requests were batched (batches=%s max_batch=%s)" %
-          (s["batches"], s["max_batch"]))
-    check(s["batched"] > 0 and abs(s["mean_batch"] - s["batched"] / s["batches"]) < 0.01, "mean batch size")
+    if gpu is None:
+        check(s["batches"] == 0 and s["inline"] >= s["requests"], "no GPU: answered inline (%s)" %
+              {k: s[k] for k in ("requests", "inline", "batches")})
+    else:
+        check(s["batches"] > 0 and s["max_batch"] > 1, "requests were batched (batches=%s max_batch=%s)" %
+              (s["batches"], s["max_batch"]))
+        check(s["batched"] > 0 and abs(s["mean_batch"] - s["batched"] / s["batches"]) < 0.01, "mean batch size")
     check(s["p50_us"] > 0 and s["p99_us"] >= s["p50_us"], "latency quantiles")
     check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
-    if gpu:
+    if gpu in ("emu", "on"):
         check(s["gpu_requests"] > 0 and s["gpu_batches"] > 0, "some requests were answered by GPU batches")
-    if gpu == "emu":
+    if gpu != "cpuq":
         unmount(mnt)
         return
 
@@ -357,7 +368,8 @@ def check_latency(archive, files, tmp):
 def check_config(archive, files, tmp):
     log("== configuration keys take effect")
     mnt = os.path.join(tmp, "mnt_conf")
-    mount(archive, mnt, "batch_max=7", "cpu_workers=1", "batch_window_us=50", "gpu=off")
+    env = dict(os.environ, TADOCFS_BATCH_CPU="1")
+    mount(archive, mnt, "batch_max=7", "cpu_workers=1", "batch_window_us=50", "gpu=off", env=env)
     s = stats(mnt)
     check(s["batch_max"] == 7 and s["cpu_workers"] == 1 and s["batch_window_us"] == 50 and s["gpu"] == "off",
           "-o batch_max=7,cpu_workers=1,batch_window_us=50,gpu=off shown in stats: %s" % s)
@@ -367,7 +379,7 @@ def check_config(archive, files, tmp):
     check(1 <= s["max_batch"] <= 7, "no batch above batch_max=7 (max_batch=%s)" % s["max_batch"])
     unmount(mnt)
 
-    mount(archive, mnt, "batch_max=1")
+    mount(archive, mnt, "batch_max=1", env=env)
     _, _, errors = concurrent_load(mnt, files, nthreads=16, seconds=1.5, seed=4)
     s = stats(mnt)
     check(not errors and s["batches"] == 0 and s["inline"] >= s["requests"],
@@ -453,6 +465,7 @@ def main():
             raise SystemExit("tadoc compress failed: %s" % r.stderr.decode(errors="replace"))
         check_concurrent(archive, files, tmp, None)
         check_concurrent(archive, files, tmp, "emu")
+        check_concurrent(archive, files, tmp, "cpuq")
         if GPU:
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)

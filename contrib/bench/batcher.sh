@@ -1,6 +1,7 @@
 #!/bin/bash
 # batcher.sh: concurrent readers through the mount: tadocfs with the GPU and
-# the batcher, tadocfs on the CPU only (batcher on, and off with batch_max=1),
+# the batcher, tadocfs on the CPU only (the FUSE threads answer, and queued
+# for the CPU workers with TADOCFS_BATCH_CPU=1),
 # squashfuse on a `mksquashfs -comp zstd` image of the same files, and the
 # no-op FUSE filesystem (noopfs) as the ceiling.
 #
@@ -104,11 +105,11 @@ NOTES=()
 mount_fs() {
 	local kind=$1 mnt=$2
 	mkdir -p "$mnt"
-	case $kind in gpu | cpu | cpu1) cat "$A" >/dev/null ;; esac # same page-cache start for each
+	case $kind in gpu | cpu | cpuq) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
 	gpu) TADOCFS_GPU_MIN_BATCH=$GPU_MIN "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;;
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
-	cpu1) "$TADOCFS" "$A" "$mnt" -o gpu=off,batch_max=1 ;;
+	cpuq) TADOCFS_BATCH_CPU=1 "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
 	noop) "$NOOPFS" -o "files=$NFILES,size=$NOOP_SIZE" "$mnt" ;;
 	esac || return 1
@@ -126,7 +127,7 @@ umount_fs() {
 	umount -l "$1"
 }
 
-KINDS=(gpu cpu cpu1)
+KINDS=(gpu cpu cpuq)
 [ "$HAVE_SQ" = 1 ] && KINDS+=(squashfuse)
 [ -n "$NOOPFS" ] && KINDS+=(noop)
 declare -A OPS=() P99=() STATS=()
@@ -159,7 +160,7 @@ for mode in $MODES; do
 				read4k) args=(-m read -s 4096) ;;
 				read64k) args=(-m read -s 65536) ;;
 				count)
-					case $kind in gpu | cpu | cpu1) ;; *) continue ;; esac
+					case $kind in gpu | cpu | cpuq) ;; *) continue ;; esac
 					args=(-m count -w "$W/words.list") ;;
 				*) die "unknown mode $mode" ;;
 				esac
@@ -180,7 +181,7 @@ for mode in $MODES; do
 done
 for kind in "${LIVE[@]}"; do
 	case $kind in
-	gpu | cpu | cpu1)
+	gpu | cpu | cpuq)
 		STATS[$kind]=$(getfattr --only-values -n user.tadoc.stats "$W/mnt/$kind" 2>/dev/null | tr '\n' ' ') ;;
 	esac
 	umount_fs "$W/mnt/$kind"
@@ -200,14 +201,14 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
-	echo "- GPU+batcher: -o gpu=on (crossover $GPU_MIN: TADOCFS_GPU_MIN_BATCH); CPU-only: -o gpu=off; CPU, no batcher: -o gpu=off,batch_max=1"
+	echo "- GPU+batcher: -o gpu=on (crossover $GPU_MIN: TADOCFS_GPU_MIN_BATCH); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight)"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
-	echo "| op | readers | GPU+batcher | CPU-only | CPU, no batcher | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
+	echo "| op | readers | GPU+batcher | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for mode in $MODES; do
 		for t in $THREADS; do
-			echo "| $mode | $t | $(cell gpu "$mode" "$t") | $(cell cpu "$mode" "$t") | $(cell cpu1 "$mode" "$t") | $(cell squashfuse "$mode" "$t") | $(cell noop "$mode" "$t") | $(div "${OPS[gpu,$mode,$t]:-}" "${OPS[cpu,$mode,$t]:-}")x | $(pct "${OPS[gpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") | $(pct "${OPS[cpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") |"
+			echo "| $mode | $t | $(cell gpu "$mode" "$t") | $(cell cpu "$mode" "$t") | $(cell cpuq "$mode" "$t") | $(cell squashfuse "$mode" "$t") | $(cell noop "$mode" "$t") | $(div "${OPS[gpu,$mode,$t]:-}" "${OPS[cpu,$mode,$t]:-}")x | $(pct "${OPS[gpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") | $(pct "${OPS[cpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") |"
 		done
 	done
 	echo
@@ -227,7 +228,7 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 	echo
 	echo "user.tadoc.stats at the end of each tadocfs run:"
 	echo
-	for kind in gpu cpu cpu1; do
+	for kind in gpu cpu cpuq; do
 		[ -n "${STATS[$kind]:-}" ] && echo "- $kind: \`${STATS[$kind]}\`"
 	done
 } | tee "$OUT"
