@@ -10,12 +10,12 @@
 /*
  * Reads and user.tadoc.* queries reach the batcher through fs->exec
  * (fs_ctx.h). Each one is either
- *   - answered inline in the FUSE thread that received it: when fewer
- *     requests are in flight than a GPU batch needs (gpu_min_batch; an idle
- *     daemon adds no queueing and no wait, a lone reader pays nothing),
- *     always when no GPU is ready (the FUSE threads are then the CPU pool:
- *     measured faster than handing requests to workers; TADOCFS_BATCH_CPU=1
- *     queues for the CPU workers whenever another request is in flight),
+ *   - answered inline in the FUSE thread that received it: when no other
+ *     request is in flight (an idle daemon adds no queueing and no wait, a
+ *     lone reader pays nothing), always when no GPU is ready (the FUSE
+ *     threads are then the CPU pool: measured faster than handing requests
+ *     to workers; TADOCFS_BATCH_CPU=1 queues for the CPU workers as with a
+ *     GPU),
  *     when it continues the previous read of its open file (the cursor fast
  *     path of a sequential reader), with batch_max = 1, and on mounts with
  *     an edit overlay (fs->rw: every request takes the direct path, so a

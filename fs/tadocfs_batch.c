@@ -1,6 +1,5 @@
 /* tadocfs_batch: the request queue, the batcher thread, CPU workers and GPU batches. */
 #include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,11 +49,28 @@ typedef struct bitem {
 	int cls;
 } bitem;
 
+struct gres;
+
 typedef struct bjob {
 	struct bjob *next;
+	struct gres *g;           /* non-NULL: answer runs [r0, r1) and counts [c0, c1) of g */
+	size_t r0, r1, c0, c1;
 	size_t n;
 	bitem it[];
 } bjob;
+
+/* The results of one GPU batch while CPU workers send the replies: owned
+ * by the reply jobs together, freed by the last one. */
+typedef struct gres {
+	atomic_uint refs;
+	bjob *job;                /* the batch: items, reads first (sorted), then counts */
+	size_t nr, nruns, nc;
+	td_extract_req *xr;
+	size_t *runstart;         /* index in job->it of each run's first read */
+	size_t *runlen;
+	td_count_req *cr;
+	char *arena;              /* the extracted bytes */
+} gres;
 
 /* A growable byte buffer owned by one thread. */
 typedef struct tbuf {
@@ -88,7 +104,7 @@ struct td_fs_batch {
 	int gpu_emulated;         /* TADOCFS_GPU_EMULATE=1: the CPU engine stands in */
 	td_gpu *gpu;
 	char gpu_name[160];
-	int stopping, wstop;
+	int stopping, gstop, wstop;
 	atomic_uint active;       /* requests handed in and not yet answered */
 
 	pthread_t batcher, gthread;
@@ -96,6 +112,9 @@ struct td_fs_batch {
 	unsigned nstarted;
 	int has_batcher, has_gthread;
 };
+
+static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0, size_t c1);
+static bjob *job_new(size_t n);
 
 static uint64_t now_ns(void)
 {
@@ -246,7 +265,10 @@ static void *worker_main(void *arg)
 		b->njobs--;
 		b->busy++;
 		pthread_mutex_unlock(&b->mu);
-		run_cpu(b, j->it, j->n, &buf);
+		if (j->g)
+			gres_reply(b, j->g, j->r0, j->r1, j->c0, j->c1);
+		else
+			run_cpu(b, j->it, j->n, &buf);
 		free(j);
 		pthread_mutex_lock(&b->mu);
 		b->busy--;
@@ -322,11 +344,79 @@ static void reply_count(td_fs_batch *b, bitem *x, const td_count_req *c)
 	done(b, x->t0);
 }
 
-/* One GPU batch of reads and counts (items of other classes were sent to
- * the CPU workers). Falls back to the CPU when a launch fails. */
-static void run_gpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+static void gres_free(gres *g)
 {
-	size_t nr = 0;
+	free(g->xr);
+	free(g->runstart);
+	free(g->runlen);
+	free(g->cr);
+	free(g->arena);
+	free(g->job);
+	free(g);
+}
+
+/* Answer runs [r0, r1) and counts [c0, c1) of g; the last caller frees g. */
+static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0, size_t c1)
+{
+	bitem *it = g->job->it;
+	for (size_t ri = r0; ri < r1; ri++)
+		reply_run(b, it + g->runstart[ri], g->runlen[ri], g->xr[ri].off, g->xr[ri].buf, g->xr[ri].got,
+			  g->xr[ri].err);
+	for (size_t i = c0; i < c1; i++)
+		reply_count(b, &it[g->nr + i], &g->cr[i]);
+	if (atomic_fetch_sub(&g->refs, 1) == 1)
+		gres_free(g);
+}
+
+static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k);
+
+/* Replies of a GPU batch: one reply per request, each a system call. Spread
+ * them over the CPU workers (so the GPU thread takes the next batch at
+ * once) unless the batch is small. */
+#define REPLY_CHUNK 32u
+
+static void gres_dispatch(td_fs_batch *b, gres *g)
+{
+	size_t total = g->nruns + g->nc;
+	size_t k = total / REPLY_CHUNK;
+	if (k > b->nworkers)
+		k = b->nworkers;
+	bjob *jobs[64];
+	if (k > 64)
+		k = 64;
+	size_t made = 0;
+	if (k >= 2) {
+		for (; made < k; made++) {
+			if (!(jobs[made] = job_new(0)))
+				break;
+		}
+	}
+	if (made < 2) {
+		for (size_t i = 0; i < made; i++)
+			free(jobs[i]);
+		atomic_store(&g->refs, 1);
+		gres_reply(b, g, 0, g->nruns, 0, g->nc);
+		return;
+	}
+	atomic_store(&g->refs, (unsigned)made);
+	for (size_t i = 0; i < made; i++) {
+		bjob *j = jobs[i];
+		j->g = g;
+		j->r0 = g->nruns * i / made;
+		j->r1 = g->nruns * (i + 1) / made;
+		j->c0 = g->nc * i / made;
+		j->c1 = g->nc * (i + 1) / made;
+	}
+	push_reply_jobs(b, jobs, made);
+}
+
+/* One GPU batch of reads and counts (items of other classes were sent to
+ * the CPU workers). Takes ownership of j. Falls back to the CPU when a
+ * launch fails. */
+static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
+{
+	bitem *it = j->it;
+	size_t n = j->n, nr = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (it[i].cls == CLS_READ) {
 			bitem t = it[nr];
@@ -345,15 +435,25 @@ static void run_gpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		i += k;
 	}
 	size_t nc = n - nr;
-	td_extract_req *xr = calloc(nruns ? nruns : 1, sizeof *xr);
-	size_t *runlen = calloc(nruns ? nruns : 1, sizeof *runlen);
-	td_count_req *cr = calloc(nc ? nc : 1, sizeof *cr);
-	char *p = tbuf_get(buf, bytes ? bytes : 1);
-	if (!xr || !runlen || !cr || !p) {
-		free(xr);
-		free(runlen);
-		free(cr);
+	gres *g = calloc(1, sizeof *g);
+	if (g) {
+		g->job = j;
+		g->nr = nr;
+		g->nruns = nruns;
+		g->nc = nc;
+		g->xr = calloc(nruns ? nruns : 1, sizeof *g->xr);
+		g->runstart = calloc(nruns ? nruns : 1, sizeof *g->runstart);
+		g->runlen = calloc(nruns ? nruns : 1, sizeof *g->runlen);
+		g->cr = calloc(nc ? nc : 1, sizeof *g->cr);
+		g->arena = malloc(bytes ? bytes : 1);
+	}
+	if (!g || !g->xr || !g->runstart || !g->runlen || !g->cr || !g->arena) {
+		if (g) {
+			g->job = NULL;
+			gres_free(g);
+		}
 		run_cpu(b, it, n, buf);
+		free(j);
 		return;
 	}
 	size_t pos = 0, ri = 0;
@@ -361,50 +461,37 @@ static void run_gpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		uint64_t end;
 		size_t k = read_run(it + i, nr - i, &end);
 		const td_fs_req *f = it[i].r;
-		xr[ri] = (td_extract_req){ .file = f->e, .off = f->off, .len = (uint32_t)(end - f->off), .buf = p + pos };
-		runlen[ri] = k;
+		g->xr[ri] = (td_extract_req){
+			.file = f->e, .off = f->off, .len = (uint32_t)(end - f->off), .buf = g->arena + pos
+		};
+		g->runstart[ri] = i;
+		g->runlen[ri] = k;
 		pos += (size_t)(end - f->off);
 		ri++;
 		i += k;
 	}
 	for (size_t i = 0; i < nc; i++) {
 		const char *w = it[nr + i].r->name + COUNT_NAME_LEN;
-		cr[i] = (td_count_req){ .word = w, .len = strlen(w), .scope = it[nr + i].r->e };
+		g->cr[i] = (td_count_req){ .word = w, .len = strlen(w), .scope = it[nr + i].r->e };
 	}
 	int xerr = TD_OK, cerr = TD_OK;
 	if (b->gpu_emulated) {
-		xerr = nruns ? td_extract_batch(b->fs->a, xr, nruns, b->nworkers) : TD_OK;
-		cerr = nc ? td_count_batch(b->fs->a, cr, nc, b->nworkers) : TD_OK;
+		xerr = nruns ? td_extract_batch(b->fs->a, g->xr, nruns, b->nworkers) : TD_OK;
+		cerr = nc ? td_count_batch(b->fs->a, g->cr, nc, b->nworkers) : TD_OK;
 	} else {
-		xerr = nruns ? td_gpu_extract_batch(b->gpu, xr, nruns) : TD_OK;
-		cerr = nc ? td_gpu_count_batch(b->gpu, cr, nc) : TD_OK;
+		xerr = nruns ? td_gpu_extract_batch(b->gpu, g->xr, nruns) : TD_OK;
+		cerr = nc ? td_gpu_count_batch(b->gpu, g->cr, nc) : TD_OK;
 	}
-	if (xerr || cerr)
+	if (xerr || cerr) {
+		/* Rare (a CUDA call failed): answer the whole batch here. */
 		td_fs_log(TD_CONF_LOG_WARN, "gpu: batch failed (%s); answered by the CPU", td_strerror(xerr ? xerr : cerr));
-	size_t served = 0;
-	if (xerr) {
-		run_cpu(b, it, nr, buf); /* xr[].buf (in buf) is not used again */
-	} else {
-		size_t i = 0;
-		for (ri = 0; ri < nruns; ri++) {
-			reply_run(b, it + i, runlen[ri], xr[ri].off, xr[ri].buf, xr[ri].got, xr[ri].err);
-			i += runlen[ri];
-		}
-		served += nr;
+		run_cpu(b, it, n, buf);
+		gres_free(g);
+		return;
 	}
-	if (cerr) {
-		run_cpu(b, it + nr, nc, buf);
-	} else {
-		for (size_t i = 0; i < nc; i++)
-			reply_count(b, &it[nr + i], &cr[i]);
-		served += nc;
-	}
-	atomic_fetch_add_explicit(&b->st.gpu_reqs, served, memory_order_relaxed);
-	if (served)
-		atomic_fetch_add_explicit(&b->st.gpu_batches, 1, memory_order_relaxed);
-	free(xr);
-	free(runlen);
-	free(cr);
+	atomic_fetch_add_explicit(&b->st.gpu_reqs, n, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->st.gpu_batches, 1, memory_order_relaxed);
+	gres_dispatch(b, g);
 }
 
 static void *gpu_main(void *arg)
@@ -417,14 +504,13 @@ static void *gpu_main(void *arg)
 	if (atomic_load(&b->gpu_state) != GPU_READY && b->wait_gpu)
 		pthread_cond_signal(&b->cv_batcher);
 	for (;;) {
-		while (!b->gjob && !b->wstop)
+		while (!b->gjob && !b->gstop)
 			pthread_cond_wait(&b->cv_gpu, &b->mu);
 		bjob *j = b->gjob;
 		if (!j)
 			break;
 		pthread_mutex_unlock(&b->mu);
-		run_gpu(b, j->it, j->n, &buf);
-		free(j);
+		run_gpu(b, j, &buf);
 		pthread_mutex_lock(&b->mu);
 		b->gjob = NULL;
 		b->gpu_busy = 0;
@@ -446,6 +532,7 @@ static bjob *job_new(size_t n)
 	bjob *j = malloc(sizeof *j + n * sizeof(bitem));
 	if (j) {
 		j->next = NULL;
+		j->g = NULL;
 		j->n = 0;
 	}
 	return j;
@@ -473,6 +560,22 @@ static void push_job(td_fs_batch *b, bjob *j)
 	atomic_fetch_add_explicit(&b->st.batched, j->n, memory_order_relaxed);
 	td_fs_stats_max_batch(&b->st, j->n);
 	pthread_cond_signal(&b->cv_workers);
+}
+
+/* Put reply jobs at the head of the job list: answers already computed go
+ * out before new work starts. */
+static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k)
+{
+	pthread_mutex_lock(&b->mu);
+	for (size_t i = k; i-- > 0;) {
+		jobs[i]->next = b->jobs;
+		b->jobs = jobs[i];
+		if (!b->jobs_tail)
+			b->jobs_tail = jobs[i];
+		b->njobs++;
+	}
+	pthread_cond_broadcast(&b->cv_workers);
+	pthread_mutex_unlock(&b->mu);
 }
 
 /* Out of memory for a job: answer the items inline on this thread. */
@@ -632,16 +735,14 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		 * without a descent, which no batch does better. */
 		seq = cont && (r->size >= SEQ_MIN || (prev & SEQ_STREAK));
 	}
-	/* Queue only when enough requests are in flight to fill a batch
-	 * worth queueing: the GPU's crossover; without a GPU, never (FUSE
-	 * threads answering inline beat the hand-off to CPU workers, see
-	 * contrib/bench/batcher.sh), unless TADOCFS_BATCH_CPU=1 asks to queue
-	 * whenever another request is in flight. A queue never holds more
-	 * than what is in flight, so below that it could only add waiting. */
-	unsigned need = b->cpu_queue ? 2u : UINT_MAX;
-	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY)
-		need = b->gpu_min > 2 ? b->gpu_min : 2u;
-	if (b->inline_only || others + 1 < need) {
+	/* With a GPU ready, queue whenever another request is in flight (a
+	 * request answered inline holds its FUSE thread, so the daemon only
+	 * sees a backlog, and the batcher a batch, once requests queue).
+	 * Without a GPU, never: the FUSE threads answering inline beat the
+	 * hand-off to CPU workers (contrib/bench/batcher.sh), unless
+	 * TADOCFS_BATCH_CPU=1 asks for the workers. */
+	int queue = b->cpu_queue || atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY;
+	if (b->inline_only || others == 0 || !queue) {
 		run_inline(b, r, t0);
 		return 0;
 	}
@@ -716,15 +817,19 @@ static void stop_threads(td_fs_batch *b)
 	pthread_mutex_unlock(&b->mu);
 	if (b->has_batcher)
 		pthread_join(b->batcher, NULL);
+	/* The GPU thread first: its last batch hands replies to the workers. */
+	pthread_mutex_lock(&b->mu);
+	b->gstop = 1;
+	pthread_cond_broadcast(&b->cv_gpu);
+	pthread_mutex_unlock(&b->mu);
+	if (b->has_gthread)
+		pthread_join(b->gthread, NULL);
 	pthread_mutex_lock(&b->mu);
 	b->wstop = 1;
 	pthread_cond_broadcast(&b->cv_workers);
-	pthread_cond_broadcast(&b->cv_gpu);
 	pthread_mutex_unlock(&b->mu);
 	for (unsigned i = 0; i < b->nstarted; i++)
 		pthread_join(b->workers[i], NULL);
-	if (b->has_gthread)
-		pthread_join(b->gthread, NULL);
 }
 
 int td_fs_batch_start(td_fs *fs)

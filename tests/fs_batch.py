@@ -11,7 +11,8 @@ Checks, against the original files and a Python word counter:
   and batched (or inline) and that the bytes served add up;
 - a sequential `cat` during that load reads exact bytes, and goes through
   the per-file cursor fast path (stats: sequential > 0);
-- latency: one reader's median small pread with the batcher on is within
+- latency: one reader's median small pread with the batcher on (GPU
+  dispatch active: emulated, or the real GPU with TD_TEST_GPU=1) is within
   1.2x of the batcher off (batch_max=1) plus an absolute slack of
   TD_BATCH_SLACK_US (default 15 us). Both mounts are live at once and
   measured in alternating rounds, so load from other processes on a small,
@@ -344,8 +345,14 @@ def median_latency(paths, rounds, per_round, sizes):
 
 
 def check_latency(archive, files, tmp):
-    log("== single-reader latency: batcher on vs off (batch_max=1)")
-    on = mount(archive, os.path.join(tmp, "mnt_on"))
+    # "on": the batcher with the GPU dispatch active, where requests queue
+    # as soon as another is in flight (the real GPU with TD_TEST_GPU=1, else
+    # the emulated one); "off": batch_max=1.
+    log("== single-reader latency: batcher on (GPU dispatch%s) vs off (batch_max=1)" % ("" if GPU else ", emulated"))
+    env = dict(os.environ)
+    if not GPU:
+        env["TADOCFS_GPU_EMULATE"] = "1"
+    on = mount(archive, os.path.join(tmp, "mnt_on"), "gpu=on" if GPU else "gpu=auto", env=env)
     off = mount(archive, os.path.join(tmp, "mnt_off"), "batch_max=1")
     f = max(files, key=lambda f: len(files[f]))
     paths = [os.path.join(on, f), os.path.join(off, f)]
