@@ -10,36 +10,44 @@
 /*
  * Reads and user.tadoc.* queries reach the batcher through fs->exec
  * (fs_ctx.h). Each one is either
- *   - answered inline in the FUSE thread that received it: when no other
- *     request is in flight (an idle daemon adds no queueing and no wait, a
- *     lone reader pays nothing), always when no GPU is ready (the FUSE
- *     threads are then the CPU pool: measured faster than handing requests
- *     to workers; TADOCFS_BATCH_CPU=1 queues for the CPU workers as with a
- *     GPU),
- *     when it continues the previous read of its open file (the cursor fast
- *     path of a sequential reader), with batch_max = 1, and on mounts with
- *     an edit overlay (fs->rw: every request takes the direct path, so a
- *     read after an acknowledged write sees it);
- *   - or queued. One batcher thread drains the queue into batches of at most
- *     batch_max requests. When a GPU is open and at least gpu_min_batch
- *     queued requests can run there (reads, count queries), they go to the
- *     GPU as one td_gpu_extract_batch / td_gpu_count_batch call; everything
- *     else goes to cpu_workers worker threads. Before dispatching a batch
- *     below the crossover the batcher waits up to batch_window_us for more
- *     requests, but only while requests keep arriving fast enough to reach
- *     the crossover inside that window (an idle or slow queue never waits).
- *     Reads of one file whose byte ranges overlap are extracted once and
- *     each is answered from the shared bytes.
- * Replies are sent from the worker or GPU thread (decision 7).
+ *   - queued, where a batch can do better than the FUSE thread that
+ *     received it: with a GPU ready, a count query while at least the
+ *     count crossover of requests is in flight (default 1: the GPU wins
+ *     from one count on), a read while other requests are in flight and at
+ *     least the read crossover (default 10,000: below that the CPU engine
+ *     beats a GPU extract batch, so by default reads are never queued);
+ *     without a GPU, nothing (the FUSE threads answering inline were
+ *     measured faster than the hand-off to workers), unless
+ *     TADOCFS_BATCH_CPU=1 queues every request that finds others in flight;
+ *   - or answered inline in the FUSE thread: everything else, in particular
+ *     a request that finds no other in flight (an idle daemon adds no
+ *     queueing and no wait: a lone reader pays nothing), a read continuing
+ *     a sequential reader (its cursor beats any batch), search and words
+ *     queries, everything with batch_max = 1, and every request on a mount
+ *     with an edit overlay (fs->rw: the direct path, so a read after an
+ *     acknowledged write sees it).
+ * One batcher thread drains the queue into batches of at most batch_max
+ * requests: when a GPU is ready and the queue holds a crossover's worth of
+ * reads or counts, those go to the GPU as one td_gpu_extract_batch /
+ * td_gpu_count_batch call (the replies are then spread over the CPU
+ * workers); everything else goes to cpu_workers worker threads. Below the
+ * crossover the batcher waits up to batch_window_us for more requests, but
+ * only while requests keep arriving fast enough to reach it inside that
+ * window (an idle or slow queue never waits). Reads of one file whose byte
+ * ranges overlap or touch are extracted once and each is answered from the
+ * shared bytes. Replies are sent from worker threads (decision 7).
  *
  * gpu = off: no GPU. auto: the GPU is opened in the background when one is
- * usable and the archive fits it (td_gpu_resident); reads go to the CPU
- * until it is ready. on: as auto, but a failure to open it ends the mount
- * (check beforehand with td_fs_batch_gpu_probe).
- * gpu_min_batch defaults to TD_FS_GPU_MIN_BATCH; the environment variable
- * TADOCFS_GPU_MIN_BATCH (1..1000000) overrides it.
+ * usable and the archive fits it (td_gpu_resident); everything stays on the
+ * CPU until it is ready. on: as auto, but a failure to open it ends the
+ * mount (check beforehand with td_fs_batch_gpu_probe).
+ * The crossovers come from contrib/gpu's gpu_bench on an H200 (4 KiB
+ * extract: the CPU wins below batches of 10,000; count: the GPU wins from
+ * 1); the environment variables TADOCFS_GPU_MIN_BATCH (reads) and
+ * TADOCFS_GPU_MIN_COUNT (counts), 1..1000000, override them.
  */
-#define TD_FS_GPU_MIN_BATCH 256
+#define TD_FS_GPU_MIN_READS 10000
+#define TD_FS_GPU_MIN_COUNTS 1
 
 typedef struct td_fs_batch td_fs_batch;
 

@@ -33,7 +33,8 @@ typedef struct td_fs_stats_info {
 	unsigned cpu_workers;
 	unsigned batch_max;
 	unsigned batch_window_us;
-	unsigned gpu_min_batch;          /* CPU/GPU crossover in requests */
+	unsigned gpu_min_reads;          /* CPU/GPU crossovers in requests */
+	unsigned gpu_min_counts;
 	const char *gpu;                 /* "off", "opening", device name, ... */
 } td_fs_stats_info;
 

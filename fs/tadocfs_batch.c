@@ -81,7 +81,8 @@ typedef struct tbuf {
 struct td_fs_batch {
 	td_fs *fs;
 	td_fs_stats st;
-	unsigned nworkers, batch_max, window_us, gpu_min;
+	unsigned nworkers, batch_max, window_us;
+	unsigned gpu_min_read, gpu_min_count; /* CPU/GPU crossovers, in requests */
 	int inline_only;          /* batch_max == 1: no threads */
 	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 
@@ -89,7 +90,7 @@ struct td_fs_batch {
 	pthread_cond_t cv_batcher, cv_workers, cv_gpu;
 	/* the queue: a ring of QUEUE_CAP items */
 	bitem *q;
-	size_t qhead, qlen, q_gpuable;
+	size_t qhead, qlen, q_reads, q_counts;
 	size_t wake_at;           /* batcher sleeps until qlen >= wake_at (SIZE_MAX: not for arrivals) */
 	int wait_worker, wait_gpu;
 	uint64_t last_arrival, ia_ewma; /* ns between queued arrivals (moving average) */
@@ -327,8 +328,8 @@ static void gpu_open(td_fs_batch *b)
 	}
 	b->gpu = g;
 	snprintf(b->gpu_name, sizeof b->gpu_name, "%s", td_gpu_device_name(g));
-	td_fs_log(TD_CONF_LOG_INFO, "gpu: %s ready (%.2f s upload); batches of %u or more go there", b->gpu_name,
-		  td_gpu_open_seconds(g), b->gpu_min);
+	td_fs_log(TD_CONF_LOG_INFO, "gpu: %s ready (%.2f s upload); batches of %u reads or %u counts go there",
+		  b->gpu_name, td_gpu_open_seconds(g), b->gpu_min_read, b->gpu_min_count);
 	atomic_store(&b->gpu_state, GPU_READY);
 }
 
@@ -524,9 +525,7 @@ static void *gpu_main(void *arg)
 
 /* --- the batcher thread --- */
 
-/* Pop up to n queued items into a new job (caller holds mu). With
- * `gpu_only` only GPU-able items are taken into *gj and the others of the
- * first n go to *cj. */
+/* An empty job with room for n items; NULL when out of memory. */
 static bjob *job_new(size_t n)
 {
 	bjob *j = malloc(sizeof *j + n * sizeof(bitem));
@@ -543,8 +542,10 @@ static bitem q_pop(td_fs_batch *b)
 	bitem x = b->q[b->qhead];
 	b->qhead = (b->qhead + 1) % QUEUE_CAP;
 	b->qlen--;
-	if (x.cls != CLS_OTHER)
-		b->q_gpuable--;
+	if (x.cls == CLS_READ)
+		b->q_reads--;
+	else if (x.cls == CLS_COUNT)
+		b->q_counts--;
 	return x;
 }
 
@@ -642,6 +643,12 @@ static void dispatch_cpu(td_fs_batch *b, unsigned free_workers)
 	}
 }
 
+/* Enough queued reads or counts for a GPU batch (caller holds mu). */
+static int gpu_due(const td_fs_batch *b)
+{
+	return b->q_reads >= b->gpu_min_read || b->q_counts >= b->gpu_min_count;
+}
+
 static void *batcher_main(void *arg)
 {
 	td_fs_batch *b = arg;
@@ -656,12 +663,13 @@ static void *batcher_main(void *arg)
 			continue;
 		}
 		int gpu = atomic_load(&b->gpu_state) == GPU_READY;
-		if (gpu && b->q_gpuable < b->gpu_min && b->qlen < b->batch_max && b->window_us && !b->stopping) {
+		if (gpu && !gpu_due(b) && b->qlen < b->batch_max && b->window_us && !b->stopping) {
 			/* Below the crossover: wait for more only while requests
 			 * arrive fast enough to reach it before the oldest queued
 			 * one has waited batch_window_us. */
 			uint64_t now = now_ns(), deadline = b->q[b->qhead].t0 + (uint64_t)b->window_us * 1000u;
-			size_t need = b->gpu_min - b->q_gpuable;
+			size_t need_r = b->gpu_min_read - b->q_reads, need_c = b->gpu_min_count - b->q_counts;
+			size_t need = need_r < need_c ? need_r : need_c;
 			if (now < deadline && b->ia_ewma > 0 && b->ia_ewma * need <= deadline - now) {
 				struct timespec ts;
 				clock_gettime(CLOCK_REALTIME, &ts);
@@ -675,11 +683,11 @@ static void *batcher_main(void *arg)
 				b->wake_at = b->qlen + need;
 				pthread_cond_timedwait(&b->cv_batcher, &b->mu, &ts);
 				b->wake_at = SIZE_MAX;
-				if (b->q_gpuable < b->gpu_min && now_ns() < deadline && b->qlen < b->batch_max)
+				if (!gpu_due(b) && now_ns() < deadline && b->qlen < b->batch_max)
 					continue;
 			}
 		}
-		if (gpu && b->q_gpuable >= b->gpu_min) {
+		if (gpu && gpu_due(b)) {
 			if (b->gpu_busy) {
 				/* The GPU is the faster way for this many: let the batch
 				 * grow while the running one finishes. */
@@ -735,23 +743,38 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		 * without a descent, which no batch does better. */
 		seq = cont && (r->size >= SEQ_MIN || (prev & SEQ_STREAK));
 	}
-	/* With a GPU ready, queue whenever another request is in flight (a
-	 * request answered inline holds its FUSE thread, so the daemon only
-	 * sees a backlog, and the batcher a batch, once requests queue).
-	 * Without a GPU, never: the FUSE threads answering inline beat the
-	 * hand-off to CPU workers (contrib/bench/batcher.sh), unless
-	 * TADOCFS_BATCH_CPU=1 asks for the workers. */
-	int queue = b->cpu_queue || atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY;
-	if (b->inline_only || others == 0 || !queue) {
+	if (b->inline_only) {
 		run_inline(b, r, t0);
 		return 0;
 	}
-	if (seq) {
+	if (seq && others > 0)
 		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
+	/* Queue a request only where a batch can do better than this FUSE
+	 * thread: with a GPU ready, a count query while as many are in flight
+	 * as its crossover (1: the GPU wins from one count on), a read while
+	 * other requests are in flight and as many as the read crossover
+	 * (reads need far larger batches than the daemon ever holds to pay on
+	 * the GPU, so by default they stay here); never a read continuing a
+	 * sequential reader (its cursor beats any batch), nor search/words.
+	 * Without a GPU nothing is queued: the FUSE threads answering inline
+	 * beat the hand-off to CPU workers (contrib/bench/batcher.sh), unless
+	 * TADOCFS_BATCH_CPU=1 asks for the workers (then: whenever another
+	 * request is in flight). A request answered inline holds its FUSE
+	 * thread, so a crossover above the thread count is reached only by
+	 * requests that were queued. */
+	int cls = classify(b, r), queue = 0;
+	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY) {
+		if (cls == CLS_COUNT)
+			queue = others + 1 >= b->gpu_min_count;
+		else if (cls == CLS_READ)
+			queue = others > 0 && !seq && others + 1 >= b->gpu_min_read;
+	} else if (b->cpu_queue) {
+		queue = others > 0 && !seq;
+	}
+	if (!queue) {
 		run_inline(b, r, t0);
 		return 0;
 	}
-	int cls = classify(b, r);
 	pthread_mutex_lock(&b->mu);
 	if (b->stopping || b->qlen >= QUEUE_CAP) {
 		pthread_mutex_unlock(&b->mu);
@@ -760,8 +783,10 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	}
 	b->q[(b->qhead + b->qlen) % QUEUE_CAP] = (bitem){ .r = r, .t0 = t0, .cls = cls };
 	b->qlen++;
-	if (cls != CLS_OTHER)
-		b->q_gpuable++;
+	if (cls == CLS_READ)
+		b->q_reads++;
+	else if (cls == CLS_COUNT)
+		b->q_counts++;
 	if (b->last_arrival) {
 		uint64_t dt = t0 > b->last_arrival ? t0 - b->last_arrival : 0;
 		b->ia_ewma = b->ia_ewma ? (b->ia_ewma * 7 + dt) / 8 : dt + 1;
@@ -783,18 +808,18 @@ static unsigned online_cpus(void)
 	return n > 0 ? (unsigned)n : 1u;
 }
 
-static unsigned gpu_min_batch(void)
+/* A crossover from the environment variable `name`, else `def`. */
+static unsigned env_count(const char *name, unsigned def)
 {
-	const char *s = getenv("TADOCFS_GPU_MIN_BATCH");
+	const char *s = getenv(name);
 	if (s && *s) {
 		char *end;
 		unsigned long v = strtoul(s, &end, 10);
 		if (*end == '\0' && v >= 1 && v <= 1000000)
 			return (unsigned)v;
-		td_fs_log(TD_CONF_LOG_WARN, "TADOCFS_GPU_MIN_BATCH=%s is not 1..1000000: using %u", s,
-			  TD_FS_GPU_MIN_BATCH);
+		td_fs_log(TD_CONF_LOG_WARN, "%s=%s is not 1..1000000: using %u", name, s, def);
 	}
-	return TD_FS_GPU_MIN_BATCH;
+	return def;
 }
 
 static void batch_free(td_fs_batch *b)
@@ -843,9 +868,8 @@ int td_fs_batch_start(td_fs *fs)
 	b->nworkers = c->cpu_workers ? c->cpu_workers : online_cpus();
 	b->batch_max = c->batch_max ? c->batch_max : 1;
 	b->window_us = c->batch_window_us;
-	b->gpu_min = gpu_min_batch();
-	if (b->gpu_min > b->batch_max) /* full batches go to the GPU then */
-		b->gpu_min = b->batch_max;
+	b->gpu_min_read = env_count("TADOCFS_GPU_MIN_BATCH", TD_FS_GPU_MIN_READS);
+	b->gpu_min_count = env_count("TADOCFS_GPU_MIN_COUNT", TD_FS_GPU_MIN_COUNTS);
 	/* An edit overlay (fs_rw.h) answers through its own handlers: any
 	 * request reaching us there takes the direct path. */
 	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;
@@ -940,7 +964,8 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 		.cpu_workers = b->inline_only ? 0 : b->nworkers,
 		.batch_max = b->batch_max,
 		.batch_window_us = b->window_us,
-		.gpu_min_batch = b->gpu_min,
+		.gpu_min_reads = b->gpu_min_read,
+		.gpu_min_counts = b->gpu_min_count,
 		/* gpu_name is final once the state left GPU_OPENING */
 		.gpu = atomic_load(&b->gpu_state) == GPU_OPENING ? "opening" : b->gpu_name,
 	};

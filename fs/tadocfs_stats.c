@@ -87,7 +87,8 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 "gpu_requests=%llu%cgpu_batches=%llu%ccpu_requests=%llu%c"
 			 "gpu_share=%.4f%ccpu_share=%.4f%c"
 			 "p50_us=%.1f%cp99_us=%.1f%cbytes_served=%llu%c"
-			 "gpu=%s%ccpu_workers=%u%cbatch_max=%u%cbatch_window_us=%u%cgpu_min_batch=%u%s",
+			 "gpu=%s%ccpu_workers=%u%cbatch_max=%u%cbatch_window_us=%u%cgpu_min_reads=%u%c"
+			 "gpu_min_counts=%u%s",
 			 (unsigned long long)req, sep, (unsigned long long)LOAD(s->reads), sep,
 			 (unsigned long long)LOAD(s->xattrs), sep, (unsigned long long)LOAD(s->inline_reqs), sep,
 			 (unsigned long long)LOAD(s->sequential), sep, (unsigned long long)batches, sep,
@@ -96,7 +97,8 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 (unsigned long long)LOAD(s->gpu_batches), sep, (unsigned long long)(req - gpu), sep,
 			 gshare, sep, req ? 1.0 - gshare : 0.0, sep, p50, sep, p99, sep,
 			 (unsigned long long)LOAD(s->bytes), sep, info->gpu, sep, info->cpu_workers, sep,
-			 info->batch_max, sep, info->batch_window_us, sep, info->gpu_min_batch, oneline ? "" : "\n");
+			 info->batch_max, sep, info->batch_window_us, sep, info->gpu_min_reads, sep,
+			 info->gpu_min_counts, oneline ? "" : "\n");
 	return n;
 }
 

@@ -27,7 +27,8 @@ Checks, against the original files and a Python word counter:
   does not end the daemon.
 
 The GPU path: the load test runs again with the GPU dispatch on and the CPU
-engine standing in for the device (TADOCFS_GPU_EMULATE=1, crossover 4): the
+engine standing in for the device (TADOCFS_GPU_EMULATE=1, read crossover 4
+instead of the default 10,000 so that reads queue too): the
 batches, merged runs and count queries of run_gpu() answer exact bytes. On a
 GPU machine set TD_TEST_GPU=1 to run it a third time with gpu=on and the
 real device, requiring gpu_requests > 0.
@@ -349,7 +350,7 @@ def check_latency(archive, files, tmp):
     # as soon as another is in flight (the real GPU with TD_TEST_GPU=1, else
     # the emulated one); "off": batch_max=1.
     log("== single-reader latency: batcher on (GPU dispatch%s) vs off (batch_max=1)" % ("" if GPU else ", emulated"))
-    env = dict(os.environ)
+    env = dict(os.environ, TADOCFS_GPU_MIN_BATCH="2")  # reads queue as soon as another is in flight
     if not GPU:
         env["TADOCFS_GPU_EMULATE"] = "1"
     on = mount(archive, os.path.join(tmp, "mnt_on"), "gpu=on" if GPU else "gpu=auto", env=env)

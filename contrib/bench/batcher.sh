@@ -21,7 +21,8 @@
 # unrecorded 16-reader warm-up per mount, default 2), BL_ROUNDS (runs per
 # point, median kept, default 1), BL_THREADS (default
 # "1 16 64 256"), BL_MODES (default "read4k read64k count"),
-# BL_GPU_MIN_BATCH (crossover of the GPU mount, default 32), BUILD, BENCH_WORK,
+# BL_GPU_MIN_BATCH (read crossover of the GPU mount; default: the daemon's),
+# BUILD, BENCH_WORK,
 # TADOC, TADOCFS, NOOPFS, BATCH_LOAD (program paths; else $BUILD, else PATH).
 set -u
 . "$(dirname "$0")/bench_lib.sh"
@@ -35,10 +36,10 @@ OUT=${2:-$BENCH_WORK/batcher.md}
 SECS=${BL_SECS:-5}
 WARM=${BL_WARM:-2}
 ROUNDS=${BL_ROUNDS:-1}
-# The GPU mount's crossover: 32, not the daemon's default 256, because a
-# queue never holds more requests than there are readers (64 readers can
-# never make a batch of 256).
-GPU_MIN=${BL_GPU_MIN_BATCH:-32}
+# The GPU mount's read crossover: the daemon's default (10000: reads stay
+# on the CPU, counts go to the GPU) unless BL_GPU_MIN_BATCH sets one (e.g.
+# 32 to send reads to the GPU too).
+GPU_MIN=${BL_GPU_MIN_BATCH:-}
 THREADS=${BL_THREADS:-1 16 64 256}
 MODES=${BL_MODES:-read4k read64k count}
 [ -n "$TADOC" ] && [ -n "$TADOCFS" ] || die "tadoc/tadocfs not found (ninja -C $BUILD, or set TADOC/TADOCFS)"
@@ -107,7 +108,7 @@ mount_fs() {
 	mkdir -p "$mnt"
 	case $kind in gpu | cpu | cpuq) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
-	gpu) TADOCFS_GPU_MIN_BATCH=$GPU_MIN "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;;
+	gpu) TADOCFS_GPU_MIN_BATCH=$GPU_MIN "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;; # empty: default
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	cpuq) TADOCFS_BATCH_CPU=1 "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
@@ -201,7 +202,7 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
-	echo "- GPU+batcher: -o gpu=on (crossover $GPU_MIN: TADOCFS_GPU_MIN_BATCH); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight)"
+	echo "- GPU+batcher: -o gpu=on (read crossover ${GPU_MIN:-default}: TADOCFS_GPU_MIN_BATCH; count crossover 1); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight)"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
 	echo "| op | readers | GPU+batcher | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
