@@ -20,7 +20,7 @@
  *     measured faster than the hand-off to workers), unless
  *     TADOCFS_BATCH_CPU=1 queues every request that finds others in flight;
  *   - or answered inline in the FUSE thread: everything else, in particular
- *     a request that finds no other in flight (an idle daemon adds no
+ *     a read that finds no other request in flight (an idle daemon adds no
  *     queueing and no wait: a lone reader pays nothing), a read continuing
  *     a sequential reader (its cursor beats any batch), search and words
  *     queries, everything with batch_max = 1, and every request on a mount
