@@ -11,11 +11,13 @@
  * Reads and user.tadoc.* queries reach the batcher through fs->exec
  * (fs_ctx.h). Each one is either
  *   - queued, where a batch can do better than the FUSE thread that
- *     received it: with a GPU ready, a count query while at least the
- *     count crossover of requests is in flight (default 1: the GPU wins
- *     from one count on), a read while other requests are in flight and at
- *     least the read crossover (default 10,000: below that the CPU engine
- *     beats a GPU extract batch, so by default reads are never queued);
+ *     received it: with a GPU ready, a count query while other requests
+ *     are in flight (always, with the default count crossover of 1: the
+ *     GPU wins from one count on), a read while others are in flight; but
+ *     only kinds whose crossover is at most 4096 (a batch the daemon can
+ *     gather): the default read crossover is 10,000 (below that the CPU
+ *     engine beats a GPU extract batch), so by default reads are never
+ *     queued;
  *     without a GPU, nothing (the FUSE threads answering inline were
  *     measured faster than the hand-off to workers), unless
  *     TADOCFS_BATCH_CPU=1 queues every request that finds others in flight;

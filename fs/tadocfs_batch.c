@@ -28,6 +28,9 @@
  * qualify on their first continuation. */
 #define SEQ_STREAK (UINT64_C(1) << 63)
 #define SEQ_MIN 16384u
+/* Largest crossover a queue can be expected to reach (one request per
+ * concurrent reader); kinds with a higher one are never queued. */
+#define QUEUE_REACH 4096u
 /* Largest byte range read once for several overlapping reads. */
 #define MERGE_MAX (4u << 20)
 
@@ -750,24 +753,25 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	if (seq && others > 0)
 		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
 	/* Queue a request only where a batch can do better than this FUSE
-	 * thread: with a GPU ready, a count query while as many are in flight
-	 * as its crossover (1: the GPU wins from one count on), a read while
-	 * other requests are in flight and as many as the read crossover
-	 * (reads need far larger batches than the daemon ever holds to pay on
-	 * the GPU, so by default they stay here); never a read continuing a
+	 * thread. With a GPU ready: a count query while others are in flight
+	 * (any time with a count crossover of 1: the GPU wins from one count
+	 * on), a read while others are in flight; but only kinds whose
+	 * crossover is within QUEUE_REACH, a batch the daemon can gather (one
+	 * request per concurrent reader): reads need ~10,000 to pay on the
+	 * GPU, so by default they stay here. Never a read continuing a
 	 * sequential reader (its cursor beats any batch), nor search/words.
-	 * Without a GPU nothing is queued: the FUSE threads answering inline
-	 * beat the hand-off to CPU workers (contrib/bench/batcher.sh), unless
-	 * TADOCFS_BATCH_CPU=1 asks for the workers (then: whenever another
-	 * request is in flight). A request answered inline holds its FUSE
-	 * thread, so a crossover above the thread count is reached only by
-	 * requests that were queued. */
+	 * (The crossover itself is the batcher's test: a request answered
+	 * inline holds its FUSE thread, so the daemon sees a backlog only
+	 * once requests queue.) Without a GPU nothing is queued: the FUSE
+	 * threads answering inline beat the hand-off to CPU workers
+	 * (contrib/bench/batcher.sh), unless TADOCFS_BATCH_CPU=1 asks for the
+	 * workers (then: whenever another request is in flight). */
 	int cls = classify(b, r), queue = 0;
 	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY) {
 		if (cls == CLS_COUNT)
-			queue = others + 1 >= b->gpu_min_count;
+			queue = b->gpu_min_count <= QUEUE_REACH && (others > 0 || b->gpu_min_count <= 1);
 		else if (cls == CLS_READ)
-			queue = others > 0 && !seq && others + 1 >= b->gpu_min_read;
+			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq;
 	} else if (b->cpu_queue) {
 		queue = others > 0 && !seq;
 	}
