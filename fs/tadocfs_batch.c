@@ -86,7 +86,7 @@ struct td_fs_batch {
 	td_fs_stats st;
 	unsigned nworkers, batch_max, window_us;
 	unsigned gpu_min_read, gpu_min_count; /* CPU/GPU crossovers, in requests */
-	int inline_only;          /* batch_max == 1: no threads */
+	int inline_only;          /* batch_max == 1 or an edit overlay: no threads */
 	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 
 	pthread_mutex_t mu;
