@@ -65,7 +65,7 @@ if diff -r --no-dereference "$src" "$work/u" >"$work/diff" 2>&1; then say "unpac
 meta() { (cd "$1" && find . -mindepth 1 -printf '%p %y %m %T@\n' | LC_ALL=C sort); }
 diff <(meta "$src") <(meta "$work/u") >"$work/mdiff" || bad "unpack metadata differs: $(head -5 "$work/mdiff")"
 
-first=$(cd "$src" && find . -type f ! -name '.*' | LC_ALL=C sort | head -1 | sed 's|^\./||')
+first=$(cd "$src" && find . -type f ! -name '.*' | LC_ALL=C sort | sed -n '1s|^\./||p')
 counts=("the" "The" "America" "freedom" "Congress" "nuclear" "1945" "United" "people" "the $first" "Constitution $first")
 searches=("liberty" "Americans" "the $first")
 # The oracle reads the corpus once and answers every query (same code as 'oracle.py count/search').
