@@ -80,7 +80,7 @@ static void scratch_init(void)
 	pthread_key_create(&scratch_key, free);
 }
 
-static void *scratch_get(size_t len)
+void *fs_scratch_get(size_t len)
 {
 	pthread_once(&scratch_once, scratch_init);
 	scratch *s = pthread_getspecific(scratch_key);
@@ -133,7 +133,7 @@ void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len)
 
 static void run_read(td_fs_req *r)
 {
-	void *buf = scratch_get(r->size);
+	void *buf = fs_scratch_get(r->size);
 	if (!buf) {
 		td_fs_reply_err(r, ENOMEM);
 		return;

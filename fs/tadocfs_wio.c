@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs_req.h"
 #include "fs_rw.h"
 #include "td_err.h"
 
@@ -125,37 +126,6 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	reply_opened(req, fs, n, fi, &ep);
 }
 
-/* Per-thread read buffer (worker threads come and go: freed by the key's
- * destructor). */
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-
-typedef struct scratch {
-	size_t cap;
-	char buf[];
-} scratch;
-
-static void scratch_init(void)
-{
-	pthread_key_create(&scratch_key, free);
-}
-
-static void *scratch_get(size_t len)
-{
-	pthread_once(&scratch_once, scratch_init);
-	scratch *s = pthread_getspecific(scratch_key);
-	if (s && s->cap >= len)
-		return s->buf;
-	size_t cap = len < 65536 ? 65536 : len;
-	scratch *n = malloc(sizeof *n + cap);
-	if (!n)
-		return NULL;
-	n->cap = cap;
-	free(s);
-	pthread_setspecific(scratch_key, n);
-	return n->buf;
-}
-
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -165,7 +135,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	void *buf = scratch_get(size);
+	void *buf = fs_scratch_get(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
