@@ -43,46 +43,6 @@ static int parse_dec(const char *s, size_t n, uint64_t *out)
 	return 0;
 }
 
-static size_t u64dec(uint64_t v, char *out)
-{
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
-}
-
-static int value_u64(uint64_t v, char **val, size_t *len)
-{
-	char *p = malloc(21);
-	if (!p)
-		return -ENOMEM;
-	*len = u64dec(v, p);
-	*val = p;
-	return 0;
-}
-
-static size_t escape_path(const char *p, size_t n, char *out)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] == '\\') {
-			out[o++] = '\\';
-			out[o++] = '\\';
-		} else if (p[i] == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
-		} else {
-			out[o++] = p[i];
-		}
-	}
-	return o;
-}
-
 /* The search value from hit `first` on (format of fs_xattr.h); caller
  * holds the read lock. */
 static int value_search(td_fs *fs, td_node n, int is_dir, const char *w, size_t wlen, uint64_t first, char **val,
@@ -124,10 +84,10 @@ static int value_search(td_fs *fs, td_node n, int is_dir, const char *w, size_t 
 				plen = (size_t)pl;
 				path_of = h.v[i].file;
 			}
-			ll = escape_path(path, plen, line);
+			ll = fs_escape_path(path, plen, line);
 			line[ll++] = ':';
 		}
-		ll += u64dec(h.v[i].off, line + ll);
+		ll += fs_u64dec(h.v[i].off, line + ll);
 		line[ll++] = '\n';
 		if (pos + ll > TD_FS_XATTR_MAX)
 			break;
@@ -145,7 +105,7 @@ static int value_search(td_fs *fs, td_node n, int is_dir, const char *w, size_t 
 		memcpy(out + pos, w, wlen);
 		pos += wlen;
 		out[pos++] = '@';
-		pos += u64dec(safe_next, out + pos);
+		pos += fs_u64dec(safe_next, out + pos);
 		out[pos++] = '\n';
 	}
 	if (rc == 0) {
@@ -183,7 +143,7 @@ static int xattr_get(td_fs *fs, td_node n, const char *name, char **val, size_t 
 		uint64_t v = 0;
 		if ((err = td_edit_nwords(ed, n, &v)))
 			return -td_err_errno(err);
-		return value_u64(v, val, len);
+		return fs_value_u64(v, val, len);
 	}
 	if (strncmp(rest, "count.", 6) == 0) {
 		const char *w = rest + 6;
@@ -193,7 +153,7 @@ static int xattr_get(td_fs *fs, td_node n, const char *name, char **val, size_t 
 		uint64_t v = 0;
 		if ((err = td_edit_count(ed, w, wlen, n, &v)))
 			return -td_err_errno(err);
-		return value_u64(v, val, len);
+		return fs_value_u64(v, val, len);
 	}
 	if (strncmp(rest, "search.", 7) == 0) {
 		const char *w = rest + 7;

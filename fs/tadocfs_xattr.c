@@ -153,7 +153,7 @@ static void search_release(td_fs *fs, xresult *r)
 }
 
 /* Decimal digits of v into out (no NUL); returns the length (<= 20). */
-static size_t u64dec(uint64_t v, char *out)
+size_t fs_u64dec(uint64_t v, char *out)
 {
 	char tmp[20];
 	size_t n = 0;
@@ -166,12 +166,12 @@ static size_t u64dec(uint64_t v, char *out)
 	return n;
 }
 
-static int value_u64(uint64_t v, char **val, size_t *len)
+int fs_value_u64(uint64_t v, char **val, size_t *len)
 {
 	char *p = malloc(21);
 	if (!p)
 		return -ENOMEM;
-	*len = u64dec(v, p);
+	*len = fs_u64dec(v, p);
 	*val = p;
 	return 0;
 }
@@ -193,7 +193,7 @@ static int parse_part(const char *s, uint64_t *out)
 }
 
 /* Escape a path for one line: '\' -> "\\", newline -> "\n". */
-static size_t escape_path(const char *p, size_t n, char *out)
+size_t fs_escape_path(const char *p, size_t n, char *out)
 {
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -250,10 +250,10 @@ static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t
 				plen = (size_t)n;
 				path_of = h->v[i].file;
 			}
-			ll = escape_path(path, plen, line);
+			ll = fs_escape_path(path, plen, line);
 			line[ll++] = ':';
 		}
-		ll += u64dec(h->v[i].off, line + ll);
+		ll += fs_u64dec(h->v[i].off, line + ll);
 		line[ll++] = '\n';
 		if (pos + ll > TD_FS_XATTR_MAX)
 			break;
@@ -273,7 +273,7 @@ static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t
 		memcpy(out + pos, w, wlen);
 		pos += wlen;
 		out[pos++] = '@';
-		pos += u64dec(safe_next, out + pos);
+		pos += fs_u64dec(safe_next, out + pos);
 		out[pos++] = '\n';
 	}
 	free(path);
@@ -312,12 +312,12 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 
 	if (strcmp(rest, "words") == 0) {
 		if (!is_dir)
-			return value_u64(st.nwords, val, len);
+			return fs_value_u64(st.nwords, val, len);
 		const td_fs_tree *t;
 		int rc = td_fs_tree_get(fs, &t);
 		if (rc)
 			return rc;
-		return value_u64(t->words[e], val, len);
+		return fs_value_u64(t->words[e], val, len);
 	}
 	if (strncmp(rest, "count.", 6) == 0) {
 		const char *w = rest + 6;
@@ -328,7 +328,7 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 		err = td_count(fs->a, w, wlen, e, &n);
 		if (err)
 			return -td_err_errno(err);
-		return value_u64(n, val, len);
+		return fs_value_u64(n, val, len);
 	}
 	if (strncmp(rest, "search.", 7) == 0) {
 		const char *w = rest + 7;
