@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "td_archive_int.h"
 #include "td_rcache.h"
@@ -59,14 +60,97 @@ static int view(td_archive *a, unsigned id, td_pack *p, uint64_t want_n)
 	return TD_OK;
 }
 
+/* Bytes of a compressed section: the frame, without the alignment padding. */
+static uint64_t frame_size(const td_archive *a, unsigned id)
+{
+	const td_disk_section *s = a->sec[id];
+	size_t n = ZSTD_findFrameCompressedSize(a->map + s->off, s->size);
+	return ZSTD_isError(n) ? UINT64_MAX : n;
+}
+
+/* A byte section: point into the mapping, or for a compressed one take its
+ * logical size (at most `max`) from the frame header and leave the bytes to
+ * td_archive_bytes. */
+static int blob(td_archive *a, unsigned id, _Atomic(const uint8_t *) *p, uint64_t *size, uint64_t max)
+{
+	const td_disk_section *s = a->sec[id];
+	if (!(s->flags & TD_SECF_ZSTD)) {
+		atomic_init(p, a->map + s->off);
+		*size = s->size;
+		return TD_OK;
+	}
+	atomic_init(p, NULL);
+	uint64_t fs = frame_size(a, id);
+	if (fs == UINT64_MAX || s->size - fs > 7)
+		return bad(id, "not one zstd frame");
+	for (uint64_t i = fs; i < s->size; i++)
+		if (a->map[s->off + i])
+			return bad(id, "nonzero padding after the zstd frame");
+	unsigned long long n = ZSTD_getFrameContentSize(a->map + s->off, s->size);
+	if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > max)
+		return bad(id, "zstd frame without a plausible content size");
+	*size = n;
+	return TD_OK;
+}
+
+/* The pointer slot and logical size of byte section `id`; NULL for others. */
+static _Atomic(const uint8_t *) *byte_slot(const td_archive *a, unsigned id, uint64_t *size)
+{
+	td_archive *m = (td_archive *)a; /* a decoded copy is a cache */
+	switch (id) {
+	case TD_SEC_NAMES: *size = a->names_size; return &m->names;
+	case TD_SEC_WORDS: *size = a->words_size; return &m->words;
+	case TD_SEC_OTHER: *size = a->other_size; return &m->other;
+	default: return NULL;
+	}
+}
+
+const void *td_archive_bytes(const td_archive *a, unsigned id, uint64_t *size)
+{
+	_Atomic(const uint8_t *) *slot = byte_slot(a, id, size);
+	if (!slot) {
+		td_fail(TD_EINVAL, "section '%s' is not a byte section", td_section_name(id));
+		return NULL;
+	}
+	const uint8_t *p = atomic_load_explicit(slot, memory_order_acquire);
+	if (p)
+		return p;
+	/* Decoding reads the whole frame anyway: check its checksum first, so a
+	 * damaged frame is an error, never wrong names or words. */
+	const td_disk_section *s = a->sec[id];
+	if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
+		td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(id));
+		return NULL;
+	}
+	uint8_t *buf = malloc(*size ? *size : 1);
+	if (!buf) {
+		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)*size);
+		return NULL;
+	}
+	size_t k = ZSTD_decompress(buf, *size, a->map + s->off, frame_size(a, id));
+	if (ZSTD_isError(k) || k != *size) {
+		free(buf);
+		td_fail(TD_ECORRUPT, "section '%s': zstd frame does not decode (%s)", td_section_name(id),
+			ZSTD_isError(k) ? ZSTD_getErrorName(k) : "short");
+		return NULL;
+	}
+	const uint8_t *expected = NULL;
+	if (!atomic_compare_exchange_strong_explicit(slot, &expected, buf, memory_order_acq_rel,
+						     memory_order_acquire)) {
+		free(buf);
+		return expected;
+	}
+	return buf;
+}
+
 static int check_sections(td_archive *a)
 {
 	const td_disk_header *h = (const td_disk_header *)a->map;
 	if (memcmp(h->magic, TD_MAGIC, TD_MAGIC_LEN))
 		return td_fail(TD_EFORMAT, "bad magic number");
-	if (h->version != TD_VERSION)
-		return td_fail(TD_EVERSION, "archive version %u, this build reads version %u", h->version,
-			       TD_VERSION);
+	if (h->version < TD_VERSION_MIN || h->version > TD_VERSION)
+		return td_fail(TD_EVERSION, "archive version %u, this build reads versions %u to %u", h->version,
+			       TD_VERSION_MIN, TD_VERSION);
 	if (h->header_sum != XXH3_64bits(h, offsetof(td_disk_header, header_sum)))
 		return td_fail(TD_ECORRUPT, "header checksum mismatch");
 	if (h->header_size != sizeof *h)
@@ -87,6 +171,10 @@ static int check_sections(td_archive *a)
 		const td_disk_section *s = &tab[i];
 		if (s->off > a->size || s->size > a->size - s->off || (s->off & 7) || s->off < sizeof *h)
 			return bad(s->id, "out of bounds");
+		if (s->flags & ~(h->version >= 2 ? TD_SECF_ZSTD : 0u) ||
+		    ((s->flags & TD_SECF_ZSTD) && s->id != TD_SEC_NAMES && s->id != TD_SEC_WORDS &&
+		     s->id != TD_SEC_OTHER))
+			return bad(s->id, "unknown section flags");
 		if (s->id < TD_SEC_MAX && s->id > 0) {
 			if (a->sec[s->id])
 				return bad(s->id, "appears twice");
@@ -152,15 +240,10 @@ static int setup(td_archive *a, unsigned flags)
 		return err;
 	if (m->nsamples < (m->nroot + (UINT64_C(1) << a->shift) - 1) >> a->shift)
 		return bad(TD_SEC_ROOT_SAMPLES, "too few samples");
-#define BLOB(id, p, n)                                   \
-	do {                                             \
-		p = a->map + a->sec[id]->off;            \
-		n = a->sec[id]->size;                    \
-	} while (0)
-	BLOB(TD_SEC_NAMES, a->names, a->names_size);
-	BLOB(TD_SEC_WORDS, a->words, a->words_size);
-	BLOB(TD_SEC_OTHER, a->other, a->other_size);
-#undef BLOB
+	if ((err = blob(a, TD_SEC_NAMES, &a->names, &a->names_size, ne * TD_MAXNAME)) ||
+	    (err = blob(a, TD_SEC_WORDS, &a->words, &a->words_size, a->W * TD_MAXTOK)) ||
+	    (err = blob(a, TD_SEC_OTHER, &a->other, &a->other_size, a->S * (TD_MAXTOK + 1))))
+		return err;
 	/* Rule groups: ascending first_rule from 0, symbols inside RULE_SYMS. */
 	const td_disk_section *gs = a->sec[TD_SEC_RULE_GROUPS];
 	a->groups = (const td_disk_group *)(a->map + gs->off);
@@ -251,6 +334,13 @@ void td_archive_close(td_archive *a)
 		return;
 	td_rcache_free(a);
 	td_flat_free(a);
+	/* decoded copies of compressed sections (calloc left the rest NULL) */
+	for (unsigned id = TD_SEC_NAMES; id <= TD_SEC_OTHER; id++) {
+		uint64_t n;
+		_Atomic(const uint8_t *) *slot = byte_slot(a, id, &n);
+		if (slot && a->sec[id] && (a->sec[id]->flags & TD_SECF_ZSTD))
+			free((void *)atomic_load(slot));
+	}
 	if (a->map)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)
@@ -296,7 +386,11 @@ const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 	uint64_t lo = td_pack_get(&a->e_nameoff, e), hi = td_pack_get(&a->e_nameoff, e + 1);
 	if (lo > hi || hi > a->names_size || hi - lo > TD_MAXNAME)
 		return NULL;
-	const char *p = (const char *)a->names + lo;
+	uint64_t nb;
+	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
+	if (!names)
+		return NULL;
+	const char *p = names + lo;
 	size_t n = hi - lo;
 	/* A name that could escape or confuse a path is corrupt. */
 	if (e != 0 && (n == 0 || memchr(p, '/', n) || memchr(p, '\0', n) || (n == 1 && p[0] == '.') ||

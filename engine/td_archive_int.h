@@ -19,7 +19,10 @@ struct td_archive {
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
 	td_pack word_off, word_freq, other_off;
 	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
-	const uint8_t *names, *words, *other;
+	/* NAMES, WORDS and OTHER: into the mapping, or (TD_SECF_ZSTD) NULL
+	 * until td_archive_bytes() decodes them into heap buffers owned here.
+	 * Read them through td_archive_bytes() or td_words()/td_other(). */
+	_Atomic(const uint8_t *) names, words, other;
 	uint64_t names_size, words_size, other_size;
 	const td_disk_group *groups;
 	uint64_t ngroups;
@@ -54,6 +57,22 @@ static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
 	return TD_FLAT(a, f_rule_syms, rule_syms, i);
 }
 
+/* Logical bytes of WORDS / OTHER (decoded on first use); NULL if a
+ * compressed section does not decode (td_fail has the detail). */
+static inline const uint8_t *td_words(const td_archive *a)
+{
+	const uint8_t *p = atomic_load_explicit(&a->words, memory_order_acquire);
+	uint64_t n;
+	return p ? p : td_archive_bytes(a, TD_SEC_WORDS, &n);
+}
+
+static inline const uint8_t *td_other(const td_archive *a)
+{
+	const uint8_t *p = atomic_load_explicit(&a->other, memory_order_acquire);
+	uint64_t n;
+	return p ? p : td_archive_bytes(a, TD_SEC_OTHER, &n);
+}
+
 /* Bytes of terminal t (< T): pointer and length; NULL if out of bounds. A
  * word token with a space has its ' ' reported via *space = 1 (the space is
  * not stored in WORDS). */
@@ -64,18 +83,20 @@ static inline const uint8_t *td_term_bytes(const td_archive *a, uint64_t t, uint
 		lo = TD_FLAT(a, f_word_off, word_off, t >> 1);
 		hi = TD_FLAT(a, f_word_off, word_off, (t >> 1) + 1);
 		*space = (int)(t & 1);
-		if (lo > hi || hi > a->words_size || hi - lo > TD_MAXTOK)
+		const uint8_t *w = td_words(a);
+		if (!w || lo > hi || hi > a->words_size || hi - lo > TD_MAXTOK)
 			return NULL;
 		*len = (uint32_t)(hi - lo);
-		return a->words + lo;
+		return w + lo;
 	}
 	lo = TD_FLAT(a, f_other_off, other_off, t - 2 * a->W);
 	hi = TD_FLAT(a, f_other_off, other_off, t - 2 * a->W + 1);
 	*space = 0;
-	if (lo > hi || hi > a->other_size || hi - lo > TD_MAXTOK + 1)
+	const uint8_t *o = td_other(a);
+	if (!o || lo > hi || hi > a->other_size || hi - lo > TD_MAXTOK + 1)
 		return NULL;
 	*len = (uint32_t)(hi - lo);
-	return a->other + lo;
+	return o + lo;
 }
 
 /* Right-hand side of rule r (< R): symbols [*start, *start + *len) of

@@ -1,4 +1,4 @@
-/* td_format: the on-disk layout of a tadoc archive (version 1). gpu/ reads this too. */
+/* td_format: the on-disk layout of a tadoc archive (version 2). gpu/ reads this too. */
 #ifndef TD_FORMAT_H
 #define TD_FORMAT_H
 
@@ -43,6 +43,15 @@ extern "C" {
  * long rules also have offset samples (RULE_SAMPLES, see td_disk_group).
  * Every rule expands to at most meta.max_depth levels.
  *
+ * Compressed byte sections (version 2). A section whose table entry has
+ * TD_SECF_ZSTD set holds one zstd frame (with its content size in the frame
+ * header) followed by at most 7 zero bytes of alignment; its logical bytes
+ * are the frame's content. Only NAMES, WORDS and OTHER are written this way:
+ * they are read through their offset arrays, which stay bit-packed, and
+ * readers decode them on first use (names and vocabulary compress 2-5x with
+ * zstd, and were 15-30% of version 1 archives). Version 1 archives (no
+ * flags) still open.
+ *
  * Files. Entries (directories, files, symlinks) are numbered breadth-first
  * from the root directory (entry 0); the children of a directory are
  * contiguous and sorted bytewise by name, so they are found by binary search.
@@ -58,7 +67,8 @@ extern "C" {
 
 #define TD_MAGIC "TADOC\0\x1a\x01"
 #define TD_MAGIC_LEN 8
-#define TD_VERSION 1u
+#define TD_VERSION 2u        /* written; version 1 is still read */
+#define TD_VERSION_MIN 1u
 #define TD_MAXTOK 255u       /* longest token in bytes */
 #define TD_MAXNAME 255u      /* longest path component */
 #define TD_MAXPATH 4095u     /* longest relative path */
@@ -79,11 +89,13 @@ typedef struct td_disk_header {
 
 typedef struct td_disk_section {
 	uint32_t id;              /* td_section_id */
-	uint32_t flags;           /* 0 */
+	uint32_t flags;           /* TD_SECF_*; 0 in version 1 */
 	uint64_t off;
 	uint64_t size;
 	uint64_t sum;             /* XXH3-64 of the section bytes */
 } td_disk_section;
+
+#define TD_SECF_ZSTD 1u     /* section bytes are one zstd frame (see above) */
 
 typedef enum td_section_id {
 	TD_SEC_META = 1,          /* td_disk_meta */

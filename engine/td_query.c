@@ -24,17 +24,21 @@ int td_is_word(const char *word, size_t len)
 	return 1;
 }
 
-/* Word id by binary search over the sorted WORDS; -1 when absent. */
+/* Word id by binary search over the sorted WORDS; -1 when absent, -2 when
+ * the dictionary does not decode (td_fail has the detail). */
 static int64_t find_word(const td_archive *a, const char *word, size_t len)
 {
 	uint64_t lo = 0, hi = a->W;
+	const uint8_t *words = td_words(a);
+	if (!words)
+		return -2;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		uint64_t o0 = td_pack_get(&a->word_off, mid), o1 = td_pack_get(&a->word_off, mid + 1);
 		if (o0 > o1 || o1 > a->words_size)
 			return -1;
 		size_t ml = (size_t)(o1 - o0);
-		int c = memcmp(a->words + o0, word, ml < len ? ml : len);
+		int c = memcmp(words + o0, word, ml < len ? ml : len);
 		if (c == 0)
 			c = (ml > len) - (ml < len);
 		if (c == 0)
@@ -273,6 +277,8 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	qctx q = { .a = a, .out = out };
 	if (len <= TD_MAXTOK) {
 		int64_t w = find_word(a, word, len);
+		if (w == -2)
+			return TD_ECORRUPT;
 		if (w < 0)
 			return TD_OK;
 		q.w = (uint64_t)w;

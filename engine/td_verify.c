@@ -71,14 +71,17 @@ int td_archive_verify(const td_archive *a)
 	    (err = check_offsets(&a->e_child, a->meta.nentries, "children")))
 		return err;
 	/* Dictionary: words are words, sorted and distinct. */
+	const uint8_t *wb = td_words(a);
+	if (!wb || !td_other(a))
+		return FAIL("%s", td_errdetail());
 	for (uint64_t w = 0; w < a->W; w++) {
 		uint64_t o0 = td_pack_get(&a->word_off, w), o1 = td_pack_get(&a->word_off, w + 1);
-		if (o1 - o0 > TD_MAXTOK || !td_is_word((const char *)a->words + o0, o1 - o0))
+		if (o1 - o0 > TD_MAXTOK || !td_is_word((const char *)wb + o0, o1 - o0))
 			return FAIL("word %llu is not a word", (unsigned long long)w);
 		if (w) {
 			uint64_t p0 = td_pack_get(&a->word_off, w - 1);
 			size_t lp = o0 - p0, lw = o1 - o0;
-			int c = memcmp(a->words + p0, a->words + o0, lp < lw ? lp : lw);
+			int c = memcmp(wb + p0, wb + o0, lp < lw ? lp : lw);
 			if (c > 0 || (c == 0 && lp >= lw))
 				return FAIL("words not sorted at %llu", (unsigned long long)w);
 		}

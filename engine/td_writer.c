@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "td_format.h"
 #include "td_grammar.h"
@@ -532,8 +533,33 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+/* Replace byte section `id` by one zstd frame (TD_SECF_ZSTD in td_format.h).
+ * Level 19: names and dictionary are a few MB, so this costs about a second
+ * and saves 5-25% of the archive. */
+static int compress_blob(secbuf *sb, unsigned id)
+{
+	td_buf *b = &sb->b[id];
+	size_t bound = ZSTD_compressBound(b->len);
+	td_buf z = { 0 };
+	if (!(z.p = malloc(bound)))
+		return TD_ENOMEM;
+	z.cap = bound;
+	size_t n = ZSTD_compress(z.p, bound, b->p, b->len, 19);
+	if (ZSTD_isError(n)) {
+		free(z.p);
+		return td_fail(TD_ENOMEM, "zstd: %s", ZSTD_getErrorName(n));
+	}
+	z.len = n;
+	td_buf_free(b);
+	*b = z;
+	return TD_OK;
+}
+
 static int write_archive(secbuf *sb, const char *out_path)
 {
+	int zerr = compress_blob(sb, TD_SEC_NAMES);
+	if (zerr || (zerr = compress_blob(sb, TD_SEC_WORDS)) || (zerr = compress_blob(sb, TD_SEC_OTHER)))
+		return zerr;
 	char *tmp = malloc(strlen(out_path) + 32);
 	char *dcopy = strdup(out_path);
 	if (!tmp || !dcopy) {
@@ -560,7 +586,7 @@ static int write_archive(secbuf *sb, const char *out_path)
 		td_buf *b = &sb->b[id];
 		td_buf_align(b, 8);
 		tab[ns].id = id;
-		tab[ns].flags = 0;
+		tab[ns].flags = id == TD_SEC_NAMES || id == TD_SEC_WORDS || id == TD_SEC_OTHER ? TD_SECF_ZSTD : 0;
 		tab[ns].off = off;
 		tab[ns].size = b->len;
 		tab[ns].sum = XXH3_64bits(b->p, b->len);

@@ -7,21 +7,27 @@ Usage:
   archive_patch.py flip ARCHIVE SECTION_ID  flip one byte in the middle of a
                                             section, checksums left stale
   archive_patch.py resum ARCHIVE            recompute every checksum
+  archive_patch.py plain ARCHIVE [1]        store zstd-compressed sections
+                                            (TD_SECF_ZSTD) uncompressed; with
+                                            1 also mark the archive version 1
   archive_patch.py sections ARCHIVE         print "id offset size" per section
 
 Layout as in engine/td_format.h: a 72-byte little-endian header whose last
 field is the XXH3-64 of the bytes before it, a section table of 32-byte
 entries (id, flags, offset, size, XXH3-64) checksummed in the header. XXH3
-comes from the system's libxxhash through ctypes.
+comes from the system's libxxhash through ctypes; zstd frames are decoded
+with the zstd command.
 """
 import ctypes
 import ctypes.util
 import struct
+import subprocess
 import sys
 
 HDR = struct.Struct("<8sIIQIIQQ2QQ")
 SEC = struct.Struct("<IIQQQ")
 NAMES = 2
+SECF_ZSTD = 1
 
 
 def xxh3():
@@ -31,6 +37,15 @@ def xxh3():
     f.restype = ctypes.c_uint64
     f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     return lambda b: f(bytes(b), len(b))
+
+
+def unzstd(frame):
+    """Content of one zstd frame followed by up to 7 bytes of zero padding."""
+    for pad in range(8):
+        r = subprocess.run(["zstd", "-d", "-c", "-q"], input=frame[:len(frame) - pad], capture_output=True)
+        if r.returncode == 0:
+            return r.stdout
+    sys.exit("archive_patch: section is not a zstd frame")
 
 
 class Archive:
@@ -58,6 +73,25 @@ class Archive:
         struct.pack_into("<Q", self.b, 40, tsum)
         struct.pack_into("<Q", self.b, HDR.size - 8, h(self.b[:HDR.size - 8]))
 
+    def plain(self, version=None):
+        """Rewrite with every compressed section decoded, sections in table order."""
+        out, tab = bytearray(self.b[:HDR.size]), []
+        for sid, flags, off, size, _ in self.sections():
+            data = bytes(self.b[off:off + size])
+            if flags & SECF_ZSTD:
+                data, flags = unzstd(data), flags & ~SECF_ZSTD
+            tab.append((sid, flags, len(out), len(data)))
+            out += data + b"\0" * (-len(data) % 8)
+        self.tab = len(out)
+        for sid, flags, off, size in tab:
+            out += SEC.pack(sid, flags, off, size, 0)
+        struct.pack_into("<Q", out, 16, len(out))   # file_size
+        struct.pack_into("<Q", out, 32, self.tab)   # sectab_off
+        if version is not None:
+            struct.pack_into("<I", out, 8, version)
+        self.b = out
+        self.resum()
+
     def save(self):
         with open(self.path, "wb") as f:
             f.write(self.b)
@@ -71,6 +105,7 @@ def main():
         old, new = (x.encode() for x in sys.argv[3:5])
         if len(old) != len(new):
             sys.exit("archive_patch: names must have the same length")
+        a.plain()
         _, (_, _, off, size, _) = a.section(NAMES)
         at = a.b.find(old, off, off + size)
         if at < 0:
@@ -82,6 +117,8 @@ def main():
         a.b[off + size // 2] ^= 0x55
     elif cmd == "resum":
         a.resum()
+    elif cmd == "plain":
+        a.plain(int(sys.argv[3]) if len(sys.argv) > 3 else None)
     elif cmd == "sections":
         for s in a.sections():
             print(s[0], s[2], s[3])

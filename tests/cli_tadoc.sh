@@ -204,5 +204,28 @@ no_crash "search on a corrupt rules section" "$TADOC" search "$C" the
 no_crash "info on a corrupt rules section" "$TADOC" info "$C"
 expect_fail "archive that is a directory" "$B" "$TADOC" ls "$B"
 
+# --- compressed byte sections (format version 2: names, words, other tokens) ---
+# A version 1 archive (the same sections stored plain) still reads exactly.
+cp "$A" "$B/v1.tadoc"
+"$PY" "$TESTS_DIR/archive_patch.py" plain "$B/v1.tadoc" 1
+check "verify of a version 1 archive" "$TADOC" verify "$B/v1.tadoc"
+check "unpack of a version 1 archive" "$TADOC" unpack "$B/v1.tadoc" "$B/v1-out"
+if out=$(diff -r --no-dereference "$work/tree" "$B/v1-out" 2>&1); then ok "version 1 unpack: diff -r finds no difference"; else not_ok "version 1 unpack: diff -r" "$out"; fi
+[ "$("$TADOC" count "$B/v1.tadoc" the)" = "$("$TADOC" count "$A" the)" ] && ok "version 1 count equals version 2" || not_ok "version 1 count differs"
+# A damaged frame is found when first read (its checksum is checked before decoding),
+# by every reader, with a message naming the archive.
+for sec in 2:names 13:words 16:other; do
+	id=${sec%%:*} name=${sec#*:}
+	cp "$A" "$B/z$name.tadoc"
+	"$PY" "$TESTS_DIR/archive_patch.py" flip "$B/z$name.tadoc" "$id"
+	f=$B/z$name.tadoc
+	expect_fail "verify with a damaged $name frame" "z$name.tadoc" "$TADOC" verify "$f"
+	expect_fail "unpack with a damaged $name frame" "z$name.tadoc" "$TADOC" unpack "$f" "$B/out-z$name"
+done
+expect_fail "cat with a damaged names frame" "znames.tadoc" "$TADOC" cat "$B/znames.tadoc" text/crlf.txt
+expect_fail "cat with a damaged words frame" "zwords.tadoc" "$TADOC" cat "$B/zwords.tadoc" text/crlf.txt
+expect_fail "count with a damaged words frame" "zwords.tadoc" "$TADOC" count "$B/zwords.tadoc" the
+expect_fail "search with a damaged words frame" "zwords.tadoc" "$TADOC" search "$B/zwords.tadoc" the
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -162,7 +162,7 @@ static int corpus_init(corpus *c, const td_archive *a)
 	int r = p ? td_pack_view(&c->word_off, p, sz) : TD_ECORRUPT;
 	if (r)
 		return r;
-	c->words = td_archive_section(a, TD_SEC_WORDS, &sz);
+	c->words = td_archive_bytes(a, TD_SEC_WORDS, &sz);
 	c->nwords = c->word_off.n ? c->word_off.n - 1 : 0;
 	return TD_OK;
 }

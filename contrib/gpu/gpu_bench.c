@@ -497,7 +497,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		fprintf(stderr, "%s: no files or no words to benchmark\n", path);
 		return 1;
 	}
-	b.words = td_archive_section(a, TD_SEC_WORDS, &sz);
+	b.words = td_archive_bytes(a, TD_SEC_WORDS, &sz);
 	b.nwords = b.word_off.n - 1;
 	if ((r = td_gpu_open(a, NULL, &b.g))) {
 		fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());
