@@ -11,6 +11,8 @@
 #             byte for byte (adversarial corpus, and the two smallest packed
 #             archives unpacked and recompressed); gpu_edit: insert/append batches
 #             in sequence, in batch and mixed, GPU == CPU == a byte model
+#             ($TD_TEST_ARCHIVES="mobydick sotu" picks some: the CPU reference
+#             of 10k-100k searches over gcide's one 40 MB file takes minutes)
 #   sanitize  compute-sanitizer memcheck and racecheck on small batches
 #   bench     gpu_bench on every packed archive -> $OUT/gpu_bench.md
 #             ($TD_BENCH_ARCHIVES="sotu spam" picks some, $TD_BENCH_T sets
@@ -40,13 +42,19 @@ rc=0
 } > "$out/device.txt"
 cat "$out/device.txt"
 
+# pick NAMES: the packed archives named (without .tadoc), or all when empty
+pick() {
+	if [ -z "$1" ]; then echo "$archives"; return; fi
+	for n in $1; do printf '%s ' "$carry/archives/$n.tadoc"; done
+}
+
 has() { case " $steps " in *" $1 "* | *" all "*) return 0 ;; esac; return 1; }
 
 if has tests; then
 	{
 		echo "== gpu_batch: adversarial archive"
 		gpu_batch || rc=1
-		for a in $archives; do
+		for a in $(pick "${TD_TEST_ARCHIVES:-}"); do
 			echo "== gpu_batch: $a"
 			gpu_batch "$a" || rc=1
 		done
@@ -88,11 +96,7 @@ if has bench; then
 		# TD_BENCH_T: seconds per cell (default 0.5); TD_BENCH_ARCHIVES: a
 		# subset of the packed archives (names without .tadoc), so a run
 		# fits the device tool's 10-minute limit
-		sel=$archives
-		if [ -n "${TD_BENCH_ARCHIVES:-}" ]; then
-			sel=
-			for n in $TD_BENCH_ARCHIVES; do sel="$sel $carry/archives/$n.tadoc"; done
-		fi
+		sel=$(pick "${TD_BENCH_ARCHIVES:-}")
 		gpu_bench -t "${TD_BENCH_T:-0.5}" -o "$out/gpu_bench.md" $sel > "$out/bench.log" 2>&1 || rc=1
 		cat "$out/gpu_bench.md"
 	else
