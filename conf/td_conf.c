@@ -21,6 +21,8 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_GPU_MEM_CAP] = {"gpu_mem_cap", K_SIZE, 0, 0},
 	[TD_CONF_KEY_BATCH_WINDOW_US] = {"batch_window_us", K_INT, 0, 1000000},
 	[TD_CONF_KEY_BATCH_MAX] = {"batch_max", K_INT, 1, 1000000},
+	[TD_CONF_KEY_GPU_MIN_READS] = {"gpu_min_reads", K_INT, 0, 1000000},
+	[TD_CONF_KEY_GPU_MIN_COUNTS] = {"gpu_min_counts", K_INT, 0, 1000000},
 	[TD_CONF_KEY_CPU_WORKERS] = {"cpu_workers", K_INT, 0, 1024},
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_JOURNAL_SYNC] = {"journal_sync", K_SYNC, 0, 0},
@@ -241,6 +243,8 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 		case TD_CONF_KEY_GPU_DEVICE: c->gpu_device = (int)u; break;
 		case TD_CONF_KEY_BATCH_WINDOW_US: c->batch_window_us = (uint32_t)u; break;
 		case TD_CONF_KEY_BATCH_MAX: c->batch_max = (uint32_t)u; break;
+		case TD_CONF_KEY_GPU_MIN_READS: c->gpu_min_reads = (uint32_t)u; break;
+		case TD_CONF_KEY_GPU_MIN_COUNTS: c->gpu_min_counts = (uint32_t)u; break;
 		case TD_CONF_KEY_CPU_WORKERS: c->cpu_workers = (uint32_t)u; break;
 		default: assert(!"integer key without a field"); break;
 		}
@@ -283,6 +287,8 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_GPU_MEM_CAP: return format_size(c->gpu_mem_cap, buf, len);
 	case TD_CONF_KEY_BATCH_WINDOW_US: return snprintf(buf, len, "%u", (unsigned)c->batch_window_us);
 	case TD_CONF_KEY_BATCH_MAX: return snprintf(buf, len, "%u", (unsigned)c->batch_max);
+	case TD_CONF_KEY_GPU_MIN_READS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_reads);
+	case TD_CONF_KEY_GPU_MIN_COUNTS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_counts);
 	case TD_CONF_KEY_CPU_WORKERS: return snprintf(buf, len, "%u", (unsigned)c->cpu_workers);
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
 	case TD_CONF_KEY_JOURNAL_SYNC: return snprintf(buf, len, "%s", td_conf_sync_name(c->journal_sync));

@@ -75,6 +75,8 @@ typedef enum td_conf_key {
 	TD_CONF_KEY_GPU_MEM_CAP,
 	TD_CONF_KEY_BATCH_WINDOW_US,
 	TD_CONF_KEY_BATCH_MAX,
+	TD_CONF_KEY_GPU_MIN_READS,
+	TD_CONF_KEY_GPU_MIN_COUNTS,
 	TD_CONF_KEY_CPU_WORKERS,
 	TD_CONF_KEY_CACHE_SIZE,
 	TD_CONF_KEY_JOURNAL_SYNC,
@@ -102,6 +104,8 @@ typedef struct td_conf {
 	uint64_t gpu_mem_cap;       /* gpu_mem_cap = size, 0 = no cap (0) */
 	uint32_t batch_window_us;   /* batch_window_us = 0..1000000 (200) */
 	uint32_t batch_max;         /* batch_max = 1..1000000       (1024) */
+	uint32_t gpu_min_reads;     /* gpu_min_reads = 0..1000000, 0 = measured default (0) */
+	uint32_t gpu_min_counts;    /* gpu_min_counts = 0..1000000, 0 = measured default (0) */
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (64M) */
 	td_conf_sync journal_sync;  /* journal_sync = none|fsync|always (fsync) */

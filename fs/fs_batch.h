@@ -45,8 +45,8 @@
  * mount (check beforehand with td_fs_batch_gpu_probe).
  * The crossovers come from contrib/gpu's gpu_bench on an H200 (4 KiB
  * extract: the CPU wins below batches of 10,000; count: the GPU wins from
- * 1); the environment variables TADOCFS_GPU_MIN_BATCH (reads) and
- * TADOCFS_GPU_MIN_COUNT (counts), 1..1000000, override them.
+ * 1); the configuration keys gpu_min_reads and gpu_min_counts override
+ * them (0 keeps these).
  */
 #define TD_FS_GPU_MIN_READS 10000
 #define TD_FS_GPU_MIN_COUNTS 1

@@ -812,20 +812,6 @@ static unsigned online_cpus(void)
 	return n > 0 ? (unsigned)n : 1u;
 }
 
-/* A crossover from the environment variable `name`, else `def`. */
-static unsigned env_count(const char *name, unsigned def)
-{
-	const char *s = getenv(name);
-	if (s && *s) {
-		char *end;
-		unsigned long v = strtoul(s, &end, 10);
-		if (*end == '\0' && v >= 1 && v <= 1000000)
-			return (unsigned)v;
-		td_fs_log(TD_CONF_LOG_WARN, "%s=%s is not 1..1000000: using %u", name, s, def);
-	}
-	return def;
-}
-
 static void batch_free(td_fs_batch *b)
 {
 	pthread_mutex_destroy(&b->mu);
@@ -872,8 +858,8 @@ int td_fs_batch_start(td_fs *fs)
 	b->nworkers = c->cpu_workers ? c->cpu_workers : online_cpus();
 	b->batch_max = c->batch_max ? c->batch_max : 1;
 	b->window_us = c->batch_window_us;
-	b->gpu_min_read = env_count("TADOCFS_GPU_MIN_BATCH", TD_FS_GPU_MIN_READS);
-	b->gpu_min_count = env_count("TADOCFS_GPU_MIN_COUNT", TD_FS_GPU_MIN_COUNTS);
+	b->gpu_min_read = c->gpu_min_reads ? c->gpu_min_reads : TD_FS_GPU_MIN_READS;
+	b->gpu_min_count = c->gpu_min_counts ? c->gpu_min_counts : TD_FS_GPU_MIN_COUNTS;
 	/* An edit overlay (fs_rw.h) answers through its own handlers: any
 	 * request reaching us there takes the direct path. */
 	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;

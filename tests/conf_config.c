@@ -114,6 +114,8 @@ Test(conf, defaults)
 	cr_assert_eq(c.gpu_mem_cap, 0);
 	cr_assert_eq(c.batch_window_us, 200);
 	cr_assert_eq(c.batch_max, 1024);
+	cr_assert_eq(c.gpu_min_reads, 0);
+	cr_assert_eq(c.gpu_min_counts, 0);
 	cr_assert_eq(c.cpu_workers, 0);
 	cr_assert_eq(c.cache_size, 64ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
@@ -206,6 +208,8 @@ Test(conf, every_key_parsed)
 		"gpu_mem_cap = 2G\n"
 		"batch_window_us = 500\n"
 		"batch_max = 100000\n"
+		"gpu_min_reads = 64\n"
+		"gpu_min_counts = 8\n"
 		"cpu_workers = 12\n"
 		"cache_size = 256M\n"
 		"journal_sync = always\n"
@@ -217,6 +221,8 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.gpu_mem_cap, 2ull << 30);
 	cr_assert_eq(c.batch_window_us, 500);
 	cr_assert_eq(c.batch_max, 100000);
+	cr_assert_eq(c.gpu_min_reads, 64);
+	cr_assert_eq(c.gpu_min_counts, 8);
 	cr_assert_eq(c.cpu_workers, 12);
 	cr_assert_eq(c.cache_size, 256ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_ALWAYS);
@@ -262,6 +268,8 @@ Test(conf, integer_ranges)
 		{"gpu_device", 0, 2147483647ull},
 		{"batch_window_us", 0, 1000000},
 		{"batch_max", 1, 1000000},
+		{"gpu_min_reads", 0, 1000000},
+		{"gpu_min_counts", 0, 1000000},
 		{"cpu_workers", 0, 1024},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {

@@ -232,8 +232,7 @@ def check_concurrent(archive, files, tmp, gpu):
     if gpu == "cpuq":
         env["TADOCFS_BATCH_CPU"] = "1"
     elif gpu:
-        opts.append("gpu=on" if gpu == "on" else "gpu=auto")
-        env["TADOCFS_GPU_MIN_BATCH"] = "4"
+        opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4"]
         if gpu == "emu":
             env["TADOCFS_GPU_EMULATE"] = "1"
     mount(archive, mnt, *opts, env=env)
@@ -247,7 +246,13 @@ def check_concurrent(archive, files, tmp, gpu):
     for e in errors[:10]:
         log("  " + e)
     check(not errors, "64 readers: %d wrong answers of %d reads + %d counts" % (len(errors), reads, counts))
-    s = stats(mnt)
+    # A handler counts its request just after replying: give the last
+    # counts a moment to land before comparing.
+    for _ in range(40):
+        s = stats(mnt)
+        if s["requests"] - before["requests"] >= reads + counts:
+            break
+        time.sleep(0.05)
     log("  %d reads, %d counts; stats: %s" % (reads, counts, {k: s[k] for k in (
         "requests", "inline", "batches", "mean_batch", "max_batch", "merged", "gpu_requests", "p50_us", "p99_us")}))
     check(s["requests"] - before["requests"] >= reads + counts, "stats count every request")
@@ -350,10 +355,11 @@ def check_latency(archive, files, tmp):
     # as soon as another is in flight (the real GPU with TD_TEST_GPU=1, else
     # the emulated one); "off": batch_max=1.
     log("== single-reader latency: batcher on (GPU dispatch%s) vs off (batch_max=1)" % ("" if GPU else ", emulated"))
-    env = dict(os.environ, TADOCFS_GPU_MIN_BATCH="2")  # reads queue as soon as another is in flight
+    env = dict(os.environ)
     if not GPU:
         env["TADOCFS_GPU_EMULATE"] = "1"
-    on = mount(archive, os.path.join(tmp, "mnt_on"), "gpu=on" if GPU else "gpu=auto", env=env)
+    # gpu_min_reads=2: reads queue as soon as another is in flight
+    on = mount(archive, os.path.join(tmp, "mnt_on"), "gpu=on" if GPU else "gpu=auto", "gpu_min_reads=2", env=env)
     off = mount(archive, os.path.join(tmp, "mnt_off"), "batch_max=1")
     f = max(files, key=lambda f: len(files[f]))
     paths = [os.path.join(on, f), os.path.join(off, f)]

@@ -108,7 +108,7 @@ mount_fs() {
 	mkdir -p "$mnt"
 	case $kind in gpu | cpu | cpuq) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
-	gpu) TADOCFS_GPU_MIN_BATCH=$GPU_MIN "$TADOCFS" "$A" "$mnt" -o gpu=on 2>"$W/gpu.err" ;; # empty: default
+	gpu) "$TADOCFS" "$A" "$mnt" -o gpu=on,gpu_min_reads="${GPU_MIN:-0}" 2>"$W/gpu.err" ;; # 0: default
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	cpuq) TADOCFS_BATCH_CPU=1 "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
@@ -202,7 +202,7 @@ cell() { # KIND MODE T -> "ops/s (p99 us)" or "-"
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
-	echo "- GPU+batcher: -o gpu=on (read crossover ${GPU_MIN:-default}: TADOCFS_GPU_MIN_BATCH; count crossover 1); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight)"
+	echo "- GPU+batcher: -o gpu=on (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight)"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
 	echo "| op | readers | GPU+batcher | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
