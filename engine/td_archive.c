@@ -68,18 +68,31 @@ static uint64_t frame_size(const td_archive *a, unsigned id)
 	return ZSTD_isError(n) ? UINT64_MAX : n;
 }
 
-/* A byte section: point into the mapping, or for a compressed one take its
- * logical size (at most `max`) from the frame header and leave the bytes to
- * td_archive_bytes. */
-static int blob(td_archive *a, unsigned id, _Atomic(const uint8_t *) *p, uint64_t *size, uint64_t max)
+/* The largest logical size a compressed section may claim (so a corrupt
+ * frame header cannot make a reader allocate without bound). */
+static uint64_t zstd_max(const td_archive *a, unsigned id)
+{
+	switch (id) {
+	case TD_SEC_NAMES: return a->meta.nentries * TD_MAXNAME;
+	case TD_SEC_WORDS: return a->W * TD_MAXTOK;
+	case TD_SEC_OTHER: return a->S * (TD_MAXTOK + 1);
+	case TD_SEC_WORD_FREQ: return 64 + a->W * 9 + (a->W / TD_TILE + 1) * sizeof(td_disk_tile);
+	default: return 0;
+	}
+}
+
+/* Set up the logical bytes of section `id`: the mapping itself, or for a
+ * compressed one only its logical size, from the frame header, leaving the
+ * bytes to td_archive_bytes. */
+static int lay_out(td_archive *a, unsigned id)
 {
 	const td_disk_section *s = a->sec[id];
 	if (!(s->flags & TD_SECF_ZSTD)) {
-		atomic_init(p, a->map + s->off);
-		*size = s->size;
+		atomic_init(&a->bytes[id], a->map + s->off);
+		a->bytes_size[id] = s->size;
 		return TD_OK;
 	}
-	atomic_init(p, NULL);
+	atomic_init(&a->bytes[id], NULL);
 	uint64_t fs = frame_size(a, id);
 	if (fs == UINT64_MAX || s->size - fs > 7)
 		return bad(id, "not one zstd frame");
@@ -87,60 +100,78 @@ static int blob(td_archive *a, unsigned id, _Atomic(const uint8_t *) *p, uint64_
 		if (a->map[s->off + i])
 			return bad(id, "nonzero padding after the zstd frame");
 	unsigned long long n = ZSTD_getFrameContentSize(a->map + s->off, s->size);
-	if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > max)
+	if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > zstd_max(a, id))
 		return bad(id, "zstd frame without a plausible content size");
-	*size = n;
+	a->bytes_size[id] = n;
 	return TD_OK;
 }
 
-/* The pointer slot and logical size of byte section `id`; NULL for others. */
-static _Atomic(const uint8_t *) *byte_slot(const td_archive *a, unsigned id, uint64_t *size)
+/* Decode compressed section `id` into a heap copy; caller holds lazy_mu. */
+static const uint8_t *decode(const td_archive *a, unsigned id)
 {
-	td_archive *m = (td_archive *)a; /* a decoded copy is a cache */
-	switch (id) {
-	case TD_SEC_NAMES: *size = a->names_size; return &m->names;
-	case TD_SEC_WORDS: *size = a->words_size; return &m->words;
-	case TD_SEC_OTHER: *size = a->other_size; return &m->other;
-	default: return NULL;
-	}
-}
-
-const void *td_archive_bytes(const td_archive *a, unsigned id, uint64_t *size)
-{
-	_Atomic(const uint8_t *) *slot = byte_slot(a, id, size);
-	if (!slot) {
-		td_fail(TD_EINVAL, "section '%s' is not a byte section", td_section_name(id));
-		return NULL;
-	}
-	const uint8_t *p = atomic_load_explicit(slot, memory_order_acquire);
-	if (p)
-		return p;
 	/* Decoding reads the whole frame anyway: check its checksum first, so a
-	 * damaged frame is an error, never wrong names or words. */
+	 * damaged frame is an error, never wrong names, words or counts. */
 	const td_disk_section *s = a->sec[id];
+	uint64_t n = a->bytes_size[id];
 	if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
 		td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(id));
 		return NULL;
 	}
-	uint8_t *buf = malloc(*size ? *size : 1);
+	uint8_t *buf = malloc(n ? n : 1);
 	if (!buf) {
-		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)*size);
+		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)n);
 		return NULL;
 	}
-	size_t k = ZSTD_decompress(buf, *size, a->map + s->off, frame_size(a, id));
-	if (ZSTD_isError(k) || k != *size) {
+	size_t k = ZSTD_decompress(buf, n, a->map + s->off, frame_size(a, id));
+	if (ZSTD_isError(k) || k != n) {
 		free(buf);
 		td_fail(TD_ECORRUPT, "section '%s': zstd frame does not decode (%s)", td_section_name(id),
 			ZSTD_isError(k) ? ZSTD_getErrorName(k) : "short");
 		return NULL;
 	}
-	const uint8_t *expected = NULL;
-	if (!atomic_compare_exchange_strong_explicit(slot, &expected, buf, memory_order_acq_rel,
-						     memory_order_acquire)) {
-		free(buf);
-		return expected;
-	}
 	return buf;
+}
+
+const void *td_archive_bytes(const td_archive *a, unsigned id, uint64_t *size)
+{
+	if (id == 0 || id >= TD_SEC_MAX) {
+		td_fail(TD_EINVAL, "no section %u", id);
+		return NULL;
+	}
+	*size = a->bytes_size[id];
+	const uint8_t *p = atomic_load_explicit(&a->bytes[id], memory_order_acquire);
+	if (p)
+		return p;
+	td_archive *m = (td_archive *)a; /* a decoded copy is a cache */
+	pthread_mutex_lock(&m->lazy_mu);
+	p = atomic_load_explicit(&a->bytes[id], memory_order_relaxed);
+	if (!p && (p = decode(a, id)))
+		atomic_store_explicit(&m->bytes[id], p, memory_order_release);
+	pthread_mutex_unlock(&m->lazy_mu);
+	return p;
+}
+
+const td_pack *td_word_freq_load(const td_archive *a)
+{
+	uint64_t n;
+	const void *p = td_archive_bytes(a, TD_SEC_WORD_FREQ, &n);
+	if (!p)
+		return NULL;
+	td_archive *m = (td_archive *)a;
+	const td_pack *r = &a->word_freq;
+	pthread_mutex_lock(&m->lazy_mu);
+	if (!atomic_load_explicit(&a->word_freq_ready, memory_order_relaxed)) {
+		td_pack v;
+		if (td_pack_view(&v, p, n) != TD_OK || v.n != a->W) {
+			bad(TD_SEC_WORD_FREQ, "malformed packed array");
+			r = NULL;
+		} else {
+			m->word_freq = v;
+			atomic_store_explicit(&m->word_freq_ready, 1, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&m->lazy_mu);
+	return r;
 }
 
 static int check_sections(td_archive *a)
@@ -171,9 +202,7 @@ static int check_sections(td_archive *a)
 		const td_disk_section *s = &tab[i];
 		if (s->off > a->size || s->size > a->size - s->off || (s->off & 7) || s->off < sizeof *h)
 			return bad(s->id, "out of bounds");
-		if (s->flags & ~(h->version >= 2 ? TD_SECF_ZSTD : 0u) ||
-		    ((s->flags & TD_SECF_ZSTD) && s->id != TD_SEC_NAMES && s->id != TD_SEC_WORDS &&
-		     s->id != TD_SEC_OTHER))
+		if (s->flags & ~(h->version >= 2 ? TD_SECF_ZSTD : 0u))
 			return bad(s->id, "unknown section flags");
 		if (s->id < TD_SEC_MAX && s->id > 0) {
 			if (a->sec[s->id])
@@ -230,7 +259,6 @@ static int setup(td_archive *a, unsigned flags)
 	    (err = view(a, TD_SEC_E_GSTART, &a->e_gstart, ne + 1)) ||
 	    (err = view(a, TD_SEC_E_NWORDS, &a->e_nwords, ne)) ||
 	    (err = view(a, TD_SEC_WORD_OFF, &a->word_off, a->W + 1)) ||
-	    (err = view(a, TD_SEC_WORD_FREQ, &a->word_freq, a->W)) ||
 	    (err = view(a, TD_SEC_OTHER_OFF, &a->other_off, a->S + 1)) ||
 	    (err = view(a, TD_SEC_RULE_SYMS, &a->rule_syms, m->nrulesyms)) ||
 	    (err = view(a, TD_SEC_RULE_LEN, &a->rule_len, a->R)) ||
@@ -240,10 +268,20 @@ static int setup(td_archive *a, unsigned flags)
 		return err;
 	if (m->nsamples < (m->nroot + (UINT64_C(1) << a->shift) - 1) >> a->shift)
 		return bad(TD_SEC_ROOT_SAMPLES, "too few samples");
-	if ((err = blob(a, TD_SEC_NAMES, &a->names, &a->names_size, ne * TD_MAXNAME)) ||
-	    (err = blob(a, TD_SEC_WORDS, &a->words, &a->words_size, a->W * TD_MAXTOK)) ||
-	    (err = blob(a, TD_SEC_OTHER, &a->other, &a->other_size, a->S * (TD_MAXTOK + 1))))
-		return err;
+	/* Only byte sections and WORD_FREQ (read by counts alone) may be
+	 * stored compressed: the rest are read in place. */
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		if ((a->sec[id]->flags & TD_SECF_ZSTD) && id != TD_SEC_NAMES && id != TD_SEC_WORDS &&
+		    id != TD_SEC_OTHER && id != TD_SEC_WORD_FREQ)
+			return bad(id, "compressed, which this section may not be");
+		if ((err = lay_out(a, id)))
+			return err;
+	}
+	if (!(a->sec[TD_SEC_WORD_FREQ]->flags & TD_SECF_ZSTD)) {
+		if ((err = view(a, TD_SEC_WORD_FREQ, &a->word_freq, a->W)))
+			return err;
+		atomic_init(&a->word_freq_ready, 1);
+	}
 	/* Rule groups: ascending first_rule from 0, symbols inside RULE_SYMS. */
 	const td_disk_section *gs = a->sec[TD_SEC_RULE_GROUPS];
 	a->groups = (const td_disk_group *)(a->map + gs->off);
@@ -264,7 +302,7 @@ static int setup(td_archive *a, unsigned flags)
 	/* The tree's shape is read on every lookup: check the cheap parts. */
 	if (td_pack_get(&a->e_child, 0) != 1 || td_pack_get(&a->e_child, ne) != ne)
 		return bad(TD_SEC_E_CHILD, "children ranges do not cover the tree");
-	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->names_size)
+	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->bytes_size[TD_SEC_NAMES])
 		return bad(TD_SEC_E_ROOT, "ranges do not match the root");
 	return TD_OK;
 }
@@ -275,6 +313,7 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 	td_archive *a = calloc(1, sizeof *a);
 	if (!a)
 		return TD_ENOMEM;
+	pthread_mutex_init(&a->lazy_mu, NULL);
 	a->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (a->fd < 0) {
 		int e = errno;
@@ -335,12 +374,10 @@ void td_archive_close(td_archive *a)
 	td_rcache_free(a);
 	td_flat_free(a);
 	/* decoded copies of compressed sections (calloc left the rest NULL) */
-	for (unsigned id = TD_SEC_NAMES; id <= TD_SEC_OTHER; id++) {
-		uint64_t n;
-		_Atomic(const uint8_t *) *slot = byte_slot(a, id, &n);
-		if (slot && a->sec[id] && (a->sec[id]->flags & TD_SECF_ZSTD))
-			free((void *)atomic_load(slot));
-	}
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		if (a->sec[id] && (a->sec[id]->flags & TD_SECF_ZSTD))
+			free((void *)atomic_load(&a->bytes[id]));
+	pthread_mutex_destroy(&a->lazy_mu);
 	if (a->map)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)
@@ -384,7 +421,7 @@ const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 	if (e >= a->meta.nentries)
 		return NULL;
 	uint64_t lo = td_pack_get(&a->e_nameoff, e), hi = td_pack_get(&a->e_nameoff, e + 1);
-	if (lo > hi || hi > a->names_size || hi - lo > TD_MAXNAME)
+	if (lo > hi || hi > a->bytes_size[TD_SEC_NAMES] || hi - lo > TD_MAXNAME)
 		return NULL;
 	uint64_t nb;
 	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);

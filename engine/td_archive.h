@@ -109,14 +109,13 @@ void td_archive_info(const td_archive *a, td_info *out);
  * for gpu/ uploads and tools; NULL when absent. */
 const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);
 
-/* Logical bytes of byte section `id` (TD_SEC_NAMES, TD_SEC_WORDS,
- * TD_SEC_OTHER) and their count: the mapping itself, or for a section stored
- * compressed (TD_SECF_ZSTD, td_format.h) a heap copy decoded on the first
- * call, after checking the section's checksum, and kept until
- * td_archive_close (thread-safe; concurrent first calls may each decode, one
- * copy is kept). Returns NULL with td_fail detail on a checksum mismatch or a
- * frame that does not decode to the size the archive declares (TD_ECORRUPT),
- * out of memory, and for other ids. */
+/* Logical bytes of section `id` and their count: the mapping itself, or for
+ * a section stored compressed (TD_SECF_ZSTD, td_format.h) a heap copy
+ * decoded on the first call, after checking the section's checksum, and kept
+ * until td_archive_close (thread-safe: one decode, under a lock). Returns
+ * NULL with td_fail detail on a checksum mismatch or a frame that does not
+ * decode to the size the archive declares (TD_ECORRUPT), out of memory, and
+ * for ids outside 1..TD_SEC_MAX-1. */
 const void *td_archive_bytes(const td_archive *a, unsigned id, uint64_t *size);
 
 /* Name of a section id ("rules", ...), for messages and `tadoc info`. */

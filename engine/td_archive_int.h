@@ -6,6 +6,7 @@
 #include "td_format.h"
 #include "td_pack.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 struct td_rcache;
@@ -17,13 +18,18 @@ struct td_archive {
 	const td_disk_section *sec[TD_SEC_MAX];
 	td_disk_meta meta;
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
-	td_pack word_off, word_freq, other_off;
+	td_pack word_off, other_off;
 	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
-	/* NAMES, WORDS and OTHER: into the mapping, or (TD_SECF_ZSTD) NULL
-	 * until td_archive_bytes() decodes them into heap buffers owned here.
-	 * Read them through td_archive_bytes() or td_words()/td_other(). */
-	_Atomic(const uint8_t *) names, words, other;
-	uint64_t names_size, words_size, other_size;
+	/* Logical bytes of each section: into the mapping, or for one stored
+	 * compressed (TD_SECF_ZSTD) NULL until td_archive_bytes() decodes it
+	 * into a heap buffer owned here (under lazy_mu); and their count. Read
+	 * through td_archive_bytes(), td_words(), td_other(), td_word_freq(). */
+	_Atomic(const uint8_t *) bytes[TD_SEC_MAX];
+	uint64_t bytes_size[TD_SEC_MAX];
+	pthread_mutex_t lazy_mu;
+	/* WORD_FREQ, viewed once its bytes are there (word_freq_ready). */
+	td_pack word_freq;
+	atomic_int word_freq_ready;
 	const td_disk_group *groups;
 	uint64_t ngroups;
 	uint64_t W, S, R, T;
@@ -61,16 +67,26 @@ static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
  * compressed section does not decode (td_fail has the detail). */
 static inline const uint8_t *td_words(const td_archive *a)
 {
-	const uint8_t *p = atomic_load_explicit(&a->words, memory_order_acquire);
+	const uint8_t *p = atomic_load_explicit(&a->bytes[TD_SEC_WORDS], memory_order_acquire);
 	uint64_t n;
-	return p ? p : td_archive_bytes(a, TD_SEC_WORDS, &n);
+	return p ? p : (const uint8_t *)td_archive_bytes(a, TD_SEC_WORDS, &n);
 }
 
 static inline const uint8_t *td_other(const td_archive *a)
 {
-	const uint8_t *p = atomic_load_explicit(&a->other, memory_order_acquire);
+	const uint8_t *p = atomic_load_explicit(&a->bytes[TD_SEC_OTHER], memory_order_acquire);
 	uint64_t n;
-	return p ? p : td_archive_bytes(a, TD_SEC_OTHER, &n);
+	return p ? p : (const uint8_t *)td_archive_bytes(a, TD_SEC_OTHER, &n);
+}
+
+/* WORD_FREQ (its view is set up on first use when stored compressed);
+ * NULL if it does not decode (td_fail has the detail). */
+const td_pack *td_word_freq_load(const td_archive *a);
+static inline const td_pack *td_word_freq(const td_archive *a)
+{
+	if (atomic_load_explicit(&a->word_freq_ready, memory_order_acquire))
+		return &a->word_freq;
+	return td_word_freq_load(a);
 }
 
 /* Bytes of terminal t (< T): pointer and length; NULL if out of bounds. A
@@ -84,7 +100,7 @@ static inline const uint8_t *td_term_bytes(const td_archive *a, uint64_t t, uint
 		hi = TD_FLAT(a, f_word_off, word_off, (t >> 1) + 1);
 		*space = (int)(t & 1);
 		const uint8_t *w = td_words(a);
-		if (!w || lo > hi || hi > a->words_size || hi - lo > TD_MAXTOK)
+		if (!w || lo > hi || hi > a->bytes_size[TD_SEC_WORDS] || hi - lo > TD_MAXTOK)
 			return NULL;
 		*len = (uint32_t)(hi - lo);
 		return w + lo;
@@ -93,7 +109,7 @@ static inline const uint8_t *td_term_bytes(const td_archive *a, uint64_t t, uint
 	hi = TD_FLAT(a, f_other_off, other_off, t - 2 * a->W + 1);
 	*space = 0;
 	const uint8_t *o = td_other(a);
-	if (!o || lo > hi || hi > a->other_size || hi - lo > TD_MAXTOK + 1)
+	if (!o || lo > hi || hi > a->bytes_size[TD_SEC_OTHER] || hi - lo > TD_MAXTOK + 1)
 		return NULL;
 	*len = (uint32_t)(hi - lo);
 	return o + lo;

@@ -46,10 +46,11 @@ extern "C" {
  * Compressed byte sections (version 2). A section whose table entry has
  * TD_SECF_ZSTD set holds one zstd frame (with its content size in the frame
  * header) followed by at most 7 zero bytes of alignment; its logical bytes
- * are the frame's content. Only NAMES, WORDS and OTHER are written this way:
- * they are read through their offset arrays, which stay bit-packed, and
- * readers decode them on first use (names and vocabulary compress 2-5x with
- * zstd, and were 15-30% of version 1 archives). Version 1 archives (no
+ * are the frame's content. Only NAMES, WORDS, OTHER (read through their
+ * offset arrays, which stay bit-packed) and WORD_FREQ (a packed array read
+ * only by whole-corpus counts) are written this way, and readers decode
+ * them on first use: names, vocabulary and word counts compress 2-5x with
+ * zstd, and were 17-32% of version 1 archives. Version 1 archives (no
  * flags) still open.
  *
  * Files. Entries (directories, files, symlinks) are numbered breadth-first

@@ -35,7 +35,7 @@ static int64_t find_word(const td_archive *a, const char *word, size_t len)
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		uint64_t o0 = td_pack_get(&a->word_off, mid), o1 = td_pack_get(&a->word_off, mid + 1);
-		if (o0 > o1 || o1 > a->words_size)
+		if (o0 > o1 || o1 > a->bytes_size[TD_SEC_WORDS])
 			return -1;
 		size_t ml = (size_t)(o1 - o0);
 		int c = memcmp(words + o0, word, ml < len ? ml : len);
@@ -283,7 +283,10 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 			return TD_OK;
 		q.w = (uint64_t)w;
 		if (scope == TD_ROOT && !out) {
-			*count = td_pack_get(&a->word_freq, q.w);
+			const td_pack *wf = td_word_freq(a);
+			if (!wf)
+				return TD_ECORRUPT;
+			*count = td_pack_get(wf, q.w);
 			return TD_OK;
 		}
 	}

@@ -55,17 +55,20 @@ int td_archive_verify(const td_archive *a)
 		if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
 			return FAIL("section '%s': checksum mismatch", td_section_name(id));
 	}
+	const td_pack *wf = td_word_freq(a);
+	if (!wf)
+		return FAIL("%s", td_errdetail());
 	const td_pack *packs[] = { &a->e_nameoff, &a->e_parent, &a->e_mode,   &a->e_mtime,   &a->e_mtimens,
 				   &a->e_size,    &a->e_child,  &a->e_root,   &a->e_gstart,  &a->e_nwords,
-				   &a->word_off,  &a->word_freq, &a->other_off, &a->rule_syms, &a->rule_len,
+				   &a->word_off,  wf,            &a->other_off, &a->rule_syms, &a->rule_len,
 				   &a->root_syms, &a->root_samples, &a->rule_samples };
 	for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
 		if (td_pack_check(packs[i]))
 			return FAIL("%s", td_errdetail());
 	int err;
-	if ((err = check_offsets(&a->word_off, a->words_size, "word")) ||
-	    (err = check_offsets(&a->other_off, a->other_size, "other-token")) ||
-	    (err = check_offsets(&a->e_nameoff, a->names_size, "name")) ||
+	if ((err = check_offsets(&a->word_off, a->bytes_size[TD_SEC_WORDS], "word")) ||
+	    (err = check_offsets(&a->other_off, a->bytes_size[TD_SEC_OTHER], "other-token")) ||
+	    (err = check_offsets(&a->e_nameoff, a->bytes_size[TD_SEC_NAMES], "name")) ||
 	    (err = check_offsets(&a->e_root, a->meta.nroot, "root range")) ||
 	    (err = check_offsets(&a->e_gstart, a->meta.total_bytes, "entry offset")) ||
 	    (err = check_offsets(&a->e_child, a->meta.nentries, "children")))
@@ -173,7 +176,7 @@ int td_archive_verify(const td_archive *a)
 		return FAIL("per-file word counts do not add up to the corpus total");
 	uint64_t freq = 0;
 	for (uint64_t w = 0; w < a->W; w++)
-		freq += td_pack_get(&a->word_freq, w);
+		freq += td_pack_get(wf, w);
 	if (freq + a->meta.nlongwords != words)
 		return FAIL("word counts do not add up");
 	return TD_OK;

@@ -533,7 +533,7 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-/* Replace byte section `id` by one zstd frame (TD_SECF_ZSTD in td_format.h).
+/* Replace section `id` by one zstd frame (TD_SECF_ZSTD in td_format.h).
  * Level 19: names and dictionary are a few MB, so this costs about a second
  * and saves 5-25% of the archive. */
 static int compress_blob(secbuf *sb, unsigned id)
@@ -557,9 +557,13 @@ static int compress_blob(secbuf *sb, unsigned id)
 
 static int write_archive(secbuf *sb, const char *out_path)
 {
-	int zerr = compress_blob(sb, TD_SEC_NAMES);
-	if (zerr || (zerr = compress_blob(sb, TD_SEC_WORDS)) || (zerr = compress_blob(sb, TD_SEC_OTHER)))
-		return zerr;
+	/* the sections td_archive may find compressed (TD_SECF_ZSTD) */
+	static const unsigned zsec[] = { TD_SEC_NAMES, TD_SEC_WORDS, TD_SEC_OTHER, TD_SEC_WORD_FREQ };
+	for (size_t i = 0; i < sizeof zsec / sizeof *zsec; i++) {
+		int zerr = compress_blob(sb, zsec[i]);
+		if (zerr)
+			return zerr;
+	}
 	char *tmp = malloc(strlen(out_path) + 32);
 	char *dcopy = strdup(out_path);
 	if (!tmp || !dcopy) {
@@ -586,7 +590,9 @@ static int write_archive(secbuf *sb, const char *out_path)
 		td_buf *b = &sb->b[id];
 		td_buf_align(b, 8);
 		tab[ns].id = id;
-		tab[ns].flags = id == TD_SEC_NAMES || id == TD_SEC_WORDS || id == TD_SEC_OTHER ? TD_SECF_ZSTD : 0;
+		tab[ns].flags = id == TD_SEC_NAMES || id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ
+					? TD_SECF_ZSTD
+					: 0;
 		tab[ns].off = off;
 		tab[ns].size = b->len;
 		tab[ns].sum = XXH3_64bits(b->p, b->len);

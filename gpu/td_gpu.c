@@ -209,12 +209,9 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	uint64_t total = 0;
 	for (size_t i = 0; i < np; i++) {
 		td_secplan *s = &plan[i];
-		/* byte sections go up decoded (WORDS and OTHER may be zstd frames) */
-		s->host = s->id == TD_SEC_WORDS || s->id == TD_SEC_OTHER ? td_archive_bytes(a, s->id, &s->size)
-									 : td_archive_section(a, s->id, &s->size);
+		/* sections go up decoded (some may be stored as zstd frames) */
+		s->host = td_archive_bytes(a, s->id, &s->size);
 		if (!s->host) {
-			if (s->id == TD_SEC_WORDS || s->id == TD_SEC_OTHER)
-				return TD_ECORRUPT;
 			if (s->packed)
 				return td_fail(TD_ECORRUPT, "section '%s' is missing", td_section_name(s->id));
 			s->size = 0;

@@ -204,7 +204,7 @@ no_crash "search on a corrupt rules section" "$TADOC" search "$C" the
 no_crash "info on a corrupt rules section" "$TADOC" info "$C"
 expect_fail "archive that is a directory" "$B" "$TADOC" ls "$B"
 
-# --- compressed byte sections (format version 2: names, words, other tokens) ---
+# --- compressed sections (format version 2: names, words, other tokens, word counts) ---
 # A version 1 archive (the same sections stored plain) still reads exactly.
 cp "$A" "$B/v1.tadoc"
 "$PY" "$TESTS_DIR/archive_patch.py" plain "$B/v1.tadoc" 1
@@ -214,7 +214,7 @@ if out=$(diff -r --no-dereference "$work/tree" "$B/v1-out" 2>&1); then ok "versi
 [ "$("$TADOC" count "$B/v1.tadoc" the)" = "$("$TADOC" count "$A" the)" ] && ok "version 1 count equals version 2" || not_ok "version 1 count differs"
 # A damaged frame is found when first read (its checksum is checked before decoding),
 # by every reader, with a message naming the archive.
-for sec in 2:names 13:words 16:other; do
+for sec in 2:names 13:words 16:other 15:freq; do
 	id=${sec%%:*} name=${sec#*:}
 	cp "$A" "$B/z$name.tadoc"
 	"$PY" "$TESTS_DIR/archive_patch.py" flip "$B/z$name.tadoc" "$id"
@@ -226,6 +226,8 @@ expect_fail "cat with a damaged names frame" "znames.tadoc" "$TADOC" cat "$B/zna
 expect_fail "cat with a damaged words frame" "zwords.tadoc" "$TADOC" cat "$B/zwords.tadoc" text/crlf.txt
 expect_fail "count with a damaged words frame" "zwords.tadoc" "$TADOC" count "$B/zwords.tadoc" the
 expect_fail "search with a damaged words frame" "zwords.tadoc" "$TADOC" search "$B/zwords.tadoc" the
+expect_fail "corpus count with a damaged word-counts frame" "zfreq.tadoc" "$TADOC" count "$B/zfreq.tadoc" the
+check "file count with a damaged word-counts frame (not read)" "$TADOC" count "$B/zfreq.tadoc" the text/crlf.txt
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -579,6 +579,22 @@ def daemon_pids(args):
     return pids
 
 
+def daemons_of(archive):
+    """Pids of tadocfs daemons whose argv names archive."""
+    want = os.fsencode(archive)
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if want in argv and any(os.path.basename(a) == b"tadocfs" for a in argv[:1]):
+                pids.append(int(d))
+    return pids
+
+
 def check_daemon_signal(archive, tmp):
     log("== a detached daemon with relative paths unmounts on SIGTERM")
     os.makedirs(os.path.join(tmp, "mnt_rel"), exist_ok=True)
@@ -633,6 +649,12 @@ def check_mount_forms(archive, tree, tmp):
                   open(os.path.join(tree, "fsx", "agg", "f0.txt"), "rb").read(), "read after %s" % cmd[0])
         unmount(mnt)
         check(not is_mounted(mnt), "unmounted after %s" % cmd[0])
+        # The daemon may still be closing (a writable one holds the archive's
+        # exclusive lock until it exits): the next form waits for it.
+        for _ in range(200):
+            if not daemons_of(archive):
+                break
+            time.sleep(0.05)
 
 
 def check_bad_invocations(archive, tmp):

@@ -114,8 +114,10 @@ static void exercise(td_archive *a)
 	td_info in;
 	td_archive_info(a, &in);
 	uint64_t sz;
-	for (unsigned id = 0; id <= TD_SEC_MAX; id++)
+	for (unsigned id = 0; id <= TD_SEC_MAX; id++) {
 		(void)td_archive_section(a, id, &sz);
+		(void)td_archive_bytes(a, id, &sz);
+	}
 	(void)td_archive_verify(a);
 	td_cursor_free(c);
 }

@@ -125,8 +125,7 @@ static std::vector<void *> g_allocs;
 static const uint8_t *sec_copy(const td_archive *a, unsigned id, uint64_t *size)
 {
 	uint64_t sz = 0;
-	const void *p = id == TD_SEC_WORDS || id == TD_SEC_OTHER ? td_archive_bytes(a, id, &sz)
-								 : td_archive_section(a, id, &sz);
+	const void *p = td_archive_bytes(a, id, &sz);
 	uint8_t *c = (uint8_t *)aligned_alloc(256, (sz + 16 + 255) & ~(uint64_t)255);
 	memset(c, 0, (sz + 16 + 255) & ~(uint64_t)255);
 	if (p && sz)
