@@ -564,35 +564,27 @@ def check_signals(archive, mnt):
         check(not is_mounted(mnt), "nothing mounted after %s" % sig.name)
 
 
-def daemon_pids(args):
-    """Pids of processes whose argv is exactly args."""
-    want = b"\0".join(os.fsencode(a) for a in args) + b"\0"
-    pids = []
+def cmdlines():
+    """(pid, argv as a list of bytes) of every process that can be read."""
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open("/proc/%s/cmdline" % d, "rb") as f:
-                    if f.read() == want:
-                        pids.append(int(d))
+                    yield int(d), f.read().split(b"\0")[:-1]
             except OSError:
                 pass
-    return pids
+
+
+def daemon_pids(args):
+    """Pids of processes whose argv is exactly args."""
+    want = [os.fsencode(a) for a in args]
+    return [pid for pid, argv in cmdlines() if argv == want]
 
 
 def daemons_of(archive):
     """Pids of tadocfs daemons whose argv names archive."""
     want = os.fsencode(archive)
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/cmdline" % d, "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if want in argv and any(os.path.basename(a) == b"tadocfs" for a in argv[:1]):
-                pids.append(int(d))
-    return pids
+    return [pid for pid, argv in cmdlines() if argv and os.path.basename(argv[0]) == b"tadocfs" and want in argv]
 
 
 def check_daemon_signal(archive, tmp):
