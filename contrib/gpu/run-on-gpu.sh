@@ -3,7 +3,7 @@
 # and the GPU benchmark from what build-and-pack.sh put in .carry/, and write
 # the logs and result tables under $OUT (default ./gpu-results).
 #
-#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench]...   (default: all)
+#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench|batcher]...   (default: all)
 #
 #   tests     gpu_batch on the adversarial archive (built there) and on every
 #             packed corpus archive: GPU == CPU for batch sizes 1..100k;
@@ -18,8 +18,10 @@
 #             ($TD_BENCH_ARCHIVES="sotu spam" picks some, $TD_BENCH_T sets
 #             the seconds per cell)
 #
+#   batcher   contrib/bench/batcher.sh through the mount -> $OUT/batcher.md
+#
 # Files under $OUT: device.txt, tests.log, sanitize.log, gpu_bench.md,
-# bench.log. Exit status: 0 when every step passed.
+# bench.log, batcher.md, batcher.log. Exit status: 0 when every step passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # works from contrib/gpu/ (checkout) and from .carry/ (a copy of the script)
@@ -102,6 +104,18 @@ if has bench; then
 	else
 		echo "no archives packed: nothing to benchmark" | tee "$out/bench.log"
 	fi
+fi
+if has batcher; then
+	# The batcher through the mount (contrib/bench/batcher.sh) on one archive
+	# ($TD_BATCHER_ARCHIVE, default sotu), the GPU mount's read crossover
+	# taken from this run's gpu_bench table unless BL_GPU_MIN_BATCH is set.
+	a="$carry/archives/${TD_BATCHER_ARCHIVE:-sotu}.tadoc"
+	x=$(awk -F'|' '$2 ~ /extract 4 KiB/ && $3 ~ /crossover/ { gsub(/ /, "", $4); print $4; exit }' \
+		"$out/gpu_bench.md" 2>/dev/null)
+	case $x in '' | *[!0-9]*) x= ;; esac # no crossover measured: the daemon's default
+	BL_GPU_MIN_BATCH=${BL_GPU_MIN_BATCH:-$x} BL_SECS=${BL_SECS:-3} \
+		bash "$carry/bench/batcher.sh" "$a" "$out/batcher.md" > "$out/batcher.log" 2>&1 || rc=1
+	tail -n 30 "$out/batcher.md" 2>/dev/null || tail -n 20 "$out/batcher.log"
 fi
 echo "run-on-gpu: status $rc; results in $out"
 exit $rc
