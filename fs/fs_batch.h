@@ -73,6 +73,13 @@ void td_fs_batch_stop(td_fs *fs);
 struct td_fs_req;
 void td_fs_batch_replying(const struct td_fs_req *r, size_t bytes);
 
+/* A read (is_read) or xattr query answered by a writable mount's own
+ * handlers, which bypass the batcher: counted like an inline request, with
+ * its latency since t0 (td_fs_batch_clock) and the read bytes sent. No-op
+ * when fs->batch is NULL. */
+uint64_t td_fs_batch_clock(void);
+void td_fs_batch_record(td_fs *fs, int is_read, uint64_t t0, size_t bytes);
+
 /* The value of user.tadoc.stats (fs_stats.h format, one key=value per
  * line) into *val (malloc'd; caller frees). 0, -ENODATA (no batcher) or
  * -ENOMEM. */

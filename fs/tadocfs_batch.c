@@ -973,6 +973,23 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 	return 0;
 }
 
+uint64_t td_fs_batch_clock(void)
+{
+	return now_ns();
+}
+
+void td_fs_batch_record(td_fs *fs, int is_read, uint64_t t0, size_t bytes)
+{
+	td_fs_batch *b = fs->batch;
+	if (!b)
+		return;
+	atomic_fetch_add_explicit(is_read ? &b->st.reads : &b->st.xattrs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->st.inline_reqs, 1, memory_order_relaxed);
+	if (bytes)
+		atomic_fetch_add_explicit(&b->st.bytes, bytes, memory_order_relaxed);
+	done(b, t0);
+}
+
 int td_fs_batch_stats(td_fs *fs, char **val, size_t *len)
 {
 	if (!fs->batch)

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "fs_req.h"
+#include "fs_batch.h"
 #include "fs_rw.h"
 #include "td_err.h"
 
@@ -130,6 +131,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	(void)ino;
 	td_fs *fs = FS(req);
+	uint64_t t0 = td_fs_batch_clock();
 	td_fs_wfile *f = (td_fs_wfile *)(uintptr_t)fi->fh;
 	if (!f || off < 0) {
 		fuse_reply_err(req, EINVAL);
@@ -156,6 +158,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fuse_reply_err(req, td_err_errno(err));
 	else
 		fuse_reply_buf(req, buf, got);
+	td_fs_batch_record(fs, 1, t0, err ? 0 : got);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fs_batch.h"
 #include "fs_rw.h"
 #include "fs_xattr.h"
 #include "td_err.h"
@@ -178,9 +179,16 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	char *val = NULL;
 	size_t len = 0;
-	td_fs_rw_rdlock(fs);
-	int rc = xattr_get(fs, td_fs_rw_node(ino), name, &val, &len);
-	td_fs_rw_unlock(fs);
+	uint64_t t0 = td_fs_batch_clock();
+	int rc;
+	if (strcmp(name + PREFIX_LEN, "stats") == 0) { /* the request counters, on the root only */
+		rc = td_fs_rw_node(ino) == TD_ROOT ? td_fs_batch_stats(fs, &val, &len) : -ENODATA;
+	} else {
+		td_fs_rw_rdlock(fs);
+		rc = xattr_get(fs, td_fs_rw_node(ino), name, &val, &len);
+		td_fs_rw_unlock(fs);
+		td_fs_batch_record(fs, 0, t0, 0);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else if (size == 0)

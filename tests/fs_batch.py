@@ -35,6 +35,7 @@ real device, requiring gpu_requests > 0.
 
 Environment: TADOC, TADOCFS; exit 77 (skip) without a usable /dev/fuse.
 """
+import errno
 import os
 import random
 import re
@@ -463,6 +464,35 @@ def check_config(archive, files, tmp):
         check(r.returncode == 1 and "gpu=on" in err and not is_mounted(mnt), "gpu=on: exit %d, %r" % (r.returncode, err))
 
 
+def check_rw_stats(archive, files, tmp):
+    log("== user.tadoc.stats on a writable mount")
+    rw = os.path.join(tmp, "rw.tadoc")
+    subprocess.run(["cp", archive, rw], check=True)
+    mnt = mount(rw, os.path.join(tmp, "mnt_rw"), "rw")
+    before = stats(mnt)
+    f = max(files, key=lambda f: len(files[f]))
+    fd = os.open(os.path.join(mnt, f), os.O_RDONLY | os.O_DIRECT)
+    try:
+        got = os.pread(fd, 8192, 0)
+    finally:
+        os.close(fd)
+    check(got == files[f][:8192], "rw read of %s" % f)
+    os.getxattr(os.path.join(mnt, f), "user.tadoc.words")
+    for _ in range(40):  # counted just after the reply
+        s = stats(mnt)
+        if s["requests"] - before["requests"] >= 2:
+            break
+        time.sleep(0.05)
+    check(s["reads"] - before["reads"] >= 1 and s["xattrs"] - before["xattrs"] >= 1 and
+          s["bytes_served"] - before["bytes_served"] >= 8192, "rw stats count the read and the xattr: %s -> %s" % (before, s))
+    try:
+        os.getxattr(os.path.join(mnt, f), "user.tadoc.stats")
+        check(False, "user.tadoc.stats on a file of a rw mount")
+    except OSError as e:
+        check(e.errno == errno.ENODATA, "user.tadoc.stats on a file: ENODATA, got %s" % e.strerror)
+    unmount(mnt)
+
+
 def main():
     try:
         os.close(os.open("/dev/fuse", os.O_RDWR))
@@ -484,6 +514,7 @@ def main():
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)
         check_config(archive, files, tmp)
+        check_rw_stats(archive, files, tmp)
     finally:
         for m in reversed(mounted):
             try:
