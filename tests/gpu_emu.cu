@@ -230,8 +230,10 @@ static void check_extract(const td_archive *a, const td_gdev &d, size_t n)
 		werr[i] = td_extract(a, e, off, want[i].data(), len, &wgot[i]);
 	}
 	std::vector<uint8_t> out(bytes + 1, 0xA5);
-	for (uint32_t it = 0; it < items; it++)
-		td_extract_item(d, q.data(), (uint32_t)n, it, out.data(), res.data());
+	for (uint32_t w = 0; w < items; w += 32)
+		warp_run([&](uint32_t lane) {
+			td_extract_warp(d, q.data(), (uint32_t)n, items, w + lane, out.data(), res.data());
+		});
 	for (size_t i = 0; i < n; i++) {
 		if (res[i].err != werr[i] || res[i].got != wgot[i])
 			FAIL("extract file %u off %llu len %u: cpu err %d got %zu, kernel err %d got %u", q[i].file,
