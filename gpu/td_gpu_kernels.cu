@@ -198,12 +198,14 @@ TD_HD void td_mask_rule(const td_gdev &d, uint64_t *mask, int *changed, uint64_t
 	}
 }
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 {
 	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (r < d.nrules)
 		td_mask_rule(d, mask, changed, r);
 }
+#endif
 
 /* ---- extract ---- */
 
@@ -492,6 +494,7 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 		res[lo].err = s.err;
 }
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
 			     td_gx_res *res)
 {
@@ -499,6 +502,7 @@ __global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uin
 	if (item - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
 		td_extract_warp(d, req, nreq, nitems, item, out, res);
 }
+#endif
 
 /* ---- count and search ---- */
 
@@ -836,6 +840,7 @@ TD_HD void td_search_one(const td_gdev &d, const uint8_t *qwords, const td_gq_re
 	td_warp_query(d, qwords, req[i], 1, hits + base[i], bad, found);
 }
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
 			   uint64_t *count)
 {
@@ -843,7 +848,9 @@ __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *re
 	if (i < nreq) /* whole warps take the same branch */
 		td_count_one(d, qwords, req, i, search, count);
 }
+#endif
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 			    const uint64_t *base, const uint8_t *skip, td_hit *hits)
 {
@@ -851,8 +858,10 @@ __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *r
 	if (i < nreq && !skip[i])
 		td_search_one(d, qwords, req, i, base, hits);
 }
+#endif
 
-/* ---- launchers ---- */
+/* ---- launchers (tests/gpu_host_emu.cu has host versions) ---- */
+#ifndef TD_GPU_EMU
 
 extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream)
 {
@@ -893,3 +902,4 @@ extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq
 	td_k_search<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, base, skip, hits);
 	return (int)cudaGetLastError();
 }
+#endif
