@@ -230,6 +230,8 @@ enum {
 	TD_X_DONE
 };
 
+#define TD_X_SCANW 2u /* root elements looked at per TD_X_RSCAN step */
+
 struct td_xs {
 	uint8_t *dst;
 	uint64_t n, done;
@@ -280,13 +282,31 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother, sh = d.sample_shift;
 	bool bad = false;
 	if (s.phase == TD_X_RBS) {
-		/* last sample at or before gpos, not before the file's start */
+		/* last sample at or before gpos, not before the file's start:
+		 * two levels of the binary search per step, their three
+		 * probes loaded together (same path as one level at a time) */
 		if (s.hi - s.lo > 1) {
-			uint64_t mid = (s.lo + s.hi) >> 1;
-			if (td_pget(d.root_samples, mid) <= s.gpos)
+			uint64_t mid = (s.lo + s.hi) >> 1, ml = (s.lo + mid) >> 1, mr = (mid + s.hi) >> 1;
+			uint64_t v = td_pget(d.root_samples, mid);
+			uint64_t vl = mid - s.lo > 1 ? td_pget(d.root_samples, ml) : 0;
+			uint64_t vr = s.hi - mid > 1 ? td_pget(d.root_samples, mr) : 0;
+			if (v <= s.gpos) {
 				s.lo = mid;
-			else
+				if (s.hi - mid > 1) {
+					if (vr <= s.gpos)
+						s.lo = mr;
+					else
+						s.hi = mr;
+				}
+			} else {
 				s.hi = mid;
+				if (mid - s.lo > 1) {
+					if (vl <= s.gpos)
+						s.lo = ml;
+					else
+						s.hi = ml;
+				}
+			}
 			return;
 		}
 		s.k = s.lo << sh;
@@ -298,17 +318,30 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		return;
 	}
 	if (s.phase == TD_X_RSCAN) {
-		if (s.k >= s.rhi)
-			return td_x_fail(s);
-		s.sym = td_pget(d.root_syms, s.k);
-		uint64_t l = td_symlen(d, s.sym, bad);
-		if (bad)
-			return td_x_fail(s);
-		if (s.gpos < s.pos + l) {
-			s.inner = s.gpos - s.pos;
-			s.phase = TD_X_RULE;
-		} else {
-			s.pos += l;
+		/* TD_X_SCANW root elements per step, loaded together, then
+		 * taken one by one as a one-element step would */
+		uint64_t sy[TD_X_SCANW], l[TD_X_SCANW];
+		bool lb[TD_X_SCANW];
+#pragma unroll
+		for (uint32_t u = 0; u < TD_X_SCANW; u++) {
+			lb[u] = false;
+			sy[u] = l[u] = 0;
+			if (s.k + u < s.rhi) {
+				sy[u] = td_pget(d.root_syms, s.k + u);
+				l[u] = td_symlen(d, sy[u], lb[u]);
+			}
+		}
+#pragma unroll
+		for (uint32_t u = 0; u < TD_X_SCANW; u++) {
+			if (s.k >= s.rhi || lb[u])
+				return td_x_fail(s);
+			if (s.gpos < s.pos + l[u]) {
+				s.sym = sy[u];
+				s.inner = s.gpos - s.pos;
+				s.phase = TD_X_RULE;
+				return;
+			}
+			s.pos += l[u];
 			s.k++;
 		}
 		return;
@@ -385,19 +418,38 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		}
 		s.phase = TD_X_EMIT;
 	}
-	/* TD_X_EMIT: token sym from byte inner */
+	/* TD_X_EMIT: token tok from byte inner. The next symbol (pop
+	 * finished frames, step right; TD_X_DOWN descends) is fetched first so
+	 * its loads overlap the token's; it only counts if bytes remain. */
+	const uint64_t tok = s.sym;
+	bool nfail = false;
+	for (;;) {
+		if (s.depth == 0) {
+			if (++s.k >= s.rhi)
+				nfail = true;
+			else
+				s.sym = td_pget(d.root_syms, s.k);
+			break;
+		}
+		td_frame &f = s.st[s.depth - 1];
+		if (++f.j < f.len) {
+			s.sym = td_pget(d.rule_syms, f.first + f.j);
+			break;
+		}
+		s.depth--;
+	}
 	const uint8_t *src;
 	uint64_t a, b, sp;
-	if (s.sym < w2) {
-		a = td_pgets(d.word_off, s.sym >> 1, bad);
-		b = td_pgets(d.word_off, (s.sym >> 1) + 1, bad);
+	if (tok < w2) {
+		a = td_pgets(d.word_off, tok >> 1, bad);
+		b = td_pgets(d.word_off, (tok >> 1) + 1, bad);
 		if (bad || a > b || b > d.words_size || b - a > TD_MAXTOK)
 			return td_x_fail(s);
 		src = d.words;
-		sp = s.sym & 1;
+		sp = tok & 1;
 	} else {
-		a = td_pgets(d.other_off, s.sym - w2, bad);
-		b = td_pgets(d.other_off, s.sym - w2 + 1, bad);
+		a = td_pgets(d.other_off, tok - w2, bad);
+		b = td_pgets(d.other_off, tok - w2 + 1, bad);
 		if (bad || a > b || b > d.other_size || b - a > TD_MAXTOK + 1)
 			return td_x_fail(s);
 		src = d.other;
@@ -421,22 +473,9 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		s.phase = TD_X_DONE;
 		return;
 	}
+	if (nfail)
+		return td_x_fail(s);
 	s.inner = 0;
-	/* next token: pop finished frames, step right (descend in TD_X_DOWN) */
-	for (;;) {
-		if (s.depth == 0) {
-			if (++s.k >= s.rhi)
-				return td_x_fail(s);
-			s.sym = td_pget(d.root_syms, s.k);
-			break;
-		}
-		td_frame &f = s.st[s.depth - 1];
-		if (++f.j < f.len) {
-			s.sym = td_pget(d.rule_syms, f.first + f.j);
-			break;
-		}
-		s.depth--;
-	}
 	s.phase = TD_X_DOWN;
 }
 
@@ -495,7 +534,10 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 }
 
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
-__global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+/* 128-thread blocks, at least 7 per SM: at most 72 registers, the
+ * occupancy the one-level version had (ptxas -v: 80 without the bound,
+ * a few bytes of spills with it). */
+__global__ void __launch_bounds__(128, 7) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
 			     td_gx_res *res)
 {
 	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
