@@ -274,6 +274,13 @@ static int build(const char *path)
 	err |= td_writer_add_file(w, "big", 0644, 1, 0, b.data(), gen(b.data(), 600000));
 	memset(b.data(), 'z', 700);
 	err |= td_writer_add_file(w, "long", 0644, 1, 0, b.data(), 700);
+	/* a passage of distinct words, three times: one long rule (its inner
+	 * rules are used once and inlined), so seeks use RULE_SAMPLES */
+	std::string rep;
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < 400; i++)
+			rep += "u" + std::to_string(i) + (i % 17 ? " " : ",\n");
+	err |= td_writer_add_file(w, "rep", 0644, 1, 0, rep.data(), rep.size());
 	err |= td_writer_add_symlink(w, "ln", 1, 0, "the rule of the grammar");
 	err |= td_writer_add_dir(w, "d/empty", 0755, 1, 0);
 	for (int i = 0; i < 300; i++) {
