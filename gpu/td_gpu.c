@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sys/stat.h>
 
@@ -17,6 +18,7 @@
 #define TD_RESERVE (256 * TD_MIB)      /* left free on the device by default */
 #define TD_WORKSPACE (64 * TD_MIB)     /* least room kept for batch buffers */
 #define TD_ROUND_MAXREQ (1u << 20)     /* extract requests per launch round */
+#define TD_GPU_MAXPIECES 16u           /* launches per extract round */
 
 typedef struct td_gbuf {
 	void *p;
@@ -37,6 +39,8 @@ struct td_gpu {
 	uint64_t round_hits;           /* search hits per round */
 	cudaStream_t st[TD_GPU_MAXSTREAMS];
 	unsigned nst;
+	cudaEvent_t ev[TD_GPU_MAXPIECES]; /* end of each extract piece */
+	unsigned nev;
 	/* growable buffers: h* pinned host, d* device */
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
@@ -368,6 +372,13 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 			r = td_cuda_fail(e, "stream");
 			goto fail;
 		}
+	for (unsigned i = 0; i < TD_GPU_MAXPIECES; i++)
+		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming)) != cudaSuccess) {
+			g->nev = i;
+			r = td_cuda_fail(e, "event");
+			goto fail;
+		}
+	g->nev = TD_GPU_MAXPIECES;
 	/* per-round caps: output bytes (pinned + device copies) and hits */
 	g->round_bytes = g->budget / 3 < 512 * TD_MIB ? g->budget / 3 : 512 * TD_MIB;
 	g->round_hits = g->budget / 4 / sizeof(td_hit);
@@ -389,6 +400,8 @@ void td_gpu_close(td_gpu *g)
 		cudaSetDevice(g->o.device);
 	for (unsigned i = 0; i < g->nst; i++)
 		cudaStreamDestroy(g->st[i]);
+	for (unsigned i = 0; i < g->nev; i++)
+		cudaEventDestroy(g->ev[i]);
 	td_gbuf *pin[] = {&g->hreq, &g->hres, &g->hout, &g->hq, &g->hw, &g->hcnt, &g->hbase, &g->hskip, &g->hhits};
 	td_gbuf *dev[] = {&g->dreq, &g->dres, &g->dout, &g->dq, &g->dw, &g->dcnt, &g->dbase, &g->dskip, &g->dhits};
 	for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
@@ -404,44 +417,39 @@ void td_gpu_close(td_gpu *g)
 
 /* ---- extract ---- */
 
-/* Launch one round: the m requests packed in hreq (tags index reqs). */
-static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes)
+#define TD_PIECE_BYTES (32 * TD_MIB)   /* output per launch in large rounds */
+#define TD_PIECE_MIN (2 * TD_MIB)      /* below this a round is one launch */
+#define TD_SCATTER_MAX 8u              /* threads copying results out */
+#define TD_SCATTER_MIN (1 * TD_MIB)    /* below this one thread copies */
+
+/* Copying one round's results out of pinned memory: worker t of nt takes
+ * its share of every piece, in piece order, as soon as the piece is done so the copies overlap the later pieces' kernels and downloads. */
+typedef struct td_scatter {
+	td_gpu *g;
+	td_extract_req *reqs;
+	const size_t *bounds;          /* piece p holds packed [bounds[p], bounds[p+1]) */
+	unsigned np, t, nt;
+	cudaError_t err;
+} td_scatter;
+
+static void *td_scatter_run(void *arg)
 {
-	td_gx_req *hq = g->hreq.p;
-	td_gx_req *dq = g->dreq.p;
-	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
-	uint8_t *ho = g->hout.p, *dout = g->dout.p;
-	unsigned ns = m < g->nst ? 1 : g->nst;
-	size_t k0 = 0;
-	size_t bounds[TD_GPU_MAXSTREAMS + 1];
-	for (unsigned s = 0; s < ns; s++) {
-		size_t k1 = m * (s + 1) / ns;
-		bounds[s] = k0;
-		/* items relative to this stream's first request */
-		uint32_t items = 0;
-		for (size_t k = k0; k < k1; k++) {
-			hq[k].item0 = items;
-			uint32_t c = (hq[k].len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
-			items += c ? c : 1;
+	td_scatter *w = arg;
+	td_gpu *g = w->g;
+	const td_gx_req *hq = g->hreq.p;
+	const td_gx_res *hr = g->hres.p;
+	const uint8_t *ho = g->hout.p;
+	if (w->t)
+		cudaSetDevice(g->o.device);
+	for (unsigned p = 0; p < w->np; p++) {
+		cudaError_t e = cudaEventSynchronize(g->ev[p]);
+		if (e != cudaSuccess) {
+			w->err = e;
+			return NULL;
 		}
-		if (k1 > k0) {
-			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
-			cudaStream_t st = g->st[s];
-			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-			CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
-			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, dout, dr + k0, st));
-			CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
-			if (ob1 > ob0)
-				CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
-		}
-		k0 = k1;
-	}
-	bounds[ns] = m;
-	/* scatter stream by stream while later streams still copy */
-	for (unsigned s = 0; s < ns; s++) {
-		CK(cudaStreamSynchronize(g->st[s]));
-		for (size_t k = bounds[s]; k < bounds[s + 1]; k++) {
-			td_extract_req *q = &reqs[hq[k].tag];
+		size_t b0 = w->bounds[p], n = w->bounds[p + 1] - b0;
+		for (size_t k = b0 + n * w->t / w->nt; k < b0 + n * (w->t + 1) / w->nt; k++) {
+			td_extract_req *q = &w->reqs[hq[k].tag];
 			if (hr[k].err == TD_ECORRUPT) {
 				/* let the CPU engine say exactly what it says */
 				size_t got = 0;
@@ -455,6 +463,93 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 				memcpy(q->buf, ho + hq[k].outoff, q->got);
 		}
 	}
+	return NULL;
+}
+
+/* Threads for copying `bytes` of results of m requests out. */
+static unsigned td_scatter_threads(const td_gpu *g, size_t m, uint64_t bytes)
+{
+	if (bytes < TD_SCATTER_MIN && m < 8192)
+		return 1;
+	long c = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = g->o.cpu_threads ? g->o.cpu_threads : c > 0 ? (unsigned)c : 1;
+	return nt < TD_SCATTER_MAX ? nt : TD_SCATTER_MAX;
+}
+
+/* Launch one round: the m requests packed in hreq (tags index reqs), in
+ * pieces of about TD_PIECE_BYTES spread round robin over the streams; each
+ * piece uploads its requests, runs its kernel and downloads its results
+ * while the others do the same. */
+static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes)
+{
+	td_gx_req *hq = g->hreq.p;
+	td_gx_req *dq = g->dreq.p;
+	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
+	uint8_t *ho = g->hout.p, *dout = g->dout.p;
+	/* small rounds: one launch (latency); large: enough pieces to pipeline */
+	uint64_t np = bytes < TD_PIECE_MIN ? 1 : bytes / TD_PIECE_BYTES > g->nst ? bytes / TD_PIECE_BYTES : g->nst;
+	if (np > TD_GPU_MAXPIECES)
+		np = TD_GPU_MAXPIECES;
+	if (np > m)
+		np = m;
+	size_t bounds[TD_GPU_MAXPIECES + 1];
+	size_t k0 = 0;
+	for (unsigned p = 0; p < np; p++) {
+		/* split by output bytes so large reads spread evenly */
+		size_t k1 = k0;
+		uint64_t want = bytes * (p + 1) / np;
+		while (k1 < m && (p + 1 == np || hq[k1].outoff < want))
+			k1++;
+		bounds[p] = k0;
+		/* items relative to this piece's first request */
+		uint32_t items = 0;
+		for (size_t k = k0; k < k1; k++) {
+			hq[k].item0 = items;
+			uint32_t c = (hq[k].len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
+			items += c ? c : 1;
+		}
+		if (k1 > k0) {
+			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
+			cudaStream_t st = g->st[p % g->nst];
+			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+			CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
+			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, dout, dr + k0, st));
+			CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
+			if (ob1 > ob0)
+				CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
+		}
+		CK(cudaEventRecord(g->ev[p], g->st[p % g->nst]));
+		k0 = k1;
+	}
+	bounds[np] = m;
+	/* copy results out piece by piece while later pieces still run */
+	unsigned nt = td_scatter_threads(g, m, bytes);
+	td_scatter w[TD_SCATTER_MAX];
+	pthread_t th[TD_SCATTER_MAX];
+	unsigned started = 1;
+	for (unsigned t = 0; t < nt; t++)
+		w[t] = (td_scatter){g, reqs, bounds, (unsigned)np, t, nt, cudaSuccess};
+	for (unsigned t = 1; t < nt; t++) {
+		if (pthread_create(&th[t], NULL, td_scatter_run, &w[t]))
+			break;
+		started++;
+	}
+	td_scatter_run(&w[0]);
+	for (unsigned t = started; t < nt; t++) /* threads that did not start */
+		td_scatter_run(&w[t]);
+	cudaError_t e = cudaSuccess;
+	for (unsigned t = started; t < nt; t++)
+		if (e == cudaSuccess)
+			e = w[t].err;
+	if (e == cudaSuccess)
+		e = w[0].err;
+	for (unsigned t = 1; t < started; t++) {
+		pthread_join(th[t], NULL);
+		if (e == cudaSuccess)
+			e = w[t].err;
+	}
+	if (e != cudaSuccess)
+		return td_cuda_fail(e, "extract round");
 	return TD_OK;
 }
 

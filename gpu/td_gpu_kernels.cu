@@ -198,222 +198,353 @@ TD_HD void td_mask_rule(const td_gdev &d, uint64_t *mask, int *changed, uint64_t
 	}
 }
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 {
 	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	if (r < d.nrules)
 		td_mask_rule(d, mask, changed, r);
 }
+#endif
 
 /* ---- extract ---- */
 
-/* Copy n bytes of entry e's text starting at file offset foff to dst.
- * Mirrors td_extract: seek with ROOT_SAMPLES (binary search restricted to
- * the file's root range) and RULE_LEN, descend root -> rule -> token with a
- * stack of at most TD_MAXDEPTH frames, then emit tokens left to right.
- * Returns TD_OK or TD_ECORRUPT. */
-TD_HD int td_dev_extract(const td_gdev &d, uint32_t e, uint64_t foff, uint64_t n, uint8_t *dst)
+/* Extraction of one output chunk is a resumable state machine: one call of
+ * td_x_step() does one bounded step (a binary-search probe, one length
+ * look-up, one rule entered, one token copied) and the warp loop in
+ * td_extract_warp() votes after every step. Lanes seek and walk
+ * independently, but their paths reconverge once per step: a plain loop
+ * nest with early exits let divergent lanes run one after another to the
+ * end. The steps mirror td_extract: seek with ROOT_SAMPLES (binary search
+ * restricted to the file's root range) and RULE_LEN, descend root -> rule
+ * -> token with a stack of at most TD_MAXDEPTH frames (RULE_SAMPLES inside
+ * long rules, like td_walk_seek), then emit tokens left to right. */
+enum {
+	TD_X_RBS,   /* binary search of ROOT_SAMPLES */
+	TD_X_RSCAN, /* root elements from the sample to the one holding gpos */
+	TD_X_RULE,  /* enter rule sym (or start emitting token sym) */
+	TD_X_SBS,   /* binary search of a long rule's RULE_SAMPLES */
+	TD_X_CSCAN, /* the rule's children up to the one holding inner */
+	TD_X_EMIT,  /* copy token sym from byte inner, then step to the next */
+	TD_X_DOWN,  /* descend to the leftmost token of sym */
+	TD_X_DONE
+};
+
+#define TD_X_SCANW 2u /* root elements looked at per TD_X_RSCAN step */
+
+struct td_xs {
+	uint8_t *dst;
+	uint64_t n, done;
+	uint64_t gpos, pos;     /* target corpus offset; start of root element k */
+	uint64_t k, rlo, rhi;   /* root element; the file's root range */
+	uint64_t lo, hi;        /* binary search bounds */
+	uint64_t sym, inner;    /* current symbol; byte offset inside it */
+	uint64_t first, fsample;
+	uint32_t len, j, depth;
+	int phase, err;
+	td_frame st[TD_MAXDEPTH];
+};
+
+TD_HD __forceinline__ void td_x_fail(td_xs &s)
+{
+	s.err = TD_ECORRUPT;
+	s.phase = TD_X_DONE;
+}
+
+/* Set s up to copy n bytes of entry e's text from file offset foff to dst. */
+TD_HD void td_x_init(const td_gdev &d, td_xs &s, uint32_t e, uint64_t foff, uint64_t n, uint8_t *dst)
 {
 	bool bad = false;
+	s.dst = dst;
+	s.n = n;
+	s.done = 0;
+	s.depth = 0;
+	s.err = TD_OK;
+	s.phase = TD_X_RBS;
 	uint64_t gstart = td_pgets(d.e_gstart, e, bad);
-	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
-	if (bad || rlo >= rhi || rhi > d.root_syms.n)
-		return TD_ECORRUPT;
-	uint64_t gpos = gstart + foff;
+	s.rlo = td_pgets(d.e_root, e, bad);
+	s.rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+	if (bad || s.rlo >= s.rhi || s.rhi > d.root_syms.n || d.sample_shift >= 64) {
+		td_x_fail(s);
+		return;
+	}
+	s.pos = gstart;
+	s.gpos = gstart + foff;
+	s.lo = s.rlo >> d.sample_shift;
+	s.hi = ((s.rhi - 1) >> d.sample_shift) + 1;
+	if (s.hi > d.root_samples.n)
+		td_x_fail(s);
+}
 
-	/* last sample at or before gpos, not before the file's start */
-	uint64_t sh = d.sample_shift;
-	if (sh >= 64)
-		return TD_ECORRUPT;
-	uint64_t lo = rlo >> sh, hi = ((rhi - 1) >> sh) + 1;
-	if (hi > d.root_samples.n)
-		return TD_ECORRUPT;
-	while (hi - lo > 1) {
-		uint64_t mid = (lo + hi) >> 1;
-		if (td_pget(d.root_samples, mid) <= gpos)
-			lo = mid;
+/* One step of s (s.phase != TD_X_DONE). */
+TD_HD void td_x_step(const td_gdev &d, td_xs &s)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother, sh = d.sample_shift;
+	bool bad = false;
+	if (s.phase == TD_X_RBS) {
+		/* last sample at or before gpos, not before the file's start:
+		 * two levels of the binary search per step, their three
+		 * probes loaded together (same path as one level at a time) */
+		if (s.hi - s.lo > 1) {
+			uint64_t mid = (s.lo + s.hi) >> 1, ml = (s.lo + mid) >> 1, mr = (mid + s.hi) >> 1;
+			uint64_t v = td_pget(d.root_samples, mid);
+			uint64_t vl = mid - s.lo > 1 ? td_pget(d.root_samples, ml) : 0;
+			uint64_t vr = s.hi - mid > 1 ? td_pget(d.root_samples, mr) : 0;
+			if (v <= s.gpos) {
+				s.lo = mid;
+				if (s.hi - mid > 1) {
+					if (vr <= s.gpos)
+						s.lo = mr;
+					else
+						s.hi = mr;
+				}
+			} else {
+				s.hi = mid;
+				if (mid - s.lo > 1) {
+					if (vl <= s.gpos)
+						s.lo = ml;
+					else
+						s.hi = ml;
+				}
+			}
+			return;
+		}
+		s.k = s.lo << sh;
+		if (s.k < s.rlo)
+			s.k = s.rlo; /* s.pos is the file's start */
 		else
-			hi = mid;
+			s.pos = td_pget(d.root_samples, s.lo);
+		s.phase = TD_X_RSCAN;
+		return;
 	}
-	uint64_t k = lo << sh, pos;
-	if (k < rlo) {
-		k = rlo;
-		pos = gstart;
-	} else {
-		pos = td_pget(d.root_samples, lo);
+	if (s.phase == TD_X_RSCAN) {
+		/* TD_X_SCANW root elements per step, loaded together, then
+		 * taken one by one as a one-element step would */
+		uint64_t sy[TD_X_SCANW], l[TD_X_SCANW];
+		bool lb[TD_X_SCANW];
+#pragma unroll
+		for (uint32_t u = 0; u < TD_X_SCANW; u++) {
+			lb[u] = false;
+			sy[u] = l[u] = 0;
+			if (s.k + u < s.rhi) {
+				sy[u] = td_pget(d.root_syms, s.k + u);
+				l[u] = td_symlen(d, sy[u], lb[u]);
+			}
+		}
+#pragma unroll
+		for (uint32_t u = 0; u < TD_X_SCANW; u++) {
+			if (s.k >= s.rhi || lb[u])
+				return td_x_fail(s);
+			if (s.gpos < s.pos + l[u]) {
+				s.sym = sy[u];
+				s.inner = s.gpos - s.pos;
+				s.phase = TD_X_RULE;
+				return;
+			}
+			s.pos += l[u];
+			s.k++;
+		}
+		return;
 	}
-	uint64_t sym;
-	for (;;) {
-		if (k >= rhi)
-			return TD_ECORRUPT;
-		sym = td_pget(d.root_syms, k);
-		uint64_t l = td_symlen(d, sym, bad);
+	if (s.phase == TD_X_RULE) {
+		if (s.sym < t) {
+			s.phase = TD_X_EMIT;
+			return;
+		}
+		if (s.depth == TD_MAXDEPTH || !td_rhs(d, s.sym - t, s.first, s.len, &s.fsample))
+			return td_x_fail(s);
+		s.j = 0;
+		s.phase = TD_X_CSCAN;
+		if (s.len > (UINT32_C(1) << sh)) {
+			/* long rule: binary search of its offset samples */
+			uint64_t per = ((uint64_t)s.len + (UINT64_C(1) << sh) - 1) >> sh;
+			if (s.fsample + per > d.rule_samples.n || s.fsample + per < s.fsample)
+				return td_x_fail(s);
+			s.lo = 0;
+			s.hi = per;
+			s.phase = TD_X_SBS;
+		}
+		return;
+	}
+	if (s.phase == TD_X_SBS) {
+		if (s.hi - s.lo > 1) {
+			uint64_t mid = (s.lo + s.hi) >> 1;
+			if (td_pget(d.rule_samples, s.fsample + mid) <= s.inner)
+				s.lo = mid;
+			else
+				s.hi = mid;
+			return;
+		}
+		uint64_t base = td_pget(d.rule_samples, s.fsample + s.lo);
+		if (base > s.inner)
+			return td_x_fail(s);
+		s.inner -= base;
+		s.j = (uint32_t)(s.lo << sh);
+		s.phase = TD_X_CSCAN;
+		return;
+	}
+	if (s.phase == TD_X_CSCAN) {
+		if (s.j >= s.len)
+			return td_x_fail(s);
+		uint64_t c = td_pget(d.rule_syms, s.first + s.j);
+		uint64_t l = td_symlen(d, c, bad);
 		if (bad)
-			return TD_ECORRUPT;
-		if (gpos < pos + l)
-			break;
-		pos += l;
-		k++;
-	}
-	uint64_t inner = gpos - pos;
-
-	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
-	td_frame st[TD_MAXDEPTH];
-	uint32_t depth = 0;
-	/* descend to the token holding the first byte */
-	while (sym >= t) {
-		uint64_t first, fsample = 0;
-		uint32_t len, j = 0;
-		if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len, &fsample))
-			return TD_ECORRUPT;
-		if (len > (UINT32_C(1) << sh)) {
-			/* long rule: binary search of its offset samples, like td_walk_seek */
-			uint64_t per = ((uint64_t)len + (UINT64_C(1) << sh) - 1) >> sh;
-			if (fsample + per > d.rule_samples.n || fsample + per < fsample)
-				return TD_ECORRUPT;
-			uint64_t slo = 0, shi = per;
-			while (shi - slo > 1) {
-				uint64_t mid = (slo + shi) >> 1;
-				if (td_pget(d.rule_samples, fsample + mid) <= inner)
-					slo = mid;
-				else
-					shi = mid;
-			}
-			uint64_t base = td_pget(d.rule_samples, fsample + slo);
-			if (base > inner)
-				return TD_ECORRUPT;
-			inner -= base;
-			j = (uint32_t)(slo << sh);
-		}
-		uint64_t c = 0;
-		for (; j < len; j++) {
-			c = td_pget(d.rule_syms, first + j);
-			uint64_t l = td_symlen(d, c, bad);
-			if (bad)
-				return TD_ECORRUPT;
-			if (inner < l)
-				break;
-			inner -= l;
-		}
-		if (j == len)
-			return TD_ECORRUPT;
-		st[depth].first = first;
-		st[depth].len = len;
-		st[depth].j = j;
-		depth++;
-		sym = c;
-	}
-
-	uint64_t done = 0, skip = inner;
-	for (;;) {
-		/* emit token sym from byte skip */
-		const uint8_t *src;
-		uint64_t a, b, sp;
-		if (sym < w2) {
-			a = td_pgets(d.word_off, sym >> 1, bad);
-			b = td_pgets(d.word_off, (sym >> 1) + 1, bad);
-			if (bad || a > b || b > d.words_size || b - a > TD_MAXTOK)
-				return TD_ECORRUPT;
-			src = d.words;
-			sp = sym & 1;
+			return td_x_fail(s);
+		if (s.inner < l) {
+			td_frame &f = s.st[s.depth++];
+			f.first = s.first;
+			f.len = s.len;
+			f.j = s.j;
+			s.sym = c;
+			s.phase = TD_X_RULE;
 		} else {
-			a = td_pgets(d.other_off, sym - w2, bad);
-			b = td_pgets(d.other_off, sym - w2 + 1, bad);
-			if (bad || a > b || b > d.other_size || b - a > TD_MAXTOK + 1)
-				return TD_ECORRUPT;
-			src = d.other;
-			sp = 0;
+			s.inner -= l;
+			s.j++;
 		}
-		uint64_t tl = b - a + sp;
-		if (skip >= tl)
-			return TD_ECORRUPT;
-		for (uint64_t x = skip; x < tl && done < n; x++)
-			dst[done++] = x < b - a ? src[a + x] : (uint8_t)' ';
-		if (done == n)
-			return TD_OK;
-		skip = 0;
-		/* next token: pop finished frames, step right, descend leftmost */
-		for (;;) {
-			if (depth == 0) {
-				if (++k >= rhi)
-					return TD_ECORRUPT;
-				sym = td_pget(d.root_syms, k);
-				break;
-			}
-			td_frame &f = st[depth - 1];
-			if (++f.j < f.len) {
-				sym = td_pget(d.rule_syms, f.first + f.j);
-				break;
-			}
-			depth--;
-		}
-		while (sym >= t) {
+		return;
+	}
+	if (s.phase == TD_X_DOWN) {
+		if (s.sym >= t) {
 			uint64_t first;
 			uint32_t len;
-			if (depth == TD_MAXDEPTH || !td_rhs(d, sym - t, first, len))
-				return TD_ECORRUPT;
-			st[depth].first = first;
-			st[depth].len = len;
-			st[depth].j = 0;
-			depth++;
-			sym = td_pget(d.rule_syms, first);
+			if (s.depth == TD_MAXDEPTH || !td_rhs(d, s.sym - t, first, len))
+				return td_x_fail(s);
+			td_frame &f = s.st[s.depth++];
+			f.first = first;
+			f.len = len;
+			f.j = 0;
+			s.sym = td_pget(d.rule_syms, first);
+			return;
 		}
-		if (sym >= t + d.nrules)
-			return TD_ECORRUPT;
+		s.phase = TD_X_EMIT;
 	}
-}
-
-/* One thread per TD_GX_CHUNK bytes of output; the items of one request are
- * adjacent, so a long read is extracted by a whole warp (each lane seeks to
- * its own chunk) while short reads pack 32 requests into a warp. */
-TD_HD void td_extract_item(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t item, uint8_t *out,
-			     td_gx_res *res)
-{
-	uint32_t lo = 0, hi = nreq;
-	while (hi - lo > 1) {
-		uint32_t mid = (lo + hi) >> 1;
-		if (req[mid].item0 <= item)
-			lo = mid;
-		else
-			hi = mid;
+	/* TD_X_EMIT: token tok from byte inner. The next symbol (pop
+	 * finished frames, step right; TD_X_DOWN descends) is fetched first so
+	 * its loads overlap the token's; it only counts if bytes remain. */
+	const uint64_t tok = s.sym;
+	bool nfail = false;
+	for (;;) {
+		if (s.depth == 0) {
+			if (++s.k >= s.rhi)
+				nfail = true;
+			else
+				s.sym = td_pget(d.root_syms, s.k);
+			break;
+		}
+		td_frame &f = s.st[s.depth - 1];
+		if (++f.j < f.len) {
+			s.sym = td_pget(d.rule_syms, f.first + f.j);
+			break;
+		}
+		s.depth--;
 	}
-	const td_gx_req q = req[lo];
-	uint32_t c = item - q.item0;
-	int err = TD_OK;
-	uint64_t got = 0;
-	if (q.file >= d.nentries) {
-		err = TD_EINVAL;
+	const uint8_t *src;
+	uint64_t a, b, sp;
+	if (tok < w2) {
+		a = td_pgets(d.word_off, tok >> 1, bad);
+		b = td_pgets(d.word_off, (tok >> 1) + 1, bad);
+		if (bad || a > b || b > d.words_size || b - a > TD_MAXTOK)
+			return td_x_fail(s);
+		src = d.words;
+		sp = tok & 1;
 	} else {
-		uint32_t mode = (uint32_t)td_pget(d.e_mode, q.file);
-		if ((mode & TD_S_IFMT) == TD_S_IFDIR) {
-			err = TD_EISDIR;
-		} else {
-			uint64_t size = td_pget(d.e_size, q.file);
-			if (q.off < size)
-				got = size - q.off < q.len ? size - q.off : q.len;
-		}
+		a = td_pgets(d.other_off, tok - w2, bad);
+		b = td_pgets(d.other_off, tok - w2 + 1, bad);
+		if (bad || a > b || b > d.other_size || b - a > TD_MAXTOK + 1)
+			return td_x_fail(s);
+		src = d.other;
+		sp = 0;
 	}
-	if (c == 0) {
-		res[lo].got = (uint32_t)got;
-		if (err)
-			res[lo].err = err;
-	}
-	uint64_t b0 = (uint64_t)c * TD_GX_CHUNK;
-	if (err || b0 >= got)
+	uint64_t tl = b - a + sp;
+	if (s.inner >= tl)
+		return td_x_fail(s);
+	uint64_t m = tl - s.inner < s.n - s.done ? tl - s.inner : s.n - s.done;
+	uint64_t cb = b - a > s.inner ? b - a - s.inner : 0; /* bytes before the space */
+	if (cb > m)
+		cb = m;
+	const uint8_t *p = src + a + s.inner;
+	uint8_t *q = s.dst + s.done;
+	for (uint64_t x = 0; x < cb; x++)
+		q[x] = TD_LDG(p + x);
+	if (m > cb)
+		q[cb] = (uint8_t)' ';
+	s.done += m;
+	if (s.done == s.n) {
+		s.phase = TD_X_DONE;
 		return;
-	uint64_t b1 = b0 + TD_GX_CHUNK < got ? b0 + TD_GX_CHUNK : got;
-	int r = td_dev_extract(d, q.file, q.off + b0, b1 - b0, out + q.outoff + b0);
-	if (r)
-		res[lo].err = r;
+	}
+	if (nfail)
+		return td_x_fail(s);
+	s.inner = 0;
+	s.phase = TD_X_DOWN;
 }
 
-__global__ void td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+/* Whole warp: every lane calls this with its work item (items >= nitems
+ * idle). One item per TD_GX_CHUNK bytes of output; the items of one request
+ * are adjacent, so a long read is extracted by a whole warp (each lane
+ * seeks to its own chunk) while short reads pack 32 requests into a warp. */
+TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t item,
+			   uint8_t *out, td_gx_res *res)
+{
+	td_xs s;
+	s.phase = TD_X_DONE;
+	s.err = TD_OK;
+	uint32_t lo = 0;
+	if (item < nitems) {
+		uint32_t hi = nreq;
+		while (hi - lo > 1) {
+			uint32_t mid = (lo + hi) >> 1;
+			if (req[mid].item0 <= item)
+				lo = mid;
+			else
+				hi = mid;
+		}
+		const td_gx_req q = req[lo];
+		uint32_t c = item - q.item0;
+		int err = TD_OK;
+		uint64_t got = 0;
+		if (q.file >= d.nentries) {
+			err = TD_EINVAL;
+		} else {
+			uint32_t mode = (uint32_t)td_pget(d.e_mode, q.file);
+			if ((mode & TD_S_IFMT) == TD_S_IFDIR) {
+				err = TD_EISDIR;
+			} else {
+				uint64_t size = td_pget(d.e_size, q.file);
+				if (q.off < size)
+					got = size - q.off < q.len ? size - q.off : q.len;
+			}
+		}
+		if (c == 0) {
+			res[lo].got = (uint32_t)got;
+			if (err)
+				res[lo].err = err;
+		}
+		uint64_t b0 = (uint64_t)c * TD_GX_CHUNK;
+		if (!err && b0 < got) {
+			uint64_t b1 = b0 + TD_GX_CHUNK < got ? b0 + TD_GX_CHUNK : got;
+			td_x_init(d, s, q.file, q.off + b0, b1 - b0, out + q.outoff + b0);
+		}
+	}
+	while (td_any(s.phase != TD_X_DONE))
+		if (s.phase != TD_X_DONE)
+			td_x_step(d, s);
+	if (s.err)
+		res[lo].err = s.err;
+}
+
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
+/* 128-thread blocks, at least 7 per SM: at most 72 registers, the
+ * occupancy the one-level version had (ptxas -v: 80 without the bound,
+ * a few bytes of spills with it). */
+__global__ void __launch_bounds__(128, 7) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
 			     td_gx_res *res)
 {
 	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
-	if (item < nitems)
-		td_extract_item(d, req, nreq, item, out, res);
+	if (item - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
+		td_extract_warp(d, req, nreq, nitems, item, out, res);
 }
+#endif
 
 /* ---- count and search ---- */
 
@@ -751,6 +882,7 @@ TD_HD void td_search_one(const td_gdev &d, const uint8_t *qwords, const td_gq_re
 	td_warp_query(d, qwords, req[i], 1, hits + base[i], bad, found);
 }
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
 			   uint64_t *count)
 {
@@ -758,7 +890,9 @@ __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *re
 	if (i < nreq) /* whole warps take the same branch */
 		td_count_one(d, qwords, req, i, search, count);
 }
+#endif
 
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 			    const uint64_t *base, const uint8_t *skip, td_hit *hits)
 {
@@ -766,8 +900,10 @@ __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *r
 	if (i < nreq && !skip[i])
 		td_search_one(d, qwords, req, i, base, hits);
 }
+#endif
 
-/* ---- launchers ---- */
+/* ---- launchers (tests/gpu_host_emu.cu has host versions) ---- */
+#ifndef TD_GPU_EMU
 
 extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream)
 {
@@ -808,3 +944,4 @@ extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq
 	td_k_search<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, base, skip, hits);
 	return (int)cudaGetLastError();
 }
+#endif

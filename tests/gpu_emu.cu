@@ -24,74 +24,7 @@
 #include "td_extract.h"
 #include "td_writer.h"
 
-/* ---- the warp emulation ---- */
-#ifndef __CUDA_ARCH__
-
-/* The 32 lanes are coroutines (ucontext) of one thread, switched round
- * robin at every collective: when lane 31 reaches a barrier, every lane has
- * reached it, and lane 0 resumes. */
-static uint32_t emu_lane_id;
-static uint64_t emu_slots[32];
-static ucontext_t emu_ctx[32], emu_main;
-static std::function<void(uint32_t)> emu_fn;
-
-static void emu_barrier()
-{
-	uint32_t me = emu_lane_id;
-	emu_lane_id = (me + 1) & 31;
-	swapcontext(&emu_ctx[me], &emu_ctx[emu_lane_id]);
-	emu_lane_id = me;
-}
-
-uint32_t td_lane(void)
-{
-	return emu_lane_id;
-}
-
-uint64_t td_emu_exchange(uint64_t v, uint32_t src)
-{
-	emu_slots[emu_lane_id] = v;
-	emu_barrier();
-	uint64_t r = emu_slots[src & 31];
-	emu_barrier();
-	return r;
-}
-
-uint32_t td_ballot(bool p)
-{
-	emu_slots[emu_lane_id] = p;
-	emu_barrier();
-	uint32_t m = 0;
-	for (uint32_t i = 0; i < 32; i++)
-		if (emu_slots[i])
-			m |= 1u << i;
-	emu_barrier();
-	return m;
-}
-
-static void emu_entry(int lane)
-{
-	emu_lane_id = (uint32_t)lane;
-	emu_fn((uint32_t)lane);
-	emu_lane_id = (uint32_t)(lane + 1) & 31; /* uc_link resumes the next lane */
-}
-
-/* Run fn(lane) for the 32 lanes of one emulated warp. */
-static void warp_run(std::function<void(uint32_t)> fn)
-{
-	static std::vector<char> stacks(32u << 18);
-	emu_fn = fn;
-	for (int l = 0; l < 32; l++) {
-		getcontext(&emu_ctx[l]);
-		emu_ctx[l].uc_stack.ss_sp = stacks.data() + ((size_t)l << 18);
-		emu_ctx[l].uc_stack.ss_size = 1u << 18;
-		emu_ctx[l].uc_link = l == 31 ? &emu_main : &emu_ctx[l + 1];
-		makecontext(&emu_ctx[l], (void (*)())emu_entry, 1, l);
-	}
-	emu_lane_id = 0;
-	swapcontext(&emu_main, &emu_ctx[0]);
-}
-#endif
+#include "gpu_warp_emu.h"
 
 #ifndef __CUDA_ARCH__
 /* ---- the archive as the kernels see it, in host memory ---- */
@@ -230,8 +163,10 @@ static void check_extract(const td_archive *a, const td_gdev &d, size_t n)
 		werr[i] = td_extract(a, e, off, want[i].data(), len, &wgot[i]);
 	}
 	std::vector<uint8_t> out(bytes + 1, 0xA5);
-	for (uint32_t it = 0; it < items; it++)
-		td_extract_item(d, q.data(), (uint32_t)n, it, out.data(), res.data());
+	for (uint32_t w = 0; w < items; w += 32)
+		warp_run([&](uint32_t lane) {
+			td_extract_warp(d, q.data(), (uint32_t)n, items, w + lane, out.data(), res.data());
+		});
 	for (size_t i = 0; i < n; i++) {
 		if (res[i].err != werr[i] || res[i].got != wgot[i])
 			FAIL("extract file %u off %llu len %u: cpu err %d got %zu, kernel err %d got %u", q[i].file,
@@ -339,6 +274,13 @@ static int build(const char *path)
 	err |= td_writer_add_file(w, "big", 0644, 1, 0, b.data(), gen(b.data(), 600000));
 	memset(b.data(), 'z', 700);
 	err |= td_writer_add_file(w, "long", 0644, 1, 0, b.data(), 700);
+	/* a passage of distinct words, three times: one long rule (its inner
+	 * rules are used once and inlined), so seeks use RULE_SAMPLES */
+	std::string rep;
+	for (int k = 0; k < 3; k++)
+		for (int i = 0; i < 400; i++)
+			rep += "u" + std::to_string(i) + (i % 17 ? " " : ",\n");
+	err |= td_writer_add_file(w, "rep", 0644, 1, 0, rep.data(), rep.size());
 	err |= td_writer_add_symlink(w, "ln", 1, 0, "the rule of the grammar");
 	err |= td_writer_add_dir(w, "d/empty", 0755, 1, 0);
 	for (int i = 0; i < 300; i++) {

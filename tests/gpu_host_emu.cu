@@ -1,0 +1,58 @@
+/* gpu_host_emu: gpu_batch's checks through the real host side (gpu/td_gpu.c) over an emulated device; needs no GPU. */
+/*
+ * Linked with tests/gpu_batch.c and gpu/td_gpu.c instead of the CUDA
+ * runtime: the runtime calls td_gpu.c makes are defined over host memory in
+ * gpu_host_emu_rt.c (copies happen when queued, events and streams are always done)
+ * and the launchers run the kernels' own code on 32 coroutine lanes
+ * (gpu_warp_emu.h). So rounds, pieces, streams, offsets and the threads
+ * that copy results out are checked against the CPU engine where there is
+ * no GPU; CUDA itself (asynchrony, races on the device) is not.
+ */
+#define TD_GPU_EMU 1
+#include <cstdlib>
+#include <cstring>
+
+#include "td_gpu_kernels.cu"
+
+#include "gpu_warp_emu.h"
+
+#ifndef __CUDA_ARCH__
+
+/* ---- the launchers ---- */
+
+extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *)
+{
+	for (uint64_t r = 0; r < d->nrules; r++)
+		td_mask_rule(*d, mask, changed, r);
+	return 0;
+}
+
+extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+			     td_gx_res *res, void *)
+{
+	for (uint32_t w = 0; w < nitems; w += 32)
+		warp_run([&](uint32_t lane) { td_extract_warp(*d, req, nreq, nitems, w + lane, out, res); });
+	return 0;
+}
+
+extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
+			   uint64_t *count, void *)
+{
+	warp_run([&](uint32_t) {
+		for (uint32_t i = 0; i < nreq; i++)
+			td_count_one(*d, qwords, req, i, search, count);
+	});
+	return 0;
+}
+
+extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
+			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *)
+{
+	warp_run([&](uint32_t) {
+		for (uint32_t i = 0; i < nreq; i++)
+			if (!skip[i])
+				td_search_one(*d, qwords, req, i, base, hits);
+	});
+	return 0;
+}
+#endif
