@@ -51,35 +51,6 @@ static int use_cached(td_walk *w, uint64_t s, uint64_t off)
 	return 1;
 }
 
-/* Advance to the next terminal in expansion order; 1 at end of the entry. */
-static int next_term(td_walk *w)
-{
-	const td_archive *a = w->a;
-	for (;;) {
-		uint64_t s;
-		if (w->depth) {
-			if (w->st[w->depth - 1].at == w->st[w->depth - 1].end) {
-				w->depth--;
-				continue;
-			}
-			s = td_rule_sym(a, w->st[w->depth - 1].at++);
-		} else {
-			if (w->root_i >= w->root_end)
-				return 1;
-			s = td_pack_get(&a->root_syms, w->root_i++);
-		}
-		if (s < a->T)
-			return load_term(w, s);
-		if (s >= a->T + a->R)
-			return corrupt(w, "symbol out of range");
-		if (use_cached(w, s, 0))
-			return TD_OK;
-		int err = push_rule(w, s);
-		if (err)
-			return err;
-	}
-}
-
 int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 {
 	memset(w, 0, offsetof(td_walk, st));
@@ -98,7 +69,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	w->root_end = re;
 	w->pos = off;
 	if (off >= w->size) {
-		w->root_i = re;
+		w->root_i = w->root_fill = re;
 		w->valid = 1;
 		return TD_OK;
 	}
@@ -135,7 +106,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 		cum += l;
 		i++;
 	}
-	w->root_i = i + 1;
+	w->root_i = w->root_fill = i + 1;
 	uint64_t rel = target - cum;
 	/* Descend, stopping at a rule whose expansion is cached. */
 	while (s >= a->T) {
@@ -211,38 +182,162 @@ static inline void copy_bytes(uint8_t *d, const uint8_t *s, size_t n)
 	}
 }
 
+/* Hint the lines symbol s will touch: stage 0 its length or offsets,
+ * stage 1 (closer) its bytes. Only with the flat arrays built. */
+static inline void prefetch_sym(const td_archive *a, uint64_t s, int stage)
+{
+	if (!a->flat)
+		return;
+	if (s < 2 * a->W) {
+		if (stage == 0)
+			__builtin_prefetch(&a->f_word_off[s >> 1]);
+		else
+			__builtin_prefetch(a->words + a->f_word_off[s >> 1]);
+	} else if (s < a->T) {
+		if (stage == 0)
+			__builtin_prefetch(&a->f_other_off[s - 2 * a->W]);
+	} else if (s < a->T + a->R) {
+		if (stage == 0)
+			__builtin_prefetch(&a->f_rule_len[s - a->T]);
+		td_rcache_prefetch(a, s - a->T, stage);
+	}
+}
+
+/* Next root symbol, decoding ahead half a ring at a time and prefetching
+ * for the symbols PF0 and PF1 places ahead (caller checked root_i < root_end). */
+#define PF0 16u
+#define PF1 8u
+static inline uint64_t root_next(td_walk *w)
+{
+	const uint64_t half = TD_WALK_RING / 2;
+	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= half) {
+		uint64_t k = half - (w->root_fill & (half - 1));
+		if (k > w->root_end - w->root_fill)
+			k = w->root_end - w->root_fill;
+		td_pack_get_range(&w->a->root_syms, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
+		w->root_fill += k;
+	}
+	uint64_t s = w->ring[w->root_i++ % TD_WALK_RING];
+	if (w->root_i + PF0 < w->root_fill)
+		prefetch_sym(w->a, w->ring[(w->root_i + PF0) % TD_WALK_RING], 0);
+	if (w->root_i + PF1 < w->root_fill)
+		prefetch_sym(w->a, w->ring[(w->root_i + PF1) % TD_WALK_RING], 1);
+	return s;
+}
+
+/* Copy up to len bytes of the current token from its offset; the count. */
+static size_t take(td_walk *w, uint8_t *buf, size_t len)
+{
+	uint32_t have = w->tok_total - w->tok_off;
+	size_t k = len < have ? len : have;
+	uint32_t from = w->tok_off;
+	if (from < w->tok_len) {
+		size_t c = w->tok_len - from < k ? w->tok_len - from : k;
+		copy_bytes(buf, w->tok + from, c);
+		if (c < k)
+			buf[c] = ' ';
+	} else if (k) {
+		buf[0] = ' ';
+	}
+	w->tok_off += (uint32_t)k;
+	return k;
+}
+
+/* Stream symbols: each one that fits the rest of the buffer is written
+ * whole (a terminal's bytes, a rule's cached or recursively expanded
+ * bytes) with no walker state; only the one crossing the buffer's end is
+ * entered (rule frames, or a partly consumed token). */
 int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 {
+	const td_archive *a = w->a;
 	size_t n = 0;
+	int err = TD_OK;
 	if (w->pos + len > w->size)
 		len = w->pos < w->size ? (size_t)(w->size - w->pos) : 0;
+	if (len && w->tok_off < w->tok_total)
+		n = take(w, buf, len);
 	while (n < len) {
-		if (w->tok_off == w->tok_total) {
-			int r = next_term(w);
-			if (r) {
-				*got = n;
-				w->pos += n;
-				w->valid = 0;
-				return r < 0 ? r : corrupt(w, "file shorter than its size");
+		uint64_t s;
+		if (w->depth) {
+			if (w->st[w->depth - 1].at == w->st[w->depth - 1].end) {
+				w->depth--;
+				continue;
 			}
-		}
-		uint32_t have = w->tok_total - w->tok_off;
-		size_t k = len - n < have ? len - n : have;
-		uint32_t from = w->tok_off;
-		if (from < w->tok_len) {
-			size_t c = w->tok_len - from < k ? w->tok_len - from : k;
-			copy_bytes(buf + n, w->tok + from, c);
-			if (c < k)
-				buf[n + c] = ' ';
+			s = td_rule_sym(a, w->st[w->depth - 1].at++);
 		} else {
-			buf[n] = ' ';
+			if (w->root_i >= w->root_end) {
+				err = corrupt(w, "file shorter than its size");
+				break;
+			}
+			s = root_next(w);
 		}
-		w->tok_off += (uint32_t)k;
-		n += k;
+		size_t room = len - n;
+		if (s < a->T) {
+			uint32_t tl;
+			int space;
+			const uint8_t *p = td_term_bytes(a, s, &tl, &space);
+			if (!p) {
+				err = corrupt(w, "token bytes out of bounds");
+				break;
+			}
+			if (room > 16 && tl <= 16 && p + 16 <= a->map + a->size) {
+				/* Fixed 16-byte move; the byte after the token is
+				 * its space or is overwritten by what follows. */
+				memcpy(buf + n, p, 16);
+				buf[n + tl] = ' ';
+				n += tl + (unsigned)space;
+				continue;
+			}
+			if (tl + (unsigned)space <= room) {
+				copy_bytes(buf + n, p, tl);
+				if (space)
+					buf[n + tl] = ' ';
+				n += tl + (unsigned)space;
+				continue;
+			}
+			w->tok = p;
+			w->tok_len = tl;
+			w->tok_total = tl + (uint32_t)space;
+			w->tok_off = 0;
+			n += take(w, buf + n, room);
+			continue;
+		}
+		if (s >= a->T + a->R) {
+			err = corrupt(w, "symbol out of range");
+			break;
+		}
+		uint64_t l = td_sym_len(a, s);
+		if (l <= room) {
+			const uint8_t *p = td_rcache_peek(a, s - a->T);
+			if (p && l <= TD_RCACHE_PAD && room >= TD_RCACHE_PAD) {
+				memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+				n += l;
+				continue;
+			}
+			if (!p)
+				p = td_rcache_get(a, s - a->T);
+			if (p) {
+				memcpy(buf + n, p, l);
+			} else if (td_rcache_expand(a, s - a->T, buf + n)) {
+				err = corrupt(w, "rule lengths do not add up");
+				break;
+			}
+			n += l;
+			continue;
+		}
+		if (use_cached(w, s, 0)) {
+			n += take(w, buf + n, room);
+			continue;
+		}
+		err = push_rule(w, s);
+		if (err)
+			break;
 	}
 	w->pos += n;
 	*got = n;
-	return TD_OK;
+	if (err)
+		w->valid = 0;
+	return err;
 }
 
 int td_extract(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got)

@@ -7,12 +7,42 @@
 #include <string.h>
 
 /* Slot value of a rule met once and not expanded yet. */
-#define SEEN ((uint8_t *)1)
+#define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
-struct td_rcache {
-	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
-	atomic_uint_fast64_t used;  /* bytes cached */
+/* Expansions are carved from chunks (no malloc per rule; freed together). */
+#define CHUNK_BYTES (UINT64_C(256) << 10)
+
+struct td_rcache_chunk {
+	struct td_rcache_chunk *next;
+	atomic_uint_fast64_t off;
+	uint64_t cap;
+	_Alignas(16) uint8_t data[];
 };
+
+/* len bytes (plus TD_RCACHE_PAD readable after them) from the arena, or
+ * NULL on out of memory. Lock-free: a full chunk is replaced by CAS. */
+static uint8_t *arena_alloc(struct td_rcache *c, uint64_t len)
+{
+	uint64_t need = (len + 15) & ~UINT64_C(15);
+	for (;;) {
+		struct td_rcache_chunk *ch = atomic_load_explicit(&c->chunk, memory_order_acquire);
+		if (ch) {
+			uint64_t o = atomic_fetch_add_explicit(&ch->off, need, memory_order_relaxed);
+			if (o + need <= ch->cap)
+				return ch->data + o;
+		}
+		uint64_t cap = need > CHUNK_BYTES ? need : CHUNK_BYTES;
+		struct td_rcache_chunk *n = malloc(sizeof *n + cap + TD_RCACHE_PAD);
+		if (!n)
+			return NULL;
+		n->next = ch;
+		n->cap = cap;
+		atomic_init(&n->off, 0);
+		if (!atomic_compare_exchange_strong_explicit(&c->chunk, &ch, n, memory_order_acq_rel,
+							     memory_order_acquire))
+			free(n);
+	}
+}
 
 static struct td_rcache *cache_of(const td_archive *a)
 {
@@ -86,6 +116,11 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 	return get(a, r, 0, &p) == 0 ? p : NULL;
 }
 
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out)
+{
+	return fill(a, r, out, td_sym_len(a, a->T + r), 0);
+}
+
 /* 0 with *out set, 1 when not cacheable (too long, budget spent, no
  * memory), -1 when the grammar is inconsistent (a corrupt archive may loop:
  * depth bounds the recursion, and a failure is never retried uncached). */
@@ -116,17 +151,16 @@ static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
 		return 1;
 	}
-	uint8_t *n = malloc(len);
+	/* A failed or lost build leaves its arena bytes unused until close. */
+	uint8_t *n = arena_alloc(c, len);
 	int bad = n ? fill(a, r, n, len, depth) : 0;
 	if (!n || bad) {
-		free(n);
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
 		return bad ? -1 : 1;
 	}
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
 						     memory_order_acquire)) {
-		free(n);
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
 		n = expected;
 	}
@@ -139,10 +173,9 @@ void td_rcache_free(td_archive *a)
 	struct td_rcache *c = atomic_load(&a->rcache);
 	if (!c)
 		return;
-	for (uint64_t r = 0; r < a->R; r++) {
-		uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_relaxed);
-		if (p > SEEN)
-			free(p);
+	for (struct td_rcache_chunk *ch = atomic_load(&c->chunk), *next; ch; ch = next) {
+		next = ch->next;
+		free(ch);
 	}
 	free(c->slot);
 	free(c);

@@ -7,11 +7,59 @@
 /* Rules whose expansion is at most this many bytes are cached whole. */
 #define TD_RCACHE_MAXRULE 8192u
 
+/* Slot value of a rule met once and not expanded yet. */
+#define TD_RCACHE_SEEN 1u
+
+/* Every cached expansion may be read TD_RCACHE_PAD bytes past its end, so
+ * readers copy short ones with fixed-size moves. */
+#define TD_RCACHE_PAD 32u
+
+struct td_rcache_chunk;
+
+struct td_rcache {
+	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
+	atomic_uint_fast64_t used;  /* bytes cached */
+	_Atomic(struct td_rcache_chunk *) chunk; /* arena the expansions live in */
+};
+
+/* Rule r's cached expansion, or NULL when it is not cached (yet): a
+ * look-up with no side effects, for the hot path before td_rcache_get. */
+static inline const uint8_t *td_rcache_peek(const td_archive *a, uint64_t r)
+{
+	struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_acquire);
+	if (!c)
+		return NULL;
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+	return (uintptr_t)p > TD_RCACHE_SEEN ? p : NULL;
+}
+
+/* Prefetch hints for a reader about to meet rule r (< R): stage 0 its
+ * cache slot, stage 1 (later, once the slot is near) its cached bytes.
+ * No effect when nothing is cached; never faults. */
+static inline void td_rcache_prefetch(const td_archive *a, uint64_t r, int stage)
+{
+	struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_relaxed);
+	if (!c)
+		return;
+	if (stage == 0) {
+		__builtin_prefetch(&c->slot[r]);
+		return;
+	}
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_relaxed);
+	if ((uintptr_t)p > TD_RCACHE_SEEN)
+		__builtin_prefetch(p);
+}
+
 /* The expansion of rule r (its rule_len bytes), built on first use and kept
  * until the archive closes, or NULL when r is too long, the cache's byte
  * budget is spent, or the grammar is inconsistent. Thread-safe, lock-free:
  * concurrent builders of one rule race and one result wins. */
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r);
+
+/* Write the expansion of rule r (< R; its rule_len bytes) into out, taking
+ * sub-rules from the cache where they are (or become) cached. Returns 0,
+ * or -1 when the grammar does not add up (a corrupt archive). */
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out);
 
 /* Free every cached expansion (td_archive_close calls it). */
 void td_rcache_free(td_archive *a);
