@@ -314,8 +314,6 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 				n += l;
 				continue;
 			}
-			if (!p)
-				p = td_rcache_get(a, s - a->T);
 			if (p) {
 				memcpy(buf + n, p, l);
 			} else if (td_rcache_expand(a, s - a->T, buf + n)) {

@@ -67,10 +67,35 @@ static struct td_rcache *cache_of(const td_archive *a)
 	return n;
 }
 
-/* Write the expansion of rule r (len bytes) into out; children come from
- * the cache when they can. Returns 0, or -1 if the grammar does not add up. */
-static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out);
+/* Keep a copy of rule r's expansion (len bytes at src) when it is short
+ * enough and the budget allows; a rule already cached is left alone. */
+static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t len)
+{
+	if (len > TD_RCACHE_MAXRULE || len == 0)
+		return;
+	struct td_rcache *c = cache_of(a);
+	if (!c)
+		return;
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+	if (p > SEEN || atomic_load_explicit(&c->used, memory_order_relaxed) + len > a->rcache_budget)
+		return;
+	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
+		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+		return;
+	}
+	/* A lost race leaves its arena bytes unused until close. */
+	uint8_t *n = arena_alloc(c, len);
+	if (n)
+		memcpy(n, src, len);
+	if (!n || !atomic_compare_exchange_strong_explicit(&c->slot[r], &p, n, memory_order_acq_rel,
+							   memory_order_relaxed))
+		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+}
 
+/* Write the expansion of rule r (len bytes) into out; a sub-rule comes from
+ * the cache, or is expanded in place and then cached (it was paid for).
+ * Returns 0, or -1 if the grammar does not add up (a corrupt archive may
+ * loop: depth bounds the recursion). */
 static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, unsigned depth)
 {
 	uint64_t start;
@@ -97,66 +122,57 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		uint64_t cl = td_sym_len(a, s);
 		if (at + cl > len)
 			return -1;
-		const uint8_t *c;
-		int st = get(a, s - a->T, depth + 1, &c);
-		if (st < 0)
-			return -1;
-		if (st == 0)
+		const uint8_t *c = td_rcache_peek(a, s - a->T);
+		if (c) {
 			memcpy(out + at, c, cl);
-		else if (fill(a, s - a->T, out + at, cl, depth + 1))
-			return -1;
+		} else {
+			if (fill(a, s - a->T, out + at, cl, depth + 1))
+				return -1;
+			put(a, s - a->T, out + at, cl);
+		}
 		at += cl;
 	}
 	return at == len ? 0 : -1;
 }
 
-const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
-{
-	const uint8_t *p;
-	return get(a, r, 0, &p) == 0 ? p : NULL;
-}
-
 int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out)
 {
-	return fill(a, r, out, td_sym_len(a, a->T + r), 0);
+	uint64_t len = td_sym_len(a, a->T + r);
+	if (fill(a, r, out, len, 0))
+		return -1;
+	put(a, r, out, len);
+	return 0;
 }
 
-/* 0 with *out set, 1 when not cacheable (too long, budget spent, no
- * memory), -1 when the grammar is inconsistent (a corrupt archive may loop:
- * depth bounds the recursion, and a failure is never retried uncached). */
-static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out)
+const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 {
 	uint64_t len = td_sym_len(a, a->T + r);
-	if (depth > TD_MAXDEPTH)
-		return -1;
 	if (len > TD_RCACHE_MAXRULE || len == 0)
-		return 1;
+		return NULL;
 	struct td_rcache *c = cache_of(a);
 	if (!c)
-		return 1;
+		return NULL;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
-	if (p > SEEN) {
-		*out = p;
-		return 0;
-	}
-	/* Admission: a rule is expanded into the cache on its second use, so a
-	 * scan that meets a rule once (or a small read inside a long rule) does
-	 * not pay for a whole expansion it never reuses. */
+	if (p > SEEN)
+		return p;
+	/* Admission for a rule read only in part: it is expanded into the
+	 * cache on its second such use, so a small read inside a long rule
+	 * does not pay for a whole expansion it never reuses. (A rule read
+	 * whole is cached at once by td_rcache_expand: it is expanded anyway.) */
 	if (!p) {
 		atomic_compare_exchange_strong_explicit(&c->slot[r], &p, SEEN, memory_order_relaxed,
 							memory_order_relaxed);
-		return 1;
+		return NULL;
 	}
 	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return 1;
+		return NULL;
 	}
 	/* A failed or lost build leaves its arena bytes unused until close. */
 	uint8_t *n = arena_alloc(c, len);
-	int bad = n ? fill(a, r, n, len, depth) : 0;
-	if (!n || bad) {
+	if (!n || fill(a, r, n, len, 0)) {
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return bad ? -1 : 1;
+		return NULL;
 	}
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
@@ -164,8 +180,7 @@ static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **
 		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
 		n = expected;
 	}
-	*out = n;
-	return 0;
+	return n;
 }
 
 void td_rcache_free(td_archive *a)

@@ -50,15 +50,18 @@ static inline void td_rcache_prefetch(const td_archive *a, uint64_t r, int stage
 		__builtin_prefetch(p);
 }
 
-/* The expansion of rule r (its rule_len bytes), built on first use and kept
- * until the archive closes, or NULL when r is too long, the cache's byte
- * budget is spent, or the grammar is inconsistent. Thread-safe, lock-free:
- * concurrent builders of one rule race and one result wins. */
+/* The expansion of rule r (its rule_len bytes) for a reader that needs part
+ * of it: built on the second such request (or taken from an earlier
+ * td_rcache_expand) and kept until the archive closes; NULL when not built
+ * yet, r is too long, the cache's byte budget is spent, or the grammar is
+ * inconsistent. Thread-safe, lock-free: concurrent builders of one rule
+ * race and one result wins. */
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r);
 
 /* Write the expansion of rule r (< R; its rule_len bytes) into out, taking
- * sub-rules from the cache where they are (or become) cached. Returns 0,
- * or -1 when the grammar does not add up (a corrupt archive). */
+ * sub-rules from the cache; r and sub-rules expanded here are cached as
+ * they are written (bounded by the budget, like td_rcache_get). Returns 0,
+ * or -1 when the grammar does not add up (a corrupt archive). Thread-safe. */
 int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out);
 
 /* Free every cached expansion (td_archive_close calls it). */
