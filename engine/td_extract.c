@@ -158,55 +158,8 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	return TD_OK;
 }
 
-/* memcpy for the short copies of most tokens, inlined without over-reading:
- * two possibly overlapping fixed-size moves cover any length in a range. */
-static inline void copy_bytes(uint8_t *d, const uint8_t *s, size_t n)
-{
-	if (n >= 8 && n <= 16) {
-		uint64_t x, y;
-		memcpy(&x, s, 8);
-		memcpy(&y, s + n - 8, 8);
-		memcpy(d, &x, 8);
-		memcpy(d + n - 8, &y, 8);
-	} else if (n >= 4 && n < 8) {
-		uint32_t x, y;
-		memcpy(&x, s, 4);
-		memcpy(&y, s + n - 4, 4);
-		memcpy(d, &x, 4);
-		memcpy(d + n - 4, &y, 4);
-	} else if (n < 4) {
-		for (size_t i = 0; i < n; i++)
-			d[i] = s[i];
-	} else {
-		memcpy(d, s, n);
-	}
-}
-
-/* Hint the lines symbol s will touch: stage 0 its length or offsets,
- * stage 1 (closer) its bytes. Only with the flat arrays built. */
-static inline void prefetch_sym(const td_archive *a, uint64_t s, int stage)
-{
-	if (!a->flat)
-		return;
-	if (s < 2 * a->W) {
-		if (stage == 0)
-			__builtin_prefetch(&a->f_word_off[s >> 1]);
-		else
-			__builtin_prefetch(a->words + a->f_word_off[s >> 1]);
-	} else if (s < a->T) {
-		if (stage == 0)
-			__builtin_prefetch(&a->f_other_off[s - 2 * a->W]);
-	} else if (s < a->T + a->R) {
-		if (stage == 0)
-			__builtin_prefetch(&a->f_rule_len[s - a->T]);
-		td_rcache_prefetch(a, s - a->T, stage);
-	}
-}
-
-/* Next root symbol, decoding ahead half a ring at a time and prefetching
- * for the symbols PF0 and PF1 places ahead (caller checked root_i < root_end). */
-#define PF0 16u
-#define PF1 8u
+/* Next root symbol, decoding ahead half a ring at a time (caller checked
+ * root_i < root_end). */
 static inline uint64_t root_next(td_walk *w)
 {
 	const uint64_t half = TD_WALK_RING / 2;
@@ -217,12 +170,7 @@ static inline uint64_t root_next(td_walk *w)
 		td_pack_get_range(&w->a->root_syms, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
 		w->root_fill += k;
 	}
-	uint64_t s = w->ring[w->root_i++ % TD_WALK_RING];
-	if (w->root_i + PF0 < w->root_fill)
-		prefetch_sym(w->a, w->ring[(w->root_i + PF0) % TD_WALK_RING], 0);
-	if (w->root_i + PF1 < w->root_fill)
-		prefetch_sym(w->a, w->ring[(w->root_i + PF1) % TD_WALK_RING], 1);
-	return s;
+	return w->ring[w->root_i++ % TD_WALK_RING];
 }
 
 /* Copy up to len bytes of the current token from its offset; the count. */
@@ -233,7 +181,7 @@ static size_t take(td_walk *w, uint8_t *buf, size_t len)
 	uint32_t from = w->tok_off;
 	if (from < w->tok_len) {
 		size_t c = w->tok_len - from < k ? w->tok_len - from : k;
-		copy_bytes(buf, w->tok + from, c);
+		td_copy(buf, w->tok + from, c);
 		if (c < k)
 			buf[c] = ' ';
 	} else if (k) {
@@ -289,7 +237,7 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 				continue;
 			}
 			if (tl + (unsigned)space <= room) {
-				copy_bytes(buf + n, p, tl);
+				td_copy(buf + n, p, tl);
 				if (space)
 					buf[n + tl] = ' ';
 				n += tl + (unsigned)space;

@@ -20,8 +20,10 @@ struct td_rcache_chunk {
 };
 
 /* len bytes (plus TD_RCACHE_PAD readable after them) from the arena, or
- * NULL on out of memory. Lock-free: a full chunk is replaced by CAS. */
-static uint8_t *arena_alloc(struct td_rcache *c, uint64_t len)
+ * NULL on out of memory or when a new chunk would pass the budget (the
+ * budget counts chunk bytes: the memory the cache really holds). Lock-free:
+ * a full chunk is replaced by CAS. */
+static uint8_t *arena_alloc(const td_archive *a, struct td_rcache *c, uint64_t len)
 {
 	uint64_t need = (len + 15) & ~UINT64_C(15);
 	for (;;) {
@@ -31,16 +33,26 @@ static uint8_t *arena_alloc(struct td_rcache *c, uint64_t len)
 			if (o + need <= ch->cap)
 				return ch->data + o;
 		}
-		uint64_t cap = need > CHUNK_BYTES ? need : CHUNK_BYTES;
-		struct td_rcache_chunk *n = malloc(sizeof *n + cap + TD_RCACHE_PAD);
-		if (!n)
+		uint64_t cap = a->rcache_budget < CHUNK_BYTES ? a->rcache_budget : CHUNK_BYTES;
+		if (cap < need)
+			cap = need;
+		if (atomic_fetch_add_explicit(&c->used, cap, memory_order_relaxed) + cap > a->rcache_budget) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			return NULL;
+		}
+		struct td_rcache_chunk *n = malloc(sizeof *n + cap + TD_RCACHE_PAD);
+		if (!n) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
+			return NULL;
+		}
 		n->next = ch;
 		n->cap = cap;
 		atomic_init(&n->off, 0);
 		if (!atomic_compare_exchange_strong_explicit(&c->chunk, &ch, n, memory_order_acq_rel,
-							     memory_order_acquire))
+							     memory_order_acquire)) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			free(n);
+		}
 	}
 }
 
@@ -68,7 +80,8 @@ static struct td_rcache *cache_of(const td_archive *a)
 }
 
 /* Keep a copy of rule r's expansion (len bytes at src) when it is short
- * enough and the budget allows; a rule already cached is left alone. */
+ * enough and the budget allows; a rule already cached is left alone. A
+ * lost race leaves its arena bytes unused until close. */
 static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t len)
 {
 	if (len > TD_RCACHE_MAXRULE || len == 0)
@@ -77,19 +90,13 @@ static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t le
 	if (!c)
 		return;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
-	if (p > SEEN || atomic_load_explicit(&c->used, memory_order_relaxed) + len > a->rcache_budget)
+	if (p > SEEN)
 		return;
-	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+	uint8_t *n = arena_alloc(a, c, len);
+	if (!n)
 		return;
-	}
-	/* A lost race leaves its arena bytes unused until close. */
-	uint8_t *n = arena_alloc(c, len);
-	if (n)
-		memcpy(n, src, len);
-	if (!n || !atomic_compare_exchange_strong_explicit(&c->slot[r], &p, n, memory_order_acq_rel,
-							   memory_order_relaxed))
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+	memcpy(n, src, len);
+	atomic_compare_exchange_strong_explicit(&c->slot[r], &p, n, memory_order_acq_rel, memory_order_relaxed);
 }
 
 /* Write the expansion of rule r (len bytes) into out; a sub-rule comes from
@@ -111,7 +118,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 			const uint8_t *p = td_term_bytes(a, s, &tl, &space);
 			if (!p || at + tl + (unsigned)space > len)
 				return -1;
-			memcpy(out + at, p, tl);
+			td_copy(out + at, p, tl);
 			at += tl;
 			if (space)
 				out[at++] = ' ';
@@ -124,7 +131,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 			return -1;
 		const uint8_t *c = td_rcache_peek(a, s - a->T);
 		if (c) {
-			memcpy(out + at, c, cl);
+			td_copy(out + at, c, cl);
 		} else {
 			if (fill(a, s - a->T, out + at, cl, depth + 1))
 				return -1;
@@ -164,22 +171,14 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 							memory_order_relaxed);
 		return NULL;
 	}
-	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return NULL;
-	}
 	/* A failed or lost build leaves its arena bytes unused until close. */
-	uint8_t *n = arena_alloc(c, len);
-	if (!n || fill(a, r, n, len, 0)) {
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+	uint8_t *n = arena_alloc(a, c, len);
+	if (!n || fill(a, r, n, len, 0))
 		return NULL;
-	}
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
-						     memory_order_acquire)) {
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+						     memory_order_acquire))
 		n = expected;
-	}
 	return n;
 }
 

@@ -18,7 +18,7 @@ struct td_rcache_chunk;
 
 struct td_rcache {
 	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
-	atomic_uint_fast64_t used;  /* bytes cached */
+	atomic_uint_fast64_t used;  /* bytes of arena chunks, within the budget */
 	_Atomic(struct td_rcache_chunk *) chunk; /* arena the expansions live in */
 };
 
@@ -31,23 +31,6 @@ static inline const uint8_t *td_rcache_peek(const td_archive *a, uint64_t r)
 		return NULL;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
 	return (uintptr_t)p > TD_RCACHE_SEEN ? p : NULL;
-}
-
-/* Prefetch hints for a reader about to meet rule r (< R): stage 0 its
- * cache slot, stage 1 (later, once the slot is near) its cached bytes.
- * No effect when nothing is cached; never faults. */
-static inline void td_rcache_prefetch(const td_archive *a, uint64_t r, int stage)
-{
-	struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_relaxed);
-	if (!c)
-		return;
-	if (stage == 0) {
-		__builtin_prefetch(&c->slot[r]);
-		return;
-	}
-	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_relaxed);
-	if ((uintptr_t)p > TD_RCACHE_SEEN)
-		__builtin_prefetch(p);
 }
 
 /* The expansion of rule r (its rule_len bytes) for a reader that needs part
