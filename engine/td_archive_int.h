@@ -31,8 +31,14 @@ struct td_archive {
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
 	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
+	/* Word w's bytes in 16-byte entry w: up to 15 bytes, then the length
+	 * in byte 15 (TD_WORD16_LONG when longer); NULL when not built. One
+	 * load gives a short word, instead of an offset then the bytes. */
+	const uint8_t *f_word16;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 };
+
+#define TD_WORD16_LONG 0xffu
 
 /* Value i of a packed array, through its flat copy when one is built. */
 #define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))

@@ -220,6 +220,18 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			s = root_next(w);
 		}
 		size_t room = len - n;
+		if (s < 2 * a->W && a->f_word16 && room > 16) {
+			/* A short word in one 16-byte move; the byte after it is
+			 * its space or is overwritten by what follows. */
+			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+			uint32_t tl = e[15];
+			if (tl != TD_WORD16_LONG) {
+				memcpy(buf + n, e, 16);
+				buf[n + tl] = ' ';
+				n += tl + (s & 1);
+				continue;
+			}
+		}
 		if (s < a->T) {
 			uint32_t tl;
 			int space;

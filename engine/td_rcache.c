@@ -212,6 +212,25 @@ static uint32_t *flatten(const td_pack *p)
 	return v;
 }
 
+/* The f_word16 table from the flat word offsets (see td_archive_int.h). */
+static uint8_t *word16(const td_archive *a, const uint32_t *wo)
+{
+	uint8_t *t = calloc(a->W ? a->W : 1, 16);
+	if (!t)
+		return NULL;
+	for (uint64_t w = 0; w < a->W; w++) {
+		uint8_t *e = t + 16 * w;
+		uint32_t lo = wo[w], hi = wo[w + 1];
+		if (lo <= hi && hi <= a->words_size && hi - lo < 16) {
+			memcpy(e, a->words + lo, hi - lo);
+			e[15] = (uint8_t)(hi - lo);
+		} else {
+			e[15] = TD_WORD16_LONG;
+		}
+	}
+	return t;
+}
+
 void td_flat_build(const td_archive *a)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -230,6 +249,8 @@ void td_flat_build(const td_archive *a)
 			m->f_other_off = oo;
 			m->f_rule_len = rl;
 			m->f_rule_syms = rs;
+			if (bytes + 16 * a->W <= a->rcache_budget)
+				m->f_word16 = word16(a, wo);
 			atomic_store_explicit(&m->flat, wo, memory_order_release);
 		} else {
 			free(wo);
@@ -249,5 +270,7 @@ void td_flat_free(td_archive *a)
 	free((void *)a->f_other_off);
 	free((void *)a->f_rule_len);
 	free((void *)a->f_rule_syms);
+	free((void *)a->f_word16);
+	a->f_word16 = NULL;
 	atomic_store(&a->flat, NULL);
 }
