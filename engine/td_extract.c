@@ -276,7 +276,7 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			}
 			if (p) {
 				memcpy(buf + n, p, l);
-			} else if (td_rcache_expand(a, s - a->T, buf + n)) {
+			} else if (td_rcache_expand(a, s - a->T, buf + n, room)) {
 				err = corrupt(w, "rule lengths do not add up");
 				break;
 			}

@@ -99,11 +99,12 @@ static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t le
 	atomic_compare_exchange_strong_explicit(&c->slot[r], &p, n, memory_order_acq_rel, memory_order_relaxed);
 }
 
-/* Write the expansion of rule r (len bytes) into out; a sub-rule comes from
- * the cache, or is expanded in place and then cached (it was paid for).
+/* Write the expansion of rule r (len bytes) into out, which may be written
+ * up to lim >= len bytes (scratch past len); a sub-rule comes from the
+ * cache, or is expanded in place and then cached (it was paid for).
  * Returns 0, or -1 if the grammar does not add up (a corrupt archive may
  * loop: depth bounds the recursion). */
-static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, unsigned depth)
+static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uint64_t lim, unsigned depth)
 {
 	uint64_t start;
 	uint32_t n;
@@ -112,6 +113,18 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = td_rule_sym(a, start + i);
+		if (s < 2 * a->W && a->f_word16 && at + 16 <= lim) {
+			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+			uint32_t tl = e[15];
+			if (tl != TD_WORD16_LONG) {
+				if (at + tl + (s & 1) > len)
+					return -1;
+				memcpy(out + at, e, 16); /* see td_walk_read */
+				out[at + tl] = ' ';
+				at += tl + (s & 1);
+				continue;
+			}
+		}
 		if (s < a->T) {
 			uint32_t tl;
 			int space;
@@ -133,7 +146,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		if (c) {
 			td_copy(out + at, c, cl);
 		} else {
-			if (fill(a, s - a->T, out + at, cl, depth + 1))
+			if (fill(a, s - a->T, out + at, cl, lim - at, depth + 1))
 				return -1;
 			put(a, s - a->T, out + at, cl);
 		}
@@ -142,10 +155,10 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 	return at == len ? 0 : -1;
 }
 
-int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out)
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim)
 {
 	uint64_t len = td_sym_len(a, a->T + r);
-	if (fill(a, r, out, len, 0))
+	if (len > lim || fill(a, r, out, len, lim, 0))
 		return -1;
 	put(a, r, out, len);
 	return 0;
@@ -173,7 +186,7 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 	}
 	/* A failed or lost build leaves its arena bytes unused until close. */
 	uint8_t *n = arena_alloc(a, c, len);
-	if (!n || fill(a, r, n, len, 0))
+	if (!n || fill(a, r, n, len, len, 0))
 		return NULL;
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,

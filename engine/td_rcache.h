@@ -41,11 +41,13 @@ static inline const uint8_t *td_rcache_peek(const td_archive *a, uint64_t r)
  * race and one result wins. */
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r);
 
-/* Write the expansion of rule r (< R; its rule_len bytes) into out, taking
+/* Write the expansion of rule r (< R; its rule_len bytes) into out, which
+ * may be written up to lim bytes (bytes past the expansion are scratch;
+ * more room lets short tokens go by fixed-size moves), taking
  * sub-rules from the cache; r and sub-rules expanded here are cached as
  * they are written (bounded by the budget, like td_rcache_get). Returns 0,
  * or -1 when the grammar does not add up (a corrupt archive). Thread-safe. */
-int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out);
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim);
 
 /* Free every cached expansion (td_archive_close calls it). */
 void td_rcache_free(td_archive *a);
