@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 
 struct td_rcache;
 
@@ -39,11 +40,41 @@ struct td_archive {
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
 	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
+	/* Word w's bytes in 16-byte entry w: up to 15 bytes, then the length
+	 * in byte 15 (TD_WORD16_LONG when longer); NULL when not built. One
+	 * load gives a short word, instead of an offset then the bytes. */
+	const uint8_t *f_word16;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 };
 
+#define TD_WORD16_LONG 0xffu
+
 /* Value i of a packed array, through its flat copy when one is built. */
 #define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))
+
+/* memcpy for the short copies of most tokens, inlined without over-reading:
+ * two possibly overlapping fixed-size moves cover any length in a range. */
+static inline void td_copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 8 && n <= 16) {
+		uint64_t x, y;
+		memcpy(&x, s, 8);
+		memcpy(&y, s + n - 8, 8);
+		memcpy(d, &x, 8);
+		memcpy(d + n - 8, &y, 8);
+	} else if (n >= 4 && n < 8) {
+		uint32_t x, y;
+		memcpy(&x, s, 4);
+		memcpy(&y, s + n - 4, 4);
+		memcpy(d, &x, 4);
+		memcpy(d + n - 4, &y, 4);
+	} else if (n < 4) {
+		for (size_t i = 0; i < n; i++)
+			d[i] = s[i];
+	} else {
+		memcpy(d, s, n);
+	}
+}
 
 /* Expanded byte length of symbol s (s < T + R, checked by callers). */
 static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)

@@ -51,35 +51,6 @@ static int use_cached(td_walk *w, uint64_t s, uint64_t off)
 	return 1;
 }
 
-/* Advance to the next terminal in expansion order; 1 at end of the entry. */
-static int next_term(td_walk *w)
-{
-	const td_archive *a = w->a;
-	for (;;) {
-		uint64_t s;
-		if (w->depth) {
-			if (w->st[w->depth - 1].at == w->st[w->depth - 1].end) {
-				w->depth--;
-				continue;
-			}
-			s = td_rule_sym(a, w->st[w->depth - 1].at++);
-		} else {
-			if (w->root_i >= w->root_end)
-				return 1;
-			s = td_pack_get(&a->root_syms, w->root_i++);
-		}
-		if (s < a->T)
-			return load_term(w, s);
-		if (s >= a->T + a->R)
-			return corrupt(w, "symbol out of range");
-		if (use_cached(w, s, 0))
-			return TD_OK;
-		int err = push_rule(w, s);
-		if (err)
-			return err;
-	}
-}
-
 int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 {
 	memset(w, 0, offsetof(td_walk, st));
@@ -98,7 +69,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	w->root_end = re;
 	w->pos = off;
 	if (off >= w->size) {
-		w->root_i = re;
+		w->root_i = w->root_fill = re;
 		w->valid = 1;
 		return TD_OK;
 	}
@@ -135,7 +106,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 		cum += l;
 		i++;
 	}
-	w->root_i = i + 1;
+	w->root_i = w->root_fill = i + 1;
 	uint64_t rel = target - cum;
 	/* Descend, stopping at a rule whose expansion is cached. */
 	while (s >= a->T) {
@@ -187,62 +158,144 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	return TD_OK;
 }
 
-/* memcpy for the short copies of most tokens, inlined without over-reading:
- * two possibly overlapping fixed-size moves cover any length in a range. */
-static inline void copy_bytes(uint8_t *d, const uint8_t *s, size_t n)
+/* Next root symbol, decoding ahead half a ring at a time (caller checked
+ * root_i < root_end). */
+static inline uint64_t root_next(td_walk *w)
 {
-	if (n >= 8 && n <= 16) {
-		uint64_t x, y;
-		memcpy(&x, s, 8);
-		memcpy(&y, s + n - 8, 8);
-		memcpy(d, &x, 8);
-		memcpy(d + n - 8, &y, 8);
-	} else if (n >= 4 && n < 8) {
-		uint32_t x, y;
-		memcpy(&x, s, 4);
-		memcpy(&y, s + n - 4, 4);
-		memcpy(d, &x, 4);
-		memcpy(d + n - 4, &y, 4);
-	} else if (n < 4) {
-		for (size_t i = 0; i < n; i++)
-			d[i] = s[i];
-	} else {
-		memcpy(d, s, n);
+	const uint64_t half = TD_WALK_RING / 2;
+	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= half) {
+		uint64_t k = half - (w->root_fill & (half - 1));
+		if (k > w->root_end - w->root_fill)
+			k = w->root_end - w->root_fill;
+		td_pack_get_range(&w->a->root_syms, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
+		w->root_fill += k;
 	}
+	return w->ring[w->root_i++ % TD_WALK_RING];
 }
 
+/* Copy up to len bytes of the current token from its offset; the count. */
+static size_t take(td_walk *w, uint8_t *buf, size_t len)
+{
+	uint32_t have = w->tok_total - w->tok_off;
+	size_t k = len < have ? len : have;
+	uint32_t from = w->tok_off;
+	if (from < w->tok_len) {
+		size_t c = w->tok_len - from < k ? w->tok_len - from : k;
+		td_copy(buf, w->tok + from, c);
+		if (c < k)
+			buf[c] = ' ';
+	} else if (k) {
+		buf[0] = ' ';
+	}
+	w->tok_off += (uint32_t)k;
+	return k;
+}
+
+/* Stream symbols: each one that fits the rest of the buffer is written
+ * whole (a terminal's bytes, a rule's cached or recursively expanded
+ * bytes) with no walker state; only the one crossing the buffer's end is
+ * entered (rule frames, or a partly consumed token). */
 int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 {
+	const td_archive *a = w->a;
 	size_t n = 0;
+	int err = TD_OK;
 	if (w->pos + len > w->size)
 		len = w->pos < w->size ? (size_t)(w->size - w->pos) : 0;
+	if (len && w->tok_off < w->tok_total)
+		n = take(w, buf, len);
 	while (n < len) {
-		if (w->tok_off == w->tok_total) {
-			int r = next_term(w);
-			if (r) {
-				*got = n;
-				w->pos += n;
-				w->valid = 0;
-				return r < 0 ? r : corrupt(w, "file shorter than its size");
+		uint64_t s;
+		if (w->depth) {
+			if (w->st[w->depth - 1].at == w->st[w->depth - 1].end) {
+				w->depth--;
+				continue;
+			}
+			s = td_rule_sym(a, w->st[w->depth - 1].at++);
+		} else {
+			if (w->root_i >= w->root_end) {
+				err = corrupt(w, "file shorter than its size");
+				break;
+			}
+			s = root_next(w);
+		}
+		size_t room = len - n;
+		if (s < 2 * a->W && a->f_word16 && room > 16) {
+			/* A short word in one 16-byte move; the byte after it is
+			 * its space or is overwritten by what follows. */
+			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+			uint32_t tl = e[15];
+			if (tl != TD_WORD16_LONG) {
+				memcpy(buf + n, e, 16);
+				buf[n + tl] = ' ';
+				n += tl + (s & 1);
+				continue;
 			}
 		}
-		uint32_t have = w->tok_total - w->tok_off;
-		size_t k = len - n < have ? len - n : have;
-		uint32_t from = w->tok_off;
-		if (from < w->tok_len) {
-			size_t c = w->tok_len - from < k ? w->tok_len - from : k;
-			copy_bytes(buf + n, w->tok + from, c);
-			if (c < k)
-				buf[n + c] = ' ';
-		} else {
-			buf[n] = ' ';
+		if (s < a->T) {
+			uint32_t tl;
+			int space;
+			const uint8_t *p = td_term_bytes(a, s, &tl, &space);
+			if (!p) {
+				err = corrupt(w, "token bytes out of bounds");
+				break;
+			}
+			if (room > 16 && tl <= 16 && p + 16 <= a->map + a->size) {
+				/* Fixed 16-byte move; the byte after the token is
+				 * its space or is overwritten by what follows. */
+				memcpy(buf + n, p, 16);
+				buf[n + tl] = ' ';
+				n += tl + (unsigned)space;
+				continue;
+			}
+			if (tl + (unsigned)space <= room) {
+				td_copy(buf + n, p, tl);
+				if (space)
+					buf[n + tl] = ' ';
+				n += tl + (unsigned)space;
+				continue;
+			}
+			w->tok = p;
+			w->tok_len = tl;
+			w->tok_total = tl + (uint32_t)space;
+			w->tok_off = 0;
+			n += take(w, buf + n, room);
+			continue;
 		}
-		w->tok_off += (uint32_t)k;
-		n += k;
+		if (s >= a->T + a->R) {
+			err = corrupt(w, "symbol out of range");
+			break;
+		}
+		uint64_t l = td_sym_len(a, s);
+		if (l <= room) {
+			const uint8_t *p = td_rcache_peek(a, s - a->T);
+			if (p && l <= TD_RCACHE_PAD && room >= TD_RCACHE_PAD) {
+				memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+				n += l;
+				continue;
+			}
+			if (p) {
+				memcpy(buf + n, p, l);
+			} else if (td_rcache_expand(a, s - a->T, buf + n, room)) {
+				err = corrupt(w, "rule lengths do not add up");
+				break;
+			}
+			n += l;
+			continue;
+		}
+		if (use_cached(w, s, 0)) {
+			n += take(w, buf + n, room);
+			continue;
+		}
+		err = push_rule(w, s);
+		if (err)
+			break;
 	}
 	w->pos += n;
 	*got = n;
-	return TD_OK;
+	if (err)
+		w->valid = 0;
+	return err;
 }
 
 int td_extract(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got)

@@ -43,8 +43,26 @@ int td_pack_check(const td_pack *p)
 
 void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *out)
 {
-	for (uint64_t k = 0; k < count; k++)
-		out[k] = td_pack_get(p, i + k);
+	while (count) {
+		const td_disk_tile *t = &p->tiles[i / TD_TILE];
+		uint32_t j = (uint32_t)(i % TD_TILE), w = t->width;
+		uint64_t k = TD_TILE - j < count ? TD_TILE - j : count;
+		uint64_t bit = (uint64_t)j * w, base = t->base;
+		uint64_t end = (uint64_t)t->off16 * 16u + ((bit + (k - 1) * w) >> 3) + 8;
+		if (w == 0 || w > TD_PACK_MAXW || end > p->datasize) {
+			for (uint64_t x = 0; x < k; x++)
+				out[x] = td_pack_get(p, i + x); /* constant or corrupt tile */
+		} else {
+			/* One header per tile; the data stays in bounds up to its last value. */
+			const uint8_t *d = p->data + (uint64_t)t->off16 * 16u;
+			uint64_t mask = (UINT64_C(1) << w) - 1;
+			for (uint64_t x = 0; x < k; x++, bit += w)
+				out[x] = base + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+		}
+		out += k;
+		i += k;
+		count -= k;
+	}
 }
 
 int td_buf_put(td_buf *b, const void *src, size_t len)

@@ -7,12 +7,54 @@
 #include <string.h>
 
 /* Slot value of a rule met once and not expanded yet. */
-#define SEEN ((uint8_t *)1)
+#define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
-struct td_rcache {
-	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
-	atomic_uint_fast64_t used;  /* bytes cached */
+/* Expansions are carved from chunks (no malloc per rule; freed together). */
+#define CHUNK_BYTES (UINT64_C(256) << 10)
+
+struct td_rcache_chunk {
+	struct td_rcache_chunk *next;
+	atomic_uint_fast64_t off;
+	uint64_t cap;
+	_Alignas(16) uint8_t data[];
 };
+
+/* len bytes (plus TD_RCACHE_PAD readable after them) from the arena, or
+ * NULL on out of memory or when a new chunk would pass the budget (the
+ * budget counts chunk bytes: the memory the cache really holds). Lock-free:
+ * a full chunk is replaced by CAS. */
+static uint8_t *arena_alloc(const td_archive *a, struct td_rcache *c, uint64_t len)
+{
+	uint64_t need = (len + 15) & ~UINT64_C(15);
+	for (;;) {
+		struct td_rcache_chunk *ch = atomic_load_explicit(&c->chunk, memory_order_acquire);
+		if (ch) {
+			uint64_t o = atomic_fetch_add_explicit(&ch->off, need, memory_order_relaxed);
+			if (o + need <= ch->cap)
+				return ch->data + o;
+		}
+		uint64_t cap = a->rcache_budget < CHUNK_BYTES ? a->rcache_budget : CHUNK_BYTES;
+		if (cap < need)
+			cap = need;
+		if (atomic_fetch_add_explicit(&c->used, cap, memory_order_relaxed) + cap > a->rcache_budget) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
+			return NULL;
+		}
+		struct td_rcache_chunk *n = malloc(sizeof *n + cap + TD_RCACHE_PAD);
+		if (!n) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
+			return NULL;
+		}
+		n->next = ch;
+		n->cap = cap;
+		atomic_init(&n->off, 0);
+		if (!atomic_compare_exchange_strong_explicit(&c->chunk, &ch, n, memory_order_acq_rel,
+							     memory_order_acquire)) {
+			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
+			free(n);
+		}
+	}
+}
 
 static struct td_rcache *cache_of(const td_archive *a)
 {
@@ -37,11 +79,32 @@ static struct td_rcache *cache_of(const td_archive *a)
 	return n;
 }
 
-/* Write the expansion of rule r (len bytes) into out; children come from
- * the cache when they can. Returns 0, or -1 if the grammar does not add up. */
-static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out);
+/* Keep a copy of rule r's expansion (len bytes at src) when it is short
+ * enough and the budget allows; a rule already cached is left alone. A
+ * lost race leaves its arena bytes unused until close. */
+static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t len)
+{
+	if (len > TD_RCACHE_MAXRULE || len == 0)
+		return;
+	struct td_rcache *c = cache_of(a);
+	if (!c)
+		return;
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+	if (p > SEEN)
+		return;
+	uint8_t *n = arena_alloc(a, c, len);
+	if (!n)
+		return;
+	memcpy(n, src, len);
+	atomic_compare_exchange_strong_explicit(&c->slot[r], &p, n, memory_order_acq_rel, memory_order_relaxed);
+}
 
-static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, unsigned depth)
+/* Write the expansion of rule r (len bytes) into out, which may be written
+ * up to lim >= len bytes (scratch past len); a sub-rule comes from the
+ * cache, or is expanded in place and then cached (it was paid for).
+ * Returns 0, or -1 if the grammar does not add up (a corrupt archive may
+ * loop: depth bounds the recursion). */
+static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uint64_t lim, unsigned depth)
 {
 	uint64_t start;
 	uint32_t n;
@@ -50,13 +113,25 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = td_rule_sym(a, start + i);
+		if (s < 2 * a->W && a->f_word16 && at + 16 <= lim) {
+			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+			uint32_t tl = e[15];
+			if (tl != TD_WORD16_LONG) {
+				if (at + tl + (s & 1) > len)
+					return -1;
+				memcpy(out + at, e, 16); /* see td_walk_read */
+				out[at + tl] = ' ';
+				at += tl + (s & 1);
+				continue;
+			}
+		}
 		if (s < a->T) {
 			uint32_t tl;
 			int space;
 			const uint8_t *p = td_term_bytes(a, s, &tl, &space);
 			if (!p || at + tl + (unsigned)space > len)
 				return -1;
-			memcpy(out + at, p, tl);
+			td_copy(out + at, p, tl);
 			at += tl;
 			if (space)
 				out[at++] = ' ';
@@ -67,71 +142,57 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uns
 		uint64_t cl = td_sym_len(a, s);
 		if (at + cl > len)
 			return -1;
-		const uint8_t *c;
-		int st = get(a, s - a->T, depth + 1, &c);
-		if (st < 0)
-			return -1;
-		if (st == 0)
-			memcpy(out + at, c, cl);
-		else if (fill(a, s - a->T, out + at, cl, depth + 1))
-			return -1;
+		const uint8_t *c = td_rcache_peek(a, s - a->T);
+		if (c) {
+			td_copy(out + at, c, cl);
+		} else {
+			if (fill(a, s - a->T, out + at, cl, lim - at, depth + 1))
+				return -1;
+			put(a, s - a->T, out + at, cl);
+		}
 		at += cl;
 	}
 	return at == len ? 0 : -1;
 }
 
-const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
-{
-	const uint8_t *p;
-	return get(a, r, 0, &p) == 0 ? p : NULL;
-}
-
-/* 0 with *out set, 1 when not cacheable (too long, budget spent, no
- * memory), -1 when the grammar is inconsistent (a corrupt archive may loop:
- * depth bounds the recursion, and a failure is never retried uncached). */
-static int get(const td_archive *a, uint64_t r, unsigned depth, const uint8_t **out)
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim)
 {
 	uint64_t len = td_sym_len(a, a->T + r);
-	if (depth > TD_MAXDEPTH)
+	if (len > lim || fill(a, r, out, len, lim, 0))
 		return -1;
+	put(a, r, out, len);
+	return 0;
+}
+
+const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
+{
+	uint64_t len = td_sym_len(a, a->T + r);
 	if (len > TD_RCACHE_MAXRULE || len == 0)
-		return 1;
+		return NULL;
 	struct td_rcache *c = cache_of(a);
 	if (!c)
-		return 1;
+		return NULL;
 	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
-	if (p > SEEN) {
-		*out = p;
-		return 0;
-	}
-	/* Admission: a rule is expanded into the cache on its second use, so a
-	 * scan that meets a rule once (or a small read inside a long rule) does
-	 * not pay for a whole expansion it never reuses. */
+	if (p > SEEN)
+		return p;
+	/* Admission for a rule read only in part: it is expanded into the
+	 * cache on its second such use, so a small read inside a long rule
+	 * does not pay for a whole expansion it never reuses. (A rule read
+	 * whole is cached at once by td_rcache_expand: it is expanded anyway.) */
 	if (!p) {
 		atomic_compare_exchange_strong_explicit(&c->slot[r], &p, SEEN, memory_order_relaxed,
 							memory_order_relaxed);
-		return 1;
+		return NULL;
 	}
-	if (atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed) + len > a->rcache_budget) {
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return 1;
-	}
-	uint8_t *n = malloc(len);
-	int bad = n ? fill(a, r, n, len, depth) : 0;
-	if (!n || bad) {
-		free(n);
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
-		return bad ? -1 : 1;
-	}
+	/* A failed or lost build leaves its arena bytes unused until close. */
+	uint8_t *n = arena_alloc(a, c, len);
+	if (!n || fill(a, r, n, len, len, 0))
+		return NULL;
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
-						     memory_order_acquire)) {
-		free(n);
-		atomic_fetch_sub_explicit(&c->used, len, memory_order_relaxed);
+						     memory_order_acquire))
 		n = expected;
-	}
-	*out = n;
-	return 0;
+	return n;
 }
 
 void td_rcache_free(td_archive *a)
@@ -139,10 +200,9 @@ void td_rcache_free(td_archive *a)
 	struct td_rcache *c = atomic_load(&a->rcache);
 	if (!c)
 		return;
-	for (uint64_t r = 0; r < a->R; r++) {
-		uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_relaxed);
-		if (p > SEEN)
-			free(p);
+	for (struct td_rcache_chunk *ch = atomic_load(&c->chunk), *next; ch; ch = next) {
+		next = ch->next;
+		free(ch);
 	}
 	free(c->slot);
 	free(c);
@@ -165,6 +225,25 @@ static uint32_t *flatten(const td_pack *p)
 	return v;
 }
 
+/* The f_word16 table from the flat word offsets (see td_archive_int.h). */
+static uint8_t *word16(const td_archive *a, const uint32_t *wo)
+{
+	uint8_t *t = calloc(a->W ? a->W : 1, 16);
+	if (!t)
+		return NULL;
+	for (uint64_t w = 0; w < a->W; w++) {
+		uint8_t *e = t + 16 * w;
+		uint32_t lo = wo[w], hi = wo[w + 1];
+		if (lo <= hi && hi <= a->words_size && hi - lo < 16) {
+			memcpy(e, a->words + lo, hi - lo);
+			e[15] = (uint8_t)(hi - lo);
+		} else {
+			e[15] = TD_WORD16_LONG;
+		}
+	}
+	return t;
+}
+
 void td_flat_build(const td_archive *a)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -183,6 +262,8 @@ void td_flat_build(const td_archive *a)
 			m->f_other_off = oo;
 			m->f_rule_len = rl;
 			m->f_rule_syms = rs;
+			if (bytes + 16 * a->W <= a->rcache_budget)
+				m->f_word16 = word16(a, wo);
 			atomic_store_explicit(&m->flat, wo, memory_order_release);
 		} else {
 			free(wo);
@@ -202,5 +283,7 @@ void td_flat_free(td_archive *a)
 	free((void *)a->f_other_off);
 	free((void *)a->f_rule_len);
 	free((void *)a->f_rule_syms);
+	free((void *)a->f_word16);
+	a->f_word16 = NULL;
 	atomic_store(&a->flat, NULL);
 }

@@ -7,11 +7,47 @@
 /* Rules whose expansion is at most this many bytes are cached whole. */
 #define TD_RCACHE_MAXRULE 8192u
 
-/* The expansion of rule r (its rule_len bytes), built on first use and kept
- * until the archive closes, or NULL when r is too long, the cache's byte
- * budget is spent, or the grammar is inconsistent. Thread-safe, lock-free:
- * concurrent builders of one rule race and one result wins. */
+/* Slot value of a rule met once and not expanded yet. */
+#define TD_RCACHE_SEEN 1u
+
+/* Every cached expansion may be read TD_RCACHE_PAD bytes past its end, so
+ * readers copy short ones with fixed-size moves. */
+#define TD_RCACHE_PAD 32u
+
+struct td_rcache_chunk;
+
+struct td_rcache {
+	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
+	atomic_uint_fast64_t used;  /* bytes of arena chunks, within the budget */
+	_Atomic(struct td_rcache_chunk *) chunk; /* arena the expansions live in */
+};
+
+/* Rule r's cached expansion, or NULL when it is not cached (yet): a
+ * look-up with no side effects, for the hot path before td_rcache_get. */
+static inline const uint8_t *td_rcache_peek(const td_archive *a, uint64_t r)
+{
+	struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_acquire);
+	if (!c)
+		return NULL;
+	uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+	return (uintptr_t)p > TD_RCACHE_SEEN ? p : NULL;
+}
+
+/* The expansion of rule r (its rule_len bytes) for a reader that needs part
+ * of it: built on the second such request (or taken from an earlier
+ * td_rcache_expand) and kept until the archive closes; NULL when not built
+ * yet, r is too long, the cache's byte budget is spent, or the grammar is
+ * inconsistent. Thread-safe, lock-free: concurrent builders of one rule
+ * race and one result wins. */
 const uint8_t *td_rcache_get(const td_archive *a, uint64_t r);
+
+/* Write the expansion of rule r (< R; its rule_len bytes) into out, which
+ * may be written up to lim bytes (bytes past the expansion are scratch;
+ * more room lets short tokens go by fixed-size moves), taking
+ * sub-rules from the cache; r and sub-rules expanded here are cached as
+ * they are written (bounded by the budget, like td_rcache_get). Returns 0,
+ * or -1 when the grammar does not add up (a corrupt archive). Thread-safe. */
+int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim);
 
 /* Free every cached expansion (td_archive_close calls it). */
 void td_rcache_free(td_archive *a);

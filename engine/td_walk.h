@@ -4,6 +4,11 @@
 
 #include "td_archive_int.h"
 
+/* Root symbols a walker decodes ahead (a power of two): whole tiles at a
+ * time instead of one look-up per symbol. (Software prefetch of what the
+ * next symbols touch was measured slower.) */
+#define TD_WALK_RING 128u
+
 /* Position inside one entry's expansion: a stack of rule frames over the
  * root range, and the current terminal partly consumed. */
 typedef struct td_walk {
@@ -21,6 +26,8 @@ typedef struct td_walk {
 	uint32_t tok_total;      /* tok_len + trailing space */
 	uint32_t tok_off;        /* bytes of the current terminal already produced */
 	int valid;
+	uint64_t root_fill;      /* root symbols [root_i, root_fill) are decoded in ring */
+	uint64_t ring[TD_WALK_RING]; /* root symbol i at ring[i % TD_WALK_RING] */
 } td_walk;
 
 /* Position w at byte `off` of entry e (off < size). TD_OK, TD_EINVAL,

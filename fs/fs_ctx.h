@@ -48,6 +48,7 @@ typedef struct td_fs {
 	double entry_timeout;     /* seconds the kernel may cache names/attrs */
 	double attr_timeout;
 	int writable;             /* 0: read-only mount, writes get EROFS */
+	int no_open;              /* read-only: the kernel may skip open/release (op_init) */
 	int debug;
 	td_conf conf;             /* effective configuration (defaults, file, -o) */
 	td_fs_exec exec;

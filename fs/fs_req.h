@@ -73,8 +73,10 @@ void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len);
  * (kept per thread, freed when the thread exits); NULL on out of memory. */
 void *fs_scratch_get(size_t len);
 
-/* Read up to len bytes of f at off into buf through f's cursor (or without
- * it when another thread holds it). Returns a td_err; *got as td_extract. */
-int td_fs_file_read(td_fs *fs, td_fs_file *f, uint64_t off, void *buf, size_t len, size_t *got);
+/* Read up to len bytes of entry e at off into buf through open file f's
+ * cursor (or without it when another thread holds it); with f NULL (a
+ * file the kernel opened without asking, see op_init) through this
+ * thread's cursor. Returns a td_err; *got as td_extract. */
+int td_fs_file_read(td_fs *fs, td_fs_file *f, td_entry e, uint64_t off, void *buf, size_t len, size_t *got);
 
 #endif

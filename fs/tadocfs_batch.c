@@ -241,7 +241,7 @@ static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		size_t len = (size_t)(end - f->off);
 		void *p = tbuf_get(buf, len);
 		size_t got = 0;
-		int err = p ? td_fs_file_read(b->fs, f->file, f->off, p, len, &got) : TD_ENOMEM;
+		int err = p ? td_fs_file_read(b->fs, f->file, f->e, f->off, p, len, &got) : TD_ENOMEM;
 		reply_run(b, it + i, k, f->off, p, got, err);
 		i += k;
 	}
@@ -733,7 +733,7 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	atomic_fetch_add_explicit(r->kind == TD_FS_READ ? &b->st.reads : &b->st.xattrs, 1, memory_order_relaxed);
 	unsigned others = atomic_fetch_add_explicit(&b->active, 1, memory_order_relaxed);
 	int seq = 0;
-	if (r->kind == TD_FS_READ) {
+	if (r->kind == TD_FS_READ && r->file) {
 		/* seq_next: where this file's last read ended, with SEQ_STREAK
 		 * set when that read continued the one before. */
 		uint64_t prev = atomic_load_explicit(&r->file->seq_next, memory_order_relaxed);

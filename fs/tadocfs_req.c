@@ -52,17 +52,67 @@ void td_fs_files_free_all(td_fs *fs)
 		td_fs_file_free(fs, fs->files);
 }
 
-int td_fs_file_read(td_fs *fs, td_fs_file *f, uint64_t off, void *buf, size_t len, size_t *got)
+/* This thread's cursor on archive a, for reads without an open handle
+ * (kept per thread, freed when the thread exits); NULL on out of memory. */
+typedef struct thread_cursor {
+	const td_archive *a;
+	td_cursor *c;
+} thread_cursor;
+
+static pthread_key_t cursor_key;
+static pthread_once_t cursor_once = PTHREAD_ONCE_INIT;
+
+static void cursor_free(void *p)
 {
+	thread_cursor *t = p;
+	td_cursor_free(t->c);
+	free(t);
+}
+
+static void cursor_init(void)
+{
+	pthread_key_create(&cursor_key, cursor_free);
+}
+
+static td_cursor *cursor_get(const td_archive *a)
+{
+	pthread_once(&cursor_once, cursor_init);
+	thread_cursor *t = pthread_getspecific(cursor_key);
+	if (t && t->a == a)
+		return t->c;
+	td_cursor *c = td_cursor_new(a);
+	if (!c)
+		return NULL;
+	if (!t) {
+		t = malloc(sizeof *t);
+		if (!t) {
+			td_cursor_free(c);
+			return NULL;
+		}
+		pthread_setspecific(cursor_key, t);
+	} else {
+		td_cursor_free(t->c);
+	}
+	t->a = a;
+	t->c = c;
+	return c;
+}
+
+int td_fs_file_read(td_fs *fs, td_fs_file *f, td_entry e, uint64_t off, void *buf, size_t len, size_t *got)
+{
+	if (!f) {
+		td_cursor *c = cursor_get(fs->a);
+		return c ? td_cursor_read(c, e, off, buf, len, got) : td_extract(fs->a, e, off, buf, len, got);
+	}
 	/* Concurrent reads on one handle (readahead, threads sharing an fd)
 	 * must not queue behind each other: the one that finds the cursor
 	 * busy extracts from the root instead. */
 	if (pthread_mutex_trylock(&f->mu) == 0) {
-		int err = td_cursor_read(f->cur, f->e, off, buf, len, got);
+		int err = td_cursor_read(f->cur, e, off, buf, len, got);
 		pthread_mutex_unlock(&f->mu);
 		return err;
 	}
-	return td_extract(fs->a, f->e, off, buf, len, got);
+	return td_extract(fs->a, e, off, buf, len, got);
 }
 
 /* Per-thread scratch buffer for inline reads (FUSE worker threads come and
@@ -139,7 +189,7 @@ static void run_read(td_fs_req *r)
 		return;
 	}
 	size_t got = 0;
-	int err = td_fs_file_read(r->fs, r->file, r->off, buf, r->size, &got);
+	int err = td_fs_file_read(r->fs, r->file, r->e, r->off, buf, r->size, &got);
 	td_fs_reply_read(r, buf, got, err);
 }
 
