@@ -229,13 +229,14 @@ static uint32_t *flatten(const td_pack *p)
 static uint8_t *word16(const td_archive *a, const uint32_t *wo)
 {
 	uint8_t *t = calloc(a->W ? a->W : 1, 16);
+	const uint8_t *words = td_words(a); /* NULL: every word takes the checked path */
 	if (!t)
 		return NULL;
 	for (uint64_t w = 0; w < a->W; w++) {
 		uint8_t *e = t + 16 * w;
 		uint32_t lo = wo[w], hi = wo[w + 1];
-		if (lo <= hi && hi <= a->words_size && hi - lo < 16) {
-			memcpy(e, a->words + lo, hi - lo);
+		if (words && lo <= hi && hi <= a->bytes_size[TD_SEC_WORDS] && hi - lo < 16) {
+			memcpy(e, words + lo, hi - lo);
 			e[15] = (uint8_t)(hi - lo);
 		} else {
 			e[15] = TD_WORD16_LONG;
