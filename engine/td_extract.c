@@ -158,9 +158,8 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	return TD_OK;
 }
 
-/* Next root symbol, decoding ahead half a ring at a time (caller checked
- * root_i < root_end). */
-static inline uint64_t root_next(td_walk *w)
+/* Top up the ring of decoded root symbols, half a ring at a time. */
+static void ring_refill(td_walk *w)
 {
 	const uint64_t half = TD_WALK_RING / 2;
 	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= half) {
@@ -170,7 +169,63 @@ static inline uint64_t root_next(td_walk *w)
 		td_pack_get_range(&w->a->root_syms, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
 		w->root_fill += k;
 	}
+}
+
+/* Next root symbol (caller checked root_i < root_end). */
+static inline uint64_t root_next(td_walk *w)
+{
+	ring_refill(w);
 	return w->ring[w->root_i++ % TD_WALK_RING];
+}
+
+/* The bulk of a long read: root symbols that are short words or short
+ * cached rules, while TD_RCACHE_PAD bytes of room remain, with the loop
+ * state in locals (a store through buf may alias anything in memory, so
+ * fields read through w or a would be reloaded after every token). Returns
+ * the new n; leaves any other symbol to the caller. The current token must
+ * be used up. */
+static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
+{
+	const td_archive *a = w->a;
+	const uint8_t *w16 = a->f_word16;
+	const struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_acquire);
+	if (!w16 || !c || !a->flat || len < TD_RCACHE_PAD)
+		return n;
+	const uint64_t W2 = 2 * a->W, T = a->T, R = a->R;
+	const uint32_t *rlen = a->f_rule_len;
+	const size_t stop = len - TD_RCACHE_PAD;
+	uint64_t i = w->root_i;
+	while (n <= stop) {
+		w->root_i = i;
+		ring_refill(w);
+		const uint64_t end = w->root_fill;
+		if (i == end)
+			break;
+		for (; i < end && n <= stop; i++) {
+			uint64_t s = w->ring[i % TD_WALK_RING];
+			if (s < W2) {
+				const uint8_t *e = w16 + 16 * (s >> 1);
+				uint32_t tl = e[15];
+				if (tl == TD_WORD16_LONG)
+					goto out;
+				memcpy(buf + n, e, 16); /* see td_walk_read */
+				buf[n + tl] = ' ';
+				n += tl + (s & 1);
+				continue;
+			}
+			if (s < T || s - T >= R)
+				goto out;
+			const uint8_t *p = atomic_load_explicit(&c->slot[s - T], memory_order_acquire);
+			uint32_t l = rlen[s - T];
+			if ((uintptr_t)p <= TD_RCACHE_SEEN || l > TD_RCACHE_PAD)
+				goto out;
+			memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+			n += l;
+		}
+	}
+out:
+	w->root_i = i;
+	return n;
 }
 
 /* Copy up to len bytes of the current token from its offset; the count. */
@@ -213,6 +268,9 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			}
 			s = td_rule_sym(a, w->st[w->depth - 1].at++);
 		} else {
+			n = stream_root(w, buf, n, len);
+			if (n == len)
+				break;
 			if (w->root_i >= w->root_end) {
 				err = corrupt(w, "file shorter than its size");
 				break;
