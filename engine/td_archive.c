@@ -106,7 +106,8 @@ static int lay_out(td_archive *a, unsigned id)
 	return TD_OK;
 }
 
-/* Decode compressed section `id` into a heap copy; caller holds lazy_mu. */
+/* Decode compressed section `id` into a heap copy followed by TD_BYTES_PAD
+ * zero bytes; caller holds lazy_mu. */
 static const uint8_t *decode(const td_archive *a, unsigned id)
 {
 	/* Decoding reads the whole frame anyway: check its checksum first, so a
@@ -117,7 +118,7 @@ static const uint8_t *decode(const td_archive *a, unsigned id)
 		td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(id));
 		return NULL;
 	}
-	uint8_t *buf = malloc(n ? n : 1);
+	uint8_t *buf = malloc(n + TD_BYTES_PAD);
 	if (!buf) {
 		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)n);
 		return NULL;
@@ -129,6 +130,7 @@ static const uint8_t *decode(const td_archive *a, unsigned id)
 			ZSTD_isError(k) ? ZSTD_getErrorName(k) : "short");
 		return NULL;
 	}
+	memset(buf + n, 0, TD_BYTES_PAD);
 	return buf;
 }
 

@@ -94,6 +94,19 @@ static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
 	return TD_FLAT(a, f_rule_syms, rule_syms, i);
 }
 
+/* Decoded copies of compressed sections end with this many zero bytes, so
+ * a reader may load 16 bytes from any byte of them. */
+#define TD_BYTES_PAD 16u
+
+/* 1 if 16 bytes may be loaded from p, which points into a section's bytes
+ * (the mapping, or a padded decoded copy). */
+static inline int td_load16_ok(const td_archive *a, const uint8_t *p)
+{
+	if (p >= a->map && p < a->map + a->size)
+		return p + 16 <= a->map + a->size;
+	return 1;
+}
+
 /* Logical bytes of WORDS / OTHER (decoded on first use); NULL if a
  * compressed section does not decode (td_fail has the detail). */
 static inline const uint8_t *td_words(const td_archive *a)

@@ -298,7 +298,7 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 				err = corrupt(w, "token bytes out of bounds");
 				break;
 			}
-			if (room > 16 && tl <= 16 && p + 16 <= a->map + a->size) {
+			if (room > 16 && tl <= 16 && td_load16_ok(a, p)) {
 				/* Fixed 16-byte move; the byte after the token is
 				 * its space or is overwritten by what follows. */
 				memcpy(buf + n, p, 16);
