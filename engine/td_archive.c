@@ -273,8 +273,7 @@ static int setup(td_archive *a, unsigned flags)
 	/* Only byte sections and WORD_FREQ (read by counts alone) may be
 	 * stored compressed: the rest are read in place. */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		if ((a->sec[id]->flags & TD_SECF_ZSTD) && id != TD_SEC_NAMES && id != TD_SEC_WORDS &&
-		    id != TD_SEC_OTHER && id != TD_SEC_WORD_FREQ)
+		if ((a->sec[id]->flags & TD_SECF_ZSTD) && !td_sec_zstd(id))
 			return bad(id, "compressed, which this section may not be");
 		if ((err = lay_out(a, id)))
 			return err;

@@ -125,6 +125,13 @@ typedef enum td_section_id {
 	TD_SEC_RULE_SAMPLES = 23, /* packed, see td_disk_group */
 	TD_SEC_MAX = 24
 } td_section_id;
+
+/* The sections a version 2 archive stores as zstd frames (TD_SECF_ZSTD):
+ * the writer compresses exactly these, readers refuse the flag elsewhere. */
+static inline int td_sec_zstd(unsigned id)
+{
+	return id == TD_SEC_NAMES || id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ;
+}
 typedef struct td_disk_meta {
 	uint64_t nentries;
 	uint64_t nwords;          /* W */

@@ -557,10 +557,8 @@ static int compress_blob(secbuf *sb, unsigned id)
 
 static int write_archive(secbuf *sb, const char *out_path)
 {
-	/* the sections td_archive may find compressed (TD_SECF_ZSTD) */
-	static const unsigned zsec[] = { TD_SEC_NAMES, TD_SEC_WORDS, TD_SEC_OTHER, TD_SEC_WORD_FREQ };
-	for (size_t i = 0; i < sizeof zsec / sizeof *zsec; i++) {
-		int zerr = compress_blob(sb, zsec[i]);
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		int zerr = td_sec_zstd(id) ? compress_blob(sb, id) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -590,9 +588,7 @@ static int write_archive(secbuf *sb, const char *out_path)
 		td_buf *b = &sb->b[id];
 		td_buf_align(b, 8);
 		tab[ns].id = id;
-		tab[ns].flags = id == TD_SEC_NAMES || id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ
-					? TD_SECF_ZSTD
-					: 0;
+		tab[ns].flags = td_sec_zstd(id) ? TD_SECF_ZSTD : 0;
 		tab[ns].off = off;
 		tab[ns].size = b->len;
 		tab[ns].sum = XXH3_64bits(b->p, b->len);
