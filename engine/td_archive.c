@@ -50,10 +50,25 @@ static int bad(unsigned id, const char *what)
 	return td_fail(TD_ECORRUPT, "section '%s': %s", td_section_name(id), what);
 }
 
+/* View a packed array of section id in the archive's version's layout
+ * (versions 1-2: a converted tile table the archive keeps until close). */
+static int view_bytes(td_archive *a, unsigned id, td_pack *p, const void *blob, uint64_t size)
+{
+	if (a->version >= 3)
+		return td_pack_view(p, blob, size);
+	void *owned;
+	int err = td_pack_view_v1(p, blob, size, &owned);
+	if (err == TD_OK) {
+		free(a->pack_owned[id]);
+		a->pack_owned[id] = owned;
+	}
+	return err;
+}
+
 static int view(td_archive *a, unsigned id, td_pack *p, uint64_t want_n)
 {
 	const td_disk_section *s = a->sec[id];
-	if (td_pack_view(p, a->map + s->off, s->size) != TD_OK)
+	if (view_bytes(a, id, p, a->map + s->off, s->size) != TD_OK)
 		return bad(id, "malformed packed array");
 	if (want_n != UINT64_MAX && p->n != want_n)
 		return bad(id, "wrong number of values");
@@ -76,7 +91,7 @@ static uint64_t zstd_max(const td_archive *a, unsigned id)
 	case TD_SEC_NAMES: return a->meta.nentries * TD_MAXNAME;
 	case TD_SEC_WORDS: return a->W * TD_MAXTOK;
 	case TD_SEC_OTHER: return a->S * (TD_MAXTOK + 1);
-	case TD_SEC_WORD_FREQ: return 64 + a->W * 9 + (a->W / TD_TILE + 1) * sizeof(td_disk_tile);
+	case TD_SEC_WORD_FREQ: return 64 + a->W * 9 + (a->W / TD_TILE + 1) * sizeof(td_disk_tile_v1);
 	default: return 0;
 	}
 }
@@ -164,7 +179,7 @@ const td_pack *td_word_freq_load(const td_archive *a)
 	pthread_mutex_lock(&m->lazy_mu);
 	if (!atomic_load_explicit(&a->word_freq_ready, memory_order_relaxed)) {
 		td_pack v;
-		if (td_pack_view(&v, p, n) != TD_OK || v.n != a->W) {
+		if (view_bytes(m, TD_SEC_WORD_FREQ, &v, p, n) != TD_OK || v.n != a->W) {
 			bad(TD_SEC_WORD_FREQ, "malformed packed array");
 			r = NULL;
 		} else {
@@ -197,6 +212,7 @@ static int check_sections(td_archive *a)
 	if (h->nsections == 0 || h->nsections > 256 || h->sectab_off > a->size ||
 	    (a->size - h->sectab_off) / sizeof(td_disk_section) < h->nsections || (h->sectab_off & 7))
 		return td_fail(TD_ECORRUPT, "section table out of bounds");
+	a->version = h->version;
 	const td_disk_section *tab = (const td_disk_section *)(a->map + h->sectab_off);
 	if (h->sectab_sum != XXH3_64bits(tab, h->nsections * sizeof *tab))
 		return td_fail(TD_ECORRUPT, "section table checksum mismatch");
@@ -378,6 +394,8 @@ void td_archive_close(td_archive *a)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		if (a->sec[id] && (a->sec[id]->flags & TD_SECF_ZSTD))
 			free((void *)atomic_load(&a->bytes[id]));
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		free(a->pack_owned[id]);
 	pthread_mutex_destroy(&a->lazy_mu);
 	if (a->map)
 		munmap((void *)a->map, a->size);
@@ -532,6 +550,11 @@ int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap)
 	size_t len = cap - 1 - at;
 	memmove(buf, buf + at, len + 1);
 	return (int)len;
+}
+
+uint32_t td_archive_version(const td_archive *a)
+{
+	return a->version;
 }
 
 void td_archive_info(const td_archive *a, td_info *o)

@@ -105,6 +105,9 @@ typedef struct td_info {
 
 void td_archive_info(const td_archive *a, td_info *out);
 
+/* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION). */
+uint32_t td_archive_version(const td_archive *a);
+
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
  * for gpu/ uploads and tools; NULL when absent. */
 const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);

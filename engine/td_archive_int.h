@@ -21,6 +21,8 @@ struct td_archive {
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
 	td_pack word_off, other_off;
 	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
+	uint32_t version;                    /* the header's format version */
+	void *pack_owned[TD_SEC_MAX];        /* versions 1-2: converted tile tables */
 	/* Logical bytes of each section: into the mapping, or for one stored
 	 * compressed (TD_SECF_ZSTD) NULL until td_archive_bytes() decodes it
 	 * into a heap buffer owned here (under lazy_mu); and their count. Read

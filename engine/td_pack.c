@@ -5,37 +5,98 @@
 
 #include "td_err.h"
 
+static uint64_t groups_bytes(uint64_t ntiles)
+{
+	uint64_t ng = (ntiles + TD_PACK_GROUP - 1) / TD_PACK_GROUP;
+	return (ng * 4 + 7) & ~UINT64_C(7);
+}
+
 int td_pack_view(td_pack *p, const void *blob, uint64_t size)
 {
 	const uint8_t *b = blob;
-	if (size < 24)
+	if (size < TD_PACK_HDR)
 		return td_fail(TD_ETRUNC, "packed array shorter than its header");
 	uint64_t n = td_pack_load64(b), nt = td_pack_load64(b + 8), ds = td_pack_load64(b + 16);
-	if (nt != (n + TD_TILE - 1) / TD_TILE || nt > size / sizeof(td_disk_tile))
+	if (nt != (n + TD_TILE - 1) / TD_TILE || nt > size / 8)
 		return td_fail(TD_ECORRUPT, "packed array tile count %llu does not fit %llu values",
 			       (unsigned long long)nt, (unsigned long long)n);
-	if (24 + nt * sizeof(td_disk_tile) + ds > size || ds < 8)
+	uint64_t head = TD_PACK_HDR + nt * 8 + groups_bytes(nt);
+	if (head > size || ds > size - head || ds < 8)
 		return td_fail(TD_ETRUNC, "packed array data runs past its section");
 	p->n = n;
 	p->ntiles = nt;
 	p->datasize = ds;
-	p->tiles = (const td_disk_tile *)(b + 24);
-	p->data = b + 24 + nt * sizeof(td_disk_tile);
+	p->slope = td_pack_load64(b + 24);
+	p->tiles = (const uint64_t *)(b + TD_PACK_HDR);
+	p->groups = (const uint32_t *)(b + TD_PACK_HDR + nt * 8);
+	p->data = b + head;
+	return TD_OK;
+}
+
+int td_pack_view_v1(td_pack *p, const void *blob, uint64_t size, void **owned)
+{
+	const uint8_t *b = blob;
+	*owned = NULL;
+	if (size < 24)
+		return td_fail(TD_ETRUNC, "packed array shorter than its header");
+	uint64_t n = td_pack_load64(b), nt = td_pack_load64(b + 8), ds = td_pack_load64(b + 16);
+	if (nt != (n + TD_TILE - 1) / TD_TILE || nt > size / sizeof(td_disk_tile_v1))
+		return td_fail(TD_ECORRUPT, "packed array tile count %llu does not fit %llu values",
+			       (unsigned long long)nt, (unsigned long long)n);
+	if (24 + nt * sizeof(td_disk_tile_v1) + ds > size || ds < 8)
+		return td_fail(TD_ETRUNC, "packed array data runs past its section");
+	uint8_t *buf = malloc(nt * 8 + groups_bytes(nt) + 8);
+	if (!buf)
+		return td_fail(TD_ENOMEM, "packed array: converting %llu tiles", (unsigned long long)nt);
+	uint64_t *tiles = (uint64_t *)buf;
+	uint32_t *groups = (uint32_t *)(buf + nt * 8);
+	const td_disk_tile_v1 *old = (const td_disk_tile_v1 *)(b + 24);
+	for (uint64_t g = 0; g * TD_PACK_GROUP < nt; g++) {
+		uint64_t first = g * TD_PACK_GROUP, end = first + TD_PACK_GROUP < nt ? first + TD_PACK_GROUP : nt;
+		uint32_t start = UINT32_MAX;
+		for (uint64_t t = first; t < end; t++)
+			if (old[t].width && old[t].off16 < start)
+				start = old[t].off16;
+		groups[g] = start == UINT32_MAX ? 0 : start;
+		for (uint64_t t = first; t < end; t++) {
+			td_disk_tile_v1 o;
+			memcpy(&o, &old[t], sizeof o);
+			if (o.base > TD_PACK_MAXBASE) {
+				free(buf);
+				return td_fail(TD_ECORRUPT, "packed array tile %llu has a base over 2^48",
+					       (unsigned long long)t);
+			}
+			uint64_t rel = (uint64_t)o.off16 - groups[g];
+			/* A width or offset the layout cannot hold was corrupt: it read as
+			 * its base before, and reads as its base now (width 0). */
+			uint64_t w = o.width > 63 || rel > 511 ? (o.width > 63 ? 63 : 0) : o.width;
+			tiles[t] = o.base << 16 | (rel & 511) << 6 | w;
+		}
+	}
+	p->n = n;
+	p->ntiles = nt;
+	p->datasize = ds;
+	p->slope = 0;
+	p->tiles = tiles;
+	p->groups = groups;
+	p->data = b + 24 + nt * sizeof(td_disk_tile_v1);
+	*owned = buf;
 	return TD_OK;
 }
 
 uint64_t td_pack_blob_size(const td_pack *p)
 {
-	return (24 + p->ntiles * sizeof(td_disk_tile) + p->datasize + 7) & ~UINT64_C(7);
+	return (TD_PACK_HDR + p->ntiles * 8 + groups_bytes(p->ntiles) + p->datasize + 7) & ~UINT64_C(7);
 }
 
 int td_pack_check(const td_pack *p)
 {
 	for (uint64_t t = 0; t < p->ntiles; t++) {
-		const td_disk_tile *d = &p->tiles[t];
-		if (d->width > TD_PACK_MAXW)
-			return td_fail(TD_ECORRUPT, "tile %llu has width %u", (unsigned long long)t, d->width);
-		if (d->width && (uint64_t)d->off16 * 16 + 16u * d->width + 8 > p->datasize)
+		uint64_t h = p->tiles[t];
+		uint32_t w = TD_TILE_W(h);
+		if (w > TD_PACK_MAXW)
+			return td_fail(TD_ECORRUPT, "tile %llu has width %u", (unsigned long long)t, w);
+		if (w && td_pack_tile_at(p, t, h) + 16u * w + 8 > p->datasize)
 			return td_fail(TD_ECORRUPT, "tile %llu points past the data", (unsigned long long)t);
 	}
 	return TD_OK;
@@ -44,20 +105,20 @@ int td_pack_check(const td_pack *p)
 void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *out)
 {
 	while (count) {
-		const td_disk_tile *t = &p->tiles[i / TD_TILE];
-		uint32_t j = (uint32_t)(i % TD_TILE), w = t->width;
+		uint64_t t = i / TD_TILE, h = p->tiles[t];
+		uint32_t j = (uint32_t)(i % TD_TILE), w = TD_TILE_W(h);
 		uint64_t k = TD_TILE - j < count ? TD_TILE - j : count;
-		uint64_t bit = (uint64_t)j * w, base = t->base;
-		uint64_t end = (uint64_t)t->off16 * 16u + ((bit + (k - 1) * w) >> 3) + 8;
+		uint64_t bit = (uint64_t)j * w, at = td_pack_tile_at(p, t, h);
+		uint64_t end = at + ((bit + (k - 1) * w) >> 3) + 8;
 		if (w == 0 || w > TD_PACK_MAXW || end > p->datasize) {
 			for (uint64_t x = 0; x < k; x++)
-				out[x] = td_pack_get(p, i + x); /* constant or corrupt tile */
+				out[x] = td_pack_get(p, i + x); /* no data, or a corrupt tile */
 		} else {
 			/* One header per tile; the data stays in bounds up to its last value. */
-			const uint8_t *d = p->data + (uint64_t)t->off16 * 16u;
+			const uint8_t *d = p->data + at;
 			uint64_t mask = (UINT64_C(1) << w) - 1;
 			for (uint64_t x = 0; x < k; x++, bit += w)
-				out[x] = base + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+				out[x] = td_pack_frame(p, h, j + x) + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
 		}
 		out += k;
 		i += k;
@@ -102,63 +163,107 @@ static unsigned bits_for(uint64_t v)
 	return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
 }
 
+/* The mean step of an ascending run from vals[0] to vals[n-1], in 1/65536
+ * units; 0 when the array does not rise or rises too steeply for slope * j
+ * (j < TD_TILE) to stay within 64 bits. */
+static uint64_t mean_slope(const uint64_t *v64, const uint32_t *v32, uint64_t n)
+{
+	if (n < 2)
+		return 0;
+	uint64_t a = v64 ? v64[0] : v32[0], z = v64 ? v64[n - 1] : v32[n - 1];
+	if (z <= a || z - a >= (UINT64_C(1) << 40))
+		return 0;
+	return ((z - a) << 16) / (n - 1);
+}
+
+/* Choose tile t's header (all but rel): a flat frame, or the line when its
+ * residuals are narrower. TD_ERANGE when a residual needs more than 56 bits. */
+static int plan_tile(const uint64_t *v64, const uint32_t *v32, uint64_t from, uint64_t end, uint64_t slope,
+		     uint64_t *hdr)
+{
+	uint64_t lo = UINT64_MAX, hi = 0, llo = UINT64_MAX, lhi = 0;
+	int lin_ok = slope != 0;
+	for (uint64_t i = from; i < end; i++) {
+		uint64_t v = v64 ? v64[i] : v32[i], line = slope * (i - from) >> 16;
+		lo = v < lo ? v : lo;
+		hi = v > hi ? v : hi;
+		if (v < line) {
+			lin_ok = 0;
+			continue;
+		}
+		llo = v - line < llo ? v - line : llo;
+		lhi = v - line > lhi ? v - line : lhi;
+	}
+	uint64_t base = lo < TD_PACK_MAXBASE ? lo : TD_PACK_MAXBASE;
+	unsigned w = bits_for(hi - base), lin = 0;
+	if (lin_ok && llo <= TD_PACK_MAXBASE && bits_for(lhi - llo) < w) {
+		base = llo;
+		w = bits_for(lhi - llo);
+		lin = 1;
+	}
+	if (w > TD_PACK_MAXW)
+		return td_fail(TD_ERANGE, "packed value %llu is over 2^56", (unsigned long long)hi);
+	*hdr = base << 16 | (uint64_t)lin << 15 | w;
+	return TD_OK;
+}
+
 static int encode(const uint64_t *v64, const uint32_t *v32, uint64_t n, td_buf *out)
 {
-	uint64_t nt = (n + TD_TILE - 1) / TD_TILE;
-	td_disk_tile *tiles = calloc(nt ? nt : 1, sizeof *tiles);
-	if (!tiles)
+	uint64_t nt = (n + TD_TILE - 1) / TD_TILE, gb = groups_bytes(nt);
+	uint64_t slope = mean_slope(v64, v32, n);
+	uint64_t *tiles = calloc(nt ? nt : 1, 8);
+	uint32_t *groups = calloc(gb ? gb : 8, 1);
+	if (!tiles || !groups) {
+		free(tiles);
+		free(groups);
 		return TD_ENOMEM;
-	/* First pass: widths and offsets. */
+	}
+	/* First pass: frames, widths and offsets. */
 	uint64_t off16 = 0;
-	for (uint64_t t = 0; t < nt; t++) {
-		uint64_t lo = UINT64_MAX, hi = 0;
+	int err = TD_OK;
+	for (uint64_t t = 0; t < nt && !err; t++) {
 		uint64_t end = (t + 1) * TD_TILE < n ? (t + 1) * TD_TILE : n;
-		for (uint64_t i = t * TD_TILE; i < end; i++) {
-			uint64_t v = v64 ? v64[i] : v32[i];
-			lo = v < lo ? v : lo;
-			hi = v > hi ? v : hi;
-		}
-		unsigned w = bits_for(hi - lo);
-		if (w > TD_PACK_MAXW) {
-			free(tiles);
-			return td_fail(TD_ERANGE, "packed tile spans more than 2^56");
-		}
+		if ((err = plan_tile(v64, v32, t * TD_TILE, end, slope, &tiles[t])))
+			break;
 		if (off16 > UINT32_MAX) {
-			free(tiles);
-			return td_fail(TD_ELIMIT, "packed array over 64 GiB");
+			err = td_fail(TD_ELIMIT, "packed array over 64 GiB");
+			break;
 		}
-		tiles[t].base = lo;
-		tiles[t].width = (uint8_t)w;
-		tiles[t].off16 = w ? (uint32_t)off16 : 0;
-		off16 += w;
+		if (t % TD_PACK_GROUP == 0)
+			groups[t / TD_PACK_GROUP] = (uint32_t)off16;
+		tiles[t] |= (off16 - groups[t / TD_PACK_GROUP]) << 6;
+		off16 += TD_TILE_W(tiles[t]);
 	}
 	uint64_t ds = off16 * 16 + 8;
-	uint64_t hdr[3] = { n, nt, ds };
-	int err = td_buf_align(out, 8);
+	uint64_t hdr[4] = { n, nt, ds, slope };
+	if (!err)
+		err = td_buf_align(out, 8);
 	if (!err)
 		err = td_buf_put(out, hdr, sizeof hdr);
 	if (!err)
-		err = td_buf_put(out, tiles, nt * sizeof *tiles);
-	size_t data_at = out->len;
+		err = td_buf_put(out, tiles, nt * 8);
 	if (!err)
-		err = td_buf_put(out, NULL, 0);
-	if (!err) { /* grow, zeroed */
-		while (!err && out->len < data_at + ds) {
-			static const uint8_t zero[4096];
-			size_t k = data_at + ds - out->len;
-			err = td_buf_put(out, zero, k < sizeof zero ? k : sizeof zero);
-		}
+		err = td_buf_put(out, groups, gb);
+	size_t data_at = out->len;
+	while (!err && out->len < data_at + ds) { /* grow, zeroed */
+		static const uint8_t zero[4096];
+		size_t k = data_at + ds - out->len;
+		err = td_buf_put(out, zero, k < sizeof zero ? k : sizeof zero);
 	}
 	if (!err) {
+		td_pack view;
+		if ((err = td_pack_view(&view, out->p + data_at - (TD_PACK_HDR + nt * 8 + gb), TD_PACK_HDR + nt * 8 + gb + ds)))
+			goto out;
 		uint8_t *d = out->p + data_at;
 		for (uint64_t t = 0; t < nt; t++) {
-			unsigned w = tiles[t].width;
+			uint64_t h = tiles[t];
+			unsigned w = TD_TILE_W(h);
 			if (!w)
 				continue;
-			uint8_t *td = d + (uint64_t)tiles[t].off16 * 16;
+			uint8_t *td = d + td_pack_tile_at(&view, t, h);
 			uint64_t end = (t + 1) * TD_TILE < n ? (t + 1) * TD_TILE : n;
 			for (uint64_t i = t * TD_TILE; i < end; i++) {
-				uint64_t v = (v64 ? v64[i] : v32[i]) - tiles[t].base;
+				uint64_t v = (v64 ? v64[i] : v32[i]) - td_pack_frame(&view, h, i - t * TD_TILE);
 				uint64_t bit = (i - t * TD_TILE) * w;
 				uint8_t *at = td + (bit >> 3);
 				uint64_t cur = td_pack_load64(at);
@@ -168,7 +273,9 @@ static int encode(const uint64_t *v64, const uint32_t *v32, uint64_t n, td_buf *
 		}
 		err = td_buf_align(out, 8);
 	}
+out:
 	free(tiles);
+	free(groups);
 	return err;
 }
 

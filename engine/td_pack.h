@@ -15,42 +15,76 @@ extern "C" {
  *
  *   u64 n           number of values
  *   u64 ntiles      ceil(n / TD_TILE)
- *   u64 datasize    bytes of tile data that follow the tile table, including
+ *   u64 datasize    bytes of tile data that follow the group table, including
  *                   8 trailing pad bytes so a reader may load 8 bytes anywhere
- *   td_disk_tile    tiles[ntiles]
+ *   u64 slope       the array's mean step in 1/65536 units (0: none)
+ *   u64             tiles[ntiles]        one header word per tile (below)
+ *   u32             groups[ceil(ntiles / 8)], zero-padded to 8 bytes
  *   u8              data[datasize]
  *
- * Value i lives in tile t = i / TD_TILE at slot j = i % TD_TILE:
- *   value = tiles[t].base + bits(data + 16*tiles[t].off16, j*width, width)
- * A tile of width w holds TD_TILE*w bits = 16*w bytes, so tile offsets are
- * kept in 16-byte units. Width 0 means every value equals base. Width <= 56.
- * This is FOR ("frame of reference") coding in 128-value tiles; the GPU
- * kernels decode exactly the same bytes.
+ * A tile header word holds, from bit 0: width (6 bits), rel (9), lin (1)
+ * and base (48). Value i lives in tile t = i / TD_TILE at slot j = i % TD_TILE:
+ *   value = base + (lin ? (slope * j) >> 16 : 0)
+ *         + bits(data + 16 * (groups[t / 8] + rel), j * width, width)
+ * A tile of width w holds TD_TILE*w bits = 16*w bytes, so data offsets are
+ * kept in 16-byte units: each group of 8 tiles stores where its data starts
+ * and each tile its distance from there (rel < 8 * 56), so a tile costs 8
+ * bytes of header instead of 16. Width 0 means no data (every residual 0);
+ * width <= 56; base < 2^48.
+ *
+ * This is FOR ("frame of reference") coding in 128-value tiles, with a
+ * linear frame for ascending arrays (offsets, samples): the encoder gives an
+ * ascending array its mean step as slope and a tile lin = 1 when the
+ * residuals from the line are narrower than from a flat base, which for
+ * offset arrays saves 3-5 bits a value. The GPU kernels decode exactly the
+ * same bytes.
+ *
+ * Archive versions 1 and 2 used 16-byte tile headers (td_disk_tile_v1: base,
+ * off16, width) and no slope; td_pack_view_v1 converts such a tile table
+ * into the layout above in a heap buffer, so one decoder serves both.
  */
 #define TD_TILE 128u
 #define TD_PACK_MAXW 56u
+#define TD_PACK_GROUP 8u                       /* tiles per group offset */
+#define TD_PACK_MAXBASE ((UINT64_C(1) << 48) - 1)
+#define TD_PACK_HDR 32u                        /* the four header words */
 
-typedef struct td_disk_tile {
+/* Fields of a tile header word. */
+#define TD_TILE_W(h) ((uint32_t)(h) & 63u)
+#define TD_TILE_REL(h) ((uint32_t)((h) >> 6) & 511u)
+#define TD_TILE_LIN(h) ((uint32_t)((h) >> 15) & 1u)
+#define TD_TILE_BASE(h) ((h) >> 16)
+
+/* The version 1/2 tile header. */
+typedef struct td_disk_tile_v1 {
 	uint64_t base;
 	uint32_t off16;
 	uint8_t width;
 	uint8_t pad[3];
-} td_disk_tile;
+} td_disk_tile_v1;
 
 /* A read-only view of a packed array inside a mapping. Plain value type. */
 typedef struct td_pack {
-	const td_disk_tile *tiles;
+	const uint64_t *tiles;
+	const uint32_t *groups;
 	const uint8_t *data;
 	uint64_t n;
 	uint64_t ntiles;
 	uint64_t datasize;
+	uint64_t slope;
 } td_pack;
 
 /* Point `p` at the packed array stored in blob[0..size). Checks only the
- * three header words against `size` (O(1)); tile contents are checked on
- * access (a corrupt tile reads as its base) and fully by td_pack_check().
- * Returns TD_OK or TD_ECORRUPT / TD_ETRUNC. */
+ * header words against `size` (O(1)); tile contents are checked on access
+ * (a tile whose data lies outside the array reads as its frame) and fully
+ * by td_pack_check(). Returns TD_OK or TD_ECORRUPT / TD_ETRUNC. */
 int td_pack_view(td_pack *p, const void *blob, uint64_t size);
+
+/* The same for a version 1/2 packed array (16-byte tile headers, no
+ * slope): the tile table is converted into a malloc'd buffer returned in
+ * *owned (the caller frees it after the last use of `p`); O(ntiles).
+ * TD_ENOMEM, or TD_ECORRUPT for a tile the current layout cannot express. */
+int td_pack_view_v1(td_pack *p, const void *blob, uint64_t size, void **owned);
 
 /* Total bytes a packed array occupies given its blob start (for walking). */
 uint64_t td_pack_blob_size(const td_pack *p);
@@ -65,20 +99,33 @@ static inline uint64_t td_pack_load64(const uint8_t *s)
 	return v; /* little-endian hosts only; meson.build enforces it */
 }
 
+/* Byte offset of tile t's data (header word h) within p->data. */
+static inline uint64_t td_pack_tile_at(const td_pack *p, uint64_t t, uint64_t h)
+{
+	return ((uint64_t)p->groups[t / TD_PACK_GROUP] + TD_TILE_REL(h)) * 16u;
+}
+
+/* The frame of slot j of a tile: base, plus the line for a linear tile. */
+static inline uint64_t td_pack_frame(const td_pack *p, uint64_t h, uint64_t j)
+{
+	return TD_TILE_BASE(h) + ((p->slope & (0 - (uint64_t)TD_TILE_LIN(h))) * j >> 16);
+}
+
 /* Value i (i < p->n, asserted by callers). Never reads outside the view:
- * a tile whose header points outside the data reads as its base. */
+ * a tile whose header points outside the data reads as its frame. */
 static inline uint64_t td_pack_get(const td_pack *p, uint64_t i)
 {
-	const td_disk_tile *t = &p->tiles[i / TD_TILE];
-	uint32_t w = t->width;
+	uint64_t t = i / TD_TILE, h = p->tiles[t], j = i % TD_TILE;
+	uint32_t w = TD_TILE_W(h);
+	uint64_t v = td_pack_frame(p, h, j);
 	if (w == 0)
-		return t->base;
-	uint64_t bit = (uint64_t)(i % TD_TILE) * w;
-	uint64_t at = (uint64_t)t->off16 * 16u + (bit >> 3);
+		return v;
+	uint64_t bit = j * w;
+	uint64_t at = td_pack_tile_at(p, t, h) + (bit >> 3);
 	if (w > TD_PACK_MAXW || at + 8 > p->datasize)
-		return t->base;
+		return v;
 	uint64_t raw = td_pack_load64(p->data + at) >> (bit & 7);
-	return t->base + (raw & ((UINT64_C(1) << w) - 1));
+	return v + (raw & ((UINT64_C(1) << w) - 1));
 }
 
 /* Decode values [i, i+count) into out (count may cross tiles). */

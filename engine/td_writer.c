@@ -167,7 +167,7 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	if (!w->o.max_depth || w->o.max_depth > TD_MAXDEPTH)
 		w->o.max_depth = 32;
 	if (!w->o.sample_shift || w->o.sample_shift > 16)
-		w->o.sample_shift = 4;
+		w->o.sample_shift = 5;
 	/* entry 0: the root directory */
 	w->ent = calloc(64, sizeof *w->ent);
 	w->pi.slot = calloc(1024, sizeof *w->pi.slot);
@@ -503,6 +503,7 @@ static int cmp_name(const void *x, const void *y)
 }
 
 static _Thread_local const uint64_t *g_rlen;
+static _Thread_local const uint64_t *g_xlen;
 
 static int cmp_rulelen(const void *x, const void *y)
 {
@@ -510,6 +511,8 @@ static int cmp_rulelen(const void *x, const void *y)
 	uint64_t la = g_rlen[a + 1] - g_rlen[a], lb = g_rlen[b + 1] - g_rlen[b];
 	if (la != lb)
 		return la < lb ? -1 : 1;
+	if (g_xlen[a] != g_xlen[b])
+		return g_xlen[a] < g_xlen[b] ? -1 : 1;
 	return (a > b) - (a < b);
 }
 
@@ -643,7 +646,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	memset(&g, 0, sizeof g);
 	uint32_t *order = NULL, *words = NULL, *tokmap = NULL, *wmap = NULL, *bfs = NULL, *rorder = NULL,
 		 *rnew = NULL, *nchild = NULL;
-	uint64_t *tmp = NULL;
+	uint64_t *tmp = NULL, *xlen = NULL;
 	uint16_t *ulen = NULL;
 	uint32_t *rs = NULL, *root = NULL, *topo = NULL;
 	uint64_t *eroot = NULL, *elong = NULL, *ix = NULL;
@@ -745,18 +748,26 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	w->seq = NULL;
 	if (err)
 		goto out;
-	/* 3. Order rules by right-hand-side length; creation order stays the
-	 * topological order the index builder gets (through rnew). */
+	/* 3. Order rules by right-hand-side length (the groups), then by
+	 * expanded byte length, so RULE_LEN ascends inside each group and packs
+	 * in linear frames (a few bits a rule instead of ~7); creation order
+	 * stays the topological order the index builder gets (through rnew). */
 	uint32_t R = g.nrules;
 	uint64_t shift = w->o.sample_shift, step = UINT64_C(1) << shift, nrsamp = 0;
 	rorder = malloc((R + 1) * sizeof *rorder);
 	rnew = malloc((R + 1) * sizeof *rnew);
 	rs = malloc((g.rule_off[R] + 1) * sizeof *rs);
-	if (!rorder || !rnew || !rs)
+	xlen = malloc((R + 1) * sizeof *xlen);
+	if (!rorder || !rnew || !rs || !xlen)
 		goto nomem;
-	for (uint32_t k = 0; k < R; k++)
+	for (uint32_t k = 0; k < R; k++) {
 		rorder[k] = k;
+		xlen[k] = 0;
+		for (uint64_t j = g.rule_off[k]; j < g.rule_off[k + 1]; j++)
+			xlen[k] += g.rule_syms[j] < T ? ulen[g.rule_syms[j]] : xlen[g.rule_syms[j] - T];
+	}
 	g_rlen = g.rule_off;
+	g_xlen = xlen;
 	qsort(rorder, R, sizeof *rorder, cmp_rulelen);
 	for (uint32_t k = 0; k < R; k++)
 		rnew[rorder[k]] = k;
@@ -975,6 +986,7 @@ out:
 	free(wmap);
 	free(bfs);
 	free(rorder);
+	free(xlen);
 	free(rnew);
 	free(tmp);
 	free(ulen);

@@ -26,7 +26,7 @@ static const char help[] =
 	"Options:\n"
 	"  -o, --output FILE     archive to write (required)\n"
 	"      --max-depth N     bound on grammar rule nesting (1..64, default 32)\n"
-	"      --sample-shift K  root offset sample every 2^K elements (1..16, default 4)\n"
+	"      --sample-shift K  root offset sample every 2^K elements (1..16, default 5)\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"

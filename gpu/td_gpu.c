@@ -190,6 +190,8 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	d->nsamples = m->nsamples;
 	if (d->nentries == 0 || d->nentries > UINT32_MAX || d->nrules > UINT32_MAX)
 		return td_fail(TD_ECORRUPT, "section 'meta': bad counts");
+	if (td_archive_version(a) < 3)
+		return 1; /* 16-byte tiles the kernels do not read: CPU fallback */
 
 	td_secplan plan[] = {
 		{TD_SEC_E_MODE, 1, &d->e_mode, 0, 0, 0, {0}},
@@ -260,7 +262,8 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 			CK(cudaMemcpy(dst, s->host, s->size, cudaMemcpyHostToDevice));
 		if (s->packed) {
 			td_pack v = s->hview;
-			v.tiles = (const td_disk_tile *)(dst + ((const uint8_t *)s->hview.tiles - (const uint8_t *)s->host));
+			v.tiles = (const uint64_t *)(dst + ((const uint8_t *)s->hview.tiles - (const uint8_t *)s->host));
+			v.groups = (const uint32_t *)(dst + ((const uint8_t *)s->hview.groups - (const uint8_t *)s->host));
 			v.data = dst + (s->hview.data - (const uint8_t *)s->host);
 			*s->dev = v;
 		}

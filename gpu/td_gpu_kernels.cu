@@ -69,24 +69,23 @@ TD_HD __forceinline__ uint64_t ldg64(const void *p)
  * slack, so two aligned 8-byte loads replace the CPU's unaligned one. */
 TD_HD __forceinline__ uint64_t td_pget(const td_pack &p, uint64_t i)
 {
-	const td_disk_tile *t = p.tiles + i / TD_TILE;
-	uint64_t base = ldg64(&t->base);
-	uint64_t h = ldg64((const uint8_t *)t + 8);
-	uint32_t off16 = (uint32_t)h;
-	uint32_t w = (uint32_t)(h >> 32) & 0xffu;
+	uint64_t t = i / TD_TILE, j = i % TD_TILE;
+	uint64_t h = ldg64(p.tiles + t);
+	uint32_t w = TD_TILE_W(h);
+	uint64_t v = TD_TILE_BASE(h) + ((p.slope & (0 - (uint64_t)TD_TILE_LIN(h))) * j >> 16);
 	if (w == 0)
-		return base;
-	uint64_t bit = (uint64_t)(i % TD_TILE) * w;
-	uint64_t at = (uint64_t)off16 * 16u + (bit >> 3);
-	if (w > TD_PACK_MAXW || at + 8 > p.datasize)
-		return base;
-	uint64_t bp = (uint64_t)off16 * 128u + bit;
+		return v;
+	uint64_t start = ((uint64_t)TD_LDG(p.groups + t / TD_PACK_GROUP) + TD_TILE_REL(h)) * 16u;
+	uint64_t bit = j * w;
+	if (w > TD_PACK_MAXW || start + (bit >> 3) + 8 > p.datasize)
+		return v;
+	uint64_t bp = start * 8u + bit;
 	const u64 *q = (const u64 *)p.data + (bp >> 6);
 	uint32_t r = (uint32_t)(bp & 63);
-	uint64_t v = (uint64_t)TD_LDG(q) >> r;
+	uint64_t x = (uint64_t)TD_LDG(q) >> r;
 	if (r + w > 64)
-		v |= (uint64_t)TD_LDG(q + 1) << (64 - r);
-	return base + (v & ((UINT64_C(1) << w) - 1));
+		x |= (uint64_t)TD_LDG(q + 1) << (64 - r);
+	return v + (x & ((UINT64_C(1) << w) - 1));
 }
 
 /* Checked access: out-of-range i sets *bad and reads 0. */

@@ -7,9 +7,12 @@ Usage:
   archive_patch.py flip ARCHIVE SECTION_ID  flip one byte in the middle of a
                                             section, checksums left stale
   archive_patch.py resum ARCHIVE            recompute every checksum
-  archive_patch.py plain ARCHIVE [1]        store zstd-compressed sections
+  archive_patch.py plain ARCHIVE [V]        store zstd-compressed sections
                                             (TD_SECF_ZSTD) uncompressed; with
-                                            1 also mark the archive version 1
+                                            V (1 or 2) also write the packed
+                                            arrays in the version 1-2 layout
+                                            (16-byte tiles) and mark the
+                                            archive version V
   archive_patch.py sections ARCHIVE         print "id offset size" per section
 
 Layout as in engine/td_format.h: a 72-byte little-endian header whose last
@@ -28,6 +31,8 @@ HDR = struct.Struct("<8sIIQIIQQ2QQ")
 SEC = struct.Struct("<IIQQQ")
 NAMES = 2
 SECF_ZSTD = 1
+BYTE_SECTIONS = {1, 2, 13, 16, 19}   # meta, names, words, other, rule groups
+TILE = 128
 
 
 def xxh3():
@@ -46,6 +51,44 @@ def unzstd(frame):
         if r.returncode == 0:
             return r.stdout
     sys.exit("archive_patch: section is not a zstd frame")
+
+
+def unpack_v3(b):
+    """Values of a packed array in the version 3 layout (engine/td_pack.h),
+    decoded independently of the C reader."""
+    n, nt, ds, slope = struct.unpack_from("<4Q", b, 0)
+    tiles = struct.unpack_from("<%dQ" % nt, b, 32)
+    ng = (nt + 7) // 8
+    groups = struct.unpack_from("<%dI" % ng, b, 32 + 8 * nt)
+    data = int.from_bytes(b[32 + 8 * nt + (ng * 4 + 7) // 8 * 8:][:ds], "little")
+    vals = []
+    for i in range(n):
+        h = tiles[i // TILE]
+        w, rel, lin, base = h & 63, (h >> 6) & 511, (h >> 15) & 1, h >> 16
+        j = i % TILE
+        v = base + ((slope * j) >> 16 if lin else 0)
+        if w:
+            bit = (groups[i // TILE // 8] + rel) * 128 + j * w
+            v += (data >> bit) & ((1 << w) - 1)
+        vals.append(v & (2**64 - 1))
+    return vals
+
+
+def pack_v1(vals):
+    """The same values in the version 1-2 layout: u64 n, ntiles, datasize,
+    then 16-byte tiles (base, off16, width) and the data."""
+    tiles, data, off16 = [], 0, 0
+    for t in range(0, len(vals), TILE):
+        part = vals[t:t + TILE]
+        lo = min(part)
+        w = (max(part) - lo).bit_length()
+        for j, v in enumerate(part):
+            data |= (v - lo) << (off16 * 128 + j * w)
+        tiles.append(struct.pack("<QIB3x", lo, off16 if w else 0, w))
+        off16 += w
+    ds = off16 * 16 + 8
+    out = struct.pack("<3Q", len(vals), len(tiles), ds) + b"".join(tiles) + data.to_bytes(ds, "little")
+    return out + b"\0" * (-len(out) % 8)
 
 
 class Archive:
@@ -80,6 +123,8 @@ class Archive:
             data = bytes(self.b[off:off + size])
             if flags & SECF_ZSTD:
                 data, flags = unzstd(data), flags & ~SECF_ZSTD
+            if version is not None and version < 3 and sid not in BYTE_SECTIONS:
+                data = pack_v1(unpack_v3(data))
             tab.append((sid, flags, len(out), len(data)))
             out += data + b"\0" * (-len(data) % 8)
         self.tab = len(out)

@@ -51,7 +51,7 @@ Test(pack, round_trip_every_width)
 		for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
 			uint64_t n = lens[li];
 			uint64_t *v = malloc((n + 1) * sizeof *v);
-			uint64_t base = rnd(&s) >> (w + 1 + (unsigned)(rnd(&s) % 4));
+			uint64_t base = rnd(&s) >> (16 + (unsigned)(rnd(&s) % 4)); /* bases are < 2^48 */
 			uint64_t mask = w ? (w == 64 ? ~UINT64_C(0) : (UINT64_C(1) << w) - 1) : 0;
 			for (uint64_t i = 0; i < n; i++)
 				v[i] = base + (rnd(&s) & mask);
@@ -91,12 +91,12 @@ Test(pack, mixed_tiles_and_walking)
 		uint64_t *v = malloc((n + 1) * sizeof *v);
 		for (uint64_t i = 0; i < n; i++) {
 			unsigned tw = (unsigned)((i / TD_TILE * 7 + (unsigned)k) % (TD_PACK_MAXW + 1));
-			uint64_t base = (k % 3 == 0) ? UINT64_MAX - (UINT64_C(1) << TD_PACK_MAXW) : (i / TD_TILE) * 1000003u;
+			uint64_t base = (k % 3 == 0) ? TD_PACK_MAXBASE : (i / TD_TILE) * 1000003u;
 			v[i] = base + (tw ? rnd(&s) & ((UINT64_C(1) << tw) - 1) : 0);
 		}
 		if (k == 1 && n)
 			for (uint64_t i = 0; i < n; i++)
-				v[i] = UINT64_MAX; /* width 0, base at the top */
+				v[i] = TD_PACK_MAXBASE + (UINT64_C(1) << TD_PACK_MAXW) - 1; /* the largest value */
 		arr[k] = v;
 		len[k] = n;
 		start[k] = b.len;
@@ -157,6 +157,75 @@ Test(pack, range_too_wide)
 	cr_assert_eq(td_pack_encode(ok, 2, &b), TD_OK);
 	check_view(&b, 0, ok, 2);
 	td_buf_free(&b);
+	/* Bases stop at 2^48: a larger value is base + residual, up to 56 bits. */
+	uint64_t top[2] = {TD_PACK_MAXBASE + (UINT64_C(1) << TD_PACK_MAXW) - 1, TD_PACK_MAXBASE + 5};
+	cr_assert_eq(td_pack_encode(top, 2, &b), TD_OK);
+	check_view(&b, 0, top, 2);
+	td_buf_free(&b);
+	uint64_t over[1] = {TD_PACK_MAXBASE + (UINT64_C(1) << TD_PACK_MAXW)};
+	cr_assert_eq(td_pack_encode(over, 1, &b), TD_ERANGE);
+	td_buf_free(&b);
+}
+
+/* Ascending arrays get linear frames: exact values, and far narrower than a
+ * flat frame (steps of 3-11: ~7 bits a value instead of 10). */
+Test(pack, linear_frames)
+{
+	uint64_t s = 11, n = 100000;
+	uint64_t *v = malloc(n * sizeof *v);
+	v[0] = 12345;
+	for (uint64_t i = 1; i < n; i++)
+		v[i] = v[i - 1] + 3 + rnd(&s) % 9;
+	td_buf b = {0};
+	cr_assert_eq(td_pack_encode(v, n, &b), TD_OK);
+	check_view(&b, 0, v, n);
+	cr_assert_lt(b.len, n * 15 / 16, "%zu bytes for %llu ascending values", b.len, (unsigned long long)n);
+	td_buf_free(&b);
+	/* A run that rises then stays flat: tiles below the line stay flat-framed. */
+	for (uint64_t i = n / 2; i < n; i++)
+		v[i] = v[n / 2 - 1];
+	cr_assert_eq(td_pack_encode(v, n, &b), TD_OK);
+	check_view(&b, 0, v, n);
+	td_buf_free(&b);
+	free(v);
+}
+
+/* A version 1-2 array (16-byte tiles, no slope) converted on view. */
+Test(pack, version1_tiles)
+{
+	uint64_t vals[300];
+	for (int i = 0; i < 300; i++)
+		vals[i] = i < 128 ? 7 : i < 256 ? 1000 + (uint64_t)(i % 5) : 50 + (uint64_t)(i % 3) * 100;
+	/* tile 0: width 0; tile 1: base 1000, width 3; tile 2: base 50, width 8 */
+	const uint8_t widths[3] = {0, 3, 8};
+	const uint64_t bases[3] = {7, 1000, 50};
+	uint64_t ds = (3 + 8) * 16 + 8;
+	size_t size = 24 + 3 * sizeof(td_disk_tile_v1) + ds;
+	uint8_t *blob = calloc(1, size);
+	uint64_t hdr[3] = {300, 3, ds};
+	memcpy(blob, hdr, 24);
+	td_disk_tile_v1 *t = (td_disk_tile_v1 *)(blob + 24);
+	uint8_t *data = blob + 24 + 3 * sizeof *t;
+	uint32_t off16 = 0;
+	for (int k = 0; k < 3; k++) {
+		t[k].base = bases[k];
+		t[k].width = widths[k];
+		t[k].off16 = widths[k] ? off16 : 0;
+		for (int j = 0; j < 128 && k * 128 + j < 300 && widths[k]; j++) {
+			uint64_t bit = (uint64_t)off16 * 128 + (uint64_t)j * widths[k], x = vals[k * 128 + j] - bases[k];
+			for (unsigned q = 0; q < widths[k]; q++, bit++)
+				data[bit / 8] |= (uint8_t)(((x >> q) & 1) << (bit % 8));
+		}
+		off16 += widths[k];
+	}
+	td_pack p;
+	void *owned;
+	cr_assert_eq(td_pack_view_v1(&p, blob, size, &owned), TD_OK);
+	cr_assert_eq(td_pack_check(&p), TD_OK);
+	for (int i = 0; i < 300; i++)
+		cr_assert_eq(td_pack_get(&p, (uint64_t)i), vals[i], "value %d", i);
+	free(owned);
+	free(blob);
 }
 
 /* Truncated and corrupted blobs are rejected or read as the tile base, never
@@ -194,10 +263,10 @@ Test(pack, bad_blobs)
 	/* Corrupt tile headers: bad width, offset past the data. */
 	memcpy(copy, b.p, b.len);
 	cr_assert_eq(td_pack_view(&p, copy, b.len), TD_OK);
-	td_disk_tile *t = (td_disk_tile *)(copy + 24);
-	t[1].width = 200;
-	t[2].off16 = 0x7fffffff;
-	t[3].width = TD_PACK_MAXW;
+	uint64_t *t = (uint64_t *)(copy + TD_PACK_HDR);
+	t[1] |= 63;                                   /* width 63 */
+	t[2] = (t[2] & ~UINT64_C(0x7fff)) | 511u << 6 | TD_PACK_MAXW; /* past the data */
+	t[3] = (t[3] & ~UINT64_C(63)) | TD_PACK_MAXW;
 	cr_assert_eq(td_pack_check(&p), TD_ECORRUPT);
 	for (uint64_t i = 0; i < p.n; i++)
 		(void)td_pack_get(&p, i); /* any value, no out-of-bounds read */
