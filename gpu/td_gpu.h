@@ -126,7 +126,8 @@ int td_gpu_writer_opts(td_writer_opts *opts);
  * batch: two stable radix sorts (snapshot offset, then file) and a prefix
  * sum of the inserted lengths per file; in sequence: a stable sort by file
  * and the same prefix sum (sizes so far, appends); mixed: the sort, then
- * one thread per file walks its records in batch order. A batch with a bad
+ * one thread per file walks its records in batch order over a treap
+ * (td_bt_add: O(k log k) for k records of a file). A batch with a bad
  * offset is handed to the CPU resolver, which names the record. ctx: NULL or
  * a td_gpu_run (strict: no CPU fallback). gpu/td_gpu_edit.cu. */
 int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
