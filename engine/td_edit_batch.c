@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "td_err.h"
@@ -71,6 +72,13 @@ static int cmp_off_idx(const void *x, const void *y)
 	return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
+uint32_t td_edit_batch_seed(size_t n)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 0x9E3779B1u ^ (uint32_t)n;
+}
+
 static int past_end(size_t i, uint64_t off, uint64_t size, const char *what)
 {
 	return td_fail(TD_EINVAL, "batch record %zu: offset %llu past the end of the file %s (%llu bytes)", i,
@@ -85,6 +93,7 @@ typedef struct bjob {
 	bkey *k;                  /* grouped by file, batch order inside */
 	uint64_t *res;            /* in sequence, mixed: by batch index */
 	td_bnode *tree;           /* mixed: n + files nodes, file s at seg[s] + s */
+	uint32_t seed;            /* mixed: treap priorities */
 	td_edit_rec *out;
 	uint32_t *perm;
 	const size_t *seg;        /* file groups: k[seg[j], seg[j+1]) */
@@ -121,7 +130,7 @@ static int resolve_file(bjob *j, size_t seg_no, size_t t0, size_t t1)
 	/* mixed: the file's anchors, nodes 1..t1-t0 (slice t0 + file number) */
 	td_bnode *tree = j->tree ? j->tree + t0 + seg_no : NULL;
 	if (tree)
-		td_bt_init(tree);
+		td_bt_init(tree, j->seed);
 	for (size_t t = t0; t < t1; t++) {
 		uint32_t i = k[t].idx;
 		const td_edit_rec *r = &recs[i];
@@ -224,7 +233,9 @@ int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t 
 		if (t == 0 || k[t].node != k[t - 1].node)
 			seg[nseg++] = t;
 	seg[nseg] = n;
-	bjob base = { .recs = recs, .mode = mode, .sizes = sizes, .k = k, .res = res, .tree = tree, .out = out, .perm = perm, .seg = seg, .s0 = 0, .s1 = nseg, .err = TD_OK };
+	bjob base = { .recs = recs, .mode = mode, .sizes = sizes, .k = k, .res = res, .tree = tree,
+		      .seed = td_edit_batch_seed(n), .out = out, .perm = perm, .seg = seg, .s0 = 0, .s1 = nseg,
+		      .err = TD_OK };
 	if (nthreads > nseg)
 		nthreads = (unsigned)nseg;
 	if (nthreads <= 1) {

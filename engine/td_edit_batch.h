@@ -100,10 +100,12 @@ int td_edit_apply_resolved(td_edit *ed, const td_edit_rec *out, size_t n, size_t
  * a + S(a) >= q (the number of snapshot bytes before q).
  *
  * The anchors live in a treap keyed by anchor with subtree sums of the
- * lengths, so each step is O(log k) expected (k records of the file so far;
- * the shape depends on the record numbers only, through a fixed hash, never
- * on the results): O(k log k) per file. Node j (1..k) of a file is t[j];
- * t[0] is the empty node (sum 0) and holds the root in t[0].r.
+ * lengths, so each step is O(log k) expected (k records of the file so far):
+ * O(k log k) per file. The heap priorities are a hash of the record number
+ * and a seed the resolver draws per call, so no batch can be built to
+ * unbalance the tree; the shape never changes the results. Node j (1..k) of
+ * a file is t[j]; t[0] is the empty node (sum 0), holds the root in t[0].r
+ * and the seed in t[0].key.
  */
 typedef struct td_bnode {
 	uint64_t key;              /* snapshot anchor */
@@ -112,17 +114,25 @@ typedef struct td_bnode {
 	uint32_t l, r;             /* children (0: none) */
 } td_bnode;
 
-/* Empty tree: t[0] zeroed (t has room for the file's records plus one). */
-TD_BATCH_HD static inline void td_bt_init(td_bnode *t)
+/* A seed for the treaps' priorities, different from call to call (the
+ * clock and n). */
+uint32_t td_edit_batch_seed(size_t n);
+
+/* Empty tree with priority seed `seed` (t has room for the file's records
+ * plus one). */
+TD_BATCH_HD static inline void td_bt_init(td_bnode *t, uint32_t seed)
 {
-	t[0].key = t[0].len = t[0].sum = 0;
+	t[0].key = seed;
+	t[0].len = t[0].sum = 0;
 	t[0].l = t[0].r = 0;
 }
 
-/* Heap priority of node j: a fixed mix of j, ties broken by j. */
-TD_BATCH_HD static inline int td_bt_above(uint32_t x, uint32_t y)
+/* Whether node x sits above node y: a mix of the number and the seed, ties
+ * broken by the number. */
+TD_BATCH_HD static inline int td_bt_above(const td_bnode *t, uint32_t x, uint32_t y)
 {
-	uint32_t hx = x * 0x9E3779B1u, hy = y * 0x9E3779B1u;
+	uint32_t s = (uint32_t)t[0].key;
+	uint32_t hx = (x ^ s) * 0x9E3779B1u, hy = (y ^ s) * 0x9E3779B1u;
 	hx ^= hx >> 15;
 	hy ^= hy >> 15;
 	hx *= 0x85EBCA77u;
@@ -187,7 +197,7 @@ TD_BATCH_HD static inline uint64_t td_bt_cur_to_anchor(const td_bnode *t, uint64
 TD_BATCH_HD static inline void td_bt_add(td_bnode *t, uint32_t j, uint64_t a, uint64_t len)
 {
 	uint32_t *link = &t[0].r;
-	while (*link && td_bt_above(*link, j)) {
+	while (*link && td_bt_above(t, *link, j)) {
 		uint32_t y = *link;
 		t[y].sum += len;
 		link = a < t[y].key ? &t[y].l : &t[y].r;

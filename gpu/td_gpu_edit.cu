@@ -39,6 +39,7 @@ struct td_eb {
 	uint64_t *pre;             /* inserted lengths in sorted order, scanned */
 	uint64_t *res;             /* resolved offsets */
 	td_bnode *tree;            /* mixed: file h's treap at hpos[h] + h, 2n nodes */
+	uint32_t seed;             /* mixed: treap priorities, per call */
 	uint64_t *heads;           /* mixed: head flags, scanned */
 	uint32_t *hpos;            /* mixed: first sorted position of each file */
 	uint64_t *bad;             /* count of offsets past their end */
@@ -139,7 +140,7 @@ struct td_f_mixed {
 		uint64_t k0 = x.hpos[h], k1 = h + 1 < nfiles ? x.hpos[h + 1] : x.n;
 		td_bnode *tree = x.tree + k0 + h;
 		uint64_t snapsz = x.size[x.idx2[k0]], cur = snapsz;
-		td_bt_init(tree);
+		td_bt_init(tree, x.seed);
 		for (uint64_t t = 0; t < k1 - k0; t++) {
 			uint32_t i = x.idx2[k0 + t];
 			uint64_t a, at;
@@ -240,6 +241,7 @@ extern "C" int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_r
 	td_eb x;
 	memset(&x, 0, sizeof x);
 	x.n = n;
+	x.seed = td_edit_batch_seed(n);
 	void *blk = NULL;
 	{
 		/* one device block: the treaps (mixed: n records + at most n

@@ -355,9 +355,9 @@ static void quadratic_mixed(const td_edit_rec *r, size_t n, uint64_t snap, uint6
 }
 
 /* Mixed batches of many records on one file: the resolver's treap gives the
- * offsets of the quadratic walk, on a long file (few equal anchors) and a
- * 40-byte one (many), and stays O(k log k) (20000 records in well under a
- * second). */
+ * offsets of the quadratic walk, on a long file (few equal anchors), a
+ * 40-byte one (many) and with rising snapshot offsets (sorted keys), and
+ * stays O(k log k) (20000 records in well under a second). */
 Test(edit_batch, mixed_one_file_equals_quadratic_walk)
 {
 	fixture fx;
@@ -365,13 +365,19 @@ Test(edit_batch, mixed_one_file_equals_quadratic_walk)
 	enum { K = 20000 };
 	td_edit_rec *r = malloc(K * sizeof *r), *out = malloc(K * sizeof *out);
 	uint64_t *at = malloc(K * sizeof *at);
-	for (int hot = 1; hot <= 2; hot++) {
-		/* file 1 (40 bytes) first, then file 2 (up to 4000) */
+	for (int round = 0; round < 3; round++) {
+		/* file 1 (40 bytes), file 2 (up to 4000), then file 2 again with
+		 * rising snapshot offsets between appends (sorted keys) */
+		int hot = round ? 2 : 1;
 		ebm_file tmp = fx.m.f[0];
 		fx.m.f[0] = fx.m.f[hot];
 		ebm_gen(&fx.m, r, K, TD_BATCH_MIXED, 1);
 		fx.m.f[hot] = fx.m.f[0];
 		fx.m.f[0] = tmp;
+		for (size_t k = 0; round == 2 && k < K; k++) {
+			r[k].flags = k % 2 ? 0 : TD_EDIT_SNAPSHOT;
+			r[k].off = k % 2 ? TD_OFF_END : fx.m.f[hot].n * k / K;
+		}
 		cr_assert_eq(td_edit_batch_resolve(fx.ed, r, K, TD_BATCH_MIXED, out, NULL), TD_OK, "%s", td_errdetail());
 		quadratic_mixed(r, K, fx.m.f[hot].n, at);
 		for (size_t k = 0; k < K; k++)
