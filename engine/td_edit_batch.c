@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "td_err.h"
@@ -71,6 +72,13 @@ static int cmp_off_idx(const void *x, const void *y)
 	return (a->idx > b->idx) - (a->idx < b->idx);
 }
 
+uint32_t td_edit_batch_seed(size_t n)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint32_t)ts.tv_nsec ^ (uint32_t)ts.tv_sec * 0x9E3779B1u ^ (uint32_t)n;
+}
+
 static int past_end(size_t i, uint64_t off, uint64_t size, const char *what)
 {
 	return td_fail(TD_EINVAL, "batch record %zu: offset %llu past the end of the file %s (%llu bytes)", i,
@@ -84,7 +92,8 @@ typedef struct bjob {
 	const uint64_t *sizes;
 	bkey *k;                  /* grouped by file, batch order inside */
 	uint64_t *res;            /* in sequence, mixed: by batch index */
-	uint64_t *anchor, *alen;  /* mixed scratch, by sorted position */
+	td_bnode *tree;           /* mixed: n + files nodes, file s at seg[s] + s */
+	uint32_t seed;            /* mixed: treap priorities */
 	td_edit_rec *out;
 	uint32_t *perm;
 	const size_t *seg;        /* file groups: k[seg[j], seg[j+1]) */
@@ -92,8 +101,9 @@ typedef struct bjob {
 	int err;
 } bjob;
 
-/* Resolve one file's records k[t0, t1). Sets an error detail on failure. */
-static int resolve_file(bjob *j, size_t t0, size_t t1)
+/* Resolve one file's records k[t0, t1), file number seg_no. Sets an error
+ * detail on failure. */
+static int resolve_file(bjob *j, size_t seg_no, size_t t0, size_t t1)
 {
 	const td_edit_rec *recs = j->recs;
 	bkey *k = j->k;
@@ -117,24 +127,27 @@ static int resolve_file(bjob *j, size_t t0, size_t t1)
 		return TD_OK;
 	}
 	uint64_t cur = snap; /* the size so far */
-	uint64_t *anchor = j->anchor + t0, *alen = j->alen + t0;
+	/* mixed: the file's anchors, nodes 1..t1-t0 (slice t0 + file number) */
+	td_bnode *tree = j->tree ? j->tree + t0 + seg_no : NULL;
+	if (tree)
+		td_bt_init(tree, j->seed);
 	for (size_t t = t0; t < t1; t++) {
 		uint32_t i = k[t].idx;
 		const td_edit_rec *r = &recs[i];
 		uint64_t at;
+		uint32_t node = (uint32_t)(t - t0 + 1);
 		if (j->mode == TD_BATCH_MIXED && (r->flags & TD_EDIT_SNAPSHOT)) {
 			uint64_t a = r->off == TD_OFF_END ? snap : r->off;
 			if (a > snap)
 				return past_end(i, a, snap, "before the batch");
-			at = td_batch_snap_to_cur(anchor, alen, t - t0, a);
-			td_batch_anchor_add(anchor, alen, t - t0, a, r->data_len);
+			at = td_bt_snap_to_cur(tree, a);
+			td_bt_add(tree, node, a, r->data_len);
 		} else {
 			at = r->off == TD_OFF_END ? cur : r->off;
 			if (at > cur)
 				return past_end(i, at, cur, "at that point of the batch");
-			if (j->mode == TD_BATCH_MIXED)
-				td_batch_anchor_add(anchor, alen, t - t0, td_batch_cur_to_anchor(anchor, alen, t - t0, at),
-						    r->data_len);
+			if (tree)
+				td_bt_add(tree, node, td_bt_cur_to_anchor(tree, at), r->data_len);
 		}
 		j->res[i] = at;
 		cur += r->data_len;
@@ -146,7 +159,7 @@ static void *resolve_worker(void *arg)
 {
 	bjob *j = arg;
 	for (size_t s = j->s0; s < j->s1 && !j->err; s++)
-		j->err = resolve_file(j, j->seg[s], j->seg[s + 1]);
+		j->err = resolve_file(j, s, j->seg[s], j->seg[s + 1]);
 	return NULL;
 }
 
@@ -193,7 +206,7 @@ int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t 
 	uint64_t *res = malloc(n * sizeof *res);
 	bkey *k = malloc(n * sizeof *k);
 	size_t *seg = malloc((n + 1) * sizeof *seg);
-	uint64_t *anchor = NULL, *alen = NULL;
+	td_bnode *tree = NULL;
 	int err = TD_OK;
 	if (!sizes || !res || !k || !seg) {
 		err = td_fail(TD_ENOMEM, "batch of %zu records", n);
@@ -202,9 +215,8 @@ int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t 
 	if ((err = td_edit_batch_sizes(ed, recs, n, mode, sizes)))
 		goto out;
 	if (mode == TD_BATCH_MIXED) {
-		anchor = malloc((n + 1) * sizeof *anchor);
-		alen = malloc((n + 1) * sizeof *alen);
-		if (!anchor || !alen) {
+		tree = malloc(2 * n * sizeof *tree); /* n records + at most n files */
+		if (!tree) {
 			err = td_fail(TD_ENOMEM, "batch of %zu records", n);
 			goto out;
 		}
@@ -221,8 +233,9 @@ int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t 
 		if (t == 0 || k[t].node != k[t - 1].node)
 			seg[nseg++] = t;
 	seg[nseg] = n;
-	bjob base = { .recs = recs, .mode = mode, .sizes = sizes, .k = k, .res = res, .anchor = anchor,
-		      .alen = alen, .out = out, .perm = perm, .seg = seg, .s0 = 0, .s1 = nseg, .err = TD_OK };
+	bjob base = { .recs = recs, .mode = mode, .sizes = sizes, .k = k, .res = res, .tree = tree,
+		      .seed = td_edit_batch_seed(n), .out = out, .perm = perm, .seg = seg, .s0 = 0, .s1 = nseg,
+		      .err = TD_OK };
 	if (nthreads > nseg)
 		nthreads = (unsigned)nseg;
 	if (nthreads <= 1) {
@@ -267,8 +280,7 @@ int td_edit_batch_resolve_mt(const td_edit *ed, const td_edit_rec *recs, size_t 
 			free(res);
 			free(k);
 			free(seg);
-			free(anchor);
-			free(alen);
+			free(tree);
 			return td_edit_batch_resolve_mt(ed, recs, n, mode, out, perm, 1);
 		}
 	}
@@ -286,8 +298,7 @@ out:
 	free(res);
 	free(k);
 	free(seg);
-	free(anchor);
-	free(alen);
+	free(tree);
 	return err;
 }
 

@@ -38,9 +38,9 @@ extern "C" {
  * shifted by the records before it of the same file, a prefix sum (the GPU
  * resolver in gpu/td_gpu.h computes the same records in parallel).
  *
- * Costs: in sequence and in batch O(n log n); mixed O(k^2) per file of k
- * records (a sequential walk per file). Reads the state only: a resolve may
- * run beside other readers.
+ * Costs: in sequence and in batch O(n log n); mixed O(k log k) expected per
+ * file of k records (a sequential walk per file over a treap, td_bt_add).
+ * Reads the state only: a resolve may run beside other readers.
  */
 
 #define TD_OFF_END UINT64_MAX      /* batch offset: the end of the file (append) */
@@ -88,54 +88,154 @@ int td_edit_apply_batch(td_edit *ed, const td_edit_rec *recs, size_t n, int mode
  * resolver) in order; *napplied as above. */
 int td_edit_apply_resolved(td_edit *ed, const td_edit_rec *out, size_t n, size_t *napplied);
 
-/* Snapshot resolution of one file's mixed records, shared with the GPU
- * resolver's per-file walk (gpu/td_gpu_edit.cu runs the same steps):
- * `anchor`/`alen` hold the k earlier records' snapshot anchors and lengths,
- * sorted by anchor. For a snapshot record at p: returns the current offset
- * just before snapshot byte p. */
-TD_BATCH_HD static inline uint64_t td_batch_snap_to_cur(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t p)
+/*
+ * Snapshot resolution of one file's mixed records, shared with the GPU
+ * resolver's per-file walk (gpu/td_gpu_edit.cu runs the same steps). The
+ * state is a multiset of anchors: each earlier record of the file is
+ * anchored just before a snapshot byte a (0 <= a <= snapshot size) and holds
+ * its length; S(a) is the sum of the lengths anchored at or before a. A
+ * snapshot record at p lands at current offset p + S(p) (after every byte
+ * inserted before snapshot byte p so far) and is anchored at p; an
+ * in-sequence record at current offset q is anchored at the least a with
+ * a + S(a) >= q (the number of snapshot bytes before q).
+ *
+ * The anchors live in a treap keyed by anchor with subtree sums of the
+ * lengths, so each step is O(log k) expected (k records of the file so far):
+ * O(k log k) per file. The heap priorities are a hash of the record number
+ * and a seed the resolver draws per call, so no batch can be built to
+ * unbalance the tree; the shape never changes the results. Node j (1..k) of
+ * a file is t[j]; t[0] is the empty node (sum 0), holds the root in t[0].r
+ * and the seed in t[0].key.
+ */
+typedef struct td_bnode {
+	uint64_t key;              /* snapshot anchor */
+	uint64_t len;              /* the record's length */
+	uint64_t sum;              /* lengths in this subtree */
+	uint32_t l, r;             /* children (0: none) */
+} td_bnode;
+
+/* A seed for the treaps' priorities, different from call to call (the
+ * clock and n). */
+uint32_t td_edit_batch_seed(size_t n);
+
+/* Empty tree with priority seed `seed` (t has room for the file's records
+ * plus one). */
+TD_BATCH_HD static inline void td_bt_init(td_bnode *t, uint32_t seed)
 {
-	uint64_t cur = p;
-	for (size_t j = 0; j < k && anchor[j] <= p; j++)
-		cur += alen[j];
-	return cur;
+	t[0].key = seed;
+	t[0].len = t[0].sum = 0;
+	t[0].l = t[0].r = 0;
+}
+
+/* Whether node x sits above node y: a mix of the number and the seed, ties
+ * broken by the number. */
+TD_BATCH_HD static inline int td_bt_above(const td_bnode *t, uint32_t x, uint32_t y)
+{
+	uint32_t s = (uint32_t)t[0].key;
+	uint32_t hx = (x ^ s) * 0x9E3779B1u, hy = (y ^ s) * 0x9E3779B1u;
+	hx ^= hx >> 15;
+	hy ^= hy >> 15;
+	hx *= 0x85EBCA77u;
+	hy *= 0x85EBCA77u;
+	hx ^= hx >> 13;
+	hy ^= hy >> 13;
+	return hx != hy ? hx > hy : x < y;
+}
+
+/* S(p): the lengths anchored at or before p (le = 1), or before p (le = 0). */
+TD_BATCH_HD static inline uint64_t td_bt_sum(const td_bnode *t, uint64_t p, int le)
+{
+	uint64_t s = 0;
+	for (uint32_t x = t[0].r; x;) {
+		if (t[x].key < p || (le && t[x].key == p)) {
+			s += t[t[x].l].sum + t[x].len;
+			x = t[x].r;
+		} else {
+			x = t[x].l;
+		}
+	}
+	return s;
+}
+
+/* For a snapshot record at p: the current offset just before snapshot byte p. */
+TD_BATCH_HD static inline uint64_t td_bt_snap_to_cur(const td_bnode *t, uint64_t p)
+{
+	return p + td_bt_sum(t, p, 1);
 }
 
 /* For an in-sequence record at current offset q (q <= snapshot size plus
- * every earlier length): the least snapshot anchor a whose current offset
- * a + (lengths anchored at or before a) is >= q. */
-TD_BATCH_HD static inline uint64_t td_batch_cur_to_anchor(const uint64_t *anchor, const uint64_t *alen, size_t k, uint64_t q)
+ * every earlier length): the least anchor a with a + S(a) >= q. In key
+ * order, key + (lengths up to and including the node) never decreases: find
+ * the first node v where it reaches q; the answer lies after the anchors
+ * before v, at q - S(< v), or at v itself. */
+TD_BATCH_HD static inline uint64_t td_bt_cur_to_anchor(const td_bnode *t, uint64_t q)
 {
-	uint64_t sum = 0;
-	size_t j = 0;
-	/* between anchors: a in [prev, anchor[j]) has current offset a + sum */
-	for (;;) {
-		uint64_t lo = j ? anchor[j - 1] : 0;
-		uint64_t a = q > sum ? q - sum : 0;
-		if (a < lo)
-			a = lo;
-		if (j == k || a < anchor[j])
-			return a;
-		/* a >= anchor[j]: take every record anchored at anchor[j] */
-		uint64_t v = anchor[j];
-		while (j < k && anchor[j] == v)
-			sum += alen[j++];
-		if (v + sum >= q)
-			return v;
+	uint64_t acc = 0, v = 0;
+	int found = 0;
+	for (uint32_t x = t[0].r; x;) {
+		uint64_t upto = acc + t[t[x].l].sum + t[x].len;
+		if (t[x].key + upto >= q) {
+			v = t[x].key;
+			found = 1;
+			x = t[x].l;
+		} else {
+			acc = upto;
+			x = t[x].r;
+		}
 	}
+	if (!found)
+		return q - acc; /* acc: every length */
+	uint64_t a = q - td_bt_sum(t, v, 0);
+	return a < v ? a : v;
 }
 
-/* Insert (a, len) into the sorted arrays of k entries (room for k + 1). */
-TD_BATCH_HD static inline void td_batch_anchor_add(uint64_t *anchor, uint64_t *alen, size_t k, uint64_t a, uint64_t len)
+/* Add node j (the file's j-th record, 1-based, nodes 1..j-1 already in)
+ * anchored at a with length len: top down, no stack. Down to where j's
+ * priority belongs, adding len to the sums on the way; there the subtree is
+ * split into anchors <= a (left of j: equal anchors keep batch order) and
+ * > a, each split node's sum set from what is left of its side's total. */
+TD_BATCH_HD static inline void td_bt_add(td_bnode *t, uint32_t j, uint64_t a, uint64_t len)
 {
-	size_t j = k;
-	while (j > 0 && anchor[j - 1] > a) {
-		anchor[j] = anchor[j - 1];
-		alen[j] = alen[j - 1];
-		j--;
+	uint32_t *link = &t[0].r;
+	while (*link && td_bt_above(t, *link, j)) {
+		uint32_t y = *link;
+		t[y].sum += len;
+		link = a < t[y].key ? &t[y].l : &t[y].r;
 	}
-	anchor[j] = a;
-	alen[j] = len;
+	uint32_t s = *link;
+	uint64_t total = t[s].sum;
+	uint64_t lrem = 0;
+	for (uint32_t x = s; x;) {
+		if (t[x].key <= a) {
+			lrem += t[t[x].l].sum + t[x].len;
+			x = t[x].r;
+		} else {
+			x = t[x].l;
+		}
+	}
+	uint64_t rrem = total - lrem;
+	uint32_t *lp = &t[j].l, *rp = &t[j].r;
+	for (uint32_t x = s; x;) {
+		if (t[x].key <= a) {
+			*lp = x;
+			t[x].sum = lrem;
+			lrem -= t[t[x].l].sum + t[x].len;
+			lp = &t[x].r;
+			x = t[x].r;
+		} else {
+			*rp = x;
+			t[x].sum = rrem;
+			rrem -= t[t[x].r].sum + t[x].len;
+			rp = &t[x].l;
+			x = t[x].l;
+		}
+	}
+	*lp = 0;
+	*rp = 0;
+	t[j].key = a;
+	t[j].len = len;
+	t[j].sum = total + len;
+	*link = j;
 }
 
 #ifdef __cplusplus

@@ -18,7 +18,8 @@
 #define TD_RESERVE (256 * TD_MIB)      /* left free on the device by default */
 #define TD_WORKSPACE (64 * TD_MIB)     /* least room kept for batch buffers */
 #define TD_ROUND_MAXREQ (1u << 20)     /* extract requests per launch round */
-#define TD_GPU_MAXPIECES 16u           /* launches per extract round */
+#define TD_GPU_MAXPIECES 64u           /* launches per extract round */
+#define TD_PIECE_BYTES (32 * TD_MIB)   /* default output per launch in large rounds */
 
 typedef struct td_gbuf {
 	void *p;
@@ -73,6 +74,8 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->mem_cap = 0;
 	o->cpu_threads = 0;
 	o->nstreams = 4;
+	o->xchunk = TD_GX_CHUNK;
+	o->piece_bytes = TD_PIECE_BYTES;
 }
 
 static int td_avail_cached = -1;
@@ -180,6 +183,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	if (!m || msz < sizeof *m)
 		return td_fail(TD_ECORRUPT, "section 'meta': missing or short");
 	td_gdev *d = &g->d;
+	d->xchunk = g->o.xchunk;
 	d->nentries = m->nentries;
 	d->nwords = m->nwords;
 	d->nother = m->nother;
@@ -329,6 +333,11 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 		o.nstreams = 4;
 	if (o.nstreams > TD_GPU_MAXSTREAMS)
 		o.nstreams = TD_GPU_MAXSTREAMS;
+	if (o.xchunk == 0)
+		o.xchunk = TD_GX_CHUNK;
+	o.xchunk = o.xchunk < 16 ? 16 : o.xchunk > TD_MIB ? (uint32_t)TD_MIB : o.xchunk;
+	if (o.piece_bytes == 0)
+		o.piece_bytes = TD_PIECE_BYTES;
 	int ndev = 0;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess)
@@ -420,7 +429,6 @@ void td_gpu_close(td_gpu *g)
 
 /* ---- extract ---- */
 
-#define TD_PIECE_BYTES (32 * TD_MIB)   /* output per launch in large rounds */
 #define TD_PIECE_MIN (2 * TD_MIB)      /* below this a round is one launch */
 #define TD_SCATTER_MAX 8u              /* threads copying results out */
 #define TD_SCATTER_MIN (1 * TD_MIB)    /* below this one thread copies */
@@ -490,7 +498,8 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
 	uint8_t *ho = g->hout.p, *dout = g->dout.p;
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
-	uint64_t np = bytes < TD_PIECE_MIN ? 1 : bytes / TD_PIECE_BYTES > g->nst ? bytes / TD_PIECE_BYTES : g->nst;
+	uint64_t pb = g->o.piece_bytes;
+	uint64_t np = bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
 	if (np > TD_GPU_MAXPIECES)
 		np = TD_GPU_MAXPIECES;
 	if (np > m)
@@ -508,7 +517,7 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 		uint32_t items = 0;
 		for (size_t k = k0; k < k1; k++) {
 			hq[k].item0 = items;
-			uint32_t c = (hq[k].len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
+			uint32_t c = (uint32_t)(((uint64_t)hq[k].len + g->d.xchunk - 1) / g->d.xchunk);
 			items += c ? c : 1;
 		}
 		if (k1 > k0) {

@@ -49,6 +49,14 @@ typedef struct td_gpu_opts {
 	                             less a 256 MiB reserve */
 	unsigned cpu_threads;     /* CPU threads for fallback work; 0 = one per core */
 	unsigned nstreams;        /* copy/compute streams per batch; 0 = 4 */
+	/* Extract tuning (gpu_bench sweeps both): */
+	uint32_t xchunk;          /* output bytes per GPU lane: a read of len
+	                             bytes is ceil(len / xchunk) lanes, each
+	                             seeking on its own; 0 = 256; 16 .. 1 MiB */
+	uint64_t piece_bytes;     /* output bytes per launch (one upload, kernel
+	                             and download on one stream) in rounds of
+	                             2 MiB or more; 0 = 32 MiB; at most 64
+	                             pieces a round */
 } td_gpu_opts;
 
 /* Fill *o with the defaults above. */
@@ -80,10 +88,15 @@ const char *td_gpu_device_name(const td_gpu *g);
 double td_gpu_open_seconds(const td_gpu *g);
 
 /* Serve n extract requests: same contract and results as
- * td_extract_batch(). One launch per round of requests (a round is bounded
- * by the output bytes that fit in device memory); the copies of one stream
- * overlap the kernels of another. Returns TD_OK, or TD_EIO if a CUDA call
- * failed (requests then carry undefined results), TD_ENOMEM. */
+ * td_extract_batch(). A round of requests (bounded by the output bytes that
+ * fit in device memory) is split into pieces of about opts.piece_bytes of
+ * output over the streams; each piece uploads its requests, runs its
+ * kernel and downloads its results into pinned host memory, so one piece's
+ * download overlaps the next pieces' kernels, and host threads copy each
+ * finished piece out to the callers' buffers while later pieces run (the
+ * one host copy: the buffers are the caller's, not pinned). Returns TD_OK,
+ * or TD_EIO if a CUDA call failed (requests then carry undefined results),
+ * TD_ENOMEM. */
 int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n);
 
 /* Same contract and results as td_count_batch(). */
@@ -93,6 +106,24 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
  * reqs[i].hits (allocated with malloc/realloc; free with td_hits_free).
  * One host round trip per batch sizes the hit buffers. */
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
+
+/* The link's ceilings, for stating extract throughput against them
+ * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
+ * medians of a few runs timed with device events, after a warm-up. */
+typedef struct td_gpu_link {
+	double d2h_pinned;        /* device -> pinned host: where extract
+	                             results land, the ceiling of extract */
+	double d2h_pinned_2;      /* the same split over 2 streams */
+	double d2h_pageable;      /* device -> malloc'ed host */
+	double h2d_pinned;        /* pinned host -> device */
+	double host_copy;         /* pinned -> malloc'ed host memcpy by
+	                             host_threads threads (the copy-out) */
+	unsigned host_threads;
+} td_gpu_link;
+
+/* Measure *out (host_threads: threads for the host copy, 0 = 8). TD_OK,
+ * TD_ENOGPU, TD_ENOMEM, TD_EIO. Built without CUDA: TD_ENOGPU. */
+int td_gpu_link_measure(int device, uint64_t bytes, unsigned host_threads, td_gpu_link *out);
 
 /* ---- index build (td_index.h) ---- */
 
@@ -126,7 +157,8 @@ int td_gpu_writer_opts(td_writer_opts *opts);
  * batch: two stable radix sorts (snapshot offset, then file) and a prefix
  * sum of the inserted lengths per file; in sequence: a stable sort by file
  * and the same prefix sum (sizes so far, appends); mixed: the sort, then
- * one thread per file walks its records in batch order. A batch with a bad
+ * one thread per file walks its records in batch order over a treap
+ * (td_bt_add: O(k log k) for k records of a file). A batch with a bad
  * offset is handed to the CPU resolver, which names the record. ctx: NULL or
  * a td_gpu_run (strict: no CPU fallback). gpu/td_gpu_edit.cu. */
 int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,

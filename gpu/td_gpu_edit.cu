@@ -21,7 +21,8 @@
  *                size when the record comes (appends land there, offsets
  *                past it are errors);
  *   mixed        the sort by file, then one thread per file runs the
- *                per-file walk of td_edit_batch.h in batch order.
+ *                per-file walk of td_edit_batch.h in batch order over its
+ *                treap of anchors (O(k log k) for k records).
  * Any offset past its end sends the batch to the CPU resolver so that the
  * error names the same record as on the CPU.
  */
@@ -37,7 +38,8 @@ struct td_eb {
 	uint32_t *idx, *idx2;      /* batch indexes in / out (the order) */
 	uint64_t *pre;             /* inserted lengths in sorted order, scanned */
 	uint64_t *res;             /* resolved offsets */
-	uint64_t *anchor, *alen;   /* mixed: per-file scratch, n each */
+	td_bnode *tree;            /* mixed: file h's treap at hpos[h] + h, 2n nodes */
+	uint32_t seed;             /* mixed: treap priorities, per call */
 	uint64_t *heads;           /* mixed: head flags, scanned */
 	uint32_t *hpos;            /* mixed: first sorted position of each file */
 	uint64_t *bad;             /* count of offsets past their end */
@@ -129,15 +131,16 @@ struct td_f_headpos {
 };
 
 /* Mixed: one thread walks one file's records in batch order (the sort was
- * stable), with its slice of the scratch arrays. */
+ * stable) over its own treap (td_bt_add): O(k log k) for k records. */
 struct td_f_mixed {
 	td_eb x;
 	uint64_t nfiles;
 	TD_HD void operator()(uint64_t h) const
 	{
 		uint64_t k0 = x.hpos[h], k1 = h + 1 < nfiles ? x.hpos[h + 1] : x.n;
-		uint64_t *anchor = x.anchor + k0, *alen = x.alen + k0;
+		td_bnode *tree = x.tree + k0 + h;
 		uint64_t snapsz = x.size[x.idx2[k0]], cur = snapsz;
+		td_bt_init(tree, x.seed);
 		for (uint64_t t = 0; t < k1 - k0; t++) {
 			uint32_t i = x.idx2[k0 + t];
 			uint64_t a, at;
@@ -147,17 +150,17 @@ struct td_f_mixed {
 					td_atomic_add(x.bad, 1);
 					return;
 				}
-				at = td_batch_snap_to_cur(anchor, alen, (size_t)t, a);
+				at = td_bt_snap_to_cur(tree, a);
 			} else {
 				at = x.off[i] == TD_OFF_END ? cur : x.off[i];
 				if (at > cur) {
 					td_atomic_add(x.bad, 1);
 					return;
 				}
-				a = td_batch_cur_to_anchor(anchor, alen, (size_t)t, at);
+				a = td_bt_cur_to_anchor(tree, at);
 			}
 			x.res[i] = at;
-			td_batch_anchor_add(anchor, alen, (size_t)t, a, x.len[i]);
+			td_bt_add(tree, (uint32_t)(t + 1), a, x.len[i]);
 			cur += x.len[i];
 		}
 	}
@@ -238,13 +241,16 @@ extern "C" int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_r
 	td_eb x;
 	memset(&x, 0, sizeof x);
 	x.n = n;
+	x.seed = td_edit_batch_seed(n);
 	void *blk = NULL;
 	{
-		/* one device block: columns, keys, indexes, scratch */
-		size_t nn = n + 1;
-		size_t bytes = nn * (4 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 8 + 4 + 4 + 4) + nn + 64;
+		/* one device block: the treaps (mixed: n records + at most n
+		 * files), then columns, keys, indexes */
+		size_t nn = n + 1, ntree = mode == TD_BATCH_MIXED ? 2 * nn : 0;
+		size_t bytes = ntree * sizeof(td_bnode) + nn * (8 * 9 + 4 * 4) + nn + 64;
 		TD_EBCK(td_dalloc(&blk, bytes));
-		uint64_t *q = (uint64_t *)blk;
+		x.tree = (td_bnode *)blk;
+		uint64_t *q = (uint64_t *)(x.tree + ntree);
 		x.off = q;
 		x.len = q + nn;
 		x.size = q + 2 * nn;
@@ -252,11 +258,9 @@ extern "C" int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_r
 		x.key2 = q + 4 * nn;
 		x.pre = q + 5 * nn;
 		x.res = q + 6 * nn;
-		x.anchor = q + 7 * nn;
-		x.alen = q + 8 * nn;
-		x.heads = q + 9 * nn;
-		x.bad = q + 10 * nn;
-		uint32_t *u = (uint32_t *)(q + 10 * nn + 1);
+		x.heads = q + 7 * nn;
+		x.bad = q + 8 * nn;
+		uint32_t *u = (uint32_t *)(q + 8 * nn + 1);
 		x.node = u;
 		x.idx = u + nn;
 		x.idx2 = u + 2 * nn;

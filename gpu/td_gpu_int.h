@@ -32,6 +32,8 @@ typedef struct td_gdev {
 	const uint32_t *sub;
 	uint64_t nentries, nwords, nother, nrules, ngroups, nroot;
 	uint64_t sample_shift, nsamples;
+	uint32_t xchunk;             /* extract output bytes per work item
+	                                (one lane); 0 = TD_GX_CHUNK */
 } td_gdev;
 
 /* One extract request as the kernel reads it (host packs these). */
@@ -70,7 +72,8 @@ typedef struct td_gq_req {
  * TD_ENOMEM, TD_ECORRUPT (an entry reached twice). (td_gpu_order.c) */
 int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint32_t *sub);
 
-/* Bytes of extract output handled by one GPU thread. */
+/* Bytes of extract output handled by one GPU thread unless td_gdev.xchunk
+ * says otherwise (td_gpu_opts.xchunk). */
 #define TD_GX_CHUNK 256u
 
 /* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;

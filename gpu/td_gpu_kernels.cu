@@ -479,7 +479,7 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 }
 
 /* Whole warp: every lane calls this with its work item (items >= nitems
- * idle). One item per TD_GX_CHUNK bytes of output; the items of one request
+ * idle). One item per d.xchunk (default TD_GX_CHUNK) bytes of output; the items of one request
  * are adjacent, so a long read is extracted by a whole warp (each lane
  * seeks to its own chunk) while short reads pack 32 requests into a warp. */
 TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t item,
@@ -519,9 +519,10 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 			if (err)
 				res[lo].err = err;
 		}
-		uint64_t b0 = (uint64_t)c * TD_GX_CHUNK;
+		uint64_t chunk = d.xchunk ? d.xchunk : TD_GX_CHUNK;
+		uint64_t b0 = (uint64_t)c * chunk;
 		if (!err && b0 < got) {
-			uint64_t b1 = b0 + TD_GX_CHUNK < got ? b0 + TD_GX_CHUNK : got;
+			uint64_t b1 = b0 + chunk < got ? b0 + chunk : got;
 			td_x_init(d, s, q.file, q.off + b0, b1 - b0, out + q.outoff + b0);
 		}
 	}

@@ -9,6 +9,17 @@ void td_gpu_opts_default(td_gpu_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->nstreams = 4;
+	o->xchunk = 256;
+	o->piece_bytes = UINT64_C(32) << 20;
+}
+
+int td_gpu_link_measure(int device, uint64_t bytes, unsigned host_threads, td_gpu_link *out)
+{
+	(void)device;
+	(void)bytes;
+	(void)host_threads;
+	memset(out, 0, sizeof *out);
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA (-Dgpu=disabled or nvcc not found)");
 }
 
 int td_gpu_available(void)

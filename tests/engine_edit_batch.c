@@ -304,3 +304,88 @@ Test(edit_batch, threads_give_the_same_records)
 	free(p2);
 	fx_close(&fx);
 }
+
+/* The mixed walk as first written: the anchors in a sorted array, each step
+ * a linear scan (O(k^2) per file). The treap (td_bt_*) must give the same
+ * offsets. */
+static void quadratic_mixed(const td_edit_rec *r, size_t n, uint64_t snap, uint64_t *at)
+{
+	uint64_t *anchor = malloc((n + 1) * sizeof *anchor), *alen = malloc((n + 1) * sizeof *alen);
+	uint64_t cur = snap;
+	for (size_t k = 0; k < n; k++) {
+		uint64_t a, q;
+		if (r[k].flags & TD_EDIT_SNAPSHOT) {
+			a = r[k].off == TD_OFF_END ? snap : r[k].off;
+			q = a;
+			for (size_t j = 0; j < k && anchor[j] <= a; j++)
+				q += alen[j];
+		} else {
+			q = r[k].off == TD_OFF_END ? cur : r[k].off;
+			/* the least a with a + (lengths anchored at or before a) >= q */
+			uint64_t sum = 0;
+			size_t j = 0;
+			for (;;) {
+				uint64_t lo = j ? anchor[j - 1] : 0;
+				a = q > sum ? q - sum : 0;
+				if (a < lo)
+					a = lo;
+				if (j == k || a < anchor[j])
+					break;
+				uint64_t v = anchor[j];
+				while (j < k && anchor[j] == v)
+					sum += alen[j++];
+				if (v + sum >= q) {
+					a = v;
+					break;
+				}
+			}
+		}
+		at[k] = q;
+		size_t j = k;
+		for (; j > 0 && anchor[j - 1] > a; j--) {
+			anchor[j] = anchor[j - 1];
+			alen[j] = alen[j - 1];
+		}
+		anchor[j] = a;
+		alen[j] = r[k].data_len;
+		cur += r[k].data_len;
+	}
+	free(anchor);
+	free(alen);
+}
+
+/* Mixed batches of many records on one file: the resolver's treap gives the
+ * offsets of the quadratic walk, on a long file (few equal anchors), a
+ * 40-byte one (many) and with rising snapshot offsets (sorted keys), and
+ * stays O(k log k) (20000 records in well under a second). */
+Test(edit_batch, mixed_one_file_equals_quadratic_walk)
+{
+	fixture fx;
+	fx_open(&fx, 13);
+	enum { K = 20000 };
+	td_edit_rec *r = malloc(K * sizeof *r), *out = malloc(K * sizeof *out);
+	uint64_t *at = malloc(K * sizeof *at);
+	for (int round = 0; round < 3; round++) {
+		/* file 1 (40 bytes), file 2 (up to 4000), then file 2 again with
+		 * rising snapshot offsets between appends (sorted keys) */
+		int hot = round ? 2 : 1;
+		ebm_file tmp = fx.m.f[0];
+		fx.m.f[0] = fx.m.f[hot];
+		ebm_gen(&fx.m, r, K, TD_BATCH_MIXED, 1);
+		fx.m.f[hot] = fx.m.f[0];
+		fx.m.f[0] = tmp;
+		for (size_t k = 0; round == 2 && k < K; k++) {
+			r[k].flags = k % 2 ? 0 : TD_EDIT_SNAPSHOT;
+			r[k].off = k % 2 ? TD_OFF_END : fx.m.f[hot].n * k / K;
+		}
+		cr_assert_eq(td_edit_batch_resolve(fx.ed, r, K, TD_BATCH_MIXED, out, NULL), TD_OK, "%s", td_errdetail());
+		quadratic_mixed(r, K, fx.m.f[hot].n, at);
+		for (size_t k = 0; k < K; k++)
+			cr_assert_eq(out[k].off, at[k], "file %d, record %zu: %llu, the quadratic walk %llu", hot, k,
+				     (unsigned long long)out[k].off, (unsigned long long)at[k]);
+	}
+	free(r);
+	free(out);
+	free(at);
+	fx_close(&fx);
+}

@@ -316,17 +316,22 @@ static int run_archive(const char *path, size_t maxbatch)
 	}
 	char *scratch = malloc(1024);
 	static const size_t sizes[] = {1, 7, 100, 1000, 10000, 100000};
-	for (int mode = 0; mode < 2; mode++) {
+	for (int mode = 0; mode < 3; mode++) {
 		td_gpu_opts o;
 		td_gpu_opts_default(&o);
 		if (mode == 1)
 			o.mem_cap = 1; /* forces the CPU fallback */
+		if (mode == 2) { /* extract tuning: odd lane width, many pieces */
+			o.xchunk = 1000;
+			o.piece_bytes = 1 << 20;
+			o.nstreams = 3;
+		}
 		td_gpu *g = NULL;
 		if ((r = td_gpu_open(a, &o, &g))) {
 			fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());
 			return 1;
 		}
-		if (td_gpu_resident(g) != (mode == 0))
+		if (td_gpu_resident(g) != (mode != 1))
 			FAIL("%s: resident=%d with mem_cap %llu", path, td_gpu_resident(g),
 			     (unsigned long long)o.mem_cap);
 		printf("%s: %s (%s), opened in %.3f s\n", path, td_gpu_device_name(g),
@@ -337,6 +342,12 @@ static int run_archive(const char *path, size_t maxbatch)
 				continue;
 			int before = failures;
 			check_extract(g, &c, n);
+			if (mode == 2) {
+				printf("  batch %6zu: extract (%u bytes a lane, pieces of 1 MiB) %s\n", n, o.xchunk,
+				       failures == before ? "equal" : "DIFFER");
+				fflush(stdout);
+				continue;
+			}
 			check_count(g, &c, n, scratch);
 			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
 			printf("  batch %6zu: extract, count, search %s\n", n, failures == before ? "equal" : "DIFFER");

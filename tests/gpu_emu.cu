@@ -156,7 +156,8 @@ static void check_extract(const td_archive *a, const td_gdev &d, size_t n)
 		q[i].len = len;
 		q[i].outoff = bytes;
 		q[i].item0 = items;
-		uint32_t c = (len + TD_GX_CHUNK - 1) / TD_GX_CHUNK;
+		uint32_t chunk = d.xchunk ? d.xchunk : TD_GX_CHUNK;
+		uint32_t c = (len + chunk - 1) / chunk;
 		items += c ? c : 1;
 		bytes += len;
 		want[i].resize(len + 1);
@@ -323,6 +324,14 @@ int main(int argc, char **argv)
 	gdev_build(a, &d);
 	check_extract(a, d, 3000);
 	printf("extract: %s\n", failures ? "DIFFER" : "equal");
+	/* other lane widths (td_gpu_opts.xchunk): one odd, one a whole 4 KiB read */
+	static const uint32_t chunks[] = {1000, 4096};
+	for (uint32_t ch : chunks) {
+		d.xchunk = ch;
+		check_extract(a, d, 1000);
+		printf("extract, %u bytes a lane: %s\n", ch, failures ? "DIFFER" : "equal");
+	}
+	d.xchunk = 0;
 	int before = failures;
 	check_query(a, d, 300);
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");

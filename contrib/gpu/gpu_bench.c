@@ -6,7 +6,14 @@
  * Each cell is the median of repeated runs lasting about -t seconds
  * (default 0.5) after one warm-up. Prints a Markdown table (also to -o),
  * then the smallest batch size at which the GPU beats all CPU cores.
- * Then insert (in batch), insert (in sequence) and append batches: the
+ * Then the link's ceilings for the 410 MB a 100k x 4 KiB batch brings back
+ * (td_gpu_link_measure: device -> pinned host, where the results land;
+ * pageable; host -> device; the host copy-out) with the 4 KiB batch's GB/s
+ * against them, and that batch under other lane widths, piece sizes and
+ * stream counts (td_gpu_opts.xchunk, piece_bytes, nstreams), each checked
+ * equal to the CPU engine.
+ * Then insert (in batch), insert (in sequence), append and mixed batches
+ * (random files, and all on the largest file): the
  * offsets resolved into td_edit records (td_gpu_edit_resolve against
  * td_edit_batch_resolve_mt on 1 thread and on all cores), plus the
  * end-to-end cost with the records applied through td_edit at 100k. Last,
@@ -166,19 +173,137 @@ static double measure(const bench *b, batch *t, int op, int eng)
 	return (double)t->n / times[k / 2];
 }
 
+/* ---- extract 4 KiB against the link ---- */
+
+#define X4K_N 100000u
+
+/* The link's ceilings for the bytes a 100k x 4 KiB batch brings back, and
+ * that batch's GPU rate against them. */
+static void bench_link(double x4k_gpu, FILE *md)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = cores > 8 ? 8 : cores > 0 ? (unsigned)cores : 1; /* as the copy-out uses */
+	uint64_t bytes = (uint64_t)X4K_N * 4096;
+	td_gpu_link l;
+	int r = td_gpu_link_measure(0, bytes, nt, &l);
+	if (r) {
+		fprintf(stderr, "link: %s (%s)\n", td_strerror(r), td_errdetail());
+		return;
+	}
+	double got = x4k_gpu * 4096 * 1e-9;
+	struct {
+		const char *what;
+		double gbs;
+	} row[] = {
+		{"device -> pinned host (where extract results land: the ceiling)", l.d2h_pinned},
+		{"device -> pinned host, 2 streams", l.d2h_pinned_2},
+		{"device -> pageable host", l.d2h_pageable},
+		{"pinned host -> device", l.h2d_pinned},
+		{"host memcpy pinned -> pageable, as many threads as the copy-out", l.host_copy},
+	};
+	printf("link, %llu MB copies: d2h pinned %.1f GB/s (2 streams %.1f), d2h pageable %.1f, h2d pinned %.1f, "
+	       "host copy (%u threads) %.1f\n",
+	       (unsigned long long)(bytes / 1000000), l.d2h_pinned, l.d2h_pinned_2, l.d2h_pageable, l.h2d_pinned,
+	       l.host_threads, l.host_copy);
+	printf("extract 4 KiB at %u: GPU %.1f GB/s of results = %.0f%% of the pinned d2h ceiling "
+	       "(%.0f ops/s at the ceiling)\n",
+	       X4K_N, got, 100 * got / l.d2h_pinned, l.d2h_pinned * 1e9 / 4096);
+	if (!md)
+		return;
+	fprintf(md, "\n| copy of %llu MB (the results of %u x 4 KiB) | GB/s | 4 KiB ops/s at that rate |\n"
+		    "|---|---:|---:|\n",
+		(unsigned long long)(bytes / 1000000), X4K_N);
+	for (size_t i = 0; i < sizeof row / sizeof row[0]; i++)
+		fprintf(md, "| %s | %.1f | %.0f |\n", row[i].what, row[i].gbs, row[i].gbs * 1e9 / 4096);
+	fprintf(md, "| extract 4 KiB, batch %u, GPU (transfers and copy-out included) | %.1f | %.0f |\n", X4K_N, got,
+		x4k_gpu);
+	fprintf(md, "\nExtract 4 KiB at %u runs at %.0f%% of the pinned device -> host ceiling.\n", X4K_N,
+		100 * got / l.d2h_pinned);
+}
+
+/* Extract 4 KiB at 100k under other lane widths, piece sizes and stream
+ * counts (td_gpu_opts), each checked equal to the CPU engine first. */
+static void bench_x4k_tuning(bench *b, FILE *md)
+{
+	static const uint32_t chunks[] = {256, 1024, 4096};
+	static const uint64_t pieces[] = {8, 32};
+	static const unsigned streams[] = {4, 8};
+	batch t;
+	make_batch(b, &t, X4K_N, OP_X4K);
+	size_t nb = (size_t)X4K_N * 4096;
+	uint8_t *ref = malloc(nb);
+	td_extract_req *rq = malloc(X4K_N * sizeof *rq);
+	memset(t.xbuf, 0xA5, nb); /* short reads leave the rest as it was */
+	if (!ref || !rq || td_extract_batch(b->a, t.x, t.n, 0)) {
+		fprintf(stderr, "extract tuning: no CPU reference\n");
+		goto out;
+	}
+	memcpy(ref, t.xbuf, nb);
+	memcpy(rq, t.x, X4K_N * sizeof *rq);
+	if (md)
+		fprintf(md, "\n| extract 4 KiB, batch %u: bytes a lane | piece MiB | streams | GPU ops/s | GB/s | equals CPU |\n"
+			    "|---:|---:|---:|---:|---:|---|\n",
+			X4K_N);
+	td_gpu *keep = b->g;
+	for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+		for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++)
+			for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++) {
+				td_gpu_opts o;
+				td_gpu_opts_default(&o);
+				o.xchunk = chunks[c];
+				o.piece_bytes = pieces[p] << 20;
+				o.nstreams = streams[s];
+				td_gpu *g = NULL;
+				if (td_gpu_open(b->a, &o, &g) || !td_gpu_resident(g)) {
+					td_gpu_close(g);
+					continue;
+				}
+				b->g = g;
+				memset(t.xbuf, 0xA5, nb);
+				int same = td_gpu_extract_batch(g, t.x, t.n) == TD_OK && memcmp(t.xbuf, ref, nb) == 0;
+				for (size_t i = 0; same && i < t.n; i++)
+					same = t.x[i].got == rq[i].got && t.x[i].err == rq[i].err;
+				double v = measure(b, &t, OP_X4K, E_GPU);
+				b->g = keep;
+				td_gpu_close(g);
+				printf("extract 4 KiB %u: %5u bytes a lane, %2llu MiB pieces, %u streams: gpu %12.0f ops/s "
+				       "%5.1f GB/s %s\n",
+				       X4K_N, chunks[c], (unsigned long long)pieces[p], streams[s], v, v * 4096e-9,
+				       same ? "equal" : "DIFFER");
+				fflush(stdout);
+				if (md)
+					fprintf(md, "| %u | %llu | %u | %.0f | %.1f | %s |\n", chunks[c],
+						(unsigned long long)pieces[p], streams[s], v, v * 4096e-9, same ? "yes" : "NO");
+			}
+out:
+	free(ref);
+	free(rq);
+	free_batch(&t);
+}
+
 /* ---- insert / append batches ---- */
 
-enum { EOP_INS_BATCH, EOP_INS_SEQ, EOP_APPEND, NEOPS };
-static const char *eop_name[NEOPS] = {"insert (in batch)", "insert (in sequence)", "append"};
+enum { EOP_INS_BATCH, EOP_INS_SEQ, EOP_APPEND, EOP_MIXED, EOP_MIXED_ONE, NEOPS };
+static const char *eop_name[NEOPS] = {"insert (in batch)", "insert (in sequence)", "append", "insert (mixed)",
+				      "insert (mixed, one file)"};
+static const int eop_mode[NEOPS] = {TD_BATCH_SNAPSHOT, TD_BATCH_SEQUENCE, TD_BATCH_SNAPSHOT, TD_BATCH_MIXED,
+				    TD_BATCH_MIXED};
 static const uint8_t edit_data[16] = "sixteen bytes..";
 
 static void make_edits(const bench *b, td_edit_rec *r, size_t n, int op)
 {
+	size_t big = 0; /* mixed, one file: the largest */
+	for (size_t f = 1; f < b->nfiles; f++)
+		if (b->fsize[f] > b->fsize[big])
+			big = f;
 	for (size_t i = 0; i < n; i++) {
-		size_t f = rnd() % b->nfiles;
+		size_t f = op == EOP_MIXED_ONE ? big : rnd() % b->nfiles;
 		memset(&r[i], 0, sizeof r[i]);
 		r[i].type = TD_REC_INSERT;
 		r[i].node = b->files[f];
+		/* mixed: half the offsets in batch, half in sequence */
+		if ((op == EOP_MIXED || op == EOP_MIXED_ONE) && rnd() % 2)
+			r[i].flags = TD_EDIT_SNAPSHOT;
 		/* offsets within the size before the batch: valid in both meanings */
 		r[i].off = op == EOP_APPEND ? TD_OFF_END : rnd() % (b->fsize[f] + 1);
 		r[i].data = edit_data;
@@ -255,7 +380,7 @@ static void bench_edits(const bench *b, FILE *md)
 		size_t crossover = 0;
 		for (size_t s = 0; s < nsizes; s++) {
 			ebench e = {.ed = ed, .r = r, .out = out, .n = sizes[s],
-				    .mode = op == EOP_INS_SEQ ? TD_BATCH_SEQUENCE : TD_BATCH_SNAPSHOT};
+				    .mode = eop_mode[op]};
 			make_edits(b, r, e.n, op);
 			double v[NENG];
 			for (int g = 0; g < NENG; g++)
@@ -275,7 +400,7 @@ static void bench_edits(const bench *b, FILE *md)
 		/* end to end at the largest size: resolve + apply through td_edit
 		 * (the apply is the same CPU work on both sides) */
 		ebench e = {.ed = ed, .r = r, .out = out, .n = sizes[nsizes - 1],
-			    .mode = op == EOP_INS_SEQ ? TD_BATCH_SEQUENCE : TD_BATCH_SNAPSHOT};
+			    .mode = eop_mode[op]};
 		make_edits(b, r, e.n, op);
 		double tg = apply_once(b, &e, 1), tc = apply_once(b, &e, 0);
 		printf("%-20s %7zu  resolve+apply: gpu %.0f ops/s, cpu1 %.0f ops/s\n", eop_name[op], e.n,
@@ -514,6 +639,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			base, td_gpu_device_name(b.g), td_gpu_open_seconds(b.g), cores, cores);
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
+	double x4k_gpu = 0;
 	for (int op = 0; op < NOPS; op++) {
 		size_t crossover = 0;
 		for (size_t s = 0; s < nsizes; s++) {
@@ -523,6 +649,8 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			for (int e = 0; e < NENG; e++)
 				v[e] = measure(&b, &t, op, e);
 			free_batch(&t);
+			if (op == OP_X4K && sizes[s] == X4K_N)
+				x4k_gpu = v[E_GPU];
 			if (!crossover && v[E_GPU] > v[E_CPUALL])
 				crossover = sizes[s];
 			printf("%-14s %7zu  gpu %12.0f  cpu1 %12.0f  cpu%ld %12.0f  x%.1f  x%.1f\n", op_name[op], sizes[s],
@@ -539,6 +667,10 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		if (md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
+	}
+	if (td_gpu_resident(b.g) && x4k_gpu > 0) {
+		bench_link(x4k_gpu, md);
+		bench_x4k_tuning(&b, md);
 	}
 	bench_edits(&b, md);
 	bench_index(a, budget, md);
