@@ -335,6 +335,10 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	if (o.device < 0 || o.device >= ndev)
 		return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
 	CK(cudaSetDevice(o.device));
+	/* best effort: a context made earlier in this process keeps its mode
+	 * (the blocking events below still sleep) */
+	if (o.blocking_sync)
+		(void)cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
 
 	td_gpu *g = calloc(1, sizeof *g);
 	if (!g)
@@ -373,7 +377,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 			goto fail;
 		}
 	for (unsigned i = 0; i < TD_GPU_MAXPIECES; i++)
-		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming)) != cudaSuccess) {
+		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o.blocking_sync ? cudaEventBlockingSync : 0))) != cudaSuccess) {
 			g->nev = i;
 			r = td_cuda_fail(e, "event");
 			goto fail;

@@ -49,6 +49,12 @@ typedef struct td_gpu_opts {
 	                             less a 256 MiB reserve */
 	unsigned cpu_threads;     /* CPU threads for fallback work; 0 = one per core */
 	unsigned nstreams;        /* copy/compute streams per batch; 0 = 4 */
+	int blocking_sync;        /* 1: a host thread waiting for the device sleeps
+	                             (cudaDeviceScheduleBlockingSync, blocking
+	                             events) instead of spinning on a core; for
+	                             callers whose CPU is busy with other work (the
+	                             tadocfs batcher). 0 (default): spin, lowest
+	                             latency (gpu_bench) */
 } td_gpu_opts;
 
 /* Fill *o with the defaults above. */
