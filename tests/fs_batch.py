@@ -268,6 +268,9 @@ def check_concurrent(archive, files, tmp, gpu):
     check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
     if gpu in ("emu", "on"):
         check(s["gpu_requests"] > 0 and s["gpu_batches"] > 0, "some requests were answered by GPU batches")
+        # the hybrid split: the FUSE threads keep answering while the GPU
+        # takes what they have no room for
+        check(s["inline"] - before["inline"] > 0, "the CPU kept answering beside the GPU (inline=%s)" % s["inline"])
     if gpu != "cpuq":
         unmount(mnt)
         return
