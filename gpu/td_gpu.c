@@ -335,10 +335,11 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	if (o.device < 0 || o.device >= ndev)
 		return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
 	CK(cudaSetDevice(o.device));
-	/* best effort: a context made earlier in this process keeps its mode
-	 * (the blocking events below still sleep) */
-	if (o.blocking_sync)
-		(void)cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
+	/* best effort: a context made earlier in this process may keep its
+	 * mode (the blocking events below still sleep); a refusal must not
+	 * linger as the thread's last error, which the launchers return */
+	if (o.blocking_sync && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+		(void)cudaGetLastError();
 
 	td_gpu *g = calloc(1, sizeof *g);
 	if (!g)

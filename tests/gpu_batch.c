@@ -321,6 +321,8 @@ static int run_archive(const char *path, size_t maxbatch)
 		td_gpu_opts_default(&o);
 		if (mode == 1)
 			o.mem_cap = 1; /* forces the CPU fallback */
+		else
+			o.blocking_sync = 1; /* as tadocfs opens it */
 		td_gpu *g = NULL;
 		if ((r = td_gpu_open(a, &o, &g))) {
 			fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());
