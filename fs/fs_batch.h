@@ -36,19 +36,21 @@
  * (an idle batcher, or one waiting out the window); the batcher takes the
  * whole stack at once. It drains the queue into batches of at most
  * batch_max requests: when a GPU is ready and the queue holds a
- * crossover's worth of reads or counts, those go to the GPU thread as one
- * td_gpu_extract_batch / td_gpu_count_batch call (it replies itself to
- * small batches; larger ones' replies are spread over the CPU workers so
- * the next batch launches at once; requests arriving meanwhile form the
- * next batch); everything else goes to cpu_workers worker threads. Below
+ * crossover's worth of reads or counts, the batcher thread itself makes
+ * them one td_gpu_extract_batch / td_gpu_count_batch call (no thread is
+ * woken for it; it replies itself to small batches; larger ones' replies
+ * are spread over the CPU workers so the next batch launches at once;
+ * requests arriving meanwhile form the next batch); everything else goes
+ * to cpu_workers worker threads (a thread started with gpu = auto only
+ * opens the GPU). Below
  * the crossover the batcher waits up to batch_window_us for more requests,
  * but only while requests keep arriving fast enough to reach it inside
  * that window (an idle or slow queue never waits). Reads of one file whose
  * byte ranges overlap or touch are extracted once and each is answered
- * from the shared bytes. Replies are sent from worker threads or the GPU
- * thread (decision 7). The GPU is opened with blocking synchronisation:
- * its thread sleeps while a batch runs instead of spinning on a core the
- * FUSE threads need.
+ * from the shared bytes. Replies are sent from worker threads or the
+ * batcher thread (decision 7). The GPU is opened with blocking
+ * synchronisation: the batcher sleeps while a batch runs instead of
+ * spinning on a core the FUSE threads need.
  *
  * gpu = off: no GPU. auto: the GPU is opened in the background when one is
  * usable and the archive fits it (td_gpu_resident); everything stays on the

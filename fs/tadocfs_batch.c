@@ -104,24 +104,22 @@ struct td_fs_batch {
 	atomic_int stopping;
 
 	pthread_mutex_t mu;
-	pthread_cond_t cv_batcher, cv_workers, cv_gpu;
+	pthread_cond_t cv_batcher, cv_workers;
 	/* the ring of QUEUE_CAP items the batcher took; its thread's alone */
 	bitem *q;
 	size_t qhead, qlen, q_reads, q_counts;
-	int wait_worker, wait_gpu;
+	int wait_worker;
 	uint64_t last_arrival, ia_ewma; /* ns between queued arrivals (moving average) */
 	/* CPU jobs */
 	bjob *jobs, *jobs_tail;
 	size_t njobs;
 	unsigned busy;
 	/* GPU */
-	bjob *gjob;
-	int gpu_busy;
 	atomic_int gpu_state;
 	int gpu_emulated;         /* TADOCFS_GPU_EMULATE=1: the CPU engine stands in */
 	td_gpu *gpu;
 	char gpu_name[160];
-	int gstop, wstop;
+	int wstop;
 	atomic_uint active;       /* requests handed in and not yet answered */
 
 	pthread_t batcher, gthread;
@@ -305,7 +303,7 @@ static void gpu_opts(const td_conf *c, unsigned nworkers, td_gpu_opts *o)
 	o->device = c->gpu_device;
 	o->mem_cap = c->gpu_mem_cap;
 	o->cpu_threads = nworkers;
-	o->blocking_sync = 1; /* the GPU thread sleeps while a batch runs: the FUSE threads need the cores */
+	o->blocking_sync = 1; /* the batcher sleeps while a batch runs: the FUSE threads need the cores */
 }
 
 static void gpu_open(td_fs_batch *b)
@@ -389,7 +387,7 @@ static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0,
 static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k);
 
 /* Replies of a GPU batch: one reply per request, each a system call. Spread
- * them over the CPU workers (so the GPU thread takes the next batch at
+ * them over the CPU workers (so the batcher takes the next batch at
  * once) unless the batch is small. */
 #define REPLY_CHUNK 16u
 
@@ -514,31 +512,13 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 	gres_dispatch(b, g);
 }
 
+/* gpu = auto: open the GPU in the background (the batcher thread runs
+ * the batches once it is ready). */
 static void *gpu_main(void *arg)
 {
 	td_fs_batch *b = arg;
 	if (atomic_load(&b->gpu_state) == GPU_OPENING)
 		gpu_open(b);
-	tbuf buf = { 0 };
-	pthread_mutex_lock(&b->mu);
-	if (atomic_load(&b->gpu_state) != GPU_READY && b->wait_gpu)
-		pthread_cond_signal(&b->cv_batcher);
-	for (;;) {
-		while (!b->gjob && !b->gstop)
-			pthread_cond_wait(&b->cv_gpu, &b->mu);
-		bjob *j = b->gjob;
-		if (!j)
-			break;
-		pthread_mutex_unlock(&b->mu);
-		run_gpu(b, j, &buf);
-		pthread_mutex_lock(&b->mu);
-		b->gjob = NULL;
-		b->gpu_busy = 0;
-		if (b->wait_gpu)
-			pthread_cond_signal(&b->cv_batcher);
-	}
-	pthread_mutex_unlock(&b->mu);
-	free(buf.p);
 	return NULL;
 }
 
@@ -612,7 +592,11 @@ static void run_now(td_fs_batch *b, size_t n)
 	free(buf.p);
 }
 
-static void dispatch_gpu(td_fs_batch *b)
+/* Take up to batch_max queued items: reads and counts become one GPU batch,
+ * run on this (the batcher's) thread with mu released, so no other thread
+ * is woken for it and what arrives meanwhile forms the next batch; any
+ * other items go to the CPU workers first. */
+static void dispatch_gpu(td_fs_batch *b, tbuf *buf)
 {
 	size_t n = b->qlen < b->batch_max ? b->qlen : b->batch_max;
 	bjob *g = job_new(n), *c = job_new(n);
@@ -632,13 +616,13 @@ static void dispatch_gpu(td_fs_batch *b)
 	atomic_fetch_add_explicit(&b->st.batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->st.batched, g->n, memory_order_relaxed);
 	td_fs_stats_max_batch(&b->st, g->n);
-	b->gjob = g;
-	b->gpu_busy = 1;
-	pthread_cond_signal(&b->cv_gpu);
 	if (c->n)
 		push_job(b, c);
 	else
 		free(c);
+	pthread_mutex_unlock(&b->mu);
+	run_gpu(b, g, buf);
+	pthread_mutex_lock(&b->mu);
 }
 
 static void dispatch_cpu(td_fs_batch *b, unsigned free_workers)
@@ -724,6 +708,7 @@ static void sleep_for(td_fs_batch *b, long need, const struct timespec *until)
 static void *batcher_main(void *arg)
 {
 	td_fs_batch *b = arg;
+	tbuf buf = { 0 }; /* run_gpu's CPU fallback */
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		drain(b);
@@ -758,15 +743,7 @@ static void *batcher_main(void *arg)
 			}
 		}
 		if (gpu && gpu_due(b)) {
-			if (b->gpu_busy) {
-				/* The GPU is the faster way for this many: let the batch
-				 * grow while the running one finishes. */
-				b->wait_gpu = 1;
-				pthread_cond_wait(&b->cv_batcher, &b->mu);
-				b->wait_gpu = 0;
-				continue;
-			}
-			dispatch_gpu(b);
+			dispatch_gpu(b, &buf);
 			continue;
 		}
 		long free_workers = (long)b->nworkers - (long)b->busy - (long)b->njobs;
@@ -781,6 +758,7 @@ static void *batcher_main(void *arg)
 		dispatch_cpu(b, (unsigned)free_workers);
 	}
 	pthread_mutex_unlock(&b->mu);
+	free(buf.p);
 	return NULL;
 }
 
@@ -890,7 +868,6 @@ static void batch_free(td_fs_batch *b)
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv_batcher);
 	pthread_cond_destroy(&b->cv_workers);
-	pthread_cond_destroy(&b->cv_gpu);
 	td_gpu_close(b->gpu);
 	free(b->workers);
 	free(b->q);
@@ -905,13 +882,10 @@ static void stop_threads(td_fs_batch *b)
 	pthread_mutex_unlock(&b->mu);
 	if (b->has_batcher)
 		pthread_join(b->batcher, NULL);
-	/* The GPU thread first: its last batch hands replies to the workers. */
-	pthread_mutex_lock(&b->mu);
-	b->gstop = 1;
-	pthread_cond_broadcast(&b->cv_gpu);
-	pthread_mutex_unlock(&b->mu);
+	/* an open still under way (gpu = auto) */
 	if (b->has_gthread)
 		pthread_join(b->gthread, NULL);
+	/* the workers last: the batcher's last GPU batch handed them replies */
 	pthread_mutex_lock(&b->mu);
 	b->wstop = 1;
 	pthread_cond_broadcast(&b->cv_workers);
@@ -954,7 +928,6 @@ int td_fs_batch_start(td_fs *fs)
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cv_batcher, NULL);
 	pthread_cond_init(&b->cv_workers, NULL);
-	pthread_cond_init(&b->cv_gpu, NULL);
 	int rc = 0;
 	if (!b->inline_only) {
 		b->q = malloc(QUEUE_CAP * sizeof *b->q);

@@ -28,8 +28,9 @@ Checks, against the original files and a Python word counter:
 
 The GPU path: the load test runs again with the GPU dispatch on and the CPU
 engine standing in for the device (TADOCFS_GPU_EMULATE=1, read crossover 4
-instead of the default 10,000 so that reads queue too): the
-batches, merged runs and count queries of run_gpu() answer exact bytes. On a
+instead of the default 1, so that the window wait runs too): the
+batches, merged runs and count queries of run_gpu() answer exact bytes,
+and the FUSE threads keep answering beside the GPU (the hybrid split). On a
 GPU machine set TD_TEST_GPU=1 to run it a third time with gpu=on and the
 real device, requiring gpu_requests > 0.
 
