@@ -800,19 +800,15 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	if (seq && others > 0)
 		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
 	/* Queue a request only where a batch can do better than this FUSE
-	 * thread. With a GPU ready: a count query while others are in flight
-	 * (any time with a count crossover of 1: the GPU wins from one count
-	 * on), a read while others are in flight; but only kinds whose
-	 * crossover is within QUEUE_REACH, a batch the daemon can gather (one
-	 * request per concurrent reader): reads need ~10,000 to pay on the
-	 * GPU, so by default they stay here. Never a read continuing a
-	 * sequential reader (its cursor beats any batch), nor search/words.
-	 * (The crossover itself is the batcher's test: a request answered
-	 * inline holds its FUSE thread, so the daemon sees a backlog only
-	 * once requests queue.) Without a GPU nothing is queued: the FUSE
-	 * threads answering inline beat the hand-off to CPU workers
-	 * (contrib/bench/batcher.sh), unless TADOCFS_BATCH_CPU=1 asks for the
-	 * workers (then: whenever another request is in flight). */
+	 * thread (fs_batch.h): with a GPU ready, the reads and counts beyond
+	 * what the CPU has room for (below), and a count alone; never a read
+	 * continuing a sequential reader (its cursor beats any batch), nor
+	 * search/words; only kinds whose crossover is within QUEUE_REACH (one
+	 * request per concurrent reader), so gpu_min_reads=10000 keeps reads
+	 * here. Without a GPU nothing is queued: the FUSE threads answering
+	 * inline beat the hand-off to CPU workers (contrib/bench/batcher.sh),
+	 * unless TADOCFS_BATCH_CPU=1 asks for the workers (then: whenever
+	 * another request is in flight). */
 	int cls = classify(b, r), queue = 0;
 	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY) {
 		/* Hybrid split: the FUSE threads keep answering while fewer than

@@ -23,6 +23,7 @@ Checks, against the original files and a Python word counter:
   gpu, log_level (from -o and from a config file, -o winning);
   bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
   status 2 with nothing mounted;
+- gpu_min_reads=10000 sends no read to the (emulated) GPU;
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon.
 
@@ -317,6 +318,26 @@ def check_concurrent(archive, files, tmp, gpu):
     unmount(mnt)
 
 
+def check_reads_on_cpu(archive, files, tmp):
+    """gpu_min_reads=10000 keeps every read on the CPU (the FUSE threads)
+    while counts still go to the (emulated) GPU."""
+    log("== gpu_min_reads=10000: reads stay on the CPU, counts may queue")
+    mnt = os.path.join(tmp, "mnt_rcpu")
+    env = dict(os.environ, TADOCFS_GPU_EMULATE="1")
+    mount(archive, mnt, "gpu=auto", "gpu_min_reads=10000", env=env)
+    for _ in range(100):
+        if stats(mnt)["gpu"] != "opening":
+            break
+        time.sleep(0.05)
+    before = stats(mnt)
+    reads, counts, errors = concurrent_load(mnt, files, nthreads=16, seconds=2.0, seed=3)
+    check(not errors, "reads on CPU: %d wrong answers" % len(errors))
+    s = stats(mnt)
+    check(s["gpu_requests"] - before["gpu_requests"] <= counts,
+          "no read went to the GPU (%d GPU requests, %d counts)" % (s["gpu_requests"] - before["gpu_requests"], counts))
+    unmount(mnt)
+
+
 def daemon_pids(mnt):
     pids = []
     want = os.fsencode(mnt)
@@ -514,6 +535,7 @@ def main():
         check_concurrent(archive, files, tmp, None)
         check_concurrent(archive, files, tmp, "emu")
         check_concurrent(archive, files, tmp, "cpuq")
+        check_reads_on_cpu(archive, files, tmp)
         if GPU:
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)

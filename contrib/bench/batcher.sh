@@ -31,7 +31,7 @@
 # BL_KINDS (columns, default "gpu gpu_rcpu cpu cpuq squashfuse noop"),
 # BL_SQFS (a squashfs image of the corpus to use as it is),
 # BL_GPU_EMULATE=1 (no GPU needed: the GPU mounts use gpu=auto with
-# TADOCFS_GPU_EMULATE=1, the CPU engine on the GPU thread standing in for
+# TADOCFS_GPU_EMULATE=1, the CPU engine on the batcher thread standing in for
 # the device: measures the hand-off, not a GPU),
 # BUILD, BENCH_WORK,
 # TADOC, TADOCFS, NOOPFS, BATCH_LOAD (program paths; else $BUILD, else PATH).
@@ -233,7 +233,7 @@ ratio() { local r; r=$(div "$1" "$2"); [ "$r" = "-" ] && printf -- '-' || printf
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
 	echo "- GPU+batcher: -o gpu=on${GPU_OPTS:+,$GPU_OPTS} (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); GPU, reads on CPU: the same with gpu_min_reads=10000 (the previous default); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight: the hand-off without a GPU)"
-	[ "$EMU" = 1 ] && echo "- GPU EMULATED (BL_GPU_EMULATE=1): the GPU columns ran the CPU engine on the GPU thread; they measure the hand-off, not a GPU"
+	[ "$EMU" = 1 ] && echo "- GPU EMULATED (BL_GPU_EMULATE=1): the GPU columns ran the CPU engine on the batcher thread; they measure the hand-off, not a GPU"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
 	echo "| op | readers | GPU+batcher | GPU, reads on CPU | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
