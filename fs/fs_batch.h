@@ -11,14 +11,17 @@
  * Reads and user.tadoc.* queries reach the batcher through fs->exec
  * (fs_ctx.h). Each one is either
  *   - queued, where a batch can do better than the FUSE thread that
- *     received it: with a GPU ready, a count query while other requests
- *     are in flight (always, with the default count crossover of 1: the
- *     GPU wins from one count on), a read while others are in flight; but
- *     only kinds whose crossover is at most 4096 (a batch the daemon can
- *     gather): the default read crossover is 10,000 (below that the CPU
- *     engine beats a GPU extract batch), so by default reads are never
- *     queued;
- *     without a GPU, nothing (the FUSE threads answering inline were
+ *     received it. With a GPU ready (hybrid split): a read or count that
+ *     finds half of cpu_workers (at least 1) requests already being
+ *     answered inline by FUSE threads (the CPU is full: it would wait for
+ *     a core; the other half of the cores goes to the FUSE round trips
+ *     themselves), and a count
+ *     that finds nothing else in flight (the GPU wins from one count); the
+ *     FUSE threads keep answering everything else themselves, so the CPU
+ *     serves at full rate while the GPU takes the excess. Only kinds whose
+ *     crossover (gpu_min_reads, gpu_min_counts) is at most 4096 queue, so
+ *     gpu_min_reads=10000 keeps every read on the CPU.
+ *     Without a GPU, nothing (the FUSE threads answering inline were
  *     measured faster than the hand-off to workers), unless
  *     TADOCFS_BATCH_CPU=1 queues every request that finds others in flight;
  *   - or answered inline in the FUSE thread: everything else, in particular
@@ -28,27 +31,39 @@
  *     queries, everything with batch_max = 1, and every request on a mount
  *     with an edit overlay (fs->rw: the direct path, so a read after an
  *     acknowledged write sees it).
- * One batcher thread drains the queue into batches of at most batch_max
- * requests: when a GPU is ready and the queue holds a crossover's worth of
- * reads or counts, those go to the GPU as one td_gpu_extract_batch /
- * td_gpu_count_batch call (the replies are then spread over the CPU
- * workers); everything else goes to cpu_workers worker threads. Below the
- * crossover the batcher waits up to batch_window_us for more requests, but
- * only while requests keep arriving fast enough to reach it inside that
- * window (an idle or slow queue never waits). Reads of one file whose byte
- * ranges overlap or touch are extracted once and each is answered from the
- * shared bytes. Replies are sent from worker threads (decision 7).
+ * Hand-off: a handler pushes the request onto a lock-free stack and wakes
+ * the batcher thread only when it sleeps waiting for that many requests
+ * (an idle batcher, or one waiting out the window); the batcher takes the
+ * whole stack at once. It drains the queue into batches of at most
+ * batch_max requests: when a GPU is ready and the queue holds a
+ * crossover's worth of reads or counts, the batcher thread itself makes
+ * them one td_gpu_extract_batch / td_gpu_count_batch call (no thread is
+ * woken for it; it replies itself to small batches; larger ones' replies
+ * are spread over the CPU workers so the next batch launches at once;
+ * requests arriving meanwhile form the next batch); everything else goes
+ * to cpu_workers worker threads (a thread started with gpu = auto only
+ * opens the GPU). Below
+ * the crossover the batcher waits up to batch_window_us for more requests,
+ * but only while requests keep arriving fast enough to reach it inside
+ * that window (an idle or slow queue never waits). Reads of one file whose
+ * byte ranges overlap or touch are extracted once and each is answered
+ * from the shared bytes. Replies are sent from worker threads or the
+ * batcher thread (decision 7). The GPU is opened with blocking
+ * synchronisation: the batcher sleeps while a batch runs instead of
+ * spinning on a core the FUSE threads need.
  *
  * gpu = off: no GPU. auto: the GPU is opened in the background when one is
  * usable and the archive fits it (td_gpu_resident); everything stays on the
  * CPU until it is ready. on: as auto, but a failure to open it ends the
  * mount (check beforehand with td_fs_batch_gpu_probe).
- * The crossovers come from contrib/gpu's gpu_bench on an H200 (4 KiB
- * extract: the CPU wins below batches of 10,000; count: the GPU wins from
- * 1); the configuration keys gpu_min_reads and gpu_min_counts override
- * them (0 keeps these).
+ * Crossovers (the configuration keys gpu_min_reads and gpu_min_counts
+ * override them; 0 keeps these): the hybrid split already sends the GPU
+ * only requests the CPU has no room for, so a queued read or count goes
+ * to the GPU as soon as it is free (1). gpu_bench's batch crossover (CPU
+ * threads with nothing else to do against the GPU: 4 KiB extract 10,000 on
+ * an H100) does not apply to a daemon whose cores are busy with FUSE.
  */
-#define TD_FS_GPU_MIN_READS 10000
+#define TD_FS_GPU_MIN_READS 1
 #define TD_FS_GPU_MIN_COUNTS 1
 
 typedef struct td_fs_batch td_fs_batch;
@@ -58,6 +73,12 @@ typedef struct td_fs_batch td_fs_batch;
  * after fuse_daemonize: threads and CUDA contexts do not survive fork.
  * Returns 0 or -errno (nothing installed then: requests run inline). */
 int td_fs_batch_start(td_fs *fs);
+
+/* FUSE threads to start when -o max_threads is not given: dflt, or with a
+ * GPU in use at least twice the requests the FUSE threads answer at once
+ * (half of cpu_workers), so that threads are free to take requests beyond
+ * them for the GPU. */
+unsigned td_fs_batch_fuse_threads(const td_fs *fs, unsigned dflt);
 
 /* Answer everything still queued, join the threads, close the GPU, and
  * uninstall fs->exec. Call after the FUSE session loop ended. No-op when

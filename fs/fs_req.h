@@ -48,6 +48,10 @@ struct td_fs_req {
 	td_fs_file *file;         /* READ: the open file */
 	const char *name;         /* GETXATTR: attribute name */
 	int heap;                 /* 1 when r (and name, in the same block) is malloc'd */
+	/* the batcher's, while r is queued (tadocfs_batch.c) */
+	struct td_fs_req *qnext;  /* next older request in the hand-in stack */
+	uint64_t qt0;             /* ns, when the handler gave r to the batcher */
+	int qcls;                 /* how the batcher classified r */
 };
 
 /* Hand r to fs->exec, or run it inline when no executor takes it. r may be

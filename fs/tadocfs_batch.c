@@ -1,5 +1,7 @@
 /* tadocfs_batch: the request queue, the batcher thread, CPU workers and GPU batches. */
+#include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -89,26 +91,35 @@ struct td_fs_batch {
 	int inline_only;          /* batch_max == 1 or an edit overlay: no threads */
 	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 
+	/* Hand-in: handlers push requests onto a lock-free stack (no lock, no
+	 * wake-up unless the batcher sleeps waiting for that many); the
+	 * batcher takes the whole stack at once into its ring. */
+	_Atomic(td_fs_req *) inbox;
+	atomic_long inbox_n;      /* requests pushed and not yet taken (may dip below 0 briefly) */
+	atomic_long wake_at;      /* the batcher sleeps until inbox_n >= wake_at (LONG_MAX: not for arrivals) */
+	atomic_int sleeping;      /* the batcher waits on cv_batcher (or is about to) */
+	atomic_size_t pending;    /* queued and not yet dispatched: inbox + ring (<= QUEUE_CAP) */
+	atomic_uint cpu_busy;     /* requests FUSE threads are answering inline right now */
+	unsigned cpu_slots;       /* with a GPU: queue once this many are answered inline */
+	atomic_int stopping;
+
 	pthread_mutex_t mu;
-	pthread_cond_t cv_batcher, cv_workers, cv_gpu;
-	/* the queue: a ring of QUEUE_CAP items */
+	pthread_cond_t cv_batcher, cv_workers;
+	/* the ring of QUEUE_CAP items the batcher took; its thread's alone */
 	bitem *q;
 	size_t qhead, qlen, q_reads, q_counts;
-	size_t wake_at;           /* batcher sleeps until qlen >= wake_at (SIZE_MAX: not for arrivals) */
-	int wait_worker, wait_gpu;
+	int wait_worker;
 	uint64_t last_arrival, ia_ewma; /* ns between queued arrivals (moving average) */
 	/* CPU jobs */
 	bjob *jobs, *jobs_tail;
 	size_t njobs;
 	unsigned busy;
 	/* GPU */
-	bjob *gjob;
-	int gpu_busy;
 	atomic_int gpu_state;
 	int gpu_emulated;         /* TADOCFS_GPU_EMULATE=1: the CPU engine stands in */
 	td_gpu *gpu;
 	char gpu_name[160];
-	int stopping, gstop, wstop;
+	int wstop;
 	atomic_uint active;       /* requests handed in and not yet answered */
 
 	pthread_t batcher, gthread;
@@ -292,6 +303,7 @@ static void gpu_opts(const td_conf *c, unsigned nworkers, td_gpu_opts *o)
 	o->device = c->gpu_device;
 	o->mem_cap = c->gpu_mem_cap;
 	o->cpu_threads = nworkers;
+	o->blocking_sync = 1; /* the batcher sleeps while a batch runs: the FUSE threads need the cores */
 }
 
 static void gpu_open(td_fs_batch *b)
@@ -375,9 +387,9 @@ static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0,
 static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k);
 
 /* Replies of a GPU batch: one reply per request, each a system call. Spread
- * them over the CPU workers (so the GPU thread takes the next batch at
+ * them over the CPU workers (so the batcher takes the next batch at
  * once) unless the batch is small. */
-#define REPLY_CHUNK 32u
+#define REPLY_CHUNK 16u
 
 static void gres_dispatch(td_fs_batch *b, gres *g)
 {
@@ -480,8 +492,10 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 	}
 	int xerr = TD_OK, cerr = TD_OK;
 	if (b->gpu_emulated) {
-		xerr = nruns ? td_extract_batch(b->fs->a, g->xr, nruns, b->nworkers) : TD_OK;
-		cerr = nc ? td_count_batch(b->fs->a, g->cr, nc, b->nworkers) : TD_OK;
+		/* on this thread alone, like a device beside the CPU (no threads
+		 * started per batch): what the rest costs is the hand-off's */
+		xerr = nruns ? td_extract_batch(b->fs->a, g->xr, nruns, 1) : TD_OK;
+		cerr = nc ? td_count_batch(b->fs->a, g->cr, nc, 1) : TD_OK;
 	} else {
 		xerr = nruns ? td_gpu_extract_batch(b->gpu, g->xr, nruns) : TD_OK;
 		cerr = nc ? td_gpu_count_batch(b->gpu, g->cr, nc) : TD_OK;
@@ -498,31 +512,13 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 	gres_dispatch(b, g);
 }
 
+/* gpu = auto: open the GPU in the background (the batcher thread runs
+ * the batches once it is ready). */
 static void *gpu_main(void *arg)
 {
 	td_fs_batch *b = arg;
 	if (atomic_load(&b->gpu_state) == GPU_OPENING)
 		gpu_open(b);
-	tbuf buf = { 0 };
-	pthread_mutex_lock(&b->mu);
-	if (atomic_load(&b->gpu_state) != GPU_READY && b->wait_gpu)
-		pthread_cond_signal(&b->cv_batcher);
-	for (;;) {
-		while (!b->gjob && !b->gstop)
-			pthread_cond_wait(&b->cv_gpu, &b->mu);
-		bjob *j = b->gjob;
-		if (!j)
-			break;
-		pthread_mutex_unlock(&b->mu);
-		run_gpu(b, j, &buf);
-		pthread_mutex_lock(&b->mu);
-		b->gjob = NULL;
-		b->gpu_busy = 0;
-		if (b->wait_gpu)
-			pthread_cond_signal(&b->cv_batcher);
-	}
-	pthread_mutex_unlock(&b->mu);
-	free(buf.p);
 	return NULL;
 }
 
@@ -545,6 +541,7 @@ static bitem q_pop(td_fs_batch *b)
 	bitem x = b->q[b->qhead];
 	b->qhead = (b->qhead + 1) % QUEUE_CAP;
 	b->qlen--;
+	atomic_fetch_sub_explicit(&b->pending, 1, memory_order_relaxed);
 	if (x.cls == CLS_READ)
 		b->q_reads--;
 	else if (x.cls == CLS_COUNT)
@@ -577,8 +574,8 @@ static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k)
 		if (!b->jobs_tail)
 			b->jobs_tail = jobs[i];
 		b->njobs++;
+		pthread_cond_signal(&b->cv_workers); /* one worker per job, not all */
 	}
-	pthread_cond_broadcast(&b->cv_workers);
 	pthread_mutex_unlock(&b->mu);
 }
 
@@ -595,7 +592,11 @@ static void run_now(td_fs_batch *b, size_t n)
 	free(buf.p);
 }
 
-static void dispatch_gpu(td_fs_batch *b)
+/* Take up to batch_max queued items: reads and counts become one GPU batch,
+ * run on this (the batcher's) thread with mu released, so no other thread
+ * is woken for it and what arrives meanwhile forms the next batch; any
+ * other items go to the CPU workers first. */
+static void dispatch_gpu(td_fs_batch *b, tbuf *buf)
 {
 	size_t n = b->qlen < b->batch_max ? b->qlen : b->batch_max;
 	bjob *g = job_new(n), *c = job_new(n);
@@ -615,13 +616,13 @@ static void dispatch_gpu(td_fs_batch *b)
 	atomic_fetch_add_explicit(&b->st.batches, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->st.batched, g->n, memory_order_relaxed);
 	td_fs_stats_max_batch(&b->st, g->n);
-	b->gjob = g;
-	b->gpu_busy = 1;
-	pthread_cond_signal(&b->cv_gpu);
 	if (c->n)
 		push_job(b, c);
 	else
 		free(c);
+	pthread_mutex_unlock(&b->mu);
+	run_gpu(b, g, buf);
+	pthread_mutex_lock(&b->mu);
 }
 
 static void dispatch_cpu(td_fs_batch *b, unsigned free_workers)
@@ -652,21 +653,73 @@ static int gpu_due(const td_fs_batch *b)
 	return b->q_reads >= b->gpu_min_read || b->q_counts >= b->gpu_min_count;
 }
 
+/* Take everything handed in since the last call into the ring, oldest
+ * first (the batcher's thread; the ring has room: pending <= QUEUE_CAP). */
+static void drain(td_fs_batch *b)
+{
+	if (!atomic_load_explicit(&b->inbox, memory_order_relaxed))
+		return;
+	td_fs_req *r = atomic_exchange_explicit(&b->inbox, NULL, memory_order_acquire), *old = NULL;
+	long n = 0;
+	while (r) { /* newest first: reverse */
+		td_fs_req *nx = r->qnext;
+		r->qnext = old;
+		old = r;
+		r = nx;
+		n++;
+	}
+	atomic_fetch_sub_explicit(&b->inbox_n, n, memory_order_relaxed);
+	for (r = old; r; r = r->qnext) {
+		assert(b->qlen < QUEUE_CAP);
+		b->q[(b->qhead + b->qlen) % QUEUE_CAP] = (bitem){ .r = r, .t0 = r->qt0, .cls = r->qcls };
+		b->qlen++;
+		if (r->qcls == CLS_READ)
+			b->q_reads++;
+		else if (r->qcls == CLS_COUNT)
+			b->q_counts++;
+		if (b->last_arrival) {
+			uint64_t dt = r->qt0 > b->last_arrival ? r->qt0 - b->last_arrival : 0;
+			b->ia_ewma = b->ia_ewma ? (b->ia_ewma * 7 + dt) / 8 : dt + 1;
+		}
+		if (r->qt0 > b->last_arrival)
+			b->last_arrival = r->qt0;
+	}
+}
+
+/* Sleep (mu held) until `need` more requests were handed in, `until`
+ * (CLOCK_REALTIME; NULL: no limit) passes, or stop. A handler wakes us
+ * only when it sees `sleeping` and the count reached: the stores and loads
+ * of sleeping and inbox_n are sequentially consistent, so one side always
+ * sees the other. */
+static void sleep_for(td_fs_batch *b, long need, const struct timespec *until)
+{
+	atomic_store(&b->wake_at, need);
+	atomic_store(&b->sleeping, 1);
+	if (atomic_load(&b->inbox_n) < need && !atomic_load(&b->stopping)) {
+		if (until)
+			pthread_cond_timedwait(&b->cv_batcher, &b->mu, until);
+		else
+			pthread_cond_wait(&b->cv_batcher, &b->mu);
+	}
+	atomic_store(&b->sleeping, 0);
+	atomic_store(&b->wake_at, LONG_MAX);
+}
+
 static void *batcher_main(void *arg)
 {
 	td_fs_batch *b = arg;
+	tbuf buf = { 0 }; /* run_gpu's CPU fallback */
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
+		drain(b);
 		if (b->qlen == 0) {
-			if (b->stopping)
+			if (atomic_load(&b->stopping))
 				break;
-			b->wake_at = 1;
-			pthread_cond_wait(&b->cv_batcher, &b->mu);
-			b->wake_at = SIZE_MAX;
+			sleep_for(b, 1, NULL);
 			continue;
 		}
 		int gpu = atomic_load(&b->gpu_state) == GPU_READY;
-		if (gpu && !gpu_due(b) && b->qlen < b->batch_max && b->window_us && !b->stopping) {
+		if (gpu && !gpu_due(b) && b->qlen < b->batch_max && b->window_us && !atomic_load(&b->stopping)) {
 			/* Below the crossover: wait for more only while requests
 			 * arrive fast enough to reach it before the oldest queued
 			 * one has waited batch_window_us. */
@@ -683,23 +736,14 @@ static void *batcher_main(void *arg)
 					ts.tv_sec++;
 					ts.tv_nsec -= 1000000000L;
 				}
-				b->wake_at = b->qlen + need;
-				pthread_cond_timedwait(&b->cv_batcher, &b->mu, &ts);
-				b->wake_at = SIZE_MAX;
+				sleep_for(b, (long)need, &ts);
+				drain(b);
 				if (!gpu_due(b) && now_ns() < deadline && b->qlen < b->batch_max)
 					continue;
 			}
 		}
 		if (gpu && gpu_due(b)) {
-			if (b->gpu_busy) {
-				/* The GPU is the faster way for this many: let the batch
-				 * grow while the running one finishes. */
-				b->wait_gpu = 1;
-				pthread_cond_wait(&b->cv_batcher, &b->mu);
-				b->wait_gpu = 0;
-				continue;
-			}
-			dispatch_gpu(b);
+			dispatch_gpu(b, &buf);
 			continue;
 		}
 		long free_workers = (long)b->nworkers - (long)b->busy - (long)b->njobs;
@@ -714,6 +758,7 @@ static void *batcher_main(void *arg)
 		dispatch_cpu(b, (unsigned)free_workers);
 	}
 	pthread_mutex_unlock(&b->mu);
+	free(buf.p);
 	return NULL;
 }
 
@@ -722,7 +767,9 @@ static void *batcher_main(void *arg)
 static void run_inline(td_fs_batch *b, td_fs_req *r, uint64_t t0)
 {
 	atomic_fetch_add_explicit(&b->st.inline_reqs, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->cpu_busy, 1, memory_order_relaxed);
 	td_fs_req_run(r);
+	atomic_fetch_sub_explicit(&b->cpu_busy, 1, memory_order_relaxed);
 	done(b, t0);
 }
 
@@ -753,52 +800,52 @@ static int batch_submit(void *ctx, td_fs_req *r)
 	if (seq && others > 0)
 		atomic_fetch_add_explicit(&b->st.sequential, 1, memory_order_relaxed);
 	/* Queue a request only where a batch can do better than this FUSE
-	 * thread. With a GPU ready: a count query while others are in flight
-	 * (any time with a count crossover of 1: the GPU wins from one count
-	 * on), a read while others are in flight; but only kinds whose
-	 * crossover is within QUEUE_REACH, a batch the daemon can gather (one
-	 * request per concurrent reader): reads need ~10,000 to pay on the
-	 * GPU, so by default they stay here. Never a read continuing a
-	 * sequential reader (its cursor beats any batch), nor search/words.
-	 * (The crossover itself is the batcher's test: a request answered
-	 * inline holds its FUSE thread, so the daemon sees a backlog only
-	 * once requests queue.) Without a GPU nothing is queued: the FUSE
-	 * threads answering inline beat the hand-off to CPU workers
-	 * (contrib/bench/batcher.sh), unless TADOCFS_BATCH_CPU=1 asks for the
-	 * workers (then: whenever another request is in flight). */
+	 * thread (fs_batch.h): with a GPU ready, the reads and counts beyond
+	 * what the CPU has room for (below), and a count alone; never a read
+	 * continuing a sequential reader (its cursor beats any batch), nor
+	 * search/words; only kinds whose crossover is within QUEUE_REACH (one
+	 * request per concurrent reader), so gpu_min_reads=10000 keeps reads
+	 * here. Without a GPU nothing is queued: the FUSE threads answering
+	 * inline beat the hand-off to CPU workers (contrib/bench/batcher.sh),
+	 * unless TADOCFS_BATCH_CPU=1 asks for the workers (then: whenever
+	 * another request is in flight). */
 	int cls = classify(b, r), queue = 0;
 	if (atomic_load_explicit(&b->gpu_state, memory_order_relaxed) == GPU_READY) {
+		/* Hybrid split: the FUSE threads keep answering while fewer than
+		 * cpu_slots requests are being answered inline (the CPU has room;
+		 * the GPU would only add latency); the requests beyond that,
+		 * which would otherwise wait for a core, go to the GPU queue.
+		 * Counts also go there when alone (the GPU wins from one count). */
+		int cpu_full = atomic_load_explicit(&b->cpu_busy, memory_order_relaxed) >= b->cpu_slots;
 		if (cls == CLS_COUNT)
-			queue = b->gpu_min_count <= QUEUE_REACH && (others > 0 || b->gpu_min_count <= 1);
+			queue = b->gpu_min_count <= QUEUE_REACH && (cpu_full || (others == 0 && b->gpu_min_count <= 1));
 		else if (cls == CLS_READ)
-			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq;
+			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq && cpu_full;
 	} else if (b->cpu_queue) {
 		queue = others > 0 && !seq;
 	}
-	if (!queue) {
+	if (queue && atomic_fetch_add_explicit(&b->pending, 1, memory_order_relaxed) >= QUEUE_CAP) {
+		atomic_fetch_sub_explicit(&b->pending, 1, memory_order_relaxed);
+		queue = 0;
+	}
+	if (!queue || atomic_load_explicit(&b->stopping, memory_order_relaxed)) {
+		if (queue)
+			atomic_fetch_sub_explicit(&b->pending, 1, memory_order_relaxed);
 		run_inline(b, r, t0);
 		return 0;
 	}
-	pthread_mutex_lock(&b->mu);
-	if (b->stopping || b->qlen >= QUEUE_CAP) {
-		pthread_mutex_unlock(&b->mu);
-		run_inline(b, r, t0);
-		return 0;
-	}
-	b->q[(b->qhead + b->qlen) % QUEUE_CAP] = (bitem){ .r = r, .t0 = t0, .cls = cls };
-	b->qlen++;
-	if (cls == CLS_READ)
-		b->q_reads++;
-	else if (cls == CLS_COUNT)
-		b->q_counts++;
-	if (b->last_arrival) {
-		uint64_t dt = t0 > b->last_arrival ? t0 - b->last_arrival : 0;
-		b->ia_ewma = b->ia_ewma ? (b->ia_ewma * 7 + dt) / 8 : dt + 1;
-	}
-	b->last_arrival = t0;
-	if (b->qlen >= b->wake_at)
+	r->qt0 = t0;
+	r->qcls = cls;
+	td_fs_req *head = atomic_load_explicit(&b->inbox, memory_order_relaxed);
+	do
+		r->qnext = head;
+	while (!atomic_compare_exchange_weak_explicit(&b->inbox, &head, r, memory_order_release, memory_order_relaxed));
+	long n = atomic_fetch_add(&b->inbox_n, 1) + 1;
+	if (atomic_load(&b->sleeping) && n >= atomic_load(&b->wake_at)) {
+		pthread_mutex_lock(&b->mu);
 		pthread_cond_signal(&b->cv_batcher);
-	pthread_mutex_unlock(&b->mu);
+		pthread_mutex_unlock(&b->mu);
+	}
 	return 0;
 }
 
@@ -817,7 +864,6 @@ static void batch_free(td_fs_batch *b)
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv_batcher);
 	pthread_cond_destroy(&b->cv_workers);
-	pthread_cond_destroy(&b->cv_gpu);
 	td_gpu_close(b->gpu);
 	free(b->workers);
 	free(b->q);
@@ -827,18 +873,15 @@ static void batch_free(td_fs_batch *b)
 static void stop_threads(td_fs_batch *b)
 {
 	pthread_mutex_lock(&b->mu);
-	b->stopping = 1;
+	atomic_store(&b->stopping, 1);
 	pthread_cond_broadcast(&b->cv_batcher);
 	pthread_mutex_unlock(&b->mu);
 	if (b->has_batcher)
 		pthread_join(b->batcher, NULL);
-	/* The GPU thread first: its last batch hands replies to the workers. */
-	pthread_mutex_lock(&b->mu);
-	b->gstop = 1;
-	pthread_cond_broadcast(&b->cv_gpu);
-	pthread_mutex_unlock(&b->mu);
+	/* an open still under way (gpu = auto) */
 	if (b->has_gthread)
 		pthread_join(b->gthread, NULL);
+	/* the workers last: the batcher's last GPU batch handed them replies */
 	pthread_mutex_lock(&b->mu);
 	b->wstop = 1;
 	pthread_cond_broadcast(&b->cv_workers);
@@ -865,14 +908,22 @@ int td_fs_batch_start(td_fs *fs)
 	b->inline_only = b->batch_max <= 1 || fs->rw != NULL;
 	const char *cq = getenv("TADOCFS_BATCH_CPU");
 	b->cpu_queue = cq && strcmp(cq, "1") == 0;
-	b->wake_at = SIZE_MAX;
+	atomic_init(&b->wake_at, LONG_MAX);
+	atomic_init(&b->inbox, NULL);
+	atomic_init(&b->inbox_n, 0);
+	atomic_init(&b->sleeping, 0);
+	atomic_init(&b->pending, 0);
+	atomic_init(&b->cpu_busy, 0);
+	atomic_init(&b->stopping, 0);
+	/* Half the cores: the other half is what the FUSE round trips themselves
+	 * (kernel, libfuse, the reader) cost, measured as the no-op ceiling. */
+	b->cpu_slots = b->nworkers / 2 ? b->nworkers / 2 : 1;
 	atomic_init(&b->active, 0);
 	atomic_init(&b->gpu_state, GPU_OFF);
 	snprintf(b->gpu_name, sizeof b->gpu_name, "off");
 	pthread_mutex_init(&b->mu, NULL);
 	pthread_cond_init(&b->cv_batcher, NULL);
 	pthread_cond_init(&b->cv_workers, NULL);
-	pthread_cond_init(&b->cv_gpu, NULL);
 	int rc = 0;
 	if (!b->inline_only) {
 		b->q = malloc(QUEUE_CAP * sizeof *b->q);
@@ -922,6 +973,14 @@ int td_fs_batch_start(td_fs *fs)
 		  b->inline_only ? (fs->rw ? "off (edit overlay)" : "off (batch_max=1)") : "on", b->nworkers, b->batch_max, b->window_us,
 		  c->gpu == TD_CONF_GPU_OFF ? "off" : td_conf_gpu_name(c->gpu));
 	return 0;
+}
+
+unsigned td_fs_batch_fuse_threads(const td_fs *fs, unsigned dflt)
+{
+	const td_fs_batch *b = fs->batch;
+	if (!b || b->inline_only || fs->conf.gpu == TD_CONF_GPU_OFF)
+		return dflt;
+	return 2 * b->cpu_slots > dflt ? 2 * b->cpu_slots : dflt;
 }
 
 void td_fs_batch_stop(td_fs *fs)

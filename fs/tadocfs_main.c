@@ -150,11 +150,11 @@ static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *a
 	return rc ? -1 : 0;
 }
 
-static int run_loop(struct fuse_session *se, const td_fs_opts *o)
+static int run_loop(struct fuse_session *se, const td_fs_opts *o, const td_fs *fs)
 {
 	if (o->single_thread)
 		return fuse_session_loop(se);
-	unsigned threads = o->max_threads ? o->max_threads : DEFAULT_THREADS;
+	unsigned threads = o->max_threads ? o->max_threads : td_fs_batch_fuse_threads(fs, DEFAULT_THREADS);
 #if FUSE_USE_VERSION >= 312
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (!cfg)
@@ -273,7 +273,7 @@ int main(int argc, char **argv)
 	}
 	if (berr)
 		td_fs_log(TD_CONF_LOG_WARN, "batcher: %s; requests are answered inline", strerror(-berr));
-	int lrc = run_loop(se, &o);
+	int lrc = run_loop(se, &o, &fs);
 	td_fs_batch_stop(&fs); /* answers what is still queued */
 	fuse_session_unmount(se);
 	/* A signal (positive) or an unmount (0) is a clean end. */

@@ -347,6 +347,11 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	if (o.device < 0 || o.device >= ndev)
 		return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
 	CK(cudaSetDevice(o.device));
+	/* best effort: a context made earlier in this process may keep its
+	 * mode (the blocking events below still sleep); a refusal must not
+	 * linger as the thread's last error, which the launchers return */
+	if (o.blocking_sync && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+		(void)cudaGetLastError();
 
 	td_gpu *g = calloc(1, sizeof *g);
 	if (!g)
@@ -385,7 +390,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 			goto fail;
 		}
 	for (unsigned i = 0; i < TD_GPU_MAXPIECES; i++)
-		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming)) != cudaSuccess) {
+		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o.blocking_sync ? cudaEventBlockingSync : 0))) != cudaSuccess) {
 			g->nev = i;
 			r = td_cuda_fail(e, "event");
 			goto fail;

@@ -57,6 +57,12 @@ typedef struct td_gpu_opts {
 	                             and download on one stream) in rounds of
 	                             2 MiB or more; 0 = 32 MiB; at most 64
 	                             pieces a round */
+	int blocking_sync;        /* 1: a host thread waiting for the device sleeps
+	                             (cudaDeviceScheduleBlockingSync, blocking
+	                             events) instead of spinning on a core; for
+	                             callers whose CPU is busy with other work (the
+	                             tadocfs batcher). 0 (default): spin, lowest
+	                             latency (gpu_bench) */
 } td_gpu_opts;
 
 /* Fill *o with the defaults above. */

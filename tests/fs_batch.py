@@ -23,13 +23,15 @@ Checks, against the original files and a Python word counter:
   gpu, log_level (from -o and from a config file, -o winning);
   bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
   status 2 with nothing mounted;
+- gpu_min_reads=10000 sends no read to the (emulated) GPU;
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon.
 
 The GPU path: the load test runs again with the GPU dispatch on and the CPU
 engine standing in for the device (TADOCFS_GPU_EMULATE=1, read crossover 4
-instead of the default 10,000 so that reads queue too): the
-batches, merged runs and count queries of run_gpu() answer exact bytes. On a
+instead of the default 1, so that the window wait runs too): the
+batches, merged runs and count queries of run_gpu() answer exact bytes,
+and the FUSE threads keep answering beside the GPU (the hybrid split). On a
 GPU machine set TD_TEST_GPU=1 to run it a third time with gpu=on and the
 real device, requiring gpu_requests > 0.
 
@@ -268,6 +270,9 @@ def check_concurrent(archive, files, tmp, gpu):
     check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
     if gpu in ("emu", "on"):
         check(s["gpu_requests"] > 0 and s["gpu_batches"] > 0, "some requests were answered by GPU batches")
+        # the hybrid split: the FUSE threads keep answering while the GPU
+        # takes what they have no room for
+        check(s["inline"] - before["inline"] > 0, "the CPU kept answering beside the GPU (inline=%s)" % s["inline"])
     if gpu != "cpuq":
         unmount(mnt)
         return
@@ -310,6 +315,26 @@ def check_concurrent(archive, files, tmp, gpu):
     time.sleep(0.3)
     check(is_mounted(mnt) and all(os.path.exists("/proc/%d" % p) for p in pids), "alive after SIGUSR1")
     check(len(os.listdir(mnt)) > 0, "still answering after SIGUSR1")
+    unmount(mnt)
+
+
+def check_reads_on_cpu(archive, files, tmp):
+    """gpu_min_reads=10000 keeps every read on the CPU (the FUSE threads)
+    while counts still go to the (emulated) GPU."""
+    log("== gpu_min_reads=10000: reads stay on the CPU, counts may queue")
+    mnt = os.path.join(tmp, "mnt_rcpu")
+    env = dict(os.environ, TADOCFS_GPU_EMULATE="1")
+    mount(archive, mnt, "gpu=auto", "gpu_min_reads=10000", env=env)
+    for _ in range(100):
+        if stats(mnt)["gpu"] != "opening":
+            break
+        time.sleep(0.05)
+    before = stats(mnt)
+    reads, counts, errors = concurrent_load(mnt, files, nthreads=16, seconds=2.0, seed=3)
+    check(not errors, "reads on CPU: %d wrong answers" % len(errors))
+    s = stats(mnt)
+    check(s["gpu_requests"] - before["gpu_requests"] <= counts,
+          "no read went to the GPU (%d GPU requests, %d counts)" % (s["gpu_requests"] - before["gpu_requests"], counts))
     unmount(mnt)
 
 
@@ -510,6 +535,7 @@ def main():
         check_concurrent(archive, files, tmp, None)
         check_concurrent(archive, files, tmp, "emu")
         check_concurrent(archive, files, tmp, "cpuq")
+        check_reads_on_cpu(archive, files, tmp)
         if GPU:
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)

@@ -326,6 +326,8 @@ static int run_archive(const char *path, size_t maxbatch)
 			o.piece_bytes = 1 << 20;
 			o.nstreams = 3;
 		}
+		if (mode != 1)
+			o.blocking_sync = 1; /* as tadocfs opens it */
 		td_gpu *g = NULL;
 		if ((r = td_gpu_open(a, &o, &g))) {
 			fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());

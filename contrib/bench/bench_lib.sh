@@ -143,13 +143,14 @@ hf() {
 	hf_median "$json"
 }
 
-# goal VALUE OP LIMIT: "yes" or "NO" for VALUE OP LIMIT (OP is >= or <),
-# "-" when VALUE is not a number.
+# goal VALUE OP LIMIT: "yes" or "NO" for VALUE OP LIMIT (OP is >=, >, <=
+# or <), "-" when VALUE is not a number.
 goal() {
 	awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
 		num = "^[0-9]*[.]?[0-9]+([eE][-+]?[0-9]+)?$"
 		if (a !~ num) { print "-"; exit }
-		ok = (op == ">=") ? (a + 0 >= b + 0) : (a + 0 < b + 0)
+		a += 0; b += 0
+		ok = op == ">=" ? a >= b : op == ">" ? a > b : op == "<=" ? a <= b : a < b
 		print ok ? "yes" : "NO" }'
 }
 

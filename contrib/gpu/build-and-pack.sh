@@ -7,7 +7,8 @@
 # .carry/ receives: build/ (the binaries tadoc, tadocfs, gpu_batch,
 # gpu_index, gpu_edit, gpu_bench from a release build with -Dgpu=enabled), lib/ (the shared
 # libraries they need that a bare machine lacks: libfuse3.so.3, libinih,
-# libutf8proc, libxxhash), bin/fusermount3, and archives/NAME.tadoc, one per
+# libutf8proc, libxxhash, squashfuse's), bin/fusermount3, bin/squashfuse,
+# archives/SOTU.sqfs (the batcher benchmark's squashfs image), and archives/NAME.tadoc, one per
 # corpus directory given (default: every directory in $TD_CORPORA, else
 # ../corpora beside the checkout), as long as .carry/ stays under
 # $TD_CARRY_MAX_MB (default 60; the device tool carries 64 MiB at most).
@@ -58,6 +59,18 @@ done | sort -u | while read -r lib; do
 done
 fm=$(command -v fusermount3 || true)
 [ -n "$fm" ] && cp -L "$fm" "$carry/bin/"
+# squashfuse (a peer of the batcher benchmark) with its libraries; the
+# images are made below beside the archives (mksquashfs stays here)
+sq=$(command -v squashfuse || true)
+if [ -n "$sq" ]; then
+	cp -L "$sq" "$carry/bin/"
+	ldd "$sq" | awk '/=> \// { print $3 }' | while read -r lib; do
+		case "$(basename "$lib")" in
+		libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*.so.* | libgcc_s.so.* | libstdc++.so.*) ;;
+		*) [ -f "$carry/lib/$(basename "$lib")" ] || cp -L "$lib" "$carry/lib/" ;;
+		esac
+	done
+fi
 [ -f "$carry/lib/libfuse3.so.3" ] || { lf=$(ldconfig -p | awk '/libfuse3.so.3 / { print $NF; exit }'); [ -n "$lf" ] && cp -L "$lf" "$carry/lib/"; }
 
 # archives of the reference corpora, smallest first, within the size budget
@@ -69,9 +82,14 @@ fi
 for d in $(for c in "$@"; do echo "$(du -sk "$c" | cut -f1) $c"; done | sort -n | cut -d' ' -f2-); do
 	name=$(basename "$d")
 	"$carry/build/tadoc" compress -o "$carry/archives/$name.tadoc" "$d" >/dev/null
+	# the batcher benchmark's squashfuse column: an image of the corpus it
+	# runs on (run-on-gpu.sh batcher: $TD_BATCHER_ARCHIVE, default sotu)
+	if [ "$name" = "${TD_BATCHER_ARCHIVE:-sotu}" ] && [ -n "$sq" ] && command -v mksquashfs >/dev/null; then
+		mksquashfs "$d" "$carry/archives/$name.sqfs" -comp zstd -noappend -quiet -no-progress >/dev/null
+	fi
 	used=$(du -sm "$carry" | cut -f1)
 	if [ "$used" -gt "$max_mb" ]; then
-		rm -f "$carry/archives/$name.tadoc"
+		rm -f "$carry/archives/$name.tadoc" "$carry/archives/$name.sqfs"
 		echo "build-and-pack: $name left out: .carry/ would exceed ${max_mb} MiB" >&2
 	fi
 done
