@@ -42,14 +42,25 @@ struct td_archive {
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
 	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
-	/* Word w's bytes in 16-byte entry w: up to 15 bytes, then the length
-	 * in byte 15 (TD_WORD16_LONG when longer); NULL when not built. One
-	 * load gives a short word, instead of an offset then the bytes. */
-	const uint8_t *f_word16;
+	/* Short-token table: the bytes of terminal s in a 16-byte entry (see
+	 * td_tok16): up to 15 bytes, then the length in byte 15
+	 * (TD_TOK16_LONG when longer); word w at entry w, other token o at
+	 * entry W + o. NULL when not built. One load gives a short token,
+	 * instead of an offset then the bytes. */
+	const uint8_t *f_tok16;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 };
 
-#define TD_WORD16_LONG 0xffu
+#define TD_TOK16_LONG 0xffu
+
+/* Terminal s's (< T) entry in f_tok16 (which must be built); *space is 1
+ * for a word token followed by ' ' (not in the entry). Branch-free. */
+static inline const uint8_t *td_tok16(const td_archive *a, uint64_t s, uint32_t *space)
+{
+	int word = s < 2 * a->W;
+	*space = (uint32_t)(s & (uint64_t)word);
+	return a->f_tok16 + 16 * (word ? s >> 1 : s - a->W);
+}
 
 /* Value i of a packed array, through its flat copy when one is built. */
 #define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))

@@ -178,8 +178,8 @@ static inline uint64_t root_next(td_walk *w)
 	return w->ring[w->root_i++ % TD_WALK_RING];
 }
 
-/* The bulk of a long read: root symbols that are short words or short
- * cached rules, while TD_RCACHE_PAD bytes of room remain, with the loop
+/* The bulk of a long read: root symbols that are short tokens or cached
+ * rules that fit, while TD_RCACHE_PAD bytes of room remain, with the loop
  * state in locals (a store through buf may alias anything in memory, so
  * fields read through w or a would be reloaded after every token). Returns
  * the new n; leaves any other symbol to the caller. The current token must
@@ -187,11 +187,10 @@ static inline uint64_t root_next(td_walk *w)
 static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 {
 	const td_archive *a = w->a;
-	const uint8_t *w16 = a->f_word16;
 	const struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_acquire);
-	if (!w16 || !c || !a->flat || len < TD_RCACHE_PAD)
+	if (!a->f_tok16 || !c || !a->flat || len < TD_RCACHE_PAD)
 		return n;
-	const uint64_t W2 = 2 * a->W, T = a->T, R = a->R;
+	const uint64_t T = a->T, R = a->R;
 	const uint32_t *rlen = a->f_rule_len;
 	const size_t stop = len - TD_RCACHE_PAD;
 	uint64_t i = w->root_i;
@@ -203,23 +202,30 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 			break;
 		for (; i < end && n <= stop; i++) {
 			uint64_t s = w->ring[i % TD_WALK_RING];
-			if (s < W2) {
-				const uint8_t *e = w16 + 16 * (s >> 1);
+			if (s < T) {
+				uint32_t sp;
+				const uint8_t *e = td_tok16(a, s, &sp);
 				uint32_t tl = e[15];
-				if (tl == TD_WORD16_LONG)
+				if (tl == TD_TOK16_LONG)
 					goto out;
 				memcpy(buf + n, e, 16); /* see td_walk_read */
 				buf[n + tl] = ' ';
-				n += tl + (s & 1);
+				n += tl + sp;
 				continue;
 			}
-			if (s < T || s - T >= R)
+			if (s - T >= R)
 				goto out;
 			const uint8_t *p = atomic_load_explicit(&c->slot[s - T], memory_order_acquire);
 			uint32_t l = rlen[s - T];
-			if ((uintptr_t)p <= TD_RCACHE_SEEN || l > TD_RCACHE_PAD)
+			if ((uintptr_t)p <= TD_RCACHE_SEEN)
 				goto out;
-			memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+			if (l <= TD_RCACHE_PAD) {
+				memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+			} else {
+				if (l > len - n)
+					goto out;
+				memcpy(buf + n, p, l);
+			}
 			n += l;
 		}
 	}
@@ -278,15 +284,16 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			s = root_next(w);
 		}
 		size_t room = len - n;
-		if (s < 2 * a->W && a->f_word16 && room > 16) {
-			/* A short word in one 16-byte move; the byte after it is
+		if (s < a->T && a->f_tok16 && room > 16) {
+			/* A short token in one 16-byte move; the byte after it is
 			 * its space or is overwritten by what follows. */
-			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+			uint32_t sp;
+			const uint8_t *e = td_tok16(a, s, &sp);
 			uint32_t tl = e[15];
-			if (tl != TD_WORD16_LONG) {
+			if (tl != TD_TOK16_LONG) {
 				memcpy(buf + n, e, 16);
 				buf[n + tl] = ' ';
-				n += tl + (s & 1);
+				n += tl + sp;
 				continue;
 			}
 		}

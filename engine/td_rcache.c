@@ -113,15 +113,24 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uin
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = td_rule_sym(a, start + i);
-		if (s < 2 * a->W && a->f_word16 && at + 16 <= lim) {
-			const uint8_t *e = a->f_word16 + 16 * (s >> 1);
+		if (s < a->T && a->f_tok16) {
+			uint32_t sp;
+			const uint8_t *e = td_tok16(a, s, &sp);
 			uint32_t tl = e[15];
-			if (tl != TD_WORD16_LONG) {
-				if (at + tl + (s & 1) > len)
+			if (tl != TD_TOK16_LONG) {
+				if (at + tl + sp > len)
 					return -1;
-				memcpy(out + at, e, 16); /* see td_walk_read */
-				out[at + tl] = ' ';
-				at += tl + (s & 1);
+				if (at + 16 <= lim) {
+					memcpy(out + at, e, 16); /* see td_walk_read */
+					out[at + tl] = ' ';
+				} else {
+					/* Near the end of out (a rule's last token):
+					 * still from the table, not the offsets. */
+					td_copy(out + at, e, tl);
+					if (sp)
+						out[at + tl] = ' ';
+				}
+				at += tl + sp;
 				continue;
 			}
 		}
@@ -186,7 +195,7 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 	}
 	/* A failed or lost build leaves its arena bytes unused until close. */
 	uint8_t *n = arena_alloc(a, c, len);
-	if (!n || fill(a, r, n, len, len, 0))
+	if (!n || fill(a, r, n, len, (len + 15) & ~UINT64_C(15), 0)) /* the arena rounds to 16 */
 		return NULL;
 	uint8_t *expected = SEEN;
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
@@ -209,9 +218,14 @@ void td_rcache_free(td_archive *a)
 	atomic_store(&a->rcache, NULL);
 }
 
+static size_t flat_bytes(const td_pack *p)
+{
+	return (p->n + 1) * sizeof(uint32_t);
+}
+
 static uint32_t *flatten(const td_pack *p)
 {
-	uint32_t *v = malloc((p->n + 1) * sizeof *v);
+	uint32_t *v = malloc(flat_bytes(p));
 	if (!v)
 		return NULL;
 	for (uint64_t i = 0; i < p->n; i++) {
@@ -225,23 +239,36 @@ static uint32_t *flatten(const td_pack *p)
 	return v;
 }
 
-/* The f_word16 table from the flat word offsets (see td_archive_int.h). */
-static uint8_t *word16(const td_archive *a, const uint32_t *wo)
+/* One f_tok16 entry per table of n tokens whose offsets are off[0..n]
+ * into bytes (NULL: every token takes the checked path). */
+static void tok16_fill(uint8_t *t, const uint32_t *off, uint64_t n, const uint8_t *bytes, uint64_t size)
 {
-	uint8_t *t = calloc(a->W ? a->W : 1, 16);
-	const uint8_t *words = td_words(a); /* NULL: every word takes the checked path */
-	if (!t)
-		return NULL;
-	for (uint64_t w = 0; w < a->W; w++) {
+	for (uint64_t w = 0; w < n; w++) {
 		uint8_t *e = t + 16 * w;
-		uint32_t lo = wo[w], hi = wo[w + 1];
-		if (words && lo <= hi && hi <= a->bytes_size[TD_SEC_WORDS] && hi - lo < 16) {
-			memcpy(e, words + lo, hi - lo);
+		uint32_t lo = off[w], hi = off[w + 1];
+		if (bytes && lo <= hi && hi <= size && hi - lo < 16) {
+			td_copy(e, bytes + lo, hi - lo);
 			e[15] = (uint8_t)(hi - lo);
 		} else {
-			e[15] = TD_WORD16_LONG;
+			e[15] = TD_TOK16_LONG;
 		}
 	}
+}
+
+static size_t tok16_bytes(const td_archive *a)
+{
+	return 16 * (a->T - a->W ? a->T - a->W : 1); /* W words + T - 2W others */
+}
+
+/* The f_tok16 table from the flat offsets (see td_archive_int.h). */
+static uint8_t *tok16(const td_archive *a, const uint32_t *wo, const uint32_t *oo)
+{
+	uint64_t no = a->T - 2 * a->W;
+	uint8_t *t = calloc(1, tok16_bytes(a));
+	if (!t)
+		return NULL;
+	tok16_fill(t, wo, a->W, td_words(a), a->bytes_size[TD_SEC_WORDS]);
+	tok16_fill(t + 16 * a->W, oo, no, td_other(a), a->bytes_size[TD_SEC_OTHER]);
 	return t;
 }
 
@@ -263,8 +290,8 @@ void td_flat_build(const td_archive *a)
 			m->f_other_off = oo;
 			m->f_rule_len = rl;
 			m->f_rule_syms = rs;
-			if (bytes + 16 * a->W <= a->rcache_budget)
-				m->f_word16 = word16(a, wo);
+			if (bytes + 16 * (a->T - a->W) <= a->rcache_budget)
+				m->f_tok16 = tok16(a, wo, oo);
 			atomic_store_explicit(&m->flat, wo, memory_order_release);
 		} else {
 			free(wo);
@@ -284,7 +311,7 @@ void td_flat_free(td_archive *a)
 	free((void *)a->f_other_off);
 	free((void *)a->f_rule_len);
 	free((void *)a->f_rule_syms);
-	free((void *)a->f_word16);
-	a->f_word16 = NULL;
+	free((void *)a->f_tok16);
+	a->f_tok16 = NULL;
 	atomic_store(&a->flat, NULL);
 }

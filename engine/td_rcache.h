@@ -53,8 +53,9 @@ int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim
 void td_rcache_free(td_archive *a);
 
 /* Build flat 32-bit copies of the arrays read at every token (terminal
- * offsets, rule lengths, rule symbols) once per archive, when they fit the
- * cache budget; readers use them through TD_FLAT. Thread-safe, idempotent.
+ * offsets, rule lengths, rule symbols) and the short-token table f_tok16
+ * (td_archive_int.h) once per archive, when they fit the cache budget;
+ * readers use them through TD_FLAT and td_tok16. Thread-safe, idempotent.
  * Costs one pass over those arrays on the first read, not at open. */
 void td_flat_build(const td_archive *a);
 void td_flat_free(td_archive *a);
