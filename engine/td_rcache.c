@@ -228,13 +228,18 @@ static uint32_t *flatten(const td_pack *p)
 	uint32_t *v = malloc(flat_bytes(p));
 	if (!v)
 		return NULL;
-	for (uint64_t i = 0; i < p->n; i++) {
-		uint64_t x = td_pack_get(p, i);
-		if (x > UINT32_MAX) {
+	uint64_t t[TD_TILE]; /* a tile at a time: one header per 128 values */
+	for (uint64_t i = 0; i < p->n; i += TD_TILE) {
+		uint64_t k = p->n - i < TD_TILE ? p->n - i : TD_TILE, big = 0;
+		td_pack_get_range(p, i, k, t);
+		for (uint64_t j = 0; j < k; j++) {
+			big |= t[j] >> 32;
+			v[i + j] = (uint32_t)t[j];
+		}
+		if (big) {
 			free(v);
 			return NULL;
 		}
-		v[i] = (uint32_t)x;
 	}
 	return v;
 }
