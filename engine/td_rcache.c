@@ -5,12 +5,54 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Slot value of a rule met once and not expanded yet. */
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
+/* Tables of at least BIG_MIN bytes (flat arrays, the short-token table,
+ * arena chunks) get their own mapping, advised into 2 MiB transparent huge
+ * pages where the kernel allows (THP "madvise" or "always"): a first pass
+ * over a fresh archive then takes one page fault per 2 MiB instead of per
+ * 4 KiB, and the randomly read tables fewer TLB misses. Zero-filled. */
+#define BIG_PAGE (UINT64_C(2) << 20)
+#define BIG_MIN (UINT64_C(1) << 20)
+
+static size_t big_len(size_t n)
+{
+	return (n + BIG_PAGE - 1) & ~(BIG_PAGE - 1);
+}
+
+static void *big_alloc(size_t n)
+{
+	if (n < BIG_MIN)
+		return calloc(1, n);
+	size_t len = big_len(n);
+	uint8_t *m = mmap(NULL, len + BIG_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	uint8_t *p = (uint8_t *)(((uintptr_t)m + BIG_PAGE - 1) & ~(uintptr_t)(BIG_PAGE - 1));
+	if (p > m)
+		munmap(m, (size_t)(p - m));
+	if (m + len + BIG_PAGE > p + len)
+		munmap(p + len, (size_t)(m + BIG_PAGE - p));
+	madvise(p, len, MADV_HUGEPAGE); /* advice: failure leaves 4 KiB pages */
+	return p;
+}
+
+/* Free what big_alloc(n) returned (NULL is ignored). */
+static void big_free(const void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (n < BIG_MIN)
+		free((void *)p);
+	else
+		munmap((void *)p, big_len(n));
+}
+
 /* Expansions are carved from chunks (no malloc per rule; freed together). */
-#define CHUNK_BYTES (UINT64_C(256) << 10)
+#define CHUNK_BYTES (BIG_PAGE - sizeof(struct td_rcache_chunk) - TD_RCACHE_PAD)
 
 struct td_rcache_chunk {
 	struct td_rcache_chunk *next;
@@ -40,7 +82,7 @@ static uint8_t *arena_alloc(const td_archive *a, struct td_rcache *c, uint64_t l
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			return NULL;
 		}
-		struct td_rcache_chunk *n = malloc(sizeof *n + cap + TD_RCACHE_PAD);
+		struct td_rcache_chunk *n = big_alloc(sizeof *n + cap + TD_RCACHE_PAD);
 		if (!n) {
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			return NULL;
@@ -51,7 +93,7 @@ static uint8_t *arena_alloc(const td_archive *a, struct td_rcache *c, uint64_t l
 		if (!atomic_compare_exchange_strong_explicit(&c->chunk, &ch, n, memory_order_acq_rel,
 							     memory_order_acquire)) {
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
-			free(n);
+			big_free(n, sizeof *n + cap + TD_RCACHE_PAD);
 		}
 	}
 }
@@ -211,7 +253,7 @@ void td_rcache_free(td_archive *a)
 		return;
 	for (struct td_rcache_chunk *ch = atomic_load(&c->chunk), *next; ch; ch = next) {
 		next = ch->next;
-		free(ch);
+		big_free(ch, sizeof *ch + ch->cap + TD_RCACHE_PAD);
 	}
 	free(c->slot);
 	free(c);
@@ -225,7 +267,7 @@ static size_t flat_bytes(const td_pack *p)
 
 static uint32_t *flatten(const td_pack *p)
 {
-	uint32_t *v = malloc(flat_bytes(p));
+	uint32_t *v = big_alloc(flat_bytes(p));
 	if (!v)
 		return NULL;
 	uint64_t t[TD_TILE]; /* a tile at a time: one header per 128 values */
@@ -237,7 +279,7 @@ static uint32_t *flatten(const td_pack *p)
 			v[i + j] = (uint32_t)t[j];
 		}
 		if (big) {
-			free(v);
+			big_free(v, flat_bytes(p));
 			return NULL;
 		}
 	}
@@ -269,7 +311,7 @@ static size_t tok16_bytes(const td_archive *a)
 static uint8_t *tok16(const td_archive *a, const uint32_t *wo, const uint32_t *oo)
 {
 	uint64_t no = a->T - 2 * a->W;
-	uint8_t *t = calloc(1, tok16_bytes(a));
+	uint8_t *t = big_alloc(tok16_bytes(a));
 	if (!t)
 		return NULL;
 	tok16_fill(t, wo, a->W, td_words(a), a->bytes_size[TD_SEC_WORDS]);
@@ -299,10 +341,10 @@ void td_flat_build(const td_archive *a)
 				m->f_tok16 = tok16(a, wo, oo);
 			atomic_store_explicit(&m->flat, wo, memory_order_release);
 		} else {
-			free(wo);
-			free(oo);
-			free(rl);
-			free(rs);
+			big_free(wo, flat_bytes(&a->word_off));
+			big_free(oo, flat_bytes(&a->other_off));
+			big_free(rl, flat_bytes(&a->rule_len));
+			big_free(rs, flat_bytes(&a->rule_syms));
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -312,11 +354,11 @@ void td_flat_free(td_archive *a)
 {
 	if (!atomic_load(&a->flat))
 		return;
-	free((void *)a->f_word_off);
-	free((void *)a->f_other_off);
-	free((void *)a->f_rule_len);
-	free((void *)a->f_rule_syms);
-	free((void *)a->f_tok16);
+	big_free(a->f_word_off, flat_bytes(&a->word_off));
+	big_free(a->f_other_off, flat_bytes(&a->other_off));
+	big_free(a->f_rule_len, flat_bytes(&a->rule_len));
+	big_free(a->f_rule_syms, flat_bytes(&a->rule_syms));
+	big_free(a->f_tok16, tok16_bytes(a));
 	a->f_tok16 = NULL;
 	atomic_store(&a->flat, NULL);
 }
