@@ -20,6 +20,7 @@ struct td_rcache {
 	_Atomic(uint8_t *) *slot;   /* per rule; calloc'd, so untouched pages cost nothing */
 	atomic_uint_fast64_t used;  /* bytes of arena chunks, within the budget */
 	_Atomic(struct td_rcache_chunk *) chunk; /* arena the expansions live in */
+	uint64_t gen;               /* unique per cache: names it for thread-local arena blocks */
 };
 
 /* Rule r's cached expansion, or NULL when it is not cached (yet): a
