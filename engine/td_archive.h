@@ -40,9 +40,7 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out);
 /* Readers keep expansions of short rules (up to 8 KiB each) in memory, so
  * hot text is copied instead of walked again; this caps the total bytes
  * (default TD_RCACHE_DEFAULT, 0 disables). The cache grows in 2 MiB
- * chunks, and it and the flat tables the first read builds are advised
- * into transparent huge pages (MADV_HUGEPAGE; the kernel may decline).
- * Call before the first read; the cache is freed by td_archive_close. Not
+ * chunks. Call before the first read; the cache is freed by td_archive_close. Not
  * thread-safe with reads. */
 #define TD_RCACHE_DEFAULT (UINT64_C(64) << 20)
 void td_archive_set_cache(td_archive *a, uint64_t bytes);

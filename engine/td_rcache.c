@@ -11,10 +11,11 @@
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
 /* Tables of at least BIG_MIN bytes (flat arrays, the short-token table,
- * arena chunks) get their own mapping, advised into 2 MiB transparent huge
- * pages where the kernel allows (THP "madvise" or "always"): a first pass
- * over a fresh archive then takes one page fault per 2 MiB instead of per
- * 4 KiB, and the randomly read tables fewer TLB misses. Zero-filled. */
+ * arena chunks) get their own 2 MiB-aligned mapping, zero-filled. They are
+ * not advised into transparent huge pages: that cut a first pass's page
+ * faults from 7,071 to 2,518 (gcide) but made td_bench's sequential pass
+ * bimodal on the 2-core VM (360-410 MB/s or 180-280, the low mode with
+ * more kernel time; medians 260 against 320 without huge pages). */
 #define BIG_PAGE (UINT64_C(2) << 20)
 #define BIG_MIN (UINT64_C(1) << 20)
 
@@ -36,7 +37,6 @@ static void *big_alloc(size_t n)
 		munmap(m, (size_t)(p - m));
 	if (m + len + BIG_PAGE > p + len)
 		munmap(p + len, (size_t)(m + BIG_PAGE - p));
-	madvise(p, len, MADV_HUGEPAGE); /* advice: failure leaves 4 KiB pages */
 	return p;
 }
 
