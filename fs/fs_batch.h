@@ -58,12 +58,19 @@
  * mount (check beforehand with td_fs_batch_gpu_probe).
  * Crossovers (the configuration keys gpu_min_reads and gpu_min_counts
  * override them; 0 keeps these): the hybrid split already sends the GPU
- * only requests the CPU has no room for, so a queued read or count goes
- * to the GPU as soon as it is free (1). gpu_bench's batch crossover (CPU
- * threads with nothing else to do against the GPU: 4 KiB extract 10,000 on
- * an H100) does not apply to a daemon whose cores are busy with FUSE.
+ * only requests the CPU has no room for, so a queued count goes to the GPU
+ * as soon as it is free (1). Reads stay on the CPU (10000, above any
+ * queue): measured on an H100 with 16 cores (sotu, 2026-11-23,
+ * contrib/bench/batcher.sh), queueing the overflow reads to the GPU gave
+ * 0.75-0.89x of the CPU-only mount's 4 KiB reads at 16-256 readers and
+ * 0.65-0.71x for 64 KiB (each queued read still costs a copy out of the
+ * pinned results and a reply from another thread), while reads on the
+ * CPU matched it (0.99-1.24x). gpu_min_reads=1 turns the split on for
+ * reads. gpu_bench's batch crossover (CPU threads with nothing else to do
+ * against the GPU: 4 KiB extract 100 on an H100) does not apply to a
+ * daemon whose cores are busy with FUSE.
  */
-#define TD_FS_GPU_MIN_READS 1
+#define TD_FS_GPU_MIN_READS 10000
 #define TD_FS_GPU_MIN_COUNTS 1
 
 typedef struct td_fs_batch td_fs_batch;

@@ -435,7 +435,7 @@ void td_gpu_close(td_gpu *g)
 /* ---- extract ---- */
 
 #define TD_PIECE_MIN (2 * TD_MIB)      /* below this a round is one launch */
-#define TD_SCATTER_MAX 8u              /* threads copying results out */
+#define TD_SCATTER_MAX 16u             /* threads copying results out */
 #define TD_SCATTER_MIN (1 * TD_MIB)    /* below this one thread copies */
 
 /* Copying one round's results out of pinned memory: worker t of nt takes

@@ -1,8 +1,8 @@
 #!/bin/bash
 # batcher.sh: concurrent readers through the mount: tadocfs with the GPU and
-# the batcher (shipped defaults: the hybrid split), the same with every read
-# kept on the CPU (gpu_min_reads=10000, the previous default: shows what
-# sending reads to the GPU gains), tadocfs on the CPU only (the FUSE threads
+# the batcher (shipped defaults: counts split between CPU and GPU, reads on
+# the CPU), the same with reads split too (gpu_min_reads=1: shows what
+# sending the reads the CPU has no room for to the GPU gains), tadocfs on the CPU only (the FUSE threads
 # answer, and queued for the CPU workers with TADOCFS_BATCH_CPU=1: the
 # hand-off's cost without a GPU), squashfuse on a `mksquashfs -comp zstd`
 # image of the same files, and the no-op FUSE filesystem (noopfs) as the
@@ -28,7 +28,7 @@
 # "1 16 64 256"), BL_MODES (default "read4k read64k count"),
 # BL_GPU_MIN_BATCH (read crossover of the GPU mount; default: the daemon's),
 # BL_GPU_OPTS (more -o options for the GPU mount, e.g. cpu_workers=8),
-# BL_KINDS (columns, default "gpu gpu_rcpu cpu cpuq squashfuse noop"),
+# BL_KINDS (columns, default "gpu gpu_split cpu cpuq squashfuse noop"),
 # BL_SQFS (a squashfs image of the corpus to use as it is),
 # BL_GPU_EMULATE=1 (no GPU needed: the GPU mounts use gpu=auto with
 # TADOCFS_GPU_EMULATE=1, the CPU engine on the batcher thread standing in for
@@ -128,7 +128,7 @@ mount_fs() {
 	case $kind in gpu* | cpu*) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
 	gpu) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads="${GPU_MIN:-0}"${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;; # 0: default
-	gpu_rcpu) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads=10000${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;;
+	gpu_split) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads=1${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;;
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	cpuq) TADOCFS_BATCH_CPU=1 "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
@@ -149,11 +149,11 @@ umount_fs() {
 }
 
 KINDS=()
-for kind in ${BL_KINDS:-gpu gpu_rcpu cpu cpuq squashfuse noop}; do
+for kind in ${BL_KINDS:-gpu gpu_split cpu cpuq squashfuse noop}; do
 	case $kind in
 	squashfuse) [ "$HAVE_SQ" = 1 ] && KINDS+=(squashfuse) ;;
 	noop) [ -n "$NOOPFS" ] && KINDS+=(noop) ;;
-	gpu | gpu_rcpu | cpu | cpuq) KINDS+=("$kind") ;;
+	gpu | gpu_split | cpu | cpuq) KINDS+=("$kind") ;;
 	*) die "unknown kind $kind in BL_KINDS" ;;
 	esac
 done
@@ -167,7 +167,7 @@ LIVE=()
 for kind in "${KINDS[@]}"; do
 	mnt="$W/mnt/$kind"
 	if ! mount_fs "$kind" "$mnt"; then
-		if [ "$kind" = gpu ] || [ "$kind" = gpu_rcpu ]; then
+		if [ "$kind" = gpu ] || [ "$kind" = gpu_split ]; then
 			NOTES+=("$kind: skipped ($(head -c 300 "$W/gpu.err" | tr '\n' ' '))")
 		else
 			NOTES+=("$kind: mount failed")
@@ -232,15 +232,15 @@ ratio() { local r; r=$(div "$1" "$2"); [ "$r" = "-" ] && printf -- '-' || printf
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
-	echo "- GPU+batcher: -o gpu=on${GPU_OPTS:+,$GPU_OPTS} (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); GPU, reads on CPU: the same with gpu_min_reads=10000 (the previous default); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight: the hand-off without a GPU)"
+	echo "- GPU+batcher: -o gpu=on${GPU_OPTS:+,$GPU_OPTS} (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); GPU, reads split: the same with gpu_min_reads=1 (reads the CPU has no room for go to the GPU too); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight: the hand-off without a GPU)"
 	[ "$EMU" = 1 ] && echo "- GPU EMULATED (BL_GPU_EMULATE=1): the GPU columns ran the CPU engine on the batcher thread; they measure the hand-off, not a GPU"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
-	echo "| op | readers | GPU+batcher | GPU, reads on CPU | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
+	echo "| op | readers | GPU+batcher | GPU, reads split | CPU-only | CPU, queued | squashfuse | no-op FUSE | GPU vs CPU-only | GPU % of no-op | CPU % of no-op |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for mode in $MODES; do
 		for t in $THREADS; do
-			echo "| $mode | $t | $(cell gpu "$mode" "$t") | $(cell gpu_rcpu "$mode" "$t") | $(cell cpu "$mode" "$t") | $(cell cpuq "$mode" "$t") | $(cell squashfuse "$mode" "$t") | $(cell noop "$mode" "$t") | $(ratio "${OPS[gpu,$mode,$t]:-}" "${OPS[cpu,$mode,$t]:-}") | $(pct "${OPS[gpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") | $(pct "${OPS[cpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") |"
+			echo "| $mode | $t | $(cell gpu "$mode" "$t") | $(cell gpu_split "$mode" "$t") | $(cell cpu "$mode" "$t") | $(cell cpuq "$mode" "$t") | $(cell squashfuse "$mode" "$t") | $(cell noop "$mode" "$t") | $(ratio "${OPS[gpu,$mode,$t]:-}" "${OPS[cpu,$mode,$t]:-}") | $(pct "${OPS[gpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") | $(pct "${OPS[cpu,$mode,$t]:-}" "${OPS[noop,$mode,$t]:-}") |"
 		done
 	done
 	echo
@@ -271,7 +271,7 @@ ratio() { local r; r=$(div "$1" "$2"); [ "$r" = "-" ] && printf -- '-' || printf
 	echo
 	echo "user.tadoc.stats at the end of each tadocfs run:"
 	echo
-	for kind in gpu gpu_rcpu cpu cpuq; do
+	for kind in gpu gpu_split cpu cpuq; do
 		[ -n "${STATS[$kind]:-}" ] && echo "- $kind: \`${STATS[$kind]}\`"
 	done
 } | tee "$OUT"
