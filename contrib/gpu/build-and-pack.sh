@@ -43,6 +43,8 @@ mkdir -p "$carry/build" "$carry/lib" "$carry/bin" "$carry/archives"
 cp "$build/fs/tadoc" "$build/fs/tadocfs" "$build/tests/gpu_batch" "$build/contrib/gpu/gpu_bench" "$carry/build/"
 cp "$build/tests/gpu_index" "$build/tests/gpu_edit" "$carry/build/"
 cp contrib/gpu/run-on-gpu.sh "$carry/"
+# the commit the binaries come from (the GPU machine's copy may not say it)
+git rev-parse --short HEAD >"$carry/COMMIT" 2>/dev/null || true
 # the batcher benchmark (contrib/bench/batcher.sh) and its helpers
 cp "$build/contrib/bench/batch_load" "$build/contrib/bench/noopfs" "$carry/build/"
 mkdir -p "$carry/bench"

@@ -34,6 +34,7 @@ out=${OUT:-$PWD/gpu-results}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$carry/build:$carry/bin:$PATH"
+[ -s "$carry/COMMIT" ] && export BENCH_COMMIT="$(cat "$carry/COMMIT")"
 archives=$(ls "$carry"/archives/*.tadoc 2>/dev/null | tr '\n' ' ')
 small=$(ls -S "$carry"/archives/*.tadoc 2>/dev/null | tail -1)
 steps=${*:-all}
