@@ -60,13 +60,6 @@ static int td_cuda_fail(cudaError_t e, const char *what)
 			return td_cuda_fail(ck_e_, #call);     \
 	} while (0)
 
-static double td_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void td_gpu_opts_default(td_gpu_opts *o)
 {
 	memset(o, 0, sizeof *o);

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "td_format.h"
 #include "td_pack.h"
@@ -92,6 +93,14 @@ int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, u
  * skip[i] != 0 are left out. */
 int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream);
+
+/* Monotonic seconds, for open and link timings. */
+static inline double td_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 
 #include "td_err.h"
 #include "td_gpu.h"
+#include "td_gpu_int.h"
 
 #define TD_LINK_REPS 5
 
@@ -22,13 +23,6 @@ static void *td_lcopy_run(void *arg)
 	td_lcopy *c = arg;
 	memcpy(c->dst, c->src, c->n);
 	return NULL;
-}
-
-static double td_lnow(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int td_lcmp(const void *a, const void *b)
@@ -95,7 +89,7 @@ static double td_lhost(td_lctx *c, unsigned nt)
 	td_lcopy w[16];
 	pthread_t th[16];
 	for (int rep = -1; rep < TD_LINK_REPS; rep++) {
-		double t0 = td_lnow();
+		double t0 = td_now();
 		unsigned started = 0;
 		for (unsigned t = 0; t < nt; t++) {
 			size_t a = c->n * t / nt, b = c->n * (t + 1) / nt;
@@ -110,7 +104,7 @@ static double td_lhost(td_lctx *c, unsigned nt)
 		for (unsigned t = 1; t <= started; t++)
 			pthread_join(th[t], NULL);
 		if (rep >= 0)
-			v[rep] = td_lnow() - t0;
+			v[rep] = td_now() - t0;
 	}
 	return td_lmedian(v);
 }
