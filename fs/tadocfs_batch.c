@@ -35,6 +35,9 @@
 #define QUEUE_REACH 4096u
 /* Largest byte range read once for several overlapping reads. */
 #define MERGE_MAX (4u << 20)
+/* Result arenas of GPU batches kept for reuse, and their least size. */
+#define ARENA_POOL 8u
+#define ARENA_MIN (1u << 20)
 
 enum item_class {
 	CLS_OTHER = 0, /* answered by td_fs_req_run on a CPU worker */
@@ -74,8 +77,16 @@ typedef struct gres {
 	size_t *runstart;         /* index in job->it of each run's first read */
 	size_t *runlen;
 	td_count_req *cr;
-	char *arena;              /* the extracted bytes */
+	char *arena;              /* the extracted bytes, back to back: a
+	                             td_gpu_host_alloc block from the pool, so the
+	                             GPU downloads straight into it */
+	size_t arena_cap;
 } gres;
+
+typedef struct arena {
+	char *p;
+	size_t cap;
+} arena;
 
 /* A growable byte buffer owned by one thread. */
 typedef struct tbuf {
@@ -121,6 +132,10 @@ struct td_fs_batch {
 	char gpu_name[160];
 	int wstop;
 	atomic_uint active;       /* requests handed in and not yet answered */
+	/* free result arenas (pinned when the GPU is resident), under amu */
+	pthread_mutex_t amu;
+	arena pool[ARENA_POOL];
+	unsigned npool;
 
 	pthread_t batcher, gthread;
 	pthread_t *workers;
@@ -360,13 +375,55 @@ static void reply_count(td_fs_batch *b, bitem *x, const td_count_req *c)
 	done(b, x->t0);
 }
 
-static void gres_free(gres *g)
+/* A result arena of at least `bytes`: a pooled one if one is big enough
+ * (else the largest free one is regrown), else a new one. Pinned memory is
+ * slow to allocate: sizes grow in powers of two and are kept. */
+static char *arena_get(td_fs_batch *b, size_t bytes, size_t *cap)
+{
+	arena a = { 0 };
+	pthread_mutex_lock(&b->amu);
+	unsigned best = b->npool;
+	for (unsigned i = 0; i < b->npool; i++)
+		if (best == b->npool || (b->pool[best].cap < bytes ? b->pool[i].cap > b->pool[best].cap :
+				         b->pool[i].cap >= bytes && b->pool[i].cap < b->pool[best].cap))
+			best = i;
+	if (best < b->npool) {
+		a = b->pool[best];
+		b->pool[best] = b->pool[--b->npool];
+	}
+	pthread_mutex_unlock(&b->amu);
+	if (a.p && a.cap >= bytes) {
+		*cap = a.cap;
+		return a.p;
+	}
+	td_gpu_host_free(b->gpu, a.p);
+	size_t c = ARENA_MIN;
+	while (c < bytes && c < SIZE_MAX / 2)
+		c *= 2;
+	*cap = c;
+	return td_gpu_host_alloc(b->gpu, c);
+}
+
+static void arena_put(td_fs_batch *b, char *p, size_t cap)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&b->amu);
+	if (b->npool < ARENA_POOL) {
+		b->pool[b->npool++] = (arena){ p, cap };
+		p = NULL;
+	}
+	pthread_mutex_unlock(&b->amu);
+	td_gpu_host_free(b->gpu, p);
+}
+
+static void gres_free(td_fs_batch *b, gres *g)
 {
 	free(g->xr);
 	free(g->runstart);
 	free(g->runlen);
 	free(g->cr);
-	free(g->arena);
+	arena_put(b, g->arena, g->arena_cap);
 	free(g->job);
 	free(g);
 }
@@ -381,7 +438,7 @@ static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0,
 	for (size_t i = c0; i < c1; i++)
 		reply_count(b, &it[g->nr + i], &g->cr[i]);
 	if (atomic_fetch_sub(&g->refs, 1) == 1)
-		gres_free(g);
+		gres_free(b, g);
 }
 
 static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k);
@@ -461,12 +518,12 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 		g->runstart = calloc(nruns ? nruns : 1, sizeof *g->runstart);
 		g->runlen = calloc(nruns ? nruns : 1, sizeof *g->runlen);
 		g->cr = calloc(nc ? nc : 1, sizeof *g->cr);
-		g->arena = malloc(bytes ? bytes : 1);
+		g->arena = arena_get(b, bytes, &g->arena_cap);
 	}
 	if (!g || !g->xr || !g->runstart || !g->runlen || !g->cr || !g->arena) {
 		if (g) {
 			g->job = NULL;
-			gres_free(g);
+			gres_free(b, g);
 		}
 		run_cpu(b, it, n, buf);
 		free(j);
@@ -504,7 +561,7 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 		/* Rare (a CUDA call failed): answer the whole batch here. */
 		td_fs_log(TD_CONF_LOG_WARN, "gpu: batch failed (%s); answered by the CPU", td_strerror(xerr ? xerr : cerr));
 		run_cpu(b, it, n, buf);
-		gres_free(g);
+		gres_free(b, g);
 		return;
 	}
 	atomic_fetch_add_explicit(&b->st.gpu_reqs, n, memory_order_relaxed);
@@ -861,6 +918,9 @@ static unsigned online_cpus(void)
 
 static void batch_free(td_fs_batch *b)
 {
+	for (unsigned i = 0; i < b->npool; i++)
+		td_gpu_host_free(b->gpu, b->pool[i].p);
+	pthread_mutex_destroy(&b->amu);
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv_batcher);
 	pthread_cond_destroy(&b->cv_workers);
@@ -922,6 +982,7 @@ int td_fs_batch_start(td_fs *fs)
 	atomic_init(&b->gpu_state, GPU_OFF);
 	snprintf(b->gpu_name, sizeof b->gpu_name, "off");
 	pthread_mutex_init(&b->mu, NULL);
+	pthread_mutex_init(&b->amu, NULL);
 	pthread_cond_init(&b->cv_batcher, NULL);
 	pthread_cond_init(&b->cv_workers, NULL);
 	int rc = 0;

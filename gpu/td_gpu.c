@@ -46,6 +46,10 @@ struct td_gpu {
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
 	td_gbuf map;                   /* plain host: packed index -> request */
+	/* blocks from td_gpu_host_alloc (pinned), under hlock */
+	pthread_mutex_t hlock;
+	td_gbuf *hblk;
+	size_t nhblk, cap_hblk;
 };
 
 static int td_cuda_fail(cudaError_t e, const char *what)
@@ -352,6 +356,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	g->a = a;
 	g->o = o;
 	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->hlock, NULL);
 	struct cudaDeviceProp prop;
 	int r = TD_OK;
 	if ((e = cudaGetDeviceProperties(&prop, o.device)) != cudaSuccess) {
@@ -421,8 +426,81 @@ void td_gpu_close(td_gpu *g)
 	td_gbuf_free(&g->map, 2);
 	if (g->dsec)
 		cudaFree(g->dsec);
+	for (size_t i = 0; i < g->nhblk; i++)
+		cudaFreeHost(g->hblk[i].p);
+	free(g->hblk);
+	pthread_mutex_destroy(&g->hlock);
 	pthread_mutex_destroy(&g->lock);
 	free(g);
+}
+
+/* ---- host memory for results ---- */
+
+void *td_gpu_host_alloc(td_gpu *g, size_t bytes)
+{
+	if (!bytes)
+		bytes = 1;
+	if (!g || !g->resident)
+		return malloc(bytes);
+	void *p = NULL;
+	pthread_mutex_lock(&g->hlock);
+	if (g->nhblk == g->cap_hblk) {
+		size_t c = g->cap_hblk ? 2 * g->cap_hblk : 8;
+		td_gbuf *nb = realloc(g->hblk, c * sizeof *nb);
+		if (!nb)
+			goto out;
+		g->hblk = nb;
+		g->cap_hblk = c;
+	}
+	cudaSetDevice(g->o.device);
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+		(void)cudaGetLastError(); /* not the launchers' business */
+		p = NULL;
+		goto out;
+	}
+	g->hblk[g->nhblk++] = (td_gbuf){p, bytes};
+out:
+	pthread_mutex_unlock(&g->hlock);
+	return p;
+}
+
+void td_gpu_host_free(td_gpu *g, void *p)
+{
+	if (!p)
+		return;
+	if (g && g->resident) {
+		pthread_mutex_lock(&g->hlock);
+		for (size_t i = 0; i < g->nhblk; i++)
+			if (g->hblk[i].p == p) {
+				g->hblk[i] = g->hblk[--g->nhblk];
+				pthread_mutex_unlock(&g->hlock);
+				cudaFreeHost(p);
+				return;
+			}
+		pthread_mutex_unlock(&g->hlock);
+	}
+	free(p);
+}
+
+/* The direct path of a round: if the buffers of its m packed requests lie
+ * exactly as the device output (request k's at base + outoff) inside one
+ * td_gpu_host_alloc block, the downloads can land in them; return base,
+ * else NULL. */
+static uint8_t *td_direct_base(td_gpu *g, const td_extract_req *reqs, const td_gx_req *hq, size_t m, uint64_t bytes)
+{
+	uintptr_t base = (uintptr_t)reqs[hq[0].tag].buf - (uintptr_t)hq[0].outoff;
+	for (size_t k = 0; k < m; k++)
+		if ((uintptr_t)reqs[hq[k].tag].buf != base + hq[k].outoff)
+			return NULL;
+	uint8_t *r = NULL;
+	pthread_mutex_lock(&g->hlock);
+	for (size_t i = 0; i < g->nhblk && !r; i++) {
+		uintptr_t b0 = (uintptr_t)g->hblk[i].p, b1 = b0 + g->hblk[i].cap;
+		if (base >= b0 && base <= b1 && bytes <= b1 - base)
+			r = (uint8_t *)base;
+	}
+	pthread_mutex_unlock(&g->hlock);
+	return r;
 }
 
 /* ---- extract ---- */
@@ -437,6 +515,9 @@ typedef struct td_scatter {
 	td_gpu *g;
 	td_extract_req *reqs;
 	const size_t *bounds;          /* piece p holds packed [bounds[p], bounds[p+1]) */
+	const uint8_t *out;            /* the round's results: pinned staging, or
+	                                  the callers' buffers (direct) */
+	int direct;
 	unsigned np, t, nt;
 	cudaError_t err;
 } td_scatter;
@@ -447,7 +528,7 @@ static void *td_scatter_run(void *arg)
 	td_gpu *g = w->g;
 	const td_gx_req *hq = g->hreq.p;
 	const td_gx_res *hr = g->hres.p;
-	const uint8_t *ho = g->hout.p;
+	const uint8_t *ho = w->out;
 	if (w->t)
 		cudaSetDevice(g->o.device);
 	for (unsigned p = 0; p < w->np; p++) {
@@ -468,7 +549,7 @@ static void *td_scatter_run(void *arg)
 			}
 			q->got = hr[k].got;
 			q->err = hr[k].err;
-			if (q->got)
+			if (q->got && !w->direct)
 				memcpy(q->buf, ho + hq[k].outoff, q->got);
 		}
 	}
@@ -489,12 +570,12 @@ static unsigned td_scatter_threads(const td_gpu *g, size_t m, uint64_t bytes)
  * pieces of about TD_PIECE_BYTES spread round robin over the streams; each
  * piece uploads its requests, runs its kernel and downloads its results
  * while the others do the same. */
-static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes)
+static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes, uint8_t *direct)
 {
 	td_gx_req *hq = g->hreq.p;
 	td_gx_req *dq = g->dreq.p;
 	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
-	uint8_t *ho = g->hout.p, *dout = g->dout.p;
+	uint8_t *ho = direct ? direct : g->hout.p, *dout = g->dout.p;
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
 	uint64_t pb = g->o.piece_bytes;
 	uint64_t np = bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
@@ -533,12 +614,12 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 	}
 	bounds[np] = m;
 	/* copy results out piece by piece while later pieces still run */
-	unsigned nt = td_scatter_threads(g, m, bytes);
+	unsigned nt = direct ? 1 : td_scatter_threads(g, m, bytes);
 	td_scatter w[TD_SCATTER_MAX];
 	pthread_t th[TD_SCATTER_MAX];
 	unsigned started = 1;
 	for (unsigned t = 0; t < nt; t++)
-		w[t] = (td_scatter){g, reqs, bounds, (unsigned)np, t, nt, cudaSuccess};
+		w[t] = (td_scatter){g, reqs, bounds, ho, direct != NULL, (unsigned)np, t, nt, cudaSuccess};
 	for (unsigned t = 1; t < nt; t++) {
 		if (pthread_create(&th[t], NULL, td_scatter_run, &w[t]))
 			break;
@@ -596,10 +677,11 @@ static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 		}
 		if (m == 0)
 			continue;
-		if ((r = td_grow(&g->hout, bytes + 1, 0)) || (r = td_grow(&g->dout, bytes + 1, 1)))
+		uint8_t *direct = td_direct_base(g, reqs, hq, m, bytes);
+		if ((!direct && (r = td_grow(&g->hout, bytes + 1, 0))) || (r = td_grow(&g->dout, bytes + 1, 1)))
 			return r;
 		/* tags are absolute request indexes; the round reads reqs directly */
-		if ((r = td_extract_round(g, reqs, m, bytes)))
+		if ((r = td_extract_round(g, reqs, m, bytes, direct)))
 			return r;
 	}
 	return TD_OK;

@@ -105,6 +105,25 @@ double td_gpu_open_seconds(const td_gpu *g);
  * TD_ENOMEM. */
 int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n);
 
+/* Host memory the results can land in directly. td_gpu_host_alloc returns
+ * `bytes` of pinned (page-locked) host memory registered with g, or plain
+ * malloc memory when g is NULL or in CPU fallback mode; NULL if neither can
+ * be had. Free it with td_gpu_host_free (before td_gpu_close), which takes
+ * either kind. Thread-safe; an allocation costs about a millisecond per
+ * few MiB, so callers keep and reuse blocks.
+ *
+ * The direct path. When the buffers of a round of td_gpu_extract_batch
+ * requests lie back to back in one such block, in request order
+ * (reqs[i+1].buf == (char *)reqs[i].buf + reqs[i].len, requests the GPU
+ * serves), the results are downloaded straight into them: no pinned
+ * staging and no host copy-out, so the batch runs at the device -> host
+ * link's rate. Results are the same; on this path only, the bytes of a
+ * buffer past reqs[i].got (a read crossing the end of its file) are left
+ * unspecified instead of untouched. Any other layout takes the copy-out
+ * path. */
+void *td_gpu_host_alloc(td_gpu *g, size_t bytes);
+void td_gpu_host_free(td_gpu *g, void *p);
+
 /* Same contract and results as td_count_batch(). */
 int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
 

@@ -1,5 +1,6 @@
 /* td_gpu_stub: the GPU engine of a build without CUDA: every call says "no GPU". */
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "td_err.h"
@@ -65,6 +66,18 @@ int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n)
 	(void)reqs;
 	(void)n;
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
+void *td_gpu_host_alloc(td_gpu *g, size_t bytes)
+{
+	(void)g;
+	return malloc(bytes ? bytes : 1);
+}
+
+void td_gpu_host_free(td_gpu *g, void *p)
+{
+	(void)g;
+	free(p);
 }
 
 int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)

@@ -200,10 +200,16 @@ static td_entry pick_scope(const corpus *c)
 
 /* ---- checks ---- */
 
-static void check_extract(td_gpu *g, const corpus *c, size_t n)
+/* direct = 1: the GPU's buffers lie back to back in one td_gpu_host_alloc
+ * block (the direct download path), with a guard after the last. */
+#define GUARD 64u
+
+static void check_extract(td_gpu *g, const corpus *c, size_t n, int direct)
 {
 	td_extract_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
 	uint8_t **bufs = calloc(n, sizeof *bufs);
+	uint8_t *blk = NULL;
+	size_t total = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t r = below(100);
 		td_entry e = r < 2 ? (td_entry)(c->nent + below(5)) : (td_entry)below(c->nent);
@@ -222,6 +228,17 @@ static void check_extract(td_gpu *g, const corpus *c, size_t n)
 		gq[i].buf = bufs[i] + len + 1;
 		gq[i].got = 0xdeadbeef;
 		gq[i].err = 12345;
+		total += len;
+	}
+	if (direct) {
+		blk = td_gpu_host_alloc(g, total + GUARD);
+		if (!blk)
+			FAIL("td_gpu_host_alloc(%zu) failed", total + GUARD);
+		else {
+			memset(blk + total, 0x5A, GUARD);
+			for (size_t i = 0, pos = 0; i < n; pos += gq[i].len, i++)
+				gq[i].buf = blk + pos;
+		}
 	}
 	td_extract_batch(c->a, cq, n, 0);
 	int r = td_gpu_extract_batch(g, gq, n);
@@ -236,6 +253,12 @@ static void check_extract(td_gpu *g, const corpus *c, size_t n)
 			     (unsigned long long)cq[i].off, cq[i].len);
 		free(bufs[i]);
 	}
+	for (size_t k = 0; blk && k < GUARD; k++)
+		if (blk[total + k] != 0x5A) {
+			FAIL("extract batch of %zu (direct): byte %zu after the last buffer was written", n, k);
+			break;
+		}
+	td_gpu_host_free(g, blk);
 	free(bufs);
 	free(cq);
 	free(gq);
@@ -343,16 +366,18 @@ static int run_archive(const char *path, size_t maxbatch)
 			if (n > maxbatch || (mode == 1 && n > 1000))
 				continue;
 			int before = failures;
-			check_extract(g, &c, n);
+			check_extract(g, &c, n, 0);
+			check_extract(g, &c, n, 1);
 			if (mode == 2) {
-				printf("  batch %6zu: extract (%u bytes a lane, pieces of 1 MiB) %s\n", n, o.xchunk,
+				printf("  batch %6zu: extract (%u bytes a lane, pieces of 1 MiB; also into host_alloc buffers) %s\n", n, o.xchunk,
 				       failures == before ? "equal" : "DIFFER");
 				fflush(stdout);
 				continue;
 			}
 			check_count(g, &c, n, scratch);
 			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
-			printf("  batch %6zu: extract, count, search %s\n", n, failures == before ? "equal" : "DIFFER");
+			printf("  batch %6zu: extract (also into host_alloc buffers), count, search %s\n", n,
+			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}
 		td_gpu_close(g);

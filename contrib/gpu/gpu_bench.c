@@ -3,6 +3,9 @@
  * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] ARCHIVE...
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
+ * The extracts run twice: into malloc'ed buffers, and into one
+ * td_gpu_host_alloc block with the buffers back to back (the GPU's direct
+ * path; the CPU engine writes into the same block).
  * Each cell is the median of repeated runs lasting about -t seconds
  * (default 0.5) after one warm-up. Prints a Markdown table (also to -o),
  * then the smallest batch size at which the GPU beats all CPU cores.
@@ -61,8 +64,9 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-enum { OP_X64, OP_X4K, OP_COUNT, OP_SEARCH, NOPS };
-static const char *op_name[NOPS] = {"extract 64 B", "extract 4 KiB", "count", "search"};
+enum { OP_X64, OP_X4K, OP_X64P, OP_X4KP, OP_COUNT, OP_SEARCH, NOPS };
+static const char *op_name[NOPS] = {"extract 64 B", "extract 4 KiB", "extract 64 B, host_alloc buffers",
+				    "extract 4 KiB, host_alloc buffers", "count", "search"};
 enum { E_GPU, E_CPU1, E_CPUALL, NENG };
 
 typedef struct bench {
@@ -83,16 +87,26 @@ typedef struct batch {
 	uint8_t *xbuf;
 	td_count_req *c;
 	td_search_req *s;
+	td_gpu *g;                /* xbuf came from td_gpu_host_alloc(g) */
 } batch;
 
 static void make_batch(const bench *b, batch *t, size_t n, int op)
 {
 	memset(t, 0, sizeof *t);
 	t->n = n;
-	if (op == OP_X64 || op == OP_X4K) {
-		uint32_t len = op == OP_X64 ? 64 : 4096;
+	if (op == OP_X64 || op == OP_X4K || op == OP_X64P || op == OP_X4KP) {
+		uint32_t len = op == OP_X64 || op == OP_X64P ? 64 : 4096;
 		t->x = calloc(n, sizeof *t->x);
-		t->xbuf = malloc(n * (size_t)len);
+		if (op == OP_X64P || op == OP_X4KP) {
+			t->g = b->g;
+			t->xbuf = td_gpu_host_alloc(b->g, n * (size_t)len);
+			if (!t->xbuf) {
+				fprintf(stderr, "td_gpu_host_alloc(%zu) failed: malloc'ed buffers instead\n", n * (size_t)len);
+				t->g = NULL;
+				t->xbuf = malloc(n * (size_t)len);
+			}
+		} else
+			t->xbuf = malloc(n * (size_t)len);
 		for (size_t i = 0; i < n; i++) {
 			size_t f = rnd() % b->nfiles;
 			uint64_t sz = b->fsize[f];
@@ -129,7 +143,10 @@ static void free_batch(batch *t)
 		for (size_t i = 0; i < t->n; i++)
 			td_hits_free(&t->s[i].hits);
 	free(t->x);
-	free(t->xbuf);
+	if (t->g)
+		td_gpu_host_free(t->g, t->xbuf);
+	else
+		free(t->xbuf);
 	free(t->c);
 	free(t->s);
 }
@@ -143,6 +160,8 @@ static int run_once(const bench *b, batch *t, int op, int eng)
 	switch (op) {
 	case OP_X64:
 	case OP_X4K:
+	case OP_X64P:
+	case OP_X4KP:
 		return eng == E_GPU ? td_gpu_extract_batch(b->g, t->x, t->n) : td_extract_batch(b->a, t->x, t->n, nt);
 	case OP_COUNT:
 		return eng == E_GPU ? td_gpu_count_batch(b->g, t->c, t->n) : td_count_batch(b->a, t->c, t->n, nt);
@@ -179,7 +198,7 @@ static double measure(const bench *b, batch *t, int op, int eng)
 
 /* The link's ceilings for the bytes a 100k x 4 KiB batch brings back, and
  * that batch's GPU rate against them. */
-static void bench_link(double x4k_gpu, FILE *md)
+static void bench_link(double x4k_gpu, double x4k_direct, FILE *md)
 {
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned nt = cores > 8 ? 8 : cores > 0 ? (unsigned)cores : 1; /* as the copy-out uses */
@@ -217,8 +236,11 @@ static void bench_link(double x4k_gpu, FILE *md)
 		fprintf(md, "| %s | %.1f | %.0f |\n", row[i].what, row[i].gbs, row[i].gbs * 1e9 / 4096);
 	fprintf(md, "| extract 4 KiB, batch %u, GPU (transfers and copy-out included) | %.1f | %.0f |\n", X4K_N, got,
 		x4k_gpu);
-	fprintf(md, "\nExtract 4 KiB at %u runs at %.0f%% of the pinned device -> host ceiling.\n", X4K_N,
-		100 * got / l.d2h_pinned);
+	fprintf(md, "| extract 4 KiB, batch %u, GPU, results straight into td_gpu_host_alloc buffers | %.1f | %.0f |\n",
+		X4K_N, x4k_direct * 4096 * 1e-9, x4k_direct);
+	fprintf(md, "\nExtract 4 KiB at %u runs at %.0f%% of the pinned device -> host ceiling with the copy-out, "
+		    "%.0f%% straight into host_alloc buffers.\n",
+		X4K_N, 100 * got / l.d2h_pinned, 100 * x4k_direct * 4096 * 1e-9 / l.d2h_pinned);
 }
 
 /* Extract 4 KiB at 100k under other lane widths, piece sizes and stream
@@ -639,7 +661,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			base, td_gpu_device_name(b.g), td_gpu_open_seconds(b.g), cores, cores);
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
-	double x4k_gpu = 0;
+	double x4k_gpu = 0, x4k_direct = 0;
 	for (int op = 0; op < NOPS; op++) {
 		size_t crossover = 0;
 		for (size_t s = 0; s < nsizes; s++) {
@@ -651,6 +673,8 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			free_batch(&t);
 			if (op == OP_X4K && sizes[s] == X4K_N)
 				x4k_gpu = v[E_GPU];
+			if (op == OP_X4KP && sizes[s] == X4K_N)
+				x4k_direct = v[E_GPU];
 			if (!crossover && v[E_GPU] > v[E_CPUALL])
 				crossover = sizes[s];
 			printf("%-14s %7zu  gpu %12.0f  cpu1 %12.0f  cpu%ld %12.0f  x%.1f  x%.1f\n", op_name[op], sizes[s],
@@ -669,7 +693,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
 	if (td_gpu_resident(b.g) && x4k_gpu > 0) {
-		bench_link(x4k_gpu, md);
+		bench_link(x4k_gpu, x4k_direct, md);
 		bench_x4k_tuning(&b, md);
 	}
 	bench_edits(&b, md);
