@@ -25,6 +25,7 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_GPU_MIN_COUNTS] = {"gpu_min_counts", K_INT, 0, 1000000},
 	[TD_CONF_KEY_CPU_WORKERS] = {"cpu_workers", K_INT, 0, 1024},
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
+	[TD_CONF_KEY_READ_AHEAD] = {"read_ahead", K_SIZE, 0, 0},
 	[TD_CONF_KEY_JOURNAL_SYNC] = {"journal_sync", K_SYNC, 0, 0},
 	[TD_CONF_KEY_COMPACT_THRESHOLD] = {"compact_threshold", K_SIZE, 0, 0},
 	[TD_CONF_KEY_LOG_LEVEL] = {"log_level", K_LOG, 0, 0},
@@ -44,6 +45,7 @@ void td_conf_defaults(td_conf *c)
 	c->batch_max = 1024;
 	c->cpu_workers = 0;
 	c->cache_size = 64ull << 20;
+	c->read_ahead = 1ull << 20;
 	c->journal_sync = TD_CONF_SYNC_FSYNC;
 	c->compact_threshold = 64ull << 20;
 	c->log_level = TD_CONF_LOG_WARN;
@@ -257,6 +259,11 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 		switch (k) {
 		case TD_CONF_KEY_GPU_MEM_CAP: c->gpu_mem_cap = u; break;
 		case TD_CONF_KEY_CACHE_SIZE: c->cache_size = u; break;
+		case TD_CONF_KEY_READ_AHEAD:
+			if (u > (1ull << 30))
+				return fail(msg, msglen, "%s: '%s' is more than 1G", d->name, value);
+			c->read_ahead = u;
+			break;
 		case TD_CONF_KEY_COMPACT_THRESHOLD: c->compact_threshold = u; break;
 		default: assert(!"size key without a field"); break;
 		}
@@ -291,6 +298,7 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_GPU_MIN_COUNTS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_counts);
 	case TD_CONF_KEY_CPU_WORKERS: return snprintf(buf, len, "%u", (unsigned)c->cpu_workers);
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
+	case TD_CONF_KEY_READ_AHEAD: return format_size(c->read_ahead, buf, len);
 	case TD_CONF_KEY_JOURNAL_SYNC: return snprintf(buf, len, "%s", td_conf_sync_name(c->journal_sync));
 	case TD_CONF_KEY_COMPACT_THRESHOLD: return format_size(c->compact_threshold, buf, len);
 	case TD_CONF_KEY_LOG_LEVEL: return snprintf(buf, len, "%s", td_conf_log_name(c->log_level));

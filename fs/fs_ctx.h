@@ -58,6 +58,8 @@ typedef struct td_fs {
 	pthread_mutex_t files_mu;
 	td_fs_file *files;        /* open files, freed at unmount if never released */
 	struct td_fs_rw *rw;      /* edit overlay (fs_rw.h); NULL: plain archive */
+	char *mountpoint;         /* absolute, for td_fs_tune_readahead; NULL: unknown */
+	atomic_int ra_tuned;
 } td_fs;
 
 /* Fill fs for archive `a` (taken over: td_fs_fini closes it even when this
@@ -67,6 +69,14 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf
 
 /* Release everything td_fs_init set up, including the archive. */
 void td_fs_fini(td_fs *fs);
+
+/* Once per mount, from the first lookup or read (the kernel has then
+ * taken the FUSE handshake, whose reply can only lower the window): set
+ * the mount's readahead window (/sys/class/bdi/DEV/read_ahead_kb, DEV from
+ * /proc/self/mountinfo) to conf.read_ahead. Sequential readers then get
+ * requests of up to 1 MiB ahead of them instead of 128 KiB. Without root
+ * the write fails: logged, the kernel's default stays. (tadocfs_tune.c) */
+void td_fs_tune_readahead(td_fs *fs);
 
 /* The subtree totals (lazily computed, thread-safe). 0 or -errno. */
 int td_fs_tree_get(td_fs *fs, const td_fs_tree **out);

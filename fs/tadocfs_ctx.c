@@ -42,6 +42,7 @@ void td_fs_fini(td_fs *fs)
 	td_fs_files_free_all(fs);
 	pthread_mutex_destroy(&fs->files_mu);
 	td_fs_xattr_fini(fs);
+	free(fs->mountpoint);
 	free(fs->tree.words);
 	free(fs->tree.subdirs);
 	pthread_mutex_destroy(&fs->tree.mu);

@@ -253,7 +253,10 @@ int main(int argc, char **argv)
 		goto out_signals;
 	}
 	int mrc = fuse_session_mount(se, abs_mnt);
-	free(abs_mnt);
+	if (strncmp(abs_mnt, "/dev/fd/", 8) != 0)
+		fs.mountpoint = abs_mnt; /* freed by td_fs_fini */
+	else
+		free(abs_mnt);
 	if (mrc != 0) {
 		rc = fail(o.mountpoint, "mount failed");
 		goto out_signals;

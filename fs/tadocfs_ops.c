@@ -47,6 +47,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	td_fs *fs = FS(req);
+	td_fs_tune_readahead(fs);
 	ENTRY_OR_REPLY(fs, req, parent, dir);
 	td_entry e;
 	int err = td_archive_lookup(fs->a, dir, name, strlen(name), &e);
@@ -162,6 +163,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	td_fs *fs = FS(req);
 	td_fs_file *f = (td_fs_file *)(uintptr_t)fi->fh; /* NULL: opened without op_open */
+	td_fs_tune_readahead(fs);
 	if (off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;

@@ -24,6 +24,7 @@ static int errno_of(int err)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	td_fs *fs = FS(req);
+	td_fs_tune_readahead(fs);
 	struct fuse_entry_param ep;
 	td_node child;
 	td_fs_rw_rdlock(fs);

@@ -118,6 +118,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.gpu_min_counts, 0);
 	cr_assert_eq(c.cpu_workers, 0);
 	cr_assert_eq(c.cache_size, 64ull << 20);
+	cr_assert_eq(c.read_ahead, 1ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
 	cr_assert_eq(c.compact_threshold, 64ull << 20);
 	cr_assert_eq(c.log_level, TD_CONF_LOG_WARN);
@@ -212,6 +213,7 @@ Test(conf, every_key_parsed)
 		"gpu_min_counts = 8\n"
 		"cpu_workers = 12\n"
 		"cache_size = 256M\n"
+		"read_ahead = 4M\n"
 		"journal_sync = always\n"
 		"compact_threshold = 1T\n"
 		"log_level = debug\n",
@@ -225,6 +227,7 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.gpu_min_counts, 8);
 	cr_assert_eq(c.cpu_workers, 12);
 	cr_assert_eq(c.cache_size, 256ull << 20);
+	cr_assert_eq(c.read_ahead, 4ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_ALWAYS);
 	cr_assert_eq(c.compact_threshold, 1ull << 40);
 	cr_assert_eq(c.log_level, TD_CONF_LOG_DEBUG);
@@ -335,8 +338,8 @@ Test(conf, sizes)
 		uint64_t v;
 		cr_assert_eq(td_conf_parse_size(bad[i], &v), -1, "accepted '%s'", bad[i]);
 	}
-	static const char *const size_keys[] = {"gpu_mem_cap", "cache_size", "compact_threshold"};
-	for (size_t i = 0; i < 3; i++) {
+	static const char *const size_keys[] = {"gpu_mem_cap", "cache_size", "read_ahead", "compact_threshold"};
+	for (size_t i = 0; i < sizeof size_keys / sizeof size_keys[0]; i++) {
 		char text[128], msg[256];
 		snprintf(text, sizeof text, "%s = 12X\n", size_keys[i]);
 		snprintf(msg, sizeof msg,
@@ -348,6 +351,15 @@ Test(conf, sizes)
 		char path[1024];
 		load_ok(&c, text, path, sizeof path);
 	}
+}
+
+Test(conf, read_ahead_bound)
+{
+	expect_file_error("\nread_ahead = 2G\n", 2, "read_ahead: '2G' is more than 1G");
+	td_conf c;
+	char path[1024];
+	load_ok(&c, "read_ahead = 1G\n", path, sizeof path);
+	cr_assert_eq(c.read_ahead, 1ull << 30);
 }
 
 Test(conf, format_sizes)

@@ -507,6 +507,42 @@ def check_xattrs(mnt, o, heavy_words):
         pass
 
 
+def bdi_read_ahead_kb(mnt):
+    """The kernel's readahead window of the mount at mnt, read from sysfs
+    (the device number from /proc/self/mountinfo); None if not found."""
+    want = os.fsencode(os.path.realpath(mnt))
+    dev = None
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            parts = line.split(b" ")
+            mp = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), parts[4])
+            if mp == want:
+                dev = parts[2].decode()
+    if dev is None:
+        return None
+    with open("/sys/class/bdi/%s/read_ahead_kb" % dev) as f:
+        return int(f.read())
+
+
+def check_read_ahead(archive, tmp, o):
+    """read_ahead (default 1M; -o read_ahead=SIZE) reaches the kernel once a
+    file was read. Writing sysfs takes root: elsewhere only note it."""
+    if os.geteuid() != 0:
+        log("note: not root: read_ahead not checked")
+        return
+    for extra, kb in (((), 1024), (("-o", "read_ahead=256K"), 256)):
+        mnt = mount(archive, os.path.join(tmp, "mnt_ra"), *extra)
+        for name in o.order:
+            p = os.path.join(os.fsencode(mnt), name)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as fh:
+                    fh.read(1)
+                break
+        got = bdi_read_ahead_kb(mnt)
+        check(got == kb, "read_ahead %s: the mount's read_ahead_kb is %s, want %d" % (" ".join(extra) or "default", got, kb))
+        unmount(mnt)
+
+
 def check_readonly(mnt):
     log("== writes are refused with EROFS")
     f = os.path.join(mnt, "fsx", "agg", "f1.txt")
@@ -792,6 +828,7 @@ def main():
             mounted.append(mnt)
             unmount(mnt)
 
+        check_read_ahead(archive, tmp, o)
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
         check_daemon_signal(archive, tmp)
         check_mount_forms(archive, tree, tmp)

@@ -1,0 +1,82 @@
+/* tadocfs_tune: the mount's kernel readahead window (read_ahead config key). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs_ctx.h"
+#include "fs_log.h"
+
+/* Undo mountinfo's octal escapes (\040 for a space, \011, \012, \134) in
+ * place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+		    r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else
+			*w++ = *r;
+	}
+	*w = '\0';
+}
+
+/* The device number ("0:52") of the last FUSE mount on `mnt` listed in
+ * /proc/self/mountinfo, into dev; 0 if found. */
+static int mount_dev(const char *mnt, char *dev, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	int found = -1;
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE ... */
+		char *save = NULL, *fld[5];
+		int n = 0;
+		for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+			fld[n++] = t;
+			if (n == 5)
+				break; /* save: the rest, from OPTIONS on */
+		}
+		if (n < 5)
+			continue;
+		char *sep = strstr(save ? save : "", " - ");
+		if (!sep || strncmp(sep + 3, "fuse", 4) != 0)
+			continue;
+		unescape(fld[4]);
+		if (strcmp(fld[4], mnt) == 0 && strlen(fld[2]) < len) {
+			strcpy(dev, fld[2]);
+			found = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+void td_fs_tune_readahead(td_fs *fs)
+{
+	if (atomic_load_explicit(&fs->ra_tuned, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&fs->ra_tuned, 1, memory_order_relaxed))
+		return;
+	uint64_t kb = fs->conf.read_ahead >> 10;
+	if (kb == 0 || !fs->mountpoint)
+		return; /* 0: the kernel's default */
+	char dev[64], path[128];
+	if (mount_dev(fs->mountpoint, dev, sizeof dev)) {
+		td_fs_log(TD_CONF_LOG_INFO, "read_ahead: %s not found in /proc/self/mountinfo; kernel default kept",
+			  fs->mountpoint);
+		return;
+	}
+	snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *f = fopen(path, "w");
+	int ok = f && fprintf(f, "%llu\n", (unsigned long long)kb) > 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	td_fs_log(ok ? TD_CONF_LOG_INFO : TD_CONF_LOG_WARN, "read_ahead: %s %s %llu KiB%s", path,
+		  ok ? "set to" : "could not be set to", (unsigned long long)kb,
+		  ok ? "" : " (it takes root); kernel default kept");
+}
