@@ -1,6 +1,7 @@
 /* gpu_bench: ops/s of GPU batches (transfers included) against the CPU engine on 1 thread and on all cores. */
 /*
- * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] ARCHIVE...
+ * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...
+ * (-x: the extract rows, the link and the extract tuning only)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -619,6 +620,8 @@ static void bench_index(const td_archive *a, double budget, FILE *md)
 	ixin_free(&x);
 }
 
+static int extract_only; /* -x */
+
 static int bench_archive(const char *path, double budget, FILE *md)
 {
 	td_archive *a = NULL;
@@ -662,7 +665,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
 	double x4k_gpu = 0, x4k_direct = 0;
-	for (int op = 0; op < NOPS; op++) {
+	for (int op = 0; op < (extract_only ? OP_COUNT : NOPS); op++) {
 		size_t crossover = 0;
 		for (size_t s = 0; s < nsizes; s++) {
 			batch t;
@@ -696,8 +699,10 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		bench_link(x4k_gpu, x4k_direct, md);
 		bench_x4k_tuning(&b, md);
 	}
-	bench_edits(&b, md);
-	bench_index(a, budget, md);
+	if (!extract_only) {
+		bench_edits(&b, md);
+		bench_index(a, budget, md);
+	}
 	td_gpu_close(b.g);
 	free(b.files);
 	free(b.fsize);
@@ -710,18 +715,22 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:h")) != -1) {
+	while ((opt = getopt(argc, argv, "o:t:xh")) != -1) {
+		if (opt == 'x') {
+			extract_only = 1;
+			continue;
+		}
 		if (opt == 'o')
 			out = optarg;
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] ARCHIVE...\n");
+			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] ARCHIVE...\n");
+		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...\n");
 		return 2;
 	}
 	if (!td_gpu_available()) {
