@@ -241,41 +241,8 @@ struct td_xs {
 	uint64_t first, fsample;
 	uint32_t len, j, depth;
 	int phase, err;
-	/* output bytes not yet stored: acc holds the an bytes before
-	 * dst + done, which start 8-byte aligned; stored 8 at a time */
-	uint64_t acc;
-	uint32_t an;
 	td_frame st[TD_MAXDEPTH];
 };
-
-/* Append byte v to the output. Until dst + done is 8-byte aligned bytes
- * are stored one by one; from there they gather in acc and leave as one
- * 8-byte store: the lanes of a warp write 32 different chunks, so byte
- * stores cost a memory transaction each. */
-TD_HD __forceinline__ void td_x_put(td_xs &s, uint8_t v)
-{
-	uint8_t *q = s.dst + s.done++;
-	if (s.an == 0 && ((uintptr_t)q & 7)) {
-		*q = v;
-		return;
-	}
-	s.acc |= (uint64_t)v << (8 * s.an);
-	if (++s.an == 8) {
-		*(uint64_t *)(q - 7) = s.acc;
-		s.acc = 0;
-		s.an = 0;
-	}
-}
-
-/* Store what td_x_put still holds (at the end of the chunk). */
-TD_HD __forceinline__ void td_x_flush(td_xs &s)
-{
-	uint8_t *q = s.dst + s.done - s.an;
-	for (uint32_t x = 0; x < s.an; x++)
-		q[x] = (uint8_t)(s.acc >> (8 * x));
-	s.acc = 0;
-	s.an = 0;
-}
 
 TD_HD __forceinline__ void td_x_fail(td_xs &s)
 {
@@ -290,8 +257,6 @@ TD_HD void td_x_init(const td_gdev &d, td_xs &s, uint32_t e, uint64_t foff, uint
 	s.dst = dst;
 	s.n = n;
 	s.done = 0;
-	s.acc = 0;
-	s.an = 0;
 	s.depth = 0;
 	s.err = TD_OK;
 	s.phase = TD_X_RBS;
@@ -497,12 +462,13 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 	if (cb > m)
 		cb = m;
 	const uint8_t *p = src + a + s.inner;
+	uint8_t *q = s.dst + s.done;
 	for (uint64_t x = 0; x < cb; x++)
-		td_x_put(s, TD_LDG(p + x));
+		q[x] = TD_LDG(p + x);
 	if (m > cb)
-		td_x_put(s, (uint8_t)' ');
+		q[cb] = (uint8_t)' ';
+	s.done += m;
 	if (s.done == s.n) {
-		td_x_flush(s);
 		s.phase = TD_X_DONE;
 		return;
 	}
