@@ -251,9 +251,34 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 
 	if (total + TD_WORKSPACE > avail)
 		return 1; /* does not fit: CPU fallback */
+	/* expansions of short rules, if they fit beside the rest */
+	uint32_t *rxo = malloc(4 * (d->nrules + 1));
+	uint64_t rx_bytes = 0, rx_off_at = 0, rx_pool_at = 0;
+	if (rxo) {
+		for (uint64_t i = 0; i < d->nrules; i++) {
+			uint64_t l = td_pack_get(&plan[9].hview, i);
+			rxo[i] = (uint32_t)rx_bytes;
+			if (l <= TD_RX_MAX && rx_bytes + l <= TD_RX_CAP)
+				rx_bytes += l;
+		}
+		rxo[d->nrules] = (uint32_t)rx_bytes;
+		uint64_t need = ((4 * (d->nrules + 1) + 256) & ~UINT64_C(255)) + ((rx_bytes + 256) & ~UINT64_C(255));
+		if (rx_bytes && total + need + TD_WORKSPACE <= avail) {
+			rx_off_at = total;
+			rx_pool_at = total + ((4 * (d->nrules + 1) + 256) & ~UINT64_C(255));
+			total += need;
+		} else {
+			free(rxo);
+			rxo = NULL;
+		}
+	}
 
 	void *dp = NULL;
-	CK(cudaMalloc(&dp, total));
+	cudaError_t me = cudaMalloc(&dp, total);
+	if (me != cudaSuccess) {
+		free(rxo);
+		return td_cuda_fail(me, "cudaMalloc");
+	}
 	g->dsec = dp;
 	CK(cudaMemset(dp, 0, total));
 	for (size_t i = 0; i < np; i++) {
@@ -276,6 +301,30 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	d->groups = (const td_disk_group *)(g->dsec + plan[15].off);
 	d->rule_mask = (const uint64_t *)(g->dsec + mask_off);
 	g->budget = avail - total;
+	d->rx_off = NULL;
+	d->rx_pool = NULL;
+	if (rxo) {
+		cudaError_t e = cudaMemcpy(g->dsec + rx_off_at, rxo, 4 * (d->nrules + 1), cudaMemcpyHostToDevice);
+		free(rxo);
+		if (e != cudaSuccess)
+			return td_cuda_fail(e, "rule expansions");
+		int *dbad = NULL, bad = 0;
+		CK(cudaMalloc((void **)&dbad, sizeof(int)));
+		d->rx_off = (const uint32_t *)(g->dsec + rx_off_at);
+		d->rx_pool = g->dsec + rx_pool_at;
+		e = cudaMemset(dbad, 0, sizeof(int));
+		if (e == cudaSuccess)
+			e = (cudaError_t)td_gk_rx_fill(d, g->dsec + rx_pool_at, dbad, NULL);
+		if (e == cudaSuccess)
+			e = cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost);
+		cudaFree(dbad);
+		if (e != cudaSuccess)
+			return td_cuda_fail(e, "rule expansions");
+		if (bad) { /* a grammar that does not add up: extract walks it and reports */
+			d->rx_off = NULL;
+			d->rx_pool = NULL;
+		}
+	}
 
 	uint32_t *files = malloc(12 * d->nentries);
 	if (!files)

@@ -27,8 +27,11 @@ extern "C" {
  * Residency. td_gpu_open() uploads the sections that extract, count and
  * search read (file columns, dictionary, rules, root sequence, samples) once,
  * as they are stored: the kernels decode the packed tiles in place
- * (td_pack.h). It also builds one small GPU-side index, a 128-bit word
- * signature per rule, used to skip rules that cannot contain a queried word.
+ * (td_pack.h). It also builds two GPU-side indexes: a 128-bit word
+ * signature per rule, used to skip rules that cannot contain a queried word,
+ * and the expanded text of every rule of at most TD_RX_MAX (128) bytes
+ * (td_gpu_int.h; when it fits beside the rest), which extract copies instead
+ * of descending into the rule.
  * If those bytes plus working space do not fit the device memory (or the
  * configured cap), the archive is NOT uploaded: the handle opens in CPU
  * fallback mode, td_gpu_resident() returns 0, and every batch call is served

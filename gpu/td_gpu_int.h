@@ -35,7 +35,18 @@ typedef struct td_gdev {
 	uint64_t sample_shift, nsamples;
 	uint32_t xchunk;             /* extract output bytes per work item
 	                                (one lane); 0 = TD_GX_CHUNK */
+	/* Expansions of short rules (at most TD_RX_MAX bytes; built at open
+	 * by td_gk_rx_fill): rule r's text is rx_pool[rx_off[r],
+	 * rx_off[r+1]), kept iff that range is not empty; extract copies it
+	 * instead of walking the rule. rx_off NULL: none kept. */
+	const uint32_t *rx_off;
+	const uint8_t *rx_pool;
 } td_gdev;
+
+/* Longest rule expansion kept whole on the device, and the most bytes
+ * all of them may take. */
+#define TD_RX_MAX 128u
+#define TD_RX_CAP (UINT64_C(1) << 30)
 
 /* One extract request as the kernel reads it (host packs these). */
 typedef struct td_gx_req {
@@ -80,6 +91,9 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
 /* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;
  * `stream` is a cudaStream_t. All are asynchronous on `stream`. */
 int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream);
+/* Write every kept rule's expansion into pool (td_gdev.rx_off); *bad = 1
+ * when one does not add up (a corrupt grammar: drop them all). */
+int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *stream);
 int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems,
 		  uint8_t *out, td_gx_res *res, void *stream);
 /* count[i] = occurrences of the word of req[i] in its scope, or

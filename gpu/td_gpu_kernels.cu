@@ -197,6 +197,79 @@ TD_HD void td_mask_rule(const td_gdev &d, uint64_t *mask, int *changed, uint64_t
 	}
 }
 
+/* ---- expansions of short rules (built once at open) ---- */
+
+/* 1 if rule r's expansion is kept in d.rx_pool (at rx_off[r], rx_off[r+1] -
+ * rx_off[r] bytes). */
+TD_HD __forceinline__ bool td_rx_has(const td_gdev &d, uint64_t r)
+{
+	return d.rx_off && TD_LDG(&d.rx_off[r + 1]) > TD_LDG(&d.rx_off[r]);
+}
+
+/* Write rule r's expansion at pool + rx_off[r] (r kept, see td_rx_has);
+ * *bad = 1 if the grammar does not add up to rx_off's length. */
+TD_HD void td_rx_fill_rule(const td_gdev &d, uint8_t *pool, int *bad, uint64_t r)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	uint64_t o = d.rx_off[r], n = d.rx_off[r + 1] - o, w = 0;
+	td_frame st[TD_MAXDEPTH];
+	uint32_t depth = 0;
+	bool b = false;
+	if (!td_rhs(d, r, st[0].first, st[0].len)) {
+		*bad = 1;
+		return;
+	}
+	st[0].j = 0;
+	depth = 1;
+	while (depth && !b) {
+		td_frame &f = st[depth - 1];
+		if (f.j == f.len) {
+			depth--;
+			continue;
+		}
+		uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
+		if (c >= t) {
+			if (depth == TD_MAXDEPTH || c - t >= d.nrules || !td_rhs(d, c - t, st[depth].first, st[depth].len)) {
+				b = true;
+				break;
+			}
+			st[depth++].j = 0;
+			continue;
+		}
+		const uint8_t *src;
+		uint64_t a, e, sp = 0;
+		if (c < w2) {
+			a = td_pgets(d.word_off, c >> 1, b);
+			e = td_pgets(d.word_off, (c >> 1) + 1, b);
+			src = d.words;
+			sp = c & 1;
+		} else {
+			a = td_pgets(d.other_off, c - w2, b);
+			e = td_pgets(d.other_off, c - w2 + 1, b);
+			src = d.other;
+		}
+		if (b || a > e || e > (c < w2 ? d.words_size : d.other_size) || w + (e - a) + sp > n) {
+			b = true;
+			break;
+		}
+		for (uint64_t x = a; x < e; x++)
+			pool[o + w++] = src[x];
+		if (sp)
+			pool[o + w++] = (uint8_t)' ';
+	}
+	if (b || w != n)
+		*bad = 1;
+}
+
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
+__global__ void td_k_rx_fill(td_gdev d, uint8_t *pool, int *bad)
+{
+	uint64_t r = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (r < d.nrules && td_rx_has(d, r))
+		td_rx_fill_rule(d, pool, bad, r);
+}
+#endif
+
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 {
@@ -346,7 +419,7 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		return;
 	}
 	if (s.phase == TD_X_RULE) {
-		if (s.sym < t) {
+		if (s.sym < t || td_rx_has(d, s.sym - t)) {
 			s.phase = TD_X_EMIT;
 			return;
 		}
@@ -403,7 +476,7 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		return;
 	}
 	if (s.phase == TD_X_DOWN) {
-		if (s.sym >= t) {
+		if (s.sym >= t && !td_rx_has(d, s.sym - t)) {
 			uint64_t first;
 			uint32_t len;
 			if (s.depth == TD_MAXDEPTH || !td_rhs(d, s.sym - t, first, len))
@@ -417,7 +490,7 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		}
 		s.phase = TD_X_EMIT;
 	}
-	/* TD_X_EMIT: token tok from byte inner. The next symbol (pop
+	/* TD_X_EMIT: token tok (or a kept rule's expansion) from byte inner. The next symbol (pop
 	 * finished frames, step right; TD_X_DOWN descends) is fetched first so
 	 * its loads overlap the token's; it only counts if bytes remain. */
 	const uint64_t tok = s.sym;
@@ -446,6 +519,11 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 			return td_x_fail(s);
 		src = d.words;
 		sp = tok & 1;
+	} else if (tok >= t) { /* td_rx_has */
+		a = TD_LDG(&d.rx_off[tok - t]);
+		b = TD_LDG(&d.rx_off[tok - t + 1]);
+		src = d.rx_pool;
+		sp = 0;
 	} else {
 		a = td_pgets(d.other_off, tok - w2, bad);
 		b = td_pgets(d.other_off, tok - w2 + 1, bad);
@@ -912,6 +990,15 @@ extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed,
 		return 0;
 	unsigned blocks = (unsigned)((d->nrules + 255) / 256);
 	td_k_masks<<<blocks, 256, 0, s>>>(*d, mask, changed);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	if (d->nrules == 0 || !d->rx_off)
+		return 0;
+	td_k_rx_fill<<<(unsigned)((d->nrules + 127) / 128), 128, 0, s>>>(*d, pool, bad);
 	return (int)cudaGetLastError();
 }
 

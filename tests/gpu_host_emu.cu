@@ -27,6 +27,14 @@ extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed,
 	return 0;
 }
 
+extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *)
+{
+	for (uint64_t r = 0; d->rx_off && r < d->nrules; r++)
+		if (td_rx_has(*d, r))
+			td_rx_fill_rule(*d, pool, bad, r);
+	return 0;
+}
+
 extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
 			     td_gx_res *res, void *)
 {
