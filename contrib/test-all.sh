@@ -82,7 +82,8 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
 		suite "asan+ubsan" "$prefix-asan"
 fi
 
-# 3. libFuzzer on the archive reader: seeds from tests/fuzz_seeds.sh, a timed run.
+# 3. libFuzzer on the archive reader: seeds from tests/fuzz_seeds.sh and the
+# inputs that once crashed it (tests/fuzz-regress/), a timed run.
 if [ "$fuzz_seconds" -gt 0 ]; then
 	section "fuzz: build ($prefix-fuzz, clang)"
 	fz=$prefix-fuzz
@@ -95,7 +96,7 @@ if [ "$fuzz_seconds" -gt 0 ]; then
 		rc=0
 		"$fz/tests/fuzz_archive" -max_total_time="$fuzz_seconds" -max_len=65536 -timeout=20 \
 			-rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$fz/fuzz-artifacts/" \
-			"$fz/fuzz-corpus" "$fz/fuzz-seeds" >"$fz/fuzz.log" 2>&1 || rc=$?
+			"$fz/fuzz-corpus" "$fz/fuzz-seeds" tests/fuzz-regress >"$fz/fuzz.log" 2>&1 || rc=$?
 		tail -25 "$fz/fuzz.log"
 		if [ "$rc" -eq 0 ]; then
 			total_ok=$((total_ok + 1))

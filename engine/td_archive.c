@@ -309,11 +309,12 @@ static int setup(td_archive *a, unsigned flags)
 		const td_disk_group *x = &a->groups[g];
 		uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : a->R;
 		uint64_t per = ((uint64_t)x->len + (UINT64_C(1) << a->shift) - 1) >> a->shift;
+		/* written so that no sum or product can wrap around */
 		if ((g == 0 && x->first_rule != 0) || x->first_rule >= end || x->len == 0 ||
-		    x->first_sym + (end - x->first_rule) * x->len > m->nrulesyms ||
+		    x->first_sym > m->nrulesyms || end - x->first_rule > (m->nrulesyms - x->first_sym) / x->len ||
 		    (x->len > (UINT64_C(1) << a->shift) &&
 		     (x->first_sample > m->nrulesamples ||
-		      (end - x->first_rule) * per > m->nrulesamples - x->first_sample)))
+		      end - x->first_rule > (m->nrulesamples - x->first_sample) / per)))
 			return bad(TD_SEC_RULE_GROUPS, "inconsistent group");
 	}
 	/* The tree's shape is read on every lookup: check the cheap parts. */

@@ -342,6 +342,34 @@ Test(corrupt, garbage_section_table_is_ecorrupt)
 	}
 }
 
+/* Rule-group fields whose sums or products wrap around 64 bits (found by
+ * libFuzzer: a first_sym near 2^64 passed the range check and extract read
+ * before RULE_SYMS). Checksums fixed: the group check itself must refuse. */
+Test(corrupt, wrapping_rule_group_is_ecorrupt)
+{
+	load();
+	for (int kind = 0; kind < 4; kind++) {
+		uint8_t *b = copy_orig();
+		td_disk_section *t = table(b);
+		td_disk_group *g = NULL;
+		for (uint32_t i = 0; i < hdr(b)->nsections; i++)
+			if (t[i].id == TD_SEC_RULE_GROUPS && t[i].size >= sizeof *g)
+				g = (td_disk_group *)(b + t[i].off);
+		cr_assert_not_null(g, "no rule groups in the test archive");
+		switch (kind) {
+		case 0: g->first_sym = UINT64_MAX - 7; break;
+		case 1: g->first_sym = UINT64_MAX; break;
+		case 2: g->first_sym = (UINT64_C(1) << 63) + 1; break;
+		case 3: g->len = UINT32_MAX; break;
+		}
+		fix_all(b, g_olen);
+		int err = try_open(put(b, g_olen), 0);
+		cr_assert_eq(err, TD_ECORRUPT, "rule group damage %d: %s", kind, td_strerror(err));
+		cr_assert(strstr(td_errdetail(), "rule-groups"), "rule group damage %d: %s", kind, td_errdetail());
+		free(b);
+	}
+}
+
 /* Random damage inside sections with every checksum recomputed, so only the
  * structural checks stand between the damage and the readers. Opening plain
  * and reading must not crash (ASan/UBSan watch); open with TD_OPEN_VERIFY
