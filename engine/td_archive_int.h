@@ -187,13 +187,13 @@ static inline int td_rule_rhs(const td_archive *a, uint64_t r, uint64_t *start, 
 	const td_disk_group *g = &a->groups[lo];
 	if (g->first_rule > r)
 		return -1;
-	/* in that order, so no sum or product wraps around (setup checked
-	 * the group against RULE_SYMS the same way) */
-	uint64_t n = a->rule_syms.n, k = r - g->first_rule;
-	if (g->len == 0 || g->first_sym > n || k >= (n - g->first_sym) / g->len)
-		return -1;
-	*start = g->first_sym + k * g->len;
+	/* No wrap-around here: setup() checked every group's rules against
+	 * RULE_SYMS without overflow (this runs at every rule descent, so it
+	 * stays a multiply and a compare). */
+	*start = g->first_sym + (r - g->first_rule) * g->len;
 	*len = g->len;
+	if (*start + *len > a->rule_syms.n)
+		return -1;
 	return 0;
 }
 
