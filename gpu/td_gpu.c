@@ -262,10 +262,11 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 				rx_bytes += l;
 		}
 		rxo[d->nrules] = (uint32_t)rx_bytes;
-		uint64_t need = ((4 * (d->nrules + 1) + 256) & ~UINT64_C(255)) + ((rx_bytes + 256) & ~UINT64_C(255));
+		uint64_t off_bytes = (4 * (d->nrules + 1) + 256) & ~UINT64_C(255);
+		uint64_t need = off_bytes + ((rx_bytes + 256) & ~UINT64_C(255));
 		if (rx_bytes && total + need + TD_WORKSPACE <= avail) {
 			rx_off_at = total;
-			rx_pool_at = total + ((4 * (d->nrules + 1) + 256) & ~UINT64_C(255));
+			rx_pool_at = total + off_bytes;
 			total += need;
 		} else {
 			free(rxo);
