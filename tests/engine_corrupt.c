@@ -241,7 +241,7 @@ Test(corrupt, truncated_is_etrunc)
 }
 
 /* One flipped byte at the start, middle and end of every section. */
-Test(corrupt, flipped_byte_in_each_section_is_ecorrupt, .timeout = 300)
+Test(corrupt, flipped_byte_in_each_section_is_ecorrupt)
 {
 	load();
 	uint8_t *o = copy_orig();
@@ -374,7 +374,7 @@ Test(corrupt, wrapping_rule_group_is_ecorrupt)
  * structural checks stand between the damage and the readers. Opening plain
  * and reading must not crash (ASan/UBSan watch); open with TD_OPEN_VERIFY
  * either refuses or gives an archive whose reads stay in bounds. */
-Test(corrupt, random_damage_with_fixed_checksums, .timeout = 180) /* ~2 s normally; a hang is a bug */
+Test(corrupt, random_damage_with_fixed_checksums) /* ~2 s normally; a hang is a bug */
 {
 	load();
 	uint64_t rs = 23;

@@ -308,7 +308,7 @@ static char *archive_in(const char *dir)
 	return p;
 }
 
-Test(edit, model_random_replay_compact, .timeout = 600)
+Test(edit, model_random_replay_compact)
 {
 	uint64_t rs = 0x5eed1234;
 	char *tmp = em_tmpdir();

@@ -239,7 +239,7 @@ static void recover(bytes jb, uint64_t records, uint64_t damage, const char *why
 	td_archive_close(a);
 }
 
-TestSuite(journal, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(journal, .init = setup, .fini = teardown);
 
 Test(journal, clean_replay)
 {

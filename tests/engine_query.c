@@ -52,7 +52,7 @@ static void check_hits(const td_archive *a, const tdt_query *q, const td_hits *h
 	}
 }
 
-Test(query, count_and_search_equal_oracle, .timeout = 600)
+Test(query, count_and_search_equal_oracle)
 {
 	tdt_oracle *o = tdt_oracle_load();
 	cr_assert_gt(o->nq, 100u);
@@ -109,7 +109,7 @@ Test(query, search_appends)
 
 /* The batched forms equal the single calls, for 1, 2 and "all" threads,
  * with bad requests failing alone. */
-Test(query, batches_equal_single_calls, .timeout = 600)
+Test(query, batches_equal_single_calls)
 {
 	tdt_oracle *o = tdt_oracle_load();
 	td_archive *a = tdt_open("paths.tadoc", 0);

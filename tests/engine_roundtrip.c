@@ -157,12 +157,12 @@ static void check_tree(const char *archive)
 	td_archive_close(a);
 }
 
-Test(roundtrip, compress_paths_archive, .timeout = 600)
+Test(roundtrip, compress_paths_archive)
 {
 	check_tree("paths.tadoc");
 }
 
-Test(roundtrip, writer_streaming_archive, .timeout = 600)
+Test(roundtrip, writer_streaming_archive)
 {
 	check_tree("writer.tadoc");
 }
@@ -207,18 +207,18 @@ static void random_extracts(const char *archive)
 	td_archive_close(a);
 }
 
-Test(extract, random_offsets_paths, .timeout = 600)
+Test(extract, random_offsets_paths)
 {
 	random_extracts("paths.tadoc");
 }
 
-Test(extract, random_offsets_writer, .timeout = 600)
+Test(extract, random_offsets_writer)
 {
 	random_extracts("writer.tadoc");
 }
 
 /* td_extract_batch gives what td_extract gives, for 1, 2 and "all" threads. */
-Test(extract, batch_equals_single, .timeout = 600)
+Test(extract, batch_equals_single)
 {
 	walk_tree();
 	td_archive *a = tdt_open("paths.tadoc", 0);
@@ -276,7 +276,7 @@ Test(extract, batch_equals_single, .timeout = 600)
 
 /* Cursors: restart after a backwards seek, two files interleaved on one
  * cursor, many cursors on one archive, bad arguments. */
-Test(extract, cursor_seek_patterns, .timeout = 600)
+Test(extract, cursor_seek_patterns)
 {
 	td_archive *a = tdt_open("paths.tadoc", 0);
 	static const char *const files[] = {"line/single_line.txt", "periodic/fibonacci.txt", "text/crlf.txt",
@@ -327,7 +327,7 @@ Test(extract, cursor_seek_patterns, .timeout = 600)
 
 /* Entries are numbered breadth-first with children sorted bytewise; names,
  * paths, parents, children and look-ups agree with the oracle's walk. */
-Test(archive, entry_order_and_lookup, .timeout = 600)
+Test(archive, entry_order_and_lookup)
 {
 	tdt_oracle *o = tdt_oracle_load();
 	td_archive *a = tdt_open("paths.tadoc", 0);
@@ -400,7 +400,7 @@ Test(archive, entry_order_and_lookup, .timeout = 600)
 	tdt_oracle_free(o);
 }
 
-Test(archive, info_and_verify, .timeout = 600)
+Test(archive, info_and_verify)
 {
 	tdt_oracle *o = tdt_oracle_load();
 	static const char *const names[] = {"paths.tadoc", "writer.tadoc"};

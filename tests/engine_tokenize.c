@@ -22,7 +22,7 @@ static const char *tests_dir(void)
 
 /* td_is_word_cp agrees with Python's \w on every assigned code point
  * (unassigned ones may differ between Unicode versions). */
-Test(tokenize, word_cp_matches_python, .timeout = 300)
+Test(tokenize, word_cp_matches_python)
 {
 	char cmd[4096];
 	snprintf(cmd, sizeof cmd,
@@ -133,7 +133,7 @@ static size_t make_buffer(uint64_t *rs, uint8_t *b, size_t cap)
 }
 
 /* Coverage, token shapes, and the exact match with Python's words. */
-Test(tokenize, tokens_cover_bytes_and_match_python_words, .timeout = 300)
+Test(tokenize, tokens_cover_bytes_and_match_python_words)
 {
 	enum { ROUNDS = 60 };
 	uint64_t rs = 42;
@@ -233,7 +233,7 @@ Test(tokenize, tokens_cover_bytes_and_match_python_words, .timeout = 300)
 
 /* Feeding bytes a few at a time (final = 0 until the end) gives the same
  * tokens as one call over everything. */
-Test(tokenize, streaming_equals_one_shot, .timeout = 300)
+Test(tokenize, streaming_equals_one_shot)
 {
 	uint64_t rs = 7;
 	size_t cap = 30000;
