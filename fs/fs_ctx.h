@@ -49,6 +49,7 @@ typedef struct td_fs {
 	double attr_timeout;
 	int writable;             /* 0: read-only mount, writes get EROFS */
 	int no_open;              /* read-only: the kernel may skip open/release (op_init) */
+	unsigned max_read;        /* -o max_read= for op_init (0: libfuse's default) */
 	int debug;
 	td_conf conf;             /* effective configuration (defaults, file, -o) */
 	td_fs_exec exec;

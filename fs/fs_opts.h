@@ -23,6 +23,7 @@ typedef struct td_fs_opts {
 	int verify;               /* -o verify: check every checksum before mounting */
 	int clone_fd;             /* -o clone_fd */
 	unsigned max_threads;     /* -o max_threads=N (0: default) */
+	unsigned max_read;        /* -o max_read=BYTES, largest read request (0: libfuse's 1 MiB) */
 	int has_fsname, has_subtype;
 	char *config;             /* -o config=FILE, or NULL */
 	char **fuse_opts;         /* options passed on to libfuse's mount */

@@ -235,6 +235,7 @@ int main(int argc, char **argv)
 	if (fs.rw)
 		td_fs_rw_ops(&ops);
 	fs.debug = o.debug;
+	fs.max_read = o.max_read;
 	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
 	if (!se) {
 		rc = fail(o.mountpoint, "cannot create the FUSE session");

@@ -42,6 +42,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * libfuse's buffer takes (1 MiB: max_pages 256) comes from max_write's
 	 * default, which also sets max_pages for reads. */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	/* -o max_read=: libfuse ends the session unless INIT says it too. */
+	if (((td_fs *)userdata)->max_read)
+		conn->max_read = ((td_fs *)userdata)->max_read;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

@@ -16,7 +16,7 @@ static const char *const fuse_flags[] = {
 	"strictatime", "nostrictatime", "lazytime", "nolazytime", NULL,
 };
 static const char *const fuse_keys[] = {
-	"fsname=", "subtype=", "max_read=", "blksize=", "context=", "fscontext=",
+	"fsname=", "subtype=", "blksize=", "context=", "fscontext=",
 	"defcontext=", "rootcontext=", NULL,
 };
 /* Options meaningful to mount(8) or fstab only. */
@@ -61,12 +61,13 @@ static int push(char ***v, size_t *n, const char *s)
 	return 0;
 }
 
-static int parse_uint(const char *s, unsigned *out)
+/* A decimal from 1 to max. */
+static int parse_uint(const char *s, unsigned long max, unsigned *out)
 {
 	char *end;
 	errno = 0;
 	unsigned long v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v == 0 || v > 100000 || s[0] == '-' || s[0] == '+')
+	if (errno || end == s || *end || v == 0 || v > max || s[0] == '-' || s[0] == '+')
 		return -1;
 	*out = (unsigned)v;
 	return 0;
@@ -117,8 +118,17 @@ static int one_opt(td_fs_opts *o, const char *opt)
 		return 0;
 	}
 	if (strncmp(opt, "max_threads=", 12) == 0) {
-		if (parse_uint(opt + 12, &o->max_threads))
+		if (parse_uint(opt + 12, 100000, &o->max_threads))
 			return usage_error("-o %s: expected a thread count from 1 to 100000", opt);
+		return 0;
+	}
+	if (strncmp(opt, "max_read=", 9) == 0) {
+		/* Also told to the kernel at INIT (op_init): libfuse ends the
+		 * session when the mount option and INIT disagree. */
+		if (parse_uint(opt + 9, UINT32_C(1) << 20, &o->max_read) || o->max_read % 4096)
+			return usage_error("-o %s: expected a multiple of 4096 from 4096 to 1048576 bytes", opt);
+		if (push(&o->fuse_opts, &o->nfuse, opt))
+			return usage_error("%s: out of memory", opt);
 		return 0;
 	}
 	if (strncmp(opt, "config=", 7) == 0) {
@@ -256,6 +266,7 @@ void td_fs_opts_usage(const char *prog)
 	       "  -o nonempty        allow a non-empty mountpoint\n"
 	       "  -o verify          check every checksum and invariant before mounting\n"
 	       "  -o max_threads=N   FUSE worker threads (default 16)\n"
+	       "  -o max_read=BYTES  largest read request, 4096..1048576 (default 1048576)\n"
 	       "  -o clone_fd        one /dev/fuse descriptor per worker thread\n"
 	       "  -o config=FILE     tadocfs configuration file\n"
 	       "  -o KEY=VALUE       any configuration key (see tadocfs(8))\n"

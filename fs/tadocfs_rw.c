@@ -287,6 +287,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* -o max_read=: libfuse ends the session unless INIT says it too. */
+	if (((td_fs *)userdata)->max_read)
+		conn->max_read = ((td_fs *)userdata)->max_read;
 }
 
 void td_fs_rw_ops(struct fuse_lowlevel_ops *ops)

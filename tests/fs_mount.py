@@ -651,9 +651,9 @@ def check_mount_forms(archive, tree, tmp):
     mnt = os.path.join(tmp, "mnt_forms")
     os.makedirs(mnt, exist_ok=True)
     forms = [
-        ["tadocfs", archive, mnt, "-o", "ro,noauto,nofail,_netdev,x-systemd.automount,defaults,max_threads=4"],
+        ["tadocfs", archive, mnt, "-o", "ro,noauto,nofail,_netdev,x-systemd.automount,defaults,max_threads=4,max_read=65536"],
         [os.path.join(SRC_ROOT, "contrib", "mount", "mount.fuse.tadocfs"), archive, mnt, "-o",
-         "rw,noauto,users,x-systemd.requires=foo.mount,cpu_workers=2"],
+         "rw,noauto,users,x-systemd.requires=foo.mount,cpu_workers=2,max_read=131072"],
     ]
     if shutil.which("mount.fuse3"):
         forms.append(["mount.fuse3", archive, mnt, "-t", "tadocfs", "-o", "ro,nosuid,nodev"])
@@ -675,6 +675,13 @@ def check_mount_forms(archive, tree, tmp):
             check(r2.returncode == 0, "diff -r after %s" % cmd[0])
             check(open(os.path.join(mnt, "fsx", "agg", "f0.txt"), "rb").read() ==
                   open(os.path.join(tree, "fsx", "agg", "f0.txt"), "rb").read(), "read after %s" % cmd[0])
+            # -o max_read= reaches the kernel (and the FUSE handshake agrees:
+            # libfuse ends a session whose INIT disagrees with the option)
+            want = [o for o in ",".join(cmd[3:]).split(",") if o.startswith("max_read=")]
+            if want:
+                real = os.path.realpath(mnt)
+                opts = [line.split()[3] for line in open("/proc/mounts") if line.split()[1] == real]
+                check(opts and want[0] in opts[-1].split(","), "%s: /proc/mounts options %s lack %s" % (cmd[0], opts, want[0]))
         unmount(mnt)
         check(not is_mounted(mnt), "unmounted after %s" % cmd[0])
         # The daemon may still be closing (a writable one holds the archive's
@@ -739,6 +746,8 @@ def check_bad_invocations(archive, tmp):
         ([archive, good_mnt, "-o"], 2, "tadocfs: -o: missing option list"),
         ([archive, good_mnt, "-o", "bogus_option"], 2, "tadocfs: -o bogus_option: unknown option"),
         ([archive, good_mnt, "-o", "max_threads=0"], 2, "tadocfs: -o max_threads=0:"),
+        ([archive, good_mnt, "-o", "max_read=1000"], 2, "tadocfs: -o max_read=1000: expected a multiple of 4096"),
+        ([archive, good_mnt, "-o", "max_read=2097152"], 2, "tadocfs: -o max_read=2097152: expected a multiple"),
         ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: -o:1: "),
         ([archive, good_mnt, "-o", "config=" + os.path.join(tmp, "nope.conf")], 2, "tadocfs: %s" % os.path.join(tmp, "nope.conf")),
         ([archive, good_mnt, "-o", "config=" + badconf], 2, "tadocfs: %s:2: " % badconf),
