@@ -117,8 +117,17 @@ void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *o
 			/* One header per tile; the data stays in bounds up to its last value. */
 			const uint8_t *d = p->data + at;
 			uint64_t mask = (UINT64_C(1) << w) - 1;
-			for (uint64_t x = 0; x < k; x++, bit += w)
-				out[x] = td_pack_frame(p, h, j + x) + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+			if (TD_TILE_LIN(h)) {
+				for (uint64_t x = 0; x < k; x++, bit += w)
+					out[x] = td_pack_frame(p, h, j + x) +
+						 ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+			} else {
+				/* A constant frame (the symbol arrays' tiles): the
+				 * base once, then a load, a shift and a mask a value. */
+				uint64_t base = TD_TILE_BASE(h);
+				for (uint64_t x = 0; x < k; x++, bit += w)
+					out[x] = base + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+			}
 		}
 		out += k;
 		i += k;
