@@ -221,6 +221,9 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 				goto out;
 			if (l <= TD_RCACHE_PAD) {
 				memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
+			} else if (l <= 2 * TD_RCACHE_PAD && 2 * TD_RCACHE_PAD <= len - n) {
+				/* Fixed moves, not a call: readable as above. */
+				memcpy(buf + n, p, 2 * TD_RCACHE_PAD);
 			} else {
 				if (l > len - n)
 					goto out;
