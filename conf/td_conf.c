@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum kind { K_GPU, K_SYNC, K_LOG, K_INT, K_SIZE };
+enum kind { K_GPU, K_BOOL, K_SYNC, K_LOG, K_INT, K_SIZE };
 
 struct keydef {
 	const char *name;
@@ -25,6 +25,7 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_GPU_MIN_COUNTS] = {"gpu_min_counts", K_INT, 0, 1000000},
 	[TD_CONF_KEY_CPU_WORKERS] = {"cpu_workers", K_INT, 0, 1024},
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
+	[TD_CONF_KEY_CACHE_WARM] = {"cache_warm", K_BOOL, 0, 0},
 	[TD_CONF_KEY_READ_AHEAD] = {"read_ahead", K_SIZE, 0, 0},
 	[TD_CONF_KEY_JOURNAL_SYNC] = {"journal_sync", K_SYNC, 0, 0},
 	[TD_CONF_KEY_COMPACT_THRESHOLD] = {"compact_threshold", K_SIZE, 0, 0},
@@ -45,6 +46,7 @@ void td_conf_defaults(td_conf *c)
 	c->batch_max = 1024;
 	c->cpu_workers = 0;
 	c->cache_size = 64ull << 20;
+	c->cache_warm = true;
 	c->read_ahead = 1ull << 20;
 	c->journal_sync = TD_CONF_SYNC_FSYNC;
 	c->compact_threshold = 64ull << 20;
@@ -168,18 +170,25 @@ static int parse_enum(const char *v, const char *const *names, int n)
 	return -1;
 }
 
+/* on/yes/true/1 -> 1, off/no/false/0 -> 0, else -1. */
+static int parse_bool(const char *v)
+{
+	static const char *const yes[] = {"on", "yes", "true", "1"};
+	static const char *const no[] = {"off", "no", "false", "0"};
+	if (parse_enum(v, yes, 4) >= 0)
+		return 1;
+	if (parse_enum(v, no, 4) >= 0)
+		return 0;
+	return -1;
+}
+
 static int parse_gpu(const char *v)
 {
 	int g = parse_enum(v, gpu_names, 3);
 	if (g >= 0)
 		return g;
-	static const char *const yes[] = {"yes", "true", "1"};
-	static const char *const no[] = {"no", "false", "0"};
-	if (parse_enum(v, yes, 3) >= 0)
-		return TD_CONF_GPU_ON;
-	if (parse_enum(v, no, 3) >= 0)
-		return TD_CONF_GPU_OFF;
-	return -1;
+	g = parse_bool(v);
+	return g < 0 ? -1 : g ? TD_CONF_GPU_ON : TD_CONF_GPU_OFF;
 }
 
 int td_conf_set(td_conf *c, const char *key, const char *value,
@@ -206,6 +215,14 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 				    "%s: invalid value '%s' (expected auto, on or off)",
 				    d->name, value);
 		c->gpu = (td_conf_gpu)e;
+		break;
+	case K_BOOL:
+		if ((e = parse_bool(value)) < 0)
+			return fail(msg, msglen, "%s: invalid value '%s' (expected on or off)", d->name, value);
+		switch (k) {
+		case TD_CONF_KEY_CACHE_WARM: c->cache_warm = e == 1; break;
+		default: assert(!"on/off key without a field"); break;
+		}
 		break;
 	case K_SYNC:
 		if ((e = parse_enum(value, sync_names, 3)) < 0)
@@ -298,6 +315,7 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_GPU_MIN_COUNTS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_counts);
 	case TD_CONF_KEY_CPU_WORKERS: return snprintf(buf, len, "%u", (unsigned)c->cpu_workers);
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
+	case TD_CONF_KEY_CACHE_WARM: return snprintf(buf, len, "%s", c->cache_warm ? "on" : "off");
 	case TD_CONF_KEY_READ_AHEAD: return format_size(c->read_ahead, buf, len);
 	case TD_CONF_KEY_JOURNAL_SYNC: return snprintf(buf, len, "%s", td_conf_sync_name(c->journal_sync));
 	case TD_CONF_KEY_COMPACT_THRESHOLD: return format_size(c->compact_threshold, buf, len);

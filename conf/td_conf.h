@@ -79,6 +79,7 @@ typedef enum td_conf_key {
 	TD_CONF_KEY_GPU_MIN_COUNTS,
 	TD_CONF_KEY_CPU_WORKERS,
 	TD_CONF_KEY_CACHE_SIZE,
+	TD_CONF_KEY_CACHE_WARM,
 	TD_CONF_KEY_READ_AHEAD,
 	TD_CONF_KEY_JOURNAL_SYNC,
 	TD_CONF_KEY_COMPACT_THRESHOLD,
@@ -109,6 +110,7 @@ typedef struct td_conf {
 	uint32_t gpu_min_counts;    /* gpu_min_counts = 0..1000000, 0 = measured default (0) */
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (64M) */
+	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */
 	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (1M) */
 	td_conf_sync journal_sync;  /* journal_sync = none|fsync|always (fsync) */
 	uint64_t compact_threshold; /* compact_threshold = size, 0 = off (64M) */

@@ -45,6 +45,18 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out);
 #define TD_RCACHE_DEFAULT (UINT64_C(64) << 20)
 void td_archive_set_cache(td_archive *a, uint64_t bytes);
 
+/* Fill that cache now: expand every rule of at most 8 KiB, in rule order
+ * (the rule arrays read front to back), so that first reads go at the speed
+ * of later ones; for a background thread after open (tadocfs runs it at
+ * mount). It only runs when all those expansions fit the cache's budget with
+ * room to spare (otherwise the cache keeps filling with what readers use,
+ * and *bytes is 0); it stops soon after *stop (may be NULL; read with
+ * relaxed atomic loads) becomes nonzero. Thread-safe with concurrent reads; not with td_archive_set_cache
+ * or td_archive_close. *bytes (may be NULL) gets the expanded bytes it
+ * cached. TD_OK, TD_ENOMEM, or TD_ECORRUPT when a rule's lengths do not add
+ * up. */
+int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes);
+
 /* Unmap and free. NULL is accepted. */
 void td_archive_close(td_archive *a);
 

@@ -61,6 +61,9 @@ typedef struct td_fs {
 	struct td_fs_rw *rw;      /* edit overlay (fs_rw.h); NULL: plain archive */
 	char *mountpoint;         /* absolute, for td_fs_tune_readahead; NULL: unknown */
 	atomic_int ra_tuned;
+	pthread_t warm_thread;    /* td_fs_warm_start, when warm_started */
+	int warm_started;
+	volatile int warm_stop;   /* set (atomically) by td_fs_warm_stop */
 } td_fs;
 
 /* Fill fs for archive `a` (taken over: td_fs_fini closes it even when this
@@ -78,6 +81,14 @@ void td_fs_fini(td_fs *fs);
  * requests of up to 1 MiB ahead of them instead of 128 KiB. Without root
  * the write fails: logged, the kernel's default stays. (tadocfs_tune.c) */
 void td_fs_tune_readahead(td_fs *fs);
+
+/* With conf.cache_warm, fill the archive's rule cache from a background
+ * thread at idle priority (td_archive_warm), so the first reads after the
+ * mount go at the speed of later ones; the FUSE threads never wait for it.
+ * Call after the daemon has forked; td_fs_warm_stop stops it (between two
+ * rules) and joins it before the archive closes. (tadocfs_tune.c) */
+void td_fs_warm_start(td_fs *fs);
+void td_fs_warm_stop(td_fs *fs);
 
 /* The subtree totals (lazily computed, thread-safe). 0 or -errno. */
 int td_fs_tree_get(td_fs *fs, const td_fs_tree **out);

@@ -277,7 +277,9 @@ int main(int argc, char **argv)
 	}
 	if (berr)
 		td_fs_log(TD_CONF_LOG_WARN, "batcher: %s; requests are answered inline", strerror(-berr));
+	td_fs_warm_start(&fs);
 	int lrc = run_loop(se, &o, &fs);
+	td_fs_warm_stop(&fs);
 	td_fs_batch_stop(&fs); /* answers what is still queued */
 	fuse_session_unmount(se);
 	/* A signal (positive) or an unmount (0) is a clean end. */

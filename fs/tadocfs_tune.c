@@ -1,5 +1,10 @@
-/* tadocfs_tune: the mount's kernel readahead window (read_ahead config key). */
+/* tadocfs_tune: the mount's kernel readahead window (read_ahead config key) and the
+ * rule-cache warm-up at mount (cache_warm). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,4 +84,47 @@ void td_fs_tune_readahead(td_fs *fs)
 	td_fs_log(ok ? TD_CONF_LOG_INFO : TD_CONF_LOG_WARN, "read_ahead: %s %s %llu KiB%s", path,
 		  ok ? "set to" : "could not be set to", (unsigned long long)kb,
 		  ok ? "" : " (it takes root); kernel default kept");
+}
+
+static void *warm_main(void *arg)
+{
+	td_fs *fs = arg;
+	/* Idle priority: it runs only on otherwise idle cores. */
+	struct sched_param sp = {.sched_priority = 0};
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t bytes = 0;
+	int err = td_archive_warm(fs->a, &fs->warm_stop, &bytes);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (err)
+		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: %s: %s: %s", fs->archive_path, td_strerror(err), td_errdetail());
+	else if (bytes)
+		td_fs_log(TD_CONF_LOG_INFO, "cache_warm: %" PRIu64 " bytes of rule expansions cached in %.1f ms%s",
+			  bytes, ms, __atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED) ? " (stopped)" : "");
+	else
+		td_fs_log(TD_CONF_LOG_INFO, "cache_warm: skipped (the expansions do not fit cache_size)");
+	return NULL;
+}
+
+void td_fs_warm_start(td_fs *fs)
+{
+	if (!fs->conf.cache_warm || fs->conf.cache_size == 0 || fs->warm_started)
+		return;
+	__atomic_store_n(&fs->warm_stop, 0, __ATOMIC_RELAXED);
+	int rc = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
+	if (rc)
+		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: cannot start a thread: %s", strerror(rc));
+	else
+		fs->warm_started = 1;
+}
+
+void td_fs_warm_stop(td_fs *fs)
+{
+	if (!fs->warm_started)
+		return;
+	__atomic_store_n(&fs->warm_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(fs->warm_thread, NULL);
+	fs->warm_started = 0;
 }

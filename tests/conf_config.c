@@ -118,6 +118,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.gpu_min_counts, 0);
 	cr_assert_eq(c.cpu_workers, 0);
 	cr_assert_eq(c.cache_size, 64ull << 20);
+	cr_assert(c.cache_warm);
 	cr_assert_eq(c.read_ahead, 1ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
 	cr_assert_eq(c.compact_threshold, 64ull << 20);
@@ -213,6 +214,7 @@ Test(conf, every_key_parsed)
 		"gpu_min_counts = 8\n"
 		"cpu_workers = 12\n"
 		"cache_size = 256M\n"
+		"cache_warm = off\n"
 		"read_ahead = 4M\n"
 		"journal_sync = always\n"
 		"compact_threshold = 1T\n"
@@ -227,6 +229,7 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.gpu_min_counts, 8);
 	cr_assert_eq(c.cpu_workers, 12);
 	cr_assert_eq(c.cache_size, 256ull << 20);
+	cr_assert(!c.cache_warm);
 	cr_assert_eq(c.read_ahead, 4ull << 20);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_ALWAYS);
 	cr_assert_eq(c.compact_threshold, 1ull << 40);
@@ -250,6 +253,9 @@ Test(conf, enum_values)
 		{"log_level", "warn", TD_CONF_LOG_WARN},
 		{"log_level", "info", TD_CONF_LOG_INFO},
 		{"log_level", "DEBUG", TD_CONF_LOG_DEBUG},
+		{"cache_warm", "off", 0}, {"cache_warm", "on", 1}, {"cache_warm", "No", 0},
+		{"cache_warm", "yes", 1}, {"cache_warm", "false", 0}, {"cache_warm", "TRUE", 1},
+		{"cache_warm", "0", 0}, {"cache_warm", "1", 1},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		td_conf c;
@@ -260,6 +266,7 @@ Test(conf, enum_values)
 			     "%s=%s: %s", t[i].key, t[i].val, msg);
 		int got = !strcmp(t[i].key, "gpu") ? (int)c.gpu
 			: !strcmp(t[i].key, "journal_sync") ? (int)c.journal_sync
+			: !strcmp(t[i].key, "cache_warm") ? (int)c.cache_warm
 			: (int)c.log_level;
 		cr_assert_eq(got, t[i].want, "%s=%s", t[i].key, t[i].val);
 	}
@@ -448,6 +455,7 @@ Test(conf, bad_values)
 	expect_file_error("gpu = on # comment\ncache_size =\n", 2, "cache_size: empty value");
 	expect_file_error("gpu_device = 1 2\n", 1,
 			  "gpu_device: invalid value '1 2' (expected a decimal integer)");
+	expect_file_error("\ncache_warm = later\n", 2, "cache_warm: invalid value 'later' (expected on or off)");
 }
 
 Test(conf, syntax_errors)

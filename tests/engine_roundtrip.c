@@ -2,6 +2,8 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,10 +170,9 @@ Test(roundtrip, writer_streaming_archive)
 }
 
 /* Random offsets and lengths, including zero lengths, EOF and past EOF. */
-static void random_extracts(const char *archive)
+static void random_extracts_on(const td_archive *a)
 {
 	walk_tree();
-	td_archive *a = tdt_open(archive, 0);
 	uint64_t rs = 7;
 	size_t bufcap = 300000;
 	char *buf = malloc(bufcap);
@@ -204,12 +205,69 @@ static void random_extracts(const char *archive)
 		free(want);
 	}
 	free(buf);
+}
+
+static void random_extracts(const char *archive)
+{
+	td_archive *a = tdt_open(archive, 0);
+	random_extracts_on(a);
 	td_archive_close(a);
 }
 
 Test(extract, random_offsets_paths)
 {
 	random_extracts("paths.tadoc");
+}
+
+/* td_archive_warm fills the rule cache; reads after it, and reads racing
+ * it on another thread, still equal the original files. */
+static void *warm_thread(void *arg)
+{
+	uint64_t bytes = 0;
+	int err = td_archive_warm(arg, NULL, &bytes);
+	return (void *)(intptr_t)(err == TD_OK && bytes > 0);
+}
+
+Test(extract, random_offsets_after_warm)
+{
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	uint64_t bytes = 0;
+	cr_assert_eq(td_archive_warm(a, NULL, &bytes), TD_OK, "%s", td_errdetail());
+	cr_assert_gt(bytes, 0u, "nothing warmed within the default cache budget");
+	uint64_t again = 1;
+	cr_assert_eq(td_archive_warm(a, NULL, &again), TD_OK);
+	cr_assert_eq(again, 0u, "a second warm-up found %llu bytes not cached", (unsigned long long)again);
+	random_extracts_on(a);
+	td_archive_close(a);
+}
+
+Test(extract, random_offsets_while_warming)
+{
+	td_archive *a = tdt_open("writer.tadoc", 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, warm_thread, a), 0);
+	random_extracts_on(a);
+	void *ok;
+	pthread_join(t, &ok);
+	cr_assert(ok, "the warm-up failed or cached nothing");
+	td_archive_close(a);
+}
+
+Test(extract, warm_skips_over_budget_and_stops)
+{
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	td_archive_set_cache(a, 64 << 10); /* far less than the expansions */
+	uint64_t bytes = 1;
+	cr_assert_eq(td_archive_warm(a, NULL, &bytes), TD_OK);
+	cr_assert_eq(bytes, 0u, "warmed %llu bytes past the budget", (unsigned long long)bytes);
+	random_extracts_on(a);
+	td_archive_close(a);
+	a = tdt_open("paths.tadoc", 0);
+	volatile int stop = 1;
+	bytes = 1;
+	cr_assert_eq(td_archive_warm(a, &stop, &bytes), TD_OK);
+	cr_assert_eq(bytes, 0u, "a stopped warm-up cached %llu bytes", (unsigned long long)bytes);
+	td_archive_close(a);
 }
 
 Test(extract, random_offsets_writer)

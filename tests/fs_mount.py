@@ -600,6 +600,38 @@ def check_signals(archive, mnt):
         check(not is_mounted(mnt), "nothing mounted after %s" % sig.name)
 
 
+def check_cache_warm(archive, tree, tmp):
+    log("== cache_warm: the rule cache filled at mount (on by default), or not")
+    mnt = os.path.join(tmp, "mnt_warm")
+    os.makedirs(mnt, exist_ok=True)
+    for opt, want in (("log_level=info", True), ("log_level=info,cache_warm=off", False)):
+        errpath = os.path.join(tmp, "warm.err")
+        with open(errpath, "wb") as err:
+            p = subprocess.Popen([TADOCFS, "-f", archive, mnt, "-o", opt], stdout=subprocess.DEVNULL, stderr=err)
+        mounted.append(mnt)
+        for _ in range(400):
+            text = open(errpath, "rb").read().decode(errors="replace")
+            if is_mounted(mnt) and (not want or "cache_warm:" in text):
+                break
+            time.sleep(0.025)
+        r = run(["diff", "-r", "--no-dereference", tree, mnt])
+        check(r.returncode == 0, "diff -r with -o %s" % opt)
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        text = open(errpath, "rb").read().decode(errors="replace")
+        check(rc == 0 and not is_mounted(mnt), "-o %s: exit %d, unmounted" % (opt, rc))
+        lines = [ln for ln in text.splitlines() if "cache_warm:" in ln]
+        if want:
+            check(len(lines) == 1 and re.search(r"cache_warm: [1-9][0-9]* bytes of rule expansions cached", lines[0]),
+                  "-o %s: log %r" % (opt, text))
+        else:
+            check(not lines, "-o %s: the warm-up ran: %r" % (opt, lines))
+
+
 def cmdlines():
     """(pid, argv as a list of bytes) of every process that can be read."""
     for d in os.listdir("/proc"):
@@ -839,6 +871,7 @@ def main():
 
         check_read_ahead(archive, tmp, o)
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
+        check_cache_warm(archive, tree, tmp)
         check_daemon_signal(archive, tmp)
         check_mount_forms(archive, tree, tmp)
         check_bad_invocations(archive, tmp)
