@@ -242,18 +242,54 @@ static int check_sum(const td_archive *a, unsigned id)
 	return TD_OK;
 }
 
+/* Sections checked at open: the small ones every lookup reads (entry
+ * tables: a few bytes per file, so well under a millisecond even for 100k
+ * files). The rest are checked before the first read (td_data_check) or,
+ * stored compressed, when decoded. */
+static int checked_at_open(unsigned id)
+{
+	return id == TD_SEC_META || id == TD_SEC_RULE_GROUPS || (id >= TD_SEC_E_NAMEOFF && id <= TD_SEC_E_NWORDS);
+}
+
+int td_data_check_slow(const td_archive *a)
+{
+	td_archive *m = (td_archive *)a; /* the result is a cache */
+	pthread_mutex_lock(&m->lazy_mu);
+	if (atomic_load_explicit(&a->data_state, memory_order_relaxed) == 0) {
+		int state = 1;
+		for (unsigned id = 1; id < TD_SEC_MAX && state == 1; id++) {
+			const td_disk_section *s = a->sec[id];
+			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD))
+				continue;
+			if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
+				m->data_bad = id;
+				state = -1;
+			}
+		}
+		atomic_store_explicit(&m->data_state, state, memory_order_release);
+	}
+	int state = atomic_load_explicit(&a->data_state, memory_order_relaxed);
+	pthread_mutex_unlock(&m->lazy_mu);
+	if (state == 1)
+		return TD_OK;
+	return td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(a->data_bad));
+}
+
+int td_archive_check_data(const td_archive *a)
+{
+	return td_data_check(a);
+}
+
 static int setup(td_archive *a, unsigned flags)
 {
 	int err = check_sections(a);
 	if (err)
 		return err;
-	/* Small sections are always checksummed; big ones on request. */
-	if ((err = check_sum(a, TD_SEC_META)) || (err = check_sum(a, TD_SEC_RULE_GROUPS)))
-		return err;
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		if (((flags & TD_OPEN_VERIFY) || checked_at_open(id)) && (err = check_sum(a, id)))
+			return err;
 	if (flags & TD_OPEN_VERIFY)
-		for (unsigned id = 1; id < TD_SEC_MAX; id++)
-			if ((err = check_sum(a, id)))
-				return err;
+		atomic_init(&a->data_state, 1);
 	if (a->sec[TD_SEC_META]->size < sizeof(td_disk_meta))
 		return bad(TD_SEC_META, "too short");
 	memcpy(&a->meta, a->map + a->sec[TD_SEC_META]->off, sizeof a->meta);

@@ -49,7 +49,25 @@ struct td_archive {
 	 * instead of an offset then the bytes. */
 	const uint8_t *f_tok16;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
+	/* The large sections read in place (root, rules, offsets) are
+	 * checksummed once, before the first read or query that uses them
+	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */
+	atomic_int data_state;
+	unsigned data_bad;
 };
+
+/* TD_OK once every section read in place has matched its checksum (the
+ * first call checks them: O(archive size), once per open), else
+ * TD_ECORRUPT naming the damaged section, on every call. Readers call it
+ * before they descend into the grammar, so damage is an error, never wrong
+ * bytes. */
+int td_data_check_slow(const td_archive *a);
+static inline int td_data_check(const td_archive *a)
+{
+	if (atomic_load_explicit(&a->data_state, memory_order_acquire) == 1)
+		return TD_OK;
+	return td_data_check_slow(a);
+}
 
 #define TD_TOK16_LONG 0xffu
 

@@ -54,11 +54,14 @@ static int use_cached(td_walk *w, uint64_t s, uint64_t off)
 int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 {
 	memset(w, 0, offsetof(td_walk, st));
-	td_flat_build(a);
 	w->a = a;
 	w->e = e;
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_data_check(a);
+	if (err)
+		return err;
+	td_flat_build(a);
 	if (S_ISDIR(td_pack_get(&a->e_mode, e)))
 		return TD_EISDIR;
 	w->size = td_pack_get(&a->e_size, e);
@@ -148,7 +151,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 			rel -= l;
 		}
 	}
-	int err = load_term(w, s);
+	err = load_term(w, s);
 	if (err)
 		return err;
 	if (rel >= w->tok_total)

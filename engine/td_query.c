@@ -274,6 +274,9 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
+	int err = td_data_check(a);
+	if (err)
+		return err;
 	qctx q = { .a = a, .out = out };
 	if (len <= TD_MAXTOK) {
 		int64_t w = find_word(a, word, len);
@@ -290,7 +293,7 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 			return TD_OK;
 		}
 	}
-	int err = tree_query(&q, scope, word, len, count, 0);
+	err = tree_query(&q, scope, word, len, count, 0);
 	if (out && !err)
 		*count = out->n;
 	free(q.m.key);

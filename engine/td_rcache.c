@@ -316,6 +316,9 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 {
 	if (bytes)
 		*bytes = 0;
+	int err = td_data_check(a);
+	if (err)
+		return err;
 	td_flat_build(a);
 	if (!a->flat || !cache_of(a))
 		return TD_OK; /* tables or cache over the budget, or no rules */
@@ -333,7 +336,7 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 	 * would: the arena then holds expansions in the order sequential
 	 * readers meet them (in rule order, later passes ran 20% slower). */
 	uint8_t *buf = malloc(TD_RCACHE_MAXRULE + TD_RCACHE_PAD), *seen = calloc(a->R / 8 + 1, 1);
-	int err = buf && seen ? TD_OK : TD_ENOMEM;
+	err = buf && seen ? TD_OK : TD_ENOMEM;
 	uint64_t ring[TD_TILE];
 	for (uint64_t i = 0; i < a->meta.nroot && !err && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)); i += TD_TILE) {
 		uint64_t k = a->meta.nroot - i < TD_TILE ? a->meta.nroot - i : TD_TILE;

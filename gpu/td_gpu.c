@@ -371,6 +371,9 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	*out = NULL;
 	if (!a)
 		return td_fail(TD_EINVAL, "gpu: no archive");
+	int cerr = td_archive_check_data(a); /* what is uploaded must be what was written */
+	if (cerr)
+		return cerr;
 	td_gpu_opts o;
 	if (opts)
 		o = *opts;

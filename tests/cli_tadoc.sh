@@ -197,10 +197,15 @@ expect_fail "unpack of a corrupt rules section" "corrupt.tadoc" "$TADOC" unpack 
 [ -e "$B/out-corrupt" ] && [ -n "$(ls -A "$B/out-corrupt")" ] && not_ok "unpack of a corrupt archive wrote files" || ok "unpack of a corrupt archive wrote nothing"
 C=$B/corrupt.tadoc
 no_crash "ls on a corrupt rules section" "$TADOC" ls "$C"
-no_crash "cat on a corrupt rules section" "$TADOC" cat "$C" text/crlf.txt
-no_crash "extract on a corrupt rules section" "$TADOC" extract "$C" line/single_line.txt 1000 5000
-no_crash "count on a corrupt rules section" "$TADOC" count "$C" the
-no_crash "search on a corrupt rules section" "$TADOC" search "$C" the
+# damage in a section read in place is an error at the first read, never wrong bytes
+expect_fail "cat on a corrupt rules section" "section 'rules': checksum mismatch" "$TADOC" cat "$C" text/crlf.txt
+expect_fail "extract on a corrupt rules section" "section 'rules': checksum mismatch" "$TADOC" extract "$C" line/single_line.txt 1000 5000
+expect_fail "count on a corrupt rules section" "section 'rules': checksum mismatch" "$TADOC" count "$C" the
+expect_fail "search on a corrupt rules section" "section 'rules': checksum mismatch" "$TADOC" search "$C" the
+cp "$A" "$B/corrupt_root.tadoc"
+"$PY" "$TESTS_DIR/archive_patch.py" flip "$B/corrupt_root.tadoc" 21 # root sequence
+expect_fail "cat on a corrupt root sequence" "section 'root': checksum mismatch" "$TADOC" cat "$B/corrupt_root.tadoc" text/crlf.txt
+expect_fail "unpack of a corrupt root sequence" "section 'root': checksum mismatch" "$TADOC" unpack "$B/corrupt_root.tadoc" "$B/out-corrupt-root"
 no_crash "info on a corrupt rules section" "$TADOC" info "$C"
 expect_fail "archive that is a directory" "$B" "$TADOC" ls "$B"
 

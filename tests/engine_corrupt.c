@@ -280,6 +280,82 @@ Test(corrupt, flipped_byte_in_each_section_is_ecorrupt)
 	free(o);
 }
 
+/* Whole text of every file (NULL for a read that failed) and the count of
+ * "the" in it (UINT64_MAX when that failed). */
+static void read_all(td_archive *a, uint8_t **text, uint64_t *count, uint32_t n)
+{
+	static uint8_t buf[1 << 20];
+	for (uint32_t e = 0; e < n; e++) {
+		size_t got;
+		text[e] = NULL;
+		if (td_extract(a, e, 0, buf, sizeof buf, &got) == TD_OK) {
+			text[e] = malloc(got + 8);
+			memcpy(text[e] + 8, buf, got);
+			memcpy(text[e], &(uint64_t){got}, 8);
+		}
+		if (td_count(a, "the", 3, e, &count[e]) != TD_OK)
+			count[e] = UINT64_MAX;
+	}
+}
+
+/* A plain open checks only the small sections, yet no damage anywhere may
+ * ever give wrong bytes or counts: each read equals the intact archive's or
+ * fails; damage in the root sequence or the rules fails every read. */
+Test(corrupt, damaged_section_never_reads_wrong_bytes)
+{
+	load();
+	td_archive *good;
+	cr_assert_eq(td_archive_open(tdt_path("small.tadoc"), 0, &good), TD_OK);
+	uint32_t n = td_archive_nentries(good);
+	uint8_t **want = calloc(n, sizeof *want), **got = calloc(n, sizeof *got);
+	uint64_t *wc = calloc(n, 8), *gc = calloc(n, 8);
+	read_all(good, want, wc, n);
+	const td_disk_section *t = table(g_orig);
+	for (uint32_t s = 0; s < hdr(g_orig)->nsections; s++) {
+		if (t[s].size == 0)
+			continue;
+		uint8_t *b = copy_orig();
+		b[t[s].off + t[s].size / 2] ^= 0x55;
+		td_archive *a = NULL;
+		int err = td_archive_open(put(b, g_olen), 0, &a);
+		free(b);
+		if (err != TD_OK)
+			continue;
+		read_all(a, got, gc, n);
+		unsigned failed = 0, files = 0;
+		for (uint32_t e = 0; e < n; e++) {
+			if (want[e] && *(uint64_t *)want[e])
+				files++;
+			if (!got[e]) {
+				failed += want[e] && *(uint64_t *)want[e];
+				continue;
+			}
+			cr_assert_not_null(want[e], "section %s damaged: entry %u reads", td_section_name(t[s].id), e);
+			cr_assert_eq(memcmp(got[e], want[e], 8 + *(uint64_t *)want[e]), 0,
+				     "section %s damaged: entry %u reads wrong bytes", td_section_name(t[s].id), e);
+			cr_assert(gc[e] == UINT64_MAX || gc[e] == wc[e], "section %s damaged: entry %u count %llu, not %llu",
+				  td_section_name(t[s].id), e, (unsigned long long)gc[e], (unsigned long long)wc[e]);
+			free(got[e]);
+		}
+		if (t[s].id == TD_SEC_ROOT_SYMS || t[s].id == TD_SEC_RULE_SYMS) {
+			cr_assert_eq(failed, files, "section %s damaged: %u of %u files still read",
+				     td_section_name(t[s].id), files - failed, files);
+			size_t k;
+			char c;
+			cr_assert_eq(td_extract(a, 1, 0, &c, 1, &k), TD_ECORRUPT);
+			cr_assert(strstr(td_errdetail(), td_section_name(t[s].id)), "detail: %s", td_errdetail());
+		}
+		td_archive_close(a);
+	}
+	for (uint32_t e = 0; e < n; e++)
+		free(want[e]);
+	free(want);
+	free(got);
+	free(wc);
+	free(gc);
+	td_archive_close(good);
+}
+
 Test(corrupt, flipped_header_bytes)
 {
 	load();

@@ -632,6 +632,34 @@ def check_cache_warm(archive, tree, tmp):
             check(not lines, "-o %s: the warm-up ran: %r" % (opt, lines))
 
 
+def check_damaged_sections(archive, tree, tmp):
+    log("== damage in the root sequence or the rules: EIO on reads and counts, never wrong bytes")
+    for sid, name in ((21, "root"), (18, "rules")):
+        bad = os.path.join(tmp, "damaged_%s.tadoc" % name)
+        shutil.copyfile(archive, bad)
+        r = run([sys.executable, os.path.join(TESTS_DIR, "archive_patch.py"), "flip", bad, str(sid)])
+        check(r.returncode == 0, "archive_patch.py flip %s" % name)
+        mnt = mount(bad, os.path.join(tmp, "mnt_damaged"))  # a plain mount does not read the big sections
+        eio = wrong = files = 0
+        for dirpath, _, names in os.walk(os.fsencode(tree)):
+            for n in names:
+                src = os.path.join(dirpath, n)
+                if os.path.islink(src) or os.path.getsize(src) == 0:
+                    continue
+                files += 1
+                rel = os.path.relpath(src, os.fsencode(tree))
+                try:
+                    with open(os.path.join(os.fsencode(mnt), rel), "rb") as f:
+                        data = f.read()
+                    wrong += data != open(src, "rb").read()
+                except OSError as e:
+                    eio += e.errno == errno.EIO
+        check(wrong == 0, "%s damaged: %d files read wrong bytes" % (name, wrong))
+        check(eio == files, "%s damaged: %d of %d non-empty files gave EIO" % (name, eio, files))
+        check(get_errno(mnt, "user.tadoc.count.the") == errno.EIO, "%s damaged: count xattr gives EIO" % name)
+        unmount(mnt)
+
+
 def cmdlines():
     """(pid, argv as a list of bytes) of every process that can be read."""
     for d in os.listdir("/proc"):
@@ -872,6 +900,7 @@ def main():
         check_read_ahead(archive, tmp, o)
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
         check_cache_warm(archive, tree, tmp)
+        check_damaged_sections(archive, tree, tmp)
         check_daemon_signal(archive, tmp)
         check_mount_forms(archive, tree, tmp)
         check_bad_invocations(archive, tmp)
