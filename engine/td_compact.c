@@ -209,7 +209,7 @@ int td_compact_path(const char *archive_path, const td_writer_opts *opts, td_jou
 	td_journal *j = NULL;
 	if (rewritten)
 		*rewritten = 0;
-	int err = td_lock_archive(archive_path, 1, &lock);
+	int err = td_lock_archive(archive_path, 1, TD_LOCK_WAIT_MS, &lock);
 	if (err)
 		return err;
 	if ((err = td_archive_open(archive_path, 0, &a)) || (err = td_edit_new(a, &ed)) ||

@@ -71,7 +71,7 @@ static int journal_exists(const char *archive_path)
 int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 {
 	*lock_fd = -1;
-	int err = td_lock_archive(fs->archive_path, writable, lock_fd);
+	int err = td_lock_archive(fs->archive_path, writable, TD_LOCK_WAIT_MS, lock_fd);
 	if (err)
 		return fail_td(fs->archive_path, err);
 	if (reopen_archive(fs))

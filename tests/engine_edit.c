@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine_edit_model.h"
@@ -318,7 +320,7 @@ Test(edit, model_random_replay_compact)
 	cr_assert_eq(em_write_archive(&m, ap), TD_OK, "write archive: %s", td_errdetail());
 
 	int lock;
-	cr_assert_eq(td_lock_archive(ap, 1, &lock), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &lock), TD_OK);
 	td_archive *a;
 	td_edit *ed;
 	td_journal *j;
@@ -377,7 +379,7 @@ Test(edit, model_random_replay_compact)
 	check_some_words(ed, &m, &rs, 6);
 	/* The lock moved to the new archive. */
 	int other;
-	cr_assert_eq(td_lock_archive(ap, 0, &other), TD_EBUSY);
+	cr_assert_eq(td_lock_archive(ap, 0, 0, &other), TD_EBUSY);
 	td_journal_close(j);
 	td_edit_free(ed);
 	td_archive_close(a);
@@ -582,21 +584,47 @@ Test(edit, locks)
 	em_init(&m);
 	cr_assert_eq(em_write_archive(&m, ap), TD_OK);
 	int a, b;
-	cr_assert_eq(td_lock_archive(ap, 1, &a), TD_OK);
-	cr_assert_eq(td_lock_archive(ap, 1, &b), TD_EBUSY);
-	cr_assert_eq(td_lock_archive(ap, 0, &b), TD_EBUSY);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &a), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &b), TD_EBUSY);
+	cr_assert_eq(td_lock_archive(ap, 0, 0, &b), TD_EBUSY);
 	cr_assert(strstr(td_errdetail(), ap), "message names the archive: %s", td_errdetail());
 	td_unlock_archive(a);
-	cr_assert_eq(td_lock_archive(ap, 0, &a), TD_OK);
-	cr_assert_eq(td_lock_archive(ap, 0, &b), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 0, 0, &a), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 0, 0, &b), TD_OK);
 	int c;
-	cr_assert_eq(td_lock_archive(ap, 1, &c), TD_EBUSY);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &c), TD_EBUSY);
 	td_unlock_archive(a);
 	td_unlock_archive(b);
 	/* td_compact_path refuses while a writer holds the archive. */
-	cr_assert_eq(td_lock_archive(ap, 1, &a), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &a), TD_OK);
 	cr_assert_eq(td_compact_path(ap, NULL, NULL, NULL), TD_EBUSY);
 	td_unlock_archive(a);
+	/* ... but waits for a lock that another process (a mount's daemon
+	 * finishing after fusermount3 -u) releases within TD_LOCK_WAIT_MS. */
+	int pfd[2];
+	cr_assert_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int l;
+		if (td_lock_archive(ap, 1, 0, &l) != TD_OK || write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		usleep(300 * 1000);
+		_exit(0);
+	}
+	char x;
+	cr_assert_eq(read(pfd[0], &x, 1), 1);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(td_lock_archive(ap, 1, TD_LOCK_WAIT_MS, &c), TD_OK, "%s", td_errdetail());
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert_gt((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000, 100, "took the lock while held");
+	td_unlock_archive(c);
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	close(pfd[0]);
+	close(pfd[1]);
 	int rewritten = 1;
 	cr_assert_eq(td_compact_path(ap, NULL, NULL, &rewritten), TD_OK);
 	cr_assert_eq(rewritten, 0);

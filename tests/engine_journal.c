@@ -373,7 +373,7 @@ Test(journal, compaction_crash_states)
 	td_journal *j;
 	td_journal_report rep;
 	int lock;
-	cr_assert_eq(td_lock_archive(ap, 1, &lock), TD_OK);
+	cr_assert_eq(td_lock_archive(ap, 1, 0, &lock), TD_OK);
 	cr_assert_eq(td_archive_open(ap, 0, &a), TD_OK);
 	cr_assert_eq(td_edit_new(a, &ed), TD_OK);
 	cr_assert_eq(td_journal_open(ap, ed, 0, &j, &rep), TD_OK);

@@ -682,6 +682,20 @@ def main():
         mount(archive, mnt)
         compare(shadow, mnt, "after -o sync=always")
         unmount(mnt)
+
+        log("== fusermount3 -u DIR && tadoc compact ARCHIVE, at once (the daemon may still hold its lock)")
+        for i in range(4):
+            mount(archive, mnt, "rw")
+            for root in (shadow, mnt):
+                with open(os.path.join(root, "unmount_then_compact.txt"), "ab") as f:
+                    f.write(b"round %d\n" % i)
+            r = run(["sh", "-c", 'fusermount3 -u "$1" && exec "$2" compact "$3"', "sh", mnt, TADOC, archive])
+            check(r.returncode == 0 and b"folded" in r.stdout,
+                  "round %d: tadoc compact right after fusermount3 -u: %s %s" % (i, r.stdout, r.stderr))
+            unmount(mnt)  # reap the daemon
+        mount(archive, mnt)
+        compare(shadow, mnt, "after compacting right after each unmount")
+        unmount(mnt)
     finally:
         finish_tmp(tmp)
     finish()
