@@ -12,17 +12,18 @@
 static const char *const fuse_flags[] = {
 	"allow_other", "allow_root", "auto_unmount", "default_permissions",
 	"suid", "nosuid", "dev", "nodev", "exec", "noexec", "async", "sync",
-	"dirsync", "atime", "noatime", "nodiratime", "relatime", "norelatime",
-	"strictatime", "nostrictatime", "lazytime", "nolazytime", NULL,
+	"dirsync", "atime", "noatime", NULL,
 };
 static const char *const fuse_keys[] = {
-	"fsname=", "subtype=", "blksize=", "context=", "fscontext=",
-	"defcontext=", "rootcontext=", NULL,
+	"fsname=", "subtype=", "context=", "fscontext=", "defcontext=", "rootcontext=", NULL,
 };
-/* Options meaningful to mount(8) or fstab only. */
+/* Options meaningful to mount(8) or fstab only, and access-time policies
+ * that libfuse does not pass on (a file's atime here is its mtime, never
+ * updated), so that an fstab line such as "ro,relatime" mounts. */
 static const char *const ignored_flags[] = {
 	"defaults", "auto", "noauto", "user", "users", "nouser", "owner", "group",
-	"_netdev", "nofail", NULL,
+	"_netdev", "nofail", "nodiratime", "diratime", "relatime", "norelatime",
+	"strictatime", "nostrictatime", "lazytime", "nolazytime", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)

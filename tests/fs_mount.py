@@ -712,11 +712,13 @@ def check_mount_forms(archive, tree, tmp):
     os.makedirs(mnt, exist_ok=True)
     forms = [
         ["tadocfs", archive, mnt, "-o", "ro,noauto,nofail,_netdev,x-systemd.automount,defaults,max_threads=4,max_read=65536"],
+        # access-time policies of an fstab line: ignored (atime reads as mtime)
+        ["tadocfs", archive, mnt, "-o", "ro,relatime,nodiratime,strictatime,lazytime,noatime"],
         [os.path.join(SRC_ROOT, "contrib", "mount", "mount.fuse.tadocfs"), archive, mnt, "-o",
          "rw,noauto,users,x-systemd.requires=foo.mount,cpu_workers=2,max_read=131072"],
     ]
     if shutil.which("mount.fuse3"):
-        forms.append(["mount.fuse3", archive, mnt, "-t", "tadocfs", "-o", "ro,nosuid,nodev"])
+        forms.append(["mount.fuse3", archive, mnt, "-t", "tadocfs", "-o", "ro,nosuid,nodev,relatime"])
     if os.geteuid() == 0 and shutil.which("mount") and shutil.which("mount.fuse3"):
         # mount(8) runs helpers with a fixed PATH: name the daemon in the
         # source ("PROGRAM#ARCHIVE", the fstab form for an uninstalled build),
@@ -806,6 +808,7 @@ def check_bad_invocations(archive, tmp):
         ([archive, good_mnt, "-o"], 2, "tadocfs: -o: missing option list"),
         ([archive, good_mnt, "-o", "bogus_option"], 2, "tadocfs: -o bogus_option: unknown option"),
         ([archive, good_mnt, "-o", "max_threads=0"], 2, "tadocfs: -o max_threads=0:"),
+        ([archive, good_mnt, "-o", "blksize=4096"], 2, "tadocfs: -o blksize=4096: unknown option"),
         ([archive, good_mnt, "-o", "max_read=1000"], 2, "tadocfs: -o max_read=1000: expected a multiple of 4096"),
         ([archive, good_mnt, "-o", "max_read=2097152"], 2, "tadocfs: -o max_read=2097152: expected a multiple"),
         ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: -o:1: "),
