@@ -161,7 +161,16 @@ int td_compress_paths(const char *out_path, const char *const *inputs, size_t ni
 	int err = TD_OK;
 	struct stat st;
 	if (ninputs == 1 && stat(inputs[0], &st) == 0 && S_ISDIR(st.st_mode)) {
-		err = add_path(&s, AT_FDCWD, inputs[0], inputs[0], "", 0);
+		/* DIR's contents are the archive's root; DIR itself may be a
+		 * symlink to a directory (as for mksquashfs), so open it
+		 * following links and walk the tree below without. */
+		int dfd = open(inputs[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0)
+			err = td_fail(TD_EIO, "%s: %s", inputs[0], strerror(errno));
+		else {
+			err = add_path(&s, dfd, ".", inputs[0], "", 0);
+			close(dfd);
+		}
 	} else {
 		for (size_t i = 0; i < ninputs && !err; i++) {
 			char *copy = strdup(inputs[i]);

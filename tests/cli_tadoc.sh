@@ -80,6 +80,13 @@ sizes() { (cd "$1" && find . ! -type d -printf '%p %s\n' | LC_ALL=C sort); }
 if out=$(diff <(meta "$work/tree") <(meta "$U")); then ok "unpack: types, modes, mtimes (ns) and link targets equal"; else not_ok "unpack: metadata" "$out"; fi
 if out=$(diff <(sizes "$work/tree") <(sizes "$U")); then ok "unpack: sizes equal"; else not_ok "unpack: sizes" "$out"; fi
 expect_fail "unpack into a non-empty directory" "$U" "$TADOC" unpack "$A" "$U"
+# DIR given as a symlink to a directory: its contents are the root, as for DIR itself
+ln -s "$work/tree" "$work/tree-link"
+if out=$("$TADOC" compress -o "$work/via-link.tadoc" "$work/tree-link" 2>&1) &&
+	out=$(diff <("$TADOC" ls "$A") <("$TADOC" ls "$work/via-link.tadoc") 2>&1) &&
+	out=$(cmp <("$TADOC" cat "$A" text/crlf.txt) <("$TADOC" cat "$work/via-link.tadoc" text/crlf.txt) 2>&1); then
+	ok "compress a symlink to a directory: the same tree"
+else not_ok "compress a symlink to a directory" "$out"; fi
 expect_fail "unpack under a missing parent" "$work/no/such" "$TADOC" unpack "$A" "$work/no/such/dir"
 
 # ls lists every entry.
