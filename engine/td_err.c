@@ -4,8 +4,14 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-static _Thread_local char detail[512];
+/* Longer details keep their start and their end (where the problem is
+ * named, after the path), with " ... " between. */
+#define DETAIL_MAX 1024
+#define DETAIL_HEAD 400
+static _Thread_local char detail[DETAIL_MAX];
 
 const char *td_strerror(int err)
 {
@@ -65,9 +71,20 @@ const char *td_errdetail(void)
 
 int td_fail(int err, const char *fmt, ...)
 {
-	va_list ap;
+	va_list ap, ap2;
 	va_start(ap, fmt);
-	vsnprintf(detail, sizeof detail, fmt, ap);
+	va_copy(ap2, ap);
+	int n = vsnprintf(detail, sizeof detail, fmt, ap);
 	va_end(ap);
+	char *all;
+	if (n >= (int)sizeof detail && (all = malloc((size_t)n + 1))) {
+		vsnprintf(all, (size_t)n + 1, fmt, ap2);
+		size_t tail = sizeof detail - DETAIL_HEAD - 6;
+		memcpy(detail, all, DETAIL_HEAD);
+		memcpy(detail + DETAIL_HEAD, " ... ", 5);
+		memcpy(detail + DETAIL_HEAD + 5, all + n - tail, tail + 1);
+		free(all);
+	}
+	va_end(ap2);
 	return err;
 }

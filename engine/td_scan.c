@@ -16,7 +16,7 @@
 /* Prefix this thread's error detail with the on-disk path. */
 static int fail_at(int err, const char *disk)
 {
-	char why[256];
+	char why[1024]; /* as long as any detail (td_err.c) */
 	snprintf(why, sizeof why, "%s", td_errdetail());
 	return td_fail(err, "%s: %s", disk, why[0] ? why : td_strerror(err));
 }

@@ -37,7 +37,7 @@ static int fail(const char *what, const char *problem)
 static int archive_fail(const char *path, int err)
 {
 	const char *detail = td_errdetail();
-	char msg[512];
+	char msg[1100]; /* a detail is at most 1024 bytes (td_err.c) */
 	if (detail && *detail)
 		snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
 	else

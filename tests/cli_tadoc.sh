@@ -155,6 +155,7 @@ fi
 long=$(printf 'n%.0s' $(seq 250))
 ( mkdir -p "$B/deep" && cd "$B/deep" && for _ in $(seq 20); do mkdir "$long" && cd "$long"; done && echo x >leaf )
 expect_fail "compress a path longer than 4095 bytes" "$long" "$TADOC" compress -o "$B/x.tadoc" "$B/deep"
+grep -q "path longer than 4095 bytes" "$work/err" && ok "... and the message says why" || not_ok "over-long path: no reason" "$(tail -c 300 "$work/err")"
 expect_fail "cat a path longer than 4095 bytes" "$long" "$TADOC" cat "$A" "$(printf "$long/%.0s" $(seq 20))leaf"
 
 # Paths with '..' never reach outside the archive.
