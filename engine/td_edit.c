@@ -796,7 +796,7 @@ static int check(const td_edit *ed, const td_edit_rec *r)
 			return TD_EINVAL;
 		if (r->off > MAX_SIZE || r->data_len > MAX_SIZE - r->off ||
 		    st.size + r->data_len > MAX_SIZE)
-			return TD_ERANGE;
+			return td_fail(TD_EFBIG, "file would grow past %llu bytes", (unsigned long long)MAX_SIZE);
 		if (r->type == TD_REC_INSERT && r->off > st.size)
 			return td_fail(TD_EINVAL, "insert at %llu past the end (%llu bytes)",
 				       (unsigned long long)r->off, (unsigned long long)st.size);
@@ -811,7 +811,10 @@ static int check(const td_edit *ed, const td_edit_rec *r)
 	case TD_REC_TRUNCATE:
 		if ((err = check_file(ed, r->node, &st)))
 			return err;
-		return r->off > MAX_SIZE ? TD_ERANGE : TD_OK;
+		if (r->off > MAX_SIZE)
+			return td_fail(TD_EFBIG, "size %llu is past %llu bytes", (unsigned long long)r->off,
+				       (unsigned long long)MAX_SIZE);
+		return TD_OK;
 	case TD_REC_CREATE: {
 		if ((err = check_dir(ed, r->dir)) || (err = name_ok(r->name, r->name_len)))
 			return err;

@@ -140,7 +140,7 @@ void td_edit_set_log(td_edit *ed, td_edit_log_fn fn, void *ctx);
  * TD_ENOTDIR, TD_EISDIR, TD_ENOTEMPTY, TD_EINVAL (bad name, offset past the
  * end for insert, rename of a directory into itself, wrong type for the
  * operation), TD_EPERM, TD_EUNSUPP (file type), TD_ELIMIT (name or path too
- * long), TD_ERANGE (size over 2^62). */
+ * long), TD_EFBIG (a size over 2^62 bytes). */
 int td_edit_apply(td_edit *ed, const td_edit_rec *rec);
 
 /* Apply without logging (journal replay). Same checks. */

@@ -37,6 +37,7 @@ const char *td_strerror(int err)
 	case TD_EROFS: return "read-only";
 	case TD_ENOTEMPTY: return "directory not empty";
 	case TD_EPERM: return "operation not permitted";
+	case TD_EFBIG: return "file too large";
 	}
 	return "unknown error";
 }
@@ -60,6 +61,7 @@ int td_err_errno(int err)
 	case TD_EROFS: return EROFS;
 	case TD_ENOTEMPTY: return ENOTEMPTY;
 	case TD_EPERM: return EPERM;
+	case TD_EFBIG: return EFBIG;
 	default: return EIO;
 	}
 }

@@ -29,7 +29,8 @@ typedef enum td_err {
 	TD_EBUSY = -17,       /* locked by another process */
 	TD_EROFS = -18,       /* read-only */
 	TD_ENOTEMPTY = -19,   /* directory not empty */
-	TD_EPERM = -20        /* operation not permitted */
+	TD_EPERM = -20,       /* operation not permitted */
+	TD_EFBIG = -21        /* a file would grow past the largest size (2^62 bytes) */
 } td_err;
 
 /* Static English description of an error code; never NULL. */

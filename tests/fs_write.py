@@ -306,6 +306,11 @@ def check_posix(mnt, shadow):
     check(open(p, "rb").read() == b"hel", "truncate shrinks")
     os.truncate(p, 6)
     check(open(p, "rb").read() == b"hel\0\0\0", "truncate extends with zeros")
+    expect_errno(lambda: os.truncate(p, (1 << 62) + 1), errno.EFBIG, "truncate past 2^62 bytes")
+    fd = os.open(p, os.O_WRONLY)
+    expect_errno(lambda: os.pwrite(fd, b"x", 1 << 62), errno.EFBIG, "pwrite ending past 2^62 bytes")
+    os.close(fd)
+    check(open(p, "rb").read() == b"hel\0\0\0", "a refused size changes nothing")
     with open(p, "wb") as f:  # O_TRUNC
         f.write(b"new")
     check(open(p, "rb").read() == b"new", "O_TRUNC")
