@@ -24,6 +24,7 @@ typedef struct td_fs_stats {
 	atomic_uint_fast64_t merged;     /* reads answered from another read's bytes */
 	atomic_uint_fast64_t gpu_reqs;   /* answered from a GPU launch */
 	atomic_uint_fast64_t gpu_batches;
+	atomic_uint_fast64_t gpu_ns;     /* wall time inside those launches */
 	atomic_uint_fast64_t bytes;      /* read bytes sent to the kernel */
 	atomic_uint_fast64_t lat[TD_FS_LAT_BUCKETS];
 } td_fs_stats;

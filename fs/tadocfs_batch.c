@@ -548,6 +548,7 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 		g->cr[i] = (td_count_req){ .word = w, .len = strlen(w), .scope = it[nr + i].r->e };
 	}
 	int xerr = TD_OK, cerr = TD_OK;
+	uint64_t t0 = now_ns();
 	if (b->gpu_emulated) {
 		/* on this thread alone, like a device beside the CPU (no threads
 		 * started per batch): what the rest costs is the hand-off's */
@@ -557,6 +558,7 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 		xerr = nruns ? td_gpu_extract_batch(b->gpu, g->xr, nruns) : TD_OK;
 		cerr = nc ? td_gpu_count_batch(b->gpu, g->cr, nc) : TD_OK;
 	}
+	atomic_fetch_add_explicit(&b->st.gpu_ns, now_ns() - t0, memory_order_relaxed);
 	if (xerr || cerr) {
 		/* Rare (a CUDA call failed): answer the whole batch here. */
 		td_fs_log(TD_CONF_LOG_WARN, "gpu: batch failed (%s); answered by the CPU", td_strerror(xerr ? xerr : cerr));

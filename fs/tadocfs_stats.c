@@ -78,13 +78,15 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 	uint64_t gpu = LOAD(s->gpu_reqs);
 	double mean = batches ? (double)batched / (double)batches : 0.0;
 	double gshare = req ? (double)gpu / (double)req : 0.0;
+	uint64_t gb = LOAD(s->gpu_batches);
+	double gmean = gb ? (double)LOAD(s->gpu_ns) / (double)gb / 1000.0 : 0.0;
 	double p50 = (double)td_fs_stats_quantile(s, 0.50) / 1000.0;
 	double p99 = (double)td_fs_stats_quantile(s, 0.99) / 1000.0;
 	const char sep = oneline ? ' ' : '\n';
 	int n = snprintf(buf, cap,
 			 "requests=%llu%creads=%llu%cxattrs=%llu%cinline=%llu%csequential=%llu%c"
 			 "batches=%llu%cbatched=%llu%cmean_batch=%.2f%cmax_batch=%llu%cmerged=%llu%c"
-			 "gpu_requests=%llu%cgpu_batches=%llu%ccpu_requests=%llu%c"
+			 "gpu_requests=%llu%cgpu_batches=%llu%cgpu_batch_us=%.1f%ccpu_requests=%llu%c"
 			 "gpu_share=%.4f%ccpu_share=%.4f%c"
 			 "p50_us=%.1f%cp99_us=%.1f%cbytes_served=%llu%c"
 			 "gpu=%s%ccpu_workers=%u%cbatch_max=%u%cbatch_window_us=%u%cgpu_min_reads=%u%c"
@@ -94,7 +96,7 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 (unsigned long long)LOAD(s->sequential), sep, (unsigned long long)batches, sep,
 			 (unsigned long long)batched, sep, mean, sep, (unsigned long long)LOAD(s->max_batch), sep,
 			 (unsigned long long)LOAD(s->merged), sep, (unsigned long long)gpu, sep,
-			 (unsigned long long)LOAD(s->gpu_batches), sep, (unsigned long long)(req - gpu), sep,
+			 (unsigned long long)gb, sep, gmean, sep, (unsigned long long)(req - gpu), sep,
 			 gshare, sep, req ? 1.0 - gshare : 0.0, sep, p50, sep, p99, sep,
 			 (unsigned long long)LOAD(s->bytes), sep, info->gpu, sep, info->cpu_workers, sep,
 			 info->batch_max, sep, info->batch_window_us, sep, info->gpu_min_reads, sep,

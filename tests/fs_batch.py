@@ -257,7 +257,7 @@ def check_concurrent(archive, files, tmp, gpu):
             break
         time.sleep(0.05)
     log("  %d reads, %d counts; stats: %s" % (reads, counts, {k: s[k] for k in (
-        "requests", "inline", "batches", "mean_batch", "max_batch", "merged", "gpu_requests", "p50_us", "p99_us")}))
+        "requests", "inline", "batches", "mean_batch", "max_batch", "merged", "gpu_requests", "gpu_batch_us", "p50_us", "p99_us")}))
     check(s["requests"] - before["requests"] >= reads + counts, "stats count every request")
     if gpu is None:
         check(s["batches"] == 0 and s["inline"] >= s["requests"], "no GPU: answered inline (%s)" %
@@ -270,6 +270,7 @@ def check_concurrent(archive, files, tmp, gpu):
     check(abs(s["gpu_share"] + s["cpu_share"] - 1.0) < 1e-3, "GPU and CPU shares add up")
     if gpu in ("emu", "on"):
         check(s["gpu_requests"] > 0 and s["gpu_batches"] > 0, "some requests were answered by GPU batches")
+        check(s["gpu_batch_us"] > 0, "mean GPU batch time (gpu_batch_us=%s)" % s["gpu_batch_us"])
         # the hybrid split: the FUSE threads keep answering while the GPU
         # takes what they have no room for
         check(s["inline"] - before["inline"] > 0, "the CPU kept answering beside the GPU (inline=%s)" % s["inline"])

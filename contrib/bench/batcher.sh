@@ -212,7 +212,10 @@ done
 for kind in "${LIVE[@]}"; do
 	case $kind in
 	gpu* | cpu*)
-		STATS[$kind]=$(getfattr --only-values -n user.tadoc.stats "$W/mnt/$kind" 2>/dev/null | tr '\n' ' ') ;;
+		# python3 where getfattr is missing (a bare GPU machine has no attr package)
+		STATS[$kind]=$( { getfattr --only-values -n user.tadoc.stats "$W/mnt/$kind" 2>/dev/null ||
+			python3 -c 'import os, sys; sys.stdout.write(os.getxattr(sys.argv[1], "user.tadoc.stats").decode())' \
+				"$W/mnt/$kind" 2>/dev/null; } | tr '\n' ' ') ;;
 	esac
 	umount_fs "$W/mnt/$kind"
 done
