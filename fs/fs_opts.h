@@ -24,6 +24,7 @@ typedef struct td_fs_opts {
 	int clone_fd;             /* -o clone_fd */
 	unsigned max_threads;     /* -o max_threads=N (0: default) */
 	unsigned max_read;        /* -o max_read=BYTES, largest read request (0: libfuse's 1 MiB) */
+	unsigned max_background;  /* -o max_background=N (0: TD_FS_MAX_BACKGROUND) */
 	int has_fsname, has_subtype;
 	char *config;             /* -o config=FILE, or NULL */
 	char **fuse_opts;         /* options passed on to libfuse's mount */

@@ -980,6 +980,12 @@ int td_fs_batch_start(td_fs *fs)
 	/* Half the cores: the other half is what the FUSE round trips themselves
 	 * (kernel, libfuse, the reader) cost, measured as the no-op ceiling. */
 	b->cpu_slots = b->nworkers / 2 ? b->nworkers / 2 : 1;
+	/* benchmark knob (contrib/bench/batcher.sh experiments): requests
+	 * answered inline before the GPU takes the rest; 0 queues every read
+	 * that finds another in flight */
+	const char *cs = getenv("TADOCFS_CPU_SLOTS");
+	if (cs && *cs >= '0' && *cs <= '9')
+		b->cpu_slots = (unsigned)strtoul(cs, NULL, 10);
 	atomic_init(&b->active, 0);
 	atomic_init(&b->gpu_state, GPU_OFF);
 	snprintf(b->gpu_name, sizeof b->gpu_name, "off");

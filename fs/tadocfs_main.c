@@ -236,6 +236,7 @@ int main(int argc, char **argv)
 		td_fs_rw_ops(&ops);
 	fs.debug = o.debug;
 	fs.max_read = o.max_read;
+	fs.max_background = o.max_background ? o.max_background : TD_FS_MAX_BACKGROUND;
 	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
 	if (!se) {
 		rc = fail(o.mountpoint, "cannot create the FUSE session");

@@ -45,6 +45,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* -o max_read=: libfuse ends the session unless INIT says it too. */
 	if (((td_fs *)userdata)->max_read)
 		conn->max_read = ((td_fs *)userdata)->max_read;
+	td_fs_set_background(fs, conn);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

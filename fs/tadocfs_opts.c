@@ -123,6 +123,11 @@ static int one_opt(td_fs_opts *o, const char *opt)
 			return usage_error("-o %s: expected a thread count from 1 to 100000", opt);
 		return 0;
 	}
+	if (strncmp(opt, "max_background=", 15) == 0) {
+		if (parse_uint(opt + 15, 65535, &o->max_background))
+			return usage_error("-o %s: expected a request count from 1 to 65535", opt);
+		return 0;
+	}
 	if (strncmp(opt, "max_read=", 9) == 0) {
 		/* Also told to the kernel at INIT (op_init): libfuse ends the
 		 * session when the mount option and INIT disagree. */
@@ -268,6 +273,7 @@ void td_fs_opts_usage(const char *prog)
 	       "  -o verify          check every checksum and invariant before mounting\n"
 	       "  -o max_threads=N   FUSE worker threads (default 16)\n"
 	       "  -o max_read=BYTES  largest read request, 4096..1048576 (default 1048576)\n"
+	       "  -o max_background=N  reads the kernel may have in flight at once (default 256)\n"
 	       "  -o clone_fd        one /dev/fuse descriptor per worker thread\n"
 	       "  -o config=FILE     tadocfs configuration file\n"
 	       "  -o KEY=VALUE       any configuration key (see tadocfs(8))\n"

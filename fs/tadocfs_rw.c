@@ -290,6 +290,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* -o max_read=: libfuse ends the session unless INIT says it too. */
 	if (((td_fs *)userdata)->max_read)
 		conn->max_read = ((td_fs *)userdata)->max_read;
+	td_fs_set_background(userdata, conn);
 }
 
 void td_fs_rw_ops(struct fuse_lowlevel_ops *ops)

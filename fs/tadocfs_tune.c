@@ -1,5 +1,6 @@
-/* tadocfs_tune: the mount's kernel readahead window (read_ahead config key) and the
- * rule-cache warm-up at mount (cache_warm). */
+/* tadocfs_tune: the mount's kernel readahead window (read_ahead config key), its
+ * background-request window (-o max_background) and the rule-cache warm-up at
+ * mount (cache_warm). */
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -9,7 +10,16 @@
 #include <string.h>
 
 #include "fs_ctx.h"
+#include "fs_fuse.h"
 #include "fs_log.h"
+
+void td_fs_set_background(const td_fs *fs, struct fuse_conn_info *conn)
+{
+	if (!fs->max_background)
+		return;
+	conn->max_background = fs->max_background;
+	conn->congestion_threshold = fs->max_background * 3 / 4 ? fs->max_background * 3 / 4 : 1;
+}
 
 /* Undo mountinfo's octal escapes (\040 for a space, \011, \012, \134) in
  * place. */

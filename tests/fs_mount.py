@@ -754,6 +754,30 @@ def check_mount_forms(archive, tree, tmp):
             time.sleep(0.05)
 
 
+def check_max_background(archive, tmp):
+    log("== -o max_background: the kernel's background-request window (default 256)")
+    conns = "/sys/fs/fuse/connections"
+    if not os.path.isdir(conns) or not os.listdir(conns):
+        if os.geteuid() == 0:
+            run(["mount", "-t", "fusectl", "none", conns])
+    mnt = os.path.join(tmp, "mnt_bg")
+    for extra, want in (((), 256), (("-o", "max_background=64"), 64), (("-o", "rw,max_background=1000"), 1000)):
+        mount(archive, mnt, *extra)
+        d = os.path.join(conns, str(os.stat(mnt).st_dev))
+        if os.path.isdir(d):
+            got = int(open(os.path.join(d, "max_background")).read())
+            cong = int(open(os.path.join(d, "congestion_threshold")).read())
+            check(got == want and cong == want * 3 // 4, "%s: max_background %d, congestion %d; expected %d" %
+                  (" ".join(extra) or "default", got, cong, want))
+        else:
+            log("skip: %s not there (fusectl not mounted)" % d)
+        unmount(mnt)
+        for _ in range(200):   # a writable daemon holds the lock until it exits
+            if not daemons_of(archive):
+                break
+            time.sleep(0.05)
+
+
 def check_bad_invocations(archive, tmp):
     log("== bad invocations: one message, non-zero exit, nothing mounted")
     real_tmp = os.path.realpath(tmp) + "/"
@@ -809,6 +833,8 @@ def check_bad_invocations(archive, tmp):
         ([archive, good_mnt, "-o", "bogus_option"], 2, "tadocfs: -o bogus_option: unknown option"),
         ([archive, good_mnt, "-o", "max_threads=0"], 2, "tadocfs: -o max_threads=0:"),
         ([archive, good_mnt, "-o", "blksize=4096"], 2, "tadocfs: -o blksize=4096: unknown option"),
+        ([archive, good_mnt, "-o", "max_background=0"], 2, "tadocfs: -o max_background=0: expected a request count"),
+        ([archive, good_mnt, "-o", "max_background=70000"], 2, "tadocfs: -o max_background=70000: expected"),
         ([archive, good_mnt, "-o", "max_read=1000"], 2, "tadocfs: -o max_read=1000: expected a multiple of 4096"),
         ([archive, good_mnt, "-o", "max_read=2097152"], 2, "tadocfs: -o max_read=2097152: expected a multiple"),
         ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: -o:1: "),
@@ -906,6 +932,7 @@ def main():
         check_damaged_sections(archive, tree, tmp)
         check_daemon_signal(archive, tmp)
         check_mount_forms(archive, tree, tmp)
+        check_max_background(archive, tmp)
         check_bad_invocations(archive, tmp)
 
         corpus = find_corpus()

@@ -201,7 +201,17 @@ static void noop_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
+/* The same background-request window as tadocfs (its -o max_background
+ * default), so the ceiling is measured under the same kernel limit. */
+static void noop_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->max_background = 256;
+	conn->congestion_threshold = 192;
+}
+
 static const struct fuse_lowlevel_ops noop_ops = {
+	.init = noop_init,
 	.lookup = noop_lookup,
 	.getattr = noop_getattr,
 	.open = noop_open,
