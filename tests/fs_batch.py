@@ -232,9 +232,12 @@ def check_concurrent(archive, files, tmp, gpu):
     mnt = os.path.join(tmp, "mnt_load")
     env = dict(os.environ)
     opts = []
-    if gpu == "cpuq":
+    if gpu is None:
+        opts += ["gpu=off"]   # gpu=auto would find the GPU on a GPU machine
+    elif gpu == "cpuq":
         env["TADOCFS_BATCH_CPU"] = "1"
-    elif gpu:
+        opts += ["gpu=off"]
+    else:
         opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4"]
         if gpu == "emu":
             env["TADOCFS_GPU_EMULATE"] = "1"
