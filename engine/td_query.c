@@ -316,6 +316,23 @@ int td_search(const td_archive *a, const char *word, size_t len, td_entry scope,
 	return err;
 }
 
+size_t td_path_escape(const char *p, size_t n, char *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] == '\\') {
+			out[o++] = '\\';
+			out[o++] = '\\';
+		} else if (p[i] == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else {
+			out[o++] = p[i];
+		}
+	}
+	return o;
+}
+
 void td_hits_free(td_hits *h)
 {
 	free(h->v);

@@ -51,6 +51,13 @@ typedef struct td_hits {
 
 void td_hits_free(td_hits *h);
 
+/* Directory-wide hits are written one per line as "PATH:OFFSET" (tadoc
+ * search, user.tadoc.search.* on a directory); so that any name keeps to
+ * one line, PATH is escaped: a backslash becomes two backslashes, a newline
+ * a backslash and 'n'. Writes the escaped form of p[0..n) to out (room for
+ * 2n bytes); returns its length. */
+size_t td_path_escape(const char *p, size_t n, char *out);
+
 /* Append every occurrence of `word` in `scope` to *out: files in path order
  * (depth-first, names sorted bytewise), offsets ascending within a file.
  * Errors as td_count. */

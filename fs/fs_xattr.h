@@ -49,8 +49,5 @@ ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap);
 size_t fs_u64dec(uint64_t v, char *out);
 /* *val = malloc'd decimal of v, *len its length. 0 or -ENOMEM. */
 int fs_value_u64(uint64_t v, char **val, size_t *len);
-/* Escape a path for one line ('\\' -> "\\\\", newline -> "\\n") into out
- * (room for 2n bytes); returns the length. */
-size_t fs_escape_path(const char *p, size_t n, char *out);
 
 #endif

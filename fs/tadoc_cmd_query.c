@@ -26,9 +26,9 @@ static const char search_help[] =
 	"Print the byte offset of every occurrence of WORD (see 'tadoc count\n"
 	"--help' for what a word is), ascending, one per line. When PATH is a\n"
 	"file the lines are bare offsets; without PATH (the whole corpus) or when\n"
-	"PATH is a directory, each line is 'path:offset', files in archive order\n"
-	"(breadth first, names in byte order). Symlinks inside the archive are\n"
-	"followed.\n"
+	"PATH is a directory, each line is 'path:offset', files depth first with\n"
+	"names in byte order (a '\\' in a path is written '\\\\', a newline '\\n').\n"
+	"Symlinks inside the archive are followed.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -108,8 +108,9 @@ int td_cmd_search(int argc, char **argv)
 		err = td_archive_stat(a, scope, &sst);
 	if (!err) {
 		int with_path = S_ISDIR(sst.mode);
-		char path[TD_MAXPATH + 2];
+		char path[TD_MAXPATH + 2], esc[2 * (TD_MAXPATH + 2)];
 		int plen = 0;
+		size_t elen = 0;
 		td_entry last = TD_NOENTRY;
 		for (size_t i = 0; i < hits.n && !err; i++) {
 			if (!with_path) {
@@ -123,8 +124,9 @@ int td_cmd_search(int argc, char **argv)
 					err = plen;
 					break;
 				}
+				elen = td_path_escape(path, (size_t)plen, esc);
 			}
-			td_cli_out(path, (size_t)plen);
+			td_cli_out(esc, elen);
 			td_cli_outf(":%llu\n", (unsigned long long)hits.v[i].off);
 		}
 	}

@@ -85,7 +85,7 @@ static int value_search(td_fs *fs, td_node n, int is_dir, const char *w, size_t 
 				plen = (size_t)pl;
 				path_of = h.v[i].file;
 			}
-			ll = fs_escape_path(path, plen, line);
+			ll = td_path_escape(path, plen, line);
 			line[ll++] = ':';
 		}
 		ll += fs_u64dec(h.v[i].off, line + ll);

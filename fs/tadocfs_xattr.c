@@ -192,24 +192,6 @@ static int parse_part(const char *s, uint64_t *out)
 	return 0;
 }
 
-/* Escape a path for one line: '\' -> "\\", newline -> "\n". */
-size_t fs_escape_path(const char *p, size_t n, char *out)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] == '\\') {
-			out[o++] = '\\';
-			out[o++] = '\\';
-		} else if (p[i] == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
-		} else {
-			out[o++] = p[i];
-		}
-	}
-	return o;
-}
-
 static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t wlen, uint64_t first,
 			char **val, size_t *len)
 {
@@ -250,7 +232,7 @@ static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t
 				plen = (size_t)n;
 				path_of = h->v[i].file;
 			}
-			ll = fs_escape_path(path, plen, line);
+			ll = td_path_escape(path, plen, line);
 			line[ll++] = ':';
 		}
 		ll += fs_u64dec(h->v[i].off, line + ll);

@@ -125,6 +125,18 @@ for spec in "the" "a" "naïve" "日本語" "__init__" "_" "٠١٢٣٤٥٦٧٨٩"
 	elif cmp -s <(LC_ALL=C sort "$work/got") <(LC_ALL=C sort "$work/want"); then not_ok "search $spec: same hits, other order" "$(diff "$work/got" "$work/want" | head -5)"
 	else not_ok "search $spec" "$(diff "$work/got" "$work/want" | head -5)"; fi
 done
+# names holding a backslash or a newline: escaped so each hit stays one line
+mkdir -p "$work/esc/back\\slash"
+printf 'hello there\n' >"$work/esc/back\\slash/a.txt"
+printf 'say hello\n' >"$work/esc/new
+line.txt"
+"$TADOC" compress -q -o "$work/esc.tadoc" "$work/esc" >/dev/null 2>&1
+printf 'back\\\\slash/a.txt:0\nnew\\nline.txt:4\n' >"$work/want"
+"$TADOC" search "$work/esc.tadoc" hello >"$work/got" 2>"$work/err" || true
+if cmp -s "$work/got" "$work/want"; then ok "search escapes '\\' and newline in paths"
+else not_ok "search escapes '\\' and newline in paths" "$(diff "$work/got" "$work/want" | head -5; cat "$work/err")"; fi
+"$PY" "$TESTS_DIR/oracle.py" search "$work/esc" hello >"$work/want2"
+cmp -s "$work/got" "$work/want2" && ok "... as the oracle writes them" || not_ok "escaped search against the oracle" "$(diff "$work/got" "$work/want2" | head -5)"
 expect_fail "count of two words" "two words" "$TADOC" count "$A" "two words"
 expect_fail "count in a missing path" "no/such/file" "$TADOC" count "$A" the no/such/file
 

@@ -193,7 +193,8 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     single = scope and c.kind[scope] == "f"
     for f, off in hs:
-        w.write(b"%d\n" % off if single else f + b":%d\n" % off)
+        # path:offset lines escape '\\' and newline (td_path_escape)
+        w.write(b"%d\n" % off if single else f.replace(b"\\", b"\\\\").replace(b"\n", b"\\n") + b":%d\n" % off)
 
 
 if __name__ == "__main__":
