@@ -576,7 +576,7 @@ static int write_archive(secbuf *sb, const char *out_path)
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int err = TD_OK;
 	if (fd < 0) {
-		err = td_fail(TD_EIO, "%s: %s", tmp, strerror(errno));
+		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno)); /* the temporary name is ours */
 		goto out;
 	}
 	td_disk_header h;

@@ -45,6 +45,12 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap);
 
 /* Shared value builders of the xattr handlers (read-only and rw mounts). */
+/* N of a continuation name (user.tadoc.search.WORD@N): decimal digits
+ * without leading zeros (one name per part); a number past 2^64 - 1 reads
+ * as UINT64_MAX, past every hit count (ENODATA, as any N past the end).
+ * 0 or -EINVAL. */
+int fs_parse_hit_index(const char *s, uint64_t *out);
+
 /* Decimal digits of v into out (no NUL); returns the length (<= 20). */
 size_t fs_u64dec(uint64_t v, char *out);
 /* *val = malloc'd decimal of v, *len its length. 0 or -ENOMEM. */

@@ -3,8 +3,11 @@
 
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,6 +185,17 @@ int td_cmd_compress(int argc, char **argv)
 	for (int i = optind; i < argc; i++)
 		if (!*argv[i])
 			return td_cli_usage(argv[0], "empty input path");
+	/* Before hours of compressing: can OUT be written where it goes? */
+	char *dir = strdup(out);
+	if (!dir)
+		return td_cli_error_td(out, TD_ENOMEM);
+	char *slash = strrchr(dir, '/');
+	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	struct stat dst;
+	int derr = stat(d, &dst) ? errno : !S_ISDIR(dst.st_mode) ? ENOTDIR : access(d, W_OK | X_OK) ? errno : 0;
+	free(dir);
+	if (derr)
+		return td_cli_error_sys(out, derr);
 
 	struct progress prog;
 	memset(&prog, 0, sizeof prog);

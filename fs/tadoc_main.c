@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 		return td_cli_finish(td_cli_usage(NULL, "missing command"));
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
-		if (strcmp(cmd, "help") == 0 && argc > 2) {
+		if (strcmp(cmd, "help") == 0 && argc > 2 && strcmp(argv[2], "--help") && strcmp(argv[2], "-h")) {
 			/* "tadoc help CMD" is "tadoc CMD --help". */
 			char *sub[] = { argv[2], "--help", NULL };
 			for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -177,14 +177,15 @@ int main(int argc, char **argv)
 	int rc = td_fs_opts_parse(argc, argv, &o);
 	if (rc)
 		return rc;
-	if (o.help) {
-		td_fs_opts_usage("tadocfs");
+	if (o.help || o.version) {
+		if (o.help)
+			td_fs_opts_usage("tadocfs");
+		else
+			printf("tadocfs %s (libfuse %s)\n", TADOC_VERSION, fuse_pkgversion());
 		td_fs_opts_free(&o);
-		return TD_FS_EXIT_OK;
-	}
-	if (o.version) {
-		printf("tadocfs %s (libfuse %s)\n", TADOC_VERSION, fuse_pkgversion());
-		td_fs_opts_free(&o);
+		/* a full disk or a closed pipe is an error, as for any tool */
+		if (fflush(stdout) || ferror(stdout))
+			return fail("standard output", strerror(errno));
 		return TD_FS_EXIT_OK;
 	}
 	static td_conf conf;

@@ -318,6 +318,17 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	sv.f_files = fs->nentries;
 	sv.f_namemax = TD_MAXNAME;
 	sv.f_flag = fs->writable ? 0 : ST_RDONLY;
+	struct statvfs host;
+	if (fs->writable && statvfs(fs->archive_path, &host) == 0) {
+		/* writes go to the journal beside the archive: its file system's
+		 * free space and inodes are this mount's room to grow */
+		uint64_t unit = host.f_frsize ? host.f_frsize : host.f_bsize;
+		sv.f_bfree = (fsblkcnt_t)((uint64_t)host.f_bfree * unit / 4096);
+		sv.f_bavail = (fsblkcnt_t)((uint64_t)host.f_bavail * unit / 4096);
+		sv.f_blocks += sv.f_bfree;
+		sv.f_ffree = sv.f_favail = host.f_favail;
+		sv.f_files += sv.f_ffree;
+	}
 	fuse_reply_statfs(req, &sv);
 }
 

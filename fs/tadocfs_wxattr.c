@@ -161,7 +161,7 @@ static int xattr_get(td_fs *fs, td_node n, const char *name, char **val, size_t 
 		const char *at = strrchr(w, '@');
 		size_t wlen = at ? (size_t)(at - w) : strlen(w);
 		uint64_t first = 0;
-		if (at && parse_dec(at + 1, strlen(at + 1), &first))
+		if (at && fs_parse_hit_index(at + 1, &first))
 			return -EINVAL;
 		if (wlen == 0 || !td_is_word(w, wlen))
 			return -EINVAL;

@@ -177,16 +177,17 @@ int fs_value_u64(uint64_t v, char **val, size_t *len)
 }
 
 /* Parse a part number: 1..19 decimal digits. 0 or -EINVAL. */
-static int parse_part(const char *s, uint64_t *out)
+int fs_parse_hit_index(const char *s, uint64_t *out)
 {
 	size_t n = strlen(s);
-	if (n == 0 || n > 19)
+	if (n == 0 || (n > 1 && s[0] == '0'))
 		return -EINVAL;
 	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9')
 			return -EINVAL;
-		v = v * 10 + (uint64_t)(s[i] - '0');
+		unsigned d = (unsigned)(s[i] - '0');
+		v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d; /* past any count */
 	}
 	*out = v;
 	return 0;
@@ -317,7 +318,7 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 		const char *at = strrchr(w, '@');
 		size_t wlen = at ? (size_t)(at - w) : strlen(w);
 		uint64_t first = 0;
-		if (at && parse_part(at + 1, &first))
+		if (at && fs_parse_hit_index(at + 1, &first))
 			return -EINVAL;
 		if (wlen == 0 || !td_is_word(w, wlen))
 			return -EINVAL;

@@ -70,6 +70,10 @@ for c in compress ls cat extract unpack count search info verify; do
 	if out=$("$TADOC" "$c" --help 2>&1) && grep -q Usage <<<"$out"; then ok "$c --help"; else not_ok "$c --help" "$out"; fi
 done
 expect_fail "unknown command" "frobnicate" "$TADOC" frobnicate
+if out=$("$TADOC" help --help 2>&1) && grep -q Usage <<<"$out"; then ok "help --help"; else not_ok "help --help" "$out"; fi
+if "$TADOC" --version >/dev/full 2>/dev/null; then not_ok "--version into a full disk exits 0"; else ok "--version into a full disk fails"; fi
+expect_fail "compress into a missing directory" "$work/no/such/out.tadoc" "$TADOC" compress -o "$work/no/such/out.tadoc" "$work/tree"
+grep -qF '.tadoc.tmp' "$work/err" && not_ok "... the message names a temporary file" "$(cat "$work/err")" || ok "... the message names OUT itself"
 
 # --- unpack restores the tree byte-exact with modes and mtimes --------------
 U=$work/unpacked

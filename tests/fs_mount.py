@@ -482,6 +482,8 @@ def check_xattrs(mnt, o, heavy_words):
     nhits = len(o.hits(b"hello", b"fsx/hello_many.txt"))
     check(getx(hm, "user.tadoc.search.hello@%d" % nhits) == b"", "part at the end is empty")
     check(get_errno(hm, "user.tadoc.search.hello@%d" % (nhits + 1)) == errno.ENODATA, "part past the end: ENODATA")
+    check(get_errno(hm, "user.tadoc.search.hello@" + "9" * 30) == errno.ENODATA, "part past 2^64: ENODATA")
+    check(get_errno(hm, "user.tadoc.search.hello@01") == errno.EINVAL, "part with a leading zero: EINVAL")
     tail = getx(hm, "user.tadoc.search.hello@%d" % (nhits - 2))
     offs = [off for _, off in o.hits(b"hello", b"fsx/hello_many.txt")]
     check(tail == b"%d\n%d\n" % (offs[-2], offs[-1]), "part N starts at hit N")

@@ -622,6 +622,12 @@ def main():
         log("== model: %d random operations, compared every %d" % (OPS, BATCH))
         mount(archive, mnt, "rw")
         compare(shadow, mnt, "fresh writable mount")
+        # df: the room to grow is the journal's file system's
+        sv, host = os.statvfs(mnt), os.statvfs(os.path.dirname(archive))
+        check(sv.f_bavail > 0 and not sv.f_flag & os.ST_RDONLY and
+              abs(sv.f_bavail * sv.f_frsize - host.f_bavail * host.f_frsize) < (64 << 20),
+              "statvfs of a writable mount: %d free of %d bytes, the host has %d" %
+              (sv.f_bavail * sv.f_frsize, sv.f_blocks * sv.f_frsize, host.f_bavail * host.f_frsize))
         check_lock(archive, mnt, tmp)
         ok = run_model(rng, mnt, shadow, OPS)
         if ok:
