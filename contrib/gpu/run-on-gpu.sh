@@ -120,5 +120,10 @@ if has batcher; then
 	BL_SECS=${BL_SECS:-3} bash "$carry/bench/batcher.sh" "$a" "$out/batcher.md" > "$out/batcher.log" 2>&1 || rc=1
 	tail -n 40 "$out/batcher.md" 2>/dev/null || tail -n 20 "$out/batcher.log"
 fi
+# the files name paths relative to the carry folder and the temporary one,
+# not this machine's absolute paths
+for f in "$out"/*.log "$out"/*.md "$out"/*.txt; do
+	[ -f "$f" ] && sed -i "s|$carry/|.carry/|g; s|/tmp/tmp\.[A-Za-z0-9]*/|TMPDIR/|g" "$f"
+done
 echo "run-on-gpu: status $rc; results in $out"
 exit $rc
