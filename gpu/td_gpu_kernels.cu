@@ -612,10 +612,16 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 }
 
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
-/* 128-thread blocks, at least 7 per SM: at most 72 registers, the
- * occupancy the one-level version had (ptxas -v: 80 without the bound,
- * a few bytes of spills with it). */
-__global__ void __launch_bounds__(128, 7) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+/* 128-thread blocks, at least TD_X_MINBLOCKS per SM (default 7: at most
+ * 72 registers, the occupancy the one-level version had; ptxas -v: 80
+ * without the bound, a few bytes of spills with it). Builds for comparing
+ * occupancy against spills compile this file with nvcc -DTD_X_MINBLOCKS=N
+ * (2026-11-24: 7, 10 and 14 ran at the same rate; see
+ * contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md). */
+#ifndef TD_X_MINBLOCKS
+#define TD_X_MINBLOCKS 7
+#endif
+__global__ void __launch_bounds__(128, TD_X_MINBLOCKS) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
 			     td_gx_res *res)
 {
 	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;

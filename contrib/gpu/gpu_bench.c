@@ -1,7 +1,9 @@
 /* gpu_bench: ops/s of GPU batches (transfers included) against the CPU engine on 1 thread and on all cores. */
 /*
- * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...
- * (-x: the extract rows, the link and the extract tuning only)
+ * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...
+ * (-x: the extract rows, the link and the extract tuning only; -q: only
+ * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
+ * cores, for comparing builds of the kernel side by side)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -653,6 +655,7 @@ static void bench_index(const td_archive *a, double budget, FILE *md)
 }
 
 static int extract_only; /* -x */
+static int quick;        /* -q */
 
 static int bench_archive(const char *path, double budget, FILE *md)
 {
@@ -697,9 +700,9 @@ static int bench_archive(const char *path, double budget, FILE *md)
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
 	double x4k_gpu = 0, x4k_direct = 0;
-	for (int op = 0; op < (extract_only ? OP_COUNT : NOPS); op++) {
+	for (int op = quick ? OP_X4KP : 0; op < (quick ? OP_X4KP + 1 : extract_only ? OP_COUNT : NOPS); op++) {
 		size_t crossover = 0;
-		for (size_t s = 0; s < nsizes; s++) {
+		for (size_t s = quick ? nsizes - 1 : 0; s < nsizes; s++) {
 			batch t;
 			make_batch(&b, &t, sizes[s], op);
 			double v[NENG];
@@ -727,6 +730,8 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
+	if (quick)
+		goto done;
 	if (td_gpu_resident(b.g) && x4k_gpu > 0) {
 		bench_link(x4k_gpu, x4k_direct, md);
 		bench_x4k_tuning(&b, md);
@@ -735,6 +740,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		bench_edits(&b, md);
 		bench_index(a, budget, md);
 	}
+done:
 	td_gpu_close(b.g);
 	free(b.files);
 	free(b.fsize);
@@ -747,9 +753,9 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:xh")) != -1) {
-		if (opt == 'x') {
-			extract_only = 1;
+	while ((opt = getopt(argc, argv, "o:t:xqh")) != -1) {
+		if (opt == 'x' || opt == 'q') {
+			*(opt == 'x' ? &extract_only : &quick) = 1;
 			continue;
 		}
 		if (opt == 'o')
@@ -757,12 +763,12 @@ int main(int argc, char **argv)
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...\n");
+			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x] ARCHIVE...\n");
+		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...\n");
 		return 2;
 	}
 	if (!td_gpu_available()) {
