@@ -614,10 +614,11 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
 /* 128-thread blocks, at least TD_X_MINBLOCKS per SM (default 7: at most
  * 72 registers, the occupancy the one-level version had; ptxas -v: 80
- * without the bound, a few bytes of spills with it). Builds for comparing
- * occupancy against spills compile this file with nvcc -DTD_X_MINBLOCKS=N
- * (2026-11-24: 7, 10 and 14 ran at the same rate; see
- * contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md). */
+ * without the bound, a few bytes of spills with it). Measured on the H100
+ * (contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md): 5, 6
+ * and no bound ran at the same rate, 10 and 14 12% and 38% slower (spills).
+ * To compare, change the default here and rebuild: the kernel object comes
+ * from the custom target in gpu/meson.build, which takes no cuda_args. */
 #ifndef TD_X_MINBLOCKS
 #define TD_X_MINBLOCKS 7
 #endif
