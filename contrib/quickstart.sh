@@ -30,13 +30,15 @@ ls -l "$mnt"
 say head -5 mnt/moby-dick-ch01.txt
 head -5 "$mnt/moby-dick-ch01.txt"
 say grep -rc whale mnt
-grep -rc whale "$mnt" | sort
+(cd "$work" && grep -rc whale mnt | sort)
+say "grep -rwo whale mnt | wc -l        # occurrences, as the count below"
+(cd "$work" && grep -rwo whale mnt | wc -l)
 say getfattr -n user.tadoc.count.whale mnt
-getfattr -n user.tadoc.count.whale "$mnt"
-say getfattr -n user.tadoc.search.Ishmael mnt/moby-dick-ch01.txt
-getfattr -n user.tadoc.search.Ishmael "$mnt/moby-dick-ch01.txt"
+(cd "$work" && getfattr -n user.tadoc.count.whale mnt)
+say getfattr --only-values -n user.tadoc.search.Ishmael mnt/moby-dick-ch01.txt
+(cd "$work" && getfattr --only-values -n user.tadoc.search.Ishmael mnt/moby-dick-ch01.txt)
 say getfattr -n user.tadoc.words mnt/speeches
-getfattr -n user.tadoc.words "$mnt/speeches"
+(cd "$work" && getfattr -n user.tadoc.words mnt/speeches)
 say diff -r contrib/sample mnt
 diff -r contrib/sample "$mnt" && echo "identical"
 say fusermount3 -u mnt
