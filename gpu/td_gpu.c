@@ -72,6 +72,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->cpu_threads = 0;
 	o->nstreams = 4;
 	o->xchunk = TD_GX_CHUNK;
+	o->xcoop = TD_GX_COOP;
 	o->piece_bytes = TD_PIECE_BYTES;
 }
 
@@ -181,6 +182,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		return td_fail(TD_ECORRUPT, "section 'meta': missing or short");
 	td_gdev *d = &g->d;
 	d->xchunk = g->o.xchunk;
+	d->xcoop = g->o.xcoop == UINT32_MAX ? 0 : g->o.xcoop;
 	d->nentries = m->nentries;
 	d->nwords = m->nwords;
 	d->nother = m->nother;
@@ -386,6 +388,8 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	if (o.xchunk == 0)
 		o.xchunk = TD_GX_CHUNK;
 	o.xchunk = o.xchunk < 16 ? 16 : o.xchunk > TD_MIB ? (uint32_t)TD_MIB : o.xchunk;
+	if (o.xcoop == 0)
+		o.xcoop = TD_GX_COOP;
 	if (o.piece_bytes == 0)
 		o.piece_bytes = TD_PIECE_BYTES;
 	int ndev = 0;
@@ -646,18 +650,20 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 			k1++;
 		bounds[p] = k0;
 		/* items relative to this piece's first request */
-		uint32_t items = 0;
+		uint32_t items = 0, warps = 0;
 		for (size_t k = k0; k < k1; k++) {
+			int coop;
+			uint32_t c = td_gx_units(&g->d, &hq[k], &coop);
 			hq[k].item0 = items;
-			uint32_t c = (uint32_t)(((uint64_t)hq[k].len + g->d.xchunk - 1) / g->d.xchunk);
-			items += c ? c : 1;
+			hq[k].warp0 = warps;
+			*(coop ? &warps : &items) += c;
 		}
 		if (k1 > k0) {
 			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
 			cudaStream_t st = g->st[p % g->nst];
 			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
 			CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
-			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, dout, dr + k0, st));
+			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, warps, dout, dr + k0, st));
 			CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
 			if (ob1 > ob0)
 				CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
@@ -724,6 +730,8 @@ static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 			hq[m].file = q->file;
 			hq[m].len = q->len;
 			hq[m].item0 = 0;
+			hq[m].warp0 = 0;
+			hq[m].pad = 0;
 			hq[m].tag = (uint32_t)i;
 			bytes += q->len;
 			m++;

@@ -56,6 +56,10 @@ typedef struct td_gpu_opts {
 	uint32_t xchunk;          /* output bytes per GPU lane: a read of len
 	                             bytes is ceil(len / xchunk) lanes, each
 	                             seeking on its own; 0 = 256; 16 .. 1 MiB */
+	uint32_t xcoop;           /* reads of at least this many bytes are walked
+	                             by a whole warp together instead (one seek,
+	                             32 symbols a step, copies by all 32 lanes);
+	                             0 = 1024; UINT32_MAX = never */
 	uint64_t piece_bytes;     /* output bytes per launch (one upload, kernel
 	                             and download on one stream) in rounds of
 	                             2 MiB or more; 0 = 32 MiB; at most 64

@@ -35,6 +35,11 @@ typedef struct td_gdev {
 	uint64_t sample_shift, nsamples;
 	uint32_t xchunk;             /* extract output bytes per work item
 	                                (one lane); 0 = TD_GX_CHUNK */
+	uint32_t xcoop;              /* reads of at least this many bytes are
+	                                walked by whole warps (td_xc_warp), one
+	                                per xseg bytes, and get no work items;
+	                                0 = none */
+	uint32_t xseg;               /* 0 = TD_GX_SEG */
 	/* Expansions of short rules (at most TD_RX_MAX bytes; built at open
 	 * by td_gk_rx_fill): rule r's text is rx_pool[rx_off[r],
 	 * rx_off[r+1]), kept iff that range is not empty; extract copies it
@@ -56,6 +61,8 @@ typedef struct td_gx_req {
 	uint32_t len;
 	uint32_t item0;              /* first work item (prefix sum) */
 	uint32_t tag;                /* host bookkeeping; kernels ignore it */
+	uint32_t warp0;              /* first warp of a warp-walked read (prefix sum) */
+	uint32_t pad;
 } td_gx_req;
 
 /* Result of one extract request. */
@@ -88,13 +95,31 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
  * says otherwise (td_gpu_opts.xchunk). */
 #define TD_GX_CHUNK 256u
 
+/* Reads of at least this many bytes are walked by a whole warp together
+ * unless td_gpu_opts.xcoop says otherwise. */
+#define TD_GX_COOP 1024u
+/* Output bytes of a warp-walked read per warp (each seeks on its own). */
+#define TD_GX_SEG 8192u
+
+/* Warps (ncoop = 1) or work items (0) request q takes in a launch on d. */
+static inline uint32_t td_gx_units(const td_gdev *d, const td_gx_req *q, int *coop)
+{
+	*coop = d->xcoop && q->len >= d->xcoop;
+	uint32_t per = *coop ? (d->xseg ? d->xseg : TD_GX_SEG) : d->xchunk ? d->xchunk : TD_GX_CHUNK;
+	uint32_t c = (uint32_t)(((uint64_t)q->len + per - 1) / per);
+	return c ? c : 1;
+}
+
 /* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;
  * `stream` is a cudaStream_t. All are asynchronous on `stream`. */
 int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream);
 /* Write every kept rule's expansion into pool (td_gdev.rx_off); *bad = 1
  * when one does not add up (a corrupt grammar: drop them all). */
 int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *stream);
-int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems,
+/* Requests with len >= d->xcoop run on nwarps warps (warp0: their prefix
+ * sum, see td_gx_units); the others on nitems work items (item0: theirs).
+ * Each kind counts none of the other's. */
+int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t nwarps,
 		  uint8_t *out, td_gx_res *res, void *stream);
 /* count[i] = occurrences of the word of req[i] in its scope, or
  * TD_GQ_NOTFOUND. `search` = 1 counts what td_search reports (the root

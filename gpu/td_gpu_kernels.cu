@@ -33,6 +33,7 @@ __device__ __forceinline__ uint64_t td_shfl_xor(uint64_t v, uint32_t o) { return
 __device__ __forceinline__ bool td_any(bool p) { return __any_sync(FULL, p) != 0; }
 __device__ __forceinline__ uint32_t td_ballot(bool p) { return __ballot_sync(FULL, p); }
 __device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)__ffs((int)m); }
+__device__ __forceinline__ uint32_t td_popc(uint32_t m) { return (uint32_t)__popc(m); }
 #else
 #define TD_LDG(p) (*(p))
 #ifdef TD_GPU_EMU
@@ -55,6 +56,7 @@ static inline bool td_any(bool p) { return p; }
 static inline uint32_t td_ballot(bool p) { return p; }
 #endif
 static inline uint32_t td_ffs(uint32_t m) { return (uint32_t)__builtin_ffs((int)m); }
+static inline uint32_t td_popc(uint32_t m) { return (uint32_t)__builtin_popcount(m); }
 #endif
 
 /* ---- packed arrays ---- */
@@ -556,6 +558,21 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 	s.phase = TD_X_DOWN;
 }
 
+/* The request that work unit u belongs to: the last one whose first unit
+ * (warp0 when by_warp, else item0) is <= u; both are ascending. */
+TD_HD uint32_t td_gx_owner(const td_gx_req *req, uint32_t nreq, uint32_t u, int by_warp)
+{
+	uint32_t lo = 0, hi = nreq;
+	while (hi - lo > 1) {
+		uint32_t mid = (lo + hi) >> 1;
+		if ((by_warp ? req[mid].warp0 : req[mid].item0) <= u)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Whole warp: every lane calls this with its work item (items >= nitems
  * idle). One item per d.xchunk (default TD_GX_CHUNK) bytes of output; the items of one request
  * are adjacent, so a long read is extracted by a whole warp (each lane
@@ -568,14 +585,7 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 	s.err = TD_OK;
 	uint32_t lo = 0;
 	if (item < nitems) {
-		uint32_t hi = nreq;
-		while (hi - lo > 1) {
-			uint32_t mid = (lo + hi) >> 1;
-			if (req[mid].item0 <= item)
-				lo = mid;
-			else
-				hi = mid;
-		}
+		lo = td_gx_owner(req, nreq, item, 0);
 		const td_gx_req q = req[lo];
 		uint32_t c = item - q.item0;
 		int err = TD_OK;
@@ -611,27 +621,7 @@ TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq
 		res[lo].err = s.err;
 }
 
-#ifndef TD_GPU_EMU /* tests run the bodies on the host */
-/* 128-thread blocks, at least TD_X_MINBLOCKS per SM (default 7: at most
- * 72 registers, the occupancy the one-level version had; ptxas -v: 80
- * without the bound, a few bytes of spills with it). Measured on the H100
- * (contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md): 5, 6
- * and no bound ran at the same rate, 10 and 14 12% and 38% slower (spills).
- * To compare, change the default here and rebuild: the kernel object comes
- * from the custom target in gpu/meson.build, which takes no cuda_args. */
-#ifndef TD_X_MINBLOCKS
-#define TD_X_MINBLOCKS 7
-#endif
-__global__ void __launch_bounds__(128, TD_X_MINBLOCKS) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
-			     td_gx_res *res)
-{
-	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
-	if (item - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
-		td_extract_warp(d, req, nreq, nitems, item, out, res);
-}
-#endif
-
-/* ---- count and search ---- */
+/* ---- warp helpers ---- */
 
 TD_HD __forceinline__ uint64_t td_warp_sum(uint64_t v)
 {
@@ -650,6 +640,321 @@ TD_HD __forceinline__ uint64_t td_warp_scan(uint64_t v, uint32_t lane)
 	}
 	return v;
 }
+
+/* ---- cooperative extract: one warp per long read ----
+ *
+ * The step machine above gives each lane its own piece of a read, and the
+ * lanes of a warp wait for each other at every step (different phases,
+ * token lengths and depths). For a long read the warp instead walks the
+ * grammar together: it seeks once (32 samples or 32 symbols looked at per
+ * step, a prefix sum across the lanes finds the one holding the offset),
+ * then takes the symbols that follow 32 at a time, lane i the i-th: their
+ * lengths' prefix sum places each one in the output, terminals and kept
+ * rules are copied by all lanes together (byte p of the run by lane
+ * p % 32: one 32-byte store per round), and the first rule that is not kept
+ * is descended into depth-first. The stack of rule frames is spread over
+ * the lanes (frame f in lane f % 32). Same results as td_extract; a grammar
+ * that does not add up gives TD_ECORRUPT (the host asks the CPU engine). */
+
+/* A symbol as the cooperative walk copies it: a terminal's bytes (and its
+ * space) or a kept rule's expansion at src, or a rule to descend into. */
+struct td_xc_sym {
+	const uint8_t *src;
+	uint64_t len;    /* bytes it expands to */
+	uint32_t tl;     /* bytes at src (len - 1 when a ' ' follows them) */
+	bool walk;       /* a rule that is not kept */
+};
+
+TD_HD __forceinline__ void td_xc_load(const td_gdev &d, uint64_t c, td_xc_sym &y, bool &bad)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	uint64_t a = 0, b = 0, sp = 0;
+	y.walk = false;
+	y.src = NULL;
+	if (c < w2) {
+		a = td_pgets(d.word_off, c >> 1, bad);
+		b = td_pgets(d.word_off, (c >> 1) + 1, bad);
+		if (a > b || b > d.words_size || b - a > TD_MAXTOK)
+			bad = true;
+		y.src = d.words + a;
+		sp = c & 1;
+	} else if (c < t) {
+		a = td_pgets(d.other_off, c - w2, bad);
+		b = td_pgets(d.other_off, c - w2 + 1, bad);
+		if (a > b || b > d.other_size || b - a > TD_MAXTOK + 1)
+			bad = true;
+		y.src = d.other + a;
+	} else if (c - t < d.nrules && td_rx_has(d, c - t)) {
+		a = TD_LDG(&d.rx_off[c - t]);
+		b = TD_LDG(&d.rx_off[c - t + 1]);
+		y.src = d.rx_pool + a;
+	} else if (c - t < d.nrules) {
+		y.walk = true;
+		y.len = td_pgets(d.rule_len, c - t, bad);
+		y.tl = 0;
+		return;
+	} else {
+		bad = true;
+	}
+	if (bad)
+		a = b = sp = 0;
+	y.tl = (uint32_t)(b - a);
+	y.len = (b - a) + sp;
+}
+
+/* Copy B bytes of items spread over the lanes to dst: the lane holding
+ * byte p of the run is the first whose incl (bytes of the items up to and
+ * including its own, non-decreasing across lanes, capped at B) exceeds p;
+ * that byte is item byte p + base of its lane (base = the bytes it skips
+ * less those before it), src[that] or ' ' past tl. Whole warp. */
+TD_HD void td_xc_copy(const uint8_t *src, uint32_t tl, int64_t base, uint32_t incl, uint32_t B, uint8_t *dst)
+{
+	const uint32_t lane = td_lane();
+	const uint64_t sv = (uint64_t)(uintptr_t)src;
+	for (uint32_t r = 0; r < B; r += 32) {
+		uint32_t p = r + lane, i = 0;
+		for (uint32_t st = 16; st; st >>= 1)
+			if ((uint32_t)td_shfl(incl, i + st - 1) <= p)
+				i += st;
+		const uint8_t *s = (const uint8_t *)(uintptr_t)td_shfl(sv, i);
+		uint32_t l = (uint32_t)td_shfl(tl, i);
+		int64_t q = (int64_t)p + (int64_t)td_shfl((uint64_t)base, i);
+		if (p < B)
+			dst[p] = (uint64_t)q < l ? TD_LDG(s + q) : (uint8_t)' ';
+	}
+}
+
+/* Last index x in [lo, hi) with pack[off + x] <= v, lo when there is none
+ * (values ascending): 32 probes a step. Whole warp. */
+TD_HD __forceinline__ uint64_t td_xc_search(const td_pack &p, uint64_t off, uint64_t lo, uint64_t hi, uint64_t v)
+{
+	const uint32_t lane = td_lane();
+	while (hi - lo > 1) {
+		uint64_t step = (hi - lo - 1 + 31) / 32, x = lo + 1 + lane * step;
+		uint32_t c = td_popc(td_ballot(x < hi && td_pget(p, off + x) <= v));
+		if (c == 0)
+			return lo;
+		uint64_t nh = lo + 1 + c * step;
+		lo = lo + 1 + (c - 1) * step;
+		if (nh < hi)
+			hi = nh;
+	}
+	return lo;
+}
+
+/* Among symbols [at, end) of p (at < end), starting at byte pos of the
+ * run, the one holding byte v >= pos: its index (*at), symbol and offset
+ * inside it. false when the symbols end first or one is bad. Whole warp. */
+TD_HD __forceinline__ bool td_xc_find(const td_gdev &d, const td_pack &p, uint64_t &at, uint64_t end, uint64_t pos,
+				      uint64_t v, uint64_t &sym, uint64_t &inner)
+{
+	const uint32_t lane = td_lane();
+	for (;;) {
+		bool bad = false, ok = at + lane < end;
+		uint64_t c = ok ? td_pget(p, at + lane) : 0;
+		uint64_t l = ok ? td_symlen(d, c, bad) : 0;
+		if (td_any(bad))
+			return false;
+		uint64_t incl = td_warp_scan(l, lane);
+		uint32_t m = td_ballot(ok && pos + incl > v);
+		if (m) {
+			uint32_t f = td_ffs(m) - 1;
+			sym = td_shfl(c, f);
+			inner = v - pos - (td_shfl(incl, f) - td_shfl(l, f));
+			at += f;
+			return true;
+		}
+		if (end - at <= 32)
+			return false;
+		pos += td_shfl(incl, 31);
+		at += 32;
+	}
+}
+
+#define TD_XC_FRAMES 64u /* the root frame and 63 rule frames */
+
+/* The warp's frame stack: frame f is (at, end) in lane f % 32, slot f / 32. */
+struct td_xc_stack {
+	uint64_t at0, end0, at1, end1;
+	uint32_t n;
+};
+
+TD_HD __forceinline__ bool td_xc_push(td_xc_stack &k, uint64_t at, uint64_t end)
+{
+	if (k.n == TD_XC_FRAMES)
+		return false;
+	if (td_lane() == (k.n & 31)) {
+		if (k.n < 32) {
+			k.at0 = at;
+			k.end0 = end;
+		} else {
+			k.at1 = at;
+			k.end1 = end;
+		}
+	}
+	k.n++;
+	return true;
+}
+
+/* Warp w (< the warps of the warp-walked requests, see td_gx_units), whole
+ * warp: the d.xseg bytes of its request it writes. */
+TD_HD void td_xc_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t w, uint8_t *out, td_gx_res *res)
+{
+	const uint32_t lane = td_lane();
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother, sh = d.sample_shift;
+	const uint32_t ri = td_gx_owner(req, nreq, w, 1);
+	const td_gx_req q = req[ri];
+	const uint64_t seg = d.xseg ? d.xseg : TD_GX_SEG, b0 = (uint64_t)(w - q.warp0) * seg;
+	int err = TD_OK;
+	uint64_t n = 0;
+	if (q.file >= d.nentries) {
+		err = TD_EINVAL;
+	} else if (((uint32_t)td_pget(d.e_mode, q.file) & TD_S_IFMT) == TD_S_IFDIR) {
+		err = TD_EISDIR;
+	} else {
+		uint64_t size = td_pget(d.e_size, q.file);
+		if (q.off < size)
+			n = size - q.off < q.len ? size - q.off : q.len;
+	}
+	if (lane == 0 && b0 == 0) {
+		res[ri].got = (uint32_t)n;
+		if (err)
+			res[ri].err = err;
+	}
+	if (err || b0 >= n)
+		return;
+	n = n - b0 < seg ? n - b0 : seg; /* this warp's bytes */
+	uint8_t *dst = out + q.outoff + b0;
+	bool bad = false;
+	uint64_t gstart = td_pgets(d.e_gstart, q.file, bad);
+	uint64_t rlo = td_pgets(d.e_root, q.file, bad), rhi = td_pgets(d.e_root, (uint64_t)q.file + 1, bad);
+	uint64_t target = gstart + q.off + b0;
+	td_xc_stack k = {0, 0, 0, 0, 0};
+	uint64_t sym = 0, inner = 0, done = 0;
+	if (bad || rlo >= rhi || rhi > d.root_syms.n || sh >= 64 || ((rhi - 1) >> sh) + 1 > d.root_samples.n)
+		goto fail;
+	{
+		/* the root element holding the offset: samples, then symbols */
+		uint64_t s0 = td_xc_search(d.root_samples, 0, rlo >> sh, ((rhi - 1) >> sh) + 1, target);
+		uint64_t at = s0 << sh, pos = gstart;
+		if (at < rlo)
+			at = rlo;
+		else
+			pos = td_pget(d.root_samples, s0);
+		if (pos > target || !td_xc_find(d, d.root_syms, at, rhi, pos, target, sym, inner))
+			goto fail;
+		td_xc_push(k, at + 1, rhi);
+	}
+	/* down to the terminal or kept rule holding it */
+	while (sym >= t && !td_rx_has(d, sym - t)) {
+		uint64_t first, fs, at = 0;
+		uint32_t len;
+		if (!td_rhs(d, sym - t, first, len, &fs))
+			goto fail;
+		if (len > (UINT32_C(1) << sh)) {
+			uint64_t per = ((uint64_t)len + (UINT64_C(1) << sh) - 1) >> sh;
+			if (fs + per > d.rule_samples.n || fs + per < fs)
+				goto fail;
+			uint64_t x = td_xc_search(d.rule_samples, fs, 0, per, inner);
+			uint64_t base = td_pget(d.rule_samples, fs + x);
+			if (base > inner)
+				goto fail;
+			inner -= base;
+			at = x << sh;
+		}
+		at += first;
+		if (!td_xc_find(d, d.rule_syms, at, first + len, 0, inner, sym, inner) ||
+		    !td_xc_push(k, at + 1, first + len))
+			goto fail;
+	}
+	{
+		td_xc_sym y;
+		td_xc_load(d, sym, y, bad);
+		if (bad || y.walk || inner >= y.len)
+			goto fail;
+		done = y.len - inner < n ? y.len - inner : n;
+		td_xc_copy(y.src, y.tl, (int64_t)inner, (uint32_t)done, (uint32_t)done, dst);
+	}
+	/* the symbols after it, 32 at a time, depth-first */
+	while (done < n) {
+		if (k.n == 0)
+			goto fail; /* the file's root range ends first */
+		uint32_t f = k.n - 1, fl = f & 31;
+		uint64_t at = td_shfl(f < 32 ? k.at0 : k.at1, fl), end = td_shfl(f < 32 ? k.end0 : k.end1, fl);
+		if (at >= end) {
+			k.n--;
+			continue;
+		}
+		bool ok = at + lane < end;
+		uint64_t c = ok ? td_pget(f == 0 ? d.root_syms : d.rule_syms, at + lane) : 0;
+		td_xc_sym y = {NULL, 0, 0, false};
+		if (ok)
+			td_xc_load(d, c, y, bad);
+		if (td_any(bad))
+			goto fail;
+		uint64_t incl = td_warp_scan(y.len, lane), room = n - done;
+		uint32_t mw = td_ballot(y.walk), mf = td_ballot(ok && incl >= room), nv = td_popc(td_ballot(ok));
+		uint32_t fw = mw ? td_ffs(mw) - 1 : 32, ff = mf ? td_ffs(mf) - 1 : 32;
+		/* lanes [0, cut) are copied: up to the one where the read ends
+		 * (in part), else up to the first rule to descend into */
+		uint32_t cut = ff < fw && ff < nv ? ff + 1 : fw < nv ? fw : nv;
+		uint64_t last = td_shfl(incl, (cut - 1) & 31);
+		uint64_t B = ff < fw && ff < nv ? room : cut ? last : 0;
+		uint32_t ic = lane < cut && incl < B ? (uint32_t)incl : (uint32_t)B;
+		td_xc_copy(y.src, y.tl, -(int64_t)(incl - y.len), ic, (uint32_t)B, dst + done);
+		done += B;
+		if (done >= n)
+			break;
+		uint64_t nat = at + (fw < nv ? fw + 1 : nv);
+		if (lane == fl) {
+			if (f < 32)
+				k.at0 = nat;
+			else
+				k.at1 = nat;
+		}
+		if (fw < nv) {
+			uint64_t r = td_shfl(c, fw) - t, first;
+			uint32_t len;
+			if (!td_rhs(d, r, first, len) || !td_xc_push(k, first, first + len))
+				goto fail;
+		}
+	}
+	return;
+fail:
+	if (lane == 0)
+		res[ri].err = TD_ECORRUPT;
+}
+
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
+/* 128-thread blocks, at least TD_X_MINBLOCKS per SM (default 7: at most
+ * 72 registers, the occupancy the one-level version had; ptxas -v: 80
+ * without the bound, a few bytes of spills with it). Measured on the H100
+ * (contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md): 5, 6
+ * and no bound ran at the same rate, 10 and 14 12% and 38% slower (spills).
+ * To compare, change the default here and rebuild: the kernel object comes
+ * from the custom target in gpu/meson.build, which takes no cuda_args. */
+#ifndef TD_X_MINBLOCKS
+#define TD_X_MINBLOCKS 7
+#endif
+__global__ void __launch_bounds__(128, TD_X_MINBLOCKS) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
+			     td_gx_res *res)
+{
+	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
+	if (item - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
+		td_extract_warp(d, req, nreq, nitems, item, out, res);
+}
+
+/* Warp-walked reads (len >= d.xcoop): one warp per d.xseg bytes. */
+__global__ void __launch_bounds__(128) td_k_extract_coop(td_gdev d, const td_gx_req *req, uint32_t nreq,
+							  uint32_t nwarps, uint8_t *out, td_gx_res *res)
+{
+	uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	if (w < nwarps) /* the same for the whole warp */
+		td_xc_warp(d, req, nreq, w, out, res);
+}
+#endif
+
+/* ---- count and search ---- */
 
 /* Binary search of the query in WORDS (bytewise order). Word id or -1. */
 TD_HD int64_t td_dev_lookup(const td_gdev &d, const uint8_t *qw, uint32_t ql)
@@ -1009,10 +1314,16 @@ extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *st
 	return (int)cudaGetLastError();
 }
 
-extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems,
+extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t nwarps,
 			     uint8_t *out, td_gx_res *res, void *stream)
 {
 	cudaStream_t s = (cudaStream_t)stream;
+	if (nwarps) {
+		td_k_extract_coop<<<(nwarps + 3) / 4, 128, 0, s>>>(*d, req, nreq, nwarps, out, res);
+		cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess)
+			return (int)e;
+	}
 	if (nitems == 0)
 		return 0;
 	td_k_extract<<<(nitems + 127) / 128, 128, 0, s>>>(*d, req, nreq, nitems, out, res);

@@ -11,6 +11,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	memset(o, 0, sizeof *o);
 	o->nstreams = 4;
 	o->xchunk = 256;
+	o->xcoop = 1024;
 	o->piece_bytes = UINT64_C(32) << 20;
 }
 

@@ -109,7 +109,7 @@ static int build_adversarial(const char *path)
 	err |= td_writer_add_file(w, "big/text", 0644, 1, 0, buf, gen_text(buf, 5u << 20, 0));
 	err |= td_writer_add_file(w, "bin", 0644, 1, 0, buf, gen_text(buf, 100000, 1));
 	/* a deep tree with many small files, symlinks, empty dirs */
-	char dir[1024] = "deep";
+	char dir[96] = "deep"; /* 12 levels of /dN fit */
 	for (int d = 0; d < 12; d++) {
 		snprintf(name, sizeof name, "%s/f%d", dir, d);
 		err |= td_writer_add_file(w, name, 0644, 1, 0, buf, gen_text(buf, below(5000), 0));

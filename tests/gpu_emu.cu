@@ -168,13 +168,30 @@ static void check_extract(const td_archive *a, const td_gdev &d, size_t n)
 		warp_run([&](uint32_t lane) {
 			td_extract_warp(d, q.data(), (uint32_t)n, items, w + lane, out.data(), res.data());
 		});
+	/* every request again, walked by whole warps (td_xc_warp), one per
+	 * d.xseg bytes (at least one, so empty reads report too) */
+	std::vector<td_gx_res> cres(n);
+	std::vector<uint8_t> cout(bytes + 1, 0xA5);
+	uint32_t warps = 0, seg = d.xseg ? d.xseg : TD_GX_SEG;
 	for (size_t i = 0; i < n; i++) {
-		if (res[i].err != werr[i] || res[i].got != wgot[i])
-			FAIL("extract file %u off %llu len %u: cpu err %d got %zu, kernel err %d got %u", q[i].file,
-			     (unsigned long long)q[i].off, q[i].len, werr[i], wgot[i], res[i].err, res[i].got);
-		else if (memcmp(want[i].data(), out.data() + q[i].outoff, wgot[i]))
-			FAIL("extract file %u off %llu len %u: bytes differ", q[i].file, (unsigned long long)q[i].off,
-			     q[i].len);
+		q[i].warp0 = warps;
+		warps += q[i].len ? (q[i].len + seg - 1) / seg : 1;
+	}
+	for (uint32_t w = 0; w < warps; w++)
+		warp_run([&](uint32_t) { td_xc_warp(d, q.data(), (uint32_t)n, w, cout.data(), cres.data()); });
+	for (int coop = 0; coop < 2; coop++) {
+		const std::vector<td_gx_res> &rs = coop ? cres : res;
+		const std::vector<uint8_t> &o = coop ? cout : out;
+		const char *how = coop ? "warp-walked" : "lane-walked";
+		for (size_t i = 0; i < n; i++) {
+			if (rs[i].err != werr[i] || rs[i].got != wgot[i])
+				FAIL("%s extract file %u off %llu len %u: cpu err %d got %zu, kernel err %d got %u", how,
+				     q[i].file, (unsigned long long)q[i].off, q[i].len, werr[i], wgot[i], rs[i].err,
+				     rs[i].got);
+			else if (memcmp(want[i].data(), o.data() + q[i].outoff, wgot[i]))
+				FAIL("%s extract file %u off %llu len %u: bytes differ", how, q[i].file,
+				     (unsigned long long)q[i].off, q[i].len);
+		}
 	}
 }
 
@@ -323,15 +340,16 @@ int main(int argc, char **argv)
 	td_gdev d;
 	gdev_build(a, &d);
 	check_extract(a, d, 3000);
-	printf("extract: %s\n", failures ? "DIFFER" : "equal");
+	printf("extract, lane-walked and warp-walked: %s\n", failures ? "DIFFER" : "equal");
 	/* other lane widths (td_gpu_opts.xchunk): one odd, one a whole 4 KiB read */
+	/* and of warp-walked reads (xseg): one odd, one a whole 4 KiB read */
 	static const uint32_t chunks[] = {1000, 4096};
 	for (uint32_t ch : chunks) {
-		d.xchunk = ch;
+		d.xchunk = d.xseg = ch;
 		check_extract(a, d, 1000);
-		printf("extract, %u bytes a lane: %s\n", ch, failures ? "DIFFER" : "equal");
+		printf("extract, %u bytes a lane or warp: %s\n", ch, failures ? "DIFFER" : "equal");
 	}
-	d.xchunk = 0;
+	d.xchunk = d.xseg = 0;
 	int before = failures;
 	check_query(a, d, 300);
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");

@@ -154,7 +154,7 @@ static void noop_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	for (uint64_t k = (uint64_t)off; k < total; k++) {
 		struct stat st;
 		memset(&st, 0, sizeof st);
-		char name[16];
+		char name[24];
 		if (k == 0) {
 			strcpy(name, ".");
 			st.st_ino = FUSE_ROOT_ID;

@@ -3,7 +3,8 @@
  * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...
  * (-x: the extract rows, the link and the extract tuning only; -q: only
  * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
- * cores, for comparing builds of the kernel side by side)
+ * cores, then warp-walked against lane-walked reads (td_gpu_opts.xcoop),
+ * interleaved twice: for comparing builds of the kernel side by side)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -16,7 +17,7 @@
  * (td_gpu_link_measure: device -> pinned host, where the results land;
  * pageable; host -> device; the host copy-out) with the 4 KiB batch's GB/s
  * against them, and that batch under other lane widths, piece sizes and
- * stream counts (td_gpu_opts.xchunk, piece_bytes, nstreams), each checked
+ * stream counts (td_gpu_opts.xcoop, xchunk, piece_bytes, nstreams), each checked
  * equal to the CPU engine.
  * Then insert (in batch), insert (in sequence), append and mixed batches
  * (random files, and all on the largest file): the
@@ -258,11 +259,39 @@ static int x4k_same(const batch *t, const uint8_t *ref, const td_extract_req *rq
 	return same;
 }
 
-static void bench_x4k_tuning(bench *b, FILE *md)
+/* The 4 KiB batch under other settings. Each row is (warp-walked, lane
+ * width, piece MiB, streams); lane widths only matter lane-walked. `few`:
+ * warp-walked against lane-walked at the defaults, twice interleaved (-q). */
+struct x4k_cfg {
+	int coop;
+	uint32_t chunk;
+	uint64_t piece;
+	unsigned streams;
+};
+
+static size_t x4k_configs(struct x4k_cfg *c, int few)
 {
 	static const uint32_t chunks[] = {256, 512, 1024, 2048};
 	static const uint64_t pieces[] = {8, 16, 32};
 	static const unsigned streams[] = {4, 8};
+	size_t n = 0;
+	if (few) {
+		for (int r = 0; r < 4; r++)
+			c[n++] = (struct x4k_cfg){r % 2 == 0, 256, 32, 4};
+		return n;
+	}
+	for (int coop = 1; coop >= 0; coop--)
+		for (size_t k = 0; k < (coop ? 1 : sizeof chunks / sizeof chunks[0]); k++)
+			for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++)
+				for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++)
+					c[n++] = (struct x4k_cfg){coop, chunks[k], pieces[p], streams[s]};
+	return n;
+}
+
+static void bench_x4k_tuning(bench *b, FILE *md, int few)
+{
+	struct x4k_cfg cfg[64];
+	size_t ncfg = x4k_configs(cfg, few);
 	batch t;
 	make_batch(b, &t, X4K_N, OP_X4K);
 	size_t nb = (size_t)X4K_N * 4096;
@@ -276,62 +305,61 @@ static void bench_x4k_tuning(bench *b, FILE *md)
 	memcpy(ref, t.xbuf, nb);
 	memcpy(rq, t.x, X4K_N * sizeof *rq);
 	if (md)
-		fprintf(md, "\n| extract 4 KiB, batch %u: bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
+		fprintf(md, "\n| extract 4 KiB, batch %u: walked by | bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
 			    "host_alloc ops/s | GB/s | equals CPU |\n"
-			    "|---:|---:|---:|---:|---:|---:|---:|---|\n",
+			    "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
 			X4K_N);
 	td_gpu *keep = b->g;
-	for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
-		for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++)
-			for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++) {
-				td_gpu_opts o;
-				td_gpu_opts_default(&o);
-				o.xchunk = chunks[c];
-				o.piece_bytes = pieces[p] << 20;
-				o.nstreams = streams[s];
-				td_gpu *g = NULL;
-				if (td_gpu_open(b->a, &o, &g) || !td_gpu_resident(g)) {
-					td_gpu_close(g);
-					continue;
-				}
-				b->g = g;
-				double v[2] = {-1, -1};
-				int same = 1;
-				for (int direct = 0; direct < 2; direct++) {
-					uint8_t *buf = direct ? td_gpu_host_alloc(g, nb) : heap;
-					if (!buf)
-						continue;
-					for (size_t i = 0; i < t.n; i++)
-						t.x[i].buf = buf + i * (size_t)4096;
-					t.xbuf = buf;
-					memset(buf, 0xA5, nb);
-					/* the direct path may leave the tails of short reads
-					 * unspecified: compare what was read */
-					int ok = td_gpu_extract_batch(g, t.x, t.n) == TD_OK;
-					for (size_t i = 0; ok && i < t.n; i++)
-						if (t.x[i].got < 4096)
-							memcpy(buf + i * 4096 + t.x[i].got, ref + i * 4096 + t.x[i].got,
-							       4096 - t.x[i].got);
-					same &= ok && x4k_same(&t, ref, rq, nb);
-					v[direct] = measure(b, &t, OP_X4K, E_GPU);
-					if (direct)
-						td_gpu_host_free(g, buf);
-				}
-				t.xbuf = heap;
-				for (size_t i = 0; i < t.n; i++)
-					t.x[i].buf = heap + i * (size_t)4096;
-				b->g = keep;
-				td_gpu_close(g);
-				printf("extract 4 KiB %u: %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
-				       "%5.1f GB/s, host_alloc %10.0f ops/s %5.1f GB/s %s\n",
-				       X4K_N, chunks[c], (unsigned long long)pieces[p], streams[s], v[0], v[0] * 4096e-9,
-				       v[1], v[1] * 4096e-9, same ? "equal" : "DIFFER");
-				fflush(stdout);
-				if (md)
-					fprintf(md, "| %u | %llu | %u | %.0f | %.1f | %.0f | %.1f | %s |\n", chunks[c],
-						(unsigned long long)pieces[p], streams[s], v[0], v[0] * 4096e-9, v[1],
-						v[1] * 4096e-9, same ? "yes" : "NO");
-			}
+	for (size_t c = 0; c < ncfg; c++) {
+		td_gpu_opts o;
+		td_gpu_opts_default(&o);
+		o.xcoop = cfg[c].coop ? 0 : UINT32_MAX;
+		o.xchunk = cfg[c].chunk;
+		o.piece_bytes = cfg[c].piece << 20;
+		o.nstreams = cfg[c].streams;
+		td_gpu *g = NULL;
+		if (td_gpu_open(b->a, &o, &g) || !td_gpu_resident(g)) {
+			td_gpu_close(g);
+			continue;
+		}
+		b->g = g;
+		double v[2] = {-1, -1};
+		int same = 1;
+		for (int direct = 0; direct < 2; direct++) {
+			uint8_t *buf = direct ? td_gpu_host_alloc(g, nb) : heap;
+			if (!buf)
+				continue;
+			for (size_t i = 0; i < t.n; i++)
+				t.x[i].buf = buf + i * (size_t)4096;
+			t.xbuf = buf;
+			memset(buf, 0xA5, nb);
+			/* the direct path may leave the tails of short reads
+			 * unspecified: compare what was read */
+			int ok = td_gpu_extract_batch(g, t.x, t.n) == TD_OK;
+			for (size_t i = 0; ok && i < t.n; i++)
+				if (t.x[i].got < 4096)
+					memcpy(buf + i * 4096 + t.x[i].got, ref + i * 4096 + t.x[i].got,
+					       4096 - t.x[i].got);
+			same &= ok && x4k_same(&t, ref, rq, nb);
+			v[direct] = measure(b, &t, OP_X4K, E_GPU);
+			if (direct)
+				td_gpu_host_free(g, buf);
+		}
+		t.xbuf = heap;
+		for (size_t i = 0; i < t.n; i++)
+			t.x[i].buf = heap + i * (size_t)4096;
+		b->g = keep;
+		td_gpu_close(g);
+		printf("extract 4 KiB %u: %s, %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
+		       "%5.1f GB/s, host_alloc %10.0f ops/s %5.1f GB/s %s\n",
+		       X4K_N, cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
+		       cfg[c].streams, v[0], v[0] * 4096e-9, v[1], v[1] * 4096e-9, same ? "equal" : "DIFFER");
+		fflush(stdout);
+		if (md)
+			fprintf(md, "| %s | %u | %llu | %u | %.0f | %.1f | %.0f | %.1f | %s |\n",
+				cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
+				cfg[c].streams, v[0], v[0] * 4096e-9, v[1], v[1] * 4096e-9, same ? "yes" : "NO");
+	}
 out:
 	free(ref);
 	free(rq);
@@ -730,11 +758,14 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
-	if (quick)
+	if (quick) {
+		if (td_gpu_resident(b.g))
+			bench_x4k_tuning(&b, md, 1);
 		goto done;
+	}
 	if (td_gpu_resident(b.g) && x4k_gpu > 0) {
 		bench_link(x4k_gpu, x4k_direct, md);
-		bench_x4k_tuning(&b, md);
+		bench_x4k_tuning(&b, md, 0);
 	}
 	if (!extract_only) {
 		bench_edits(&b, md);
