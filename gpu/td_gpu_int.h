@@ -101,7 +101,8 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
 /* Output bytes of a warp-walked read per warp (each seeks on its own). */
 #define TD_GX_SEG 8192u
 
-/* Warps (ncoop = 1) or work items (0) request q takes in a launch on d. */
+/* Warps (*coop set to 1) or work items (*coop = 0) request q takes in a
+ * launch on d. */
 static inline uint32_t td_gx_units(const td_gdev *d, const td_gx_req *q, int *coop)
 {
 	*coop = d->xcoop && q->len >= d->xcoop;
