@@ -20,6 +20,10 @@
 #define TD_ROUND_MAXREQ (1u << 20)     /* extract requests per launch round */
 #define TD_GPU_MAXPIECES 64u           /* launches per extract round */
 #define TD_PIECE_BYTES (32 * TD_MIB)   /* default output per launch in large rounds */
+#define TD_ZC_BYTES (4 * TD_MIB)       /* default td_gpu_opts.zc_bytes */
+#define TD_ZC_MEANLEN 512u             /* zero copy for more reads than the
+                                          device has warps at once only when
+                                          they average this many bytes */
 
 typedef struct td_gbuf {
 	void *p;
@@ -31,6 +35,9 @@ struct td_gpu {
 	td_gpu_opts o;
 	int resident;
 	char name[256];
+	unsigned nsm;                  /* multiprocessors of the device */
+	int zc;                        /* kernels can write pinned host memory at
+	                                  its host address (unified addressing) */
 	double open_s;
 	pthread_mutex_t lock;
 	td_gdev d;
@@ -74,6 +81,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->xchunk = TD_GX_CHUNK;
 	o->xcoop = TD_GX_COOP;
 	o->piece_bytes = TD_PIECE_BYTES;
+	o->zc_bytes = TD_ZC_BYTES;
 }
 
 static int td_avail_cached = -1;
@@ -120,7 +128,7 @@ static int td_grow(td_gbuf *b, size_t need, int kind)
 			cudaFreeHost(b->p);
 		b->p = NULL;
 		b->cap = 0;
-		CK(cudaHostAlloc(&p, cap, cudaHostAllocDefault));
+		CK(cudaHostAlloc(&p, cap, cudaHostAllocMapped));
 	} else if (kind == 1) { /* device */
 		if (b->p)
 			cudaFree(b->p);
@@ -390,8 +398,16 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	o.xchunk = o.xchunk < 16 ? 16 : o.xchunk > TD_MIB ? (uint32_t)TD_MIB : o.xchunk;
 	if (o.xcoop == 0)
 		o.xcoop = TD_GX_COOP;
+	if (o.xseg) { /* a power of two in [TD_GX_SEG_MIN, 1 MiB] */
+		uint32_t s = TD_GX_SEG_MIN;
+		while (s < o.xseg && s < TD_MIB)
+			s <<= 1;
+		o.xseg = s;
+	}
 	if (o.piece_bytes == 0)
 		o.piece_bytes = TD_PIECE_BYTES;
+	if (o.zc_bytes == 0)
+		o.zc_bytes = TD_ZC_BYTES;
 	int ndev = 0;
 	cudaError_t e = cudaGetDeviceCount(&ndev);
 	if (e != cudaSuccess)
@@ -404,7 +420,8 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	/* best effort: a context made earlier in this process may keep its
 	 * mode (the blocking events below still sleep); a refusal must not
 	 * linger as the thread's last error, which the launchers return */
-	if (o.blocking_sync && cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) != cudaSuccess)
+	if (o.blocking_sync &&
+	    cudaSetDeviceFlags(o.blocking_sync == 1 ? cudaDeviceScheduleBlockingSync : cudaDeviceScheduleYield) != cudaSuccess)
 		(void)cudaGetLastError();
 
 	td_gpu *g = calloc(1, sizeof *g);
@@ -421,6 +438,8 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 		goto fail;
 	}
 	memcpy(g->name, prop.name, sizeof g->name - 1);
+	g->nsm = prop.multiProcessorCount > 0 ? (unsigned)prop.multiProcessorCount : 1;
+	g->zc = prop.unifiedAddressing && prop.canMapHostMemory && o.zc_bytes != UINT64_MAX;
 	size_t fre = 0, tot = 0;
 	if ((e = cudaMemGetInfo(&fre, &tot)) != cudaSuccess) {
 		r = td_cuda_fail(e, "memory info");
@@ -445,7 +464,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 			goto fail;
 		}
 	for (unsigned i = 0; i < TD_GPU_MAXPIECES; i++)
-		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o.blocking_sync ? cudaEventBlockingSync : 0))) != cudaSuccess) {
+		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o.blocking_sync == 1 ? cudaEventBlockingSync : 0))) != cudaSuccess) {
 			g->nev = i;
 			r = td_cuda_fail(e, "event");
 			goto fail;
@@ -510,7 +529,7 @@ void *td_gpu_host_alloc(td_gpu *g, size_t bytes)
 		g->cap_hblk = c;
 	}
 	cudaSetDevice(g->o.device);
-	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+	if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess) {
 		(void)cudaGetLastError(); /* not the launchers' business */
 		p = NULL;
 		goto out;
@@ -623,19 +642,57 @@ static unsigned td_scatter_threads(const td_gpu *g, size_t m, uint64_t bytes)
 	return nt < TD_SCATTER_MAX ? nt : TD_SCATTER_MAX;
 }
 
+/* Output bytes a warp walks of this round's warp-walked reads: the fixed
+ * option, or TD_GX_SEG halved (down to TD_GX_SEG_MIN) while the round
+ * gives fewer than TD_GX_WARPS_SM warps an SM. A small batch of long reads
+ * then finishes in the walk of a short segment instead of an 8 KiB one;
+ * large batches keep long segments (fewer seeks). */
+static uint32_t td_round_seg(const td_gpu *g, uint32_t xcoop, const td_gx_req *hq, size_t m)
+{
+	if (g->o.xseg)
+		return g->o.xseg;
+	const uint64_t want = (uint64_t)g->nsm * TD_GX_WARPS_SM;
+	uint64_t bytes = 0, reads = 0; /* of the warp-walked reads */
+	for (size_t k = 0; k < m && reads < want; k++)
+		if (xcoop && hq[k].len >= xcoop) {
+			bytes += hq[k].len;
+			reads++;
+		}
+	uint32_t seg = TD_GX_SEG;
+	/* warps at seg: at least bytes / seg, and one a read */
+	while (seg > TD_GX_SEG_MIN && reads < want && bytes / seg < want)
+		seg >>= 1;
+	return seg;
+}
+
 /* Launch one round: the m requests packed in hreq (tags index reqs), in
  * pieces of about TD_PIECE_BYTES spread round robin over the streams; each
  * piece uploads its requests, runs its kernel and downloads its results
- * while the others do the same. */
+ * while the others do the same. A zero-copy round (direct, at most
+ * zc_bytes) is one piece whose kernel writes the callers' buffers and the
+ * pinned results itself: nothing is downloaded after it. */
 static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes, uint8_t *direct)
 {
 	td_gx_req *hq = g->hreq.p;
 	td_gx_req *dq = g->dreq.p;
 	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
 	uint8_t *ho = direct ? direct : g->hout.p, *dout = g->dout.p;
+	/* zero copy walks every read by a warp: not for many short reads,
+	 * which the lanes walk 32 to a warp */
+	const int zc = direct && g->zc && bytes <= g->o.zc_bytes &&
+		       (m <= (size_t)g->nsm * TD_GX_WARPS_SM || bytes >= (uint64_t)m * TD_ZC_MEANLEN);
+	td_gdev d = g->d; /* this round's launch parameters */
+	if (zc) {
+		/* unified addressing: the host addresses are the device's */
+		dr = hr;
+		dout = direct;
+		memset(hr, 0, m * sizeof *hr);
+		d.xcoop = 1; /* every read warp-walked: coalesced stores */
+	}
+	d.xseg = td_round_seg(g, d.xcoop, hq, m);
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
 	uint64_t pb = g->o.piece_bytes;
-	uint64_t np = bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
+	uint64_t np = zc || bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
 	if (np > TD_GPU_MAXPIECES)
 		np = TD_GPU_MAXPIECES;
 	if (np > m)
@@ -653,7 +710,7 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 		uint32_t items = 0, warps = 0;
 		for (size_t k = k0; k < k1; k++) {
 			int coop;
-			uint32_t c = td_gx_units(&g->d, &hq[k], &coop);
+			uint32_t c = td_gx_units(&d, &hq[k], &coop);
 			hq[k].item0 = items;
 			hq[k].warp0 = warps;
 			*(coop ? &warps : &items) += c;
@@ -662,11 +719,14 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
 			cudaStream_t st = g->st[p % g->nst];
 			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-			CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
-			CK((cudaError_t)td_gk_extract(&g->d, dq + k0, (uint32_t)(k1 - k0), items, warps, dout, dr + k0, st));
-			CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
-			if (ob1 > ob0)
-				CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
+			if (!zc)
+				CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
+			CK((cudaError_t)td_gk_extract(&d, dq + k0, (uint32_t)(k1 - k0), items, warps, dout, dr + k0, st));
+			if (!zc) {
+				CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
+				if (ob1 > ob0)
+					CK(cudaMemcpyAsync(ho + ob0, dout + ob0, ob1 - ob0, cudaMemcpyDeviceToHost, st));
+			}
 		}
 		CK(cudaEventRecord(g->ev[p], g->st[p % g->nst]));
 		k0 = k1;

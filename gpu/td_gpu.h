@@ -60,16 +60,38 @@ typedef struct td_gpu_opts {
 	                             by a whole warp together instead (one seek,
 	                             32 symbols a step, copies by all 32 lanes);
 	                             0 = 1024; UINT32_MAX = never */
+	uint32_t xseg;            /* output bytes a warp walks of a warp-walked
+	                             read (each warp seeks on its own); 0 =
+	                             adaptive: 8 KiB, halved down to 512 bytes
+	                             while a round would give the device fewer
+	                             than 16 warps an SM (small batches of long
+	                             reads: their latency is the walk of one
+	                             segment); 512 .. 1 MiB, a power of two */
 	uint64_t piece_bytes;     /* output bytes per launch (one upload, kernel
 	                             and download on one stream) in rounds of
 	                             2 MiB or more; 0 = 32 MiB; at most 64
 	                             pieces a round */
-	int blocking_sync;        /* 1: a host thread waiting for the device sleeps
+	uint64_t zc_bytes;        /* zero copy: a round of at most this many
+	                             output bytes whose buffers take the direct
+	                             path (td_gpu_host_alloc) is written by the
+	                             kernel straight into them, and its results
+	                             into pinned host memory: one upload and one
+	                             launch, no download after it, the copy
+	                             overlapping the walk; every read of such a
+	                             round is warp-walked (their stores are
+	                             32-byte runs), so a round of more reads
+	                             than 16 warps an SM takes it only when
+	                             they average 512 bytes or more. 0 = 4 MiB;
+	                             UINT64_MAX = never (each round downloads) */
+	int blocking_sync;        /* how a host thread waits for the device:
+	                             0 (default): spins, lowest latency
+	                             (gpu_bench); 1: sleeps
 	                             (cudaDeviceScheduleBlockingSync, blocking
-	                             events) instead of spinning on a core; for
-	                             callers whose CPU is busy with other work (the
-	                             tadocfs batcher). 0 (default): spin, lowest
-	                             latency (gpu_bench) */
+	                             events), for callers whose cores are busy
+	                             with other work, at 40-80 us more a batch
+	                             on an H100 (gpu_bench -l); 2: spins but
+	                             yields its core between polls
+	                             (cudaDeviceScheduleYield) */
 } td_gpu_opts;
 
 /* Fill *o with the defaults above. */
@@ -124,10 +146,11 @@ int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n);
  * (reqs[i+1].buf == (char *)reqs[i].buf + reqs[i].len, requests the GPU
  * serves), the results are downloaded straight into them: no pinned
  * staging and no host copy-out, so the batch runs at the device -> host
- * link's rate. Results are the same; on this path only, the bytes of a
- * buffer past reqs[i].got (a read crossing the end of its file) are left
- * unspecified instead of untouched. Any other layout takes the copy-out
- * path. */
+ * link's rate; a round of at most opts.zc_bytes is written into them by
+ * the kernel itself (zero copy). Results are the same; on this path only,
+ * the bytes of a buffer past reqs[i].got (a read crossing the end of its
+ * file) are left unspecified instead of untouched. Any other layout takes
+ * the copy-out path. */
 void *td_gpu_host_alloc(td_gpu *g, size_t bytes);
 void td_gpu_host_free(td_gpu *g, void *p);
 

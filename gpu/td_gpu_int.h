@@ -98,8 +98,13 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
 /* Reads of at least this many bytes are walked by a whole warp together
  * unless td_gpu_opts.xcoop says otherwise. */
 #define TD_GX_COOP 1024u
-/* Output bytes of a warp-walked read per warp (each seeks on its own). */
+/* Output bytes of a warp-walked read per warp (each seeks on its own),
+ * unless td_gpu_opts.xseg says otherwise; adaptive (xseg 0): halved down
+ * to TD_GX_SEG_MIN while a round gives fewer than TD_GX_WARPS_SM warps a
+ * multiprocessor. */
 #define TD_GX_SEG 8192u
+#define TD_GX_SEG_MIN 512u
+#define TD_GX_WARPS_SM 16u
 
 /* Warps (*coop set to 1) or work items (*coop = 0) request q takes in a
  * launch on d. */

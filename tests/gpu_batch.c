@@ -344,8 +344,12 @@ static int run_archive(const char *path, size_t maxbatch)
 		td_gpu_opts_default(&o);
 		if (mode == 1)
 			o.mem_cap = 1; /* forces the CPU fallback */
-		if (mode == 2) { /* extract tuning: odd lane width, many pieces */
+		if (mode == 2) { /* extract tuning: odd lane width, shortest warp
+			          * segment, many pieces, no zero copy (mode 0:
+			          * adaptive segments, small rounds zero copy) */
 			o.xchunk = 1000;
+			o.xseg = 512;
+			o.zc_bytes = UINT64_MAX; /* small rounds downloaded too */
 			o.piece_bytes = 1 << 20;
 			o.nstreams = 3;
 		}
@@ -369,7 +373,7 @@ static int run_archive(const char *path, size_t maxbatch)
 			check_extract(g, &c, n, 0);
 			check_extract(g, &c, n, 1);
 			if (mode == 2) {
-				printf("  batch %6zu: extract (%u bytes a lane, pieces of 1 MiB; also into host_alloc buffers) %s\n", n, o.xchunk,
+				printf("  batch %6zu: extract (%u bytes a lane, %u a warp, pieces of 1 MiB; also into host_alloc buffers) %s\n", n, o.xchunk, o.xseg,
 				       failures == before ? "equal" : "DIFFER");
 				fflush(stdout);
 				continue;

@@ -33,6 +33,9 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev)
 {
 	memset(p, 0, sizeof *p);
 	strcpy(p->name, "emulated device");
+	p->multiProcessorCount = 4; /* small: adaptive warp segments shrink often */
+	p->unifiedAddressing = 1;   /* host memory is the device's: zero-copy rounds */
+	p->canMapHostMemory = 1;
 	return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice;
 }
 

@@ -1,10 +1,13 @@
 /* gpu_bench: ops/s of GPU batches (transfers included) against the CPU engine on 1 thread and on all cores. */
 /*
- * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...
+ * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...
  * (-x: the extract rows, the link and the extract tuning only; -q: only
  * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
  * cores, then warp-walked against lane-walked reads (td_gpu_opts.xcoop),
- * interleaved twice: for comparing builds of the kernel side by side)
+ * interleaved twice: for comparing builds of the kernel side by side;
+ * -l: only small batches of 4 KiB and 64 KiB reads, 1 to 256 a batch, as
+ * median microseconds a batch for each warp segment (td_gpu_opts.xseg) and
+ * the adaptive default, against the CPU engine on one thread)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -366,6 +369,141 @@ out:
 	free_batch(&t);
 }
 
+/* ---- small batches: latency against the warp segment ---- */
+
+static int latency; /* -l */
+
+/* Wall microseconds of one small batch of long reads into one
+ * td_gpu_host_alloc block (the batcher's path) under the defaults (adaptive
+ * warp segments, zero copy), without zero copy, with fixed segments (8 KiB
+ * was the only one before adaptive segments), and spinning (or spinning
+ * and yielding) instead of sleeping while the batch runs; the CPU engine on one thread for the
+ * same batches last. Every configuration's results are checked against
+ * the CPU engine. */
+#define LAT_SETS 4
+static void bench_latency(bench *b, FILE *md)
+{
+	static const uint32_t lens[] = {4096, 65536};
+	static const size_t ns[] = {1, 16, 64, 256};
+	static const struct {
+		const char *name;
+		uint32_t xseg;
+		uint64_t zc;
+		int blocking;
+	} cfg[] = {
+		{"defaults", 0, 0, 1},      {"no zero copy", 0, UINT64_MAX, 1}, {"seg 8K, no zc", 8192, UINT64_MAX, 1},
+		{"seg 1K, no zc", 1024, UINT64_MAX, 1}, {"defaults, spin", 0, 0, 0}, {"defaults, yield", 0, 0, 2},
+	};
+	enum { NL = 2, NN = 4, NS = sizeof cfg / sizeof cfg[0] };
+	double us[NL][NN][NS + 1];
+	int same[NS] = {0};
+	uint32_t gots[256];
+	for (size_t c = 0; c < NS + 1; c++) {
+		td_gpu *g = NULL;
+		if (c < NS) {
+			td_gpu_opts o;
+			td_gpu_opts_default(&o);
+			o.blocking_sync = cfg[c].blocking;
+			o.xseg = cfg[c].xseg;
+			o.zc_bytes = cfg[c].zc;
+			if (td_gpu_open(b->a, &o, &g) || !td_gpu_resident(g)) {
+				td_gpu_close(g);
+				fprintf(stderr, "latency: no resident handle for %s\n", cfg[c].name);
+				return;
+			}
+			same[c] = 1;
+		}
+		for (size_t li = 0; li < NL; li++)
+			for (size_t ni = 0; ni < NN; ni++) {
+				uint32_t len = lens[li];
+				size_t n = ns[ni], nb = n * (size_t)len;
+				td_extract_req *x = calloc(LAT_SETS * n, sizeof *x);
+				uint8_t *buf = td_gpu_host_alloc(g, LAT_SETS * nb), *ref = malloc(LAT_SETS * nb);
+				if (!x || !buf || !ref) {
+					fprintf(stderr, "latency: no memory\n");
+					exit(1);
+				}
+				for (size_t i = 0; i < LAT_SETS * n; i++) {
+					size_t f = rnd() % b->nfiles;
+					uint64_t sz = b->fsize[f];
+					x[i].file = b->files[f];
+					x[i].off = sz > len ? rnd() % (sz - len + 1) : 0;
+					x[i].len = len;
+					x[i].buf = buf + i * (size_t)len;
+				}
+				if (g) { /* check every set once against the CPU engine */
+					for (int k = 0; k < LAT_SETS; k++) {
+						td_extract_req *q = x + (size_t)k * n;
+						td_extract_batch(b->a, q, n, 1);
+						for (size_t i = 0; i < n; i++)
+							gots[i] = q[i].got;
+						memcpy(ref + (size_t)k * nb, buf + (size_t)k * nb, nb);
+						memset(buf + (size_t)k * nb, 0xA5, nb);
+						if (td_gpu_extract_batch(g, q, n))
+							same[c] = 0;
+						for (size_t i = 0; i < n; i++)
+							if (q[i].err || q[i].got != gots[i] ||
+							    memcmp(q[i].buf, ref + (size_t)k * nb + i * len, q[i].got))
+								same[c] = 0;
+					}
+				}
+				double t[256];
+				int k = 0;
+				double start = now();
+				while (k < 256 && (k < 20 || now() - start < 0.15)) {
+					td_extract_req *q = x + (size_t)(k % LAT_SETS) * n;
+					double s0 = now();
+					if (g)
+						td_gpu_extract_batch(g, q, n);
+					else
+						td_extract_batch(b->a, q, n, 1);
+					t[k++] = now() - s0;
+				}
+				qsort(t, (size_t)k, sizeof t[0], cmp_double);
+				us[li][ni][c] = t[k / 2] * 1e6;
+				td_gpu_host_free(g, buf);
+				free(ref);
+				free(x);
+			}
+		td_gpu_close(g);
+	}
+	printf("\nsmall batches: median microseconds a batch (into host_alloc buffers; blocking sync unless 'spin')\n");
+	printf("%-6s %5s |", "read", "batch");
+	for (size_t c = 0; c < NS; c++)
+		printf(" %14s", cfg[c].name);
+	printf(" | %8s\n", "CPU 1T");
+	if (md) {
+		fprintf(md, "\n| read | batch |");
+		for (size_t c = 0; c < NS; c++)
+			fprintf(md, " %s µs |", cfg[c].name);
+		fprintf(md, " CPU engine, 1 thread µs |\n|---|---:|");
+		for (size_t c = 0; c <= NS; c++)
+			fprintf(md, "---:|");
+		fprintf(md, "\n");
+	}
+	for (size_t li = 0; li < NL; li++)
+		for (size_t ni = 0; ni < NN; ni++) {
+			printf("%-6u %5zu |", lens[li], ns[ni]);
+			if (md)
+				fprintf(md, "| %u B | %zu |", lens[li], ns[ni]);
+			for (size_t c = 0; c < NS + 1; c++) {
+				printf(c < NS ? " %14.1f" : " | %8.1f", us[li][ni][c]);
+				if (md)
+					fprintf(md, " %.1f |", us[li][ni][c]);
+			}
+			printf("\n");
+			if (md)
+				fprintf(md, "\n");
+		}
+	for (size_t c = 0; c < NS; c++)
+		if (!same[c]) {
+			printf("%s: results DIFFER from the CPU engine\n", cfg[c].name);
+			if (md)
+				fprintf(md, "\n%s: results DIFFER from the CPU engine\n", cfg[c].name);
+		}
+	fflush(stdout);
+}
+
 /* ---- insert / append batches ---- */
 
 enum { EOP_INS_BATCH, EOP_INS_SEQ, EOP_APPEND, EOP_MIXED, EOP_MIXED_ONE, NEOPS };
@@ -720,11 +858,18 @@ static int bench_archive(const char *path, double budget, FILE *md)
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("## %s: %s, %s, upload + signatures %.3f s; CPU: %ld cores\n\n", base, td_gpu_device_name(b.g),
 	       td_gpu_resident(b.g) ? "resident" : "CPU fallback", td_gpu_open_seconds(b.g), cores);
-	if (md)
+	if (md && latency)
+		fprintf(md, "\n### %s (%s)\n", base, td_gpu_device_name(b.g));
+	else if (md)
 		fprintf(md, "\n### %s (%s; upload + rule signatures %.3f s; CPU %ld cores)\n\n"
 			    "| op | batch | GPU ops/s | CPU 1 thread ops/s | CPU %ld threads ops/s | GPU / 1T | GPU / all |\n"
 			    "|---|---:|---:|---:|---:|---:|---:|\n",
 			base, td_gpu_device_name(b.g), td_gpu_open_seconds(b.g), cores, cores);
+	if (latency) {
+		if (td_gpu_resident(b.g))
+			bench_latency(&b, md);
+		goto done;
+	}
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
 	double x4k_gpu = 0, x4k_direct = 0;
@@ -784,9 +929,9 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:xqh")) != -1) {
-		if (opt == 'x' || opt == 'q') {
-			*(opt == 'x' ? &extract_only : &quick) = 1;
+	while ((opt = getopt(argc, argv, "o:t:xqlh")) != -1) {
+		if (opt == 'x' || opt == 'q' || opt == 'l') {
+			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : &latency) = 1;
 			continue;
 		}
 		if (opt == 'o')
@@ -794,12 +939,12 @@ int main(int argc, char **argv)
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...\n");
+			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q] ARCHIVE...\n");
+		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...\n");
 		return 2;
 	}
 	if (!td_gpu_available()) {
