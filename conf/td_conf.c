@@ -23,6 +23,7 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_BATCH_MAX] = {"batch_max", K_INT, 1, 1000000},
 	[TD_CONF_KEY_GPU_MIN_READS] = {"gpu_min_reads", K_INT, 0, 1000000},
 	[TD_CONF_KEY_GPU_MIN_COUNTS] = {"gpu_min_counts", K_INT, 0, 1000000},
+	[TD_CONF_KEY_GPU_MIN_READ_SIZE] = {"gpu_min_read_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_CPU_WORKERS] = {"cpu_workers", K_INT, 0, 1024},
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_CACHE_WARM] = {"cache_warm", K_BOOL, 0, 0},
@@ -276,6 +277,11 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 		switch (k) {
 		case TD_CONF_KEY_GPU_MEM_CAP: c->gpu_mem_cap = u; break;
 		case TD_CONF_KEY_CACHE_SIZE: c->cache_size = u; break;
+		case TD_CONF_KEY_GPU_MIN_READ_SIZE:
+			if (u > (1ull << 30))
+				return fail(msg, msglen, "%s: '%s' is more than 1G", d->name, value);
+			c->gpu_min_read_size = u;
+			break;
 		case TD_CONF_KEY_READ_AHEAD:
 			if (u > (1ull << 30))
 				return fail(msg, msglen, "%s: '%s' is more than 1G", d->name, value);
@@ -313,6 +319,7 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_BATCH_MAX: return snprintf(buf, len, "%u", (unsigned)c->batch_max);
 	case TD_CONF_KEY_GPU_MIN_READS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_reads);
 	case TD_CONF_KEY_GPU_MIN_COUNTS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_counts);
+	case TD_CONF_KEY_GPU_MIN_READ_SIZE: return format_size(c->gpu_min_read_size, buf, len);
 	case TD_CONF_KEY_CPU_WORKERS: return snprintf(buf, len, "%u", (unsigned)c->cpu_workers);
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
 	case TD_CONF_KEY_CACHE_WARM: return snprintf(buf, len, "%s", c->cache_warm ? "on" : "off");

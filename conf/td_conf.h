@@ -77,6 +77,7 @@ typedef enum td_conf_key {
 	TD_CONF_KEY_BATCH_MAX,
 	TD_CONF_KEY_GPU_MIN_READS,
 	TD_CONF_KEY_GPU_MIN_COUNTS,
+	TD_CONF_KEY_GPU_MIN_READ_SIZE,
 	TD_CONF_KEY_CPU_WORKERS,
 	TD_CONF_KEY_CACHE_SIZE,
 	TD_CONF_KEY_CACHE_WARM,
@@ -108,6 +109,8 @@ typedef struct td_conf {
 	uint32_t batch_max;         /* batch_max = 1..1000000       (1024) */
 	uint32_t gpu_min_reads;     /* gpu_min_reads = 0..1000000, 0 = measured default (0) */
 	uint32_t gpu_min_counts;    /* gpu_min_counts = 0..1000000, 0 = measured default (0) */
+	uint64_t gpu_min_read_size; /* gpu_min_read_size = size up to 1G: smaller reads
+	                               never go to the GPU; 0 = measured default (0) */
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (64M) */
 	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */

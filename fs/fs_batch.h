@@ -70,8 +70,9 @@
  * against the GPU: 4 KiB extract 100 on an H100) does not apply to a
  * daemon whose cores are busy with FUSE.
  */
-#define TD_FS_GPU_MIN_READS 10000
+#define TD_FS_GPU_MIN_READS 1
 #define TD_FS_GPU_MIN_COUNTS 1
+#define TD_FS_GPU_MIN_READ_SIZE 32768
 
 typedef struct td_fs_batch td_fs_batch;
 

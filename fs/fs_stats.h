@@ -36,6 +36,7 @@ typedef struct td_fs_stats_info {
 	unsigned batch_window_us;
 	unsigned gpu_min_reads;          /* CPU/GPU crossovers in requests */
 	unsigned gpu_min_counts;
+	uint64_t gpu_min_read_size;      /* smaller reads stay on the CPU */
 	const char *gpu;                 /* "off", "opening", device name, ... */
 } td_fs_stats_info;
 

@@ -99,6 +99,7 @@ struct td_fs_batch {
 	td_fs_stats st;
 	unsigned nworkers, batch_max, window_us;
 	unsigned gpu_min_read, gpu_min_count; /* CPU/GPU crossovers, in requests */
+	uint64_t gpu_min_read_size;            /* smaller reads stay on the CPU */
 	int inline_only;          /* batch_max == 1 or an edit overlay: no threads */
 	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 
@@ -319,6 +320,11 @@ static void gpu_opts(const td_conf *c, unsigned nworkers, td_gpu_opts *o)
 	o->mem_cap = c->gpu_mem_cap;
 	o->cpu_threads = nworkers;
 	o->blocking_sync = 1; /* the batcher sleeps while a batch runs: the FUSE threads need the cores */
+	/* benchmark knob (contrib/bench/batcher.sh experiments): spin, yield
+	 * or sleep while a batch runs (td_gpu_opts.blocking_sync) */
+	const char *w = getenv("TADOCFS_GPU_WAIT");
+	if (w)
+		o->blocking_sync = strcmp(w, "spin") == 0 ? 0 : strcmp(w, "yield") == 0 ? 2 : 1;
 }
 
 static void gpu_open(td_fs_batch *b)
@@ -443,15 +449,26 @@ static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0,
 
 static void push_reply_jobs(td_fs_batch *b, bjob **jobs, size_t k);
 
-/* Replies of a GPU batch: one reply per request, each a system call. Spread
- * them over the CPU workers (so the batcher takes the next batch at
- * once) unless the batch is small. */
+/* Replies of a GPU batch: one reply per request, each a system call that
+ * copies the read's bytes into the kernel. Spread them over the CPU workers
+ * (so the batcher takes the next batch at once) unless the batch is small:
+ * a job holds at most REPLY_CHUNK replies and about REPLY_BYTES of read
+ * bytes, so a batch of 64 KiB reads goes out two at a time on as many
+ * workers, not sixteen after each other on a few (the last reader of a
+ * chunk waited for fifteen 64 KiB copies). */
 #define REPLY_CHUNK 16u
+#define REPLY_BYTES (128u * 1024u)
 
 static void gres_dispatch(td_fs_batch *b, gres *g)
 {
-	size_t total = g->nruns + g->nc;
+	size_t total = g->nruns + g->nc, bytes = 0;
+	for (size_t ri = 0; ri < g->nruns; ri++)
+		bytes += g->xr[ri].got;
 	size_t k = total / REPLY_CHUNK;
+	if (bytes / REPLY_BYTES > k)
+		k = bytes / REPLY_BYTES;
+	if (k > total)
+		k = total;
 	if (k > b->nworkers)
 		k = b->nworkers;
 	bjob *jobs[64];
@@ -879,7 +896,8 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		if (cls == CLS_COUNT)
 			queue = b->gpu_min_count <= QUEUE_REACH && (cpu_full || (others == 0 && b->gpu_min_count <= 1));
 		else if (cls == CLS_READ)
-			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq && cpu_full;
+			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq && cpu_full &&
+				r->size >= b->gpu_min_read_size;
 	} else if (b->cpu_queue) {
 		queue = others > 0 && !seq;
 	}
@@ -964,6 +982,7 @@ int td_fs_batch_start(td_fs *fs)
 	b->batch_max = c->batch_max ? c->batch_max : 1;
 	b->window_us = c->batch_window_us;
 	b->gpu_min_read = c->gpu_min_reads ? c->gpu_min_reads : TD_FS_GPU_MIN_READS;
+	b->gpu_min_read_size = c->gpu_min_read_size ? c->gpu_min_read_size : TD_FS_GPU_MIN_READ_SIZE;
 	b->gpu_min_count = c->gpu_min_counts ? c->gpu_min_counts : TD_FS_GPU_MIN_COUNTS;
 	/* An edit overlay (fs_rw.h) answers through its own handlers: any
 	 * request reaching us there takes the direct path. */
@@ -1083,6 +1102,7 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 		.batch_max = b->batch_max,
 		.batch_window_us = b->window_us,
 		.gpu_min_reads = b->gpu_min_read,
+		.gpu_min_read_size = b->gpu_min_read_size,
 		.gpu_min_counts = b->gpu_min_count,
 		/* gpu_name is final once the state left GPU_OPENING */
 		.gpu = atomic_load(&b->gpu_state) == GPU_OPENING ? "opening" : b->gpu_name,

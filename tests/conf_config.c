@@ -116,6 +116,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.batch_max, 1024);
 	cr_assert_eq(c.gpu_min_reads, 0);
 	cr_assert_eq(c.gpu_min_counts, 0);
+	cr_assert_eq(c.gpu_min_read_size, 0);
 	cr_assert_eq(c.cpu_workers, 0);
 	cr_assert_eq(c.cache_size, 64ull << 20);
 	cr_assert(c.cache_warm);
@@ -212,6 +213,7 @@ Test(conf, every_key_parsed)
 		"batch_max = 100000\n"
 		"gpu_min_reads = 64\n"
 		"gpu_min_counts = 8\n"
+		"gpu_min_read_size = 48K\n"
 		"cpu_workers = 12\n"
 		"cache_size = 256M\n"
 		"cache_warm = off\n"
@@ -227,6 +229,7 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.batch_max, 100000);
 	cr_assert_eq(c.gpu_min_reads, 64);
 	cr_assert_eq(c.gpu_min_counts, 8);
+	cr_assert_eq(c.gpu_min_read_size, 48ull << 10);
 	cr_assert_eq(c.cpu_workers, 12);
 	cr_assert_eq(c.cache_size, 256ull << 20);
 	cr_assert(!c.cache_warm);
@@ -345,7 +348,8 @@ Test(conf, sizes)
 		uint64_t v;
 		cr_assert_eq(td_conf_parse_size(bad[i], &v), -1, "accepted '%s'", bad[i]);
 	}
-	static const char *const size_keys[] = {"gpu_mem_cap", "cache_size", "read_ahead", "compact_threshold"};
+	static const char *const size_keys[] = {"gpu_mem_cap", "gpu_min_read_size", "cache_size", "read_ahead",
+						"compact_threshold"};
 	for (size_t i = 0; i < sizeof size_keys / sizeof size_keys[0]; i++) {
 		char text[128], msg[256];
 		snprintf(text, sizeof text, "%s = 12X\n", size_keys[i]);
@@ -360,13 +364,22 @@ Test(conf, sizes)
 	}
 }
 
-Test(conf, read_ahead_bound)
+/* Size keys bounded at 1G: the message names the key and the value. */
+Test(conf, size_bounds)
 {
-	expect_file_error("\nread_ahead = 2G\n", 2, "read_ahead: '2G' is more than 1G");
-	td_conf c;
-	char path[1024];
-	load_ok(&c, "read_ahead = 1G\n", path, sizeof path);
-	cr_assert_eq(c.read_ahead, 1ull << 30);
+	static const struct { const char *key, *big, *msg; } t[] = {
+		{"read_ahead", "2G", "read_ahead: '2G' is more than 1G"},
+		{"gpu_min_read_size", "1025M", "gpu_min_read_size: '1025M' is more than 1G"},
+	};
+	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+		char text[128], path[1024];
+		snprintf(text, sizeof text, "\n%s = %s\n", t[i].key, t[i].big);
+		expect_file_error(text, 2, t[i].msg);
+		snprintf(text, sizeof text, "%s = 1G\n", t[i].key);
+		td_conf c;
+		load_ok(&c, text, path, sizeof path);
+		cr_assert_eq(i ? c.gpu_min_read_size : c.read_ahead, 1ull << 30);
+	}
 }
 
 Test(conf, format_sizes)

@@ -23,7 +23,8 @@ Checks, against the original files and a Python word counter:
   gpu, log_level (from -o and from a config file, -o winning);
   bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
   status 2 with nothing mounted;
-- gpu_min_reads=10000 sends no read to the (emulated) GPU;
+- gpu_min_reads=10000 sends no read to the (emulated) GPU, nor does
+  gpu_min_read_size=1G with gpu_min_reads=1 (every read is smaller);
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon.
 
@@ -238,7 +239,9 @@ def check_concurrent(archive, files, tmp, gpu):
         env["TADOCFS_BATCH_CPU"] = "1"
         opts += ["gpu=off"]
     else:
-        opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4"]
+        # reads of every size may go to the GPU (the default keeps reads
+        # under gpu_min_read_size on the CPU): the merged runs too
+        opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4", "gpu_min_read_size=1"]
         if gpu == "emu":
             env["TADOCFS_GPU_EMULATE"] = "1"
     mount(archive, mnt, *opts, env=env)
@@ -322,13 +325,14 @@ def check_concurrent(archive, files, tmp, gpu):
     unmount(mnt)
 
 
-def check_reads_on_cpu(archive, files, tmp):
-    """gpu_min_reads=10000 keeps every read on the CPU (the FUSE threads)
-    while counts still go to the (emulated) GPU."""
-    log("== gpu_min_reads=10000: reads stay on the CPU, counts may queue")
+def check_reads_on_cpu(archive, files, tmp, opts=("gpu_min_reads=10000",)):
+    """gpu_min_reads=10000 (or reads all smaller than gpu_min_read_size)
+    keeps every read on the CPU (the FUSE threads) while counts still go
+    to the (emulated) GPU."""
+    log("== %s: reads stay on the CPU, counts may queue" % ",".join(opts))
     mnt = os.path.join(tmp, "mnt_rcpu")
     env = dict(os.environ, TADOCFS_GPU_EMULATE="1")
-    mount(archive, mnt, "gpu=auto", "gpu_min_reads=10000", env=env)
+    mount(archive, mnt, "gpu=auto", *opts, env=env)
     for _ in range(100):
         if stats(mnt)["gpu"] != "opening":
             break
@@ -540,6 +544,7 @@ def main():
         check_concurrent(archive, files, tmp, "emu")
         check_concurrent(archive, files, tmp, "cpuq")
         check_reads_on_cpu(archive, files, tmp)
+        check_reads_on_cpu(archive, files, tmp, ("gpu_min_reads=1", "gpu_min_read_size=1G"))
         if GPU:
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)

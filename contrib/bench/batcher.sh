@@ -128,7 +128,7 @@ mount_fs() {
 	case $kind in gpu* | cpu*) cat "$A" >/dev/null ;; esac # same page-cache start for each
 	case $kind in
 	gpu) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads="${GPU_MIN:-0}"${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;; # 0: default
-	gpu_split) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads=1${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;;
+	gpu_split) TADOCFS_GPU_EMULATE=$EMU "$TADOCFS" "$A" "$mnt" -o gpu=$GPU_MODE,gpu_min_reads=1,gpu_min_read_size=1${GPU_OPTS:+,$GPU_OPTS} 2>"$W/gpu.err" ;;
 	cpu) "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	cpuq) TADOCFS_BATCH_CPU=1 "$TADOCFS" "$A" "$mnt" -o gpu=off ;;
 	squashfuse) squashfuse "$IMG" "$mnt" ;;
