@@ -33,6 +33,10 @@
 /* Largest crossover a queue can be expected to reach (one request per
  * concurrent reader); kinds with a higher one are never queued. */
 #define QUEUE_REACH 4096u
+/* With a GPU, requests go to it only while at least DEPTH_* per worker are
+ * in flight (the hybrid split in batch_submit says why). */
+#define DEPTH_COUNT 2u
+#define DEPTH_READ 8u
 /* Largest byte range read once for several overlapping reads. */
 #define MERGE_MAX (4u << 20)
 /* Result arenas of GPU batches kept for reuse, and their least size. */
@@ -113,6 +117,8 @@ struct td_fs_batch {
 	atomic_size_t pending;    /* queued and not yet dispatched: inbox + ring (<= QUEUE_CAP) */
 	atomic_uint cpu_busy;     /* requests FUSE threads are answering inline right now */
 	unsigned cpu_slots;       /* with a GPU: queue once this many are answered inline */
+	unsigned depth_count;     /* ... and at least this many requests are in */
+	unsigned depth_read;      /* flight (counts, reads): see batch_submit */
 	atomic_int stopping;
 
 	pthread_mutex_t mu;
@@ -890,14 +896,27 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		/* Hybrid split: the FUSE threads keep answering while fewer than
 		 * cpu_slots requests are being answered inline (the CPU has room;
 		 * the GPU would only add latency); the requests beyond that,
-		 * which would otherwise wait for a core, go to the GPU queue.
+		 * which would otherwise wait for a core, go to the GPU queue,
+		 * but only once that wait is longer than the GPU's round trip:
+		 * with A requests in flight on N cores a request waits about
+		 * A / N times its CPU cost for a core, while a GPU batch plus
+		 * its hand-off took 0.4-0.6 ms on the H100 host (16 cores).
+		 * A 64 KiB read costs a core about 80 us (FUSE copy and
+		 * extraction), so reads go once A >= 8 N (DEPTH_READ); a count
+		 * about 0.5 ms, so counts once A >= 2 N (DEPTH_COUNT). Measured
+		 * there (contrib/bench/batcher.sh, sotu): splitting at a
+		 * shallower depth served 64 KiB reads at 0.74-0.82x of the
+		 * CPU-only mount with 16 readers and 0.89-1.00x with 64, counts
+		 * 0.71-0.76x with 16; deeper than that the GPU gained (64 KiB
+		 * reads 1.22-1.30x at 256 readers, counts 1.3-1.6x at 64).
 		 * Counts also go there when alone (the GPU wins from one count). */
 		int cpu_full = atomic_load_explicit(&b->cpu_busy, memory_order_relaxed) >= b->cpu_slots;
 		if (cls == CLS_COUNT)
-			queue = b->gpu_min_count <= QUEUE_REACH && (cpu_full || (others == 0 && b->gpu_min_count <= 1));
+			queue = b->gpu_min_count <= QUEUE_REACH &&
+				((cpu_full && others >= b->depth_count) || (others == 0 && b->gpu_min_count <= 1));
 		else if (cls == CLS_READ)
 			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq && cpu_full &&
-				r->size >= b->gpu_min_read_size;
+				others >= b->depth_read && r->size >= b->gpu_min_read_size;
 	} else if (b->cpu_queue) {
 		queue = others > 0 && !seq;
 	}
@@ -999,6 +1018,8 @@ int td_fs_batch_start(td_fs *fs)
 	/* Half the cores: the other half is what the FUSE round trips themselves
 	 * (kernel, libfuse, the reader) cost, measured as the no-op ceiling. */
 	b->cpu_slots = b->nworkers / 2 ? b->nworkers / 2 : 1;
+	b->depth_count = DEPTH_COUNT * b->nworkers;
+	b->depth_read = DEPTH_READ * b->nworkers;
 	/* benchmark knob (contrib/bench/batcher.sh experiments): requests
 	 * answered inline before the GPU takes the rest; 0 queues every read
 	 * that finds another in flight */

@@ -240,8 +240,11 @@ def check_concurrent(archive, files, tmp, gpu):
         opts += ["gpu=off"]
     else:
         # reads of every size may go to the GPU (the default keeps reads
-        # under gpu_min_read_size on the CPU): the merged runs too
-        opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4", "gpu_min_read_size=1"]
+        # under gpu_min_read_size on the CPU): the merged runs too; 4
+        # workers, so that 64 readers are deep enough a queue for reads
+        # (8 a worker) and counts (2 a worker) on any machine
+        opts += ["gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_reads=4", "gpu_min_read_size=1",
+                 "cpu_workers=4"]
         if gpu == "emu":
             env["TADOCFS_GPU_EMULATE"] = "1"
     mount(archive, mnt, *opts, env=env)
