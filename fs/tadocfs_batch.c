@@ -119,6 +119,9 @@ struct td_fs_batch {
 	unsigned cpu_slots;       /* with a GPU: queue once this many are answered inline */
 	unsigned depth_count;     /* ... and at least this many requests are in */
 	unsigned depth_read;      /* flight (counts, reads): see batch_submit */
+	int wait_fd;              /* fusectl "waiting" of the mount, or -1 */
+	atomic_uint_fast64_t wait_t; /* when wait_n was read (now_ns) */
+	atomic_long wait_n;       /* its last value */
 	atomic_int stopping;
 
 	pthread_mutex_t mu;
@@ -844,6 +847,30 @@ static void *batcher_main(void *arg)
 	return NULL;
 }
 
+/* Requests in flight for the mount: the kernel's count (fusectl's
+ * "waiting": queued there or being answered here), read at most every
+ * WAIT_SAMPLE_NS by whichever thread finds it stale, or this daemon's own
+ * count `others` when fusectl is not there (which sees no more requests
+ * than FUSE threads, so deep queues then never reach the GPU). */
+#define WAIT_SAMPLE_NS 1000000u
+
+static long load_depth(td_fs_batch *b, unsigned others)
+{
+	if (b->wait_fd < 0)
+		return others;
+	uint64_t now = now_ns(), t = atomic_load_explicit(&b->wait_t, memory_order_relaxed);
+	if (now - t > WAIT_SAMPLE_NS && atomic_compare_exchange_strong(&b->wait_t, &t, now)) {
+		char buf[32];
+		ssize_t n = pread(b->wait_fd, buf, sizeof buf - 1, 0);
+		if (n > 0) {
+			buf[n] = '\0';
+			atomic_store_explicit(&b->wait_n, strtol(buf, NULL, 10), memory_order_relaxed);
+		}
+	}
+	long w = atomic_load_explicit(&b->wait_n, memory_order_relaxed);
+	return w > (long)others ? w : (long)others;
+}
+
 /* --- the executor FUSE handlers call --- */
 
 static void run_inline(td_fs_batch *b, td_fs_req *r, uint64_t t0)
@@ -913,10 +940,11 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		int cpu_full = atomic_load_explicit(&b->cpu_busy, memory_order_relaxed) >= b->cpu_slots;
 		if (cls == CLS_COUNT)
 			queue = b->gpu_min_count <= QUEUE_REACH &&
-				((cpu_full && others >= b->depth_count) || (others == 0 && b->gpu_min_count <= 1));
+				((cpu_full && load_depth(b, others) >= (long)b->depth_count) ||
+				 (others == 0 && b->gpu_min_count <= 1));
 		else if (cls == CLS_READ)
 			queue = b->gpu_min_read <= QUEUE_REACH && others > 0 && !seq && cpu_full &&
-				others >= b->depth_read && r->size >= b->gpu_min_read_size;
+				r->size >= b->gpu_min_read_size && load_depth(b, others) >= (long)b->depth_read;
 	} else if (b->cpu_queue) {
 		queue = others > 0 && !seq;
 	}
@@ -957,6 +985,8 @@ static unsigned online_cpus(void)
 
 static void batch_free(td_fs_batch *b)
 {
+	if (b->wait_fd >= 0)
+		close(b->wait_fd);
 	for (unsigned i = 0; i < b->npool; i++)
 		td_gpu_host_free(b->gpu, b->pool[i].p);
 	pthread_mutex_destroy(&b->amu);
@@ -1020,6 +1050,16 @@ int td_fs_batch_start(td_fs *fs)
 	b->cpu_slots = b->nworkers / 2 ? b->nworkers / 2 : 1;
 	b->depth_count = DEPTH_COUNT * b->nworkers;
 	b->depth_read = DEPTH_READ * b->nworkers;
+	b->wait_fd = -1;
+	if (c->gpu != TD_CONF_GPU_OFF && !b->inline_only) {
+		b->wait_fd = td_fs_open_waiting(fs);
+		atomic_init(&b->wait_t, 0);
+		atomic_init(&b->wait_n, 0);
+		if (b->wait_fd < 0)
+			td_fs_log(TD_CONF_LOG_INFO, "batcher: no fusectl request count for %s (is fusectl mounted on "
+						    "/sys/fs/fuse/connections?): the GPU split sees only the daemon's requests",
+				  fs->mountpoint ? fs->mountpoint : "the mount");
+	}
 	/* benchmark knob (contrib/bench/batcher.sh experiments): requests
 	 * answered inline before the GPU takes the rest; 0 queues every read
 	 * that finds another in flight */

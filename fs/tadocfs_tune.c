@@ -1,6 +1,7 @@
 /* tadocfs_tune: the mount's kernel readahead window (read_ahead config key), its
- * background-request window (-o max_background) and the rule-cache warm-up at
- * mount (cache_warm). */
+ * background-request window (-o max_background), its fusectl request count
+ * and the rule-cache warm-up at mount (cache_warm). */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -94,6 +95,17 @@ void td_fs_tune_readahead(td_fs *fs)
 	td_fs_log(ok ? TD_CONF_LOG_INFO : TD_CONF_LOG_WARN, "read_ahead: %s %s %llu KiB%s", path,
 		  ok ? "set to" : "could not be set to", (unsigned long long)kb,
 		  ok ? "" : " (it takes root); kernel default kept");
+}
+
+int td_fs_open_waiting(const td_fs *fs)
+{
+	char dev[64], path[128];
+	unsigned maj = 0, min = 0;
+	if (!fs->mountpoint || mount_dev(fs->mountpoint, dev, sizeof dev) || sscanf(dev, "%u:%u", &maj, &min) != 2)
+		return -1;
+	/* fusectl names a connection by the kernel's dev_t: major << 20 | minor */
+	snprintf(path, sizeof path, "/sys/fs/fuse/connections/%lu/waiting", ((unsigned long)maj << 20) | min);
+	return open(path, O_RDONLY | O_CLOEXEC);
 }
 
 static void *warm_main(void *arg)

@@ -24,7 +24,8 @@ Checks, against the original files and a Python word counter:
   bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
   status 2 with nothing mounted;
 - gpu_min_reads=10000 sends no read to the (emulated) GPU, nor does
-  gpu_min_read_size=1G with gpu_min_reads=1 (every read is smaller);
+  gpu_min_read_size=1G with gpu_min_reads=1 (every read is smaller), nor a
+  queue shallower than 8 requests a worker (16 readers, 8 workers);
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon.
 
@@ -535,6 +536,13 @@ def main():
     except OSError as e:
         log("SKIP: /dev/fuse: %s" % e.strerror)
         return 77
+    # the batcher reads the queue's depth from fusectl (mounted by systemd
+    # on most systems, not in a bare container)
+    conns = "/sys/fs/fuse/connections"
+    with open("/proc/self/mounts") as fh:
+        have_ctl = any(line.split()[2:3] == ["fusectl"] for line in fh)
+    if os.geteuid() == 0 and os.path.isdir(conns) and not have_ctl:
+        run(["mount", "-t", "fusectl", "none", conns])
     tmp = tempfile.mkdtemp(prefix="tadocfs_batch_")
     try:
         tree = os.path.join(tmp, "tree")
@@ -548,6 +556,8 @@ def main():
         check_concurrent(archive, files, tmp, "cpuq")
         check_reads_on_cpu(archive, files, tmp)
         check_reads_on_cpu(archive, files, tmp, ("gpu_min_reads=1", "gpu_min_read_size=1G"))
+        # 16 readers are a shallower queue than 8 a worker (64): the CPU
+        check_reads_on_cpu(archive, files, tmp, ("gpu_min_reads=1", "gpu_min_read_size=1", "cpu_workers=8"))
         if GPU:
             check_concurrent(archive, files, tmp, "on")
         check_latency(archive, files, tmp)
