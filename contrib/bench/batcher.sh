@@ -60,6 +60,11 @@ if [ "${BL_GPU_EMULATE:-0}" = 1 ]; then EMU=1; GPU_MODE=auto; fi
 [ -n "$TADOC" ] && [ -n "$TADOCFS" ] || die "tadoc/tadocfs not found (ninja -C $BUILD, or set TADOC/TADOCFS)"
 [ -n "$BATCH_LOAD" ] || die "batch_load not found (ninja -C $BUILD contrib/bench/batch_load)"
 command -v fusermount3 >/dev/null || die "fusermount3 not found"
+# tadocfs reads the depth of its request queue from fusectl (the GPU split):
+# systemd mounts it; a bare machine may not have
+if [ -d /sys/fs/fuse/connections ] && ! grep -q ' fusectl ' /proc/self/mounts; then
+	mount -t fusectl none /sys/fs/fuse/connections 2>/dev/null || echo "batcher: fusectl not mounted" >&2
+fi
 
 MOUNTED=()
 cleanup() {
