@@ -87,11 +87,12 @@ void td_fs_fini(td_fs *fs);
  * the write fails: logged, the kernel's default stays. (tadocfs_tune.c) */
 void td_fs_tune_readahead(td_fs *fs);
 
-/* A descriptor of the mount's fusectl "waiting" file (the requests the
- * kernel holds for this mount, queued or being answered; read at offset 0
- * with pread), or -1 when the mount or fusectl (/sys/fs/fuse/connections)
- * is not there. The caller closes it. */
-int td_fs_open_waiting(const td_fs *fs);
+/* The path of the mount's fusectl "waiting" file (the requests the kernel
+ * holds for this mount, queued or being answered; it cannot seek: open and
+ * read it anew for each value) into path. 0, or -1 with path "" when the
+ * mount or fusectl (/sys/fs/fuse/connections) is not there or the path
+ * does not fit len. */
+int td_fs_waiting_path(const td_fs *fs, char *path, size_t len);
 
 /* In INIT: let the kernel keep fs->max_background background requests in
  * flight (reads: async reads and direct I/O go as background requests),

@@ -1,6 +1,7 @@
 /* tadocfs_batch: the request queue, the batcher thread, CPU workers and GPU batches. */
 #include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -119,7 +120,7 @@ struct td_fs_batch {
 	unsigned cpu_slots;       /* with a GPU: queue once this many are answered inline */
 	unsigned depth_count;     /* ... and at least this many requests are in */
 	unsigned depth_read;      /* flight (counts, reads): see batch_submit */
-	int wait_fd;              /* fusectl "waiting" of the mount, or -1 */
+	char wait_path[96];       /* fusectl "waiting" of the mount, or "" */
 	atomic_uint_fast64_t wait_t; /* when wait_n was read (now_ns) */
 	atomic_long wait_n;       /* its last value */
 	atomic_int stopping;
@@ -856,12 +857,16 @@ static void *batcher_main(void *arg)
 
 static long load_depth(td_fs_batch *b, unsigned others)
 {
-	if (b->wait_fd < 0)
+	if (!b->wait_path[0])
 		return others;
 	uint64_t now = now_ns(), t = atomic_load_explicit(&b->wait_t, memory_order_relaxed);
 	if (now - t > WAIT_SAMPLE_NS && atomic_compare_exchange_strong(&b->wait_t, &t, now)) {
+		/* fusectl files cannot seek (no pread): open, read, close */
 		char buf[32];
-		ssize_t n = pread(b->wait_fd, buf, sizeof buf - 1, 0);
+		int fd = open(b->wait_path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			close(fd);
 		if (n > 0) {
 			buf[n] = '\0';
 			atomic_store_explicit(&b->wait_n, strtol(buf, NULL, 10), memory_order_relaxed);
@@ -985,8 +990,6 @@ static unsigned online_cpus(void)
 
 static void batch_free(td_fs_batch *b)
 {
-	if (b->wait_fd >= 0)
-		close(b->wait_fd);
 	for (unsigned i = 0; i < b->npool; i++)
 		td_gpu_host_free(b->gpu, b->pool[i].p);
 	pthread_mutex_destroy(&b->amu);
@@ -1050,12 +1053,10 @@ int td_fs_batch_start(td_fs *fs)
 	b->cpu_slots = b->nworkers / 2 ? b->nworkers / 2 : 1;
 	b->depth_count = DEPTH_COUNT * b->nworkers;
 	b->depth_read = DEPTH_READ * b->nworkers;
-	b->wait_fd = -1;
+	atomic_init(&b->wait_t, 0);
+	atomic_init(&b->wait_n, 0);
 	if (c->gpu != TD_CONF_GPU_OFF && !b->inline_only) {
-		b->wait_fd = td_fs_open_waiting(fs);
-		atomic_init(&b->wait_t, 0);
-		atomic_init(&b->wait_n, 0);
-		if (b->wait_fd < 0)
+		if (td_fs_waiting_path(fs, b->wait_path, sizeof b->wait_path) != 0)
 			td_fs_log(TD_CONF_LOG_INFO, "batcher: no fusectl request count for %s (is fusectl mounted on "
 						    "/sys/fs/fuse/connections?): the GPU split sees only the daemon's requests",
 				  fs->mountpoint ? fs->mountpoint : "the mount");

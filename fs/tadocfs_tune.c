@@ -1,7 +1,6 @@
 /* tadocfs_tune: the mount's kernel readahead window (read_ahead config key), its
  * background-request window (-o max_background), its fusectl request count
  * and the rule-cache warm-up at mount (cache_warm). */
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -9,6 +8,7 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs_ctx.h"
 #include "fs_fuse.h"
@@ -97,15 +97,20 @@ void td_fs_tune_readahead(td_fs *fs)
 		  ok ? "" : " (it takes root); kernel default kept");
 }
 
-int td_fs_open_waiting(const td_fs *fs)
+int td_fs_waiting_path(const td_fs *fs, char *path, size_t len)
 {
-	char dev[64], path[128];
+	char dev[64];
 	unsigned maj = 0, min = 0;
+	path[0] = '\0';
 	if (!fs->mountpoint || mount_dev(fs->mountpoint, dev, sizeof dev) || sscanf(dev, "%u:%u", &maj, &min) != 2)
 		return -1;
 	/* fusectl names a connection by the kernel's dev_t: major << 20 | minor */
-	snprintf(path, sizeof path, "/sys/fs/fuse/connections/%lu/waiting", ((unsigned long)maj << 20) | min);
-	return open(path, O_RDONLY | O_CLOEXEC);
+	int n = snprintf(path, len, "/sys/fs/fuse/connections/%lu/waiting", ((unsigned long)maj << 20) | min);
+	if (n < 0 || (size_t)n >= len || access(path, R_OK) != 0) {
+		path[0] = '\0';
+		return -1;
+	}
+	return 0;
 }
 
 static void *warm_main(void *arg)
