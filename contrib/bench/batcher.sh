@@ -1,8 +1,9 @@
 #!/bin/bash
 # batcher.sh: concurrent readers through the mount: tadocfs with the GPU and
-# the batcher (shipped defaults: counts split between CPU and GPU, reads on
-# the CPU), the same with reads split too (gpu_min_reads=1: shows what
-# sending the reads the CPU has no room for to the GPU gains), tadocfs on the CPU only (the FUSE threads
+# the batcher (shipped defaults: counts and reads of 32 KiB or more split
+# between CPU and GPU once the mount's queue is deep), the same with reads
+# of every size split (gpu_min_read_size=1: shows what sending the small
+# reads the CPU has no room for to the GPU costs), tadocfs on the CPU only (the FUSE threads
 # answer, and queued for the CPU workers with TADOCFS_BATCH_CPU=1: the
 # hand-off's cost without a GPU), squashfuse on a `mksquashfs -comp zstd`
 # image of the same files, and the no-op FUSE filesystem (noopfs) as the
@@ -240,7 +241,7 @@ ratio() { local r; r=$(div "$1" "$2"); [ "$r" = "-" ] && printf -- '-' || printf
 	fi
 	echo "- commit: ${BENCH_COMMIT:-$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)}; load average before: $(load_average)"
 	echo "- each cell: ops/s / p99 latency in us, median of $ROUNDS run(s) of ${SECS} s, batch_load (O_DIRECT reads: no page cache); all mounts live at once, each point measured on every mount in turn"
-	echo "- GPU+batcher: -o gpu=on${GPU_OPTS:+,$GPU_OPTS} (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); GPU, reads split: the same with gpu_min_reads=1 (reads the CPU has no room for go to the GPU too); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight: the hand-off without a GPU)"
+	echo "- GPU+batcher: -o gpu=on${GPU_OPTS:+,$GPU_OPTS} (read crossover ${GPU_MIN:-default}: -o gpu_min_reads; count crossover: the default); GPU, reads split: the same with gpu_min_reads=1,gpu_min_read_size=1 (reads of every size the CPU has no room for go to the GPU too, not only those of 32 KiB or more); CPU-only: -o gpu=off (the FUSE threads answer every request); CPU, queued: -o gpu=off with TADOCFS_BATCH_CPU=1 (queued for the cpu_workers whenever another request is in flight: the hand-off without a GPU)"
 	[ "$EMU" = 1 ] && echo "- GPU EMULATED (BL_GPU_EMULATE=1): the GPU columns ran the CPU engine on the batcher thread; they measure the hand-off, not a GPU"
 	for n in "${NOTES[@]}"; do echo "- note: $n"; done
 	echo
