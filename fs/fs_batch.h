@@ -11,16 +11,19 @@
  * Reads and user.tadoc.* queries reach the batcher through fs->exec
  * (fs_ctx.h). Each one is either
  *   - queued, where a batch can do better than the FUSE thread that
- *     received it. With a GPU ready (hybrid split): a read or count that
- *     finds half of cpu_workers (at least 1) requests already being
- *     answered inline by FUSE threads (the CPU is full: it would wait for
- *     a core; the other half of the cores goes to the FUSE round trips
- *     themselves), and a count
- *     that finds nothing else in flight (the GPU wins from one count); the
- *     FUSE threads keep answering everything else themselves, so the CPU
- *     serves at full rate while the GPU takes the excess. Only kinds whose
- *     crossover (gpu_min_reads, gpu_min_counts) is at most 4096 queue, so
- *     gpu_min_reads=10000 keeps every read on the CPU.
+ *     received it. With a GPU ready (hybrid split): a count, or a read of
+ *     at least gpu_min_read_size bytes, that finds half of cpu_workers (at
+ *     least 1) requests already being answered inline by FUSE threads (the
+ *     CPU is full: it would wait for a core; the other half of the cores
+ *     goes to the FUSE round trips themselves) while the mount's queue is
+ *     deep (the kernel's request count from fusectl, sampled every
+ *     millisecond: at least 2 requests a worker for counts, 8 for reads,
+ *     where waiting for a core costs more than a GPU round trip), and a
+ *     count that finds nothing else in flight (the GPU wins from one
+ *     count); the FUSE threads keep answering everything else themselves,
+ *     so the CPU serves at full rate while the GPU takes the excess. Only
+ *     kinds whose crossover (gpu_min_reads, gpu_min_counts) is at most
+ *     4096 queue, so gpu_min_reads=10000 keeps every read on the CPU.
  *     Without a GPU, nothing (the FUSE threads answering inline were
  *     measured faster than the hand-off to workers), unless
  *     TADOCFS_BATCH_CPU=1 queues every request that finds others in flight;
@@ -58,15 +61,17 @@
  * mount (check beforehand with td_fs_batch_gpu_probe).
  * Crossovers (the configuration keys gpu_min_reads and gpu_min_counts
  * override them; 0 keeps these): the hybrid split already sends the GPU
- * only requests the CPU has no room for, so a queued count goes to the GPU
- * as soon as it is free (1). Reads stay on the CPU (10000, above any
- * queue): measured on an H100 with 16 cores (sotu, 2026-11-23,
- * contrib/bench/batcher.sh), queueing the overflow reads to the GPU gave
- * 0.75-0.89x of the CPU-only mount's 4 KiB reads at 16-256 readers and
- * 0.65-0.71x for 64 KiB (each queued read still costs a copy out of the
- * pinned results and a reply from another thread), while reads on the
- * CPU matched it (0.99-1.24x). gpu_min_reads=1 turns the split on for
- * reads. gpu_bench's batch crossover (CPU threads with nothing else to do
+ * only requests the CPU has no room for, so a queued read or count goes to
+ * the GPU as soon as it is free (1). gpu_min_read_size (32 KiB) keeps
+ * smaller reads on the CPU: the GPU saves a read's extraction, in
+ * proportion to its bytes, while its hand-off costs about the same for any
+ * read. Measured on an H100 host with 16 cores (sotu, 2026-11-25,
+ * contrib/bench/batcher.sh; results-batcher-h100-2026-11-25-*.md): these
+ * defaults served 64 KiB reads at 0.98-1.08x of the CPU-only mount up to
+ * 64 readers and 1.13x at 256, counts 1.45x at 64 and 3.08x at 256, 4 KiB
+ * reads 0.99-1.06x; splitting without the depth gate served 64 KiB reads
+ * at 0.74x with 16 readers, and 4 KiB reads sent to the GPU at 0.7-0.9x.
+ * gpu_bench's batch crossover (CPU threads with nothing else to do
  * against the GPU: 4 KiB extract 100 on an H100) does not apply to a
  * daemon whose cores are busy with FUSE.
  */
