@@ -940,7 +940,7 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		 * shallower depth served 64 KiB reads at 0.74-0.82x of the
 		 * CPU-only mount with 16 readers and 0.89-1.00x with 64, counts
 		 * 0.71-0.76x with 16; deeper than that the GPU gained (64 KiB
-		 * reads 1.22-1.30x at 256 readers, counts 1.3-1.6x at 64).
+		 * reads 1.22-1.34x at 256 readers, counts 1.3-1.6x at 64).
 		 * Counts also go there when alone (the GPU wins from one count). */
 		int cpu_full = atomic_load_explicit(&b->cpu_busy, memory_order_relaxed) >= b->cpu_slots;
 		if (cls == CLS_COUNT)
