@@ -36,8 +36,10 @@ struct td_gpu {
 	int resident;
 	char name[256];
 	unsigned nsm;                  /* multiprocessors of the device */
-	int zc;                        /* kernels can write pinned host memory at
-	                                  its host address (unified addressing) */
+	int zc;                        /* zero-copy rounds are on: kernels can write
+	                                  pinned host memory at its host address
+	                                  (unified addressing) and zc_bytes is
+	                                  not UINT64_MAX (never) */
 	double open_s;
 	pthread_mutex_t lock;
 	td_gdev d;
