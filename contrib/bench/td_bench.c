@@ -1,7 +1,7 @@
 /* td_bench: engine micro-benchmarks on one archive (open, random and sequential
  * extract, count and search), printed as key=value lines.
  *
- * Usage: td_bench [-c] [-d SECONDS] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
+ * Usage: td_bench [-c] [-d SECONDS] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
  *
  *   -c                  time the one-thread figures (open, random, sequential,
  *                       count, search) in process CPU time instead of wall
@@ -13,7 +13,10 @@
  *                       by size and random offset within it
  *   rand4k_ops_per_s    the same for 4 KiB
  *   batch4k_ops_per_s   td_extract_batch of BATCH 4 KiB requests, THREADS
- *   seq_MB_per_s        every file read with a td_cursor in 1 MiB chunks
+ *   seq_MB_per_s        every file read with a td_cursor in 1 MiB chunks:
+ *                       the first pass over the freshly opened archive
+ *   seq_warm_MB_per_s   -p PASSES > 1: the median of passes 2..PASSES (the
+ *                       rule cache filled by the passes before)
  *   count_us.W          td_count(W, whole corpus), median (us)
  *   search_us.W         td_search(W, whole corpus), median (us), with hits
  *   count_batch_us      td_count_batch of all words x every file scope
@@ -208,15 +211,11 @@ static void tb_batch(const td_archive *a, const struct tb_files *f, size_t n, un
 	free(r);
 }
 
-static void tb_sequential(const td_archive *a, const struct tb_files *f)
+/* One pass reading every file with cursor c in TB_SEQ_CHUNK pieces; its
+ * seconds. Exits on an error or a short total. */
+static double tb_seq_pass(td_cursor *c, const struct tb_files *f, char *buf, uint64_t *sum)
 {
-	char *buf = malloc(TB_SEQ_CHUNK);
-	td_cursor *c = td_cursor_new(a);
-	if (!buf || !c) {
-		fprintf(stderr, "td_bench: out of memory\n");
-		exit(1);
-	}
-	uint64_t bytes = 0, sum = 0;
+	uint64_t bytes = 0;
 	double t0 = tb_now();
 	for (size_t i = 0; i < f->n; i++) {
 		uint64_t off = 0;
@@ -227,7 +226,7 @@ static void tb_sequential(const td_archive *a, const struct tb_files *f)
 				tb_die("cursor_read", err);
 			if (got == 0)
 				break;
-			sum += (unsigned char)buf[got - 1];
+			*sum += (unsigned char)buf[got - 1];
 			off += got;
 		}
 		bytes += off;
@@ -238,8 +237,28 @@ static void tb_sequential(const td_archive *a, const struct tb_files *f)
 			bytes, f->total);
 		exit(1);
 	}
+	return dt;
+}
+
+static void tb_sequential(const td_archive *a, const struct tb_files *f, unsigned passes)
+{
+	char *buf = malloc(TB_SEQ_CHUNK);
+	td_cursor *c = td_cursor_new(a);
+	double *dt = calloc(passes, sizeof *dt);
+	if (!buf || !c || !dt) {
+		fprintf(stderr, "td_bench: out of memory\n");
+		exit(1);
+	}
+	uint64_t sum = 0;
+	for (unsigned p = 0; p < passes; p++)
+		dt[p] = tb_seq_pass(c, f, buf, &sum);
 	printf("seq_bytes=%" PRIu64 "\nseq_secs=%.3f\nseq_MB_per_s=%.1f\nseq_checksum=%" PRIu64 "\n",
-	       bytes, dt, bytes / dt / 1e6, sum);
+	       f->total, dt[0], f->total / dt[0] / 1e6, sum);
+	if (passes > 1) {
+		double med = tb_median(dt + 1, passes - 1);
+		printf("seq_passes=%u\nseq_warm_MB_per_s=%.1f\n", passes, f->total / med / 1e6);
+	}
+	free(dt);
 	td_cursor_free(c);
 	free(buf);
 }
@@ -296,24 +315,26 @@ static void tb_queries(const td_archive *a, const struct tb_files *f, char **wor
 
 static void tb_usage(FILE *out)
 {
-	fprintf(out, "usage: td_bench [-c] [-d SECONDS] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
+	fprintf(out, "usage: td_bench [-c] [-d SECONDS] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
 		     "Engine benchmarks: open time, random 64 B / 4 KiB extract on one core,\n"
 		     "batched extract on THREADS threads (0 = all cores), sequential cursor\n"
 		     "reads of every file, count/search of the given words. key=value output.\n"
-		     "-c: one-thread figures in process CPU time (batches stay wall time).\n");
+		     "-c: one-thread figures in process CPU time (batches stay wall time).\n"
+		     "-p: sequential passes (default 1); the later ones are reported warm.\n");
 }
 
 int main(int argc, char **argv)
 {
 	double secs = 2.0;
-	unsigned nthreads = 0;
+	unsigned nthreads = 0, passes = 1;
 	size_t batch = 100000;
 	char *wordlist = NULL;
 	int c;
-	while ((c = getopt(argc, argv, "cd:t:n:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "cd:p:t:n:w:h")) != -1) {
 		switch (c) {
 		case 'c': tb_clock = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': secs = strtod(optarg, NULL); break;
+		case 'p': passes = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 't': nthreads = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'n': batch = (size_t)strtoull(optarg, NULL, 10); break;
 		case 'w': wordlist = optarg; break;
@@ -321,7 +342,7 @@ int main(int argc, char **argv)
 		default: tb_usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1 || secs <= 0) {
+	if (optind != argc - 1 || secs <= 0 || passes < 1) {
 		tb_usage(stderr);
 		return 2;
 	}
@@ -341,7 +362,7 @@ int main(int argc, char **argv)
 	tb_collect(a, &f);
 	printf("files=%zu\nbytes=%" PRIu64 "\n", f.n, f.total);
 	if (f.n > 0) {
-		tb_sequential(a, &f);
+		tb_sequential(a, &f, passes);
 		tb_random(a, &f, 64, secs, "rand64");
 		tb_random(a, &f, 4096, secs, "rand4k");
 		if (batch > 0)
