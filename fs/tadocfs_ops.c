@@ -34,8 +34,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Symlink targets never change: let the kernel cache them. */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Every listing chunk carries its entries' attributes (they cost
+	 * nothing to give): with the kernel's adaptive mode, only the first
+	 * chunk did, so `tar` or `find` over a directory larger than one
+	 * chunk sent a LOOKUP for each entry after it. */
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	/* Nothing is written, so no write-related caps; the largest request
