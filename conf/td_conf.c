@@ -28,6 +28,7 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_CACHE_WARM] = {"cache_warm", K_BOOL, 0, 0},
 	[TD_CONF_KEY_READ_AHEAD] = {"read_ahead", K_SIZE, 0, 0},
+	[TD_CONF_KEY_STORE_AHEAD] = {"store_ahead", K_BOOL, 0, 0},
 	[TD_CONF_KEY_JOURNAL_SYNC] = {"journal_sync", K_SYNC, 0, 0},
 	[TD_CONF_KEY_COMPACT_THRESHOLD] = {"compact_threshold", K_SIZE, 0, 0},
 	[TD_CONF_KEY_LOG_LEVEL] = {"log_level", K_LOG, 0, 0},
@@ -49,6 +50,7 @@ void td_conf_defaults(td_conf *c)
 	c->cache_size = 64ull << 20;
 	c->cache_warm = true;
 	c->read_ahead = 1ull << 20;
+	c->store_ahead = true;
 	c->journal_sync = TD_CONF_SYNC_FSYNC;
 	c->compact_threshold = 64ull << 20;
 	c->log_level = TD_CONF_LOG_WARN;
@@ -222,6 +224,7 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 			return fail(msg, msglen, "%s: invalid value '%s' (expected on or off)", d->name, value);
 		switch (k) {
 		case TD_CONF_KEY_CACHE_WARM: c->cache_warm = e == 1; break;
+		case TD_CONF_KEY_STORE_AHEAD: c->store_ahead = e == 1; break;
 		default: assert(!"on/off key without a field"); break;
 		}
 		break;
@@ -324,6 +327,7 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
 	case TD_CONF_KEY_CACHE_WARM: return snprintf(buf, len, "%s", c->cache_warm ? "on" : "off");
 	case TD_CONF_KEY_READ_AHEAD: return format_size(c->read_ahead, buf, len);
+	case TD_CONF_KEY_STORE_AHEAD: return snprintf(buf, len, "%s", c->store_ahead ? "on" : "off");
 	case TD_CONF_KEY_JOURNAL_SYNC: return snprintf(buf, len, "%s", td_conf_sync_name(c->journal_sync));
 	case TD_CONF_KEY_COMPACT_THRESHOLD: return format_size(c->compact_threshold, buf, len);
 	case TD_CONF_KEY_LOG_LEVEL: return snprintf(buf, len, "%s", td_conf_log_name(c->log_level));

@@ -82,6 +82,7 @@ typedef enum td_conf_key {
 	TD_CONF_KEY_CACHE_SIZE,
 	TD_CONF_KEY_CACHE_WARM,
 	TD_CONF_KEY_READ_AHEAD,
+	TD_CONF_KEY_STORE_AHEAD,
 	TD_CONF_KEY_JOURNAL_SYNC,
 	TD_CONF_KEY_COMPACT_THRESHOLD,
 	TD_CONF_KEY_LOG_LEVEL,
@@ -115,6 +116,9 @@ typedef struct td_conf {
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (64M) */
 	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */
 	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (1M) */
+	bool store_ahead;           /* store_ahead = on|off: read-only mounts put small
+	                               files, and the next files of a directory read
+	                               in order, in the page cache ahead (on) */
 	td_conf_sync journal_sync;  /* journal_sync = none|fsync|always (fsync) */
 	uint64_t compact_threshold; /* compact_threshold = size, 0 = off (64M) */
 	td_conf_log log_level;      /* log_level = error|warn|info|debug (warn) */

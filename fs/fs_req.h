@@ -48,6 +48,7 @@ struct td_fs_req {
 	td_fs_file *file;         /* READ: the open file */
 	const char *name;         /* GETXATTR: attribute name */
 	int heap;                 /* 1 when r (and name, in the same block) is malloc'd */
+	int in_fuse;              /* 1 while run by the FUSE thread that received it */
 	/* the batcher's, while r is queued (tadocfs_batch.c) */
 	struct td_fs_req *qnext;  /* next older request in the hand-in stack */
 	uint64_t qt0;             /* ns, when the handler gave r to the batcher */

@@ -882,6 +882,7 @@ static void run_inline(td_fs_batch *b, td_fs_req *r, uint64_t t0)
 {
 	atomic_fetch_add_explicit(&b->st.inline_reqs, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->cpu_busy, 1, memory_order_relaxed);
+	r->in_fuse = 1;
 	td_fs_req_run(r);
 	atomic_fetch_sub_explicit(&b->cpu_busy, 1, memory_order_relaxed);
 	done(b, t0);

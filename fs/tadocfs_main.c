@@ -150,11 +150,12 @@ static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *a
 	return rc ? -1 : 0;
 }
 
-static int run_loop(struct fuse_session *se, const td_fs_opts *o, const td_fs *fs)
+static int run_loop(struct fuse_session *se, const td_fs_opts *o, td_fs *fs)
 {
 	if (o->single_thread)
 		return fuse_session_loop(se);
 	unsigned threads = o->max_threads ? o->max_threads : td_fs_batch_fuse_threads(fs, DEFAULT_THREADS);
+	fs->fuse_threads = threads;
 #if FUSE_USE_VERSION >= 312
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (!cfg)

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs_ahead.h"
 #include "fs_batch.h"
 #include "fs_req.h"
 #include "fs_xattr.h"
@@ -181,16 +182,31 @@ void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len)
 	req_done(r);
 }
 
+/* A read, extended on read-only mounts to the rest of a small file read
+ * from its start, which is stored in the page cache (fs_ahead.h). */
 static void run_read(td_fs_req *r)
 {
-	void *buf = fs_scratch_get(r->size);
+	td_fs *fs = r->fs;
+	const td_entry e = r->e;
+	int whole;
+	size_t more = td_fs_ahead_want(fs, r, &whole);
+	char *buf = fs_scratch_get(r->size + more);
 	if (!buf) {
 		td_fs_reply_err(r, ENOMEM);
 		return;
 	}
 	size_t got = 0;
-	int err = td_fs_file_read(r->fs, r->file, r->e, r->off, buf, r->size, &got);
+	int err = td_fs_file_read(fs, r->file, e, r->off, buf, r->size + more, &got);
+	if (!err && got > r->size) {
+		td_fs_ahead_tail(fs, r, buf + r->size, got - r->size);
+		got = r->size;
+	}
+	int run = whole && !err && td_fs_ahead_begin(fs, e);
+	if (run)
+		td_fs_ahead_next(fs, e, 1);
 	td_fs_reply_read(r, buf, got, err);
+	if (run)
+		td_fs_ahead_next(fs, e, 0);
 }
 
 static void run_getxattr(td_fs_req *r)
@@ -240,5 +256,6 @@ void td_fs_dispatch(td_fs *fs, const td_fs_req *r)
 	}
 	td_fs_req local = *r;
 	local.heap = 0;
+	local.in_fuse = 1;
 	td_fs_req_run(&local);
 }

@@ -121,6 +121,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.cache_size, 64ull << 20);
 	cr_assert(c.cache_warm);
 	cr_assert_eq(c.read_ahead, 1ull << 20);
+	cr_assert(c.store_ahead);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
 	cr_assert_eq(c.compact_threshold, 64ull << 20);
 	cr_assert_eq(c.log_level, TD_CONF_LOG_WARN);
@@ -218,6 +219,7 @@ Test(conf, every_key_parsed)
 		"cache_size = 256M\n"
 		"cache_warm = off\n"
 		"read_ahead = 4M\n"
+		"store_ahead = off\n"
 		"journal_sync = always\n"
 		"compact_threshold = 1T\n"
 		"log_level = debug\n",
@@ -234,6 +236,7 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.cache_size, 256ull << 20);
 	cr_assert(!c.cache_warm);
 	cr_assert_eq(c.read_ahead, 4ull << 20);
+	cr_assert(!c.store_ahead);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_ALWAYS);
 	cr_assert_eq(c.compact_threshold, 1ull << 40);
 	cr_assert_eq(c.log_level, TD_CONF_LOG_DEBUG);
@@ -259,6 +262,7 @@ Test(conf, enum_values)
 		{"cache_warm", "off", 0}, {"cache_warm", "on", 1}, {"cache_warm", "No", 0},
 		{"cache_warm", "yes", 1}, {"cache_warm", "false", 0}, {"cache_warm", "TRUE", 1},
 		{"cache_warm", "0", 0}, {"cache_warm", "1", 1},
+		{"store_ahead", "off", 0}, {"store_ahead", "on", 1},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		td_conf c;
@@ -270,6 +274,7 @@ Test(conf, enum_values)
 		int got = !strcmp(t[i].key, "gpu") ? (int)c.gpu
 			: !strcmp(t[i].key, "journal_sync") ? (int)c.journal_sync
 			: !strcmp(t[i].key, "cache_warm") ? (int)c.cache_warm
+			: !strcmp(t[i].key, "store_ahead") ? (int)c.store_ahead
 			: (int)c.log_level;
 		cr_assert_eq(got, t[i].want, "%s=%s", t[i].key, t[i].val);
 	}

@@ -545,6 +545,107 @@ def check_read_ahead(archive, tmp, o):
         unmount(mnt)
 
 
+def stats_reads(mnt):
+    """READ requests the daemon answered, from user.tadoc.stats."""
+    m = re.search(rb"(?m)^reads=([0-9]+)$", getx(mnt, "user.tadoc.stats"))
+    return int(m.group(1))
+
+
+def check_store_ahead(tmp):
+    """store_ahead (on by default): small files read from their start are
+    stored whole in the page cache, and a directory read in order has its
+    next files stored ahead. Every byte must still equal the original, in
+    any order, concurrently, through mmap, and when the kernel refuses a
+    store (a file it never listed); off, every file costs its own READs."""
+    log("== store_ahead: whole small files and the next files of a directory in the page cache")
+    rng = random.Random(7)
+    src = os.path.join(tmp, "ahead_tree")
+    os.makedirs(os.path.join(src, "d", "m_sub"))
+    sizes = [0, 1, 4095, 4096, 4097, 32767, 32768, 32769, 100000, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, 3000000]
+    sizes += [rng.randint(1, 9000) for _ in range(300)]
+    words = [b"alpha", b"beta", b"gamma ", b"\n", b"delta, ", b"\xce\xbb", b"  ", b"epsilon"]
+    names = []
+    for i, n in enumerate(sizes):
+        name = "f%04d" % i
+        data = bytearray()
+        while len(data) < n:
+            data += rng.choice(words)
+        with open(os.path.join(src, "d", name), "wb") as f:
+            f.write(bytes(data[:n]))
+        names.append(name)
+    with open(os.path.join(src, "d", "m_sub", "inner"), "wb") as f:
+        f.write(b"inside a subdirectory\n" * 100)
+    os.symlink("f0001", os.path.join(src, "d", "m_link"))
+    archive = os.path.join(tmp, "ahead.tadoc")
+    compress(src, archive)
+    orig = {n: open(os.path.join(src, "d", n), "rb").read() for n in names}
+    nonempty = sum(1 for n in names if orig[n])
+    mnt = os.path.join(tmp, "mnt_ahead")
+
+    for opt in ("store_ahead=on", "store_ahead=off"):
+        # In directory order after a listing, as tar and cp -r read.
+        mount(archive, mnt, "-o", opt)
+        d = os.path.join(mnt, "d")
+        listed = sorted(os.listdir(d))
+        bad = [n for n in names if open(os.path.join(d, n), "rb").read() != orig[n]]
+        check(not bad, "%s: in order, differ: %s" % (opt, bad[:5]))
+        reads = stats_reads(mnt)
+        log("%s: %d READs for %d files read in order" % (opt, reads, nonempty))
+        if opt.endswith("on"):
+            check(reads < nonempty // 4, "%s: %d READs for %d files read in order" % (opt, reads, nonempty))
+        else:
+            check(reads >= nonempty, "%s: %d READs for %d files" % (opt, reads, nonempty))
+        check(listed == sorted(names + ["m_link", "m_sub"]), "%s: listing" % opt)
+        r = run(["diff", "-r", "--no-dereference", src, mnt])
+        check(r.returncode == 0, "%s: diff -r" % opt)
+        unmount(mnt)
+
+        # Reverse and random order, partial reads first, then whole files.
+        mount(archive, mnt, "-o", opt)
+        d = os.path.join(mnt, "d")
+        os.listdir(d)
+        for n in reversed(names[:40]):
+            with open(os.path.join(d, n), "rb") as f:
+                f.seek(len(orig[n]) // 3)
+                check(f.read(777) == orig[n][len(orig[n]) // 3:len(orig[n]) // 3 + 777], "%s: partial %s" % (opt, n))
+        order = names[:]
+        rng.shuffle(order)
+        bad = [n for n in order if open(os.path.join(d, n), "rb").read() != orig[n]]
+        check(not bad, "%s: random order, differ: %s" % (opt, bad[:5]))
+        unmount(mnt)
+
+        # Eight threads reading whole files at once, and mmap.
+        mount(archive, mnt, "-o", opt)
+        d = os.path.join(mnt, "d")
+        os.listdir(d)
+        errs = []
+
+        def reader(k):
+            for n in names[k::8]:
+                if open(os.path.join(d, n), "rb").read() != orig[n]:
+                    errs.append(n)
+
+        ts = [threading.Thread(target=reader, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        check(not errs, "%s: concurrent readers, differ: %s" % (opt, errs[:5]))
+        for n in names[:13]:
+            if orig[n]:
+                with open(os.path.join(d, n), "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+                    check(m[:] == orig[n], "%s: mmap %s" % (opt, n))
+        unmount(mnt)
+
+    # No listing: the kernel knows only the files looked up, so stores of
+    # the ones after them are refused; those are then read as usual.
+    mount(archive, mnt)
+    d = os.path.join(mnt, "d")
+    bad = [n for n in names[100:140] if open(os.path.join(d, n), "rb").read() != orig[n]]
+    check(not bad, "without a listing, differ: %s" % bad[:5])
+    unmount(mnt)
+
+
 def check_readonly(mnt):
     log("== writes are refused with EROFS")
     f = os.path.join(mnt, "fsx", "agg", "f1.txt")
@@ -929,6 +1030,7 @@ def main():
             unmount(mnt)
 
         check_read_ahead(archive, tmp, o)
+        check_store_ahead(tmp)
         check_signals(archive, os.path.join(tmp, "mnt_sig"))
         check_cache_warm(archive, tree, tmp)
         check_damaged_sections(archive, tree, tmp)
