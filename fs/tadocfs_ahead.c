@@ -9,9 +9,9 @@
 #include "fs_inode.h"
 #include "fs_log.h"
 
-#define AHEAD_RANDOM 4096u          /* a one-page read: a random reader's, not readahead */
+#define AHEAD_PAGE 4096u            /* a one-page read is a random reader's, not readahead */
 #define AHEAD_WINDOW (128u << 10)   /* the kernel's, when read_ahead = 0 leaves it */
-#define TD_FS_AHEAD_SKIP 4096u       /* a reader further on is another reader's */
+#define AHEAD_SKIP 4096u            /* entries: a reader further on is another reader's */
 
 static int ahead_on(const td_fs *fs)
 {
@@ -35,7 +35,9 @@ size_t td_fs_ahead_want(const td_fs *fs, const td_fs_req *r, int *whole)
 		*whole = 1;
 		return 0;
 	}
-	if (r->size <= AHEAD_RANDOM || st.size > ahead_window(fs))
+	/* The kernel marks a stored page up to date only when the store
+	 * starts at the page's start: a tail after a request of whole pages. */
+	if (r->size <= AHEAD_PAGE || r->size % AHEAD_PAGE || st.size > ahead_window(fs))
 		return 0;
 	*whole = 1;
 	return (size_t)(st.size - r->size);
@@ -96,7 +98,7 @@ void td_fs_ahead_next(td_fs *fs, td_entry e, int before_reply)
 		/* Past what is stored already, and past a reader that got
 		 * ahead of the run (its READs went to other threads). */
 		uint32_t at = atomic_load_explicit(&fs->ahead_last, memory_order_relaxed);
-		if (at > n && at - e < (uint32_t)TD_FS_AHEAD_SKIP)
+		if (at > n && at - e < AHEAD_SKIP)
 			n = at;
 		if (n >= fs->nentries || td_archive_stat(fs->a, n, &st) != TD_OK || st.parent != parent)
 			break;
