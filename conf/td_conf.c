@@ -49,7 +49,7 @@ void td_conf_defaults(td_conf *c)
 	c->cpu_workers = 0;
 	c->cache_size = 64ull << 20;
 	c->cache_warm = true;
-	c->read_ahead = 1ull << 20;
+	c->read_ahead = 8ull << 20;
 	c->store_ahead = true;
 	c->journal_sync = TD_CONF_SYNC_FSYNC;
 	c->compact_threshold = 64ull << 20;

@@ -115,7 +115,7 @@ typedef struct td_conf {
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (64M) */
 	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */
-	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (1M) */
+	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (8M) */
 	bool store_ahead;           /* store_ahead = on|off: read-only mounts put small
 	                               files, and the next files of a directory read
 	                               in order, in the page cache ahead (on) */

@@ -15,8 +15,8 @@
  *
  *   - within a file: the first read of a file (offset 0, more than one
  *     page: readahead at work, not a random reader) extracts the whole
- *     file when it fits the readahead window (conf.read_ahead, 1 MiB by
- *     default) and stores the bytes past the request in the page cache
+ *     file when it is at most 1 MiB and fits the readahead window
+ *     (conf.read_ahead, 8 MiB by default) and stores the bytes past the request in the page cache
  *     before replying, so the next step finds them there: one round trip
  *     for the file;
  *   - across files: when two files that follow each other in a directory

@@ -11,6 +11,9 @@
 
 #define AHEAD_PAGE 4096u            /* a one-page read is a random reader's, not readahead */
 #define AHEAD_WINDOW (128u << 10)   /* the kernel's, when read_ahead = 0 leaves it */
+#define AHEAD_FILE (1u << 20)       /* files read whole at their first read: a larger
+                                       one is left to the kernel's readahead, so that
+                                       `head` of a big file extracts no more than it */
 #define AHEAD_SKIP 4096u            /* entries: a reader further on is another reader's */
 
 static int ahead_on(const td_fs *fs)
@@ -37,7 +40,7 @@ size_t td_fs_ahead_want(const td_fs *fs, const td_fs_req *r, int *whole)
 	}
 	/* The kernel marks a stored page up to date only when the store
 	 * starts at the page's start: a tail after a request of whole pages. */
-	if (r->size <= AHEAD_PAGE || r->size % AHEAD_PAGE || st.size > ahead_window(fs))
+	if (r->size <= AHEAD_PAGE || r->size % AHEAD_PAGE || st.size > AHEAD_FILE || st.size > ahead_window(fs))
 		return 0;
 	*whole = 1;
 	return (size_t)(st.size - r->size);

@@ -120,7 +120,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.cpu_workers, 0);
 	cr_assert_eq(c.cache_size, 64ull << 20);
 	cr_assert(c.cache_warm);
-	cr_assert_eq(c.read_ahead, 1ull << 20);
+	cr_assert_eq(c.read_ahead, 8ull << 20);
 	cr_assert(c.store_ahead);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
 	cr_assert_eq(c.compact_threshold, 64ull << 20);

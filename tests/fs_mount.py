@@ -527,12 +527,12 @@ def bdi_read_ahead_kb(mnt):
 
 
 def check_read_ahead(archive, tmp, o):
-    """read_ahead (default 1M; -o read_ahead=SIZE) reaches the kernel once a
+    """read_ahead (default 8M; -o read_ahead=SIZE) reaches the kernel once a
     file was read. Writing sysfs takes root: elsewhere only note it."""
     if os.geteuid() != 0:
         log("note: not root: read_ahead not checked")
         return
-    for extra, kb in (((), 1024), (("-o", "read_ahead=256K"), 256)):
+    for extra, kb in (((), 8192), (("-o", "read_ahead=256K"), 256)):
         mnt = mount(archive, os.path.join(tmp, "mnt_ra"), *extra)
         for name in o.order:
             p = os.path.join(os.fsencode(mnt), name)
