@@ -69,11 +69,10 @@ typedef struct td_fs {
 	pthread_t warm_thread;    /* td_fs_warm_start, when warm_started */
 	int warm_started;
 	volatile int warm_stop;   /* set (atomically) by td_fs_warm_stop */
-	unsigned fuse_threads;    /* FUSE threads of the session (0: single-threaded) */
-	pthread_mutex_t ahead_mu; /* held by the one thread storing ahead (fs_ahead.h) */
-	_Atomic uint32_t ahead_last; /* 1 + the last entry read whole or stored ahead */
-	void *ahead_buf;          /* the storing thread's extraction buffer (ahead_mu) */
-	size_t ahead_cap;
+	int ahead_max;            /* threads that may store ahead at once (fs_ahead.h) */
+	atomic_int ahead_storers; /* threads storing ahead now */
+	_Atomic uint32_t ahead_last; /* 1 + the last entry a reader read whole */
+	_Atomic uint64_t ahead_run;  /* directory + 1 of the run << 32 | next entry */
 } td_fs;
 
 /* Fill fs for archive `a` (taken over: td_fs_fini closes it even when this

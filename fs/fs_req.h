@@ -78,6 +78,12 @@ void td_fs_reply_xattr(td_fs_req *r, const void *val, size_t len);
  * (kept per thread, freed when the thread exits); NULL on out of memory. */
 void *fs_scratch_get(size_t len);
 
+/* The same from one of TD_FS_SCRATCH_SLOTS independent buffers per thread
+ * (slot 0 is fs_scratch_get's; fs_ahead.h stores ahead from slot 1 while
+ * slot 0 still holds a reply). */
+#define TD_FS_SCRATCH_SLOTS 2u
+void *fs_scratch_slot(unsigned slot, size_t len);
+
 /* Read up to len bytes of entry e at off into buf through open file f's
  * cursor (or without it when another thread holds it); with f NULL (a
  * file the kernel opened without asking, see op_init) through this

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fs_ahead.h"
 #include "fs_inode.h"
@@ -15,11 +16,20 @@
                                        one is left to the kernel's readahead, so that
                                        `head` of a big file extracts no more than it */
 #define AHEAD_SKIP 4096u            /* entries: a reader further on is another reader's */
+#define AHEAD_NEAR 256u             /* entries: a read this near the run continues it */
+
+void td_fs_ahead_setup(td_fs *fs, unsigned fuse_threads)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned m = fuse_threads / 2;
+	if (cores > 1 && m > (unsigned)cores / 2)
+		m = (unsigned)cores / 2;
+	fs->ahead_max = fuse_threads >= 2 ? (int)(m ? m : 1) : 0;
+}
 
 static int ahead_on(const td_fs *fs)
 {
-	return fs->conf.store_ahead && fs->no_open && !fs->writable && !fs->rw && fs->se &&
-	       fs->fuse_threads >= 2;
+	return fs->conf.store_ahead && fs->no_open && !fs->writable && !fs->rw && fs->se && fs->ahead_max > 0;
 }
 
 static uint64_t ahead_window(const td_fs *fs)
@@ -57,71 +67,105 @@ static int store(td_fs *fs, td_entry e, uint64_t off, const void *buf, size_t le
 	return rc;
 }
 
+/* Take a storer's place (at most max_storers threads store at once, so
+ * that other FUSE threads stay free to answer the READs a store may wait
+ * for); 0 when all are taken. */
+static int storer_enter(td_fs *fs)
+{
+	if (atomic_fetch_add_explicit(&fs->ahead_storers, 1, memory_order_acquire) < fs->ahead_max)
+		return 1;
+	atomic_fetch_sub_explicit(&fs->ahead_storers, 1, memory_order_release);
+	return 0;
+}
+
+static void storer_leave(td_fs *fs)
+{
+	atomic_fetch_sub_explicit(&fs->ahead_storers, 1, memory_order_release);
+}
+
 void td_fs_ahead_tail(td_fs *fs, const td_fs_req *r, const void *tail, size_t len)
 {
-	if (len == 0 || pthread_mutex_trylock(&fs->ahead_mu) != 0)
+	if (len == 0 || !storer_enter(fs))
 		return;
 	store(fs, r->e, r->off + r->size, tail, len);
-	pthread_mutex_unlock(&fs->ahead_mu);
+	storer_leave(fs);
 }
+
+/* The run: the directory being stored ahead (high 32 bits) and the next
+ * entry to claim in it (low 32 bits), in fs->ahead_run. */
+#define RUN(dir, next) (((uint64_t)(dir) << 32) | (uint32_t)(next))
+#define RUN_DIR(r) ((uint32_t)((r) >> 32))
+#define RUN_NEXT(r) ((uint32_t)(r))
 
 int td_fs_ahead_begin(td_fs *fs, td_entry e)
 {
-	/* ahead_last holds 1 + the last entry read whole or stored. */
+	/* ahead_last: 1 + the last entry a reader read whole. Two in a row
+	 * start a run; a reader that meets the run's end (or gets ahead of
+	 * its storers) continues it. */
 	uint32_t prev = atomic_exchange_explicit(&fs->ahead_last, (uint32_t)e + 1, memory_order_relaxed);
-	return prev == (uint32_t)e;
+	int streak = prev == (uint32_t)e;
+	td_stat st;
+	uint64_t run = atomic_load_explicit(&fs->ahead_run, memory_order_relaxed);
+	if (td_archive_stat(fs->a, e, &st) != TD_OK || RUN_DIR(run) != st.parent + 1)
+		return streak;
+	uint32_t next = RUN_NEXT(run);
+	if (next > e + (uint32_t)fs->ahead_max + 1) {
+		/* The run stored e long ago (a storer holds one file at a
+		 * time), so e's pages are gone: a second pass, or memory
+		 * pressure. Two misses in a row start the run again here. */
+		if (streak)
+			atomic_compare_exchange_strong_explicit(&fs->ahead_run, &run, RUN(st.parent + 1, e + 1),
+								memory_order_relaxed, memory_order_relaxed);
+		return streak;
+	}
+	return streak || (e >= next ? e - next : next - e) <= AHEAD_NEAR;
 }
 
-/* ahead_buf holding at least len bytes (the caller holds ahead_mu). */
-static void *ahead_buf(td_fs *fs, size_t len)
+/* Claim the next entry of directory dir (stored as dir + 1 in the run) at
+ * or after `from` (a reader's position): the run moves there when it was
+ * elsewhere or behind. UINT32_MAX when the entries run out. */
+static uint32_t claim(td_fs *fs, uint32_t dir1, uint32_t from)
 {
-	if (fs->ahead_cap < len) {
-		void *p = realloc(fs->ahead_buf, len);
-		if (!p)
-			return NULL;
-		fs->ahead_buf = p;
-		fs->ahead_cap = len;
+	uint64_t cur = atomic_load_explicit(&fs->ahead_run, memory_order_relaxed);
+	for (;;) {
+		uint32_t n = RUN_DIR(cur) == dir1 && RUN_NEXT(cur) > from ? RUN_NEXT(cur) : from;
+		if (n >= fs->nentries)
+			return UINT32_MAX;
+		if (atomic_compare_exchange_weak_explicit(&fs->ahead_run, &cur, RUN(dir1, n + 1), memory_order_relaxed,
+							  memory_order_relaxed))
+			return n;
 	}
-	return fs->ahead_buf;
 }
 
 void td_fs_ahead_next(td_fs *fs, td_entry e, int before_reply)
 {
 	td_stat st;
-	if (pthread_mutex_trylock(&fs->ahead_mu) != 0)
+	if (td_archive_stat(fs->a, e, &st) != TD_OK || !storer_enter(fs))
 		return;
-	if (td_archive_stat(fs->a, e, &st) != TD_OK) {
-		pthread_mutex_unlock(&fs->ahead_mu);
-		return;
-	}
 	const td_entry parent = st.parent;
+	const uint32_t dir1 = (uint32_t)parent + 1; /* 0: no run yet */
 	uint64_t budget = ahead_window(fs) / (before_reply ? 2 : 1);
-	td_entry last = e;
-	for (td_entry n = e + 1; n < fs->nentries; n++) {
-		/* Past what is stored already, and past a reader that got
-		 * ahead of the run (its READs went to other threads). */
+	uint32_t from = (uint32_t)e + 1;
+	for (;;) {
+		/* Not behind a reader that got past the run (its READs went
+		 * to other threads meanwhile). */
 		uint32_t at = atomic_load_explicit(&fs->ahead_last, memory_order_relaxed);
-		if (at > n && at - e < AHEAD_SKIP)
-			n = at;
-		if (n >= fs->nentries || td_archive_stat(fs->a, n, &st) != TD_OK || st.parent != parent)
+		if (at > from && at - from < AHEAD_SKIP)
+			from = at;
+		uint32_t n = claim(fs, dir1, from);
+		if (n == UINT32_MAX || td_archive_stat(fs->a, n, &st) != TD_OK || st.parent != parent)
 			break;
+		from = n + 1;
 		if (!S_ISREG(st.mode) || st.size == 0)
 			continue;
 		if (st.size > budget)
-			break;
-		void *buf = ahead_buf(fs, (size_t)st.size);
+			break; /* left to its reader, whose READ continues the run */
+		void *buf = fs_scratch_slot(1, (size_t)st.size); /* slot 0 may hold the reply */
 		size_t got = 0;
 		if (!buf || td_fs_file_read(fs, NULL, n, 0, buf, (size_t)st.size, &got) != TD_OK ||
 		    got != st.size || store(fs, n, 0, buf, got) != 0)
 			break;
 		budget -= st.size;
-		last = n;
 	}
-	/* Readers move ahead_last where they are; a run only raises it. */
-	uint32_t cur = atomic_load_explicit(&fs->ahead_last, memory_order_relaxed);
-	while (cur < (uint32_t)last + 1 &&
-	       !atomic_compare_exchange_weak_explicit(&fs->ahead_last, &cur, (uint32_t)last + 1, memory_order_relaxed,
-						      memory_order_relaxed))
-		;
-	pthread_mutex_unlock(&fs->ahead_mu);
+	storer_leave(fs);
 }

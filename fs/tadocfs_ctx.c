@@ -22,7 +22,6 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf
 		td_conf_defaults(&fs->conf);
 	pthread_mutex_init(&fs->tree.mu, NULL);
 	pthread_mutex_init(&fs->files_mu, NULL);
-	pthread_mutex_init(&fs->ahead_mu, NULL);
 	atomic_init(&fs->tree.done, 0);
 	fs->nentries = td_archive_nentries(a);
 	fs->archive_path = strdup(archive_path);
@@ -42,8 +41,6 @@ void td_fs_fini(td_fs *fs)
 {
 	td_fs_files_free_all(fs);
 	pthread_mutex_destroy(&fs->files_mu);
-	pthread_mutex_destroy(&fs->ahead_mu);
-	free(fs->ahead_buf);
 	td_fs_xattr_fini(fs);
 	free(fs->mountpoint);
 	free(fs->tree.words);

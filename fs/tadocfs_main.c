@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs_ahead.h"
 #include "fs_ctx.h"
 #include "fs_batch.h"
 #include "fs_fuse.h"
@@ -155,7 +156,7 @@ static int run_loop(struct fuse_session *se, const td_fs_opts *o, td_fs *fs)
 	if (o->single_thread)
 		return fuse_session_loop(se);
 	unsigned threads = o->max_threads ? o->max_threads : td_fs_batch_fuse_threads(fs, DEFAULT_THREADS);
-	fs->fuse_threads = threads;
+	td_fs_ahead_setup(fs, threads);
 #if FUSE_USE_VERSION >= 312
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (!cfg)

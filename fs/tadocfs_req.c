@@ -116,9 +116,9 @@ int td_fs_file_read(td_fs *fs, td_fs_file *f, td_entry e, uint64_t off, void *bu
 	return td_extract(fs->a, e, off, buf, len, got);
 }
 
-/* Per-thread scratch buffer for inline reads (FUSE worker threads come and
- * go, so it is freed by the key's destructor). */
-static pthread_key_t scratch_key;
+/* Per-thread scratch buffers for inline reads (FUSE worker threads come and
+ * go, so they are freed by the keys' destructor). */
+static pthread_key_t scratch_key[TD_FS_SCRATCH_SLOTS];
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
 
 typedef struct scratch {
@@ -128,13 +128,14 @@ typedef struct scratch {
 
 static void scratch_init(void)
 {
-	pthread_key_create(&scratch_key, free);
+	for (unsigned i = 0; i < TD_FS_SCRATCH_SLOTS; i++)
+		pthread_key_create(&scratch_key[i], free);
 }
 
-void *fs_scratch_get(size_t len)
+void *fs_scratch_slot(unsigned slot, size_t len)
 {
 	pthread_once(&scratch_once, scratch_init);
-	scratch *s = pthread_getspecific(scratch_key);
+	scratch *s = pthread_getspecific(scratch_key[slot]);
 	if (s && s->cap >= len)
 		return s->buf;
 	size_t cap = len < 65536 ? 65536 : len;
@@ -143,8 +144,13 @@ void *fs_scratch_get(size_t len)
 		return NULL;
 	n->cap = cap;
 	free(s);
-	pthread_setspecific(scratch_key, n);
+	pthread_setspecific(scratch_key[slot], n);
 	return n->buf;
+}
+
+void *fs_scratch_get(size_t len)
+{
+	return fs_scratch_slot(0, len);
 }
 
 static void req_done(td_fs_req *r)

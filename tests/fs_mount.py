@@ -596,6 +596,17 @@ def check_store_ahead(tmp):
         else:
             check(reads >= nonempty, "%s: %d READs for %d files" % (opt, reads, nonempty))
         check(listed == sorted(names + ["m_link", "m_sub"]), "%s: listing" % opt)
+        if opt.endswith("on") and os.access("/proc/sys/vm/drop_caches", os.W_OK):
+            # A second pass after the pages are gone starts the run again.
+            os.sync()
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            os.listdir(d)
+            bad = [n for n in names if open(os.path.join(d, n), "rb").read() != orig[n]]
+            check(not bad, "%s: second pass, differ: %s" % (opt, bad[:5]))
+            again = stats_reads(mnt) - reads
+            log("%s: %d READs for the second pass" % (opt, again))
+            check(again < nonempty // 4, "%s: %d READs for a second pass over %d files" % (opt, again, nonempty))
         r = run(["diff", "-r", "--no-dereference", src, mnt])
         check(r.returncode == 0, "%s: diff -r" % opt)
         unmount(mnt)
