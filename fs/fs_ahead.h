@@ -14,7 +14,8 @@
  * change, the daemon can do better than wait to be asked:
  *
  *   - within a file: the first read of a file (offset 0, more than one
- *     page: readahead at work, not a random reader) extracts the whole
+ *     page: readahead at work, not a random reader; never for O_DIRECT
+ *     readers, who bypass the page cache) extracts the whole
  *     file when it is at most 1 MiB and fits the readahead window
  *     (conf.read_ahead, 8 MiB by default) and stores the bytes past the
  *     request in the page cache before replying, so the next step finds

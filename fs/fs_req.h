@@ -49,6 +49,7 @@ struct td_fs_req {
 	const char *name;         /* GETXATTR: attribute name */
 	int heap;                 /* 1 when r (and name, in the same block) is malloc'd */
 	int in_fuse;              /* 1 while run by the FUSE thread that received it */
+	int direct;               /* READ: the reader bypasses the page cache (O_DIRECT) */
 	/* the batcher's, while r is queued (tadocfs_batch.c) */
 	struct td_fs_req *qnext;  /* next older request in the hand-in stack */
 	uint64_t qt0;             /* ns, when the handler gave r to the batcher */

@@ -41,7 +41,7 @@ size_t td_fs_ahead_want(const td_fs *fs, const td_fs_req *r, int *whole)
 {
 	*whole = 0;
 	td_stat st;
-	if (!ahead_on(fs) || !r->in_fuse || r->off != 0 || td_archive_stat(fs->a, r->e, &st) != TD_OK ||
+	if (!ahead_on(fs) || !r->in_fuse || r->direct || r->off != 0 || td_archive_stat(fs->a, r->e, &st) != TD_OK ||
 	    !S_ISREG(st.mode))
 		return 0;
 	if (st.size <= r->size) {

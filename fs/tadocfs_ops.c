@@ -186,6 +186,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		.size = size,
 		.off = (uint64_t)off,
 		.file = f,
+		.direct = (fi->flags & O_DIRECT) != 0,
 	};
 	td_fs_dispatch(fs, &r);
 }

@@ -8,7 +8,8 @@
 # gpu_index, gpu_edit, gpu_bench from a release build with -Dgpu=enabled), lib/ (the shared
 # libraries they need that a bare machine lacks: libfuse3.so.3, libinih,
 # libutf8proc, libxxhash, squashfuse's), bin/fusermount3, bin/squashfuse,
-# archives/SOTU.sqfs (the batcher benchmark's squashfs image), and archives/NAME.tadoc, one per
+# archives/NAME.sqfs (squashfs images for the batcher benchmark and
+# tree_read.sh: the corpora named in $TD_SQFS, default "sotu gcide"), and archives/NAME.tadoc, one per
 # corpus directory given (default: every directory in $TD_CORPORA, else
 # ../corpora beside the checkout), as long as .carry/ stays under
 # $TD_CARRY_MAX_MB (default 60; the device tool carries 64 MiB at most).
@@ -48,7 +49,7 @@ git rev-parse --short HEAD >"$carry/COMMIT" 2>/dev/null || true
 # the batcher benchmark (contrib/bench/batcher.sh) and its helpers
 cp "$build/contrib/bench/batch_load" "$build/contrib/bench/noopfs" "$carry/build/"
 mkdir -p "$carry/bench"
-cp contrib/bench/batcher.sh contrib/bench/bench_lib.sh "$carry/bench/"
+cp contrib/bench/batcher.sh contrib/bench/tree_read.sh contrib/bench/bench_lib.sh "$carry/bench/"
 
 # shared libraries: everything ldd resolves that is not the C runtime itself
 for bin in "$carry"/build/*; do
@@ -84,9 +85,10 @@ fi
 for d in $(for c in "$@"; do echo "$(du -sk "$c" | cut -f1) $c"; done | sort -n | cut -d' ' -f2-); do
 	name=$(basename "$d")
 	"$carry/build/tadoc" compress -o "$carry/archives/$name.tadoc" "$d" >/dev/null
-	# the batcher benchmark's squashfuse column: an image of the corpus it
-	# runs on (run-on-gpu.sh batcher: $TD_BATCHER_ARCHIVE, default sotu)
-	if [ "$name" = "${TD_BATCHER_ARCHIVE:-sotu}" ] && [ -n "$sq" ] && command -v mksquashfs >/dev/null; then
+	# squashfuse's images: the batcher benchmark's corpus (run-on-gpu.sh
+	# batcher: $TD_BATCHER_ARCHIVE, default sotu) and tree_read.sh's
+	case " ${TD_SQFS:-sotu gcide} ${TD_BATCHER_ARCHIVE:-sotu} " in *" $name "*) want_sq=1 ;; *) want_sq=0 ;; esac
+	if [ "$want_sq" = 1 ] && [ -n "$sq" ] && command -v mksquashfs >/dev/null; then
 		mksquashfs "$d" "$carry/archives/$name.sqfs" -comp zstd -noappend -quiet -no-progress >/dev/null
 	fi
 	used=$(du -sm "$carry" | cut -f1)

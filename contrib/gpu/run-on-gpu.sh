@@ -3,7 +3,7 @@
 # and the GPU benchmark from what build-and-pack.sh put in .carry/, and write
 # the logs and result tables under $OUT (default ./gpu-results).
 #
-#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench|batcher]...   (default: all)
+#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench|batcher|tree]...   (default: all)
 #
 #   tests     gpu_batch on the adversarial archive (built there) and on every
 #             packed corpus archive: GPU == CPU for batch sizes 1..100k;
@@ -22,9 +22,12 @@
 #             (GPU+batcher, GPU with reads on the CPU, CPU-only, CPU queued,
 #             squashfuse, no-op; 1/16/64/256 readers; 4 KiB, 64 KiB, counts;
 #             about 4 minutes with BL_SECS=3)
+#   tree      contrib/bench/tree_read.sh: whole-tree cold tar of tadocfs,
+#             tadocfs -o store_ahead=off, squashfuse and the no-op on every
+#             packed archive with a squashfs image -> $OUT/tree.md
 #
 # Files under $OUT: device.txt, tests.log, sanitize.log, gpu_bench.md,
-# bench.log, batcher.md, batcher.log. Exit status: 0 when every step passed.
+# bench.log, batcher.md, batcher.log, tree.md, tree.log. Exit status: 0 when every step passed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # works from contrib/gpu/ (checkout) and from .carry/ (a copy of the script)
@@ -119,6 +122,11 @@ if has batcher; then
 	a="$carry/archives/${TD_BATCHER_ARCHIVE:-sotu}.tadoc"
 	BL_SECS=${BL_SECS:-3} bash "$carry/bench/batcher.sh" "$a" "$out/batcher.md" > "$out/batcher.log" 2>&1 || rc=1
 	tail -n 40 "$out/batcher.md" 2>/dev/null || tail -n 20 "$out/batcher.log"
+fi
+if has tree; then
+	sq=$(for a in $archives; do [ -f "${a%.tadoc}.sqfs" ] && printf '%s ' "$a"; done)
+	TR_OPT=${TR_OPT-store_ahead=off} bash "$carry/bench/tree_read.sh" "$out/tree.md" $sq > "$out/tree.log" 2>&1 || rc=1
+	cat "$out/tree.md" 2>/dev/null || tail -n 20 "$out/tree.log"
 fi
 # the files name paths relative to the carry folder and the temporary one,
 # not this machine's absolute paths
