@@ -114,6 +114,10 @@ void td_fs_batch_replying(const struct td_fs_req *r, size_t bytes);
 uint64_t td_fs_batch_clock(void);
 void td_fs_batch_record(td_fs *fs, int is_read, uint64_t t0, size_t bytes);
 
+/* Count one store ahead into the page cache of `bytes` bytes (fs_ahead.h),
+ * which the kernel took. No-op when fs->batch is NULL. */
+void td_fs_batch_stored(td_fs *fs, size_t bytes);
+
 /* The value of user.tadoc.stats (fs_stats.h format, one key=value per
  * line) into *val (malloc'd; caller frees). 0, -ENODATA (no batcher) or
  * -ENOMEM. */

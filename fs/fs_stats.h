@@ -26,6 +26,8 @@ typedef struct td_fs_stats {
 	atomic_uint_fast64_t gpu_batches;
 	atomic_uint_fast64_t gpu_ns;     /* wall time inside those launches */
 	atomic_uint_fast64_t bytes;      /* read bytes sent to the kernel */
+	atomic_uint_fast64_t stored;     /* stores ahead into the page cache (fs_ahead.h) */
+	atomic_uint_fast64_t stored_bytes;
 	atomic_uint_fast64_t lat[TD_FS_LAT_BUCKETS];
 } td_fs_stats;
 

@@ -1,12 +1,11 @@
 /* tadocfs_ahead: reading ahead into the kernel's page cache on read-only mounts (fs_ahead.h). */
 #include <errno.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs_ahead.h"
+#include "fs_batch.h"
 #include "fs_inode.h"
 #include "fs_log.h"
 
@@ -62,7 +61,9 @@ static int store(td_fs *fs, td_entry e, uint64_t off, const void *buf, size_t le
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 	bv.buf[0].mem = (void *)buf;
 	int rc = fuse_lowlevel_notify_store(fs->se, td_fs_ino(e), (off_t)off, &bv, 0);
-	if (rc && rc != -ENOENT)
+	if (rc == 0)
+		td_fs_batch_stored(fs, len);
+	else if (rc != -ENOENT)
 		td_fs_log(TD_CONF_LOG_DEBUG, "read-ahead store of entry %u: %s", (unsigned)e, strerror(-rc));
 	return rc;
 }

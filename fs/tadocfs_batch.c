@@ -1201,6 +1201,15 @@ void td_fs_batch_record(td_fs *fs, int is_read, uint64_t t0, size_t bytes)
 	done(b, t0);
 }
 
+void td_fs_batch_stored(td_fs *fs, size_t bytes)
+{
+	td_fs_batch *b = fs->batch;
+	if (!b)
+		return;
+	atomic_fetch_add_explicit(&b->st.stored, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->st.stored_bytes, bytes, memory_order_relaxed);
+}
+
 int td_fs_batch_stats(td_fs *fs, char **val, size_t *len)
 {
 	if (!fs->batch)

@@ -88,7 +88,7 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 "batches=%llu%cbatched=%llu%cmean_batch=%.2f%cmax_batch=%llu%cmerged=%llu%c"
 			 "gpu_requests=%llu%cgpu_batches=%llu%cgpu_batch_us=%.1f%ccpu_requests=%llu%c"
 			 "gpu_share=%.4f%ccpu_share=%.4f%c"
-			 "p50_us=%.1f%cp99_us=%.1f%cbytes_served=%llu%c"
+			 "p50_us=%.1f%cp99_us=%.1f%cbytes_served=%llu%cstored_ahead=%llu%cstored_ahead_bytes=%llu%c"
 			 "gpu=%s%ccpu_workers=%u%cbatch_max=%u%cbatch_window_us=%u%cgpu_min_reads=%u%c"
 			 "gpu_min_counts=%u%cgpu_min_read_size=%llu%s",
 			 (unsigned long long)req, sep, (unsigned long long)LOAD(s->reads), sep,
@@ -98,7 +98,8 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 (unsigned long long)LOAD(s->merged), sep, (unsigned long long)gpu, sep,
 			 (unsigned long long)gb, sep, gmean, sep, (unsigned long long)(req - gpu), sep,
 			 gshare, sep, req ? 1.0 - gshare : 0.0, sep, p50, sep, p99, sep,
-			 (unsigned long long)LOAD(s->bytes), sep, info->gpu, sep, info->cpu_workers, sep,
+			 (unsigned long long)LOAD(s->bytes), sep, (unsigned long long)LOAD(s->stored), sep,
+			 (unsigned long long)LOAD(s->stored_bytes), sep, info->gpu, sep, info->cpu_workers, sep,
 			 info->batch_max, sep, info->batch_window_us, sep, info->gpu_min_reads, sep,
 			 info->gpu_min_counts, sep, (unsigned long long)info->gpu_min_read_size, oneline ? "" : "\n");
 	return n;

@@ -545,10 +545,15 @@ def check_read_ahead(archive, tmp, o):
         unmount(mnt)
 
 
-def stats_reads(mnt):
-    """READ requests the daemon answered, from user.tadoc.stats."""
-    m = re.search(rb"(?m)^reads=([0-9]+)$", getx(mnt, "user.tadoc.stats"))
+def stats_key(mnt, key):
+    """A counter of user.tadoc.stats."""
+    m = re.search(rb"(?m)^" + key.encode() + rb"=([0-9]+)$", getx(mnt, "user.tadoc.stats"))
     return int(m.group(1))
+
+
+def stats_reads(mnt):
+    """READ requests the daemon answered."""
+    return stats_key(mnt, "reads")
 
 
 def check_store_ahead(tmp):
@@ -591,10 +596,13 @@ def check_store_ahead(tmp):
         check(not bad, "%s: in order, differ: %s" % (opt, bad[:5]))
         reads = stats_reads(mnt)
         log("%s: %d READs for %d files read in order" % (opt, reads, nonempty))
+        stored = stats_key(mnt, "stored_ahead")
         if opt.endswith("on"):
             check(reads < nonempty // 4, "%s: %d READs for %d files read in order" % (opt, reads, nonempty))
+            check(stored >= nonempty - reads - 3, "%s: stored_ahead=%d for %d files, %d READs" % (opt, stored, nonempty, reads))
         else:
             check(reads >= nonempty, "%s: %d READs for %d files" % (opt, reads, nonempty))
+            check(stored == 0, "%s: stored_ahead=%d" % (opt, stored))
         check(listed == sorted(names + ["m_link", "m_sub"]), "%s: listing" % opt)
         if opt.endswith("on") and os.access("/proc/sys/vm/drop_caches", os.W_OK):
             # A second pass after the pages are gone starts the run again.
