@@ -68,7 +68,7 @@ static int store(td_fs *fs, td_entry e, uint64_t off, const void *buf, size_t le
 	return rc;
 }
 
-/* Take a storer's place (at most max_storers threads store at once, so
+/* Take a storer's place (at most fs->ahead_max threads store at once, so
  * that other FUSE threads stay free to answer the READs a store may wait
  * for); 0 when all are taken. */
 static int storer_enter(td_fs *fs)
