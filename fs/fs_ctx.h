@@ -87,7 +87,8 @@ void td_fs_fini(td_fs *fs);
  * taken the FUSE handshake, whose reply can only lower the window): set
  * the mount's readahead window (/sys/class/bdi/DEV/read_ahead_kb, DEV from
  * /proc/self/mountinfo) to conf.read_ahead. Sequential readers then get
- * requests of up to 1 MiB ahead of them instead of 128 KiB. Without root
+ * requests of 1 MiB, up to read_ahead ahead of them (8 MiB by default),
+ * instead of 128 KiB. Without root
  * the write fails: logged, the kernel's default stays. (tadocfs_tune.c) */
 void td_fs_tune_readahead(td_fs *fs);
 
