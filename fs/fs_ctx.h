@@ -88,8 +88,8 @@ void td_fs_fini(td_fs *fs);
  * the mount's readahead window (/sys/class/bdi/DEV/read_ahead_kb, DEV from
  * /proc/self/mountinfo) to conf.read_ahead. Sequential readers then get
  * requests of 1 MiB, up to read_ahead ahead of them (8 MiB by default),
- * instead of 128 KiB. Without root
- * the write fails: logged, the kernel's default stays. (tadocfs_tune.c) */
+ * instead of 128 KiB. Without root the write fails: logged, the kernel's
+ * default stays. (tadocfs_tune.c) */
 void td_fs_tune_readahead(td_fs *fs);
 
 /* The path of the mount's fusectl "waiting" file (the requests the kernel
