@@ -98,6 +98,21 @@ mbps() { div "$(div "$1" 1000000 6)" "$2" 1; }
 
 drop_caches() { sync; echo 3 >/proc/sys/vm/drop_caches; }
 
+# tar_cold DIR: seconds of one whole-tree `tar cf - . | cat > /dev/null` of
+# DIR after dropping every cache and loading tar and cat again (untimed:
+# the tools' own binaries read back from disk are the same for every
+# filesystem); "-" when tar fails.
+tar_cold() {
+	local t0 t1
+	drop_caches
+	tar --version >/dev/null
+	cat --version >/dev/null
+	t0=$EPOCHREALTIME
+	(cd "$1" && tar cf - . | cat >/dev/null) || { echo -; return; }
+	t1=$EPOCHREALTIME
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'
+}
+
 # kv FILE KEY: the value of KEY=VALUE in FILE ("-" when absent).
 kv() {
 	local v

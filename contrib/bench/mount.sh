@@ -102,17 +102,6 @@ noop_readahead() {
 		log "$name: could not set the no-op mount's read_ahead_kb"
 }
 
-# tar_cold MNT: seconds of one whole-tree tar of MNT after dropping caches.
-tar_cold() {
-	local t0 t1
-	drop_caches
-	tar --version >/dev/null
-	cat --version >/dev/null
-	t0=$EPOCHREALTIME
-	(cd "$1" && tar cf - . | cat >/dev/null) || { echo -; return; }
-	t1=$EPOCHREALTIME
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }'
-}
 
 do_umount() {
 	local kind=$1 mnt=$2 i

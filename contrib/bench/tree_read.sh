@@ -28,15 +28,12 @@ opt=${TR_OPT:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/tree_read.XXXXXX")
 trap 'for m in "$work"/*/*; do mountpoint -q "$m" && fusermount3 -u "$m"; done; rm -rf "$work"' EXIT
 
-cold_ms() {
-	sync
-	echo 3 >/proc/sys/vm/drop_caches
-	tar --version >/dev/null
-	cat --version >/dev/null
-	local t0=$EPOCHREALTIME
-	(cd "$1" && tar cf - . | cat >/dev/null)
-	local t1=$EPOCHREALTIME
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) * 1000 }'
+# cold_ms DIR: tar_cold in milliseconds.
+cold_ms() { awk -v s="$(tar_cold "$1")" 'BEGIN { printf "%.2f", s * 1000 }'; }
+
+# stat_reads MNT: the READs tadocfs answered (user.tadoc.stats).
+stat_reads() {
+	python3 -c 'import os, re, sys; print(re.search(rb"(?m)^reads=(\d+)$", os.getxattr(sys.argv[1], "user.tadoc.stats")).group(1).decode())' "$1"
 }
 
 kinds="tadocfs squashfuse noop${opt:+ opt}"
@@ -64,7 +61,7 @@ for a in "$@"; do
 	# first round is not the one that fills it
 	sleep 1
 	for k in tadocfs opt; do [ -d "$work/$name/$k" ] && mountpoint -q "$work/$name/$k" && (cd "$work/$name/$k" && tar cf - . | cat >/dev/null); done
-	reads0=$(python3 -c "import os,sys; print(os.getxattr(sys.argv[1], 'user.tadoc.stats').decode().split()[1].split('=')[1])" "$work/$name/tadocfs")
+	reads0=$(stat_reads "$work/$name/tadocfs")
 	declare -A ms=()
 	for r in $(seq "$rounds"); do
 		for k in $kinds; do
@@ -72,7 +69,7 @@ for a in "$@"; do
 		done
 		log "$name: round $r of $rounds"
 	done
-	reads1=$(python3 -c "import os,sys; print(os.getxattr(sys.argv[1], 'user.tadoc.stats').decode().split()[1].split('=')[1])" "$work/$name/tadocfs")
+	reads1=$(stat_reads "$work/$name/tadocfs")
 	declare -A med=()
 	for k in $kinds; do med[$k]=$(median ${ms[$k]}); done
 	row="| $name | $(awk -v b="$bytes" 'BEGIN { printf "%.1f", b / 1e6 }') | ${med[tadocfs]} |"
