@@ -1,0 +1,841 @@
+/* td_scode: encoder, decoding tables and tile decoder of entropy-coded symbol arrays. */
+#include "td_scode.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "td_err.h"
+
+#define LUT_BITS 11u
+#define ESC UINT32_MAX        /* the escape in a decoding table's symbol list */
+#define TILE_MAX (1u << TD_SC_MAXSHIFT)
+
+#define NGROUP 5u           /* classes 0-3, then the escape */
+#define GROUP_ESC 4u
+
+/* One context's decoding table. A code of at most LUT_BITS bits is one
+ * look-up; a longer one is found among the left-justified limits of its
+ * length. Either gives the symbol's index in syms and its group (its
+ * class, or the escape) without reading syms, so the next symbol's
+ * context never waits for that load. */
+#define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG >= TD_SC_MAXLEN */
+
+struct sc_ctx {
+	uint32_t lut[1u << LUT_BITS];      /* index << 8 | group << 5 | length; 0: a longer code */
+	uint64_t lim[TD_SC_MAXLEN + 1];    /* codes of length <= L lie below lim[L] (32-bit, left-justified) */
+	uint32_t lim32[NLONG];             /* lim[LUT_BITS + 1 + i] below maxlen (< 2^32 there), else 2^32 - 1 */
+	uint32_t first[TD_SC_MAXLEN + 1];  /* first code of length L */
+	uint32_t base[TD_SC_MAXLEN + 1];   /* index in syms of the first symbol of length L */
+	uint32_t gend[TD_SC_MAXLEN + 1][NGROUP - 1]; /* codes of length L in groups <= g: [0, gend[L][g]) */
+	uint32_t *syms;                    /* by (length, group, symbol); the escape's entry unused */
+	unsigned maxlen;
+};
+
+struct td_sc_tab {
+	uint64_t gen; /* unique per table: names it in the threads' tile caches */
+	int bad;      /* the description does not decode: every symbol is bad */
+	struct sc_ctx ctx[TD_SC_NCTX];
+};
+
+static inline unsigned sc_class(const td_scode *c, uint32_t s)
+{
+	return s < c->c1 ? (s & 1u) : s < c->c2 ? 2u : 3u;
+}
+
+static inline uint64_t load_be64(const uint8_t *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return __builtin_bswap64(v);
+}
+
+static unsigned bits_for(uint64_t v)
+{
+	return v ? 64u - (unsigned)__builtin_clzll(v) : 0u;
+}
+
+/* ---- view ---- */
+
+int td_scode_view(td_scode *c, const void *blob, uint64_t size)
+{
+	const uint8_t *b = blob;
+	memset(c, 0, sizeof *c);
+	if (size < TD_SC_HDR)
+		return td_fail(TD_ETRUNC, "coded symbol array shorter than its header");
+	uint64_t n = td_pack_load64(b), alphabet = td_pack_load64(b + 8);
+	uint32_t w[4];
+	memcpy(w, b + 16, sizeof w);
+	uint64_t tb = td_pack_load64(b + 32), db = td_pack_load64(b + 40), xb = td_pack_load64(b + 48);
+	if (alphabet == 0 || alphabet > UINT32_MAX - 1 || w[0] > w[1] || w[1] > alphabet || w[2] < TD_SC_MINSHIFT ||
+	    w[2] > TD_SC_MAXSHIFT || w[3] == 0 || w[3] > 32 || (alphabet - 1) >> w[3] != 0)
+		return td_fail(TD_ECORRUPT, "coded symbol array: bad header");
+	if (tb > size - TD_SC_HDR || db > size - TD_SC_HDR - tb || xb > size - TD_SC_HDR - tb - db || xb < 8 ||
+	    (tb | db | xb) & 7)
+		return td_fail(TD_ETRUNC, "coded symbol array runs past its section");
+	int err = td_pack_view(&c->tiles, b + TD_SC_HDR, tb);
+	if (err)
+		return err;
+	uint64_t nt = (n >> w[2]) + ((n & ((UINT64_C(1) << w[2]) - 1)) != 0);
+	if (c->tiles.n != nt + 1)
+		return td_fail(TD_ECORRUPT, "coded symbol array: %llu tile offsets for %llu symbols",
+			       (unsigned long long)c->tiles.n, (unsigned long long)n);
+	c->n = n;
+	c->alphabet = alphabet;
+	c->ntiles = nt;
+	c->c1 = w[0];
+	c->c2 = w[1];
+	c->tile_shift = w[2];
+	c->raw_bits = w[3];
+	c->desc = b + TD_SC_HDR + tb;
+	c->desc_bytes = db;
+	c->data = c->desc + db;
+	c->data_bytes = xb;
+	atomic_init(&c->tab, NULL);
+	return TD_OK;
+}
+
+/* ---- decoding tables ---- */
+
+typedef struct brd {
+	const uint8_t *p;
+	uint64_t nbits, at;
+	int bad;
+} brd;
+
+/* Next k (<= 32) bits; 0 and bad set past the end. */
+static uint64_t rd(brd *r, unsigned k)
+{
+	if (k == 0)
+		return 0;
+	if (r->bad || r->at + k > r->nbits) {
+		r->bad = 1;
+		return 0;
+	}
+	uint8_t tmp[8] = { 0 };
+	uint64_t byte = r->at >> 3, avail = (r->nbits >> 3) - byte;
+	memcpy(tmp, r->p + byte, avail < 8 ? avail : 8);
+	uint64_t x = load_be64(tmp) << (r->at & 7);
+	r->at += k;
+	return x >> (64 - k);
+}
+
+static uint64_t rd_gamma(brd *r)
+{
+	unsigned z = 0;
+	while (!r->bad && rd(r, 1) == 0)
+		if (++z > 40)
+			r->bad = 1;
+	if (r->bad)
+		return 0;
+	return (UINT64_C(1) << z) | rd(r, z);
+}
+
+static uint64_t rd_rice(brd *r, unsigned k)
+{
+	uint64_t q = 0;
+	while (!r->bad && rd(r, 1) == 1)
+		q++;
+	return (q << k) | rd(r, k);
+}
+
+static void tab_free(struct td_sc_tab *t)
+{
+	if (!t)
+		return;
+	for (unsigned k = 0; k < TD_SC_NCTX; k++)
+		free(t->ctx[k].syms);
+	free(t);
+}
+
+/* Read one context's code from r into x. 0, or -1 when it is malformed. */
+static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
+{
+	x->maxlen = (unsigned)rd(r, 5);
+	for (unsigned i = 0; i < NLONG; i++)
+		x->lim32[i] = UINT32_MAX;
+	if (r->bad || x->maxlen > TD_SC_MAXLEN)
+		return -1;
+	if (x->maxlen == 0)
+		return (x->syms = calloc(1, sizeof *x->syms)) ? 0 : -1; /* read (and ignored) by sc_step */
+	uint64_t cnt[TD_SC_MAXLEN + 1][NGROUP], code = 0, m = 0;
+	for (unsigned L = 1; L <= x->maxlen; L++) {
+		uint64_t inlen = 0;
+		for (unsigned g = 0; g < NGROUP; g++) {
+			cnt[L][g] = rd_gamma(r) - 1;
+			if (r->bad || cnt[L][g] > c->alphabet + 1 || (g == GROUP_ESC && cnt[L][g] > 1))
+				return -1;
+			inlen += cnt[L][g];
+			if (g < NGROUP - 1)
+				x->gend[L][g] = (uint32_t)inlen;
+		}
+		x->first[L] = (uint32_t)code;
+		x->base[L] = (uint32_t)m;
+		if (code + inlen > (UINT64_C(1) << L))
+			return -1; /* not a prefix code */
+		code += inlen;
+		x->lim[L] = code << (32 - L);
+		if (L > LUT_BITS && L < x->maxlen)
+			x->lim32[L - LUT_BITS - 1] = (uint32_t)x->lim[L]; /* below 2^32: longer codes follow */
+		code <<= 1;
+		m += inlen;
+		if (m > c->alphabet + 1)
+			return -1;
+	}
+	if (m == 0)
+		return -1;
+	x->syms = malloc(m * sizeof *x->syms);
+	if (!x->syms)
+		return -1;
+	uint64_t at = 0;
+	for (unsigned L = 1; L <= x->maxlen; L++)
+		for (unsigned g = 0; g < NGROUP; g++) {
+			if (!cnt[L][g])
+				continue;
+			unsigned k = (unsigned)rd(r, 5);
+			uint64_t v = UINT64_MAX; /* value - 1 before the first */
+			for (uint64_t j = 0; j < cnt[L][g]; j++) {
+				v += rd_rice(r, k) + 1;
+				/* a symbol of group g has class g; the escape is `alphabet` */
+				if (r->bad || (g == GROUP_ESC ? v != c->alphabet : v >= c->alphabet || sc_class(c, (uint32_t)v) != g))
+					return -1;
+				x->syms[at++] = g == GROUP_ESC ? ESC : (uint32_t)v;
+			}
+		}
+	for (unsigned L = 1; L <= x->maxlen && L <= LUT_BITS; L++) {
+		uint64_t inlen = x->gend[L][NGROUP - 2] + cnt[L][GROUP_ESC];
+		for (uint64_t j = 0, g = 0; j < inlen; j++) {
+			while (g < NGROUP - 1 && j >= x->gend[L][g])
+				g++;
+			uint64_t lo = (x->first[L] + j) << (LUT_BITS - L), hi = lo + (UINT64_C(1) << (LUT_BITS - L));
+			uint32_t e = (uint32_t)((x->base[L] + j) << 8 | g << 5 | L);
+			for (uint64_t i = lo; i < hi; i++)
+				x->lut[i] = e;
+		}
+	}
+	return 0;
+}
+
+static struct td_sc_tab *tab_build(const td_scode *c)
+{
+	static atomic_uint_fast64_t gens = 1;
+	struct td_sc_tab *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->gen = atomic_fetch_add(&gens, 1);
+	brd r = { c->desc, c->desc_bytes * 8, 0, 0 };
+	for (unsigned k = 0; k < TD_SC_NCTX && !t->bad; k++)
+		if (read_ctx(c, &r, &t->ctx[k]))
+			t->bad = 1;
+	return t;
+}
+
+/* The decoding tables: built once, on first use (NULL only out of memory). */
+static const struct td_sc_tab *tables(const td_scode *c)
+{
+	struct td_sc_tab *t = atomic_load_explicit(&c->tab, memory_order_acquire);
+	if (t)
+		return t;
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&mu);
+	t = atomic_load_explicit(&c->tab, memory_order_relaxed);
+	if (!t && (t = tab_build(c)))
+		atomic_store_explicit(&((td_scode *)c)->tab, t, memory_order_release);
+	pthread_mutex_unlock(&mu);
+	return t;
+}
+
+void td_scode_free(td_scode *c)
+{
+	tab_free(atomic_load(&c->tab));
+	atomic_store(&c->tab, NULL);
+}
+
+/* ---- decoding ---- */
+
+/* One stream being decoded: its next bit, its end, its context. All
+ * 64-bit, like the constants of sc_dec: a uint32_t store of a symbol may
+ * not alias them, so they stay in registers while decoding. */
+typedef struct sc_state {
+	uint64_t bit, end, ctx;
+} sc_state;
+
+/* What a decoding loop reads at every step, copied out of the view. */
+typedef struct sc_dec {
+	const uint8_t *data;
+	const struct sc_ctx *ctx;
+	uint64_t alphabet, raw, c1, c2;
+} sc_dec;
+
+static sc_dec sc_dec_of(const td_scode *c, const struct td_sc_tab *tb)
+{
+	return (sc_dec){ c->data, tb ? tb->ctx : NULL, c->alphabet, c->raw_bits, c->c1, c->c2 };
+}
+
+/* Start tile t; 0, or -1 when its bounds are bad. */
+static int sc_start(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, sc_state *st)
+{
+	st->bit = td_pack_get(&c->tiles, t);
+	st->end = td_pack_get(&c->tiles, t + 1);
+	st->ctx = 4;
+	return !tb || tb->bad || st->bit > st->end || st->end > (c->data_bytes - 8) * 8 ? -1 : 0;
+}
+
+/* Decode the next symbol of st into *out. 0, or -1 when it does not
+ * decode. A short code is one look-up; a long one (about half of them)
+ * takes a branch-free binary search of the length limits. */
+static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_state *st, uint32_t *out)
+{
+	/* 57 bits or more: a code (<= 24) and an escaped symbol (<= 32) */
+	uint64_t x = load_be64(d.data + (st->bit >> 3)) << (st->bit & 7);
+	uint32_t top = (uint32_t)(x >> 32);
+	const struct sc_ctx *k = &d.ctx[st->ctx];
+	uint32_t e = k->lut[top >> (32 - LUT_BITS)];
+	uint64_t len = e & 31u, g = (e >> 5) & 7u;
+	uint32_t idx = e >> 8;
+	int bad = 0;
+	if (!len) {
+		/* how many length limits below maxlen the code reaches */
+		const uint32_t *lm = k->lim32;
+		unsigned n = top >= lm[7] ? 8u : 0u;
+		n += top >= lm[n + 3] ? 4u : 0u;
+		n += top >= lm[n + 1] ? 2u : 0u;
+		n += top >= lm[n];
+		len = LUT_BITS + 1 + n;
+		len = len < k->maxlen ? len : k->maxlen;
+		uint32_t at = (top >> (32 - len)) - k->first[len];
+		const uint32_t *ge = k->gend[len];
+		g = (at >= ge[0]) + (at >= ge[1]) + (at >= ge[2]) + (at >= ge[3]);
+		bad = top >= k->lim[k->maxlen]; /* no code of this context starts so */
+		idx = bad ? 0 : k->base[len] + at;
+	}
+	uint32_t s = k->syms[idx]; /* off the critical path: the context is g */
+	uint64_t raw = (x << len) >> (64 - d.raw);
+	int esc = g == GROUP_ESC;
+	s = esc ? (uint32_t)raw : s;
+	len += esc ? d.raw : 0;
+	g = esc ? (raw < d.c1 ? (raw & 1) : raw < d.c2 ? 2u : 3u) : g;
+	bad |= esc & (raw >= d.alphabet);
+	st->bit += len;
+	bad |= st->bit > st->end;
+	*out = s;
+	st->ctx = g;
+	return -bad;
+}
+
+/* Decode the first cnt symbols of tile t into out. Returns the bit
+ * position after them, or UINT64_MAX when the tile does not decode (its
+ * remaining symbols then read as c->alphabet). */
+static uint64_t decode_tile(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, unsigned cnt, uint32_t *out)
+{
+	sc_state st;
+	unsigned j = 0;
+	if (sc_start(c, tb, t, &st) == 0) {
+		const sc_dec d = sc_dec_of(c, tb);
+		for (; j < cnt && sc_step(d, &st, &out[j]) == 0; j++)
+			;
+	}
+	if (j == cnt)
+		return st.bit;
+	for (; j < cnt; j++)
+		out[j] = (uint32_t)c->alphabet;
+	return UINT64_MAX;
+}
+
+/* Tiles t..t+3, all full, into out: four streams decoded in step, so their
+ * table look-ups overlap (one stream alone waits on each in turn). */
+static void decode_tiles4(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, uint32_t *out)
+{
+	const unsigned n = 1u << c->tile_shift;
+	sc_state st[4];
+	int ok = 1;
+	for (unsigned q = 0; q < 4; q++)
+		ok &= sc_start(c, tb, t + q, &st[q]) == 0;
+	const sc_dec d = sc_dec_of(c, tb);
+	for (unsigned j = 0; j < n && ok; j++)
+		ok = !(sc_step(d, &st[0], &out[j]) | sc_step(d, &st[1], &out[n + j]) | sc_step(d, &st[2], &out[2 * n + j]) |
+		       sc_step(d, &st[3], &out[3 * n + j]));
+	if (!ok) /* one of them is damaged: each on its own, bad symbols marked */
+		for (unsigned q = 0; q < 4; q++)
+			decode_tile(c, tb, t + q, n, out + q * n);
+}
+
+static inline unsigned tile_count(const td_scode *c, uint64_t t)
+{
+	uint64_t first = t << c->tile_shift, left = c->n - first;
+	return left < (UINT64_C(1) << c->tile_shift) ? (unsigned)left : 1u << c->tile_shift;
+}
+
+/* Each thread's last decoded tile of two arrays (td_scode.slot), named by
+ * its table's gen (unique, so never stale) and tile index. */
+struct sc_slot {
+	uint64_t gen, t;
+	uint32_t sym[TILE_MAX];
+};
+static _Thread_local struct sc_slot sc_tls[2];
+
+static const uint32_t *tile_of(const td_scode *c, uint64_t t)
+{
+	const struct td_sc_tab *tb = tables(c);
+	uint64_t gen = tb ? tb->gen : 0;
+	struct sc_slot *s = &sc_tls[c->slot & 1];
+	if (!tb || s->gen != gen || s->t != t) {
+		decode_tile(c, tb, t, tile_count(c, t), s->sym);
+		s->gen = gen;
+		s->t = t;
+	}
+	return s->sym;
+}
+
+uint64_t td_scode_get(const td_scode *c, uint64_t i)
+{
+	if (i >= c->n)
+		return c->alphabet;
+	return tile_of(c, i >> c->tile_shift)[i & ((UINT64_C(1) << c->tile_shift) - 1)];
+}
+
+void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out)
+{
+	const uint64_t mask = (UINT64_C(1) << c->tile_shift) - 1;
+	while (count) {
+		if (i >= c->n) {
+			*out++ = c->alphabet;
+			count--;
+			continue;
+		}
+		const uint32_t *sym = tile_of(c, i >> c->tile_shift);
+		uint64_t j = i & mask, k = tile_count(c, i >> c->tile_shift) - j;
+		if (k > count)
+			k = count;
+		for (uint64_t x = 0; x < k; x++)
+			out[x] = sym[j + x];
+		out += k;
+		i += k;
+		count -= k;
+	}
+}
+
+void td_scode_decode_all(const td_scode *c, uint32_t *out)
+{
+	const struct td_sc_tab *tb = tables(c);
+	uint64_t t = 0, full = c->n >> c->tile_shift;
+	for (; t + 4 <= full; t += 4)
+		decode_tiles4(c, tb, t, out + (t << c->tile_shift));
+	for (; t < c->ntiles; t++)
+		decode_tile(c, tb, t, tile_count(c, t), out + (t << c->tile_shift));
+}
+
+int td_scode_check(const td_scode *c)
+{
+	const struct td_sc_tab *tb = tables(c);
+	if (!tb)
+		return td_fail(TD_ENOMEM, "coded symbol array: decoding tables");
+	if (tb->bad)
+		return td_fail(TD_ECORRUPT, "coded symbol array: the code description does not decode");
+	int err = td_pack_check(&c->tiles);
+	if (err)
+		return err;
+	uint32_t sym[TILE_MAX];
+	for (uint64_t t = 0; t < c->ntiles; t++) {
+		uint64_t end = decode_tile(c, tb, t, tile_count(c, t), sym);
+		if (end == UINT64_MAX || end != td_pack_get(&c->tiles, t + 1))
+			return td_fail(TD_ECORRUPT, "coded symbol array: tile %llu does not decode",
+				       (unsigned long long)t);
+	}
+	if (td_pack_get(&c->tiles, 0) != 0)
+		return td_fail(TD_ECORRUPT, "coded symbol array: tile 0 does not start the data");
+	return TD_OK;
+}
+
+/* ---- encoder ---- */
+
+typedef struct bwr {
+	td_buf *b;
+	uint64_t acc, bits;
+	unsigned n;
+	int err;
+} bwr;
+
+/* Append the low k (<= 32) bits of v, MSB-first. */
+static void put(bwr *w, uint64_t v, unsigned k)
+{
+	if (k == 0)
+		return;
+	w->acc = (w->acc << k) | (v & ((UINT64_C(1) << k) - 1));
+	w->n += k;
+	w->bits += k;
+	while (w->n >= 8) {
+		uint8_t byte = (uint8_t)(w->acc >> (w->n - 8));
+		w->n -= 8;
+		if (!w->err)
+			w->err = td_buf_put(w->b, &byte, 1);
+	}
+}
+
+static void put_flush(bwr *w)
+{
+	if (w->n)
+		put(w, 0, 8 - w->n);
+}
+
+static void put_gamma(bwr *w, uint64_t v) /* v >= 1 */
+{
+	unsigned nb = bits_for(v);
+	put(w, 0, nb - 1);
+	for (unsigned k = nb; k > 0;) {
+		unsigned step = k > 32 ? 32 : k;
+		put(w, v >> (k - step), step);
+		k -= step;
+	}
+}
+
+static void put_rice(bwr *w, uint64_t g, unsigned k)
+{
+	for (uint64_t q = g >> k; q;) {
+		unsigned step = q > 32 ? 32 : (unsigned)q;
+		put(w, UINT32_MAX, step);
+		q -= step;
+	}
+	put(w, 0, 1);
+	put(w, g, k);
+}
+
+/* Symbols are counted in a dense table over the alphabet, or, for an
+ * alphabet much larger than the array, over the distinct symbols found by
+ * sorting a copy (then looked up by binary search). */
+typedef struct sc_ids {
+	uint32_t *uniq; /* NULL: dense, id = symbol */
+	uint64_t m;     /* ids */
+} sc_ids;
+
+static int cmp_u32(const void *x, const void *y)
+{
+	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	return (a > b) - (a < b);
+}
+
+static int ids_make(sc_ids *d, const uint32_t *v, uint64_t n, uint64_t alphabet)
+{
+	d->uniq = NULL;
+	d->m = alphabet;
+	if (alphabet <= 8 * n + (UINT64_C(1) << 20))
+		return TD_OK;
+	uint32_t *u = malloc((n ? n : 1) * sizeof *u);
+	if (!u)
+		return TD_ENOMEM;
+	memcpy(u, v, n * sizeof *u);
+	qsort(u, n, sizeof *u, cmp_u32);
+	uint64_t m = 0;
+	for (uint64_t i = 0; i < n; i++)
+		if (m == 0 || u[m - 1] != u[i])
+			u[m++] = u[i];
+	d->uniq = u;
+	d->m = m ? m : 1;
+	return TD_OK;
+}
+
+static inline uint64_t ids_of(const sc_ids *d, uint32_t s)
+{
+	if (!d->uniq)
+		return s;
+	uint64_t lo = 0, hi = d->m;
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		if (d->uniq[mid] <= s)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static inline uint32_t ids_sym(const sc_ids *d, uint64_t id)
+{
+	return d->uniq ? d->uniq[id] : (uint32_t)id;
+}
+
+typedef struct sc_sym {
+	uint64_t w;   /* weight (count) */
+	uint32_t s;   /* id (sc_ids), or ESC */
+	uint16_t len;
+	uint16_t g;   /* group: the symbol's class, or GROUP_ESC */
+} sc_sym;
+
+static int by_weight(const void *x, const void *y)
+{
+	const sc_sym *a = x, *b = y;
+	return a->w < b->w ? -1 : a->w > b->w ? 1 : (a->s > b->s) - (a->s < b->s);
+}
+
+static int by_code(const void *x, const void *y)
+{
+	const sc_sym *a = x, *b = y;
+	if (a->len != b->len)
+		return a->len < b->len ? -1 : 1;
+	if (a->g != b->g)
+		return a->g < b->g ? -1 : 1;
+	return (a->s > b->s) - (a->s < b->s);
+}
+
+/* Huffman code lengths of sym[0..m) (sorted by weight) into len, at most
+ * TD_SC_MAXLEN bits: weights are halved until the code fits. */
+static int huffman(sc_sym *sym, uint64_t m)
+{
+	if (m == 1) {
+		sym[0].len = 1;
+		return TD_OK;
+	}
+	uint64_t *w = malloc(2 * m * sizeof *w), *parent = malloc(2 * m * sizeof *parent);
+	uint32_t *depth = malloc(2 * m * sizeof *depth);
+	if (!w || !parent || !depth) {
+		free(w);
+		free(parent);
+		free(depth);
+		return TD_ENOMEM;
+	}
+	for (unsigned shift = 0;; shift++) {
+		for (uint64_t i = 0; i < m; i++)
+			w[i] = (sym[i].w >> shift) | 1; /* monotone: the order holds */
+		uint64_t leaf = 0, node = m, made = m;
+		for (; made < 2 * m - 1; made++) {
+			uint64_t pick[2];
+			for (int k = 0; k < 2; k++) {
+				if (leaf < m && (node >= made || w[leaf] <= w[node]))
+					pick[k] = leaf++;
+				else
+					pick[k] = node++;
+			}
+			w[made] = w[pick[0]] + w[pick[1]];
+			parent[pick[0]] = parent[pick[1]] = made;
+		}
+		uint32_t maxd = 0;
+		depth[2 * m - 2] = 0;
+		for (uint64_t i = 2 * m - 2; i-- > 0;) {
+			depth[i] = depth[parent[i]] + 1;
+			if (i < m && depth[i] > maxd)
+				maxd = depth[i];
+		}
+		if (maxd <= TD_SC_MAXLEN) {
+			for (uint64_t i = 0; i < m; i++)
+				sym[i].len = depth[i];
+			break;
+		}
+	}
+	free(w);
+	free(parent);
+	free(depth);
+	return TD_OK;
+}
+
+/* Estimated bits of coding a context's n occurrences with symbols of
+ * count >= t in the table and the rest escaped. */
+static double plan_cost(const sc_sym *all, uint64_t m, uint64_t t, unsigned raw, uint64_t alphabet)
+{
+	double n = 0, esc = 0, bits = 0, tab = 0;
+	for (uint64_t i = 0; i < m; i++)
+		n += (double)all[i].w;
+	for (uint64_t i = 0; i < m; i++) {
+		double c = (double)all[i].w;
+		if (all[i].w >= t) {
+			bits += c * log2(n / c);
+			tab++;
+		} else {
+			esc += c;
+		}
+	}
+	if (esc > 0) {
+		bits += esc * (log2(n / esc) + raw);
+		tab++;
+	}
+	return bits + tab * (log2((double)alphabet / tab) + 2.5);
+}
+
+/* Best Rice parameter for a list of gaps. */
+static unsigned rice_k(const uint64_t *g, uint64_t m)
+{
+	unsigned best = 0;
+	uint64_t best_bits = UINT64_MAX;
+	for (unsigned k = 0; k < 32; k++) {
+		uint64_t bits = 0;
+		for (uint64_t i = 0; i < m && bits < best_bits; i++)
+			bits += (g[i] >> k) + 1 + k;
+		if (bits < best_bits) {
+			best_bits = bits;
+			best = k;
+		}
+	}
+	return best;
+}
+
+/* Build a context's code from its counts cnt[0..ids->m) (replaced by the
+ * encoding: length << 24 | code, 0 for an escaped symbol), write its
+ * description, and return its escape in *esc (same form; 0 when none). */
+static int build_ctx(uint32_t *cnt, const sc_ids *ids, const td_scode *shape, uint64_t alphabet, unsigned raw, bwr *d,
+		     uint32_t *esc)
+{
+	uint64_t m = 0, nid = ids->m;
+	*esc = 0;
+	for (uint64_t s = 0; s < nid; s++)
+		m += cnt[s] != 0;
+	if (m == 0) {
+		put(d, 0, 5);
+		return TD_OK;
+	}
+	sc_sym *all = malloc((m + 1) * sizeof *all);
+	uint64_t *gap = malloc((m + 1) * sizeof *gap);
+	if (!all || !gap) {
+		free(all);
+		free(gap);
+		return TD_ENOMEM;
+	}
+	m = 0;
+	for (uint64_t s = 0; s < nid; s++) /* ids ascend with their symbols */
+		if (cnt[s])
+			all[m++] = (sc_sym){ cnt[s], (uint32_t)s, 0, (uint16_t)sc_class(shape, ids_sym(ids, s)) };
+	uint64_t best_t = 1;
+	double best = plan_cost(all, m, 1, raw, alphabet);
+	for (uint64_t t = 2; t <= 8; t++) {
+		double x = plan_cost(all, m, t, raw, alphabet);
+		if (x < best) {
+			best = x;
+			best_t = t;
+		}
+	}
+	uint64_t k = 0, escw = 0;
+	for (uint64_t i = 0; i < m; i++) {
+		if (all[i].w >= best_t)
+			all[k++] = all[i];
+		else
+			escw += all[i].w;
+		cnt[all[i].s] = 0;
+	}
+	if (escw)
+		all[k++] = (sc_sym){ escw, ESC, 0, GROUP_ESC };
+	qsort(all, k, sizeof *all, by_weight);
+	int err = huffman(all, k);
+	if (err)
+		goto out;
+	qsort(all, k, sizeof *all, by_code);
+	unsigned maxlen = all[k - 1].len;
+	for (uint64_t i = 0; i < k; i++)
+		if (all[i].len > maxlen)
+			maxlen = all[i].len;
+	put(d, maxlen, 5);
+	uint64_t ng[TD_SC_MAXLEN + 1][NGROUP];
+	memset(ng, 0, sizeof ng);
+	for (uint64_t i = 0; i < k; i++)
+		ng[all[i].len][all[i].g]++;
+	for (unsigned L = 1; L <= maxlen; L++)
+		for (unsigned g = 0; g < NGROUP; g++)
+			put_gamma(d, ng[L][g] + 1);
+	uint64_t code = 0, i = 0;
+	for (unsigned L = 1; L <= maxlen; L++) {
+		uint64_t lfrom = i;
+		for (unsigned g = 0; g < NGROUP; g++) {
+			uint64_t from = i;
+			for (uint64_t prev = UINT64_MAX; i < k && all[i].len == L && all[i].g == g; i++) {
+				uint64_t v = all[i].s == ESC ? alphabet : ids_sym(ids, all[i].s);
+				gap[i - from] = v - prev - 1;
+				prev = v;
+				uint32_t enc = (uint32_t)(L << 24 | (code + (i - lfrom)));
+				if (all[i].s == ESC)
+					*esc = enc;
+				else
+					cnt[all[i].s] = enc;
+			}
+			if (i > from) {
+				unsigned rk = rice_k(gap, i - from);
+				put(d, rk, 5);
+				for (uint64_t j = 0; j < i - from; j++)
+					put_rice(d, gap[j], rk);
+			}
+		}
+		code = (code + (i - lfrom)) << 1;
+	}
+out:
+	free(all);
+	free(gap);
+	return err;
+}
+
+int td_scode_encode(const uint32_t *v, uint64_t n, uint64_t alphabet, uint32_t c1, uint32_t c2,
+		    unsigned tile_shift, td_buf *out)
+{
+	if (alphabet == 0 || alphabet > UINT32_MAX - 1 || c1 > c2 || c2 > alphabet || tile_shift < TD_SC_MINSHIFT ||
+	    tile_shift > TD_SC_MAXSHIFT)
+		return td_fail(TD_EINVAL, "coded symbol array: bad parameters");
+	for (uint64_t i = 0; i < n; i++)
+		if (v[i] >= alphabet)
+			return td_fail(TD_EINVAL, "coded symbol array: symbol %u is not below %llu", v[i],
+				       (unsigned long long)alphabet);
+	unsigned raw = bits_for(alphabet - 1) ? bits_for(alphabet - 1) : 1;
+	td_scode shape = { .c1 = c1, .c2 = c2 }; /* for sc_class */
+	const uint64_t mask = (UINT64_C(1) << tile_shift) - 1, nt = (n + mask) >> tile_shift;
+	sc_ids ids;
+	int err = ids_make(&ids, v, n, alphabet);
+	if (err)
+		return err;
+	const uint64_t m = ids.m;
+	uint32_t *cnt = calloc(TD_SC_NCTX * m, sizeof *cnt);
+	uint64_t *tiles = malloc((nt + 1) * sizeof *tiles);
+	td_buf desc = { 0 }, data = { 0 };
+	if (!cnt || !tiles) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		unsigned k = (i & mask) ? sc_class(&shape, v[i - 1]) : 4u;
+		uint32_t *x = &cnt[k * m + ids_of(&ids, v[i])];
+		*x += *x != UINT32_MAX;
+	}
+	uint32_t esc[TD_SC_NCTX];
+	bwr d = { &desc, 0, 0, 0, 0 };
+	for (unsigned k = 0; k < TD_SC_NCTX && !err; k++)
+		err = build_ctx(cnt + k * m, &ids, &shape, alphabet, raw, &d, &esc[k]);
+	put_flush(&d);
+	if (err || (err = d.err))
+		goto out;
+	bwr w = { &data, 0, 0, 0, 0 };
+	for (uint64_t i = 0; i < n; i++) {
+		if (!(i & mask))
+			tiles[i >> tile_shift] = w.bits;
+		unsigned k = (i & mask) ? sc_class(&shape, v[i - 1]) : 4u;
+		uint32_t e = cnt[k * m + ids_of(&ids, v[i])];
+		if (e) {
+			put(&w, e & 0xffffffu, e >> 24);
+		} else {
+			put(&w, esc[k] & 0xffffffu, esc[k] >> 24);
+			put(&w, v[i], raw);
+		}
+	}
+	tiles[nt] = w.bits;
+	put_flush(&w);
+	if ((err = w.err))
+		goto out;
+	static const uint8_t zero[8];
+	if ((err = td_buf_put(&data, zero, 8)) || (err = td_buf_align(&data, 8)) || (err = td_buf_align(&desc, 8)) ||
+	    (err = td_buf_align(out, 8)))
+		goto out;
+	size_t hdr_at = out->len;
+	uint8_t hdr[TD_SC_HDR] = { 0 };
+	if ((err = td_buf_put(out, hdr, sizeof hdr)) || (err = td_pack_encode(tiles, nt + 1, out)) ||
+	    (err = td_buf_align(out, 8)))
+		goto out;
+	uint64_t tb = out->len - hdr_at - TD_SC_HDR;
+	uint64_t h64[2] = { n, alphabet };
+	uint32_t h32[4] = { c1, c2, tile_shift, raw };
+	uint64_t h3[3] = { tb, desc.len, data.len };
+	memcpy(out->p + hdr_at, h64, sizeof h64);
+	memcpy(out->p + hdr_at + 16, h32, sizeof h32);
+	memcpy(out->p + hdr_at + 32, h3, sizeof h3);
+	if ((err = td_buf_put(out, desc.p, desc.len)) == TD_OK)
+		err = td_buf_put(out, data.p, data.len);
+out:
+	free(ids.uniq);
+	free(cnt);
+	free(tiles);
+	td_buf_free(&desc);
+	td_buf_free(&data);
+	return err;
+}
