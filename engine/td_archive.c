@@ -50,6 +50,8 @@ static int bad(unsigned id, const char *what)
 	return td_fail(TD_ECORRUPT, "section '%s': %s", td_section_name(id), what);
 }
 
+static int check_sum(const td_archive *a, unsigned id);
+
 /* View a packed array of section id in the archive's version's layout
  * (versions 1-2: a converted tile table the archive keeps until close). */
 static int view_bytes(td_archive *a, unsigned id, td_pack *p, const void *blob, uint64_t size)
@@ -75,6 +77,35 @@ static int view(td_archive *a, unsigned id, td_pack *p, uint64_t want_n)
 	return TD_OK;
 }
 
+/* Version 4 sections whose version 3 form (td_archive_bytes) is built on
+ * demand: WORD_OFF from the words, the symbol arrays by decoding them. */
+static int derived(const td_archive *a, unsigned id)
+{
+	return a->version >= 4 && (id == TD_SEC_WORD_OFF || id == TD_SEC_ROOT_SYMS || id == TD_SEC_RULE_SYMS);
+}
+
+/* View a root or rule sequence: FOR tiles, or (version 4) coded tiles over
+ * the alphabet T + R with class bounds 2W and T. */
+static int view_syms(td_archive *a, unsigned id, td_syms *s, uint64_t want_n, unsigned slot)
+{
+	memset(s, 0, sizeof *s);
+	if (a->version < 4) {
+		int err = view(a, id, &s->p, want_n);
+		s->n = s->p.n;
+		return err;
+	}
+	const td_disk_section *x = a->sec[id];
+	if (td_scode_view(&s->c, a->map + x->off, x->size) != TD_OK)
+		return bad(id, "malformed coded symbol array");
+	uint64_t alphabet = a->T + a->R ? a->T + a->R : 1;
+	if (s->c.n != want_n || s->c.alphabet != alphabet || s->c.c1 != 2 * a->W || s->c.c2 != a->T)
+		return bad(id, "coded symbol array does not match the archive's counts");
+	s->c.slot = slot;
+	s->coded = 1;
+	s->n = want_n;
+	return TD_OK;
+}
+
 /* Bytes of a compressed section: the frame, without the alignment padding. */
 static uint64_t frame_size(const td_archive *a, unsigned id)
 {
@@ -89,7 +120,7 @@ static uint64_t zstd_max(const td_archive *a, unsigned id)
 {
 	switch (id) {
 	case TD_SEC_NAMES: return a->meta.nentries * TD_MAXNAME;
-	case TD_SEC_WORDS: return a->W * TD_MAXTOK;
+	case TD_SEC_WORDS: return a->W * (TD_MAXTOK + (a->version >= 4 ? 2 : 0));
 	case TD_SEC_OTHER: return a->S * (TD_MAXTOK + 1);
 	case TD_SEC_WORD_FREQ: return 64 + a->W * 9 + (a->W / TD_TILE + 1) * sizeof(td_disk_tile_v1);
 	default: return 0;
@@ -102,6 +133,17 @@ static uint64_t zstd_max(const td_archive *a, unsigned id)
 static int lay_out(td_archive *a, unsigned id)
 {
 	const td_disk_section *s = a->sec[id];
+	if (derived(a, id)) {
+		atomic_init(&a->bytes[id], NULL);
+		a->bytes_size[id] = 0;
+		return TD_OK;
+	}
+	if (!(s->flags & TD_SECF_ZSTD) && id == TD_SEC_WORDS && a->version >= 4) {
+		/* front-coded: the plain words are built on first use */
+		atomic_init(&a->bytes[id], NULL);
+		a->bytes_size[id] = s->size;
+		return TD_OK;
+	}
 	if (!(s->flags & TD_SECF_ZSTD)) {
 		atomic_init(&a->bytes[id], a->map + s->off);
 		a->bytes_size[id] = s->size;
@@ -123,7 +165,7 @@ static int lay_out(td_archive *a, unsigned id)
 
 /* Decode compressed section `id` into a heap copy followed by TD_BYTES_PAD
  * zero bytes; caller holds lazy_mu. */
-static const uint8_t *decode(const td_archive *a, unsigned id)
+static const uint8_t *decode_frame(const td_archive *a, unsigned id)
 {
 	/* Decoding reads the whole frame anyway: check its checksum first, so a
 	 * damaged frame is an error, never wrong names, words or counts. */
@@ -149,22 +191,151 @@ static const uint8_t *decode(const td_archive *a, unsigned id)
 	return buf;
 }
 
+/* Version 4 words: undo the front coding of the decoded frame fc[0..n)
+ * into the plain words (TD_BYTES_PAD zero bytes after them), set their
+ * size and build WORD_OFF's version 3 form (a packed array), which
+ * a->word_off views. Caller holds lazy_mu. */
+static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
+{
+	uint64_t *off = malloc((a->W + 1) * sizeof *off);
+	uint8_t *w = NULL;
+	td_buf blob = { 0 };
+	if (!off) {
+		td_fail(TD_ENOMEM, "section 'words': %llu words", (unsigned long long)a->W);
+		return NULL;
+	}
+	/* First pass: check every word and find where each one starts. */
+	uint64_t at = 0, out = 0, plen = 0;
+	for (uint64_t i = 0; i < a->W; i++) {
+		/* the prefix byte itself may be '\n' (10): the rest starts after it */
+		const uint8_t *nl = at < n ? memchr(fc + at + 1, '\n', n - at - 1) : NULL;
+		uint64_t k = at < n ? fc[at] : 0, rest = nl ? (uint64_t)(nl - fc) - at - 1 : 0;
+		if (!nl || k > plen || k + rest > TD_MAXTOK || k + rest == 0) {
+			bad(TD_SEC_WORDS, "front-coded words do not decode");
+			goto fail;
+		}
+		off[i] = out;
+		plen = k + rest;
+		out += plen;
+		at = (uint64_t)(nl - fc) + 1;
+	}
+	off[a->W] = out;
+	if (at != n) {
+		bad(TD_SEC_WORDS, "bytes after the last front-coded word");
+		goto fail;
+	}
+	/* Second pass: each word is the prefix it shares with the one before
+	 * and the rest of its bytes. */
+	if (!(w = malloc(out + TD_BYTES_PAD))) {
+		td_fail(TD_ENOMEM, "section 'words': %llu bytes", (unsigned long long)out);
+		goto fail;
+	}
+	at = 0;
+	for (uint64_t i = 0; i < a->W; i++) {
+		uint64_t k = fc[at], len = off[i + 1] - off[i];
+		if (k)
+			memcpy(w + off[i], w + off[i - 1], k); /* k > 0 only after a word */
+		memcpy(w + off[i] + k, fc + at + 1, len - k);
+		at += len - k + 2;
+	}
+	memset(w + out, 0, TD_BYTES_PAD);
+	if (td_pack_encode(off, a->W + 1, &blob) || td_pack_view(&a->word_off, blob.p, blob.len)) {
+		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)a->W + 1);
+		goto fail;
+	}
+	free(off);
+	a->bytes_size[TD_SEC_WORDS] = out;
+	a->bytes_size[TD_SEC_WORD_OFF] = blob.len;
+	atomic_store_explicit(&a->bytes[TD_SEC_WORD_OFF], blob.p, memory_order_release);
+	return w;
+fail:
+	free(off);
+	free(w);
+	td_buf_free(&blob);
+	return NULL;
+}
+
+/* A coded symbol array in its version 3 form, after checking its checksum.
+ * Caller holds lazy_mu. */
+static const uint8_t *repack_syms(td_archive *a, unsigned id)
+{
+	const td_syms *s = id == TD_SEC_ROOT_SYMS ? &a->root_syms : &a->rule_syms;
+	if (check_sum(a, id))
+		return NULL;
+	uint32_t *v = malloc((s->n ? s->n : 1) * sizeof *v);
+	uint64_t buf[256];
+	td_buf blob = { 0 };
+	if (!v) {
+		td_fail(TD_ENOMEM, "section '%s': %llu symbols", td_section_name(id), (unsigned long long)s->n);
+		return NULL;
+	}
+	for (uint64_t i = 0; i < s->n; i += 256) {
+		uint64_t k = s->n - i < 256 ? s->n - i : 256;
+		td_syms_range(s, i, k, buf);
+		for (uint64_t j = 0; j < k; j++) {
+			if (buf[j] >= a->T + a->R) {
+				free(v);
+				bad(id, "coded symbols do not decode");
+				return NULL;
+			}
+			v[i + j] = (uint32_t)buf[j];
+		}
+	}
+	int err = td_pack_encode32(v, s->n, &blob);
+	free(v);
+	if (err) {
+		td_fail(TD_ENOMEM, "section '%s': %llu symbols", td_section_name(id), (unsigned long long)s->n);
+		td_buf_free(&blob);
+		return NULL;
+	}
+	a->bytes_size[id] = blob.len;
+	return blob.p;
+}
+
+/* The logical bytes of section id, built; caller holds lazy_mu. */
+static const uint8_t *build_locked(td_archive *a, unsigned id)
+{
+	const uint8_t *p = atomic_load_explicit(&a->bytes[id], memory_order_relaxed);
+	if (p)
+		return p;
+	if (id == TD_SEC_WORD_OFF) {
+		/* built with the words */
+		if (!build_locked(a, TD_SEC_WORDS))
+			return NULL;
+		return atomic_load_explicit(&a->bytes[id], memory_order_relaxed);
+	}
+	if (id == TD_SEC_ROOT_SYMS || id == TD_SEC_RULE_SYMS) {
+		p = repack_syms(a, id);
+	} else if (id == TD_SEC_WORDS && a->version >= 4) {
+		/* front-coded words, stored as a zstd frame or (tools) plain */
+		const td_disk_section *x = a->sec[id];
+		int framed = (x->flags & TD_SECF_ZSTD) != 0;
+		const uint8_t *fc = framed ? decode_frame(a, id) : check_sum(a, id) ? NULL : a->map + x->off;
+		p = fc ? unfront(a, fc, a->bytes_size[id]) : NULL;
+		if (framed)
+			free((void *)fc);
+	} else {
+		p = decode_frame(a, id);
+	}
+	if (p)
+		atomic_store_explicit(&a->bytes[id], p, memory_order_release);
+	return p;
+}
+
 const void *td_archive_bytes(const td_archive *a, unsigned id, uint64_t *size)
 {
 	if (id == 0 || id >= TD_SEC_MAX) {
 		td_fail(TD_EINVAL, "no section %u", id);
 		return NULL;
 	}
-	*size = a->bytes_size[id];
 	const uint8_t *p = atomic_load_explicit(&a->bytes[id], memory_order_acquire);
-	if (p)
-		return p;
-	td_archive *m = (td_archive *)a; /* a decoded copy is a cache */
-	pthread_mutex_lock(&m->lazy_mu);
-	p = atomic_load_explicit(&a->bytes[id], memory_order_relaxed);
-	if (!p && (p = decode(a, id)))
-		atomic_store_explicit(&m->bytes[id], p, memory_order_release);
-	pthread_mutex_unlock(&m->lazy_mu);
+	if (!p) {
+		td_archive *m = (td_archive *)a; /* a decoded copy is a cache */
+		pthread_mutex_lock(&m->lazy_mu);
+		p = build_locked(m, id);
+		pthread_mutex_unlock(&m->lazy_mu);
+	}
+	*size = p ? a->bytes_size[id] : 0;
 	return p;
 }
 
@@ -266,12 +437,20 @@ int td_data_check_slow(const td_archive *a)
 				state = -1;
 			}
 		}
+		/* version 4: the word offsets every terminal read needs come
+		 * from the words */
+		if (state == 1 && a->version >= 4 && !build_locked(m, TD_SEC_WORDS)) {
+			m->data_bad = TD_SEC_WORDS;
+			state = -1;
+		}
 		atomic_store_explicit(&m->data_state, state, memory_order_release);
 	}
 	int state = atomic_load_explicit(&a->data_state, memory_order_relaxed);
 	pthread_mutex_unlock(&m->lazy_mu);
 	if (state == 1)
 		return TD_OK;
+	if (a->data_bad == TD_SEC_WORDS)
+		return td_fail(TD_ECORRUPT, "section 'words': does not decode");
 	return td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(a->data_bad));
 }
 
@@ -288,8 +467,6 @@ static int setup(td_archive *a, unsigned flags)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		if (((flags & TD_OPEN_VERIFY) || checked_at_open(id)) && (err = check_sum(a, id)))
 			return err;
-	if (flags & TD_OPEN_VERIFY)
-		atomic_init(&a->data_state, 1);
 	if (a->sec[TD_SEC_META]->size < sizeof(td_disk_meta))
 		return bad(TD_SEC_META, "too short");
 	memcpy(&a->meta, a->map + a->sec[TD_SEC_META]->off, sizeof a->meta);
@@ -312,11 +489,11 @@ static int setup(td_archive *a, unsigned flags)
 	    (err = view(a, TD_SEC_E_ROOT, &a->e_root, ne + 1)) ||
 	    (err = view(a, TD_SEC_E_GSTART, &a->e_gstart, ne + 1)) ||
 	    (err = view(a, TD_SEC_E_NWORDS, &a->e_nwords, ne)) ||
-	    (err = view(a, TD_SEC_WORD_OFF, &a->word_off, a->W + 1)) ||
+	    (a->version < 4 && (err = view(a, TD_SEC_WORD_OFF, &a->word_off, a->W + 1))) ||
 	    (err = view(a, TD_SEC_OTHER_OFF, &a->other_off, a->S + 1)) ||
-	    (err = view(a, TD_SEC_RULE_SYMS, &a->rule_syms, m->nrulesyms)) ||
+	    (err = view_syms(a, TD_SEC_RULE_SYMS, &a->rule_syms, m->nrulesyms, 1)) ||
 	    (err = view(a, TD_SEC_RULE_LEN, &a->rule_len, a->R)) ||
-	    (err = view(a, TD_SEC_ROOT_SYMS, &a->root_syms, m->nroot)) ||
+	    (err = view_syms(a, TD_SEC_ROOT_SYMS, &a->root_syms, m->nroot, 0)) ||
 	    (err = view(a, TD_SEC_ROOT_SAMPLES, &a->root_samples, m->nsamples)) ||
 	    (err = view(a, TD_SEC_RULE_SAMPLES, &a->rule_samples, m->nrulesamples)))
 		return err;
@@ -324,6 +501,8 @@ static int setup(td_archive *a, unsigned flags)
 		return bad(TD_SEC_ROOT_SAMPLES, "too few samples");
 	/* Only byte sections and WORD_FREQ (read by counts alone) may be
 	 * stored compressed: the rest are read in place. */
+	if (a->version >= 4 && a->sec[TD_SEC_WORD_OFF]->size != 0)
+		return bad(TD_SEC_WORD_OFF, "not empty in a version 4 archive");
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
 		if ((a->sec[id]->flags & TD_SECF_ZSTD) && !td_sec_zstd(id))
 			return bad(id, "compressed, which this section may not be");
@@ -334,6 +513,13 @@ static int setup(td_archive *a, unsigned flags)
 		if ((err = view(a, TD_SEC_WORD_FREQ, &a->word_freq, a->W)))
 			return err;
 		atomic_init(&a->word_freq_ready, 1);
+	}
+	/* Every checksum matched at open: what td_data_check would do first
+	 * is done (version 4: the word offsets come from the words). */
+	if (flags & TD_OPEN_VERIFY) {
+		if (a->version >= 4 && !build_locked(a, TD_SEC_WORDS))
+			return TD_ECORRUPT;
+		atomic_init(&a->data_state, 1);
 	}
 	/* Rule groups: ascending first_rule from 0, symbols inside RULE_SYMS. */
 	const td_disk_section *gs = a->sec[TD_SEC_RULE_GROUPS];
@@ -429,8 +615,11 @@ void td_archive_close(td_archive *a)
 	td_flat_free(a);
 	/* decoded copies of compressed sections (calloc left the rest NULL) */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
-		if (a->sec[id] && (a->sec[id]->flags & TD_SECF_ZSTD))
+		if (a->sec[id] && ((a->sec[id]->flags & TD_SECF_ZSTD) || derived(a, id) ||
+				   (id == TD_SEC_WORDS && a->version >= 4)))
 			free((void *)atomic_load(&a->bytes[id]));
+	td_scode_free(&a->root_syms.c);
+	td_scode_free(&a->rule_syms.c);
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		free(a->pack_owned[id]);
 	pthread_mutex_destroy(&a->lazy_mu);

@@ -137,10 +137,13 @@ uint32_t td_archive_version(const td_archive *a);
  * for gpu/ uploads and tools; NULL when absent. */
 const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);
 
-/* Logical bytes of section `id` and their count: the mapping itself, or for
- * a section stored compressed (TD_SECF_ZSTD, td_format.h) a heap copy
- * decoded on the first call, after checking the section's checksum, and kept
- * until td_archive_close (thread-safe: one decode, under a lock). Returns
+/* Logical bytes of section `id` in its version 3 form, and their count:
+ * the mapping itself, or a heap copy built on the first call, after checking
+ * the section's checksum, and kept until td_archive_close (thread-safe: one
+ * build, under a lock): a section stored compressed (TD_SECF_ZSTD,
+ * td_format.h) decoded; in version 4, the plain words, their offsets
+ * (WORD_OFF) and the root and rule sequences as FOR-packed arrays (what
+ * gpu/ uploads; the sequences cost 4 bytes a symbol or less). Returns
  * NULL with td_fail detail on a checksum mismatch or a frame that does not
  * decode to the size the archive declares (TD_ECORRUPT), out of memory, and
  * for ids outside 1..TD_SEC_MAX-1. */

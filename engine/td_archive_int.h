@@ -5,12 +5,39 @@
 #include "td_archive.h"
 #include "td_format.h"
 #include "td_pack.h"
+#include "td_scode.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 
 struct td_rcache;
+
+/* A symbol sequence (ROOT_SYMS, RULE_SYMS): FOR tiles (versions 1-3) or
+ * entropy-coded tiles (version 4, td_scode.h). Read it through
+ * td_syms_get / td_syms_range; a coded one decodes a tile a time. */
+typedef struct td_syms {
+	uint64_t n;
+	int coded;
+	td_pack p;
+	td_scode c;
+} td_syms;
+
+/* Symbol i (< n); a coded array gives its alphabet (T + R, out of range)
+ * for a symbol that does not decode. */
+static inline uint64_t td_syms_get(const td_syms *s, uint64_t i)
+{
+	return s->coded ? td_scode_get(&s->c, i) : td_pack_get(&s->p, i);
+}
+
+/* Symbols [i, i + count) into out. */
+static inline void td_syms_range(const td_syms *s, uint64_t i, uint64_t count, uint64_t *out)
+{
+	if (s->coded)
+		td_scode_range(&s->c, i, count, out);
+	else
+		td_pack_get_range(&s->p, i, count, out);
+}
 
 struct td_archive {
 	int fd;
@@ -20,7 +47,8 @@ struct td_archive {
 	td_disk_meta meta;
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
 	td_pack word_off, other_off;
-	td_pack rule_syms, rule_len, root_syms, root_samples, rule_samples;
+	td_pack rule_len, root_samples, rule_samples;
+	td_syms rule_syms, root_syms;
 	uint32_t version;                    /* the header's format version */
 	void *pack_owned[TD_SEC_MAX];        /* versions 1-2: converted tile tables */
 	/* Logical bytes of each section: into the mapping, or for one stored
@@ -42,6 +70,7 @@ struct td_archive {
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
 	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
+	const uint32_t *f_root_syms; /* coded root symbols, when they fit the budget too; else NULL */
 	/* Short-token table: the bytes of terminal s in a 16-byte entry (see
 	 * td_tok16): up to 15 bytes, then the length in byte 15
 	 * (TD_TOK16_LONG when longer); word w at entry w, other token o at
@@ -119,10 +148,26 @@ static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
 	return TD_FLAT(a, f_rule_len, rule_len, s - a->T);
 }
 
+/* Root symbol i (< nroot), through its flat copy when one is built. */
+static inline uint64_t td_root_sym(const td_archive *a, uint64_t i)
+{
+	return a->flat && a->f_root_syms ? a->f_root_syms[i] : td_syms_get(&a->root_syms, i);
+}
+
+/* Root symbols [i, i + count) into out. */
+static inline void td_root_range(const td_archive *a, uint64_t i, uint64_t count, uint64_t *out)
+{
+	if (a->flat && a->f_root_syms)
+		for (uint64_t k = 0; k < count; k++)
+			out[k] = a->f_root_syms[i + k];
+	else
+		td_syms_range(&a->root_syms, i, count, out);
+}
+
 /* Symbol i of RULE_SYMS. */
 static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
 {
-	return TD_FLAT(a, f_rule_syms, rule_syms, i);
+	return a->flat ? a->f_rule_syms[i] : td_syms_get(&a->rule_syms, i);
 }
 
 /* Decoded copies of compressed sections end with this many zero bytes, so

@@ -100,7 +100,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	for (;;) {
 		if (i >= re)
 			return corrupt(w, "file shorter than its size");
-		s = td_pack_get(&a->root_syms, i);
+		s = td_root_sym(a, i);
 		if (s >= a->T + a->R)
 			return corrupt(w, "symbol out of range");
 		l = td_sym_len(a, s);
@@ -169,7 +169,7 @@ static void ring_refill(td_walk *w)
 		uint64_t k = half - (w->root_fill & (half - 1));
 		if (k > w->root_end - w->root_fill)
 			k = w->root_end - w->root_fill;
-		td_pack_get_range(&w->a->root_syms, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
+		td_root_range(w->a, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
 		w->root_fill += k;
 	}
 }

@@ -7,6 +7,7 @@
 
 #include "td_archive_int.h"
 #include "td_extract.h"
+#include "td_rcache.h"
 #include "td_tokenize.h"
 
 int td_is_word(const char *word, size_t len)
@@ -136,7 +137,7 @@ static uint64_t count_sym(qctx *q, uint64_t s, unsigned depth)
 	}
 	uint64_t sum = 0;
 	for (uint32_t i = 0; i < len && !q->err; i++)
-		sum += count_sym(q, td_pack_get(&a->rule_syms, start + i), depth + 1);
+		sum += count_sym(q, td_rule_sym(a, start + i), depth + 1);
 	/* the table may have moved while recursing */
 	slot = memo_slot(&q->m, s - a->T, &found);
 	*slot = sum;
@@ -182,7 +183,7 @@ static void search_sym(qctx *q, td_entry e, uint64_t s, uint64_t base, unsigned 
 		return;
 	}
 	for (uint32_t i = 0; i < len && !q->err; i++) {
-		uint64_t c = td_pack_get(&a->rule_syms, start + i);
+		uint64_t c = td_rule_sym(a, start + i);
 		if (c >= a->T + a->R) {
 			q->err = td_fail(TD_ECORRUPT, "symbol out of range");
 			return;
@@ -236,7 +237,7 @@ static int file_query(qctx *q, td_entry e, const char *word, size_t len, uint64_
 		return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
 	uint64_t off = 0;
 	for (uint64_t i = rs; i < re && !q->err; i++) {
-		uint64_t s = td_pack_get(&a->root_syms, i);
+		uint64_t s = td_root_sym(a, i);
 		if (s >= a->T + a->R)
 			return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
 		if (q->out)
@@ -293,6 +294,7 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 			return TD_OK;
 		}
 	}
+	td_flat_build(a); /* a walk reads rule and (version 4) root symbols at every step */
 	err = tree_query(&q, scope, word, len, count, 0);
 	if (out && !err)
 		*count = out->n;

@@ -24,7 +24,7 @@ static unsigned rule_depth(const td_archive *a, uint64_t r, uint8_t *d, unsigned
 	if (td_rule_rhs(a, r, &start, &len))
 		return 0;
 	for (uint32_t i = 0; i < len; i++) {
-		uint64_t s = td_pack_get(&a->rule_syms, start + i);
+		uint64_t s = td_rule_sym(a, start + i);
 		if (s >= a->T + a->R)
 			return 0;
 		if (s >= a->T) {
@@ -56,15 +56,22 @@ int td_archive_verify(const td_archive *a)
 			return FAIL("section '%s': checksum mismatch", td_section_name(id));
 	}
 	const td_pack *wf = td_word_freq(a);
-	if (!wf)
+	/* the words first: a version 4 archive derives their offsets from them */
+	const uint8_t *wb = td_words(a);
+	if (!wf || !wb || !td_other(a))
 		return FAIL("%s", td_errdetail());
-	const td_pack *packs[] = { &a->e_nameoff, &a->e_parent, &a->e_mode,   &a->e_mtime,   &a->e_mtimens,
-				   &a->e_size,    &a->e_child,  &a->e_root,   &a->e_gstart,  &a->e_nwords,
-				   &a->word_off,  wf,            &a->other_off, &a->rule_syms, &a->rule_len,
-				   &a->root_syms, &a->root_samples, &a->rule_samples };
+	const td_pack *packs[] = { &a->e_nameoff, &a->e_parent,  &a->e_mode,   &a->e_mtime,       &a->e_mtimens,
+				   &a->e_size,    &a->e_child,   &a->e_root,   &a->e_gstart,      &a->e_nwords,
+				   &a->word_off,  wf,            &a->other_off, &a->rule_len,     &a->root_samples,
+				   &a->rule_samples };
 	for (size_t i = 0; i < sizeof packs / sizeof *packs; i++)
 		if (td_pack_check(packs[i]))
 			return FAIL("%s", td_errdetail());
+	const td_syms *syms[] = { &a->rule_syms, &a->root_syms };
+	for (size_t i = 0; i < 2; i++)
+		if (syms[i]->coded ? td_scode_check(&syms[i]->c) : td_pack_check(&syms[i]->p))
+			return FAIL("section '%s': %s", td_section_name(i ? TD_SEC_ROOT_SYMS : TD_SEC_RULE_SYMS),
+				    td_errdetail());
 	int err;
 	if ((err = check_offsets(&a->word_off, a->bytes_size[TD_SEC_WORDS], "word")) ||
 	    (err = check_offsets(&a->other_off, a->bytes_size[TD_SEC_OTHER], "other-token")) ||
@@ -74,9 +81,6 @@ int td_archive_verify(const td_archive *a)
 	    (err = check_offsets(&a->e_child, a->meta.nentries, "children")))
 		return err;
 	/* Dictionary: words are words, sorted and distinct. */
-	const uint8_t *wb = td_words(a);
-	if (!wb || !td_other(a))
-		return FAIL("%s", td_errdetail());
 	for (uint64_t w = 0; w < a->W; w++) {
 		uint64_t o0 = td_pack_get(&a->word_off, w), o1 = td_pack_get(&a->word_off, w + 1);
 		if (o1 - o0 > TD_MAXTOK || !td_is_word((const char *)wb + o0, o1 - o0))
@@ -113,7 +117,7 @@ int td_archive_verify(const td_archive *a)
 				return FAIL("rule %llu: offset sample %u is wrong", (unsigned long long)r,
 					    i >> a->shift);
 			}
-			sum += td_sym_len(a, td_pack_get(&a->rule_syms, start + i));
+			sum += td_sym_len(a, td_rule_sym(a, start + i));
 		}
 		if (sum != td_pack_get(&a->rule_len, r)) {
 			free(d);
@@ -127,7 +131,7 @@ int td_archive_verify(const td_archive *a)
 	/* Root: symbols in range, samples agree with lengths. */
 	uint64_t g = 0, words = 0;
 	for (uint64_t i = 0; i < a->meta.nroot; i++) {
-		uint64_t s = td_pack_get(&a->root_syms, i);
+		uint64_t s = td_syms_get(&a->root_syms, i);
 		if (s >= a->T + a->R)
 			return FAIL("root symbol %llu out of range", (unsigned long long)i);
 		if ((i & ((UINT64_C(1) << a->shift) - 1)) == 0 && td_pack_get(&a->root_samples, i >> a->shift) != g)
@@ -164,7 +168,7 @@ int td_archive_verify(const td_archive *a)
 		}
 		uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1), len = 0;
 		for (uint64_t i = rs; i < re; i++)
-			len += td_sym_len(a, td_pack_get(&a->root_syms, i));
+			len += td_sym_len(a, td_syms_get(&a->root_syms, i));
 		if (S_ISDIR(m) ? re != rs : len != td_pack_get(&a->e_size, e))
 			return FAIL("entry %llu: size differs from its text", (unsigned long long)e);
 		if (td_pack_get(&a->e_gstart, e + 1) - td_pack_get(&a->e_gstart, e) != len)

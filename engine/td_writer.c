@@ -16,6 +16,7 @@
 #include "td_format.h"
 #include "td_grammar.h"
 #include "td_pack.h"
+#include "td_scode.h"
 #include "td_tokenize.h"
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
@@ -168,6 +169,8 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 		w->o.max_depth = 32;
 	if (!w->o.sample_shift || w->o.sample_shift > 16)
 		w->o.sample_shift = 5;
+	if (w->o.format != 3)
+		w->o.format = TD_VERSION;
 	/* entry 0: the root directory */
 	w->ent = calloc(64, sizeof *w->ent);
 	w->pi.slot = calloc(1024, sizeof *w->pi.slot);
@@ -558,7 +561,7 @@ static int compress_blob(secbuf *sb, unsigned id)
 	return TD_OK;
 }
 
-static int write_archive(secbuf *sb, const char *out_path)
+static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 {
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
 		int zerr = td_sec_zstd(id) ? compress_blob(sb, id) : TD_OK;
@@ -582,7 +585,7 @@ static int write_archive(secbuf *sb, const char *out_path)
 	td_disk_header h;
 	memset(&h, 0, sizeof h);
 	memcpy(h.magic, TD_MAGIC, TD_MAGIC_LEN);
-	h.version = TD_VERSION;
+	h.version = version;
 	h.header_size = sizeof h;
 	td_disk_section tab[TD_SEC_MAX];
 	uint32_t ns = 0;
@@ -635,6 +638,40 @@ out:
 	free(tmp);
 	free(dcopy);
 	return err;
+}
+
+/* Format 4's WORDS: the sorted words front-coded, each as the length of
+ * the prefix it shares with the word before (one byte), the rest of its
+ * bytes and '\n' (never inside a word); the reader rebuilds the offsets. */
+static int front_code(td_buf *out, const tokdict *d, const uint32_t *words, uint64_t W)
+{
+	const uint8_t *prev = NULL;
+	uint32_t plen = 0;
+	int err = TD_OK;
+	for (uint64_t i = 0; i < W && !err; i++) {
+		const uint8_t *p = d->bytes.p + d->off[words[i]];
+		uint32_t len = d->wordlen[words[i]], k = 0;
+		while (k < len && k < plen && p[k] == prev[k])
+			k++;
+		uint8_t hdr = (uint8_t)k, nl = '\n';
+		if ((err = td_buf_put(out, &hdr, 1)) || (err = td_buf_put(out, p + k, len - k)))
+			break;
+		err = td_buf_put(out, &nl, 1);
+		prev = p;
+		plen = len;
+	}
+	return err;
+}
+
+/* A root or rule sequence: entropy-coded tiles (format 4, td_scode.h) or
+ * FOR tiles (format 3). */
+static int put_syms(const td_writer *w, const uint32_t *v, uint64_t n, uint64_t W, uint64_t T, uint64_t R,
+		    unsigned tile_shift, td_buf *out)
+{
+	if (w->o.format < 4)
+		return td_pack_encode32(v, n, out);
+	uint64_t alphabet = T + R ? T + R : 1;
+	return td_scode_encode(v, n, alphabet, (uint32_t)(2 * W), (uint32_t)T, tile_shift, out);
 }
 
 int td_writer_finish(td_writer *w, const char *out_path)
@@ -705,15 +742,19 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		goto nomem;
 	{
 		uint64_t at = 0;
-		for (uint64_t i = 0; i < W; i++) {
-			tmp[i] = at;
-			err = td_buf_put(&sb.b[TD_SEC_WORDS], d->bytes.p + d->off[words[i]], wl[words[i]]);
-			if (err)
-				goto out;
-			at += wl[words[i]];
+		if (w->o.format >= 4) {
+			err = front_code(&sb.b[TD_SEC_WORDS], d, words, W);
+		} else {
+			for (uint64_t i = 0; i < W && !err; i++) {
+				tmp[i] = at;
+				err = td_buf_put(&sb.b[TD_SEC_WORDS], d->bytes.p + d->off[words[i]], wl[words[i]]);
+				at += wl[words[i]];
+			}
+			tmp[W] = at;
+			if (!err)
+				err = td_pack_encode(tmp, W + 1, &sb.b[TD_SEC_WORD_OFF]);
 		}
-		tmp[W] = at;
-		if ((err = td_pack_encode(tmp, W + 1, &sb.b[TD_SEC_WORD_OFF])))
+		if (err)
 			goto out;
 		at = 0;
 		for (uint64_t k = 0; k < S; k++) {
@@ -793,7 +834,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 				rs[at++] = REMAP(g.rule_syms[j]);
 		}
 		if (!err)
-			err = td_pack_encode32(rs, at, &sb.b[TD_SEC_RULE_SYMS]);
+			err = put_syms(w, rs, at, W, T, R, TD_RULE_TILE_SHIFT, &sb.b[TD_SEC_RULE_SYMS]);
 		if (err)
 			goto out;
 	}
@@ -937,7 +978,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		    (err = td_pack_encode(io.rule_samples, nrsamp, &sb.b[TD_SEC_RULE_SAMPLES])) ||
 		    (err = td_pack_encode(eroot, ne + 1, &sb.b[TD_SEC_E_ROOT])) ||
 		    (err = td_pack_encode(io.e_gstart, ne + 1, &sb.b[TD_SEC_E_GSTART])) ||
-		    (err = td_pack_encode32(root, ri, &sb.b[TD_SEC_ROOT_SYMS])) ||
+		    (err = put_syms(w, root, ri, W, T, R, TD_ROOT_TILE_SHIFT, &sb.b[TD_SEC_ROOT_SYMS])) ||
 		    (err = td_pack_encode(io.root_samples, nsamp, &sb.b[TD_SEC_ROOT_SAMPLES])) ||
 		    (err = td_pack_encode(io.word_freq, W, &sb.b[TD_SEC_WORD_FREQ])) ||
 		    (err = td_pack_encode(io.e_nwords, ne, &sb.b[TD_SEC_E_NWORDS])))
@@ -967,7 +1008,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 #undef REMAP
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "write", 1, 1);
-	err = write_archive(&sb, out_path);
+	err = write_archive(&sb, w->o.format, out_path);
 	goto out;
 nomem:
 	err = td_fail(TD_ENOMEM, "out of memory while building the archive");

@@ -20,6 +20,8 @@ typedef void (*td_progress_fn)(void *ctx, const char *phase, uint64_t done, uint
 typedef struct td_writer_opts {
 	unsigned max_depth;       /* rule nesting bound; 0 = default (32) */
 	unsigned sample_shift;    /* root offset sample every 2^k elements; 0 = default (5) */
+	unsigned format;          /* archive version written: TD_VERSION (0 or any other value),
+	                             or 3, which tadoc releases before format 4 read */
 	td_progress_fn progress;  /* may be NULL */
 	void *progress_ctx;
 	/* Index builder (td_index.h); NULL = td_index_build_cpu. fs/ passes

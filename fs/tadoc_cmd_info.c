@@ -53,6 +53,7 @@ int td_cmd_info(int argc, char **argv)
 	td_archive_info(a, &in);
 
 	td_cli_outf("archive          %s\n", archive);
+	td_cli_outf("format           %u\n", td_archive_version(a));
 	td_cli_outf("archive bytes    %llu\n", (unsigned long long)in.archive_bytes);
 	td_cli_outf("original bytes   %llu\n", (unsigned long long)in.total_bytes);
 	if (in.archive_bytes)

@@ -233,17 +233,28 @@ expect_fail "unpack of a corrupt root sequence" "section 'root': checksum mismat
 no_crash "info on a corrupt rules section" "$TADOC" info "$C"
 expect_fail "archive that is a directory" "$B" "$TADOC" ls "$B"
 
-# --- older formats: version 1 (no compressed sections) and version 2 (compressed
-# names, words, other tokens, word counts), both with 16-byte tiles (version 3 has
-# 8-byte tiles and linear frames). Both still read exactly; archive_patch.py
-# rewrites every packed array with its own decoder and encoder.
+# --- older formats: version 3 (FOR-packed symbols, plain words with offsets), written
+# on request; version 1 (no compressed sections) and version 2 (compressed names,
+# words, other tokens, word counts), both with 16-byte tiles (version 3 has 8-byte
+# tiles and linear frames). All still read exactly; archive_patch.py rewrites every
+# packed array of the version 3 archive with its own decoder and encoder.
+A3=$B/v3.tadoc
+check "compress --format 3" "$TADOC" compress -q --format 3 -o "$A3" "$work/tree"
+check "verify of a version 3 archive" "$TADOC" verify "$A3"
+[ "$("$TADOC" info "$A3" | grep -c 'word-offsets  *0 ')" = 0 ] && ok "version 3 stores word offsets" || not_ok "version 3 without word offsets"
+check "unpack of a version 3 archive" "$TADOC" unpack "$A3" "$B/v3-out"
+if out=$(diff -r --no-dereference "$work/tree" "$B/v3-out" 2>&1); then ok "version 3 unpack: diff -r finds no difference"; else not_ok "version 3 unpack: diff -r" "$out"; fi
+[ "$("$TADOC" count "$A3" the)" = "$("$TADOC" count "$A" the)" ] && ok "version 3 count equals version 4" || not_ok "version 3 count differs"
+[ "$(stat -c %s "$A")" -lt "$(stat -c %s "$A3")" ] && ok "version 4 is smaller than version 3" || not_ok "version 4 is not smaller than version 3"
+expect_fail "compress --format 2" "--format '2'" "$TADOC" compress --format 2 -o "$B/f2.tadoc" "$work/tree"
+expect_fail "compress --format x" "--format 'x'" "$TADOC" compress --format x -o "$B/fx.tadoc" "$work/tree"
 for v in 1 2; do
-	cp "$A" "$B/v$v.tadoc"
+	cp "$A3" "$B/v$v.tadoc"
 	"$PY" "$TESTS_DIR/archive_patch.py" plain "$B/v$v.tadoc" $v
 	check "verify of a version $v archive" "$TADOC" verify "$B/v$v.tadoc"
 	check "unpack of a version $v archive" "$TADOC" unpack "$B/v$v.tadoc" "$B/v$v-out"
 	if out=$(diff -r --no-dereference "$work/tree" "$B/v$v-out" 2>&1); then ok "version $v unpack: diff -r finds no difference"; else not_ok "version $v unpack: diff -r" "$out"; fi
-	[ "$("$TADOC" count "$B/v$v.tadoc" the)" = "$("$TADOC" count "$A" the)" ] && ok "version $v count equals version 3" || not_ok "version $v count differs"
+	[ "$("$TADOC" count "$B/v$v.tadoc" the)" = "$("$TADOC" count "$A" the)" ] && ok "version $v count equals version 4" || not_ok "version $v count differs"
 done
 # A damaged frame is found when first read (its checksum is checked before decoding),
 # by every reader, with a message naming the archive.

@@ -22,6 +22,8 @@ mk periodic; for _ in $(seq 300); do printf 'ab '; done >"$tmp/periodic/p"
 for t in empty one words uni tree long periodic; do
 	"$tadoc" compress -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
 done
+# The version 3 layout (FOR-packed symbols, stored word offsets) is still read.
+"$tadoc" compress -q --format 3 -o "$out/tree-v3.tadoc" "$tmp/tree" >/dev/null
 # Damaged copies: truncated, and a header-only prefix.
 head -c 100 "$out/one.tadoc" >"$out/one-trunc100.tadoc"
 head -c "$(($(stat -c %s "$out/tree.tadoc") / 2))" "$out/tree.tadoc" >"$out/tree-half.tadoc"

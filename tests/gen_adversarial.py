@@ -259,6 +259,14 @@ def build(g):
             data = text_words(rng, rng.randrange(1, 8), VOCAB + UNICODE_WORDS).encode()
         g.file("many/f%05d" % i, data)
 
+    # Words that share prefixes of every length 0..255 with the word before
+    # them in sorted order (format 4 stores the vocabulary front-coded with a
+    # one-byte prefix length, and 10 is '\n', its word separator), 255-byte
+    # words one byte apart, and multi-byte characters split by a prefix.
+    stems = ["p" * k + "q" for k in range(255)] + ["p" * k + "r" for k in (9, 10, 11, 254)]
+    stems += ["z" * 254 + c for c in "abc"] + ["é" * 5 + "x", "é" * 5 + "y", "éé" + "e" * 3]
+    g.file("text/shared_prefixes.txt", " ".join(stems) + "\n" + "\n".join(reversed(stems)))
+
     # A mixed random text file, the bulk of ordinary text.
     g.file("text/mixed_random.txt", text_words(rng, (300000 if big else 30000), VOCAB + UNICODE_WORDS[:5]))
     g.finish()

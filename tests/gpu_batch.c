@@ -158,7 +158,7 @@ static int corpus_init(corpus *c, const td_archive *a)
 		c->mode[e] = st.mode;
 	}
 	uint64_t sz = 0;
-	const void *p = td_archive_section(a, TD_SEC_WORD_OFF, &sz);
+	const void *p = td_archive_bytes(a, TD_SEC_WORD_OFF, &sz); /* built from the words in version 4 */
 	int r = p ? td_pack_view(&c->word_off, p, sz) : TD_ECORRUPT;
 	if (r)
 		return r;

@@ -60,7 +60,7 @@ _tadoc()
         if ((!dashdash)); then
             case $w in
                 --) dashdash=1; continue ;;
-                -o|--output|-c|--config|--max-depth|--sample-shift) skip=1; continue ;;
+                -o|--output|-c|--config|--max-depth|--sample-shift|--format) skip=1; continue ;;
                 -*) continue ;;
             esac
         fi
@@ -71,7 +71,7 @@ _tadoc()
     if [[ $cur == -* && $dashdash -eq 0 ]]; then
         local opts="-h --help"
         case $cmd in
-            compress) opts+=" -o --output -q --quiet --max-depth --sample-shift" ;;
+            compress) opts+=" -o --output -q --quiet --max-depth --sample-shift --format" ;;
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;
@@ -88,6 +88,7 @@ _tadoc()
             case $prev in
                 -o|--output) _tadoc_archives "$cur" ;;
                 --max-depth|--sample-shift) ;;
+                --format) COMPREPLY=($(compgen -W "3 4" -- "$cur")) ;;
                 *) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
             esac
             ;;

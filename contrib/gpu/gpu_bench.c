@@ -642,7 +642,7 @@ static void bench_edits(const bench *b, FILE *md)
 static int section_view(const td_archive *a, unsigned id, td_pack *p)
 {
 	uint64_t sz = 0;
-	const void *s = td_archive_section(a, id, &sz);
+	const void *s = td_archive_bytes(a, id, &sz); /* version 3 form (td_archive.h) */
 	return s ? td_pack_view(p, s, sz) : TD_ECORRUPT;
 }
 
@@ -843,7 +843,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		}
 	}
 	uint64_t sz = 0;
-	const void *p = td_archive_section(a, TD_SEC_WORD_OFF, &sz);
+	const void *p = td_archive_bytes(a, TD_SEC_WORD_OFF, &sz); /* built from the words in version 4 */
 	if (!p || td_pack_view(&b.word_off, p, sz) || b.nfiles == 0 || b.word_off.n < 2) {
 		fprintf(stderr, "%s: no files or no words to benchmark\n", path);
 		return 1;
