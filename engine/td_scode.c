@@ -12,16 +12,16 @@
 #define ESC UINT32_MAX        /* the escape in a decoding table's symbol list */
 #define TILE_MAX (1u << TD_SC_MAXSHIFT)
 
-#define NGROUP 5u           /* classes 0-3, then the escape */
+#define NGROUP 5u            /* classes 0-3, then the escape */
 #define GROUP_ESC 4u
+#define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
+_Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
  * look-up; a longer one is found among the left-justified limits of its
  * length. Either gives the symbol's index in syms and its group (its
  * class, or the escape) without reading syms, so the next symbol's
  * context never waits for that load. */
-#define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG >= TD_SC_MAXLEN */
-
 struct sc_ctx {
 	uint32_t lut[1u << LUT_BITS];      /* index << 8 | group << 5 | length; 0: a longer code */
 	uint64_t lim[TD_SC_MAXLEN + 1];    /* codes of length <= L lie below lim[L] (32-bit, left-justified) */
