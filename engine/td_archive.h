@@ -40,12 +40,15 @@ enum td_open_flags {
  * the section and the problem), TD_ENOMEM. */
 int td_archive_open(const char *path, unsigned flags, td_archive **out);
 
-/* Readers keep expansions of short rules (up to 8 KiB each) in memory, so
+/* Readers keep decoded tables (the rule and, in version 4, root sequences
+ * and the token offsets as flat 32-bit arrays, built at the first read when
+ * they fit) and expansions of short rules (up to 8 KiB each) in memory, so
  * hot text is copied instead of walked again; this caps the total bytes
- * (default TD_RCACHE_DEFAULT, 0 disables). The cache grows in 2 MiB
- * chunks. Call before the first read; the cache is freed by td_archive_close. Not
- * thread-safe with reads. */
-#define TD_RCACHE_DEFAULT (UINT64_C(64) << 20)
+ * (default TD_RCACHE_DEFAULT, 0 disables). Past it, reads decode tiles
+ * where they stand (version 4: several times slower). The rule cache grows
+ * in 2 MiB chunks. Call before the first read; everything is freed by
+ * td_archive_close. Not thread-safe with reads. */
+#define TD_RCACHE_DEFAULT (UINT64_C(256) << 20)
 void td_archive_set_cache(td_archive *a, uint64_t bytes);
 
 /* Fill that cache now: expand every rule of at most 8 KiB, in rule order
