@@ -176,7 +176,9 @@ static int build_writer_archive(const char *tree, const char *out)
 		fprintf(stderr, "fixture: walking %s failed\n", tree);
 		return -1;
 	}
-	td_writer *w = td_writer_new(NULL);
+	/* format 3, so the tests read both layouts (paths.tadoc is format 4) */
+	td_writer_opts o = {.format = 3};
+	td_writer *w = td_writer_new(&o);
 	if (!w)
 		return -1;
 	uint64_t rs = 99;

@@ -18,7 +18,8 @@
  *                                TD_TEST_HEAVY=1 in the environment)
  *   TDT_ARCHIVE  paths.tadoc     td_compress_paths(tree/)
  *   TDT_WRITER   writer.tadoc    the same tree through td_writer streaming,
- *                                added in another order, random chunk sizes
+ *                                added in another order, random chunk sizes,
+ *                                in archive format 3 (paths.tadoc: format 4)
  *   TDT_ORACLE   oracle.txt      tests/oracle.py queries tree/
  *   TDT_SMALL    small/ + small.tadoc   a tiny tree written from C
  */

@@ -52,11 +52,15 @@ static void check_hits(const td_archive *a, const tdt_query *q, const td_hits *h
 	}
 }
 
-Test(query, count_and_search_equal_oracle)
+/* Every oracle query through td_count and td_search on an archive opened
+ * with the given cache budget (UINT64_MAX: the default). */
+static void queries_equal_oracle(const char *archive, uint64_t budget)
 {
 	tdt_oracle *o = tdt_oracle_load();
 	cr_assert_gt(o->nq, 100u);
-	td_archive *a = tdt_open("paths.tadoc", 0);
+	td_archive *a = tdt_open(archive, 0);
+	if (budget != UINT64_MAX)
+		td_archive_set_cache(a, budget);
 	size_t nd = 0, nf = 0;
 	for (size_t i = 0; i < o->nq; i++) {
 		const tdt_query *q = &o->q[i];
@@ -80,6 +84,23 @@ Test(query, count_and_search_equal_oracle)
 	cr_assert_gt(nf, 100u);
 	td_archive_close(a);
 	tdt_oracle_free(o);
+}
+
+Test(query, count_and_search_equal_oracle)
+{
+	queries_equal_oracle("paths.tadoc", UINT64_MAX);
+}
+
+/* Format 3 (FOR-packed symbols, stored word offsets). */
+Test(query, count_and_search_equal_oracle_format3)
+{
+	queries_equal_oracle("writer.tadoc", UINT64_MAX);
+}
+
+/* No decoded tables at all: every symbol comes from its coded tile. */
+Test(query, count_and_search_equal_oracle_coded_tiles)
+{
+	queries_equal_oracle("paths.tadoc", 0);
 }
 
 /* td_search appends to a list that already holds hits. */
@@ -220,5 +241,5 @@ Test(query, word_definition_and_errors)
 
 int main(int argc, char **argv)
 {
-	return tdt_main(argc, argv, TDT_TREE | TDT_ARCHIVE | TDT_ORACLE);
+	return tdt_main(argc, argv, TDT_TREE | TDT_ARCHIVE | TDT_WRITER | TDT_ORACLE);
 }

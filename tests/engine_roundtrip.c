@@ -272,7 +272,17 @@ Test(extract, warm_skips_over_budget_and_stops)
 
 Test(extract, random_offsets_writer)
 {
-	random_extracts("writer.tadoc");
+	random_extracts("writer.tadoc"); /* format 3 */
+}
+
+/* No budget: no decoded tables and no rule cache, so every root and rule
+ * symbol is decoded from its coded tile where it is read. */
+Test(extract, random_offsets_coded_tiles)
+{
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	td_archive_set_cache(a, 0);
+	random_extracts_on(a);
+	td_archive_close(a);
 }
 
 /* td_extract_batch gives what td_extract gives, for 1, 2 and "all" threads. */
