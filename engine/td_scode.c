@@ -266,11 +266,18 @@ typedef struct sc_dec {
 	const uint8_t *data;
 	const struct sc_ctx *ctx;
 	uint64_t alphabet, raw, c1, c2;
+	uint64_t last; /* the last byte a window may start at */
 } sc_dec;
 
 static sc_dec sc_dec_of(const td_scode *c, const struct td_sc_tab *tb)
 {
-	return (sc_dec){ c->data, tb ? tb->ctx : NULL, c->alphabet, c->raw_bits, c->c1, c->c2 };
+	return (sc_dec){ c->data, tb ? tb->ctx : NULL, c->alphabet, c->raw_bits, c->c1, c->c2, c->data_bytes - 8 };
+}
+
+static inline unsigned tile_count(const td_scode *c, uint64_t t)
+{
+	uint64_t first = t << c->tile_shift, left = c->n - first;
+	return left < (UINT64_C(1) << c->tile_shift) ? (unsigned)left : 1u << c->tile_shift;
 }
 
 /* Start tile t; 0, or -1 when its bounds are bad. */
@@ -282,13 +289,18 @@ static int sc_start(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, s
 	return !tb || tb->bad || st->bit > st->end || st->end > (c->data_bytes - 8) * 8 ? -1 : 0;
 }
 
-/* Decode the next symbol of st into *out. 0, or -1 when it does not
- * decode. A short code is one look-up; a long one (about half of them)
- * takes a branch-free binary search of the length limits. */
+/* Decode the next symbol of st into *out (a symbol at or over the
+ * alphabet reads as the alphabet). 0, or -1 when its code does not exist;
+ * a stream that runs past its tile's end is found by the caller, at the
+ * tile's end (the window stays inside the data meanwhile). A short code is
+ * one look-up; a long one (about half of them) takes a branch-free binary
+ * search of the length limits. */
 static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_state *st, uint32_t *out)
 {
 	/* 57 bits or more: a code (<= 24) and an escaped symbol (<= 32) */
-	uint64_t x = load_be64(d.data + (st->bit >> 3)) << (st->bit & 7);
+	uint64_t byte = st->bit >> 3;
+	byte = byte < d.last ? byte : d.last;
+	uint64_t x = load_be64(d.data + byte) << (st->bit & 7);
 	uint32_t top = (uint32_t)(x >> 32);
 	const struct sc_ctx *k = &d.ctx[st->ctx];
 	uint32_t e = k->lut[top >> (32 - LUT_BITS)];
@@ -316,10 +328,8 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 	s = esc ? (uint32_t)raw : s;
 	len += esc ? d.raw : 0;
 	g = esc ? (raw < d.c1 ? (raw & 1) : raw < d.c2 ? 2u : 3u) : g;
-	bad |= esc & (raw >= d.alphabet);
 	st->bit += len;
-	bad |= st->bit > st->end;
-	*out = s;
+	*out = s < d.alphabet ? s : (uint32_t)d.alphabet;
 	st->ctx = g;
 	return -bad;
 }
@@ -336,9 +346,9 @@ static uint64_t decode_tile(const td_scode *c, const struct td_sc_tab *tb, uint6
 		for (; j < cnt && sc_step(d, &st, &out[j]) == 0; j++)
 			;
 	}
-	if (j == cnt)
+	if (j == cnt && st.bit <= st.end && (cnt < tile_count(c, t) || st.bit == st.end))
 		return st.bit;
-	for (; j < cnt; j++)
+	for (j = 0; j < cnt; j++) /* a damaged tile: none of it */
 		out[j] = (uint32_t)c->alphabet;
 	return UINT64_MAX;
 }
@@ -356,16 +366,13 @@ static void decode_tiles4(const td_scode *c, const struct td_sc_tab *tb, uint64_
 	for (unsigned j = 0; j < n && ok; j++)
 		ok = !(sc_step(d, &st[0], &out[j]) | sc_step(d, &st[1], &out[n + j]) | sc_step(d, &st[2], &out[2 * n + j]) |
 		       sc_step(d, &st[3], &out[3 * n + j]));
-	if (!ok) /* one of them is damaged: each on its own, bad symbols marked */
+	for (unsigned q = 0; q < 4; q++)
+		ok &= st[q].bit == st[q].end;
+	if (!ok) /* one of them is damaged: each on its own, bad tiles marked */
 		for (unsigned q = 0; q < 4; q++)
 			decode_tile(c, tb, t + q, n, out + q * n);
 }
 
-static inline unsigned tile_count(const td_scode *c, uint64_t t)
-{
-	uint64_t first = t << c->tile_shift, left = c->n - first;
-	return left < (UINT64_C(1) << c->tile_shift) ? (unsigned)left : 1u << c->tile_shift;
-}
 
 /* Each thread's last decoded tile of two arrays (td_scode.slot), named by
  * its table's gen (unique, so never stale) and tile index. */
