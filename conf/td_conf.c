@@ -47,7 +47,7 @@ void td_conf_defaults(td_conf *c)
 	c->batch_window_us = 200;
 	c->batch_max = 1024;
 	c->cpu_workers = 0;
-	c->cache_size = 256ull << 20;
+	c->cache_size = 512ull << 20;
 	c->cache_warm = true;
 	c->read_ahead = 8ull << 20;
 	c->store_ahead = true;

@@ -113,7 +113,7 @@ typedef struct td_conf {
 	uint64_t gpu_min_read_size; /* gpu_min_read_size = size up to 1G: smaller reads
 	                               never go to the GPU; 0 = measured default (0) */
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
-	uint64_t cache_size;        /* cache_size = size, 0 = no cache (256M) */
+	uint64_t cache_size;        /* cache_size = size, 0 = no cache (512M) */
 	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */
 	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (8M) */
 	bool store_ahead;           /* store_ahead = on|off: read-only mounts put small

@@ -48,7 +48,7 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out);
  * where they stand (version 4: several times slower). The rule cache grows
  * in 2 MiB chunks. Call before the first read; everything is freed by
  * td_archive_close. Not thread-safe with reads. */
-#define TD_RCACHE_DEFAULT (UINT64_C(256) << 20)
+#define TD_RCACHE_DEFAULT (UINT64_C(512) << 20)
 void td_archive_set_cache(td_archive *a, uint64_t bytes);
 
 /* Fill that cache now: expand every rule of at most 8 KiB, in rule order

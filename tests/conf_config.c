@@ -118,7 +118,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.gpu_min_counts, 0);
 	cr_assert_eq(c.gpu_min_read_size, 0);
 	cr_assert_eq(c.cpu_workers, 0);
-	cr_assert_eq(c.cache_size, 256ull << 20);
+	cr_assert_eq(c.cache_size, 512ull << 20);
 	cr_assert(c.cache_warm);
 	cr_assert_eq(c.read_ahead, 8ull << 20);
 	cr_assert(c.store_ahead);
@@ -733,7 +733,7 @@ Test(conf, print_without_file)
 	char *text = slurp(out);
 	cr_assert_not_null(strstr(text, "# config file: (none)\n"));
 	cr_assert_not_null(strstr(text, "gpu               = auto     ; default\n"));
-	cr_assert_not_null(strstr(text, "cache_size        = 256M     ; default\n"));
+	cr_assert_not_null(strstr(text, "cache_size        = 512M     ; default\n"));
 }
 
 /* The example file in contrib/ is valid and lists every default. */

@@ -1,8 +1,10 @@
 /* td_bench: engine micro-benchmarks on one archive (open, random and sequential
  * extract, count and search), printed as key=value lines.
  *
- * Usage: td_bench [-c] [-d SECONDS] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
+ * Usage: td_bench [-c] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
  *
+ *   -m MIB              the archive's cache budget (td_archive_set_cache;
+ *                       default the engine's, TD_RCACHE_DEFAULT)
  *   -c                  time the one-thread figures (open, random, sequential,
  *                       count, search) in process CPU time instead of wall
  *                       time: steadier on a machine shared with other work
@@ -315,25 +317,28 @@ static void tb_queries(const td_archive *a, const struct tb_files *f, char **wor
 
 static void tb_usage(FILE *out)
 {
-	fprintf(out, "usage: td_bench [-c] [-d SECONDS] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
+	fprintf(out, "usage: td_bench [-c] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
 		     "Engine benchmarks: open time, random 64 B / 4 KiB extract on one core,\n"
 		     "batched extract on THREADS threads (0 = all cores), sequential cursor\n"
 		     "reads of every file, count/search of the given words. key=value output.\n"
 		     "-c: one-thread figures in process CPU time (batches stay wall time).\n"
-		     "-p: sequential passes (default 1); the later ones are reported warm.\n");
+		     "-p: sequential passes (default 1); the later ones are reported warm.\n"
+		     "-m: the archive's cache budget in MiB (decoded tables and rule cache).\n");
 }
 
 int main(int argc, char **argv)
 {
 	double secs = 2.0;
 	unsigned nthreads = 0, passes = 1;
+	long long budget_mib = -1;
 	size_t batch = 100000;
 	char *wordlist = NULL;
 	int c;
-	while ((c = getopt(argc, argv, "cd:p:t:n:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "cd:m:p:t:n:w:h")) != -1) {
 		switch (c) {
 		case 'c': tb_clock = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'd': secs = strtod(optarg, NULL); break;
+		case 'm': budget_mib = strtoll(optarg, NULL, 10); break;
 		case 'p': passes = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 't': nthreads = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'n': batch = (size_t)strtoull(optarg, NULL, 10); break;
@@ -358,6 +363,8 @@ int main(int argc, char **argv)
 	int err = td_archive_open(path, 0, &a);
 	if (err)
 		tb_die(path, err);
+	if (budget_mib >= 0)
+		td_archive_set_cache(a, (uint64_t)budget_mib << 20);
 	struct tb_files f;
 	tb_collect(a, &f);
 	printf("files=%zu\nbytes=%" PRIu64 "\n", f.n, f.total);
