@@ -69,8 +69,16 @@ struct td_archive {
 	/* Flat u32 copies of the arrays every token visit reads (see
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
-	const uint32_t *f_word_off, *f_other_off, *f_rule_len, *f_rule_syms;
-	const uint32_t *f_root_syms; /* coded root symbols, when they fit the budget too; else NULL */
+	const uint32_t *f_word_off, *f_other_off, *f_rule_len;
+	/* Flat rule symbols, and (version 4) root symbols when they fit the
+	 * budget too (else NULL): valid once syms_flat is 1. A FOR-packed
+	 * archive flattens its rule symbols with the rest at the first read; a
+	 * coded one decodes tiles where they are read until that has cost an
+	 * eighth of decoding both sequences whole (td_syms_poll), or a mount
+	 * warms up, and then decodes them whole. syms_flat: 0 not (yet), 1
+	 * built, 2 not built (over the budget). */
+	const uint32_t *f_rule_syms, *f_root_syms;
+	atomic_int syms_flat;
 	/* Short-token table: the bytes of terminal s in a 16-byte entry (see
 	 * td_tok16): up to 15 bytes, then the length in byte 15
 	 * (TD_TOK16_LONG when longer); word w at entry w, other token o at
@@ -148,16 +156,21 @@ static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
 	return TD_FLAT(a, f_rule_len, rule_len, s - a->T);
 }
 
+static inline int td_syms_flat(const td_archive *a)
+{
+	return atomic_load_explicit(&a->syms_flat, memory_order_acquire) == 1;
+}
+
 /* Root symbol i (< nroot), through its flat copy when one is built. */
 static inline uint64_t td_root_sym(const td_archive *a, uint64_t i)
 {
-	return a->flat && a->f_root_syms ? a->f_root_syms[i] : td_syms_get(&a->root_syms, i);
+	return td_syms_flat(a) && a->f_root_syms ? a->f_root_syms[i] : td_syms_get(&a->root_syms, i);
 }
 
 /* Root symbols [i, i + count) into out. */
 static inline void td_root_range(const td_archive *a, uint64_t i, uint64_t count, uint64_t *out)
 {
-	if (a->flat && a->f_root_syms)
+	if (td_syms_flat(a) && a->f_root_syms)
 		for (uint64_t k = 0; k < count; k++)
 			out[k] = a->f_root_syms[i + k];
 	else
@@ -167,7 +180,7 @@ static inline void td_root_range(const td_archive *a, uint64_t i, uint64_t count
 /* Symbol i of RULE_SYMS. */
 static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
 {
-	return a->flat ? a->f_rule_syms[i] : td_syms_get(&a->rule_syms, i);
+	return td_syms_flat(a) ? a->f_rule_syms[i] : td_syms_get(&a->rule_syms, i);
 }
 
 /* Decoded copies of compressed sections end with this many zero bytes, so

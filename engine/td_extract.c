@@ -165,6 +165,7 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 static void ring_refill(td_walk *w)
 {
 	const uint64_t half = TD_WALK_RING / 2;
+	td_syms_poll(w->a); /* a long read may make decoding the sequences whole pay */
 	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= half) {
 		uint64_t k = half - (w->root_fill & (half - 1));
 		if (k > w->root_end - w->root_fill)

@@ -320,7 +320,8 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 	if (err)
 		return err;
 	td_flat_build(a);
-	if (!a->flat || !cache_of(a))
+	td_syms_build(a); /* a mount decodes coded sequences now, not at its first reads */
+	if (!a->flat || !td_syms_flat(a) || !cache_of(a))
 		return TD_OK; /* tables or cache over the budget, or no rules */
 	/* Arena bytes all short expansions take, with a margin for the
 	 * thread-local blocks' tails and a lost race now and then. */
@@ -437,51 +438,90 @@ static uint8_t *tok16(const td_archive *a, const uint32_t *wo, const uint32_t *o
 	return t;
 }
 
+static pthread_mutex_t flat_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Bytes of the tables built at the first read (td_flat_build). */
+static uint64_t flat1_bytes(const td_archive *a)
+{
+	return 4 * (a->word_off.n + a->other_off.n + a->rule_len.n + (a->rule_syms.coded ? 0 : a->rule_syms.n));
+}
+
 void td_flat_build(const td_archive *a)
 {
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	if (atomic_load_explicit(&a->flat, memory_order_acquire) || a->rcache_budget == 0)
-		return;
-	uint64_t bytes = 4 * (a->word_off.n + a->other_off.n + a->rule_len.n + a->rule_syms.n);
-	if (bytes > a->rcache_budget)
-		return;
-	pthread_mutex_lock(&lock);
-	td_archive *m = (td_archive *)a;
-	if (!atomic_load(&m->flat)) {
-		uint32_t *wo = flatten(&a->word_off), *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
-			 *rs = flatten_syms(&a->rule_syms);
-		if (wo && oo && rl && rs) {
-			m->f_word_off = wo;
-			m->f_other_off = oo;
-			m->f_rule_len = rl;
-			m->f_rule_syms = rs;
-			if (bytes + 16 * (a->T - a->W) <= a->rcache_budget)
-				m->f_tok16 = tok16(a, wo, oo);
-			/* Coded root symbols (version 4) decode at ~10 ns each,
-			 * FOR tiles at ~1: decode them once, when they fit too. */
-			if (a->root_syms.coded && bytes + 16 * (a->T - a->W) + flat_bytes(a->root_syms.n) <= a->rcache_budget)
-				m->f_root_syms = flatten_syms(&a->root_syms);
-			atomic_store_explicit(&m->flat, wo, memory_order_release);
-		} else {
-			big_free(wo, flat_bytes(a->word_off.n));
-			big_free(oo, flat_bytes(a->other_off.n));
-			big_free(rl, flat_bytes(a->rule_len.n));
-			big_free(rs, flat_bytes(a->rule_syms.n));
+	if (!atomic_load_explicit(&a->flat, memory_order_acquire) && a->rcache_budget != 0 &&
+	    flat1_bytes(a) <= a->rcache_budget) {
+		uint64_t bytes = flat1_bytes(a);
+		pthread_mutex_lock(&flat_lock);
+		td_archive *m = (td_archive *)a;
+		if (!atomic_load(&m->flat)) {
+			uint32_t *wo = flatten(&a->word_off), *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
+				 *rs = a->rule_syms.coded ? NULL : flatten_syms(&a->rule_syms);
+			if (wo && oo && rl && (rs || a->rule_syms.coded)) {
+				m->f_word_off = wo;
+				m->f_other_off = oo;
+				m->f_rule_len = rl;
+				if (bytes + 16 * (a->T - a->W) <= a->rcache_budget)
+					m->f_tok16 = tok16(a, wo, oo);
+				if (rs) { /* FOR tiles decode at ~1 ns a symbol: now */
+					m->f_rule_syms = rs;
+					atomic_store_explicit(&m->syms_flat, 1, memory_order_release);
+				}
+				atomic_store_explicit(&m->flat, wo, memory_order_release);
+			} else {
+				big_free(wo, flat_bytes(a->word_off.n));
+				big_free(oo, flat_bytes(a->other_off.n));
+				big_free(rl, flat_bytes(a->rule_len.n));
+				big_free(rs, flat_bytes(a->rule_syms.n));
+			}
 		}
+		pthread_mutex_unlock(&flat_lock);
 	}
-	pthread_mutex_unlock(&lock);
+	td_syms_poll(a);
+}
+
+void td_syms_build(const td_archive *a)
+{
+	if (!a->rule_syms.coded || atomic_load_explicit(&a->syms_flat, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&flat_lock);
+	td_archive *m = (td_archive *)a;
+	if (!atomic_load(&m->syms_flat)) {
+		/* within the budget beside the tables of the first read: the
+		 * rule symbols (read at random: they matter most), then the root */
+		uint64_t used = a->flat ? flat1_bytes(a) + (a->f_tok16 ? tok16_bytes(a) : 0) : 0;
+		uint64_t rules = flat_bytes(a->rule_syms.n), root = flat_bytes(a->root_syms.n);
+		uint32_t *rs = used + rules <= a->rcache_budget ? flatten_syms(&a->rule_syms) : NULL;
+		if (rs) {
+			m->f_rule_syms = rs;
+			if (used + rules + root <= a->rcache_budget)
+				m->f_root_syms = flatten_syms(&a->root_syms);
+		}
+		atomic_store_explicit(&m->syms_flat, rs ? 1 : 2, memory_order_release);
+	}
+	pthread_mutex_unlock(&flat_lock);
+}
+
+void td_syms_consider(const td_archive *a)
+{
+	uint64_t done = atomic_load_explicit(&a->root_syms.c.decoded, memory_order_relaxed) +
+			atomic_load_explicit(&a->rule_syms.c.decoded, memory_order_relaxed);
+	if (done >= (a->root_syms.n + a->rule_syms.n) / 8)
+		td_syms_build(a);
 }
 
 void td_flat_free(td_archive *a)
 {
+	if (atomic_load(&a->syms_flat) == 1) {
+		big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
+		big_free(a->f_root_syms, flat_bytes(a->root_syms.n));
+		a->f_rule_syms = a->f_root_syms = NULL;
+		atomic_store(&a->syms_flat, 0);
+	}
 	if (!atomic_load(&a->flat))
 		return;
 	big_free(a->f_word_off, flat_bytes(a->word_off.n));
 	big_free(a->f_other_off, flat_bytes(a->other_off.n));
 	big_free(a->f_rule_len, flat_bytes(a->rule_len.n));
-	big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
-	big_free(a->f_root_syms, flat_bytes(a->root_syms.n));
-	a->f_root_syms = NULL;
 	big_free(a->f_tok16, tok16_bytes(a));
 	a->f_tok16 = NULL;
 	atomic_store(&a->flat, NULL);

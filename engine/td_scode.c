@@ -93,6 +93,7 @@ int td_scode_view(td_scode *c, const void *blob, uint64_t size)
 	c->data = c->desc + db;
 	c->data_bytes = xb;
 	atomic_init(&c->tab, NULL);
+	atomic_init(&c->decoded, 0);
 	return TD_OK;
 }
 
@@ -104,8 +105,20 @@ typedef struct brd {
 	int bad;
 } brd;
 
+/* The next 57 or more bits, left-justified (zeros past the end). */
+static inline uint64_t peek(const brd *r)
+{
+	uint64_t byte = r->at >> 3, nbytes = r->nbits >> 3;
+	if (byte + 8 <= nbytes)
+		return load_be64(r->p + byte) << (r->at & 7);
+	uint8_t tmp[8] = { 0 };
+	if (byte < nbytes)
+		memcpy(tmp, r->p + byte, nbytes - byte);
+	return load_be64(tmp) << (r->at & 7);
+}
+
 /* Next k (<= 32) bits; 0 and bad set past the end. */
-static uint64_t rd(brd *r, unsigned k)
+static inline uint64_t rd(brd *r, unsigned k)
 {
 	if (k == 0)
 		return 0;
@@ -113,20 +126,27 @@ static uint64_t rd(brd *r, unsigned k)
 		r->bad = 1;
 		return 0;
 	}
-	uint8_t tmp[8] = { 0 };
-	uint64_t byte = r->at >> 3, avail = (r->nbits >> 3) - byte;
-	memcpy(tmp, r->p + byte, avail < 8 ? avail : 8);
-	uint64_t x = load_be64(tmp) << (r->at & 7);
+	uint64_t x = peek(r);
 	r->at += k;
 	return x >> (64 - k);
+}
+
+/* How many bits equal to `bit` come next (at most 56), not consumed. */
+static inline unsigned run_of(const brd *r, unsigned bit)
+{
+	uint64_t x = peek(r) | 0xff; /* the low 7 bits may lie past the window */
+	x = bit ? ~x : x;
+	unsigned n = x ? (unsigned)__builtin_clzll(x) : 64;
+	return n < 56 ? n : 56;
 }
 
 static uint64_t rd_gamma(brd *r)
 {
 	unsigned z = 0;
-	while (!r->bad && rd(r, 1) == 0)
-		if (++z > 40)
-			r->bad = 1;
+	for (unsigned n; !r->bad && (n = run_of(r, 0)) > 0 && z <= 40; z += n)
+		r->at += n; /* zeros, a run at a time */
+	if (z > 40 || rd(r, 1) != 1) /* the leading one of the value */
+		r->bad = 1;
 	if (r->bad)
 		return 0;
 	return (UINT64_C(1) << z) | rd(r, z);
@@ -135,8 +155,13 @@ static uint64_t rd_gamma(brd *r)
 static uint64_t rd_rice(brd *r, unsigned k)
 {
 	uint64_t q = 0;
-	while (!r->bad && rd(r, 1) == 1)
-		q++;
+	for (unsigned n; !r->bad && r->at < r->nbits && (n = run_of(r, 1)) > 0; q += n) {
+		if (r->at + n > r->nbits)
+			n = (unsigned)(r->nbits - r->at);
+		r->at += n; /* ones, a run at a time */
+	}
+	if (rd(r, 1) != 0) /* the zero that ends the quotient */
+		r->bad = 1;
 	return (q << k) | rd(r, k);
 }
 
@@ -388,6 +413,7 @@ static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 	uint64_t gen = tb ? tb->gen : 0;
 	struct sc_slot *s = &sc_tls[c->slot & 1];
 	if (!tb || s->gen != gen || s->t != t) {
+		atomic_fetch_add_explicit(&((td_scode *)c)->decoded, tile_count(c, t), memory_order_relaxed);
 		decode_tile(c, tb, t, tile_count(c, t), s->sym);
 		s->gen = gen;
 		s->t = t;
