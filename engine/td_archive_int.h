@@ -70,15 +70,15 @@ struct td_archive {
 	 * td_rcache.h: td_flat_get); NULL until built. */
 	_Atomic(const uint32_t *) flat;
 	const uint32_t *f_word_off, *f_other_off, *f_rule_len;
-	/* Flat rule symbols, and (version 4) root symbols when they fit the
-	 * budget too (else NULL): valid once syms_flat is 1. A FOR-packed
-	 * archive flattens its rule symbols with the rest at the first read; a
-	 * coded one decodes tiles where they are read until that has cost an
-	 * eighth of decoding both sequences whole (td_syms_poll), or a mount
-	 * warms up, and then decodes them whole. syms_flat: 0 not (yet), 1
-	 * built, 2 not built (over the budget). */
+	/* Flat rule symbols, valid once syms_flat is 1, and (version 4) root
+	 * symbols, valid once root_flat is 1 (each: 0 not yet, 1 built, 2 over
+	 * the budget). A FOR-packed archive flattens its rule symbols with the
+	 * rest at the first read; a coded one decodes tiles where they are
+	 * read until that has cost an eighth of decoding each whole (a one-off
+	 * read of a small file decodes only what it reads, a full pass 1.125
+	 * times the symbols), or a mount warms up (td_syms_build). */
 	const uint32_t *f_rule_syms, *f_root_syms;
-	atomic_int syms_flat;
+	atomic_int syms_flat, root_flat;
 	/* Short-token table: the bytes of terminal s in a 16-byte entry (see
 	 * td_tok16): up to 15 bytes, then the length in byte 15
 	 * (TD_TOK16_LONG when longer); word w at entry w, other token o at
@@ -161,16 +161,21 @@ static inline int td_syms_flat(const td_archive *a)
 	return atomic_load_explicit(&a->syms_flat, memory_order_acquire) == 1;
 }
 
+static inline int td_root_flat(const td_archive *a)
+{
+	return atomic_load_explicit(&a->root_flat, memory_order_acquire) == 1;
+}
+
 /* Root symbol i (< nroot), through its flat copy when one is built. */
 static inline uint64_t td_root_sym(const td_archive *a, uint64_t i)
 {
-	return td_syms_flat(a) && a->f_root_syms ? a->f_root_syms[i] : td_syms_get(&a->root_syms, i);
+	return td_root_flat(a) ? a->f_root_syms[i] : td_syms_get(&a->root_syms, i);
 }
 
 /* Root symbols [i, i + count) into out. */
 static inline void td_root_range(const td_archive *a, uint64_t i, uint64_t count, uint64_t *out)
 {
-	if (td_syms_flat(a) && a->f_root_syms)
+	if (td_root_flat(a))
 		for (uint64_t k = 0; k < count; k++)
 			out[k] = a->f_root_syms[i + k];
 	else

@@ -479,44 +479,67 @@ void td_flat_build(const td_archive *a)
 	td_syms_poll(a);
 }
 
-void td_syms_build(const td_archive *a)
+/* Flatten coded sequence s into *f, publishing state (see td_archive_int.h)
+ * 1, or 2 when `need` more bytes than *used leave the budget; the caller
+ * holds flat_lock. */
+static void syms_flatten(const td_archive *a, const td_syms *s, const uint32_t **f, atomic_int *state, uint64_t *used)
 {
-	if (!a->rule_syms.coded || atomic_load_explicit(&a->syms_flat, memory_order_acquire))
+	if (atomic_load(state))
+		return;
+	uint64_t need = flat_bytes(s->n);
+	uint32_t *v = *used + need <= a->rcache_budget ? flatten_syms(s) : NULL;
+	if (v) {
+		*f = v;
+		*used += need;
+	}
+	atomic_store_explicit(state, v ? 1 : 2, memory_order_release);
+}
+
+/* Coded sequences: which to decode whole now (rules: want_rules, root:
+ * want_root), within the budget left beside td_flat_build's tables. */
+static void syms_build(const td_archive *a, int want_rules, int want_root)
+{
+	if (!a->rule_syms.coded)
 		return;
 	pthread_mutex_lock(&flat_lock);
 	td_archive *m = (td_archive *)a;
-	if (!atomic_load(&m->syms_flat)) {
-		/* within the budget beside the tables of the first read: the
-		 * rule symbols (read at random: they matter most), then the root */
-		uint64_t used = a->flat ? flat1_bytes(a) + (a->f_tok16 ? tok16_bytes(a) : 0) : 0;
-		uint64_t rules = flat_bytes(a->rule_syms.n), root = flat_bytes(a->root_syms.n);
-		uint32_t *rs = used + rules <= a->rcache_budget ? flatten_syms(&a->rule_syms) : NULL;
-		if (rs) {
-			m->f_rule_syms = rs;
-			if (used + rules + root <= a->rcache_budget)
-				m->f_root_syms = flatten_syms(&a->root_syms);
-		}
-		atomic_store_explicit(&m->syms_flat, rs ? 1 : 2, memory_order_release);
-	}
+	uint64_t used = a->flat ? flat1_bytes(a) + (a->f_tok16 ? tok16_bytes(a) : 0) : 0;
+	if (atomic_load(&m->syms_flat) == 1)
+		used += flat_bytes(a->rule_syms.n);
+	if (atomic_load(&m->root_flat) == 1)
+		used += flat_bytes(a->root_syms.n);
+	/* the rule symbols first: read at random, they matter most */
+	if (want_rules)
+		syms_flatten(a, &a->rule_syms, &m->f_rule_syms, &m->syms_flat, &used);
+	if (want_root)
+		syms_flatten(a, &a->root_syms, &m->f_root_syms, &m->root_flat, &used);
 	pthread_mutex_unlock(&flat_lock);
+}
+
+void td_syms_build(const td_archive *a)
+{
+	syms_build(a, 1, 1);
 }
 
 void td_syms_consider(const td_archive *a)
 {
-	uint64_t done = atomic_load_explicit(&a->root_syms.c.decoded, memory_order_relaxed) +
-			atomic_load_explicit(&a->rule_syms.c.decoded, memory_order_relaxed);
-	if (done >= (a->root_syms.n + a->rule_syms.n) / 8)
-		td_syms_build(a);
+	uint64_t rules = atomic_load_explicit(&a->rule_syms.c.decoded, memory_order_relaxed),
+		 root = atomic_load_explicit(&a->root_syms.c.decoded, memory_order_relaxed);
+	int want_rules = !atomic_load_explicit(&a->syms_flat, memory_order_relaxed) && rules >= a->rule_syms.n / 8,
+	    want_root = !atomic_load_explicit(&a->root_flat, memory_order_relaxed) && root >= a->root_syms.n / 8;
+	if (want_rules || want_root)
+		syms_build(a, want_rules, want_root);
 }
 
 void td_flat_free(td_archive *a)
 {
-	if (atomic_load(&a->syms_flat) == 1) {
+	if (atomic_load(&a->syms_flat) == 1)
 		big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
+	if (atomic_load(&a->root_flat) == 1)
 		big_free(a->f_root_syms, flat_bytes(a->root_syms.n));
-		a->f_rule_syms = a->f_root_syms = NULL;
-		atomic_store(&a->syms_flat, 0);
-	}
+	a->f_rule_syms = a->f_root_syms = NULL;
+	atomic_store(&a->syms_flat, 0);
+	atomic_store(&a->root_flat, 0);
 	if (!atomic_load(&a->flat))
 		return;
 	big_free(a->f_word_off, flat_bytes(a->word_off.n));

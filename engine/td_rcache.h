@@ -61,19 +61,21 @@ void td_rcache_free(td_archive *a);
  * arrays on the first read, not at open. */
 void td_flat_build(const td_archive *a);
 
-/* Coded sequences (version 4): decode the rule symbols, and the root
- * symbols when they fit too, into flat arrays now, within the budget left
- * beside td_flat_build's tables (td_syms_flat() then reads 1; 2 when even
- * the rule symbols did not fit). About 10 ns a symbol, so a mount does it
- * while warming up, and readers only once the tiles they decoded where
- * they read (td_scode.decoded) add up to an eighth of that: a one-off read
- * of a small file decodes what it reads, a full pass decodes 1.125 times.
- * Thread-safe, idempotent; a no-op for FOR-packed archives. */
+/* Coded sequences (version 4): decode the rule symbols, then the root
+ * symbols, into flat arrays now, each when it fits the budget left beside
+ * td_flat_build's tables (td_syms_flat / td_root_flat). About 10 ns a
+ * symbol, so a mount does it while warming up (td_archive_warm), and
+ * readers call td_syms_poll, which does it once the tiles they decoded
+ * where they read (td_scode.decoded) cost an eighth of decoding either
+ * whole: a
+ * one-off read of a small file decodes only what it reads. Thread-safe,
+ * idempotent; a no-op for FOR-packed archives. */
 void td_syms_build(const td_archive *a);
 void td_syms_consider(const td_archive *a);
 static inline void td_syms_poll(const td_archive *a)
 {
-	if (a->rule_syms.coded && atomic_load_explicit(&a->syms_flat, memory_order_relaxed) == 0)
+	if (a->rule_syms.coded && (atomic_load_explicit(&a->syms_flat, memory_order_relaxed) == 0 ||
+				   atomic_load_explicit(&a->root_flat, memory_order_relaxed) == 0))
 		td_syms_consider(a);
 }
 
