@@ -74,9 +74,13 @@ struct td_archive {
 	 * symbols, valid once root_flat is 1 (each: 0 not yet, 1 built, 2 over
 	 * the budget). A FOR-packed archive flattens its rule symbols with the
 	 * rest at the first read; a coded one decodes tiles where they are
-	 * read until that has cost an eighth of decoding each whole (a one-off
-	 * read of a small file decodes only what it reads, a full pass 1.125
-	 * times the symbols), or a mount warms up (td_syms_build). */
+	 * read until tiles decoded a second time add up to an eighth of the
+	 * rule symbols or half of the root symbols (td_scode.redecoded), or a
+	 * mount warms up (td_syms_build): a one-off read of a small file
+	 * decodes only what it reads; a pass in order decodes the root once,
+	 * at the speed of a whole decode (four tiles at a time), while the
+	 * rules, read at random, are flattened early in it; reading files out
+	 * of the archive's order decodes the tiles two files share twice. */
 	const uint32_t *f_rule_syms, *f_root_syms;
 	atomic_int syms_flat, root_flat;
 	/* Short-token table: the bytes of terminal s in a 16-byte entry (see

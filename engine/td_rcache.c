@@ -523,10 +523,10 @@ void td_syms_build(const td_archive *a)
 
 void td_syms_consider(const td_archive *a)
 {
-	uint64_t rules = atomic_load_explicit(&a->rule_syms.c.decoded, memory_order_relaxed),
-		 root = atomic_load_explicit(&a->root_syms.c.decoded, memory_order_relaxed);
+	uint64_t rules = atomic_load_explicit(&a->rule_syms.c.redecoded, memory_order_relaxed),
+		 root = atomic_load_explicit(&a->root_syms.c.redecoded, memory_order_relaxed);
 	int want_rules = !atomic_load_explicit(&a->syms_flat, memory_order_relaxed) && rules >= a->rule_syms.n / 8,
-	    want_root = !atomic_load_explicit(&a->root_flat, memory_order_relaxed) && root >= a->root_syms.n / 8;
+	    want_root = !atomic_load_explicit(&a->root_flat, memory_order_relaxed) && root >= a->root_syms.n / 2;
 	if (want_rules || want_root)
 		syms_build(a, want_rules, want_root);
 }

@@ -66,8 +66,8 @@ void td_flat_build(const td_archive *a);
  * td_flat_build's tables (td_syms_flat / td_root_flat). About 10 ns a
  * symbol, so a mount does it while warming up (td_archive_warm), and
  * readers call td_syms_poll, which does it once the tiles they decoded
- * where they read (td_scode.decoded) cost an eighth of decoding either
- * whole: a
+ * where they read again (td_scode.redecoded) cost an eighth of decoding
+ * the rule symbols whole or half of the root symbols: a
  * one-off read of a small file decodes only what it reads. Thread-safe,
  * idempotent; a no-op for FOR-packed archives. */
 void td_syms_build(const td_archive *a);

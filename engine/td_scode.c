@@ -36,6 +36,7 @@ struct sc_ctx {
 struct td_sc_tab {
 	uint64_t gen; /* unique per table: names it in the threads' tile caches */
 	int bad;      /* the description does not decode: every symbol is bad */
+	atomic_uint_fast64_t *seen; /* a bit per tile decoded by get/range */
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
 
@@ -93,7 +94,7 @@ int td_scode_view(td_scode *c, const void *blob, uint64_t size)
 	c->data = c->desc + db;
 	c->data_bytes = xb;
 	atomic_init(&c->tab, NULL);
-	atomic_init(&c->decoded, 0);
+	atomic_init(&c->redecoded, 0);
 	return TD_OK;
 }
 
@@ -171,6 +172,7 @@ static void tab_free(struct td_sc_tab *t)
 		return;
 	for (unsigned k = 0; k < TD_SC_NCTX; k++)
 		free(t->ctx[k].syms);
+	free(t->seen);
 	free(t);
 }
 
@@ -249,6 +251,10 @@ static struct td_sc_tab *tab_build(const td_scode *c)
 	if (!t)
 		return NULL;
 	t->gen = atomic_fetch_add(&gens, 1);
+	if (!(t->seen = calloc(c->ntiles / 64 + 1, sizeof *t->seen))) {
+		free(t);
+		return NULL;
+	}
 	brd r = { c->desc, c->desc_bytes * 8, 0, 0 };
 	for (unsigned k = 0; k < TD_SC_NCTX && !t->bad; k++)
 		if (read_ctx(c, &r, &t->ctx[k]))
@@ -403,13 +409,16 @@ static void decode_tiles4(const td_scode *c, const struct td_sc_tab *tb, uint64_
  * its table's gen (unique, so never stale) and tile index. */
 struct sc_slot {
 	uint64_t gen, t, nt; /* tiles [t, t + nt) of the table named gen */
+	uint64_t run;        /* tiles met one after the other so far */
 	uint32_t sym[4 * TILE_MAX];
 };
 static _Thread_local struct sc_slot sc_tls[2];
 
 /* Tile t's symbols: from the thread's slot, or decoded into it. A reader
- * that moves on to the next tile gets it and the three after it decoded in
- * step (decode_tiles4), as fast as a whole-array decode. */
+ * that has moved on to the next tile twice in a row gets the next one and
+ * the three after it decoded in step (decode_tiles4, as fast as a
+ * whole-array decode; before that, reads of small files that skip about
+ * would waste the other three). */
 static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 {
 	const struct td_sc_tab *tb = tables(c);
@@ -418,15 +427,22 @@ static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 	const unsigned shift = c->tile_shift;
 	if (tb && s->gen == gen && t - s->t < s->nt)
 		return s->sym + ((t - s->t) << shift);
-	if (tb && s->gen == gen && t == s->t + s->nt && t + 4 <= c->n >> shift) {
-		atomic_fetch_add_explicit(&((td_scode *)c)->decoded, UINT64_C(4) << shift, memory_order_relaxed);
+	s->run = tb && s->gen == gen && t == s->t + s->nt ? s->run + 1 : 0;
+	if (s->run >= 2 && t + 4 <= c->n >> shift) {
 		decode_tiles4(c, tb, t, s->sym);
 		s->nt = 4;
 	} else {
-		atomic_fetch_add_explicit(&((td_scode *)c)->decoded, tile_count(c, t), memory_order_relaxed);
 		decode_tile(c, tb, t, tile_count(c, t), s->sym);
 		s->nt = 1;
 	}
+	uint64_t again = 0;
+	for (uint64_t k = t; tb && k < t + s->nt; k++) {
+		uint64_t bit = UINT64_C(1) << (k & 63);
+		if (atomic_fetch_or_explicit(&tb->seen[k >> 6], bit, memory_order_relaxed) & bit)
+			again += tile_count(c, k);
+	}
+	if (again)
+		atomic_fetch_add_explicit(&((td_scode *)c)->redecoded, again, memory_order_relaxed);
 	s->gen = gen;
 	s->t = t;
 	return s->sym;

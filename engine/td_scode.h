@@ -84,7 +84,7 @@ typedef struct td_scode {
 	_Atomic(struct td_sc_tab *) tab; /* decoding tables, built on first decode */
 	unsigned slot;             /* which of a thread's two tile caches it uses (0 or
 	                              1): arrays read together take different ones */
-	atomic_uint_fast64_t decoded; /* symbols decoded by td_scode_get/range so far */
+	atomic_uint_fast64_t redecoded; /* symbols td_scode_get/range decoded again */
 } td_scode;
 
 /* Point c at the coded array stored in blob[0..size): header and table
@@ -97,8 +97,9 @@ void td_scode_free(td_scode *c);
 
 /* Symbol i (< c->n), or c->alphabet when it does not decode. Consecutive
  * calls within one tile cost one look-up: each thread keeps its last
- * decoded tile in slot c->slot; c->decoded counts the symbols decoded so
- * (a reader may decide from it to decode the array whole). Thread-safe. */
+ * decoded tiles in slot c->slot. c->redecoded counts the symbols of tiles
+ * decoded so a second time or more (a reader may decide from it to decode
+ * the array whole: reading in order decodes each tile once). Thread-safe. */
 uint64_t td_scode_get(const td_scode *c, uint64_t i);
 
 /* Symbols [i, i + count) into out (i + count <= c->n), undecodable ones as
