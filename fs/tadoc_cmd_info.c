@@ -10,11 +10,11 @@
 static const char info_help[] =
 	"Usage: tadoc info ARCHIVE\n"
 	"\n"
-	"Show the archive's size and the size of each section, the compression\n"
-	"ratio (original bytes / archive bytes, every index included), the\n"
-	"numbers of files, directories, symlinks, grammar rules and rule symbols,\n"
-	"the grammar depth, the vocabulary (distinct words) and the number of\n"
-	"word tokens.\n"
+	"Show the archive's format version, its size and the size of each\n"
+	"section, the compression ratio (original bytes / archive bytes, every\n"
+	"index included), the numbers of files, directories, symlinks, grammar\n"
+	"rules and rule symbols, the grammar depth, the vocabulary (distinct\n"
+	"words) and the number of word tokens.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
