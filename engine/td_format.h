@@ -71,8 +71,9 @@ extern "C" {
  * decode WORDS. td_archive_bytes() gives every section in its version 3
  * form (plain words, FOR-packed offsets and symbols), which gpu/ uploads.
  * Version 4 archives are 14-18% smaller than version 3 (sotu, gcide,
- * linuxdoc). Readers decode the sequences into flat arrays once, within
- * the cache budget (td_rcache.h); version 3 is still written on request
+ * linuxdoc). Readers decode tiles where they read them, and a sequence
+ * whole into a flat array once that pays, within the cache budget
+ * (td_rcache.h: td_syms_build); version 3 is still written on request
  * (td_writer_opts.format) and read.
  *
  * Files. Entries (directories, files, symlinks) are numbered breadth-first
