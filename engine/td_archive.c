@@ -84,6 +84,14 @@ static int derived(const td_archive *a, unsigned id)
 	return a->version >= 4 && (id == TD_SEC_WORD_OFF || id == TD_SEC_ROOT_SYMS || id == TD_SEC_RULE_SYMS);
 }
 
+/* Sections whose logical bytes, once built, are a heap copy the archive
+ * owns: zstd frames decoded, derived sections, and version 4's words
+ * (front-coded even when stored plain). */
+static int on_heap(const td_archive *a, unsigned id)
+{
+	return (a->sec[id]->flags & TD_SECF_ZSTD) || derived(a, id) || (id == TD_SEC_WORDS && a->version >= 4);
+}
+
 /* View a root or rule sequence: FOR tiles, or (version 4) coded tiles over
  * the alphabet T + R with class bounds 2W and T. */
 static int view_syms(td_archive *a, unsigned id, td_syms *s, uint64_t want_n, unsigned slot)
@@ -138,8 +146,9 @@ static int lay_out(td_archive *a, unsigned id)
 		a->bytes_size[id] = 0;
 		return TD_OK;
 	}
-	if (!(s->flags & TD_SECF_ZSTD) && id == TD_SEC_WORDS && a->version >= 4) {
-		/* front-coded: the plain words are built on first use */
+	if (!(s->flags & TD_SECF_ZSTD) && on_heap(a, id)) {
+		/* version 4's words stored plain: front-coded, the plain words
+		 * are built on first use from its stored size */
 		atomic_init(&a->bytes[id], NULL);
 		a->bytes_size[id] = s->size;
 		return TD_OK;
@@ -263,24 +272,18 @@ static const uint8_t *repack_syms(td_archive *a, unsigned id)
 	if (check_sum(a, id))
 		return NULL;
 	uint32_t *v = malloc((s->n ? s->n : 1) * sizeof *v);
-	uint64_t buf[256];
 	td_buf blob = { 0 };
 	if (!v) {
 		td_fail(TD_ENOMEM, "section '%s': %llu symbols", td_section_name(id), (unsigned long long)s->n);
 		return NULL;
 	}
-	for (uint64_t i = 0; i < s->n; i += 256) {
-		uint64_t k = s->n - i < 256 ? s->n - i : 256;
-		td_syms_range(s, i, k, buf);
-		for (uint64_t j = 0; j < k; j++) {
-			if (buf[j] >= a->T + a->R) {
-				free(v);
-				bad(id, "coded symbols do not decode");
-				return NULL;
-			}
-			v[i + j] = (uint32_t)buf[j];
+	td_scode_decode_all(&s->c, v); /* undecodable symbols read as T + R */
+	for (uint64_t i = 0; i < s->n; i++)
+		if (v[i] >= a->T + a->R) {
+			free(v);
+			bad(id, "coded symbols do not decode");
+			return NULL;
 		}
-	}
 	int err = td_pack_encode32(v, s->n, &blob);
 	free(v);
 	if (err) {
@@ -615,8 +618,7 @@ void td_archive_close(td_archive *a)
 	td_flat_free(a);
 	/* decoded copies of compressed sections (calloc left the rest NULL) */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
-		if (a->sec[id] && ((a->sec[id]->flags & TD_SECF_ZSTD) || derived(a, id) ||
-				   (id == TD_SEC_WORDS && a->version >= 4)))
+		if (a->sec[id] && on_heap(a, id))
 			free((void *)atomic_load(&a->bytes[id]));
 	td_scode_free(&a->root_syms.c);
 	td_scode_free(&a->rule_syms.c);

@@ -479,9 +479,9 @@ void td_flat_build(const td_archive *a)
 	td_syms_poll(a);
 }
 
-/* Flatten coded sequence s into *f, publishing state (see td_archive_int.h)
- * 1, or 2 when `need` more bytes than *used leave the budget; the caller
- * holds flat_lock. */
+/* Flatten coded sequence s into *f and publish its state (td_archive_int.h):
+ * 1, or 2 when its flat copy does not fit the budget beside *used bytes;
+ * the caller holds flat_lock. */
 static void syms_flatten(const td_archive *a, const td_syms *s, const uint32_t **f, atomic_int *state, uint64_t *used)
 {
 	if (atomic_load(state))
