@@ -354,13 +354,16 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 		idx = bad ? 0 : k->base[len] + at;
 	}
 	uint32_t s = k->syms[idx]; /* off the critical path: the context is g */
-	uint64_t raw = (x << len) >> (64 - d.raw);
-	int esc = g == GROUP_ESC;
-	s = esc ? (uint32_t)raw : s;
-	len += esc ? d.raw : 0;
-	g = esc ? (raw < d.c1 ? (raw & 1) : raw < d.c2 ? 2u : 3u) : g;
+	if (__builtin_expect(g == GROUP_ESC, 0)) {
+		/* rare symbols: a well-predicted branch costs less than
+		 * selecting the raw id at every step */
+		uint64_t raw = (x << len) >> (64 - d.raw);
+		len += d.raw;
+		g = raw < d.c1 ? (raw & 1) : raw < d.c2 ? 2u : 3u;
+		s = raw < d.alphabet ? (uint32_t)raw : (uint32_t)d.alphabet;
+	}
 	st->bit += len;
-	*out = s < d.alphabet ? s : (uint32_t)d.alphabet;
+	*out = s; /* a table symbol is < alphabet (read_ctx) */
 	st->ctx = g;
 	return -bad;
 }
