@@ -83,12 +83,17 @@ struct td_archive {
 	 * of the archive's order decodes the tiles two files share twice. */
 	const uint32_t *f_rule_syms, *f_root_syms;
 	atomic_int syms_flat, root_flat;
-	/* Short-token table: the bytes of terminal s in a 16-byte entry (see
-	 * td_tok16): up to 15 bytes, then the length in byte 15
-	 * (TD_TOK16_LONG when longer); word w at entry w, other token o at
-	 * entry W + o. NULL when not built. One load gives a short token,
-	 * instead of an offset then the bytes. */
-	const uint8_t *f_tok16;
+	/* Symbol table (td_sym_entry): symbol s (< T + R) in one word, the
+	 * address and count of its bytes and whether a space follows them (a
+	 * word token with its space). Terminals point at their bytes in WORDS
+	 * or OTHER, except the words most tokens are, which are copied into
+	 * f_sym_pool in order of how often they occur (their lines stay in
+	 * cache); a rule's entry is 0 until its expansion is cached
+	 * (td_rcache.h), then points at it. One load gives any short symbol,
+	 * with no test of what kind it is. NULL when not built (over the cache
+	 * budget). */
+	_Atomic(uint64_t) *f_sym;
+	uint8_t *f_sym_pool;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 	/* The large sections read in place (root, rules, offsets) are
 	 * checksummed once, before the first read or query that uses them
@@ -109,20 +114,6 @@ static inline int td_data_check(const td_archive *a)
 		return TD_OK;
 	return td_data_check_slow(a);
 }
-
-#define TD_TOK16_LONG 0xffu
-
-/* Terminal s's (< T) entry in f_tok16 (which must be built); *space is 1
- * for a word token followed by ' ' (not in the entry). Branch-free. */
-static inline const uint8_t *td_tok16(const td_archive *a, uint64_t s, uint32_t *space)
-{
-	int word = s < 2 * a->W;
-	*space = (uint32_t)(s & (uint64_t)word);
-	return a->f_tok16 + 16 * (word ? s >> 1 : s - a->W);
-}
-
-/* Value i of a packed array, through its flat copy when one is built. */
-#define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))
 
 /* memcpy for the short copies of most tokens, inlined without over-reading:
  * two possibly overlapping fixed-size moves cover any length in a range. */
@@ -147,6 +138,77 @@ static inline void td_copy(uint8_t *d, const uint8_t *s, size_t n)
 		memcpy(d, s, n);
 	}
 }
+
+/* An f_sym entry: the address in bits 0-47, the byte count in bits 48-62
+ * (0: no entry; take the checked path), bit 63 set when a space follows
+ * (it is not among the bytes). The bytes may be read TD_SYM_PAD bytes past
+ * their start, or their end if it is later, so readers copy short symbols
+ * with fixed-size moves. */
+#define TD_SYM_PAD 32u
+#define TD_SYM_ADDR_BITS 48u
+#define TD_SYM_MAXLEN 0x7fffu
+
+/* Copy TD_SYM_PAD bytes from s to d, which may overlap (a symbol's bytes
+ * read past their end may run into the expansion being written): every
+ * load before any store, as an inlined memcpy of this size does anyway. */
+static inline void td_sym_move(uint8_t *d, const uint8_t *s)
+{
+	uint8_t t[TD_SYM_PAD];
+	memcpy(t, s, TD_SYM_PAD);
+	memcpy(d, t, TD_SYM_PAD);
+}
+
+static inline uint64_t td_sym_entry(const td_archive *a, uint64_t s)
+{
+	return atomic_load_explicit(&a->f_sym[s], memory_order_acquire);
+}
+
+static inline uint32_t td_sym_elen(uint64_t e)
+{
+	return (uint32_t)(e >> TD_SYM_ADDR_BITS) & TD_SYM_MAXLEN;
+}
+
+static inline uint32_t td_sym_espace(uint64_t e)
+{
+	return (uint32_t)(e >> 63);
+}
+
+static inline const uint8_t *td_sym_eptr(uint64_t e)
+{
+	return (const uint8_t *)(uintptr_t)(e & ((UINT64_C(1) << TD_SYM_ADDR_BITS) - 1));
+}
+
+/* Write the symbol of entry e (its bytes, then its space) at d, where
+ * room >= its length bytes may be written (bytes past the symbol are
+ * scratch: with TD_SYM_PAD of room, a short one is one fixed-size move).
+ * Returns its length. */
+static inline uint32_t td_sym_write(uint8_t *d, size_t room, uint64_t e)
+{
+	uint32_t l = td_sym_elen(e), sp = td_sym_espace(e);
+	if (l < TD_SYM_PAD && room >= TD_SYM_PAD) {
+		td_sym_move(d, td_sym_eptr(e)); /* readable: see TD_SYM_PAD */
+		d[l] = ' ';                     /* its space, or overwritten next */
+	} else {
+		td_copy(d, td_sym_eptr(e), l);
+		if (sp)
+			d[l] = ' ';
+	}
+	return l + sp;
+}
+
+/* The entry for len (1..TD_SYM_MAXLEN) bytes at p, then a space when
+ * space is 1; 0 when they do not fit one (an address over 48 bits). */
+static inline uint64_t td_sym_make(const uint8_t *p, uint64_t len, unsigned space)
+{
+	uint64_t x = (uint64_t)(uintptr_t)p;
+	if (x >> TD_SYM_ADDR_BITS || len == 0 || len > TD_SYM_MAXLEN)
+		return 0;
+	return x | len << TD_SYM_ADDR_BITS | (uint64_t)(space & 1u) << 63;
+}
+
+/* Value i of a packed array, through its flat copy when one is built. */
+#define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))
+
 
 /* Expanded byte length of symbol s (s < T + R, checked by callers). */
 static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
@@ -193,8 +255,8 @@ static inline uint64_t td_rule_sym(const td_archive *a, uint64_t i)
 }
 
 /* Decoded copies of compressed sections end with this many zero bytes, so
- * a reader may load 16 bytes from any byte of them. */
-#define TD_BYTES_PAD 16u
+ * a reader may load 16 bytes (TD_SYM_PAD for f_sym) from any byte of them. */
+#define TD_BYTES_PAD 32u
 
 /* 1 if 16 bytes may be loaded from p, which points into a section's bytes
  * (the mapping, or a padded decoded copy). */

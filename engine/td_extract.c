@@ -182,21 +182,20 @@ static inline uint64_t root_next(td_walk *w)
 	return w->ring[w->root_i++ % TD_WALK_RING];
 }
 
-/* The bulk of a long read: root symbols that are short tokens or cached
- * rules that fit, while TD_RCACHE_PAD bytes of room remain, with the loop
- * state in locals (a store through buf may alias anything in memory, so
- * fields read through w or a would be reloaded after every token). Returns
- * the new n; leaves any other symbol to the caller. The current token must
- * be used up. */
+/* The bulk of a long read: root symbols that are terminals or cached rules
+ * that fit, while TD_SYM_PAD bytes of room remain, with the loop state in
+ * locals (a store through buf may alias anything in memory, so fields read
+ * through w or a would be reloaded after every token). One symbol table
+ * look-up each (td_sym_entry): most are one 32-byte move, with no branch
+ * on what kind of symbol it is. Returns the new n; leaves any other symbol
+ * to the caller. The current token must be used up. */
 static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 {
 	const td_archive *a = w->a;
-	const struct td_rcache *c = atomic_load_explicit(&((td_archive *)a)->rcache, memory_order_acquire);
-	if (!a->f_tok16 || !c || !a->flat || len < TD_RCACHE_PAD)
+	if (!a->f_sym || len < TD_SYM_PAD)
 		return n;
-	const uint64_t T = a->T, R = a->R;
-	const uint32_t *rlen = a->f_rule_len;
-	const size_t stop = len - TD_RCACHE_PAD;
+	const uint64_t TR = a->T + a->R;
+	const size_t stop = len - TD_SYM_PAD;
 	uint64_t i = w->root_i;
 	while (n <= stop) {
 		w->root_i = i;
@@ -206,34 +205,27 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 			break;
 		for (; i < end && n <= stop; i++) {
 			uint64_t s = w->ring[i % TD_WALK_RING];
-			if (s < T) {
-				uint32_t sp;
-				const uint8_t *e = td_tok16(a, s, &sp);
-				uint32_t tl = e[15];
-				if (tl == TD_TOK16_LONG)
-					goto out;
-				memcpy(buf + n, e, 16); /* see td_walk_read */
-				buf[n + tl] = ' ';
-				n += tl + sp;
+			if (s >= TR)
+				goto out;
+			uint64_t e = td_sym_entry(a, s);
+			uint32_t l = td_sym_elen(e), sp = td_sym_espace(e);
+			const uint8_t *p = td_sym_eptr(e);
+			if (l - 1 < TD_SYM_PAD - 1) {
+				/* 1..31 bytes: n + l < len */
+				memcpy(buf + n, p, TD_SYM_PAD); /* readable: see TD_SYM_PAD */
+				buf[n + l] = ' ';        /* its space, or overwritten next */
+				n += l + sp;
 				continue;
 			}
-			if (s - T >= R)
-				goto out;
-			const uint8_t *p = atomic_load_explicit(&c->slot[s - T], memory_order_acquire);
-			uint32_t l = rlen[s - T];
-			if ((uintptr_t)p <= TD_RCACHE_SEEN)
-				goto out;
-			if (l <= TD_RCACHE_PAD) {
-				memcpy(buf + n, p, TD_RCACHE_PAD); /* readable: see TD_RCACHE_PAD */
-			} else if (l <= 2 * TD_RCACHE_PAD && 2 * TD_RCACHE_PAD <= len - n) {
-				/* Fixed moves, not a call: readable as above. */
-				memcpy(buf + n, p, 2 * TD_RCACHE_PAD);
-			} else {
-				if (l > len - n)
-					goto out;
+			if (l == 0 || l + sp > len - n)
+				goto out; /* a rule not cached yet, a damaged token, or no room */
+			if (l < 2 * TD_SYM_PAD && 2 * TD_SYM_PAD <= len - n)
+				memcpy(buf + n, p, 2 * TD_SYM_PAD); /* fixed moves, not a call */
+			else
 				memcpy(buf + n, p, l);
-			}
-			n += l;
+			if (sp)
+				buf[n + l] = ' ';
+			n += l + sp;
 		}
 	}
 out:
@@ -291,16 +283,11 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			s = root_next(w);
 		}
 		size_t room = len - n;
-		if (s < a->T && a->f_tok16 && room > 16) {
-			/* A short token in one 16-byte move; the byte after it is
-			 * its space or is overwritten by what follows. */
-			uint32_t sp;
-			const uint8_t *e = td_tok16(a, s, &sp);
-			uint32_t tl = e[15];
-			if (tl != TD_TOK16_LONG) {
-				memcpy(buf + n, e, 16);
-				buf[n + tl] = ' ';
-				n += tl + sp;
+		if (a->f_sym && s < a->T + a->R) {
+			/* a terminal, or a rule cached already: one look-up */
+			uint64_t e = td_sym_entry(a, s);
+			if (td_sym_elen(e) && td_sym_elen(e) + td_sym_espace(e) <= room) {
+				n += td_sym_write(buf + n, room, e);
 				continue;
 			}
 		}

@@ -161,6 +161,8 @@ static struct td_rcache *cache_of(const td_archive *a)
  * equal bytes and the last pointer stays (the other's arena bytes are
  * unused until close); td_rcache_get only ever swaps NULL for SEEN, so a
  * stored pointer is never replaced by SEEN. */
+static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len);
+
 static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t len)
 {
 	if (len > TD_RCACHE_MAXRULE || len == 0)
@@ -176,6 +178,7 @@ static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t le
 		return;
 	memcpy(n, src, len);
 	atomic_store_explicit(&c->slot[r], n, memory_order_release);
+	sym_rule(a, r, n, len);
 }
 
 /* Write the expansion of rule r (len bytes) into out, which may be written
@@ -192,24 +195,13 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uin
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = td_rule_sym(a, start + i);
-		if (s < a->T && a->f_tok16) {
-			uint32_t sp;
-			const uint8_t *e = td_tok16(a, s, &sp);
-			uint32_t tl = e[15];
-			if (tl != TD_TOK16_LONG) {
-				if (at + tl + sp > len)
+		if (a->f_sym && s < a->T + a->R) {
+			/* a terminal, or a rule cached already: one look-up */
+			uint64_t e = td_sym_entry(a, s);
+			if (td_sym_elen(e)) {
+				if (at + td_sym_elen(e) + td_sym_espace(e) > len)
 					return -1;
-				if (at + 16 <= lim) {
-					memcpy(out + at, e, 16); /* see td_walk_read */
-					out[at + tl] = ' ';
-				} else {
-					/* Near the end of out (a rule's last token):
-					 * still from the table, not the offsets. */
-					td_copy(out + at, e, tl);
-					if (sp)
-						out[at + tl] = ' ';
-				}
-				at += tl + sp;
+				at += td_sym_write(out + at, lim - at, e);
 				continue;
 			}
 		}
@@ -280,6 +272,8 @@ const uint8_t *td_rcache_get(const td_archive *a, uint64_t r)
 	if (!atomic_compare_exchange_strong_explicit(&c->slot[r], &expected, n, memory_order_acq_rel,
 						     memory_order_acquire))
 		n = expected;
+	else
+		sym_rule(a, r, n, len);
 	return n;
 }
 
@@ -405,37 +399,98 @@ static uint32_t *flatten(const td_pack *p)
 	return flatten_syms(&s);
 }
 
-/* One f_tok16 entry per table of n tokens whose offsets are off[0..n]
- * into bytes (NULL: every token takes the checked path). */
-static void tok16_fill(uint8_t *t, const uint32_t *off, uint64_t n, const uint8_t *bytes, uint64_t size)
+static size_t sym_bytes(const td_archive *a)
 {
-	for (uint64_t w = 0; w < n; w++) {
-		uint8_t *e = t + 16 * w;
-		uint32_t lo = off[w], hi = off[w + 1];
-		if (bytes && lo <= hi && hi <= size && hi - lo < 16) {
-			td_copy(e, bytes + lo, hi - lo);
-			e[15] = (uint8_t)(hi - lo);
-		} else {
-			e[15] = TD_TOK16_LONG;
-		}
+	return 8 * (a->T + a->R + 1);
+}
+
+/* Words are laid out in the pool by how often they occur, the most
+ * frequent first (buckets of log2 of the count, in word order within
+ * one), up to SYM_HOT bytes: the words most tokens are then lie on a few
+ * cache lines instead of all over WORDS (sequential reads of gcide and
+ * linuxdoc 13% and 40% faster than with entries in word order). */
+#define SYM_NBUCKET 34u
+#define SYM_HOT (UINT64_C(8) << 20)
+
+static size_t sym_pool_bytes(const td_archive *a)
+{
+	uint64_t w = a->bytes_size[TD_SEC_WORDS];
+	return (w < SYM_HOT ? w : SYM_HOT) + TD_SYM_PAD;
+}
+
+static unsigned freq_bucket(const td_pack *wf, uint64_t w)
+{
+	uint64_t f = wf ? td_pack_get(wf, w) : 0;
+	unsigned b = f ? 64u - (unsigned)__builtin_clzll(f) : 0u; /* 0..64 */
+	return b >= SYM_NBUCKET ? 0u : SYM_NBUCKET - 1 - b;
+}
+
+/* Token t's bytes [off[t], off[t + 1]) of bytes[0..size): their length,
+ * 0 when the offsets are bad (no entry: the checked path says so). */
+static uint64_t tok_len(const uint32_t *off, uint64_t t, uint64_t size)
+{
+	return off[t] < off[t + 1] && off[t + 1] <= size ? off[t + 1] - off[t] : 0;
+}
+
+/* Whether TD_SYM_PAD bytes may be read from p, a token's bytes in the
+ * mapping or in a decoded copy (TD_BYTES_PAD bytes after it). */
+static int sym_readable(const td_archive *a, const uint8_t *p)
+{
+	if (p >= a->map && p < a->map + a->size)
+		return p + TD_SYM_PAD <= a->map + a->size;
+	return 1;
+}
+
+/* The f_sym table and its pool from the flat offsets (td_archive_int.h);
+ * 0, or -1 out of memory. Rules get their entries as they are cached. */
+static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
+{
+	_Atomic(uint64_t) *ent = big_alloc(sym_bytes(m));
+	uint8_t *pool = big_alloc(sym_pool_bytes(m));
+	if (!ent || !pool) {
+		big_free(ent, sym_bytes(m));
+		big_free(pool, sym_pool_bytes(m));
+		return -1;
 	}
+	const uint8_t *words = td_words(m), *other = td_other(m);
+	const uint64_t wsize = m->bytes_size[TD_SEC_WORDS], osize = m->bytes_size[TD_SEC_OTHER];
+	const td_pack *wf = td_word_freq(m);
+	uint64_t start[SYM_NBUCKET + 1] = { 0 };
+	for (uint64_t w = 0; words && w < m->W; w++)
+		start[freq_bucket(wf, w) + 1] += tok_len(wo, w, wsize);
+	for (unsigned b = 0; b < SYM_NBUCKET; b++)
+		start[b + 1] += start[b];
+	for (uint64_t w = 0; words && w < m->W; w++) {
+		uint64_t l = tok_len(wo, w, wsize);
+		if (!l)
+			continue;
+		unsigned b = freq_bucket(wf, w);
+		const uint8_t *p = words + wo[w];
+		if (start[b] + l <= SYM_HOT) {
+			memcpy(pool + start[b], p, l);
+			p = pool + start[b];
+			start[b] += l;
+		} else if (!sym_readable(m, p)) {
+			continue;
+		}
+		atomic_init(&ent[2 * w], td_sym_make(p, l, 0));
+		atomic_init(&ent[2 * w + 1], td_sym_make(p, l, 1));
+	}
+	for (uint64_t o = 0; other && o < m->T - 2 * m->W; o++) {
+		uint64_t l = tok_len(oo, o, osize);
+		if (l && sym_readable(m, other + oo[o]))
+			atomic_init(&ent[2 * m->W + o], td_sym_make(other + oo[o], l, 0));
+	}
+	m->f_sym = ent;
+	m->f_sym_pool = pool;
+	return 0;
 }
 
-static size_t tok16_bytes(const td_archive *a)
+/* Point rule r's f_sym entry at its cached expansion p (len bytes). */
+static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len)
 {
-	return 16 * (a->T - a->W ? a->T - a->W : 1); /* W words + T - 2W others */
-}
-
-/* The f_tok16 table from the flat offsets (see td_archive_int.h). */
-static uint8_t *tok16(const td_archive *a, const uint32_t *wo, const uint32_t *oo)
-{
-	uint64_t no = a->T - 2 * a->W;
-	uint8_t *t = big_alloc(tok16_bytes(a));
-	if (!t)
-		return NULL;
-	tok16_fill(t, wo, a->W, td_words(a), a->bytes_size[TD_SEC_WORDS]);
-	tok16_fill(t + 16 * a->W, oo, no, td_other(a), a->bytes_size[TD_SEC_OTHER]);
-	return t;
+	if (a->f_sym)
+		atomic_store_explicit(&a->f_sym[a->T + r], td_sym_make(p, len, 0), memory_order_release);
 }
 
 static pthread_mutex_t flat_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -460,8 +515,8 @@ void td_flat_build(const td_archive *a)
 				m->f_word_off = wo;
 				m->f_other_off = oo;
 				m->f_rule_len = rl;
-				if (bytes + 16 * (a->T - a->W) <= a->rcache_budget)
-					m->f_tok16 = tok16(a, wo, oo);
+				if (bytes + sym_bytes(a) + sym_pool_bytes(a) <= a->rcache_budget)
+					sym_build(m, wo, oo);
 				if (rs) { /* FOR tiles decode at ~1 ns a symbol: now */
 					m->f_rule_syms = rs;
 					atomic_store_explicit(&m->syms_flat, 1, memory_order_release);
@@ -503,7 +558,7 @@ static void syms_build(const td_archive *a, int want_rules, int want_root)
 		return;
 	pthread_mutex_lock(&flat_lock);
 	td_archive *m = (td_archive *)a;
-	uint64_t used = a->flat ? flat1_bytes(a) + (a->f_tok16 ? tok16_bytes(a) : 0) : 0;
+	uint64_t used = a->flat ? flat1_bytes(a) + (a->f_sym ? sym_bytes(a) + sym_pool_bytes(a) : 0) : 0;
 	if (atomic_load(&m->syms_flat) == 1)
 		used += flat_bytes(a->rule_syms.n);
 	if (atomic_load(&m->root_flat) == 1)
@@ -545,7 +600,11 @@ void td_flat_free(td_archive *a)
 	big_free(a->f_word_off, flat_bytes(a->word_off.n));
 	big_free(a->f_other_off, flat_bytes(a->other_off.n));
 	big_free(a->f_rule_len, flat_bytes(a->rule_len.n));
-	big_free(a->f_tok16, tok16_bytes(a));
-	a->f_tok16 = NULL;
+	if (a->f_sym) {
+		big_free(a->f_sym, sym_bytes(a));
+		big_free(a->f_sym_pool, sym_pool_bytes(a));
+	}
+	a->f_sym = NULL;
+	a->f_sym_pool = NULL;
 	atomic_store(&a->flat, NULL);
 }

@@ -13,6 +13,7 @@
 /* Every cached expansion may be read TD_RCACHE_PAD bytes past its end, so
  * readers copy short ones with fixed-size moves. */
 #define TD_RCACHE_PAD 32u
+_Static_assert(TD_RCACHE_PAD >= TD_SYM_PAD, "cached expansions are f_sym entries too");
 
 struct td_rcache_chunk;
 
@@ -54,9 +55,11 @@ int td_rcache_expand(const td_archive *a, uint64_t r, uint8_t *out, uint64_t lim
 void td_rcache_free(td_archive *a);
 
 /* Build flat 32-bit copies of the arrays read at every token (terminal
- * offsets, rule lengths, FOR-packed rule symbols) and the short-token table
- * f_tok16 (td_archive_int.h) once per archive, when they fit the cache
- * budget; readers use them through TD_FLAT, td_tok16 and td_rule_sym.
+ * offsets, rule lengths, FOR-packed rule symbols) and the symbol table
+ * f_sym with its pool of token bytes (td_archive_int.h) once per archive,
+ * when they fit the cache budget; readers use them through TD_FLAT,
+ * td_sym_entry and td_rule_sym. A rule's f_sym entry is set when its
+ * expansion is cached.
  * Then td_syms_poll. Thread-safe, idempotent. Costs one pass over those
  * arrays on the first read, not at open. */
 void td_flat_build(const td_archive *a);
