@@ -217,8 +217,16 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 				n += l + sp;
 				continue;
 			}
+			if (l == 0 && s >= a->T) {
+				/* a rule not cached yet: expanded here (and cached) */
+				uint64_t rl = a->f_rule_len[s - a->T];
+				if (rl > len - n || td_rcache_expand(a, s - a->T, buf + n, len - n))
+					goto out; /* no room, or the caller reports the damage */
+				n += rl;
+				continue;
+			}
 			if (l == 0 || l + sp > len - n)
-				goto out; /* a rule not cached yet, a damaged token, or no room */
+				goto out; /* a damaged token, or no room */
 			if (l < 2 * TD_SYM_PAD && 2 * TD_SYM_PAD <= len - n)
 				memcpy(buf + n, p, 2 * TD_SYM_PAD); /* fixed moves, not a call */
 			else
