@@ -11,7 +11,7 @@
 /* Slot value of a rule met once and not expanded yet. */
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
-/* Tables of at least BIG_MIN bytes (flat arrays, the short-token table,
+/* Tables of at least BIG_MIN bytes (flat arrays, the symbol table and its pool,
  * arena chunks) get their own 2 MiB-aligned mapping, zero-filled. They are
  * not advised into transparent huge pages: that cut a first pass's page
  * faults from 7,071 to 2,518 (gcide) but made td_bench's sequential pass
