@@ -285,6 +285,23 @@ Test(extract, random_offsets_coded_tiles)
 	td_archive_close(a);
 }
 
+/* Budgets from one that holds no table to one that holds them all: each
+ * step turns another table on, and reads through every mix of them equal
+ * the original files. For the fixture's archive (about 28k terminals and
+ * rules, 122k root symbols): nothing at 4 and 64 KiB, the flat offsets
+ * without the symbol table at 256 KiB, with it and the decoded rule
+ * symbols but coded root symbols at 512 KiB, every table from 1 MiB on. */
+Test(extract, random_offsets_every_budget)
+{
+	static const uint64_t budget[] = { 4 << 10, 64 << 10, 256 << 10, 512 << 10, 1 << 20, 4 << 20 };
+	for (size_t i = 0; i < sizeof budget / sizeof *budget; i++) {
+		td_archive *a = tdt_open("paths.tadoc", 0);
+		td_archive_set_cache(a, budget[i]);
+		random_extracts_on(a);
+		td_archive_close(a);
+	}
+}
+
 /* td_extract_batch gives what td_extract gives, for 1, 2 and "all" threads. */
 Test(extract, batch_equals_single)
 {
