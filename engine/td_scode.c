@@ -15,17 +15,24 @@
 #define NGROUP 5u            /* classes 0-3, then the escape */
 #define GROUP_ESC 4u
 #define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
+#define LUT_WIDE (1u << 18)  /* in a long prefix's entry: search every limit */
 _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
  * look-up; a longer one is found among the left-justified limits of its
  * length. Either gives the symbol's index in syms and its group (its
  * class, or the escape) without reading syms, so the next symbol's
- * context never waits for that load. */
+ * context never waits for that load. The look-up entry of a LUT_BITS-bit
+ * prefix of longer codes holds the shortest and longest length of the
+ * codes under it (lengths grow with the code in a canonical code, so
+ * they span one to three lengths under most prefixes): two comparisons
+ * with limits give the length; a prefix whose codes span more lengths,
+ * or that holds no code, is marked wide and searched among all limits. */
 struct sc_ctx {
 	uint32_t lut[1u << LUT_BITS];      /* index << 8 | group << 5 | length; 0: a longer code */
 	uint64_t lim[TD_SC_MAXLEN + 1];    /* codes of length <= L lie below lim[L] (32-bit, left-justified) */
 	uint32_t lim32[NLONG];             /* lim[LUT_BITS + 1 + i] below maxlen (< 2^32 there), else 2^32 - 1 */
+	uint32_t limx[TD_SC_MAXLEN + 2];   /* lim[L] where it is below 2^32, else 2^32 - 1 */
 	uint32_t first[TD_SC_MAXLEN + 1];  /* first code of length L */
 	uint32_t base[TD_SC_MAXLEN + 1];   /* index in syms of the first symbol of length L */
 	uint32_t gend[TD_SC_MAXLEN + 1][NGROUP - 1]; /* codes of length L in groups <= g: [0, gend[L][g]) */
@@ -230,6 +237,21 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 				x->syms[at++] = g == GROUP_ESC ? ESC : (uint32_t)v;
 			}
 		}
+	for (unsigned L = 0; L < TD_SC_MAXLEN + 2; L++)
+		x->limx[L] = L >= 1 && L <= x->maxlen && x->lim[L] < (UINT64_C(1) << 32) ? (uint32_t)x->lim[L] : UINT32_MAX;
+	for (uint64_t p = 0; p < (UINT64_C(1) << LUT_BITS); p++) {
+		/* a prefix of longer codes (short codes overwrite theirs below):
+		 * the lengths of the codes in [lo, hi), 32-bit left-justified */
+		uint64_t lo = p << (32 - LUT_BITS), hi = lo + (UINT64_C(1) << (32 - LUT_BITS));
+		unsigned lmin = 0, lmax = 0;
+		for (unsigned L = LUT_BITS + 1; L <= x->maxlen && !lmax; L++) {
+			if (!lmin && x->lim[L] > lo)
+				lmin = L;
+			if (x->lim[L] >= hi)
+				lmax = L;
+		}
+		x->lut[p] = lmin && lmax && lmax - lmin <= 2 ? lmin << 8 | lmax << 13 : LUT_WIDE;
+	}
 	for (unsigned L = 1; L <= x->maxlen && L <= LUT_BITS; L++) {
 		uint64_t inlen = x->gend[L][NGROUP - 2] + cnt[L][GROUP_ESC];
 		for (uint64_t j = 0, g = 0; j < inlen; j++) {
@@ -339,18 +361,25 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 	uint32_t idx = e >> 8;
 	int bad = 0;
 	if (!len) {
-		/* how many length limits below maxlen the code reaches */
-		const uint32_t *lm = k->lim32;
-		unsigned n = top >= lm[7] ? 8u : 0u;
-		n += top >= lm[n + 3] ? 4u : 0u;
-		n += top >= lm[n + 1] ? 2u : 0u;
-		n += top >= lm[n];
-		len = LUT_BITS + 1 + n;
-		len = len < k->maxlen ? len : k->maxlen;
+		if (__builtin_expect(!(e & LUT_WIDE), 1)) {
+			/* the prefix's codes have lengths lmin..lmax (<= lmin + 2) */
+			unsigned lmin = (e >> 8) & 31u, lmax = (e >> 13) & 31u;
+			len = lmin + (top >= k->limx[lmin]) + (top >= k->limx[lmin + 1]);
+			len = len < lmax ? len : lmax;
+		} else {
+			/* how many length limits below maxlen the code reaches */
+			const uint32_t *lm = k->lim32;
+			unsigned n = top >= lm[7] ? 8u : 0u;
+			n += top >= lm[n + 3] ? 4u : 0u;
+			n += top >= lm[n + 1] ? 2u : 0u;
+			n += top >= lm[n];
+			len = LUT_BITS + 1 + n;
+			len = len < k->maxlen ? len : k->maxlen;
+			bad = top >= k->lim[k->maxlen]; /* no code of this context starts so */
+		}
 		uint32_t at = (top >> (32 - len)) - k->first[len];
 		const uint32_t *ge = k->gend[len];
 		g = (at >= ge[0]) + (at >= ge[1]) + (at >= ge[2]) + (at >= ge[3]);
-		bad = top >= k->lim[k->maxlen]; /* no code of this context starts so */
 		idx = bad ? 0 : k->base[len] + at;
 	}
 	uint32_t s = k->syms[idx]; /* off the critical path: the context is g */
