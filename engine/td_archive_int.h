@@ -179,9 +179,9 @@ static inline const uint8_t *td_sym_eptr(uint64_t e)
 }
 
 /* Write the symbol of entry e (its bytes, then its space) at d, where
- * room >= its length bytes may be written (bytes past the symbol are
- * scratch: with TD_SYM_PAD of room, a short one is one fixed-size move).
- * Returns its length. */
+ * room bytes, at least its length with the space, may be written (bytes
+ * past the symbol are scratch: with TD_SYM_PAD of room, a short one is one
+ * fixed-size move). Returns its length with the space. */
 static inline uint32_t td_sym_write(uint8_t *d, size_t room, uint64_t e)
 {
 	uint32_t l = td_sym_elen(e), sp = td_sym_espace(e);
@@ -208,7 +208,6 @@ static inline uint64_t td_sym_make(const uint8_t *p, uint64_t len, unsigned spac
 
 /* Value i of a packed array, through its flat copy when one is built. */
 #define TD_FLAT(a, flatp, pack, i) ((a)->flat ? (uint64_t)(a)->flatp[i] : td_pack_get(&(a)->pack, (i)))
-
 
 /* Expanded byte length of symbol s (s < T + R, checked by callers). */
 static inline uint64_t td_sym_len(const td_archive *a, uint64_t s)
