@@ -15,7 +15,7 @@
 #define NGROUP 5u            /* classes 0-3, then the escape */
 #define GROUP_ESC 4u
 #define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
-#define LUT_WIDE (1u << 18)  /* in a long prefix's entry: search every limit */
+#define LUT_LONG (1u << 18)  /* a long prefix's entry with its lengths; else (0) search every limit */
 _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
@@ -26,8 +26,10 @@ _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a l
  * prefix of longer codes holds the shortest and longest length of the
  * codes under it (lengths grow with the code in a canonical code, so
  * they span one to three lengths under most prefixes): two comparisons
- * with limits give the length; a prefix whose codes span more lengths,
- * or that holds no code, is marked wide and searched among all limits. */
+ * with limits give the length. A prefix whose codes span more lengths, or
+ * that holds no code (a context that codes nothing has only such
+ * entries), has entry 0 and is searched among all limits, which also
+ * finds a code that does not exist. */
 struct sc_ctx {
 	uint32_t lut[1u << LUT_BITS];      /* index << 8 | group << 5 | length; 0: a longer code */
 	uint64_t lim[TD_SC_MAXLEN + 1];    /* codes of length <= L lie below lim[L] (32-bit, left-justified) */
@@ -250,7 +252,7 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 			if (x->lim[L] >= hi)
 				lmax = L;
 		}
-		x->lut[p] = lmin && lmax && lmax - lmin <= 2 ? lmin << 8 | lmax << 13 : LUT_WIDE;
+		x->lut[p] = lmin && lmax && lmax - lmin <= 2 ? LUT_LONG | lmin << 8 | lmax << 13 : 0;
 	}
 	for (unsigned L = 1; L <= x->maxlen && L <= LUT_BITS; L++) {
 		uint64_t inlen = x->gend[L][NGROUP - 2] + cnt[L][GROUP_ESC];
@@ -361,7 +363,7 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 	uint32_t idx = e >> 8;
 	int bad = 0;
 	if (!len) {
-		if (__builtin_expect(!(e & LUT_WIDE), 1)) {
+		if (__builtin_expect((e & LUT_LONG) != 0, 1)) {
 			/* the prefix's codes have lengths lmin..lmax (<= lmin + 2) */
 			unsigned lmin = (e >> 8) & 31u, lmax = (e >> 13) & 31u;
 			len = lmin + (top >= k->limx[lmin]) + (top >= k->limx[lmin + 1]);
@@ -377,7 +379,8 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 			len = len < k->maxlen ? len : k->maxlen;
 			bad = top >= k->lim[k->maxlen]; /* no code of this context starts so */
 		}
-		uint32_t at = (top >> (32 - len)) - k->first[len];
+		/* 64-bit: len is 0 in a context that codes nothing (bad) */
+		uint32_t at = (uint32_t)((uint64_t)top >> (32 - len)) - k->first[len];
 		const uint32_t *ge = k->gend[len];
 		g = (at >= ge[0]) + (at >= ge[1]) + (at >= ge[2]) + (at >= ge[3]);
 		idx = bad ? 0 : k->base[len] + at;
