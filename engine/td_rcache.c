@@ -153,6 +153,13 @@ static struct td_rcache *cache_of(const td_archive *a)
 	return n;
 }
 
+/* Point rule r's f_sym entry at its cached expansion p (len bytes). */
+static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len)
+{
+	if (a->f_sym)
+		atomic_store_explicit(&a->f_sym[a->T + r], td_sym_make(p, len, 0), memory_order_release);
+}
+
 /* Keep a copy of rule r's expansion (len bytes at src) when it is short
  * enough and the budget allows; a rule already cached is left alone. The
  * slot is set with a plain release store, not a compare-and-swap: a locked
@@ -161,8 +168,6 @@ static struct td_rcache *cache_of(const td_archive *a)
  * equal bytes and the last pointer stays (the other's arena bytes are
  * unused until close); td_rcache_get only ever swaps NULL for SEEN, so a
  * stored pointer is never replaced by SEEN. */
-static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len);
-
 static void put(const td_archive *a, uint64_t r, const uint8_t *src, uint64_t len)
 {
 	if (len > TD_RCACHE_MAXRULE || len == 0)
@@ -487,13 +492,6 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 	m->f_sym = ent;
 	m->f_sym_pool = pool;
 	return 0;
-}
-
-/* Point rule r's f_sym entry at its cached expansion p (len bytes). */
-static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len)
-{
-	if (a->f_sym)
-		atomic_store_explicit(&a->f_sym[a->T + r], td_sym_make(p, len, 0), memory_order_release);
 }
 
 static pthread_mutex_t flat_lock = PTHREAD_MUTEX_INITIALIZER;

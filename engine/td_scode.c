@@ -33,8 +33,7 @@ _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a l
 struct sc_ctx {
 	uint32_t lut[1u << LUT_BITS];      /* index << 8 | group << 5 | length; 0: a longer code */
 	uint64_t lim[TD_SC_MAXLEN + 1];    /* codes of length <= L lie below lim[L] (32-bit, left-justified) */
-	uint32_t lim32[NLONG];             /* lim[LUT_BITS + 1 + i] below maxlen (< 2^32 there), else 2^32 - 1 */
-	uint32_t limx[TD_SC_MAXLEN + 2];   /* lim[L] where it is below 2^32, else 2^32 - 1 */
+	uint32_t limx[LUT_BITS + 1 + NLONG]; /* lim[L] for L <= maxlen where it is below 2^32, else 2^32 - 1 */
 	uint32_t first[TD_SC_MAXLEN + 1];  /* first code of length L */
 	uint32_t base[TD_SC_MAXLEN + 1];   /* index in syms of the first symbol of length L */
 	uint32_t gend[TD_SC_MAXLEN + 1][NGROUP - 1]; /* codes of length L in groups <= g: [0, gend[L][g]) */
@@ -189,8 +188,8 @@ static void tab_free(struct td_sc_tab *t)
 static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 {
 	x->maxlen = (unsigned)rd(r, 5);
-	for (unsigned i = 0; i < NLONG; i++)
-		x->lim32[i] = UINT32_MAX;
+	for (unsigned L = 0; L < LUT_BITS + 1 + NLONG; L++)
+		x->limx[L] = UINT32_MAX;
 	if (r->bad || x->maxlen > TD_SC_MAXLEN)
 		return -1;
 	if (x->maxlen == 0)
@@ -212,8 +211,8 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 			return -1; /* not a prefix code */
 		code += inlen;
 		x->lim[L] = code << (32 - L);
-		if (L > LUT_BITS && L < x->maxlen)
-			x->lim32[L - LUT_BITS - 1] = (uint32_t)x->lim[L]; /* below 2^32: longer codes follow */
+		if (x->lim[L] < (UINT64_C(1) << 32))
+			x->limx[L] = (uint32_t)x->lim[L];
 		code <<= 1;
 		m += inlen;
 		if (m > c->alphabet + 1)
@@ -239,8 +238,6 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 				x->syms[at++] = g == GROUP_ESC ? ESC : (uint32_t)v;
 			}
 		}
-	for (unsigned L = 0; L < TD_SC_MAXLEN + 2; L++)
-		x->limx[L] = L >= 1 && L <= x->maxlen && x->lim[L] < (UINT64_C(1) << 32) ? (uint32_t)x->lim[L] : UINT32_MAX;
 	for (uint64_t p = 0; p < (UINT64_C(1) << LUT_BITS); p++) {
 		/* a prefix of longer codes (short codes overwrite theirs below):
 		 * the lengths of the codes in [lo, hi), 32-bit left-justified */
@@ -348,8 +345,9 @@ static int sc_start(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, s
  * alphabet reads as the alphabet). 0, or -1 when its code does not exist;
  * a stream that runs past its tile's end is found by the caller, at the
  * tile's end (the window stays inside the data meanwhile). A short code is
- * one look-up; a long one (about half of them) takes a branch-free binary
- * search of the length limits. */
+ * one look-up; a long one (about half of them) two comparisons with the
+ * limits its prefix's entry names, or, under a prefix marked 0, a
+ * branch-free binary search of all of them. */
 static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_state *st, uint32_t *out)
 {
 	/* 57 bits or more: a code (<= 24) and an escaped symbol (<= 32) */
@@ -369,8 +367,9 @@ static inline __attribute__((always_inline)) int sc_step(const sc_dec d, sc_stat
 			len = lmin + (top >= k->limx[lmin]) + (top >= k->limx[lmin + 1]);
 			len = len < lmax ? len : lmax;
 		} else {
-			/* how many length limits below maxlen the code reaches */
-			const uint32_t *lm = k->lim32;
+			/* how many length limits the code reaches (a code at or
+			 * past lim[maxlen] does not exist: bad, len maxlen) */
+			const uint32_t *lm = k->limx + LUT_BITS + 1;
 			unsigned n = top >= lm[7] ? 8u : 0u;
 			n += top >= lm[n + 3] ? 4u : 0u;
 			n += top >= lm[n + 1] ? 2u : 0u;
