@@ -12,6 +12,7 @@
 #include <string.h>
 
 struct td_rcache;
+struct td_qindex;
 
 /* A symbol sequence (ROOT_SYMS, RULE_SYMS): FOR tiles (versions 1-3) or
  * entropy-coded tiles (version 4, td_scode.h). Read it through
@@ -94,6 +95,10 @@ struct td_archive {
 	 * budget). */
 	_Atomic(uint64_t) *f_sym;
 	uint8_t *f_sym_pool;
+	/* Where each symbol occurs (td_rcache.h: td_qindex_get), or NULL;
+	 * qindex_state 0 not tried yet, 1 built, 2 not possible. */
+	_Atomic(const struct td_qindex *) qindex;
+	atomic_int qindex_state;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 	/* The large sections read in place (root, rules, offsets) are
 	 * checksummed once, before the first read or query that uses them

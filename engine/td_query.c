@@ -52,16 +52,25 @@ static int64_t find_word(const td_archive *a, const char *word, size_t len)
 	return -1;
 }
 
-/* Per-query memo: rule -> occurrences of the word in its expansion. */
+/* Per-query memo: rule -> occurrences of the word in its expansion. A
+ * query over a large scope keeps them in a flat array (one slot per rule,
+ * no hashing); a small one in a hash table that grows with the rules it
+ * meets (a flat array would touch a page per rule met). */
 typedef struct memo {
 	uint64_t *key;  /* rule + 1; 0 = empty */
 	uint64_t *val;
 	uint64_t mask, used;
 } memo;
 
+/* Flat memo value: 0 = not known yet, FLAT_BIG = in the hash table (too
+ * large for 32 bits), else occurrences + 1. */
+#define FLAT_BIG UINT32_MAX
+
 typedef struct qctx {
 	const td_archive *a;
 	uint64_t w;        /* word id */
+	uint32_t *flat;    /* R slots, or NULL: everything in m */
+	const uint64_t *hold; /* with the index: a bit per rule that holds the word */
 	memo m;
 	int err;
 	td_hits *out;
@@ -98,17 +107,48 @@ static int memo_grow(memo *m)
 	return TD_OK;
 }
 
-static uint64_t *memo_slot(memo *m, uint64_t r, int *found)
+/* Rule r's value in m: its address, or NULL when absent and !insert. */
+static uint64_t *memo_slot(memo *m, uint64_t r, int insert)
 {
 	uint64_t h = hmix(r + 1) & m->mask;
 	while (m->key[h] && m->key[h] != r + 1)
 		h = (h + 1) & m->mask;
-	*found = m->key[h] != 0;
-	if (!*found) {
+	if (!m->key[h]) {
+		if (!insert)
+			return NULL;
 		m->key[h] = r + 1;
 		m->used++;
 	}
 	return &m->val[h];
+}
+
+/* The memoised count of rule r into *v: 1, or 0 when not known yet. */
+static int memo_get(const qctx *q, uint64_t r, uint64_t *v)
+{
+	*v = 0;
+	if (q->flat && q->flat[r] != FLAT_BIG) {
+		*v = q->flat[r] ? (uint64_t)q->flat[r] - 1 : 0;
+		return q->flat[r] != 0;
+	}
+	const uint64_t *p = q->m.mask ? memo_slot((memo *)&q->m, r, 0) : NULL;
+	if (p)
+		*v = *p;
+	return p != NULL;
+}
+
+static void memo_put(qctx *q, uint64_t r, uint64_t v)
+{
+	if (q->flat && v < FLAT_BIG - 1) {
+		q->flat[r] = (uint32_t)(v + 1);
+		return;
+	}
+	if (q->m.used * 2 >= q->m.mask && memo_grow(&q->m)) {
+		q->err = TD_ENOMEM;
+		return;
+	}
+	if (q->flat)
+		q->flat[r] = FLAT_BIG;
+	*memo_slot(&q->m, r, 1) = v;
 }
 
 /* Occurrences of the word in the expansion of symbol s. */
@@ -121,26 +161,21 @@ static uint64_t count_sym(qctx *q, uint64_t s, unsigned depth)
 		q->err = td_fail(TD_ECORRUPT, "symbol out of range or rules nest too deep");
 		return 0;
 	}
-	if (q->m.used * 2 >= q->m.mask && memo_grow(&q->m)) {
-		q->err = TD_ENOMEM;
+	uint64_t sum;
+	if (q->hold && !(q->hold[(s - a->T) >> 6] >> ((s - a->T) & 63) & 1))
 		return 0;
-	}
-	int found;
-	uint64_t *slot = memo_slot(&q->m, s - a->T, &found);
-	if (found)
-		return *slot;
+	if (memo_get(q, s - a->T, &sum))
+		return sum;
 	uint64_t start;
 	uint32_t len;
 	if (td_rule_rhs(a, s - a->T, &start, &len)) {
 		q->err = td_fail(TD_ECORRUPT, "rule table broken");
 		return 0;
 	}
-	uint64_t sum = 0;
+	sum = 0;
 	for (uint32_t i = 0; i < len && !q->err; i++)
 		sum += count_sym(q, td_rule_sym(a, start + i), depth + 1);
-	/* the table may have moved while recursing */
-	slot = memo_slot(&q->m, s - a->T, &found);
-	*slot = sum;
+	memo_put(q, s - a->T, sum);
 	return sum;
 }
 
@@ -226,29 +261,219 @@ static int scan_long(const td_archive *a, td_entry e, const char *word, size_t l
 	return err;
 }
 
-/* Count (and with q->out, list) the word in one file. */
+/* Root symbols read at a time. */
+#define QCHUNK 256u
+
+/* Count (and with q->out, list) the word in one file. Its root symbols go
+ * one sample block (2^shift symbols, ROOT_SAMPLES) at a time, counted
+ * first: a search adds up symbol lengths only in the blocks that hold the
+ * word (a later block's offset is its sample). */
 static int file_query(qctx *q, td_entry e, const char *word, size_t len, uint64_t *count)
 {
 	const td_archive *a = q->a;
 	if (len > TD_MAXTOK)
 		return scan_long(a, e, word, len, count, q->out);
 	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+	uint64_t g0 = td_pack_get(&a->e_gstart, e);
 	if (rs > re || re > a->meta.nroot)
 		return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
-	uint64_t off = 0;
-	for (uint64_t i = rs; i < re && !q->err; i++) {
-		uint64_t s = td_root_sym(a, i);
-		if (s >= a->T + a->R)
-			return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
-		if (q->out)
-			search_sym(q, e, s, off, 0);
-		else
-			*count += count_sym(q, s, 0);
-		off += td_sym_len(a, s);
+	if (rs < re && ((re - 1) >> a->shift) >= a->root_samples.n)
+		return td_fail(TD_ECORRUPT, "entry %u: root samples out of bounds", e);
+	const uint64_t TR = a->T + a->R;
+	uint64_t sym[QCHUNK];
+	for (uint64_t b = rs, be; b < re && !q->err; b = be) {
+		be = ((b >> a->shift) + 1) << a->shift;
+		if (be > re || be <= b)
+			be = re;
+		uint64_t n = 0;
+		for (uint64_t i = b; i < be && !q->err;) {
+			uint64_t k = be - i < QCHUNK ? be - i : QCHUNK;
+			td_root_range(a, i, k, sym);
+			for (uint64_t j = 0; j < k; j++) {
+				/* inline: a terminal, or a rule whose count is known */
+				uint64_t c = sym[j];
+				uint32_t v = c >= a->T && c < TR && q->flat ? q->flat[c - a->T] : 0;
+				if (c < a->T)
+					n += c >> 1 == q->w && c < 2 * a->W;
+				else if (v && v != FLAT_BIG)
+					n += v - 1;
+				else if (c < TR)
+					n += count_sym(q, c, 0);
+				else
+					return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+			}
+			i += k;
+		}
+		if (!q->out) {
+			*count += n;
+			continue;
+		}
+		if (!n || q->err)
+			continue;
+		uint64_t off = 0;
+		if (b > rs) {
+			uint64_t g = td_pack_get(&a->root_samples, b >> a->shift);
+			if (g < g0)
+				return td_fail(TD_ECORRUPT, "entry %u: root samples out of order", e);
+			off = g - g0;
+		}
+		for (uint64_t i = b; i < be && !q->err;) {
+			uint64_t k = be - i < QCHUNK ? be - i : QCHUNK;
+			td_root_range(a, i, k, sym);
+			for (uint64_t j = 0; j < k && !q->err; j++) {
+				search_sym(q, e, sym[j], off, 0);
+				off += td_sym_len(a, sym[j]);
+			}
+			i += k;
+		}
 	}
 	if (q->out && !q->err)
 		*count = q->out->n;
 	return q->err;
+}
+
+/* Sum of per_file(a, f) over the files f under e (symlinks add nothing). */
+static uint64_t tree_sum(const td_archive *a, td_entry e, uint64_t (*per_file)(const td_archive *, td_entry),
+			 unsigned depth)
+{
+	if (is_file(a, e))
+		return per_file(a, e);
+	td_entry first;
+	uint32_t n;
+	uint64_t sum = 0;
+	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		sum += tree_sum(a, first + i, per_file, depth + 1);
+	return sum;
+}
+
+static uint64_t file_roots(const td_archive *a, td_entry e)
+{
+	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+	return rs < re ? re - rs : 0;
+}
+
+static uint64_t file_words(const td_archive *a, td_entry e)
+{
+	return td_pack_get(&a->e_nwords, e);
+}
+
+/* Offset in its file of root symbol p, which starts a block at or after
+ * the file's first symbol rs or follows the last one placed (*at, at
+ * offset *off) in its block. */
+static int root_offset(const td_archive *a, td_entry e, uint64_t rs, uint64_t g0, uint64_t p, uint64_t *at,
+		       uint64_t *off)
+{
+	uint64_t b = p >> a->shift << a->shift;
+	if (*at == UINT64_MAX || *at < b || *at > p) {
+		if (b <= rs) {
+			*at = rs;
+			*off = 0;
+		} else {
+			uint64_t g = td_pack_get(&a->root_samples, p >> a->shift);
+			if (g < g0)
+				return td_fail(TD_ECORRUPT, "entry %u: root samples out of order", e);
+			*at = b;
+			*off = g - g0;
+		}
+	}
+	for (; *at < p; ++*at)
+		*off += td_sym_len(a, td_root_sym(a, *at));
+	return TD_OK;
+}
+
+/* The files under e in path order, through the index: only the root
+ * positions marked in `roots` are visited. */
+static int index_tree(qctx *q, const uint64_t *roots, td_entry e, uint64_t *count, unsigned depth)
+{
+	const td_archive *a = q->a;
+	if (is_file(a, e)) {
+		uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+		uint64_t g0 = td_pack_get(&a->e_gstart, e), at = UINT64_MAX, off = 0;
+		if (rs > re || re > a->meta.nroot)
+			return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
+		if (rs < re && ((re - 1) >> a->shift) >= a->root_samples.n)
+			return td_fail(TD_ECORRUPT, "entry %u: root samples out of bounds", e);
+		for (uint64_t wi = rs >> 6; wi << 6 < re && !q->err; wi++) {
+			uint64_t bits = roots[wi];
+			while (bits && !q->err) {
+				uint64_t p = wi << 6 | (uint64_t)__builtin_ctzll(bits);
+				bits &= bits - 1;
+				if (p < rs || p >= re)
+					continue;
+				uint64_t s = td_root_sym(a, p);
+				if (!q->out) {
+					*count += count_sym(q, s, 0);
+					continue;
+				}
+				int err = root_offset(a, e, rs, g0, p, &at, &off);
+				if (err)
+					return err;
+				search_sym(q, e, s, off, 0);
+			}
+		}
+		return q->err;
+	}
+	td_entry first;
+	uint32_t n;
+	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
+		return TD_OK; /* symlinks count nothing */
+	for (uint32_t i = 0; i < n; i++) {
+		int err = index_tree(q, roots, first + i, count, depth + 1);
+		if (err)
+			return err;
+	}
+	return TD_OK;
+}
+
+/* Count or search with the index: the rules that hold the word are the
+ * word's ancestors through x->par (only they are counted), and the root
+ * positions visited are those of the word and of those rules. */
+static int index_query(qctx *q, const td_qindex *x, td_entry scope, uint64_t *count)
+{
+	const td_archive *a = q->a;
+	uint64_t *hold = calloc(a->R / 64 + 1, sizeof *hold);
+	uint64_t *roots = calloc(a->meta.nroot / 64 + 1, sizeof *roots);
+	uint32_t *list = malloc(2 * sizeof *list), cap = 2, n = 2;
+	int err = TD_OK;
+	if (!hold || !roots || !list) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	list[0] = (uint32_t)(2 * q->w);
+	list[1] = (uint32_t)(2 * q->w + 1);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t s = list[i];
+		for (uint32_t k = x->pos_at[s]; k < x->pos_at[s + 1]; k++)
+			roots[x->pos[k] >> 6] |= UINT64_C(1) << (x->pos[k] & 63);
+		for (uint32_t k = x->par_at[s]; k < x->par_at[s + 1]; k++) {
+			uint32_t r = x->par[k];
+			if (hold[r >> 6] >> (r & 63) & 1)
+				continue;
+			hold[r >> 6] |= UINT64_C(1) << (r & 63);
+			if (n == cap) {
+				uint32_t *l = cap > UINT32_MAX / 2 ? NULL : realloc(list, 2 * (size_t)cap * sizeof *l);
+				if (!l) {
+					err = TD_ENOMEM;
+					goto out;
+				}
+				list = l;
+				cap *= 2;
+			}
+			list[n++] = (uint32_t)(a->T + r);
+		}
+	}
+	q->hold = hold;
+	if (a->R && n - 2 >= a->R / 16)
+		q->flat = calloc(a->R, sizeof *q->flat); /* NULL: the hash table serves */
+	err = index_tree(q, roots, scope, count, 0);
+	q->hold = NULL;
+out:
+	free(hold);
+	free(roots);
+	free(list);
+	return err;
 }
 
 static int tree_query(qctx *q, td_entry e, const char *word, size_t len, uint64_t *count, unsigned depth)
@@ -295,9 +520,23 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 		}
 	}
 	td_flat_build(a); /* a walk reads rule and (version 4) root symbols at every step */
-	err = tree_query(&q, scope, word, len, count, 0);
+	/* A walk over much of the corpus decodes the coded sequences whole
+	 * (cheaper than tile by tile, and kept for the next query) and keeps
+	 * its rule counts in a flat array. */
+	uint64_t roots = tree_sum(a, scope, file_roots, 0);
+	const td_qindex *x = len <= TD_MAXTOK && roots >= a->meta.nroot / 16 ? td_qindex_get(a) : NULL;
+	if (x) {
+		err = index_query(&q, x, scope, count);
+	} else {
+		if (roots >= a->meta.nroot / 16)
+			td_syms_build_part(a, 1, roots >= a->meta.nroot / 2);
+		if (a->R && roots >= a->R / 16)
+			q.flat = calloc(a->R, sizeof *q.flat); /* NULL: the hash table serves */
+		err = tree_query(&q, scope, word, len, count, 0);
+	}
 	if (out && !err)
 		*count = out->n;
+	free(q.flat);
 	free(q.m.key);
 	free(q.m.val);
 	return err;
@@ -342,24 +581,10 @@ void td_hits_free(td_hits *h)
 	h->n = h->cap = 0;
 }
 
-static uint64_t words_tree(const td_archive *a, td_entry e, unsigned depth)
-{
-	if (is_file(a, e))
-		return td_pack_get(&a->e_nwords, e);
-	td_entry first;
-	uint32_t n;
-	uint64_t sum = 0;
-	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
-		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		sum += words_tree(a, first + i, depth + 1);
-	return sum;
-}
-
 int td_word_total(const td_archive *a, td_entry scope, uint64_t *n)
 {
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	*n = scope == TD_ROOT ? a->meta.total_words : words_tree(a, scope, 0);
+	*n = scope == TD_ROOT ? a->meta.total_words : tree_sum(a, scope, file_words, 0);
 	return TD_OK;
 }

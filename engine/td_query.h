@@ -26,7 +26,11 @@ extern "C" {
 int td_is_word(const char *word, size_t len);
 
 /* Number of occurrences of `word` in `scope`. Whole-corpus counts are one
- * table look-up; others walk the scope's part of the grammar once.
+ * table look-up. A scope of a sixteenth of the root symbols or more goes
+ * through the query index (td_rcache.h: td_qindex_get; built by the first
+ * such query when it fits the cache budget): only the rules that hold the
+ * word and the root positions of those rules and of the word are visited.
+ * Others walk the scope's part of the grammar once.
  * Errors: TD_ENOTWORD (query is not a single word), TD_EINVAL (bad scope),
  * TD_ENOMEM, TD_ECORRUPT. A word absent from the archive counts 0.
  * Thread-safe. */
@@ -60,7 +64,8 @@ size_t td_path_escape(const char *p, size_t n, char *out);
 
 /* Append every occurrence of `word` in `scope` to *out: files in path order
  * (depth-first, names sorted bytewise), offsets ascending within a file.
- * Errors as td_count. */
+ * Errors and cost as td_count (the offsets add up the lengths of at most
+ * 2^shift root symbols per hit at the root). */
 int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);
 
 /* Batched forms: the same results as calling one request at a time, served

@@ -551,6 +551,25 @@ static void syms_flatten(const td_archive *a, const td_syms *s, const uint32_t *
 	atomic_store_explicit(state, v ? 1 : 2, memory_order_release);
 }
 
+/* Bytes of the query index (td_qindex) of a. */
+static uint64_t qindex_bytes(const td_archive *a)
+{
+	return 4 * (2 * (a->T + a->R + 1) + a->meta.nroot + a->rule_syms.n);
+}
+
+/* Bytes of every table built so far; the caller holds flat_lock. */
+static uint64_t tables_used(const td_archive *a)
+{
+	uint64_t used = a->flat ? flat1_bytes(a) + (a->f_sym ? sym_bytes(a) + sym_pool_bytes(a) : 0) : 0;
+	if (atomic_load(&a->syms_flat) == 1)
+		used += flat_bytes(a->rule_syms.n);
+	if (atomic_load(&a->root_flat) == 1)
+		used += flat_bytes(a->root_syms.n);
+	if (atomic_load(&a->qindex_state) == 1)
+		used += qindex_bytes(a);
+	return used;
+}
+
 /* Coded sequences: which to decode whole now (rules: want_rules, root:
  * want_root), within the budget left beside td_flat_build's tables. */
 static void syms_build(const td_archive *a, int want_rules, int want_root)
@@ -559,11 +578,7 @@ static void syms_build(const td_archive *a, int want_rules, int want_root)
 		return;
 	pthread_mutex_lock(&flat_lock);
 	td_archive *m = (td_archive *)a;
-	uint64_t used = a->flat ? flat1_bytes(a) + (a->f_sym ? sym_bytes(a) + sym_pool_bytes(a) : 0) : 0;
-	if (atomic_load(&m->syms_flat) == 1)
-		used += flat_bytes(a->rule_syms.n);
-	if (atomic_load(&m->root_flat) == 1)
-		used += flat_bytes(a->root_syms.n);
+	uint64_t used = tables_used(a);
 	/* the rule symbols first: read at random, they matter most */
 	if (want_rules)
 		syms_flatten(a, &a->rule_syms, &m->f_rule_syms, &m->syms_flat, &used);
@@ -577,6 +592,14 @@ void td_syms_build(const td_archive *a)
 	syms_build(a, 1, 1);
 }
 
+void td_syms_build_part(const td_archive *a, int rules, int root)
+{
+	rules = rules && !atomic_load_explicit(&a->syms_flat, memory_order_acquire);
+	root = root && !atomic_load_explicit(&a->root_flat, memory_order_acquire);
+	if (rules || root)
+		syms_build(a, rules, root);
+}
+
 void td_syms_consider(const td_archive *a)
 {
 	uint64_t rules = atomic_load_explicit(&a->rule_syms.c.redecoded, memory_order_relaxed),
@@ -587,8 +610,127 @@ void td_syms_consider(const td_archive *a)
 		syms_build(a, want_rules, want_root);
 }
 
+/* Turn counts c[s + 1] into starts c[s] (s <= n); 0, or -1 when a total
+ * passes 32 bits. */
+static int counts_to_starts(uint32_t *c, uint64_t n)
+{
+	uint64_t sum = 0;
+	for (uint64_t s = 0; s <= n; s++) {
+		sum += c[s];
+		if (sum > UINT32_MAX)
+			return -1;
+		c[s] = (uint32_t)sum;
+	}
+	return 0;
+}
+
+/* After filling through c[s]++ from the starts, c[s] is the start of s + 1:
+ * shift it back. */
+static void starts_back(uint32_t *c, uint64_t n)
+{
+	memmove(c + 1, c, n * sizeof *c);
+	c[0] = 0;
+}
+
+/* Fill x (allocated, zeroed) from the root and rule symbols of a: 0, or -1
+ * when a symbol is out of range. */
+static int qindex_fill(const td_archive *a, uint32_t *pos_at, uint32_t *pos, uint32_t *par_at, uint32_t *par)
+{
+	const uint64_t S = a->T + a->R, nroot = a->meta.nroot;
+	uint64_t v[256];
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t i = 0; i < nroot;) {
+			uint64_t k = nroot - i < 256 ? nroot - i : 256;
+			td_root_range(a, i, k, v);
+			for (uint64_t j = 0; j < k; j++) {
+				if (v[j] >= S)
+					return -1;
+				if (pass == 0)
+					pos_at[v[j] + 1]++;
+				else
+					pos[pos_at[v[j]]++] = (uint32_t)(i + j);
+			}
+			i += k;
+		}
+		for (uint64_t g = 0; g < a->ngroups; g++) {
+			const td_disk_group *gr = &a->groups[g];
+			uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : a->R;
+			for (uint64_t r = gr->first_rule; r < end; r++)
+				for (uint64_t i = 0; i < gr->len; i++) {
+					uint64_t s = td_rule_sym(a, gr->first_sym + (r - gr->first_rule) * gr->len + i);
+					if (s >= S)
+						return -1;
+					if (pass == 0)
+						par_at[s + 1]++;
+					else
+						par[par_at[s]++] = (uint32_t)r;
+				}
+		}
+		if (pass == 0 && (counts_to_starts(pos_at, S) || counts_to_starts(par_at, S)))
+			return -1;
+	}
+	starts_back(pos_at, S);
+	starts_back(par_at, S);
+	return 0;
+}
+
+const td_qindex *td_qindex_get(const td_archive *a)
+{
+	int st = atomic_load_explicit(&a->qindex_state, memory_order_acquire);
+	if (st)
+		return st == 1 ? atomic_load_explicit(&a->qindex, memory_order_acquire) : NULL;
+	const uint64_t S = a->T + a->R;
+	td_archive *m = (td_archive *)a;
+	if (S >= UINT32_MAX || a->meta.nroot >= UINT32_MAX || a->rule_syms.n >= UINT32_MAX || !a->flat) {
+		atomic_store(&m->qindex_state, 2);
+		return NULL;
+	}
+	td_syms_build(a); /* both passes read every symbol twice */
+	pthread_mutex_lock(&flat_lock);
+	if (!atomic_load(&m->qindex_state)) {
+		td_qindex *x = calloc(1, sizeof *x);
+		uint32_t *pos_at = NULL, *pos = NULL, *par_at = NULL, *par = NULL;
+		int ok = x && tables_used(a) + qindex_bytes(a) <= a->rcache_budget &&
+			 (pos_at = big_alloc(flat_bytes(S))) && (pos = big_alloc(flat_bytes(a->meta.nroot))) &&
+			 (par_at = big_alloc(flat_bytes(S))) && (par = big_alloc(flat_bytes(a->rule_syms.n))) &&
+			 qindex_fill(a, pos_at, pos, par_at, par) == 0;
+		if (ok) {
+			x->pos_at = pos_at;
+			x->pos = pos;
+			x->par_at = par_at;
+			x->par = par;
+			atomic_store_explicit(&m->qindex, x, memory_order_release);
+		} else {
+			free(x);
+			big_free(pos_at, flat_bytes(S));
+			big_free(pos, flat_bytes(a->meta.nroot));
+			big_free(par_at, flat_bytes(S));
+			big_free(par, flat_bytes(a->rule_syms.n));
+		}
+		atomic_store_explicit(&m->qindex_state, ok ? 1 : 2, memory_order_release);
+	}
+	pthread_mutex_unlock(&flat_lock);
+	return td_qindex_get(a);
+}
+
+static void qindex_free(td_archive *a)
+{
+	const td_qindex *x = atomic_load(&a->qindex);
+	if (x) {
+		const uint64_t S = a->T + a->R;
+		big_free(x->pos_at, flat_bytes(S));
+		big_free(x->pos, flat_bytes(a->meta.nroot));
+		big_free(x->par_at, flat_bytes(S));
+		big_free(x->par, flat_bytes(a->rule_syms.n));
+		free((void *)x);
+	}
+	atomic_store(&a->qindex, NULL);
+	atomic_store(&a->qindex_state, 0);
+}
+
 void td_flat_free(td_archive *a)
 {
+	qindex_free(a);
 	if (atomic_load(&a->syms_flat) == 1)
 		big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
 	if (atomic_load(&a->root_flat) == 1)

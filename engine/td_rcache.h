@@ -74,6 +74,10 @@ void td_flat_build(const td_archive *a);
  * one-off read of a small file decodes only what it reads. Thread-safe,
  * idempotent; a no-op for FOR-packed archives. */
 void td_syms_build(const td_archive *a);
+/* The same for the rule symbols only (rules != 0) and/or the root symbols
+ * only (root != 0): for a reader about to walk that much of them (a count
+ * or search over a large scope). */
+void td_syms_build_part(const td_archive *a, int rules, int root);
 void td_syms_consider(const td_archive *a);
 static inline void td_syms_poll(const td_archive *a)
 {
@@ -81,6 +85,25 @@ static inline void td_syms_poll(const td_archive *a)
 				   atomic_load_explicit(&a->root_flat, memory_order_relaxed) == 0))
 		td_syms_consider(a);
 }
+
+/* Where every symbol occurs, for counts and searches over large scopes
+ * (td_query.c): the root positions of each symbol, ascending, and the
+ * rules whose right side holds it (a rule once per time it is there).
+ * Four bytes per root symbol and per rule symbol, eight per symbol. */
+typedef struct td_qindex {
+	const uint32_t *pos_at; /* T + R + 1: symbol s is at root positions pos[pos_at[s] .. pos_at[s + 1]) */
+	const uint32_t *pos;
+	const uint32_t *par_at; /* T + R + 1: rules par[par_at[s] .. par_at[s + 1]) hold s */
+	const uint32_t *par;
+} td_qindex;
+
+/* The index, built by the first call (after td_flat_build) when it fits
+ * the budget beside the other tables and every count fits 32 bits; NULL
+ * when it does not, or when a symbol is out of range (the caller's own
+ * walk then reports the damage). Costs two passes over the root symbols
+ * (decoded whole first, td_syms_build) and two over the rule symbols.
+ * Thread-safe; freed by td_flat_free. */
+const td_qindex *td_qindex_get(const td_archive *a);
 
 void td_flat_free(td_archive *a);
 
