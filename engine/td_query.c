@@ -542,6 +542,15 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	return err;
 }
 
+int td_query_fast(const td_archive *a, td_entry scope)
+{
+	if (scope == TD_ROOT)
+		return 1;
+	if (scope >= a->meta.nentries || atomic_load_explicit(&a->qindex_state, memory_order_acquire) == 2)
+		return 0;
+	return tree_sum(a, scope, file_roots, 0) >= a->meta.nroot / 16;
+}
+
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
 	return query(a, word, len, scope, count, NULL);

@@ -36,6 +36,14 @@ int td_is_word(const char *word, size_t len);
  * Thread-safe. */
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
 
+/* 1 when td_count and td_search on scope take the fast paths above: the
+ * whole corpus (a count is one look-up) or a scope of a sixteenth of the
+ * root symbols or more while the query index is built or not tried yet;
+ * else 0. For a caller that could send a query elsewhere (the mount's GPU
+ * batches): these are answered here in well under a millisecond. O(the
+ * entries under scope). */
+int td_query_fast(const td_archive *a, td_entry scope);
+
 /* Number of word tokens in `scope` (a file's own, a directory's subtree,
  * the corpus for TD_ROOT). TD_OK or TD_EINVAL. Thread-safe. */
 int td_word_total(const td_archive *a, td_entry scope, uint64_t *n);

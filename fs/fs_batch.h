@@ -20,7 +20,9 @@
  *     millisecond: at least 2 requests a worker for counts, 8 for reads,
  *     where waiting for a core costs more than a GPU round trip), and a
  *     count that finds nothing else in flight (the GPU wins from one
- *     count); the FUSE threads keep answering everything else themselves,
+ *     count), except counts the engine answers with a look-up or its
+ *     query index (td_query_fast: the corpus, large directories and
+ *     files); the FUSE threads keep answering everything else themselves,
  *     so the CPU serves at full rate while the GPU takes the excess. Only
  *     kinds whose crossover (gpu_min_reads, gpu_min_counts) is at most
  *     4096 queue, so gpu_min_reads=10000 keeps every read on the CPU.

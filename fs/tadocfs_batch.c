@@ -201,6 +201,8 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;
+	if (td_query_fast(b->fs->a, r->e))
+		return CLS_OTHER; /* a look-up or the query index: faster than any round trip */
 	return CLS_COUNT;
 }
 

@@ -129,6 +129,7 @@ TAR_ROWS=""
 TARI_ROWS=""
 REL_ROWS=""
 XATTR_ROWS=""
+SEARCH_ROWS=""
 GOAL_ROWS=""
 
 # The floor for a whole getfattr process: the same command on a plain local
@@ -234,6 +235,21 @@ for name in "${NAMES[@]}"; do
 				x=$(div "$gr" "$gx_warm" 1)
 				minx=$(printf '%s\n' $minx "$x" | grep -E '^[0-9.]+$' | sort -g | head -n 1)
 				XATTR_ROWS+="| $name | $w | $val | $g | $match | $(div "$gx_warm" 0.001 2) | $(div "$gx_cold" 0.001 2) | $(div "$gr" 0.001 1) | $(div "$grc" 0.001 1) | $(div "$gr" "$gx_warm" 0)x | $(div "$gr" "$GX_FLOOR" 0)x | ${sc_first:--} | ${sc_med:--} | $(div "$gr" "$(div "${sc_med:--}" 1000000 9)" 0)x |"$'\n'
+				# Search: every hit's path and byte offset, against grep -b.
+				log "$name: getfattr search.$w vs grep -b"
+				xt=$(python3 "$BENCH_DIR/xattr_time.py" "$mnt" "user.tadoc.search.$w" 2>/dev/null | tr ' ' '\n')
+				ss_first=$(printf '%s\n' "$xt" | sed -n 's/^first=//p')
+				ss_med=$(printf '%s\n' "$xt" | sed -n 's/^median=//p')
+				getfattr --only-values -n "user.tadoc.search.$w" "$mnt" >"$W/search.tadoc" 2>/dev/null || :
+				(cd "$dir" && grep -r -o -b -w -a -- "$w" . | sed -e 's|^\./||' -e 's|:[^:]*$||' | LC_ALL=C sort) >"$W/search.grep"
+				if grep -q '^#more ' "$W/search.tadoc"; then
+					smatch="first $(grep -vc '^#more ' "$W/search.tadoc") (continued)"
+				else
+					smatch=$(LC_ALL=C sort "$W/search.tadoc" | cmp -s - "$W/search.grep" && echo yes || echo NO)
+				fi
+				sx_warm=$(hf $((ROUNDS * 3)) "" "getfattr --only-values -n user.tadoc.search.$w $mnt")
+				sgr=$(hf "$ROUNDS" "" "cd '$dir' && grep -r -o -b -w -a -- '$w' . > /dev/null")
+				SEARCH_ROWS+="| $name | $w | $(grep -c . "$W/search.grep") | $smatch | $(div "$sx_warm" 0.001 2) | $(div "$sgr" 0.001 1) | $(div "$sgr" "$sx_warm" 0)x | ${ss_first:--} | ${ss_med:--} | $(div "$sgr" "$(div "${ss_med:--}" 1000000 9)" 0)x |"$'\n'
 			done
 		fi
 		[ "$kind" != plain ] && do_umount "$kind" "$mnt"
@@ -342,5 +358,11 @@ if [ -n "$XATTR_ROWS" ]; then
 |---|---|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 ${XATTR_ROWS}
 getfattr floor: $(div "$GX_FLOOR" 0.001 2) ms, the same getfattr command on a user xattr of a plain local file (process start-up, no filesystem work): no filesystem can answer a whole getfattr process faster, so "warm grep / getfattr floor" is the best process-level ratio any mount could reach.
+
+### Word search: \`getfattr --only-values -n user.tadoc.search.W\` on the mount root vs \`grep -r -o -b -w W\` on the plain tree (ms, median, warm; same = the path:offset lines equal grep's, sorted; a list over 64 KiB is continued in further attributes and only its first part is timed; getxattr() as above: the first call, which builds the query index, and the median of 51)
+
+| corpus | word | hits | same | getfattr ms | grep -b ms | grep / getfattr | getxattr() first us | getxattr() median us | grep / getxattr() |
+|---|---|---:|:---:|---:|---:|---:|---:|---:|---:|
+${SEARCH_ROWS}
 EOF
 fi
