@@ -655,6 +655,8 @@ static int qindex_fill(const td_archive *a, uint32_t *pos_at, uint32_t *pos, uin
 		for (uint64_t g = 0; g < a->ngroups; g++) {
 			const td_disk_group *gr = &a->groups[g];
 			uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : a->R;
+			if (end > a->R)
+				return -1;
 			for (uint64_t r = gr->first_rule; r < end; r++)
 				for (uint64_t i = 0; i < gr->len; i++) {
 					uint64_t s = td_rule_sym(a, gr->first_sym + (r - gr->first_rule) * gr->len + i);
@@ -666,7 +668,9 @@ static int qindex_fill(const td_archive *a, uint32_t *pos_at, uint32_t *pos, uin
 						par[par_at[s]++] = (uint32_t)r;
 				}
 		}
-		if (pass == 0 && (counts_to_starts(pos_at, S) || counts_to_starts(par_at, S)))
+		/* a damaged archive's groups may cover rule symbols twice */
+		if (pass == 0 && (counts_to_starts(pos_at, S) || counts_to_starts(par_at, S) ||
+				  par_at[S] != a->rule_syms.n))
 			return -1;
 	}
 	starts_back(pos_at, S);
