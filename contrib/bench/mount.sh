@@ -248,7 +248,7 @@ for name in "${NAMES[@]}"; do
 					smatch=$(LC_ALL=C sort "$W/search.tadoc" | cmp -s - "$W/search.grep" && echo yes || echo NO)
 				fi
 				sx_warm=$(hf $((ROUNDS * 3)) "" "getfattr --only-values -n user.tadoc.search.$w $mnt")
-				sgr=$(hf "$ROUNDS" "" "cd '$dir' && grep -r -o -b -w -a -- '$w' . > /dev/null")
+				sgr=$(hf "$ROUNDS" "" "cd '$dir' && grep -r -o -b -w -a -- '$w' . | wc -l")
 				SEARCH_ROWS+="| $name | $w | $(grep -c . "$W/search.grep") | $smatch | $(div "$sx_warm" 0.001 2) | $(div "$sgr" 0.001 1) | $(div "$sgr" "$sx_warm" 0)x | ${ss_first:--} | ${ss_med:--} | $(div "$sgr" "$(div "${ss_med:--}" 1000000 9)" 0)x |"$'\n'
 			done
 		fi
@@ -359,7 +359,7 @@ if [ -n "$XATTR_ROWS" ]; then
 ${XATTR_ROWS}
 getfattr floor: $(div "$GX_FLOOR" 0.001 2) ms, the same getfattr command on a user xattr of a plain local file (process start-up, no filesystem work): no filesystem can answer a whole getfattr process faster, so "warm grep / getfattr floor" is the best process-level ratio any mount could reach.
 
-### Word search: \`getfattr --only-values -n user.tadoc.search.W\` on the mount root vs \`grep -r -o -b -w W\` on the plain tree (ms, median, warm; same = the path:offset lines equal grep's, sorted; a list over 64 KiB is continued in further attributes and only its first part is timed; getxattr() as above: the first call, which builds the query index, and the median of 51)
+### Word search: \`getfattr --only-values -n user.tadoc.search.W\` on the mount root vs \`grep -r -o -b -w W | wc -l\` on the plain tree (ms, median, warm; same = the path:offset lines equal grep's, sorted; a list over 64 KiB is continued in further attributes and only its first part is timed; getxattr() as above: the first call, which builds the query index, and the median of 51)
 
 | corpus | word | hits | same | getfattr ms | grep -b ms | grep / getfattr | getxattr() first us | getxattr() median us | grep / getxattr() |
 |---|---|---:|:---:|---:|---:|---:|---:|---:|---:|
