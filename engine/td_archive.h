@@ -41,8 +41,9 @@ enum td_open_flags {
 int td_archive_open(const char *path, unsigned flags, td_archive **out);
 
 /* Readers keep decoded tables (the rule and, in version 4, root sequences
- * and the token offsets as flat 32-bit arrays, built at the first read when
- * they fit) and expansions of short rules (up to 8 KiB each) in memory, so
+ * and the token offsets as flat 32-bit arrays, built once reads have asked
+ * for as many bytes as the archive has terminals and rules, when they fit:
+ * td_flat_after) and expansions of short rules (up to 8 KiB each) in memory, so
  * hot text is copied instead of walked again; this caps the total bytes
  * (default TD_RCACHE_DEFAULT, 0 disables). Past it, reads decode tiles
  * where they stand (version 4: several times slower). The rule cache grows

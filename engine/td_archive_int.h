@@ -100,6 +100,7 @@ struct td_archive {
 	_Atomic(const struct td_qindex *) qindex;
 	atomic_int qindex_state;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
+	atomic_uint_fast64_t walk_bytes;     /* asked of walks before the tables (td_flat_after) */
 	/* The large sections read in place (root, rules, offsets) are
 	 * checksummed once, before the first read or query that uses them
 	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */

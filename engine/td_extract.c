@@ -61,7 +61,6 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	int err = td_data_check(a);
 	if (err)
 		return err;
-	td_flat_build(a);
 	if (S_ISDIR(td_pack_get(&a->e_mode, e)))
 		return TD_EISDIR;
 	w->size = td_pack_get(&a->e_size, e);
@@ -270,6 +269,8 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 	int err = TD_OK;
 	if (w->pos + len > w->size)
 		len = w->pos < w->size ? (size_t)(w->size - w->pos) : 0;
+	if (!atomic_load_explicit(&a->flat, memory_order_acquire))
+		td_flat_after(a, len);
 	if (len && w->tok_off < w->tok_total)
 		n = take(w, buf, len);
 	while (n < len) {

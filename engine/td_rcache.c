@@ -491,6 +491,16 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 	}
 	m->f_sym = ent;
 	m->f_sym_pool = pool;
+	/* Rules cached before the table (reads before td_flat_after's
+	 * threshold). A put() racing with this may store its slot unseen here
+	 * and find f_sym still NULL: that rule then keeps entry 0 and is
+	 * expanded where it is met (slower, never wrong). */
+	const struct td_rcache *c = atomic_load_explicit(&m->rcache, memory_order_acquire);
+	for (uint64_t r = 0; c && r < m->R; r++) {
+		const uint8_t *p = atomic_load_explicit(&c->slot[r], memory_order_acquire);
+		if (p > SEEN)
+			atomic_store_explicit(&ent[m->T + r], td_sym_make(p, m->f_rule_len[r], 0), memory_order_release);
+	}
 	return 0;
 }
 
@@ -608,6 +618,13 @@ void td_syms_consider(const td_archive *a)
 	    want_root = !atomic_load_explicit(&a->root_flat, memory_order_relaxed) && root >= a->root_syms.n / 2;
 	if (want_rules || want_root)
 		syms_build(a, want_rules, want_root);
+}
+
+void td_flat_after(const td_archive *a, uint64_t bytes)
+{
+	td_archive *m = (td_archive *)a;
+	if (atomic_fetch_add_explicit(&m->walk_bytes, bytes, memory_order_relaxed) + bytes >= a->T + a->R)
+		td_flat_build(a);
 }
 
 /* Turn counts c[s + 1] into starts c[s] (s <= n); 0, or -1 when a total

@@ -61,8 +61,20 @@ void td_rcache_free(td_archive *a);
  * td_sym_entry and td_rule_sym. A rule's f_sym entry is set when its
  * expansion is cached.
  * Then td_syms_poll. Thread-safe, idempotent. Costs one pass over those
- * arrays on the first read, not at open. */
+ * arrays, not at open: readers call it through td_flat_after, queries and
+ * td_archive_warm directly. */
 void td_flat_build(const td_archive *a);
+
+/* Readers (td_walk_read) call this with the bytes each read asks for while
+ * the tables are not built: td_flat_build runs once walks have asked for
+ * as many bytes since open as the archive has terminals and rules (T + R:
+ * the tables' size is proportional to it). A one-off read of a small file
+ * (`tadoc cat`, `tadoc extract`) then does not pay for tables it would not
+ * use (linux-source-6.1: they are 0.14 s of a 0.5 s `tadoc cat` of a
+ * 727-byte file), while a long read reads that many bytes (well under a
+ * millisecond's worth) at the slower rate first. Rules cached meanwhile
+ * get their f_sym entries when the table is built. Thread-safe. */
+void td_flat_after(const td_archive *a, uint64_t bytes);
 
 /* Coded sequences (version 4): decode the rule symbols, then the root
  * symbols, into flat arrays now, each when it fits the budget left beside
