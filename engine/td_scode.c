@@ -163,6 +163,17 @@ static uint64_t rd_gamma(brd *r)
 
 static uint64_t rd_rice(brd *r, unsigned k)
 {
+	/* Most values: one window holds the quotient's ones, its zero and
+	 * the k low bits. */
+	if (!r->bad && r->at + 64 <= r->nbits) {
+		uint64_t x = peek(r);
+		unsigned q = ~x ? (unsigned)__builtin_clzll(~x) : 64u;
+		if (q + 1 + k <= 57) {
+			uint64_t low = k ? (x << (q + 1)) >> (64 - k) : 0;
+			r->at += q + 1 + k;
+			return ((uint64_t)q << k) | low;
+		}
+	}
 	uint64_t q = 0;
 	for (unsigned n; !r->bad && r->at < r->nbits && (n = run_of(r, 1)) > 0; q += n) {
 		if (r->at + n > r->nbits)
