@@ -57,7 +57,9 @@ void td_archive_set_cache(td_archive *a, uint64_t bytes);
  * of later ones; for a background thread after open (tadocfs runs it at
  * mount). It only runs when all those expansions fit the cache's budget with
  * room to spare (otherwise the cache keeps filling with what readers use,
- * and *bytes is 0); it stops soon after *stop (may be NULL; read with
+ * and *bytes is 0); then builds the query index for counts and searches
+ * over large scopes when it fits (td_rcache.h: td_qindex_get). It stops
+ * soon after *stop (may be NULL; read with
  * relaxed atomic loads) becomes nonzero. Thread-safe with concurrent reads; not with td_archive_set_cache
  * or td_archive_close. *bytes (may be NULL) gets the expanded bytes it
  * cached. TD_OK, TD_ENOMEM, or TD_ECORRUPT when a rule's lengths do not add

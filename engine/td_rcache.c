@@ -311,10 +311,9 @@ static int warm_sym(const td_archive *a, uint64_t s, uint8_t *buf, uint8_t *seen
 	return 0;
 }
 
-int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes)
+/* td_archive_warm's rule cache fill. */
+static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *bytes)
 {
-	if (bytes)
-		*bytes = 0;
 	int err = td_data_check(a);
 	if (err)
 		return err;
@@ -351,6 +350,16 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 	free(seen);
 	if (bytes)
 		*bytes = have;
+	return err;
+}
+
+int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes)
+{
+	if (bytes)
+		*bytes = 0;
+	int err = warm_cache(a, stop, bytes);
+	if (!err && a->flat && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)))
+		(void)td_qindex_get(a); /* the first search is then as fast as the next */
 	return err;
 }
 
