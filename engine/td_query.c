@@ -107,19 +107,13 @@ static int memo_grow(memo *m)
 	return TD_OK;
 }
 
-/* Rule r's value in m: its address, or NULL when absent and !insert. */
-static uint64_t *memo_slot(memo *m, uint64_t r, int insert)
+/* Rule r's slot in m: its own, or the empty one it would take. */
+static uint64_t memo_at(const memo *m, uint64_t r)
 {
 	uint64_t h = hmix(r + 1) & m->mask;
 	while (m->key[h] && m->key[h] != r + 1)
 		h = (h + 1) & m->mask;
-	if (!m->key[h]) {
-		if (!insert)
-			return NULL;
-		m->key[h] = r + 1;
-		m->used++;
-	}
-	return &m->val[h];
+	return h;
 }
 
 /* The memoised count of rule r into *v: 1, or 0 when not known yet. */
@@ -130,10 +124,13 @@ static int memo_get(const qctx *q, uint64_t r, uint64_t *v)
 		*v = q->flat[r] ? (uint64_t)q->flat[r] - 1 : 0;
 		return q->flat[r] != 0;
 	}
-	const uint64_t *p = q->m.mask ? memo_slot((memo *)&q->m, r, 0) : NULL;
-	if (p)
-		*v = *p;
-	return p != NULL;
+	if (!q->m.mask)
+		return 0;
+	uint64_t h = memo_at(&q->m, r);
+	if (!q->m.key[h])
+		return 0;
+	*v = q->m.val[h];
+	return 1;
 }
 
 static void memo_put(qctx *q, uint64_t r, uint64_t v)
@@ -148,7 +145,12 @@ static void memo_put(qctx *q, uint64_t r, uint64_t v)
 	}
 	if (q->flat)
 		q->flat[r] = FLAT_BIG;
-	*memo_slot(&q->m, r, 1) = v;
+	uint64_t h = memo_at(&q->m, r);
+	if (!q->m.key[h]) {
+		q->m.key[h] = r + 1;
+		q->m.used++;
+	}
+	q->m.val[h] = v;
 }
 
 /* Occurrences of the word in the expansion of symbol s. */
