@@ -103,6 +103,19 @@ Test(query, count_and_search_equal_oracle_coded_tiles)
 	queries_equal_oracle("paths.tadoc", 0);
 }
 
+/* Budgets that hold some of the tables and not others: for the fixture's
+ * archive, flat offsets without the symbol table and coded root symbols at
+ * 256 KiB, with the symbol table at 512 KiB, flat root symbols from 1 MiB
+ * on, and the query index from 2 MiB on; so queries over large scopes go
+ * through the index or walk the root, over flat or coded sequences, and
+ * every mix equals the oracle. */
+Test(query, count_and_search_equal_oracle_every_budget)
+{
+	static const uint64_t budget[] = { 256 << 10, 512 << 10, 1 << 20, 2 << 20, 8 << 20 };
+	for (size_t i = 0; i < sizeof budget / sizeof *budget; i++)
+		queries_equal_oracle("paths.tadoc", budget[i]);
+}
+
 /* td_search appends to a list that already holds hits. */
 Test(query, search_appends)
 {
