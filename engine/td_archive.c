@@ -245,9 +245,14 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
 		/* 16 bytes at a time (no call for a few bytes): both buffers
 		 * have TD_BYTES_PAD bytes past their end, and a word starts at
 		 * least its predecessor's length (>= k) after it, so a move
-		 * never reads what this word's earlier moves wrote */
-		for (uint64_t j = 0; j < k; j += 16) /* k > 0 only after a word */
-			memcpy(w + off[i] + j, w + off[i - 1] + j, 16);
+		 * never reads what this word's earlier moves wrote. A move of
+		 * the prefix may overlap itself (a predecessor shorter than 16
+		 * bytes): it goes through a register, loaded before stored. */
+		for (uint64_t j = 0; j < k; j += 16) { /* k > 0 only after a word */
+			uint8_t t[16];
+			memcpy(t, w + off[i - 1] + j, 16);
+			memcpy(w + off[i] + j, t, 16);
+		}
 		for (uint64_t j = k; j < len; j += 16)
 			memcpy(w + off[i] + j, fc + at + 1 + (j - k), 16);
 		at += len - k + 2;
