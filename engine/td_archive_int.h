@@ -99,6 +99,8 @@ struct td_archive {
 	 * qindex_state 0 not tried yet, 1 built, 2 not possible. */
 	_Atomic(const struct td_qindex *) qindex;
 	atomic_int qindex_state;
+	/* Root symbols under each entry (td_query.c), or NULL until built. */
+	_Atomic(uint64_t *) scope_roots;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 	atomic_uint_fast64_t walk_bytes;     /* asked of walks before the tables (td_flat_after) */
 	/* The large sections read in place (root, rules, offsets) are

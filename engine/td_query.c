@@ -334,31 +334,49 @@ static int file_query(qctx *q, td_entry e, const char *word, size_t len, uint64_
 	return q->err;
 }
 
-/* Sum of per_file(a, f) over the files f under e (symlinks add nothing). */
-static uint64_t tree_sum(const td_archive *a, td_entry e, uint64_t (*per_file)(const td_archive *, td_entry),
-			 unsigned depth)
+/* Word tokens of the files under e (symlinks add nothing). */
+static uint64_t tree_words(const td_archive *a, td_entry e, unsigned depth)
 {
 	if (is_file(a, e))
-		return per_file(a, e);
+		return td_pack_get(&a->e_nwords, e);
 	td_entry first;
 	uint32_t n;
 	uint64_t sum = 0;
 	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
 		return 0;
 	for (uint32_t i = 0; i < n; i++)
-		sum += tree_sum(a, first + i, per_file, depth + 1);
+		sum += tree_words(a, first + i, depth + 1);
 	return sum;
 }
 
-static uint64_t file_roots(const td_archive *a, td_entry e)
+/* Root symbols of the files under e: from a table of every entry's, built
+ * by the first call in one pass from the last entry (a directory's
+ * children come after it, td_archive_children). */
+static uint64_t scope_size(const td_archive *a, td_entry e)
 {
-	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
-	return rs < re ? re - rs : 0;
-}
-
-static uint64_t file_words(const td_archive *a, td_entry e)
-{
-	return td_pack_get(&a->e_nwords, e);
+	uint64_t *t = atomic_load_explicit(&a->scope_roots, memory_order_acquire);
+	const uint64_t ne = a->meta.nentries;
+	if (!t && (t = calloc(ne ? ne : 1, sizeof *t))) {
+		for (uint64_t i = ne; i-- > 0;) {
+			td_entry first;
+			uint32_t n;
+			if (is_file(a, (td_entry)i)) {
+				uint64_t rs = td_pack_get(&a->e_root, i), re = td_pack_get(&a->e_root, i + 1);
+				t[i] = rs < re ? re - rs : 0;
+			} else if (td_archive_children(a, (td_entry)i, &first, &n) == TD_OK) {
+				for (uint32_t c = 0; c < n; c++)
+					t[i] += t[first + c];
+			}
+		}
+		uint64_t *expected = NULL;
+		td_archive *m = (td_archive *)a; /* a cache of what the entries say */
+		if (!atomic_compare_exchange_strong(&m->scope_roots, &expected, t)) {
+			free(t);
+			t = expected;
+		}
+	}
+	/* out of memory: taken as large (the query index is then tried) */
+	return t ? (e < ne ? t[e] : 0) : a->meta.nroot;
 }
 
 /* Offset in its file of root symbol p, which starts a block at or after
@@ -525,7 +543,7 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	/* A walk over much of the corpus decodes the coded sequences whole
 	 * (cheaper than tile by tile, and kept for the next query) and keeps
 	 * its rule counts in a flat array. */
-	uint64_t roots = tree_sum(a, scope, file_roots, 0);
+	uint64_t roots = scope_size(a, scope);
 	const td_qindex *x = len <= TD_MAXTOK && roots >= a->meta.nroot / 16 ? td_qindex_get(a) : NULL;
 	if (x) {
 		err = index_query(&q, x, scope, count);
@@ -550,7 +568,7 @@ int td_query_fast(const td_archive *a, td_entry scope)
 		return 1;
 	if (scope >= a->meta.nentries || atomic_load_explicit(&a->qindex_state, memory_order_acquire) == 2)
 		return 0;
-	return tree_sum(a, scope, file_roots, 0) >= a->meta.nroot / 16;
+	return scope_size(a, scope) >= a->meta.nroot / 16;
 }
 
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
@@ -596,6 +614,6 @@ int td_word_total(const td_archive *a, td_entry scope, uint64_t *n)
 {
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	*n = scope == TD_ROOT ? a->meta.total_words : tree_sum(a, scope, file_words, 0);
+	*n = scope == TD_ROOT ? a->meta.total_words : tree_words(a, scope, 0);
 	return TD_OK;
 }

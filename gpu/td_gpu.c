@@ -834,8 +834,49 @@ typedef struct td_qview {
 	td_entry scope;
 } td_qview;
 
+/* Whether the kernels take request v: a word they can look up in a valid
+ * scope, except the large scopes the CPU engine answers from its query
+ * index (td_query_fast) while a warp would walk all of it; a whole-corpus
+ * count stays here (one look-up in the kernel too). */
+static int td_gpu_takes(const td_gpu *g, const td_qview *v, int search)
+{
+	if (!(v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries))
+		return 0;
+	return !((search || v->scope != TD_ROOT) && td_query_fast(g->a, v->scope));
+}
+
+/* Requests idx[0..nc) of reqs (elements of `size` bytes) through the CPU
+ * engine's batch call `run` on opts.cpu_threads threads, moved out and
+ * back (a search's hit list moves with its request). */
+static int td_cpu_rest(td_gpu *g, void *reqs, size_t size, const size_t *idx, size_t nc,
+		       int (*run)(const td_archive *, void *, size_t, unsigned))
+{
+	if (!nc)
+		return TD_OK;
+	char *tmp = malloc(nc * size);
+	if (!tmp)
+		return td_fail(TD_ENOMEM, "gpu: requests for the CPU");
+	for (size_t j = 0; j < nc; j++)
+		memcpy(tmp + j * size, (char *)reqs + idx[j] * size, size);
+	int r = run(g->a, tmp, nc, g->o.cpu_threads);
+	for (size_t j = 0; j < nc; j++)
+		memcpy((char *)reqs + idx[j] * size, tmp + j * size, size);
+	free(tmp);
+	return r == TD_ENOMEM ? r : TD_OK; /* other errors are the requests' own */
+}
+
+static int td_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return td_count_batch(a, reqs, n, threads);
+}
+
+static int td_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return td_search_batch(a, reqs, n, threads);
+}
+
 static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), const void *reqs,
-			   size_t n, size_t *m, uint64_t *wbytes)
+			   size_t n, int search, size_t *m, uint64_t *wbytes)
 {
 	int r;
 	if ((r = td_grow(&g->hq, (n + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (n + 1) * sizeof(uint32_t), 2)))
@@ -845,7 +886,7 @@ static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_
 	td_qview tmp;
 	for (size_t i = 0; i < n; i++) {
 		const td_qview *v = get(reqs, i, &tmp);
-		if (v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries)
+		if (td_gpu_takes(g, v, search))
 			wb += v->len;
 	}
 	if ((r = td_grow(&g->hw, wb + 1, 0)))
@@ -857,7 +898,7 @@ static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_
 	wb = 0;
 	for (size_t i = 0; i < n; i++) {
 		const td_qview *v = get(reqs, i, &tmp);
-		if (!(v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries))
+		if (!td_gpu_takes(g, v, search))
 			continue;
 		memcpy(hw + wb, v->word, v->len);
 		hq[k].woff = wb;
@@ -925,27 +966,30 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 	size_t m = 0;
 	uint64_t wb = 0;
 	int r;
-	if ((r = td_pack_queries(g, td_count_view, reqs, n, &m, &wb)))
+	if ((r = td_pack_queries(g, td_count_view, reqs, n, 0, &m, &wb)))
 		return r;
 	if ((r = td_count_packed(g, m, wb, 0)))
 		return r;
 	const uint32_t *map = g->map.p;
 	const uint64_t *hc = g->hcnt.p;
-	/* requests the kernels did not answer go to the CPU engine */
-	size_t k = 0;
+	/* requests the kernels did not take or answer: one CPU engine batch */
+	size_t *cpu = malloc((n + 1) * sizeof *cpu), nc = 0, k = 0;
+	if (!cpu)
+		return td_fail(TD_ENOMEM, "gpu: count batch");
 	for (size_t i = 0; i < n; i++) {
 		td_count_req *q = &reqs[i];
 		if (k < m && map[k] == i && hc[k] != TD_GQ_NOTFOUND) {
 			q->count = hc[k];
 			q->err = TD_OK;
 		} else {
-			q->count = 0;
-			q->err = td_count(g->a, q->word, q->len, q->scope, &q->count);
+			cpu[nc++] = i;
 		}
 		if (k < m && map[k] == i)
 			k++;
 	}
-	return TD_OK;
+	r = td_cpu_rest(g, reqs, sizeof *reqs, cpu, nc, td_cpu_counts);
+	free(cpu);
+	return r;
 }
 
 int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
@@ -1015,7 +1059,7 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 	size_t m = 0;
 	uint64_t wb = 0;
 	int r;
-	if ((r = td_pack_queries(g, td_search_view, reqs, n, &m, &wb)))
+	if ((r = td_pack_queries(g, td_search_view, reqs, n, 1, &m, &wb)))
 		return r;
 	if ((r = td_count_packed(g, m, wb, 1)))
 		return r;
@@ -1052,18 +1096,21 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 		hb[k] = total;
 		total += hc[k];
 	}
-	/* everything else: the CPU engine */
+	/* everything else: one CPU engine batch */
 	const uint32_t *map = g->map.p;
-	size_t k = 0;
+	size_t *cpu = malloc((n + 1) * sizeof *cpu), nc = 0, k = 0;
+	if (!cpu)
+		return td_fail(TD_ENOMEM, "gpu: search batch");
 	for (size_t i = 0; i < n; i++) {
 		int gpu = k < m && map[k] == i && !hs[k];
 		if (k < m && map[k] == i)
 			k++;
-		if (gpu)
-			continue;
-		reqs[i].err = td_search(g->a, reqs[i].word, reqs[i].len, reqs[i].scope, &reqs[i].hits);
+		if (!gpu)
+			cpu[nc++] = i;
 	}
-	return TD_OK;
+	r = td_cpu_rest(g, reqs, sizeof *reqs, cpu, nc, td_cpu_searches);
+	free(cpu);
+	return r;
 }
 
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)

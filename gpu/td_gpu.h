@@ -154,12 +154,18 @@ int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n);
 void *td_gpu_host_alloc(td_gpu *g, size_t bytes);
 void td_gpu_host_free(td_gpu *g, void *p);
 
-/* Same contract and results as td_count_batch(). */
+/* Same contract and results as td_count_batch(). Requests over a large
+ * scope other than the whole corpus (td_query_fast: the engine answers
+ * them from its query index while a warp would walk the whole scope), and
+ * any the kernels cannot answer, go to one td_count_batch() on
+ * opts.cpu_threads threads. */
 int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
 
 /* Same contract and results as td_search_batch(): hits are appended to
  * reqs[i].hits (allocated with malloc/realloc; free with td_hits_free).
- * One host round trip per batch sizes the hit buffers. */
+ * One host round trip per batch sizes the hit buffers. Searches over a
+ * large scope (td_query_fast, the whole corpus included) and those the
+ * kernels cannot answer go to one td_search_batch() on the CPU. */
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
 
 /* The link's ceilings, for stating extract throughput against them
