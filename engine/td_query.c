@@ -71,6 +71,9 @@ typedef struct qctx {
 	uint64_t w;        /* word id */
 	uint32_t *flat;    /* R slots, or NULL: everything in m */
 	const uint64_t *hold; /* with the index: a bit per rule that holds the word */
+	const uint64_t *roots; /* with the index: a bit per root position to visit */
+	const char *word;  /* the query, for words stored as pieces (scan_long) */
+	size_t len;
 	memo m;
 	int err;
 	td_hits *out;
@@ -270,11 +273,11 @@ static int scan_long(const td_archive *a, td_entry e, const char *word, size_t l
  * one sample block (2^shift symbols, ROOT_SAMPLES) at a time, counted
  * first: a search adds up symbol lengths only in the blocks that hold the
  * word (a later block's offset is its sample). */
-static int file_query(qctx *q, td_entry e, const char *word, size_t len, uint64_t *count)
+static int file_query(qctx *q, td_entry e, uint64_t *count)
 {
 	const td_archive *a = q->a;
-	if (len > TD_MAXTOK)
-		return scan_long(a, e, word, len, count, q->out);
+	if (q->len > TD_MAXTOK)
+		return scan_long(a, e, q->word, q->len, count, q->out);
 	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
 	uint64_t g0 = td_pack_get(&a->e_gstart, e);
 	if (rs > re || re > a->meta.nroot)
@@ -334,21 +337,6 @@ static int file_query(qctx *q, td_entry e, const char *word, size_t len, uint64_
 	return q->err;
 }
 
-/* Word tokens of the files under e (symlinks add nothing). */
-static uint64_t tree_words(const td_archive *a, td_entry e, unsigned depth)
-{
-	if (is_file(a, e))
-		return td_pack_get(&a->e_nwords, e);
-	td_entry first;
-	uint32_t n;
-	uint64_t sum = 0;
-	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
-		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		sum += tree_words(a, first + i, depth + 1);
-	return sum;
-}
-
 /* Root symbols of the files under e: from a table of every entry's, built
  * by the first call in one pass from the last entry (a directory's
  * children come after it, td_archive_children). */
@@ -379,6 +367,13 @@ static uint64_t scope_size(const td_archive *a, td_entry e)
 	return t ? (e < ne ? t[e] : 0) : a->meta.nroot;
 }
 
+/* Whether a scope of `roots` root symbols is large: a sixteenth of the
+ * root or more, where the query index pays (td_query.h). */
+static int large_scope(const td_archive *a, uint64_t roots)
+{
+	return roots >= a->meta.nroot / 16;
+}
+
 /* Offset in its file of root symbol p, which starts a block at or after
  * the file's first symbol rs or follows the last one placed (*at, at
  * offset *off) in its block. */
@@ -403,44 +398,51 @@ static int root_offset(const td_archive *a, td_entry e, uint64_t rs, uint64_t g0
 	return TD_OK;
 }
 
-/* The files under e in path order, through the index: only the root
- * positions marked in `roots` are visited. */
-static int index_tree(qctx *q, const uint64_t *roots, td_entry e, uint64_t *count, unsigned depth)
+/* One file through the index: only the root positions marked in q->roots
+ * are visited. */
+static int index_file(qctx *q, td_entry e, uint64_t *count)
 {
 	const td_archive *a = q->a;
-	if (is_file(a, e)) {
-		uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
-		uint64_t g0 = td_pack_get(&a->e_gstart, e), at = UINT64_MAX, off = 0;
-		if (rs > re || re > a->meta.nroot)
-			return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
-		if (rs < re && ((re - 1) >> a->shift) >= a->root_samples.n)
-			return td_fail(TD_ECORRUPT, "entry %u: root samples out of bounds", e);
-		for (uint64_t wi = rs >> 6; wi << 6 < re && !q->err; wi++) {
-			uint64_t bits = roots[wi];
-			while (bits && !q->err) {
-				uint64_t p = wi << 6 | (uint64_t)__builtin_ctzll(bits);
-				bits &= bits - 1;
-				if (p < rs || p >= re)
-					continue;
-				uint64_t s = td_root_sym(a, p);
-				if (!q->out) {
-					*count += count_sym(q, s, 0);
-					continue;
-				}
-				int err = root_offset(a, e, rs, g0, p, &at, &off);
-				if (err)
-					return err;
-				search_sym(q, e, s, off, 0);
+	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+	uint64_t g0 = td_pack_get(&a->e_gstart, e), at = UINT64_MAX, off = 0;
+	if (rs > re || re > a->meta.nroot)
+		return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
+	if (rs < re && ((re - 1) >> a->shift) >= a->root_samples.n)
+		return td_fail(TD_ECORRUPT, "entry %u: root samples out of bounds", e);
+	for (uint64_t wi = rs >> 6; wi << 6 < re && !q->err; wi++) {
+		uint64_t bits = q->roots[wi];
+		while (bits && !q->err) {
+			uint64_t p = wi << 6 | (uint64_t)__builtin_ctzll(bits);
+			bits &= bits - 1;
+			if (p < rs || p >= re)
+				continue;
+			uint64_t s = td_root_sym(a, p);
+			if (!q->out) {
+				*count += count_sym(q, s, 0);
+				continue;
 			}
+			int err = root_offset(a, e, rs, g0, p, &at, &off);
+			if (err)
+				return err;
+			search_sym(q, e, s, off, 0);
 		}
-		return q->err;
 	}
+	return q->err;
+}
+
+/* Every file under e in path order, through the index (q->roots) or by
+ * walking its root (file_query). */
+static int tree_query(qctx *q, td_entry e, uint64_t *count, unsigned depth)
+{
+	const td_archive *a = q->a;
+	if (is_file(a, e))
+		return q->roots ? index_file(q, e, count) : file_query(q, e, count);
 	td_entry first;
 	uint32_t n;
 	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
 		return TD_OK; /* symlinks count nothing */
 	for (uint32_t i = 0; i < n; i++) {
-		int err = index_tree(q, roots, first + i, count, depth + 1);
+		int err = tree_query(q, first + i, count, depth + 1);
 		if (err)
 			return err;
 	}
@@ -485,32 +487,16 @@ static int index_query(qctx *q, const td_qindex *x, td_entry scope, uint64_t *co
 		}
 	}
 	q->hold = hold;
+	q->roots = roots;
 	if (a->R && n - 2 >= a->R / 16)
 		q->flat = calloc(a->R, sizeof *q->flat); /* NULL: the hash table serves */
-	err = index_tree(q, roots, scope, count, 0);
-	q->hold = NULL;
+	err = tree_query(q, scope, count, 0);
+	q->hold = q->roots = NULL;
 out:
 	free(hold);
 	free(roots);
 	free(list);
 	return err;
-}
-
-static int tree_query(qctx *q, td_entry e, const char *word, size_t len, uint64_t *count, unsigned depth)
-{
-	const td_archive *a = q->a;
-	if (is_file(a, e))
-		return file_query(q, e, word, len, count);
-	td_entry first;
-	uint32_t n;
-	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
-		return TD_OK; /* symlinks count nothing */
-	for (uint32_t i = 0; i < n; i++) {
-		int err = tree_query(q, first + i, word, len, count, depth + 1);
-		if (err)
-			return err;
-	}
-	return TD_OK;
 }
 
 static int query(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count, td_hits *out)
@@ -523,7 +509,7 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	int err = td_data_check(a);
 	if (err)
 		return err;
-	qctx q = { .a = a, .out = out };
+	qctx q = { .a = a, .out = out, .word = word, .len = len };
 	if (len <= TD_MAXTOK) {
 		int64_t w = find_word(a, word, len);
 		if (w == -2)
@@ -544,15 +530,15 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	 * (cheaper than tile by tile, and kept for the next query) and keeps
 	 * its rule counts in a flat array. */
 	uint64_t roots = scope_size(a, scope);
-	const td_qindex *x = len <= TD_MAXTOK && roots >= a->meta.nroot / 16 ? td_qindex_get(a) : NULL;
+	const td_qindex *x = len <= TD_MAXTOK && large_scope(a, roots) ? td_qindex_get(a) : NULL;
 	if (x) {
 		err = index_query(&q, x, scope, count);
 	} else {
-		if (roots >= a->meta.nroot / 16)
+		if (large_scope(a, roots))
 			td_syms_build_part(a, 1, roots >= a->meta.nroot / 2);
 		if (a->R && roots >= a->R / 16)
 			q.flat = calloc(a->R, sizeof *q.flat); /* NULL: the hash table serves */
-		err = tree_query(&q, scope, word, len, count, 0);
+		err = tree_query(&q, scope, count, 0);
 	}
 	if (out && !err)
 		*count = out->n;
@@ -568,7 +554,7 @@ int td_query_fast(const td_archive *a, td_entry scope)
 		return 1;
 	if (scope >= a->meta.nentries || atomic_load_explicit(&a->qindex_state, memory_order_acquire) == 2)
 		return 0;
-	return scope_size(a, scope) >= a->meta.nroot / 16;
+	return large_scope(a, scope_size(a, scope));
 }
 
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
@@ -610,10 +596,24 @@ void td_hits_free(td_hits *h)
 	h->n = h->cap = 0;
 }
 
+static uint64_t words_tree(const td_archive *a, td_entry e, unsigned depth)
+{
+	if (is_file(a, e))
+		return td_pack_get(&a->e_nwords, e);
+	td_entry first;
+	uint32_t n;
+	uint64_t sum = 0;
+	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
+		return 0;
+	for (uint32_t i = 0; i < n; i++)
+		sum += words_tree(a, first + i, depth + 1);
+	return sum;
+}
+
 int td_word_total(const td_archive *a, td_entry scope, uint64_t *n)
 {
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	*n = scope == TD_ROOT ? a->meta.total_words : tree_words(a, scope, 0);
+	*n = scope == TD_ROOT ? a->meta.total_words : words_tree(a, scope, 0);
 	return TD_OK;
 }

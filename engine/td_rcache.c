@@ -704,6 +704,25 @@ static int qindex_fill(const td_archive *a, uint32_t *pos_at, uint32_t *pos, uin
 	return 0;
 }
 
+/* Free the index's arrays (each may be NULL). */
+static void qindex_arrays_free(const td_archive *a, const uint32_t *pos_at, const uint32_t *pos,
+			       const uint32_t *par_at, const uint32_t *par)
+{
+	big_free(pos_at, flat_bytes(a->T + a->R));
+	big_free(pos, flat_bytes(a->meta.nroot));
+	big_free(par_at, flat_bytes(a->T + a->R));
+	big_free(par, flat_bytes(a->rule_syms.n));
+}
+
+/* Whether the index fits the budget beside the tables built so far. */
+static int qindex_fits(const td_archive *a)
+{
+	pthread_mutex_lock(&flat_lock);
+	int fits = tables_used(a) + qindex_bytes(a) <= a->rcache_budget;
+	pthread_mutex_unlock(&flat_lock);
+	return fits;
+}
+
 const td_qindex *td_qindex_get(const td_archive *a)
 {
 	int st = atomic_load_explicit(&a->qindex_state, memory_order_acquire);
@@ -711,11 +730,12 @@ const td_qindex *td_qindex_get(const td_archive *a)
 		return st == 1 ? atomic_load_explicit(&a->qindex, memory_order_acquire) : NULL;
 	const uint64_t S = a->T + a->R;
 	td_archive *m = (td_archive *)a;
-	if (S >= UINT32_MAX || a->meta.nroot >= UINT32_MAX || a->rule_syms.n >= UINT32_MAX || !a->flat) {
+	if (S >= UINT32_MAX || a->meta.nroot >= UINT32_MAX || a->rule_syms.n >= UINT32_MAX || !a->flat ||
+	    !qindex_fits(a)) {
 		atomic_store(&m->qindex_state, 2);
 		return NULL;
 	}
-	td_syms_build(a); /* both passes read every symbol twice */
+	td_syms_build(a); /* both passes read every symbol twice (the index is checked again below) */
 	pthread_mutex_lock(&flat_lock);
 	if (!atomic_load(&m->qindex_state)) {
 		td_qindex *x = calloc(1, sizeof *x);
@@ -732,10 +752,7 @@ const td_qindex *td_qindex_get(const td_archive *a)
 			atomic_store_explicit(&m->qindex, x, memory_order_release);
 		} else {
 			free(x);
-			big_free(pos_at, flat_bytes(S));
-			big_free(pos, flat_bytes(a->meta.nroot));
-			big_free(par_at, flat_bytes(S));
-			big_free(par, flat_bytes(a->rule_syms.n));
+			qindex_arrays_free(a, pos_at, pos, par_at, par);
 		}
 		atomic_store_explicit(&m->qindex_state, ok ? 1 : 2, memory_order_release);
 	}
@@ -747,11 +764,7 @@ static void qindex_free(td_archive *a)
 {
 	const td_qindex *x = atomic_load(&a->qindex);
 	if (x) {
-		const uint64_t S = a->T + a->R;
-		big_free(x->pos_at, flat_bytes(S));
-		big_free(x->pos, flat_bytes(a->meta.nroot));
-		big_free(x->par_at, flat_bytes(S));
-		big_free(x->par, flat_bytes(a->rule_syms.n));
+		qindex_arrays_free(a, x->pos_at, x->pos, x->par_at, x->par);
 		free((void *)x);
 	}
 	atomic_store(&a->qindex, NULL);
