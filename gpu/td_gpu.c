@@ -560,22 +560,35 @@ void td_gpu_host_free(td_gpu *g, void *p)
 	free(p);
 }
 
-/* The direct path of a round: if the buffers of its m packed requests lie
+/* What the packing pass learns about a round of m requests, so the round
+ * itself never loops over them again before its launches (at 100k short
+ * reads each extra pass cost some 50-200 us of host time a batch). */
+typedef struct td_round {
+	size_t m;
+	uint64_t bytes;                /* output bytes, all requests */
+	uintptr_t base;                /* request k's buffer is base + outoff */
+	int contiguous;                /* ... for every k (see td_direct_base) */
+	uint64_t want;                 /* warps a round should give the device */
+	uint64_t coop_reads, coop_bytes; /* of the first `want` reads of at
+	                                    least xcoop bytes */
+	uint64_t head_reads, head_bytes; /* of the first `want` reads that
+	                                    are not empty */
+} td_round;
+
+/* The direct path of a round: if the buffers of its packed requests lie
  * exactly as the device output (request k's at base + outoff) inside one
  * td_gpu_host_alloc block, the downloads can land in them; return base,
  * else NULL. */
-static uint8_t *td_direct_base(td_gpu *g, const td_extract_req *reqs, const td_gx_req *hq, size_t m, uint64_t bytes)
+static uint8_t *td_direct_base(td_gpu *g, const td_round *rd)
 {
-	uintptr_t base = (uintptr_t)reqs[hq[0].tag].buf - (uintptr_t)hq[0].outoff;
-	for (size_t k = 0; k < m; k++)
-		if ((uintptr_t)reqs[hq[k].tag].buf != base + hq[k].outoff)
-			return NULL;
+	if (!rd->contiguous)
+		return NULL;
 	uint8_t *r = NULL;
 	pthread_mutex_lock(&g->hlock);
 	for (size_t i = 0; i < g->nhblk && !r; i++) {
 		uintptr_t b0 = (uintptr_t)g->hblk[i].p, b1 = b0 + g->hblk[i].cap;
-		if (base >= b0 && base <= b1 && bytes <= b1 - base)
-			r = (uint8_t *)base;
+		if (rd->base >= b0 && rd->base <= b1 && rd->bytes <= b1 - rd->base)
+			r = (uint8_t *)rd->base;
 	}
 	pthread_mutex_unlock(&g->hlock);
 	return r;
@@ -648,23 +661,54 @@ static unsigned td_scatter_threads(const td_gpu *g, size_t m, uint64_t bytes)
  * option, or TD_GX_SEG halved (down to TD_GX_SEG_MIN) while the round
  * gives fewer than TD_GX_WARPS_SM warps an SM. A small batch of long reads
  * then finishes in the walk of a short segment instead of an 8 KiB one;
- * large batches keep long segments (fewer seeks). */
-static uint32_t td_round_seg(const td_gpu *g, uint32_t xcoop, const td_gx_req *hq, size_t m)
+ * large batches keep long segments (fewer seeks). `all`: every read is
+ * warp-walked (zero copy), else those of at least xcoop bytes. */
+static uint32_t td_round_seg(const td_gpu *g, const td_round *rd, int all)
 {
 	if (g->o.xseg)
 		return g->o.xseg;
-	const uint64_t want = (uint64_t)g->nsm * TD_GX_WARPS_SM;
-	uint64_t bytes = 0, reads = 0; /* of the warp-walked reads */
-	for (size_t k = 0; k < m && reads < want; k++)
-		if (xcoop && hq[k].len >= xcoop) {
-			bytes += hq[k].len;
-			reads++;
-		}
+	uint64_t reads = all ? rd->head_reads : rd->coop_reads;
+	uint64_t bytes = all ? rd->head_bytes : rd->coop_bytes;
 	uint32_t seg = TD_GX_SEG;
 	/* warps at seg: at least bytes / seg, and one a read */
-	while (seg > TD_GX_SEG_MIN && reads < want && bytes / seg < want)
+	while (seg > TD_GX_SEG_MIN && reads < rd->want && bytes / seg < rd->want)
 		seg >>= 1;
 	return seg;
+}
+
+/* Number the work items and warps of packed requests [k0, k1) from 0 (see
+ * td_gx_units; one pass, shifts where the unit sizes are powers of two).
+ * *items, *warps: their totals. */
+static void td_number_units(const td_gdev *d, td_gx_req *hq, size_t k0, size_t k1, uint32_t *items, uint32_t *warps)
+{
+	uint32_t per_i = d->xchunk ? d->xchunk : TD_GX_CHUNK, per_w = d->xseg ? d->xseg : TD_GX_SEG;
+	uint32_t ni = 0, nw = 0;
+	if ((per_i & (per_i - 1)) == 0 && (per_w & (per_w - 1)) == 0) {
+		const unsigned si = (unsigned)__builtin_ctz(per_i), sw = (unsigned)__builtin_ctz(per_w);
+		const uint32_t xcoop = d->xcoop ? d->xcoop : UINT32_MAX;
+		for (size_t k = k0; k < k1; k++) {
+			const uint32_t len = hq[k].len;
+			hq[k].item0 = ni;
+			hq[k].warp0 = nw;
+			if (len >= xcoop) {
+				uint32_t c = (uint32_t)(((uint64_t)len + per_w - 1) >> sw);
+				nw += c ? c : 1;
+			} else {
+				uint32_t c = (uint32_t)(((uint64_t)len + per_i - 1) >> si);
+				ni += c ? c : 1;
+			}
+		}
+	} else {
+		for (size_t k = k0; k < k1; k++) {
+			int coop;
+			uint32_t c = td_gx_units(d, &hq[k], &coop);
+			hq[k].item0 = ni;
+			hq[k].warp0 = nw;
+			*(coop ? &nw : &ni) += c;
+		}
+	}
+	*items = ni;
+	*warps = nw;
 }
 
 /* Launch one round: the m requests packed in hreq (tags index reqs), in
@@ -673,8 +717,10 @@ static uint32_t td_round_seg(const td_gpu *g, uint32_t xcoop, const td_gx_req *h
  * while the others do the same. A zero-copy round (direct, at most
  * zc_bytes) is one piece whose kernel writes the callers' buffers and the
  * pinned results itself: nothing is downloaded after it. */
-static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t bytes, uint8_t *direct)
+static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd, uint8_t *direct)
 {
+	const size_t m = rd->m;
+	const uint64_t bytes = rd->bytes;
 	td_gx_req *hq = g->hreq.p;
 	td_gx_req *dq = g->dreq.p;
 	td_gx_res *hr = g->hres.p, *dr = g->dres.p;
@@ -691,7 +737,7 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 		memset(hr, 0, m * sizeof *hr);
 		d.xcoop = 1; /* every read warp-walked: coalesced stores */
 	}
-	d.xseg = td_round_seg(g, d.xcoop, hq, m);
+	d.xseg = td_round_seg(g, rd, zc);
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
 	uint64_t pb = g->o.piece_bytes;
 	uint64_t np = zc || bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
@@ -709,14 +755,8 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 			k1++;
 		bounds[p] = k0;
 		/* items relative to this piece's first request */
-		uint32_t items = 0, warps = 0;
-		for (size_t k = k0; k < k1; k++) {
-			int coop;
-			uint32_t c = td_gx_units(&d, &hq[k], &coop);
-			hq[k].item0 = items;
-			hq[k].warp0 = warps;
-			*(coop ? &warps : &items) += c;
-		}
+		uint32_t items, warps;
+		td_number_units(&d, hq, k0, k1, &items, &warps);
 		if (k1 > k0) {
 			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
 			cudaStream_t st = g->st[p % g->nst];
@@ -767,16 +807,18 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, size_t m, uint64_t 
 
 static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 {
+	const uint32_t xcoop = g->d.xcoop ? g->d.xcoop : UINT32_MAX;
 	size_t i = 0;
 	while (i < n) {
-		size_t m = 0;
-		uint64_t bytes = 0;
+		td_round rd = {0, 0, 0, 1, (uint64_t)g->nsm * TD_GX_WARPS_SM, 0, 0, 0, 0};
 		size_t cap = n - i < TD_ROUND_MAXREQ ? n - i : TD_ROUND_MAXREQ;
 		int r;
 		if ((r = td_grow(&g->hreq, cap * sizeof(td_gx_req), 0)) || (r = td_grow(&g->dreq, cap * sizeof(td_gx_req), 1)) ||
 		    (r = td_grow(&g->hres, cap * sizeof(td_gx_res), 0)) || (r = td_grow(&g->dres, cap * sizeof(td_gx_res), 1)))
 			return r;
 		td_gx_req *hq = g->hreq.p;
+		size_t m = 0;
+		uint64_t bytes = 0;
 		for (; i < n && m < cap; i++) {
 			td_extract_req *q = &reqs[i];
 			if (q->len > g->round_bytes) { /* one huge read: the CPU */
@@ -787,24 +829,31 @@ static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 			}
 			if (bytes + q->len > g->round_bytes)
 				break;
-			hq[m].off = q->off;
-			hq[m].outoff = bytes;
-			hq[m].file = q->file;
-			hq[m].len = q->len;
-			hq[m].item0 = 0;
-			hq[m].warp0 = 0;
-			hq[m].pad = 0;
-			hq[m].tag = (uint32_t)i;
+			if (m == 0)
+				rd.base = (uintptr_t)q->buf;
+			else if ((uintptr_t)q->buf != rd.base + bytes)
+				rd.contiguous = 0;
+			if (q->len && rd.head_reads < rd.want) {
+				rd.head_reads++;
+				rd.head_bytes += q->len;
+			}
+			if (q->len >= xcoop && rd.coop_reads < rd.want) {
+				rd.coop_reads++;
+				rd.coop_bytes += q->len;
+			}
+			hq[m] = (td_gx_req){q->off, bytes, q->file, q->len, 0, (uint32_t)i, 0, 0};
 			bytes += q->len;
 			m++;
 		}
 		if (m == 0)
 			continue;
-		uint8_t *direct = td_direct_base(g, reqs, hq, m, bytes);
+		rd.m = m;
+		rd.bytes = bytes;
+		uint8_t *direct = td_direct_base(g, &rd);
 		if ((!direct && (r = td_grow(&g->hout, bytes + 1, 0))) || (r = td_grow(&g->dout, bytes + 1, 1)))
 			return r;
 		/* tags are absolute request indexes; the round reads reqs directly */
-		if ((r = td_extract_round(g, reqs, m, bytes, direct)))
+		if ((r = td_extract_round(g, reqs, &rd, direct)))
 			return r;
 	}
 	return TD_OK;

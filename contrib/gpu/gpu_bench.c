@@ -1,10 +1,11 @@
 /* gpu_bench: ops/s of GPU batches (transfers included) against the CPU engine on 1 thread and on all cores. */
 /*
- * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...
+ * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...
  * (-x: the extract rows, the link and the extract tuning only; -q: only
  * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
  * cores, then warp-walked against lane-walked reads (td_gpu_opts.xcoop),
  * interleaved twice: for comparing builds of the kernel side by side;
+ * -s: the same for 64 B reads, lane- and warp-walked on 1, 4 and 8 streams;
  * -l: only small batches of 4 KiB and 64 KiB reads, 1 to 256 a batch, as
  * median microseconds a batch for each warp segment (td_gpu_opts.xseg) and
  * the adaptive default, against the CPU engine on one thread)
@@ -262,9 +263,11 @@ static int x4k_same(const batch *t, const uint8_t *ref, const td_extract_req *rq
 	return same;
 }
 
-/* The 4 KiB batch under other settings. Each row is (warp-walked, lane
- * width, piece MiB, streams); lane widths only matter lane-walked. `few`:
- * warp-walked against lane-walked at the defaults, twice interleaved (-q). */
+/* The batch under other settings. Each row is (warp-walked, lane width,
+ * piece MiB, streams); lane widths only matter lane-walked. X_ALL: every
+ * combination (4 KiB); X_FEW: warp-walked against lane-walked at the
+ * defaults, twice interleaved (-q); X_SMALL: 64 B reads lane- and
+ * warp-walked on 1, 4 and 8 streams, twice interleaved (-s). */
 struct x4k_cfg {
 	int coop;
 	uint32_t chunk;
@@ -272,15 +275,25 @@ struct x4k_cfg {
 	unsigned streams;
 };
 
-static size_t x4k_configs(struct x4k_cfg *c, int few)
+enum { X_ALL, X_FEW, X_SMALL };
+
+static size_t x4k_configs(struct x4k_cfg *c, int set)
 {
 	static const uint32_t chunks[] = {256, 512, 1024, 2048};
 	static const uint64_t pieces[] = {8, 16, 32};
 	static const unsigned streams[] = {4, 8};
 	size_t n = 0;
-	if (few) {
+	if (set == X_FEW) {
 		for (int r = 0; r < 4; r++)
 			c[n++] = (struct x4k_cfg){r % 2 == 0, 256, 32, 4};
+		return n;
+	}
+	if (set == X_SMALL) {
+		static const unsigned sst[] = {4, 1, 8};
+		for (int r = 0; r < 2; r++)
+			for (size_t k = 0; k < 3; k++)
+				for (int coop = 0; coop < 2; coop++)
+					c[n++] = (struct x4k_cfg){coop, 256, 32, sst[k]};
 		return n;
 	}
 	for (int coop = 1; coop >= 0; coop--)
@@ -291,13 +304,15 @@ static size_t x4k_configs(struct x4k_cfg *c, int few)
 	return n;
 }
 
-static void bench_x4k_tuning(bench *b, FILE *md, int few)
+static void bench_x4k_tuning(bench *b, FILE *md, int set)
 {
 	struct x4k_cfg cfg[64];
-	size_t ncfg = x4k_configs(cfg, few);
+	size_t ncfg = x4k_configs(cfg, set);
+	const uint32_t len = set == X_SMALL ? 64 : 4096;
+	const int op = set == X_SMALL ? OP_X64 : OP_X4K;
 	batch t;
-	make_batch(b, &t, X4K_N, OP_X4K);
-	size_t nb = (size_t)X4K_N * 4096;
+	make_batch(b, &t, X4K_N, op);
+	size_t nb = (size_t)X4K_N * len;
 	uint8_t *ref = malloc(nb), *heap = t.xbuf;
 	td_extract_req *rq = malloc(X4K_N * sizeof *rq);
 	memset(t.xbuf, 0xA5, nb); /* short reads leave the rest as it was */
@@ -308,15 +323,15 @@ static void bench_x4k_tuning(bench *b, FILE *md, int few)
 	memcpy(ref, t.xbuf, nb);
 	memcpy(rq, t.x, X4K_N * sizeof *rq);
 	if (md)
-		fprintf(md, "\n| extract 4 KiB, batch %u: walked by | bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
+		fprintf(md, "\n| extract %u B, batch %u: walked by | bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
 			    "host_alloc ops/s | GB/s | equals CPU |\n"
 			    "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
-			X4K_N);
+			len, X4K_N);
 	td_gpu *keep = b->g;
 	for (size_t c = 0; c < ncfg; c++) {
 		td_gpu_opts o;
 		td_gpu_opts_default(&o);
-		o.xcoop = cfg[c].coop ? 0 : UINT32_MAX;
+		o.xcoop = cfg[c].coop ? 1 : UINT32_MAX;
 		o.xchunk = cfg[c].chunk;
 		o.piece_bytes = cfg[c].piece << 20;
 		o.nstreams = cfg[c].streams;
@@ -333,35 +348,35 @@ static void bench_x4k_tuning(bench *b, FILE *md, int few)
 			if (!buf)
 				continue;
 			for (size_t i = 0; i < t.n; i++)
-				t.x[i].buf = buf + i * (size_t)4096;
+				t.x[i].buf = buf + i * (size_t)len;
 			t.xbuf = buf;
 			memset(buf, 0xA5, nb);
 			/* the direct path may leave the tails of short reads
 			 * unspecified: compare what was read */
 			int ok = td_gpu_extract_batch(g, t.x, t.n) == TD_OK;
 			for (size_t i = 0; ok && i < t.n; i++)
-				if (t.x[i].got < 4096)
-					memcpy(buf + i * 4096 + t.x[i].got, ref + i * 4096 + t.x[i].got,
-					       4096 - t.x[i].got);
+				if (t.x[i].got < len)
+					memcpy(buf + i * len + t.x[i].got, ref + i * len + t.x[i].got,
+					       len - t.x[i].got);
 			same &= ok && x4k_same(&t, ref, rq, nb);
-			v[direct] = measure(b, &t, OP_X4K, E_GPU);
+			v[direct] = measure(b, &t, op, E_GPU);
 			if (direct)
 				td_gpu_host_free(g, buf);
 		}
 		t.xbuf = heap;
 		for (size_t i = 0; i < t.n; i++)
-			t.x[i].buf = heap + i * (size_t)4096;
+			t.x[i].buf = heap + i * (size_t)len;
 		b->g = keep;
 		td_gpu_close(g);
-		printf("extract 4 KiB %u: %s, %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
+		printf("extract %u B %u: %s, %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
 		       "%5.1f GB/s, host_alloc %10.0f ops/s %5.1f GB/s %s\n",
-		       X4K_N, cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
-		       cfg[c].streams, v[0], v[0] * 4096e-9, v[1], v[1] * 4096e-9, same ? "equal" : "DIFFER");
+		       len, X4K_N, cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
+		       cfg[c].streams, v[0], v[0] * len * 1e-9, v[1], v[1] * len * 1e-9, same ? "equal" : "DIFFER");
 		fflush(stdout);
 		if (md)
 			fprintf(md, "| %s | %u | %llu | %u | %.0f | %.1f | %.0f | %.1f | %s |\n",
 				cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
-				cfg[c].streams, v[0], v[0] * 4096e-9, v[1], v[1] * 4096e-9, same ? "yes" : "NO");
+				cfg[c].streams, v[0], v[0] * len * 1e-9, v[1], v[1] * len * 1e-9, same ? "yes" : "NO");
 	}
 out:
 	free(ref);
@@ -822,6 +837,7 @@ static void bench_index(const td_archive *a, double budget, FILE *md)
 
 static int extract_only; /* -x */
 static int quick;        /* -q */
+static int small;        /* -s */
 
 static int bench_archive(const char *path, double budget, FILE *md)
 {
@@ -873,9 +889,10 @@ static int bench_archive(const char *path, double budget, FILE *md)
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
 	double x4k_gpu = 0, x4k_direct = 0;
-	for (int op = quick ? OP_X4KP : 0; op < (quick ? OP_X4KP + 1 : extract_only ? OP_COUNT : NOPS); op++) {
+	const int op0 = quick ? OP_X4KP : small ? OP_X64P : 0;
+	for (int op = op0; op < (quick || small ? op0 + 1 : extract_only ? OP_COUNT : NOPS); op++) {
 		size_t crossover = 0;
-		for (size_t s = quick ? nsizes - 1 : 0; s < nsizes; s++) {
+		for (size_t s = quick || small ? nsizes - 1 : 0; s < nsizes; s++) {
 			batch t;
 			make_batch(&b, &t, sizes[s], op);
 			double v[NENG];
@@ -903,14 +920,14 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
-	if (quick) {
+	if (quick || small) {
 		if (td_gpu_resident(b.g))
-			bench_x4k_tuning(&b, md, 1);
+			bench_x4k_tuning(&b, md, quick ? X_FEW : X_SMALL);
 		goto done;
 	}
 	if (td_gpu_resident(b.g) && x4k_gpu > 0) {
 		bench_link(x4k_gpu, x4k_direct, md);
-		bench_x4k_tuning(&b, md, 0);
+		bench_x4k_tuning(&b, md, X_ALL);
 	}
 	if (!extract_only) {
 		bench_edits(&b, md);
@@ -929,9 +946,9 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:xqlh")) != -1) {
-		if (opt == 'x' || opt == 'q' || opt == 'l') {
-			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : &latency) = 1;
+	while ((opt = getopt(argc, argv, "o:t:xqslh")) != -1) {
+		if (opt == 'x' || opt == 'q' || opt == 's' || opt == 'l') {
+			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : opt == 's' ? &small : &latency) = 1;
 			continue;
 		}
 		if (opt == 'o')
@@ -939,12 +956,12 @@ int main(int argc, char **argv)
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...\n");
+			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -l] ARCHIVE...\n");
+		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...\n");
 		return 2;
 	}
 	if (!td_gpu_available()) {
