@@ -18,6 +18,8 @@
 #define TD_RESERVE (256 * TD_MIB)      /* left free on the device by default */
 #define TD_WORKSPACE (64 * TD_MIB)     /* least room kept for batch buffers */
 #define TD_ROUND_MAXREQ (1u << 20)     /* extract requests per launch round */
+#define TD_ROUND_MAXBYTES (512 * TD_MIB) /* extract output bytes per round at most
+                                          (td_gx_req.outoff is 32 bits) */
 #define TD_GPU_MAXPIECES 64u           /* launches per extract round */
 #define TD_PIECE_BYTES (32 * TD_MIB)   /* default output per launch in large rounds */
 #define TD_ZC_BYTES (4 * TD_MIB)       /* default td_gpu_opts.zc_bytes */
@@ -184,6 +186,26 @@ static int td_need(const td_pack *p, uint64_t n, const char *what)
 	return TD_OK;
 }
 
+/* Build d.root_pos at pos (td_gk_root_pos); a root that does not add up
+ * leaves it NULL (extract then seeks by the samples and reports). */
+static int td_build_root_pos(td_gpu *g, uint64_t *pos)
+{
+	int bad = 0, *dbad = NULL;
+	cudaError_t e = cudaMalloc((void **)&dbad, sizeof(int));
+	if (e == cudaSuccess)
+		e = cudaMemset(dbad, 0, sizeof(int));
+	if (e == cudaSuccess)
+		e = (cudaError_t)td_gk_root_pos(&g->d, pos, dbad, NULL);
+	if (e == cudaSuccess)
+		e = cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost);
+	cudaFree(dbad);
+	if (e != cudaSuccess)
+		return td_cuda_fail(e, "root offsets");
+	if (!bad)
+		g->d.root_pos = pos;
+	return TD_OK;
+}
+
 static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 {
 	uint64_t msz = 0;
@@ -286,6 +308,13 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		}
 	}
 
+	/* every root symbol's offset, if it fits beside the rest */
+	uint64_t pos_at = 0;
+	if (g->o.seek_index >= 0 && total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
+		pos_at = total;
+		total += (8 * (d->nroot + 1) + 256) & ~UINT64_C(255);
+	}
+
 	void *dp = NULL;
 	cudaError_t me = cudaMalloc(&dp, total);
 	if (me != cudaSuccess) {
@@ -338,6 +367,10 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 			d->rx_pool = NULL;
 		}
 	}
+
+	d->root_pos = NULL;
+	if (pos_at && (r = td_build_root_pos(g, (uint64_t *)(g->dsec + pos_at))))
+		return r;
 
 	uint32_t *files = malloc(12 * d->nentries);
 	if (!files)
@@ -473,7 +506,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 		}
 	g->nev = TD_GPU_MAXPIECES;
 	/* per-round caps: output bytes (pinned + device copies) and hits */
-	g->round_bytes = g->budget / 3 < 512 * TD_MIB ? g->budget / 3 : 512 * TD_MIB;
+	g->round_bytes = g->budget / 3 < TD_ROUND_MAXBYTES ? g->budget / 3 : TD_ROUND_MAXBYTES;
 	g->round_hits = g->budget / 4 / sizeof(td_hit);
 	if (g->round_hits > (UINT64_C(1) << 25))
 		g->round_hits = UINT64_C(1) << 25;
@@ -573,6 +606,8 @@ typedef struct td_round {
 	                                    least xcoop bytes */
 	uint64_t head_reads, head_bytes; /* of the first `want` reads that
 	                                    are not empty */
+	uint32_t seg;                  /* warp segment the packing numbered by */
+	uint32_t items, warps;         /* work units in that numbering */
 } td_round;
 
 /* The direct path of a round: if the buffers of its packed requests lie
@@ -676,39 +711,63 @@ static uint32_t td_round_seg(const td_gpu *g, const td_round *rd, int all)
 	return seg;
 }
 
-/* Number the work items and warps of packed requests [k0, k1) from 0 (see
- * td_gx_units; one pass, shifts where the unit sizes are powers of two).
- * *items, *warps: their totals. */
-static void td_number_units(const td_gdev *d, td_gx_req *hq, size_t k0, size_t k1, uint32_t *items, uint32_t *warps)
+/* How a round numbers its work ("Work units", td_gpu_int.h): reads of at least xcoop
+ * bytes take a warp per per_w bytes, the others an item per per_i;
+ * shifts where both are powers of two. */
+typedef struct td_units {
+	uint32_t xcoop, per_i, per_w;
+	unsigned si, sw;
+	int pow2;
+} td_units;
+
+static td_units td_units_of(const td_gdev *d)
 {
-	uint32_t per_i = d->xchunk ? d->xchunk : TD_GX_CHUNK, per_w = d->xseg ? d->xseg : TD_GX_SEG;
+	td_units u;
+	u.xcoop = d->xcoop ? d->xcoop : UINT32_MAX;
+	u.per_i = d->xchunk ? d->xchunk : TD_GX_CHUNK;
+	u.per_w = d->xseg ? d->xseg : TD_GX_SEG;
+	u.pow2 = (u.per_i & (u.per_i - 1)) == 0 && (u.per_w & (u.per_w - 1)) == 0;
+	u.si = (unsigned)__builtin_ctz(u.per_i);
+	u.sw = (unsigned)__builtin_ctz(u.per_w);
+	return u;
+}
+
+/* Give request q its first item and warp (*ni, *nw) and count its own. */
+static inline void td_units_next(const td_units *u, td_gx_req *q, uint32_t *ni, uint32_t *nw)
+{
+	const uint64_t len = q->len;
+	const int coop = len >= u->xcoop;
+	const uint32_t per = coop ? u->per_w : u->per_i;
+	uint32_t c = (uint32_t)(u->pow2 ? (len + per - 1) >> (coop ? u->sw : u->si) : (len + per - 1) / per);
+	q->item0 = *ni;
+	q->warp0 = *nw;
+	*(coop ? nw : ni) += c ? c : 1;
+}
+
+/* Number the work items and warps of packed requests [0, m) (see
+ * "Work units"). *items, *warps: their totals. */
+static void td_number_units(const td_gdev *d, td_gx_req *hq, size_t m, uint32_t *items, uint32_t *warps)
+{
+	const td_units u = td_units_of(d);
 	uint32_t ni = 0, nw = 0;
-	if ((per_i & (per_i - 1)) == 0 && (per_w & (per_w - 1)) == 0) {
-		const unsigned si = (unsigned)__builtin_ctz(per_i), sw = (unsigned)__builtin_ctz(per_w);
-		const uint32_t xcoop = d->xcoop ? d->xcoop : UINT32_MAX;
-		for (size_t k = k0; k < k1; k++) {
-			const uint32_t len = hq[k].len;
-			hq[k].item0 = ni;
-			hq[k].warp0 = nw;
-			if (len >= xcoop) {
-				uint32_t c = (uint32_t)(((uint64_t)len + per_w - 1) >> sw);
-				nw += c ? c : 1;
-			} else {
-				uint32_t c = (uint32_t)(((uint64_t)len + per_i - 1) >> si);
-				ni += c ? c : 1;
-			}
-		}
-	} else {
-		for (size_t k = k0; k < k1; k++) {
-			int coop;
-			uint32_t c = td_gx_units(d, &hq[k], &coop);
-			hq[k].item0 = ni;
-			hq[k].warp0 = nw;
-			*(coop ? &nw : &ni) += c;
-		}
-	}
+	for (size_t k = 0; k < m; k++)
+		td_units_next(&u, &hq[k], &ni, &nw);
 	*items = ni;
 	*warps = nw;
+}
+
+/* The first of packed requests [k, m) whose output starts at `want` or
+ * later (outoff ascending). */
+static size_t td_first_at(const td_gx_req *hq, size_t k, size_t m, uint64_t want)
+{
+	while (k < m) {
+		size_t mid = k + (m - k) / 2;
+		if (hq[mid].outoff < want)
+			k = mid + 1;
+		else
+			m = mid;
+	}
+	return k;
 }
 
 /* Launch one round: the m requests packed in hreq (tags index reqs), in
@@ -738,6 +797,10 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd,
 		d.xcoop = 1; /* every read warp-walked: coalesced stores */
 	}
 	d.xseg = td_round_seg(g, rd, zc);
+	/* the packing numbered the units for the usual case */
+	uint32_t items = rd->items, warps = rd->warps;
+	if (d.xcoop != g->d.xcoop || d.xseg != rd->seg)
+		td_number_units(&d, hq, m, &items, &warps);
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
 	uint64_t pb = g->o.piece_bytes;
 	uint64_t np = zc || bytes < TD_PIECE_MIN ? 1 : bytes / pb > g->nst ? bytes / pb : g->nst;
@@ -749,21 +812,17 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd,
 	size_t k0 = 0;
 	for (unsigned p = 0; p < np; p++) {
 		/* split by output bytes so large reads spread evenly */
-		size_t k1 = k0;
-		uint64_t want = bytes * (p + 1) / np;
-		while (k1 < m && (p + 1 == np || hq[k1].outoff < want))
-			k1++;
+		size_t k1 = p + 1 == np ? m : td_first_at(hq, k0, m, bytes * (p + 1) / np);
 		bounds[p] = k0;
-		/* items relative to this piece's first request */
-		uint32_t items, warps;
-		td_number_units(&d, hq, k0, k1, &items, &warps);
 		if (k1 > k0) {
+			uint32_t i1 = k1 < m ? hq[k1].item0 : items, w1 = k1 < m ? hq[k1].warp0 : warps;
 			uint64_t ob0 = hq[k0].outoff, ob1 = k1 < m ? hq[k1].outoff : bytes;
 			cudaStream_t st = g->st[p % g->nst];
 			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
 			if (!zc)
 				CK(cudaMemsetAsync(dr + k0, 0, (k1 - k0) * sizeof *dr, st));
-			CK((cudaError_t)td_gk_extract(&d, dq + k0, (uint32_t)(k1 - k0), items, warps, dout, dr + k0, st));
+			CK((cudaError_t)td_gk_extract(&d, dq + k0, (uint32_t)(k1 - k0), hq[k0].item0, i1 - hq[k0].item0,
+						      hq[k0].warp0, w1 - hq[k0].warp0, dout, dr + k0, st));
 			if (!zc) {
 				CK(cudaMemcpyAsync(hr + k0, dr + k0, (k1 - k0) * sizeof *hr, cudaMemcpyDeviceToHost, st));
 				if (ob1 > ob0)
@@ -808,9 +867,14 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd,
 static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 {
 	const uint32_t xcoop = g->d.xcoop ? g->d.xcoop : UINT32_MAX;
+	/* units numbered as a round without zero copy and with long warp
+	 * segments (unless fixed) runs; td_extract_round renumbers others */
+	td_gdev du = g->d;
+	du.xseg = g->o.xseg ? g->o.xseg : TD_GX_SEG;
+	const td_units u = td_units_of(&du);
 	size_t i = 0;
 	while (i < n) {
-		td_round rd = {0, 0, 0, 1, (uint64_t)g->nsm * TD_GX_WARPS_SM, 0, 0, 0, 0};
+		td_round rd = {0, 0, 0, 1, (uint64_t)g->nsm * TD_GX_WARPS_SM, 0, 0, 0, 0, du.xseg, 0, 0};
 		size_t cap = n - i < TD_ROUND_MAXREQ ? n - i : TD_ROUND_MAXREQ;
 		int r;
 		if ((r = td_grow(&g->hreq, cap * sizeof(td_gx_req), 0)) || (r = td_grow(&g->dreq, cap * sizeof(td_gx_req), 1)) ||
@@ -841,7 +905,8 @@ static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 				rd.coop_reads++;
 				rd.coop_bytes += q->len;
 			}
-			hq[m] = (td_gx_req){q->off, bytes, q->file, q->len, 0, (uint32_t)i, 0, 0};
+			hq[m] = (td_gx_req){q->off, (uint32_t)bytes, q->file, q->len, 0, 0, (uint32_t)i};
+			td_units_next(&u, &hq[m], &rd.items, &rd.warps);
 			bytes += q->len;
 			m++;
 		}

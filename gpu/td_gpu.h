@@ -29,9 +29,10 @@ extern "C" {
  * as they are stored: the kernels decode the packed tiles in place
  * (td_pack.h). It also builds two GPU-side indexes: a 128-bit word
  * signature per rule, used to skip rules that cannot contain a queried word,
- * and the expanded text of every rule of at most TD_RX_MAX (128) bytes
+ * the expanded text of every rule of at most TD_RX_MAX (128) bytes
  * (td_gpu_int.h; when it fits beside the rest), which extract copies instead
- * of descending into the rule.
+ * of descending into the rule, and the byte offset of every root symbol
+ * (opts.seek_index; when it fits), where extract seeks.
  * If those bytes plus working space do not fit the device memory (or the
  * configured cap), the archive is NOT uploaded: the handle opens in CPU
  * fallback mode, td_gpu_resident() returns 0, and every batch call is served
@@ -83,6 +84,13 @@ typedef struct td_gpu_opts {
 	                             than 16 warps an SM takes it only when
 	                             they average 512 bytes or more. 0 = 4 MiB;
 	                             UINT64_MAX = never (each round downloads) */
+	int seek_index;           /* 0 (default): keep the byte offset of every
+	                             root symbol on the device (8 bytes a root
+	                             symbol, when that fits beside the rest), so
+	                             a read finds its place by one binary search
+	                             instead of the archive's samples and a scan
+	                             of the root between them (short reads are
+	                             mostly that seek); -1: never */
 	int blocking_sync;        /* how a host thread waits for the device:
 	                             0 (default): spins, lowest latency
 	                             (gpu_bench); 1: sleeps

@@ -46,6 +46,11 @@ typedef struct td_gdev {
 	 * instead of walking the rule. rx_off NULL: none kept. */
 	const uint32_t *rx_off;
 	const uint8_t *rx_pool;
+	/* root_pos[k] = bytes the root symbols before k expand to (nroot + 1
+	 * values, built at open by td_gk_root_pos when they fit): a read
+	 * finds the root symbol holding its offset by one binary search of
+	 * its file's range. NULL: by ROOT_SAMPLES and a scan of the root. */
+	const uint64_t *root_pos;
 } td_gdev;
 
 /* Longest rule expansion kept whole on the device, and the most bytes
@@ -56,13 +61,13 @@ typedef struct td_gdev {
 /* One extract request as the kernel reads it (host packs these). */
 typedef struct td_gx_req {
 	uint64_t off;
-	uint64_t outoff;             /* where its bytes go in the output buffer */
+	uint32_t outoff;             /* where its bytes go in the output buffer
+	                                (a round holds at most 512 MiB) */
 	uint32_t file;
 	uint32_t len;
 	uint32_t item0;              /* first work item (prefix sum) */
-	uint32_t tag;                /* host bookkeeping; kernels ignore it */
 	uint32_t warp0;              /* first warp of a warp-walked read (prefix sum) */
-	uint32_t pad;
+	uint32_t tag;                /* host bookkeeping; kernels ignore it */
 } td_gx_req;
 
 /* Result of one extract request. */
@@ -106,15 +111,10 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
 #define TD_GX_SEG_MIN 512u
 #define TD_GX_WARPS_SM 16u
 
-/* Warps (*coop set to 1) or work items (*coop = 0) request q takes in a
- * launch on d. */
-static inline uint32_t td_gx_units(const td_gdev *d, const td_gx_req *q, int *coop)
-{
-	*coop = d->xcoop && q->len >= d->xcoop;
-	uint32_t per = *coop ? (d->xseg ? d->xseg : TD_GX_SEG) : d->xchunk ? d->xchunk : TD_GX_CHUNK;
-	uint32_t c = (uint32_t)(((uint64_t)q->len + per - 1) / per);
-	return c ? c : 1;
-}
+/* Work units: a request of len bytes on d takes ceil(len / xseg) warps
+ * (at least one) when d->xcoop && len >= d->xcoop, else ceil(len / xchunk)
+ * work items (at least one); a request's units are numbered after those
+ * of the requests before it (td_units_next in td_gpu.c). */
 
 /* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;
  * `stream` is a cudaStream_t. All are asynchronous on `stream`. */
@@ -122,11 +122,16 @@ int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stre
 /* Write every kept rule's expansion into pool (td_gdev.rx_off); *bad = 1
  * when one does not add up (a corrupt grammar: drop them all). */
 int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *stream);
-/* Requests with len >= d->xcoop run on nwarps warps (warp0: their prefix
- * sum, see td_gx_units); the others on nitems work items (item0: theirs).
- * Each kind counts none of the other's. */
-int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t nwarps,
-		  uint8_t *out, td_gx_res *res, void *stream);
+/* pos[k] = bytes root symbols [0, k) expand to, k = 0 .. d->nroot (a
+ * prefix sum of their lengths); *bad = 1 if a root symbol is not a
+ * symbol. pos has d->nroot + 1 slots. */
+int td_gk_root_pos(const td_gdev *d, uint64_t *pos, int *bad, void *stream);
+/* Requests with len >= d->xcoop run on warps [warp0, warp0 + nwarps) of
+ * the numbering in req[].warp0 (their prefix sum, see "Work units"); the
+ * others on work items [item0, item0 + nitems) of req[].item0. Each kind
+ * counts none of the other's; req[0] is the first request of both ranges. */
+int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t item0, uint32_t nitems,
+		  uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res, void *stream);
 /* count[i] = occurrences of the word of req[i] in its scope, or
  * TD_GQ_NOTFOUND. `search` = 1 counts what td_search reports (the root
  * scope walks the tree), 0 what td_count reports (the root scope reads

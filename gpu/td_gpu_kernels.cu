@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "td_err.h"
+#include "td_gpu_dev.cuh"
 #include "td_gpu_int.h"
 
 /* The kernels read the archive sections exactly as stored: td_pack tiles are
@@ -98,6 +99,44 @@ TD_HD __forceinline__ uint64_t td_pgets(const td_pack &p, uint64_t i, bool &bad)
 		return 0;
 	}
 	return td_pget(p, i);
+}
+
+/* Value readers for the searches below: a packed array from an offset, or
+ * a flat one. */
+struct td_at_pack {
+	const td_pack &p;
+	uint64_t off;
+	TD_HD __forceinline__ uint64_t operator()(uint64_t i) const { return td_pget(p, off + i); }
+};
+struct td_at_flat {
+	const uint64_t *a;
+	TD_HD __forceinline__ uint64_t operator()(uint64_t i) const { return (uint64_t)TD_LDG((const u64 *)a + i); }
+};
+
+/* One step of the search for the last x in [lo, hi) with at(x) <= v
+ * (values ascending, at(lo) <= v assumed): seven probes, loaded together,
+ * narrow the range eightfold. Done when hi - lo == 1. */
+template <class A> TD_HD __forceinline__ void td_bs8_step(const A &at, uint64_t &lo, uint64_t &hi, uint64_t v)
+{
+	const uint64_t n = hi - lo;
+	uint64_t x[7];
+	bool le[7];
+#pragma unroll
+	for (int j = 0; j < 7; j++) {
+		x[j] = lo + n * (uint64_t)(j + 1) / 8;
+		le[j] = x[j] == lo || at(x[j]) <= v;
+	}
+	int c = 0;
+#pragma unroll
+	for (int j = 0; j < 7; j++)
+		c += le[j];
+	uint64_t nlo = c ? x[c - 1] : lo, nhi = hi;
+#pragma unroll
+	for (int j = 0; j < 7; j++)
+		if (j == c)
+			nhi = x[j];
+	lo = nlo;
+	hi = nhi;
 }
 
 /* ---- grammar helpers ---- */
@@ -272,6 +311,32 @@ __global__ void td_k_rx_fill(td_gdev d, uint8_t *pool, int *bad)
 }
 #endif
 
+/* ---- root symbol offsets (built once at open) ---- */
+
+/* pos[k] = length of root symbol k, 0 past the last (td_gk_root_pos then
+ * turns them into offsets). */
+struct td_f_root_len {
+	td_gdev d;
+	uint64_t *pos;
+	int *bad;
+	TD_HD void operator()(uint64_t k) const
+	{
+		bool b = false;
+		pos[k] = k < d.nroot ? td_symlen(d, td_pgets(d.root_syms, k, b), b) : 0;
+		if (b)
+			*bad = 1;
+	}
+};
+
+extern "C" int td_gk_root_pos(const td_gdev *d, uint64_t *pos, int *bad, void *stream)
+{
+	cudaStream_t s = (cudaStream_t)stream;
+	cudaError_t e = td_each(d->nroot + 1, td_f_root_len{*d, pos, bad}, s);
+	if (e == cudaSuccess)
+		e = td_dscan(pos, pos, d->nroot + 1, s);
+	return (int)e;
+}
+
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
 __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 {
@@ -294,6 +359,7 @@ __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
  * -> token with a stack of at most TD_MAXDEPTH frames (RULE_SAMPLES inside
  * long rules, like td_walk_seek), then emit tokens left to right. */
 enum {
+	TD_X_PBS,   /* search of root_pos (td_gdev) over the file's root range */
 	TD_X_RBS,   /* binary search of ROOT_SAMPLES */
 	TD_X_RSCAN, /* root elements from the sample to the one holding gpos */
 	TD_X_RULE,  /* enter rule sym (or start emitting token sym) */
@@ -342,6 +408,13 @@ TD_HD void td_x_init(const td_gdev &d, td_xs &s, uint32_t e, uint64_t foff, uint
 		td_x_fail(s);
 		return;
 	}
+	if (d.root_pos) {
+		s.lo = s.rlo;
+		s.hi = s.rhi;
+		s.gpos = TD_LDG((const u64 *)d.root_pos + s.rlo) + foff;
+		s.phase = TD_X_PBS;
+		return;
+	}
 	s.pos = gstart;
 	s.gpos = gstart + foff;
 	s.lo = s.rlo >> d.sample_shift;
@@ -355,6 +428,20 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 {
 	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother, sh = d.sample_shift;
 	bool bad = false;
+	if (s.phase == TD_X_PBS) {
+		const td_at_flat at = {d.root_pos};
+		if (s.hi - s.lo > 1)
+			return td_bs8_step(at, s.lo, s.hi, s.gpos);
+		/* root symbol lo holds gpos unless the file ends first */
+		s.k = s.lo;
+		uint64_t p0 = at(s.k), p1 = at(s.k + 1);
+		if (s.gpos < p0 || s.gpos >= p1)
+			return td_x_fail(s);
+		s.sym = td_pget(d.root_syms, s.k);
+		s.inner = s.gpos - p0;
+		s.phase = TD_X_RULE;
+		return;
+	}
 	if (s.phase == TD_X_RBS) {
 		/* last sample at or before gpos, not before the file's start:
 		 * two levels of the binary search per step, their three
@@ -573,18 +660,18 @@ TD_HD uint32_t td_gx_owner(const td_gx_req *req, uint32_t nreq, uint32_t u, int 
 	return lo;
 }
 
-/* Whole warp: every lane calls this with its work item (items >= nitems
+/* Whole warp: every lane calls this with its work item (items >= item_end
  * idle). One item per d.xchunk (default TD_GX_CHUNK) bytes of output; the items of one request
  * are adjacent, so a long read is extracted by a whole warp (each lane
  * seeks to its own chunk) while short reads pack 32 requests into a warp. */
-TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t item,
+TD_HD void td_extract_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t item_end, uint32_t item,
 			   uint8_t *out, td_gx_res *res)
 {
 	td_xs s;
 	s.phase = TD_X_DONE;
 	s.err = TD_OK;
 	uint32_t lo = 0;
-	if (item < nitems) {
+	if (item < item_end) {
 		lo = td_gx_owner(req, nreq, item, 0);
 		const td_gx_req q = req[lo];
 		uint32_t c = item - q.item0;
@@ -724,14 +811,14 @@ TD_HD void td_xc_copy(const uint8_t *src, uint32_t tl, int64_t base, uint32_t in
 	}
 }
 
-/* Last index x in [lo, hi) with pack[off + x] <= v, lo when there is none
+/* Last index x in [lo, hi) with at(x) <= v, lo when there is none
  * (values ascending): 32 probes a step. Whole warp. */
-TD_HD __forceinline__ uint64_t td_xc_search(const td_pack &p, uint64_t off, uint64_t lo, uint64_t hi, uint64_t v)
+template <class A> TD_HD __forceinline__ uint64_t td_xc_search(const A &at, uint64_t lo, uint64_t hi, uint64_t v)
 {
 	const uint32_t lane = td_lane();
 	while (hi - lo > 1) {
 		uint64_t step = (hi - lo - 1 + 31) / 32, x = lo + 1 + lane * step;
-		uint32_t c = td_popc(td_ballot(x < hi && td_pget(p, off + x) <= v));
+		uint32_t c = td_popc(td_ballot(x < hi && at(x) <= v));
 		if (c == 0)
 			return lo;
 		uint64_t nh = lo + 1 + c * step;
@@ -796,7 +883,7 @@ TD_HD __forceinline__ bool td_xc_push(td_xc_stack &k, uint64_t at, uint64_t end)
 	return true;
 }
 
-/* Warp w (< the warps of the warp-walked requests, see td_gx_units), whole
+/* Warp w (< the warps of the warp-walked requests, see "Work units" in td_gpu_int.h), whole
  * warp: the d.xseg bytes of its request it writes. */
 TD_HD void td_xc_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uint32_t w, uint8_t *out, td_gx_res *res)
 {
@@ -834,15 +921,29 @@ TD_HD void td_xc_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uin
 	if (bad || rlo >= rhi || rhi > d.root_syms.n || sh >= 64 || ((rhi - 1) >> sh) + 1 > d.root_samples.n)
 		goto fail;
 	{
-		/* the root element holding the offset: samples, then symbols */
-		uint64_t s0 = td_xc_search(d.root_samples, 0, rlo >> sh, ((rhi - 1) >> sh) + 1, target);
-		uint64_t at = s0 << sh, pos = gstart;
-		if (at < rlo)
-			at = rlo;
-		else
-			pos = td_pget(d.root_samples, s0);
-		if (pos > target || !td_xc_find(d, d.root_syms, at, rhi, pos, target, sym, inner))
-			goto fail;
+		/* the root element holding the offset: root_pos, or samples
+		 * then symbols */
+		uint64_t at;
+		if (d.root_pos) {
+			const td_at_flat rp = {d.root_pos};
+			target += rp(rlo) - gstart;
+			at = td_xc_search(rp, rlo, rhi, target);
+			uint64_t p0 = rp(at);
+			if (target < p0 || target >= rp(at + 1))
+				goto fail;
+			sym = td_pget(d.root_syms, at);
+			inner = target - p0;
+		} else {
+			uint64_t s0 = td_xc_search(td_at_pack{d.root_samples, 0}, rlo >> sh, ((rhi - 1) >> sh) + 1, target);
+			uint64_t pos = gstart;
+			at = s0 << sh;
+			if (at < rlo)
+				at = rlo;
+			else
+				pos = td_pget(d.root_samples, s0);
+			if (pos > target || !td_xc_find(d, d.root_syms, at, rhi, pos, target, sym, inner))
+				goto fail;
+		}
 		td_xc_push(k, at + 1, rhi);
 	}
 	/* down to the terminal or kept rule holding it */
@@ -855,7 +956,7 @@ TD_HD void td_xc_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uin
 			uint64_t per = ((uint64_t)len + (UINT64_C(1) << sh) - 1) >> sh;
 			if (fs + per > d.rule_samples.n || fs + per < fs)
 				goto fail;
-			uint64_t x = td_xc_search(d.rule_samples, fs, 0, per, inner);
+			uint64_t x = td_xc_search(td_at_pack{d.rule_samples, fs}, 0, per, inner);
 			uint64_t base = td_pget(d.rule_samples, fs + x);
 			if (base > inner)
 				goto fail;
@@ -936,21 +1037,22 @@ fail:
 #ifndef TD_X_MINBLOCKS
 #define TD_X_MINBLOCKS 7
 #endif
-__global__ void __launch_bounds__(128, TD_X_MINBLOCKS) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint8_t *out,
-			     td_gx_res *res)
+__global__ void __launch_bounds__(128, TD_X_MINBLOCKS) td_k_extract(td_gdev d, const td_gx_req *req, uint32_t nreq,
+								      uint32_t item0, uint32_t nitems, uint8_t *out,
+								      td_gx_res *res)
 {
-	uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
-	if (item - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
-		td_extract_warp(d, req, nreq, nitems, item, out, res);
+	uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+	if (t - threadIdx.x % 32 < nitems) /* whole warps stay: the loop votes */
+		td_extract_warp(d, req, nreq, item0 + nitems, item0 + t, out, res);
 }
 
 /* Warp-walked reads (len >= d.xcoop): one warp per d.xseg bytes. */
 __global__ void __launch_bounds__(128) td_k_extract_coop(td_gdev d, const td_gx_req *req, uint32_t nreq,
-							  uint32_t nwarps, uint8_t *out, td_gx_res *res)
+							  uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res)
 {
 	uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	if (w < nwarps) /* the same for the whole warp */
-		td_xc_warp(d, req, nreq, w, out, res);
+		td_xc_warp(d, req, nreq, warp0 + w, out, res);
 }
 #endif
 
@@ -1314,19 +1416,19 @@ extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *st
 	return (int)cudaGetLastError();
 }
 
-extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t nwarps,
-			     uint8_t *out, td_gx_res *res, void *stream)
+extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t item0, uint32_t nitems,
+			     uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res, void *stream)
 {
 	cudaStream_t s = (cudaStream_t)stream;
 	if (nwarps) {
-		td_k_extract_coop<<<(nwarps + 3) / 4, 128, 0, s>>>(*d, req, nreq, nwarps, out, res);
+		td_k_extract_coop<<<(nwarps + 3) / 4, 128, 0, s>>>(*d, req, nreq, warp0, nwarps, out, res);
 		cudaError_t e = cudaGetLastError();
 		if (e != cudaSuccess)
 			return (int)e;
 	}
 	if (nitems == 0)
 		return 0;
-	td_k_extract<<<(nitems + 127) / 128, 128, 0, s>>>(*d, req, nreq, nitems, out, res);
+	td_k_extract<<<(nitems + 127) / 128, 128, 0, s>>>(*d, req, nreq, item0, nitems, out, res);
 	return (int)cudaGetLastError();
 }
 

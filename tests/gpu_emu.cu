@@ -128,6 +128,15 @@ static void gdev_build(const td_archive *a, td_gdev *d)
 	d->dfs_files = files;
 	d->sub = files + d->nentries;
 	g_allocs.push_back(files);
+	/* every root symbol's offset, as td_gk_root_pos builds it */
+	uint64_t *pos = (uint64_t *)calloc(d->nroot + 1, sizeof *pos);
+	int pbad = 0;
+	if (td_gk_root_pos(d, pos, &pbad, NULL) || pbad) {
+		fprintf(stderr, "root offsets: a root symbol is not a symbol\n");
+		exit(1);
+	}
+	d->root_pos = pos;
+	g_allocs.push_back(pos);
 	printf("archive: %llu entries, %llu words, %llu rules; signatures in %d passes\n",
 	       (unsigned long long)d->nentries, (unsigned long long)d->nwords, (unsigned long long)d->nrules, passes);
 }
@@ -340,7 +349,12 @@ int main(int argc, char **argv)
 	td_gdev d;
 	gdev_build(a, &d);
 	check_extract(a, d, 3000);
-	printf("extract, lane-walked and warp-walked: %s\n", failures ? "DIFFER" : "equal");
+	printf("extract, lane-walked and warp-walked, seeking by root offsets: %s\n", failures ? "DIFFER" : "equal");
+	const uint64_t *root_pos = d.root_pos;
+	d.root_pos = NULL;
+	check_extract(a, d, 1500);
+	printf("extract, lane-walked and warp-walked, seeking by samples: %s\n", failures ? "DIFFER" : "equal");
+	d.root_pos = root_pos;
 	/* other lane widths (td_gpu_opts.xchunk): one odd, one a whole 4 KiB read */
 	/* and of warp-walked reads (xseg): one odd, one a whole 4 KiB read */
 	static const uint32_t chunks[] = {1000, 4096};

@@ -35,13 +35,15 @@ extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *)
 	return 0;
 }
 
-extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t nitems, uint32_t nwarps,
-			     uint8_t *out, td_gx_res *res, void *)
+extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t item0, uint32_t nitems,
+			     uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res, void *)
 {
 	for (uint32_t w = 0; w < nwarps; w++)
-		warp_run([&](uint32_t) { td_xc_warp(*d, req, nreq, w, out, res); });
+		warp_run([&](uint32_t) { td_xc_warp(*d, req, nreq, warp0 + w, out, res); });
 	for (uint32_t w = 0; w < nitems; w += 32)
-		warp_run([&](uint32_t lane) { td_extract_warp(*d, req, nreq, nitems, w + lane, out, res); });
+		warp_run([&](uint32_t lane) {
+			td_extract_warp(*d, req, nreq, item0 + nitems, item0 + w + lane, out, res);
+		});
 	return 0;
 }
 

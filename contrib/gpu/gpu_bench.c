@@ -5,7 +5,8 @@
  * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
  * cores, then warp-walked against lane-walked reads (td_gpu_opts.xcoop),
  * interleaved twice: for comparing builds of the kernel side by side;
- * -s: the same for 64 B reads, lane- and warp-walked on 1, 4 and 8 streams;
+ * -s: the same for 64 B reads, lane- and warp-walked, seeking by root
+ * offsets or by samples (td_gpu_opts.seek_index);
  * -l: only small batches of 4 KiB and 64 KiB reads, 1 to 256 a batch, as
  * median microseconds a batch for each warp segment (td_gpu_opts.xseg) and
  * the adaptive default, against the CPU engine on one thread)
@@ -267,12 +268,14 @@ static int x4k_same(const batch *t, const uint8_t *ref, const td_extract_req *rq
  * piece MiB, streams); lane widths only matter lane-walked. X_ALL: every
  * combination (4 KiB); X_FEW: warp-walked against lane-walked at the
  * defaults, twice interleaved (-q); X_SMALL: 64 B reads lane- and
- * warp-walked on 1, 4 and 8 streams, twice interleaved (-s). */
+ * warp-walked, seeking by root offsets or by samples
+ * (td_gpu_opts.seek_index), twice interleaved (-s). */
 struct x4k_cfg {
 	int coop;
 	uint32_t chunk;
 	uint64_t piece;
 	unsigned streams;
+	int seek;                 /* td_gpu_opts.seek_index */
 };
 
 enum { X_ALL, X_FEW, X_SMALL };
@@ -285,22 +288,21 @@ static size_t x4k_configs(struct x4k_cfg *c, int set)
 	size_t n = 0;
 	if (set == X_FEW) {
 		for (int r = 0; r < 4; r++)
-			c[n++] = (struct x4k_cfg){r % 2 == 0, 256, 32, 4};
+			c[n++] = (struct x4k_cfg){r % 2 == 0, 256, 32, 4, 0};
 		return n;
 	}
 	if (set == X_SMALL) {
-		static const unsigned sst[] = {4, 1, 8};
 		for (int r = 0; r < 2; r++)
-			for (size_t k = 0; k < 3; k++)
+			for (int seek = 0; seek >= -1; seek--)
 				for (int coop = 0; coop < 2; coop++)
-					c[n++] = (struct x4k_cfg){coop, 256, 32, sst[k]};
+					c[n++] = (struct x4k_cfg){coop, 256, 32, 4, seek};
 		return n;
 	}
 	for (int coop = 1; coop >= 0; coop--)
 		for (size_t k = 0; k < (coop ? 1 : sizeof chunks / sizeof chunks[0]); k++)
 			for (size_t p = 0; p < sizeof pieces / sizeof pieces[0]; p++)
 				for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++)
-					c[n++] = (struct x4k_cfg){coop, chunks[k], pieces[p], streams[s]};
+					c[n++] = (struct x4k_cfg){coop, chunks[k], pieces[p], streams[s], 0};
 	return n;
 }
 
@@ -323,9 +325,9 @@ static void bench_x4k_tuning(bench *b, FILE *md, int set)
 	memcpy(ref, t.xbuf, nb);
 	memcpy(rq, t.x, X4K_N * sizeof *rq);
 	if (md)
-		fprintf(md, "\n| extract %u B, batch %u: walked by | bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
+		fprintf(md, "\n| extract %u B, batch %u: walked by | seek by | bytes a lane | piece MiB | streams | copy-out ops/s | GB/s | "
 			    "host_alloc ops/s | GB/s | equals CPU |\n"
-			    "|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+			    "|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
 			len, X4K_N);
 	td_gpu *keep = b->g;
 	for (size_t c = 0; c < ncfg; c++) {
@@ -335,6 +337,7 @@ static void bench_x4k_tuning(bench *b, FILE *md, int set)
 		o.xchunk = cfg[c].chunk;
 		o.piece_bytes = cfg[c].piece << 20;
 		o.nstreams = cfg[c].streams;
+		o.seek_index = cfg[c].seek;
 		td_gpu *g = NULL;
 		if (td_gpu_open(b->a, &o, &g) || !td_gpu_resident(g)) {
 			td_gpu_close(g);
@@ -368,14 +371,14 @@ static void bench_x4k_tuning(bench *b, FILE *md, int set)
 			t.x[i].buf = heap + i * (size_t)len;
 		b->g = keep;
 		td_gpu_close(g);
-		printf("extract %u B %u: %s, %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
+		printf("extract %u B %u: %s, seek by %s, %5u bytes a lane, %2llu MiB pieces, %u streams: copy-out %10.0f ops/s "
 		       "%5.1f GB/s, host_alloc %10.0f ops/s %5.1f GB/s %s\n",
-		       len, X4K_N, cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
-		       cfg[c].streams, v[0], v[0] * len * 1e-9, v[1], v[1] * len * 1e-9, same ? "equal" : "DIFFER");
+		       len, X4K_N, cfg[c].coop ? "warp" : "lanes", cfg[c].seek < 0 ? "samples" : "offsets", cfg[c].chunk,
+		       (unsigned long long)cfg[c].piece, cfg[c].streams, v[0], v[0] * len * 1e-9, v[1], v[1] * len * 1e-9, same ? "equal" : "DIFFER");
 		fflush(stdout);
 		if (md)
-			fprintf(md, "| %s | %u | %llu | %u | %.0f | %.1f | %.0f | %.1f | %s |\n",
-				cfg[c].coop ? "warp" : "lanes", cfg[c].chunk, (unsigned long long)cfg[c].piece,
+			fprintf(md, "| %s | %s | %u | %llu | %u | %.0f | %.1f | %.0f | %.1f | %s |\n",
+				cfg[c].coop ? "warp" : "lanes", cfg[c].seek < 0 ? "samples" : "root offsets", cfg[c].chunk, (unsigned long long)cfg[c].piece,
 				cfg[c].streams, v[0], v[0] * len * 1e-9, v[1], v[1] * len * 1e-9, same ? "yes" : "NO");
 	}
 out:
