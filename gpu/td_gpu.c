@@ -308,9 +308,12 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		}
 	}
 
-	/* every root symbol's offset, if it fits beside the rest */
+	/* every root symbol's offset, if it fits beside the rest (and the
+	 * root holds the symbols the meta counts: reads index it by the
+	 * file's root range, which is checked against ROOT_SYMS) */
 	uint64_t pos_at = 0;
-	if (g->o.seek_index >= 0 && total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
+	if (g->o.seek_index >= 0 && plan[10].hview.n == d->nroot &&
+	    total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
 		pos_at = total;
 		total += (8 * (d->nroot + 1) + 256) & ~UINT64_C(255);
 	}
