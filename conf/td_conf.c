@@ -25,6 +25,7 @@ static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_GPU_MIN_COUNTS] = {"gpu_min_counts", K_INT, 0, 1000000},
 	[TD_CONF_KEY_GPU_MIN_READ_SIZE] = {"gpu_min_read_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_CPU_WORKERS] = {"cpu_workers", K_INT, 0, 1024},
+	[TD_CONF_KEY_BATCH_PRIORITY] = {"batch_priority", K_INT, 0, 39},
 	[TD_CONF_KEY_CACHE_SIZE] = {"cache_size", K_SIZE, 0, 0},
 	[TD_CONF_KEY_CACHE_WARM] = {"cache_warm", K_BOOL, 0, 0},
 	[TD_CONF_KEY_READ_AHEAD] = {"read_ahead", K_SIZE, 0, 0},
@@ -47,6 +48,7 @@ void td_conf_defaults(td_conf *c)
 	c->batch_window_us = 200;
 	c->batch_max = 1024;
 	c->cpu_workers = 0;
+	c->batch_priority = 10;
 	c->cache_size = 512ull << 20;
 	c->cache_warm = true;
 	c->read_ahead = 8ull << 20;
@@ -269,6 +271,7 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 		case TD_CONF_KEY_GPU_MIN_READS: c->gpu_min_reads = (uint32_t)u; break;
 		case TD_CONF_KEY_GPU_MIN_COUNTS: c->gpu_min_counts = (uint32_t)u; break;
 		case TD_CONF_KEY_CPU_WORKERS: c->cpu_workers = (uint32_t)u; break;
+		case TD_CONF_KEY_BATCH_PRIORITY: c->batch_priority = (uint32_t)u; break;
 		default: assert(!"integer key without a field"); break;
 		}
 		break;
@@ -324,6 +327,7 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	case TD_CONF_KEY_GPU_MIN_COUNTS: return snprintf(buf, len, "%u", (unsigned)c->gpu_min_counts);
 	case TD_CONF_KEY_GPU_MIN_READ_SIZE: return format_size(c->gpu_min_read_size, buf, len);
 	case TD_CONF_KEY_CPU_WORKERS: return snprintf(buf, len, "%u", (unsigned)c->cpu_workers);
+	case TD_CONF_KEY_BATCH_PRIORITY: return snprintf(buf, len, "%u", (unsigned)c->batch_priority);
 	case TD_CONF_KEY_CACHE_SIZE: return format_size(c->cache_size, buf, len);
 	case TD_CONF_KEY_CACHE_WARM: return snprintf(buf, len, "%s", c->cache_warm ? "on" : "off");
 	case TD_CONF_KEY_READ_AHEAD: return format_size(c->read_ahead, buf, len);

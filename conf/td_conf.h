@@ -79,6 +79,7 @@ typedef enum td_conf_key {
 	TD_CONF_KEY_GPU_MIN_COUNTS,
 	TD_CONF_KEY_GPU_MIN_READ_SIZE,
 	TD_CONF_KEY_CPU_WORKERS,
+	TD_CONF_KEY_BATCH_PRIORITY,
 	TD_CONF_KEY_CACHE_SIZE,
 	TD_CONF_KEY_CACHE_WARM,
 	TD_CONF_KEY_READ_AHEAD,
@@ -113,6 +114,10 @@ typedef struct td_conf {
 	uint64_t gpu_min_read_size; /* gpu_min_read_size = size up to 1G: smaller reads
 	                               never go to the GPU; 0 = measured default (0) */
 	uint32_t cpu_workers;       /* cpu_workers = 0 (one per core) or 1..1024 (0) */
+	uint32_t batch_priority;    /* batch_priority = 0..39: nice steps the batcher
+	                               thread and the CPU workers are raised above
+	                               the FUSE threads while a GPU is in use,
+	                               0 = not raised (10) */
 	uint64_t cache_size;        /* cache_size = size, 0 = no cache (512M) */
 	bool cache_warm;            /* cache_warm = on|off: fill the cache at mount (on) */
 	uint64_t read_ahead;        /* read_ahead = size, 0 = the kernel's (8M) */

@@ -39,6 +39,9 @@ typedef struct td_fs_stats_info {
 	unsigned gpu_min_reads;          /* CPU/GPU crossovers in requests */
 	unsigned gpu_min_counts;
 	uint64_t gpu_min_read_size;      /* smaller reads stay on the CPU */
+	unsigned batch_priority;         /* nice steps the batcher's threads run
+	                                    above the FUSE threads (0: not
+	                                    raised, or not allowed to be) */
 	const char *gpu;                 /* "off", "opening", device name, ... */
 } td_fs_stats_info;
 

@@ -90,7 +90,7 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 "gpu_share=%.4f%ccpu_share=%.4f%c"
 			 "p50_us=%.1f%cp99_us=%.1f%cbytes_served=%llu%cstored_ahead=%llu%cstored_ahead_bytes=%llu%c"
 			 "gpu=%s%ccpu_workers=%u%cbatch_max=%u%cbatch_window_us=%u%cgpu_min_reads=%u%c"
-			 "gpu_min_counts=%u%cgpu_min_read_size=%llu%s",
+			 "gpu_min_counts=%u%cgpu_min_read_size=%llu%cbatch_priority=%u%s",
 			 (unsigned long long)req, sep, (unsigned long long)LOAD(s->reads), sep,
 			 (unsigned long long)LOAD(s->xattrs), sep, (unsigned long long)LOAD(s->inline_reqs), sep,
 			 (unsigned long long)LOAD(s->sequential), sep, (unsigned long long)batches, sep,
@@ -101,7 +101,8 @@ int td_fs_stats_format(const td_fs_stats *s, const td_fs_stats_info *info, int o
 			 (unsigned long long)LOAD(s->bytes), sep, (unsigned long long)LOAD(s->stored), sep,
 			 (unsigned long long)LOAD(s->stored_bytes), sep, info->gpu, sep, info->cpu_workers, sep,
 			 info->batch_max, sep, info->batch_window_us, sep, info->gpu_min_reads, sep,
-			 info->gpu_min_counts, sep, (unsigned long long)info->gpu_min_read_size, oneline ? "" : "\n");
+			 info->gpu_min_counts, sep, (unsigned long long)info->gpu_min_read_size, sep,
+			 info->batch_priority, oneline ? "" : "\n");
 	return n;
 }
 

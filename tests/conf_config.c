@@ -118,6 +118,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.gpu_min_counts, 0);
 	cr_assert_eq(c.gpu_min_read_size, 0);
 	cr_assert_eq(c.cpu_workers, 0);
+	cr_assert_eq(c.batch_priority, 10);
 	cr_assert_eq(c.cache_size, 512ull << 20);
 	cr_assert(c.cache_warm);
 	cr_assert_eq(c.read_ahead, 8ull << 20);
@@ -216,6 +217,7 @@ Test(conf, every_key_parsed)
 		"gpu_min_counts = 8\n"
 		"gpu_min_read_size = 48K\n"
 		"cpu_workers = 12\n"
+		"batch_priority = 0\n"
 		"cache_size = 256M\n"
 		"cache_warm = off\n"
 		"read_ahead = 4M\n"
@@ -233,6 +235,7 @@ Test(conf, every_key_parsed)
 	cr_assert_eq(c.gpu_min_counts, 8);
 	cr_assert_eq(c.gpu_min_read_size, 48ull << 10);
 	cr_assert_eq(c.cpu_workers, 12);
+	cr_assert_eq(c.batch_priority, 0);
 	cr_assert_eq(c.cache_size, 256ull << 20);
 	cr_assert(!c.cache_warm);
 	cr_assert_eq(c.read_ahead, 4ull << 20);
@@ -289,6 +292,7 @@ Test(conf, integer_ranges)
 		{"gpu_min_reads", 0, 1000000},
 		{"gpu_min_counts", 0, 1000000},
 		{"cpu_workers", 0, 1024},
+		{"batch_priority", 0, 39},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		char text[256], msg[256];
@@ -700,6 +704,7 @@ Test(conf, print_shows_sources_and_round_trips)
 	cr_assert_eq(d.batch_window_us, c.batch_window_us);
 	cr_assert_eq(d.batch_max, c.batch_max);
 	cr_assert_eq(d.cpu_workers, c.cpu_workers);
+	cr_assert_eq(d.batch_priority, c.batch_priority);
 	cr_assert_eq(d.cache_size, c.cache_size);
 	cr_assert_eq(d.journal_sync, c.journal_sync);
 	cr_assert_eq(d.compact_threshold, c.compact_threshold);
