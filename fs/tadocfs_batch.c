@@ -109,8 +109,8 @@ struct td_fs_batch {
 	uint64_t gpu_min_read_size;            /* smaller reads stay on the CPU */
 	int inline_only;          /* batch_max == 1 or an edit overlay: no threads */
 	unsigned raise;           /* nice steps the batcher and workers take above
-	                             the FUSE threads (batch_priority; 0 without
-	                             a GPU) */
+	                             the FUSE threads (batch_priority; 0 with
+	                             gpu = off) */
 	atomic_int raise_denied;  /* the system refused it (logged once) */
 	int cpu_queue;            /* TADOCFS_BATCH_CPU=1: queue for CPU workers too */
 

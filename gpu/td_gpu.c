@@ -609,8 +609,8 @@ typedef struct td_round {
 	                                    least xcoop bytes */
 	uint64_t head_reads, head_bytes; /* of the first `want` reads that
 	                                    are not empty */
-	uint32_t seg;                  /* warp segment the packing numbered by */
-	uint32_t items, warps;         /* work units in that numbering */
+	uint32_t items, warps;         /* work units as numbered while packing
+	                                  (td_pack_units) */
 } td_round;
 
 /* The direct path of a round: if the buffers of its packed requests lie
@@ -747,6 +747,16 @@ static inline void td_units_next(const td_units *u, td_gx_req *q, uint32_t *ni, 
 	*(coop ? nw : ni) += c ? c : 1;
 }
 
+/* The numbering the packing pass uses: as a round without zero copy and
+ * with long warp segments (unless fixed) runs it; td_extract_round
+ * renumbers the others. */
+static td_units td_pack_units(const td_gpu *g)
+{
+	td_gdev d = g->d;
+	d.xseg = g->o.xseg ? g->o.xseg : TD_GX_SEG;
+	return td_units_of(&d);
+}
+
 /* Number the work items and warps of packed requests [0, m) (see
  * "Work units"). *items, *warps: their totals. */
 static void td_number_units(const td_gdev *d, td_gx_req *hq, size_t m, uint32_t *items, uint32_t *warps)
@@ -802,7 +812,7 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd,
 	d.xseg = td_round_seg(g, rd, zc);
 	/* the packing numbered the units for the usual case */
 	uint32_t items = rd->items, warps = rd->warps;
-	if (d.xcoop != g->d.xcoop || d.xseg != rd->seg)
+	if (d.xcoop != g->d.xcoop || d.xseg != td_pack_units(g).per_w)
 		td_number_units(&d, hq, m, &items, &warps);
 	/* small rounds: one launch (latency); large: enough pieces to pipeline */
 	uint64_t pb = g->o.piece_bytes;
@@ -869,15 +879,10 @@ static int td_extract_round(td_gpu *g, td_extract_req *reqs, const td_round *rd,
 
 static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 {
-	const uint32_t xcoop = g->d.xcoop ? g->d.xcoop : UINT32_MAX;
-	/* units numbered as a round without zero copy and with long warp
-	 * segments (unless fixed) runs; td_extract_round renumbers others */
-	td_gdev du = g->d;
-	du.xseg = g->o.xseg ? g->o.xseg : TD_GX_SEG;
-	const td_units u = td_units_of(&du);
+	const td_units u = td_pack_units(g);
 	size_t i = 0;
 	while (i < n) {
-		td_round rd = {0, 0, 0, 1, (uint64_t)g->nsm * TD_GX_WARPS_SM, 0, 0, 0, 0, du.xseg, 0, 0};
+		td_round rd = {0, 0, 0, 1, (uint64_t)g->nsm * TD_GX_WARPS_SM, 0, 0, 0, 0, 0, 0};
 		size_t cap = n - i < TD_ROUND_MAXREQ ? n - i : TD_ROUND_MAXREQ;
 		int r;
 		if ((r = td_grow(&g->hreq, cap * sizeof(td_gx_req), 0)) || (r = td_grow(&g->dreq, cap * sizeof(td_gx_req), 1)) ||
@@ -904,7 +909,7 @@ static int td_gpu_extract_locked(td_gpu *g, td_extract_req *reqs, size_t n)
 				rd.head_reads++;
 				rd.head_bytes += q->len;
 			}
-			if (q->len >= xcoop && rd.coop_reads < rd.want) {
+			if (q->len >= u.xcoop && rd.coop_reads < rd.want) {
 				rd.coop_reads++;
 				rd.coop_bytes += q->len;
 			}

@@ -348,6 +348,19 @@ __global__ void td_k_masks(td_gdev d, uint64_t *mask, int *changed)
 
 /* ---- extract ---- */
 
+/* With root_pos: root symbol k holds corpus offset v unless its file ends
+ * first; then its symbol and v's offset inside it. */
+TD_HD __forceinline__ bool td_root_at(const td_gdev &d, uint64_t k, uint64_t v, uint64_t &sym, uint64_t &inner)
+{
+	const td_at_flat at = {d.root_pos};
+	uint64_t p0 = at(k);
+	if (v < p0 || v >= at(k + 1))
+		return false;
+	sym = td_pget(d.root_syms, k);
+	inner = v - p0;
+	return true;
+}
+
 /* Extraction of one output chunk is a resumable state machine: one call of
  * td_x_step() does one bounded step (a binary-search probe, one length
  * look-up, one rule entered, one token copied) and the warp loop in
@@ -432,13 +445,9 @@ TD_HD void td_x_step(const td_gdev &d, td_xs &s)
 		const td_at_flat at = {d.root_pos};
 		if (s.hi - s.lo > 1)
 			return td_bs8_step(at, s.lo, s.hi, s.gpos);
-		/* root symbol lo holds gpos unless the file ends first */
 		s.k = s.lo;
-		uint64_t p0 = at(s.k), p1 = at(s.k + 1);
-		if (s.gpos < p0 || s.gpos >= p1)
+		if (!td_root_at(d, s.k, s.gpos, s.sym, s.inner))
 			return td_x_fail(s);
-		s.sym = td_pget(d.root_syms, s.k);
-		s.inner = s.gpos - p0;
 		s.phase = TD_X_RULE;
 		return;
 	}
@@ -928,11 +937,8 @@ TD_HD void td_xc_warp(const td_gdev &d, const td_gx_req *req, uint32_t nreq, uin
 			const td_at_flat rp = {d.root_pos};
 			target += rp(rlo) - gstart;
 			at = td_xc_search(rp, rlo, rhi, target);
-			uint64_t p0 = rp(at);
-			if (target < p0 || target >= rp(at + 1))
+			if (!td_root_at(d, at, target, sym, inner))
 				goto fail;
-			sym = td_pget(d.root_syms, at);
-			inner = target - p0;
 		} else {
 			uint64_t s0 = td_xc_search(td_at_pack{d.root_samples, 0}, rlo >> sh, ((rhi - 1) >> sh) + 1, target);
 			uint64_t pos = gstart;
