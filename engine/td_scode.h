@@ -60,7 +60,12 @@ extern "C" {
  * Reading. Opening a view checks the header and tile table bounds (O(1)).
  * The decoding tables (a 2^11-entry look-up table and the symbol list per
  * context, about 100 KB plus 4 bytes a coded symbol) are built on first
- * decode. A symbol that does not decode (a damaged description or data)
+ * decode. Where the CPU has AVX-512 (F and BW), td_scode_decode_all and
+ * long in-order readers decode 16 tiles in one vector pass, two passes in
+ * step (3.2-3.5 ns a symbol on the 2-core VM against 7.7-8.4 for the
+ * scalar loop on spam, gcide and linuxdoc); the symbols are the same, and
+ * a tile the vector pass does not decode exactly is decoded again by the
+ * scalar loop. A symbol that does not decode (a damaged description or data)
  * reads as `alphabet`, which every reader rejects as out of range; decoding
  * never reads outside the view.
  */
@@ -109,6 +114,13 @@ void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out
 /* Every symbol into out[0..n), undecodable ones as c->alphabet: the
  * fastest way through the array (four tiles decoded at once). Thread-safe. */
 void td_scode_decode_all(const td_scode *c, uint32_t *out);
+
+/* Whether decoding uses the CPU's vector unit (AVX-512: sixteen tiles in
+ * step, td_scode_decode_all), which gives the same symbols as the
+ * portable decoder. on = 0 turns it off for the whole process (tests
+ * compare the two), 1 turns it back on where the CPU has it. Returns
+ * whether it is in use now. */
+int td_scode_simd(int on);
 
 /* Check every part: the description builds valid codes, every tile decodes
  * to exactly its bits, every symbol is < alphabet. O(n). TD_OK, TD_ENOMEM

@@ -47,9 +47,16 @@ static uint64_t round_trip(const uint32_t *v, uint64_t n, uint64_t alphabet, uin
 		uint64_t i = rnd(&s) % n;
 		cr_assert_eq(td_scode_get(&c, i), v[i], "random get %llu", (unsigned long long)i);
 	}
+	/* the vector decoder (where the CPU has it) and the portable one */
 	uint32_t *all = malloc((n + 1) * sizeof *all);
-	td_scode_decode_all(&c, all);
-	cr_assert(memcmp(all, v, n * sizeof *v) == 0, "decode_all of %llu symbols", (unsigned long long)n);
+	for (int simd = 1; simd >= 0; simd--) {
+		int on = td_scode_simd(simd);
+		memset(all, 0xa5, (n + 1) * sizeof *all);
+		td_scode_decode_all(&c, all);
+		cr_assert(memcmp(all, v, n * sizeof *v) == 0, "decode_all of %llu symbols (vector decoder %s)",
+			  (unsigned long long)n, on ? "on" : "off");
+	}
+	td_scode_simd(1);
 	free(all);
 	uint64_t *out = malloc((n + 1) * sizeof *out);
 	for (int k = 0; k < 50 && n; k++) {
@@ -189,8 +196,13 @@ Test(scode, damaged_blobs)
 		if (td_scode_view(&c, copy, b.len) != TD_OK)
 			continue;
 		(void)td_scode_check(&c);
-		uint32_t *all = malloc((c.n + 1) * sizeof *all);
+		uint32_t *all = malloc((c.n + 1) * sizeof *all), *all0 = malloc((c.n + 1) * sizeof *all0);
+		td_scode_simd(0);
+		td_scode_decode_all(&c, all0);
+		td_scode_simd(1);
 		td_scode_decode_all(&c, all);
+		cr_assert(memcmp(all, all0, c.n * sizeof *all) == 0, "vector and portable decoders differ");
+		free(all0);
 		for (uint64_t i = 0; i < c.n; i++) {
 			uint64_t x = td_scode_get(&c, i);
 			cr_assert(x <= c.alphabet, "symbol %llu decoded as %llu", (unsigned long long)i,
