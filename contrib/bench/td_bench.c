@@ -1,7 +1,7 @@
 /* td_bench: engine micro-benchmarks on one archive (open, random and sequential
  * extract, count and search), printed as key=value lines.
  *
- * Usage: td_bench [-c] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
+ * Usage: td_bench [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
  *
  *   -m MIB              the archive's cache budget (td_archive_set_cache;
  *                       default the engine's, TD_RCACHE_DEFAULT)
@@ -17,6 +17,10 @@
  *   batch4k_ops_per_s   td_extract_batch of BATCH 4 KiB requests, THREADS
  *   seq_MB_per_s        every file read with a td_cursor in 1 MiB chunks:
  *                       the first pass over the freshly opened archive
+ *   decoder_*           -D ROUNDS: first passes over fresh opens of the
+ *                       archive with the portable and the vector decoder of
+ *                       coded sequences (td_scode_simd), alternating; the
+ *                       median of each (after the figures above)
  *   seq_warm_MB_per_s   -p PASSES > 1: the median of passes 2..PASSES (the
  *                       rule cache filled by the passes before)
  *   count_us.W          td_count(W, whole corpus), median (us)
@@ -35,6 +39,7 @@
 #include "td_archive.h"
 #include "td_extract.h"
 #include "td_query.h"
+#include "td_scode.h"
 
 #define TB_OPEN_REPS 501
 #define TB_SEQ_CHUNK (1u << 20)
@@ -315,15 +320,59 @@ static void tb_queries(const td_archive *a, const struct tb_files *f, char **wor
 	free(r);
 }
 
+/* -D ROUNDS: first passes over freshly opened copies of the archive with
+ * the portable decoder of coded sequences and with the vector one
+ * (td_scode_simd; format 4 archives, CPUs with AVX-512), which goes first
+ * alternating from round to round; the median of each. */
+static void tb_decoders(const char *path, long long budget_mib, const struct tb_files *f, unsigned rounds)
+{
+	int have = td_scode_simd(1);
+	printf("decoder_vector_available=%d\n", have);
+	if (!have || rounds == 0)
+		return;
+	double *dt[2] = { calloc(rounds, sizeof(double)), calloc(rounds, sizeof(double)) };
+	char *buf = malloc(TB_SEQ_CHUNK);
+	if (!dt[0] || !dt[1] || !buf) {
+		fprintf(stderr, "td_bench: out of memory\n");
+		exit(1);
+	}
+	uint64_t sum = 0;
+	for (unsigned r = 0; r < rounds; r++)
+		for (unsigned k = 0; k < 2; k++) {
+			unsigned v = (r + k) & 1;
+			td_scode_simd((int)v);
+			td_archive *a;
+			int err = td_archive_open(path, 0, &a);
+			if (err)
+				tb_die(path, err);
+			if (budget_mib >= 0)
+				td_archive_set_cache(a, (uint64_t)budget_mib << 20);
+			td_cursor *c = td_cursor_new(a);
+			if (!c)
+				tb_die(path, TD_ENOMEM);
+			dt[v][r] = tb_seq_pass(c, f, buf, &sum);
+			td_cursor_free(c);
+			td_archive_close(a);
+		}
+	td_scode_simd(1);
+	printf("decoder_rounds=%u\ndecoder_scalar_first_MB_per_s=%.1f\ndecoder_vector_first_MB_per_s=%.1f\n", rounds,
+	       f->total / tb_median(dt[0], rounds) / 1e6, f->total / tb_median(dt[1], rounds) / 1e6);
+	free(dt[0]);
+	free(dt[1]);
+	free(buf);
+}
+
 static void tb_usage(FILE *out)
 {
-	fprintf(out, "usage: td_bench [-c] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
+	fprintf(out, "usage: td_bench [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
 		     "Engine benchmarks: open time, random 64 B / 4 KiB extract on one core,\n"
 		     "batched extract on THREADS threads (0 = all cores), sequential cursor\n"
 		     "reads of every file, count/search of the given words. key=value output.\n"
 		     "-c: one-thread figures in process CPU time (batches stay wall time).\n"
 		     "-p: sequential passes (default 1); the later ones are reported warm.\n"
-		     "-m: the archive's cache budget in MiB (decoded tables and rule cache).\n");
+		     "-m: the archive's cache budget in MiB (decoded tables and rule cache).\n"
+		     "-D: ROUNDS first passes over fresh opens with each decoder of coded\n"
+		     "    sequences (portable, vector), alternating; the medians.\n");
 }
 
 int main(int argc, char **argv)
@@ -331,12 +380,14 @@ int main(int argc, char **argv)
 	double secs = 2.0;
 	unsigned nthreads = 0, passes = 1;
 	long long budget_mib = -1;
+	unsigned drounds = 0;
 	size_t batch = 100000;
 	char *wordlist = NULL;
 	int c;
-	while ((c = getopt(argc, argv, "cd:m:p:t:n:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "cD:d:m:p:t:n:w:h")) != -1) {
 		switch (c) {
 		case 'c': tb_clock = CLOCK_PROCESS_CPUTIME_ID; break;
+		case 'D': drounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'd': secs = strtod(optarg, NULL); break;
 		case 'm': budget_mib = strtoll(optarg, NULL, 10); break;
 		case 'p': passes = (unsigned)strtoul(optarg, NULL, 10); break;
@@ -376,6 +427,8 @@ int main(int argc, char **argv)
 			tb_batch(a, &f, batch, nthreads);
 	}
 	tb_queries(a, &f, words, nw, nthreads);
+	if (drounds && f.n > 0)
+		tb_decoders(path, budget_mib, &f, drounds);
 	free(f.e);
 	free(f.cum);
 	td_archive_close(a);
