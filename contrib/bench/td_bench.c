@@ -320,6 +320,19 @@ static void tb_queries(const td_archive *a, const struct tb_files *f, char **wor
 	free(r);
 }
 
+/* The archive at path, with a cache budget of budget_mib MiB unless it is
+ * negative (the engine's default); exits when it does not open. */
+static td_archive *tb_open(const char *path, long long budget_mib)
+{
+	td_archive *a;
+	int err = td_archive_open(path, 0, &a);
+	if (err)
+		tb_die(path, err);
+	if (budget_mib >= 0)
+		td_archive_set_cache(a, (uint64_t)budget_mib << 20);
+	return a;
+}
+
 /* -D ROUNDS: first passes over freshly opened copies of the archive with
  * the portable decoder of coded sequences and with the vector one
  * (td_scode_simd; format 4 archives, CPUs with AVX-512), which goes first
@@ -341,12 +354,7 @@ static void tb_decoders(const char *path, long long budget_mib, const struct tb_
 		for (unsigned k = 0; k < 2; k++) {
 			unsigned v = (r + k) & 1;
 			td_scode_simd((int)v);
-			td_archive *a;
-			int err = td_archive_open(path, 0, &a);
-			if (err)
-				tb_die(path, err);
-			if (budget_mib >= 0)
-				td_archive_set_cache(a, (uint64_t)budget_mib << 20);
+			td_archive *a = tb_open(path, budget_mib);
 			td_cursor *c = td_cursor_new(a);
 			if (!c)
 				tb_die(path, TD_ENOMEM);
@@ -410,12 +418,7 @@ int main(int argc, char **argv)
 			words[nw++] = s;
 
 	tb_open_times(path);
-	td_archive *a;
-	int err = td_archive_open(path, 0, &a);
-	if (err)
-		tb_die(path, err);
-	if (budget_mib >= 0)
-		td_archive_set_cache(a, (uint64_t)budget_mib << 20);
+	td_archive *a = tb_open(path, budget_mib);
 	struct tb_files f;
 	tb_collect(a, &f);
 	printf("files=%zu\nbytes=%" PRIu64 "\n", f.n, f.total);
