@@ -52,7 +52,8 @@ struct td_sc_tab {
 	uint32_t *all;              /* every context's syms back to back (the
 	                               SIMD decoder's one gather base), or NULL:
 	                               each ctx[k].syms is then its own block */
-	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] */
+	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] (5 used; 16
+	                               for the vector decoder's one 512-bit load) */
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
 
@@ -505,8 +506,10 @@ static int x16_on(void)
 	int v = atomic_load_explicit(&sc_x16, memory_order_relaxed);
 	if (v < 0) {
 		__builtin_cpu_init();
-		v = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-		atomic_store_explicit(&sc_x16, v, memory_order_relaxed);
+		int have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+		/* from -1 only: a td_scode_simd(0) meanwhile stays */
+		if (atomic_compare_exchange_strong_explicit(&sc_x16, &v, have, memory_order_relaxed, memory_order_relaxed))
+			v = have;
 	}
 	return v;
 }
@@ -647,13 +650,15 @@ X16 static int decode_tiles16(const td_scode *c, const struct td_sc_tab *tb, uin
 		uint32_t *out1 = out + 16 * n;
 		for (unsigned j = 0; j < n; j++) {
 			__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
+			if (s0.fail | s1.fail)
+				return -1; /* the scalar code decodes these tiles */
 			_mm512_i32scatter_epi32(out + j, qn, y0, 4);
 			_mm512_i32scatter_epi32(out1 + j, qn, y1, 4);
 		}
 		if (s1.fail || _mm512_cmpneq_epi32_mask(s1.bit, _mm512_loadu_si512(en + 16)))
 			return -1;
 	} else {
-		for (unsigned j = 0; j < n; j++)
+		for (unsigned j = 0; j < n && !s0.fail; j++)
 			_mm512_i32scatter_epi32(out + j, qn, x16_step(&k, &s0), 4);
 	}
 	if (s0.fail || _mm512_cmpneq_epi32_mask(s0.bit, _mm512_loadu_si512(en)))
@@ -707,22 +712,26 @@ static _Thread_local struct sc_slot sc_tls[2];
  * step). */
 #define BIG_GROUP 32u
 
+#ifdef SC_X16
 static pthread_key_t big_key;
+static int big_key_ok;
 static pthread_once_t big_once = PTHREAD_ONCE_INIT;
 
+/* At thread exit: free the slots' vector buffers and forget what they held
+ * (a later destructor that reads an array decodes it again). */
 static void big_free(void *p)
 {
 	struct sc_slot *tls = p;
 	for (unsigned k = 0; k < 2; k++) {
 		free(tls[k].big);
 		tls[k].big = NULL;
+		tls[k].nt = 0;
 	}
 }
 
 static void big_init(void)
 {
-	if (pthread_key_create(&big_key, big_free) != 0)
-		big_key = (pthread_key_t)-1;
+	big_key_ok = pthread_key_create(&big_key, big_free) == 0;
 }
 
 /* The slot's buffer of BIG_GROUP full-size tiles (freed when the thread
@@ -732,10 +741,11 @@ static uint32_t *big_of(struct sc_slot *s)
 	if (s->big)
 		return s->big;
 	pthread_once(&big_once, big_init);
-	if (big_key == (pthread_key_t)-1 || pthread_setspecific(big_key, sc_tls) != 0)
+	if (!big_key_ok || pthread_setspecific(big_key, sc_tls) != 0)
 		return NULL;
 	return s->big = malloc(BIG_GROUP * TILE_MAX * sizeof *s->big);
 }
+#endif
 
 /* Tile t's symbols: from the thread's slot, or decoded into it. A reader
  * that has moved on to the next tile twice in a row gets the next one and

@@ -112,7 +112,8 @@ uint64_t td_scode_get(const td_scode *c, uint64_t i);
 void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out);
 
 /* Every symbol into out[0..n), undecodable ones as c->alphabet: the
- * fastest way through the array (four tiles decoded at once). Thread-safe. */
+ * fastest way through the array (four tiles decoded at once, or 32 by the
+ * vector decoder). Thread-safe. */
 void td_scode_decode_all(const td_scode *c, uint32_t *out);
 
 /* Whether decoding uses the CPU's vector unit (AVX-512: sixteen tiles in
