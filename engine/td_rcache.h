@@ -79,7 +79,8 @@ void td_flat_after(const td_archive *a, uint64_t bytes);
 /* Coded sequences (version 4): decode the rule symbols, then the root
  * symbols, into flat arrays now, each when it fits the budget left beside
  * td_flat_build's tables (td_syms_flat / td_root_flat). About 3-4 ns a
- * symbol with the vector decoder (td_scode.h), 6-9 without, so a mount does it while warming up (td_archive_warm), and
+ * symbol with the vector decoder (td_scode.h), 6-9 without, so a mount
+ * does it while warming up (td_archive_warm), and
  * readers call td_syms_poll, which does it once the tiles they decoded
  * where they read again (td_scode.redecoded) cost an eighth of decoding
  * the rule symbols whole or half of the root symbols: a

@@ -493,11 +493,15 @@ static void decode_tiles4(const td_scode *c, const struct td_sc_tab *tb, uint64_
 }
 
 
+/* Tiles the vector decoder takes at once (two groups of 16 lanes); a long
+ * in-order reader gets that many decoded together. */
+#define X16_TILES 32u
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SC_X16 1
 #include <immintrin.h>
 
-/* Whether decode_tiles16 runs (CPUs with AVX-512F and BW); td_scode_simd
+/* Whether decode_tiles32 runs (CPUs with AVX-512F and BW); td_scode_simd
  * can turn it off. */
 static atomic_int sc_x16 = -1;
 
@@ -583,28 +587,28 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 	return sym;
 }
 
-/* Tiles t..t + 16 * ng - 1 (ng 1 or 2), all full, into out: sc_step on 16
- * streams at once, one a vector lane, every table read a gather; two
- * groups go in step so that one's gathers wait while the other's run. In
- * the scalar loop a mispredicted branch (on a long code or an escape, each
- * about half of the symbols) stalls every stream. Returns 0, or -1 with
- * out partly written when any tile does not decode exactly as sc_step
- * would without its search (a look-up entry 0, bad bounds, a stream not
- * ending at its tile's end): the caller then decodes these tiles with the
- * scalar code, which marks the bad ones. */
-X16 static int decode_tiles16(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, unsigned ng, uint32_t *out)
+/* Tiles t..t+31, all full, into out: sc_step on 16 streams at once, one a
+ * vector lane, every table read a gather, two such groups in step so that
+ * one's gathers wait while the other's run. In the scalar loop a
+ * mispredicted branch (on a long code or an escape, each about half of the
+ * symbols) stalls every stream. Returns 0, or -1 with out partly written
+ * when any tile does not decode exactly as sc_step would without its
+ * search (a look-up entry 0, bad bounds, a stream not ending at its
+ * tile's end): the caller then decodes these tiles with the scalar code,
+ * which marks the bad ones. */
+X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, uint32_t *out)
 {
 	if (!tb || tb->bad || !tb->all)
 		return -1;
-	const unsigned n = 1u << c->tile_shift, nt = 16 * ng;
-	const uint64_t b0 = td_pack_get(&c->tiles, t), bend = td_pack_get(&c->tiles, t + nt);
+	const unsigned n = 1u << c->tile_shift;
+	const uint64_t b0 = td_pack_get(&c->tiles, t), bend = td_pack_get(&c->tiles, t + X16_TILES);
 	const uint64_t last = c->data_bytes - 8; /* the last byte a window may start at */
 	if (b0 > bend || bend > last * 8 || bend - (b0 & ~UINT64_C(7)) >= (UINT64_C(1) << 31))
 		return -1;
 	const uint64_t base = b0 >> 3;
-	uint32_t st[32], en[32];
+	uint32_t st[X16_TILES], en[X16_TILES];
 	uint64_t prev = b0;
-	for (unsigned q = 0; q < nt; q++) {
+	for (unsigned q = 0; q < X16_TILES; q++) {
 		uint64_t e = td_pack_get(&c->tiles, t + q + 1);
 		if (e < prev)
 			return -1;
@@ -645,39 +649,33 @@ X16 static int decode_tiles16(const td_scode *c, const struct td_sc_tab *tb, uin
 	const __m512i qn = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
 					      _mm512_set1_epi32((int)n));
 	x16_s s0 = { _mm512_loadu_si512(st), _mm512_set1_epi32(4), 0 }, s1 = s0;
-	if (ng == 2) {
-		s1.bit = _mm512_loadu_si512(st + 16);
-		uint32_t *out1 = out + 16 * n;
-		for (unsigned j = 0; j < n; j++) {
-			__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
-			if (s0.fail | s1.fail)
-				return -1; /* the scalar code decodes these tiles */
-			_mm512_i32scatter_epi32(out + j, qn, y0, 4);
-			_mm512_i32scatter_epi32(out1 + j, qn, y1, 4);
-		}
-		if (s1.fail || _mm512_cmpneq_epi32_mask(s1.bit, _mm512_loadu_si512(en + 16)))
-			return -1;
-	} else {
-		for (unsigned j = 0; j < n && !s0.fail; j++)
-			_mm512_i32scatter_epi32(out + j, qn, x16_step(&k, &s0), 4);
+	s1.bit = _mm512_loadu_si512(st + 16);
+	uint32_t *out1 = out + 16 * n;
+	for (unsigned j = 0; j < n; j++) {
+		__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
+		if (s0.fail | s1.fail)
+			return -1; /* the scalar code decodes these tiles */
+		_mm512_i32scatter_epi32(out + j, qn, y0, 4);
+		_mm512_i32scatter_epi32(out1 + j, qn, y1, 4);
 	}
-	if (s0.fail || _mm512_cmpneq_epi32_mask(s0.bit, _mm512_loadu_si512(en)))
+	if (_mm512_cmpneq_epi32_mask(s0.bit, _mm512_loadu_si512(en)) ||
+	    _mm512_cmpneq_epi32_mask(s1.bit, _mm512_loadu_si512(en + 16)))
 		return -1;
 	return 0;
 }
 #endif
 
-/* Tiles t..t + 16 * ng - 1 (ng 1 or 2), all full, into out: in vector
- * passes where the CPU has them, else (or when they find a tile they do
- * not decode) in groups of four. */
-static void decode_tiles16_any(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, unsigned ng, uint32_t *out)
+/* Tiles t..t+31, all full, into out: in two vector passes where the CPU
+ * has them, else (or when they find a tile they do not decode) in groups of
+ * four. */
+static void decode_tiles32_any(const td_scode *c, const struct td_sc_tab *tb, uint64_t t, uint32_t *out)
 {
 #ifdef SC_X16
-	if (x16_on() && decode_tiles16(c, tb, t, ng, out) == 0)
+	if (x16_on() && decode_tiles32(c, tb, t, out) == 0)
 		return;
 #endif
 	const unsigned n = 1u << c->tile_shift;
-	for (unsigned q = 0; q < 16 * ng; q += 4)
+	for (unsigned q = 0; q < X16_TILES; q += 4)
 		decode_tiles4(c, tb, t + q, out + q * n);
 }
 
@@ -702,15 +700,11 @@ struct sc_slot {
 	uint64_t gen, t, nt; /* tiles [t, t + nt) of the table named gen */
 	uint64_t run;        /* tile groups met one after the other so far */
 	const uint32_t *at;  /* where those tiles are: sym, or big */
-	uint32_t *big;       /* BIG_GROUP tiles, malloc'd on first use */
+	uint32_t *big;       /* X16_TILES tiles, malloc'd on first use */
 	uint32_t sym[4 * TILE_MAX];
 };
 static _Thread_local struct sc_slot sc_tls[2];
 
-/* Tiles a long sequential reader gets decoded at once, where the CPU
- * decodes them in vector passes (decode_tiles16: 32 tiles, two groups in
- * step). */
-#define BIG_GROUP 32u
 
 #ifdef SC_X16
 static pthread_key_t big_key;
@@ -734,7 +728,7 @@ static void big_init(void)
 	big_key_ok = pthread_key_create(&big_key, big_free) == 0;
 }
 
-/* The slot's buffer of BIG_GROUP full-size tiles (freed when the thread
+/* The slot's buffer of X16_TILES full-size tiles (freed when the thread
  * ends), or NULL. */
 static uint32_t *big_of(struct sc_slot *s)
 {
@@ -743,7 +737,7 @@ static uint32_t *big_of(struct sc_slot *s)
 	pthread_once(&big_once, big_init);
 	if (!big_key_ok || pthread_setspecific(big_key, sc_tls) != 0)
 		return NULL;
-	return s->big = malloc(BIG_GROUP * TILE_MAX * sizeof *s->big);
+	return s->big = malloc(X16_TILES * TILE_MAX * sizeof *s->big);
 }
 #endif
 
@@ -753,7 +747,7 @@ static uint32_t *big_of(struct sc_slot *s)
  * whole-array decode; before that, reads of small files that skip about
  * would waste the other three); one that then goes on through two more
  * such groups, where the CPU has vector passes, the next 32 at once
- * (decode_tiles16: 3.2-3.5 ns a symbol on the 2-core VM, the scalar loop
+ * (decode_tiles32: 3.2-3.5 ns a symbol on the 2-core VM, the scalar loop
  * 7.7-8.4 on linuxdoc, gcide and spam). */
 static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 {
@@ -766,12 +760,12 @@ static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 	s->run = tb && s->gen == gen && t == s->t + s->nt ? s->run + 1 : 0;
 	uint32_t *big = NULL;
 #ifdef SC_X16
-	if (s->run >= 4 && t + BIG_GROUP <= c->n >> shift && x16_on())
+	if (s->run >= 4 && t + X16_TILES <= c->n >> shift && x16_on())
 		big = big_of(s);
 #endif
 	if (big) {
-		decode_tiles16_any(c, tb, t, BIG_GROUP / 16, big);
-		s->nt = BIG_GROUP;
+		decode_tiles32_any(c, tb, t, big);
+		s->nt = X16_TILES;
 		s->at = big;
 	} else if (s->run >= 2 && t + 4 <= c->n >> shift) {
 		decode_tiles4(c, tb, t, s->sym);
@@ -827,10 +821,8 @@ void td_scode_decode_all(const td_scode *c, uint32_t *out)
 {
 	const struct td_sc_tab *tb = tables(c);
 	uint64_t t = 0, full = c->n >> c->tile_shift;
-	for (; t + 32 <= full; t += 32)
-		decode_tiles16_any(c, tb, t, 2, out + (t << c->tile_shift));
-	for (; t + 16 <= full; t += 16)
-		decode_tiles16_any(c, tb, t, 1, out + (t << c->tile_shift));
+	for (; t + X16_TILES <= full; t += X16_TILES)
+		decode_tiles32_any(c, tb, t, out + (t << c->tile_shift));
 	for (; t + 4 <= full; t += 4)
 		decode_tiles4(c, tb, t, out + (t << c->tile_shift));
 	for (; t < c->ntiles; t++)
