@@ -52,10 +52,11 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out);
 #define TD_RCACHE_DEFAULT (UINT64_C(512) << 20)
 void td_archive_set_cache(td_archive *a, uint64_t bytes);
 
-/* Fill that cache now: expand every rule of at most 8 KiB, in rule order
- * (the rule arrays read front to back), so that first reads go at the speed
- * of later ones; for a background thread after open (tadocfs runs it at
- * mount). It only runs when all those expansions fit the cache's budget with
+/* Fill that cache now: expand every rule of at most 8 KiB, in the order of
+ * the root sequence (the order a first read of every file meets them, so
+ * that later passes find the expansions they copy one after another), so
+ * that first reads go at the speed of later ones; for a background thread
+ * after open (tadocfs runs it at mount). It only runs when all those expansions fit the cache's budget with
  * room to spare (otherwise the cache keeps filling with what readers use,
  * and *bytes is 0); then builds the query index for counts and searches
  * over large scopes when it fits (td_rcache.h: td_qindex_get). It stops
@@ -65,6 +66,22 @@ void td_archive_set_cache(td_archive *a, uint64_t bytes);
  * cached. TD_OK, TD_ENOMEM, or TD_ECORRUPT when a rule's lengths do not add
  * up. */
 int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes);
+
+/* A hint before reading `bytes` bytes in order (`tadoc unpack` gives the
+ * whole tree's size, `tadoc cat` a file's). When they are at least as many
+ * as all rules of at most 8 KiB expand to, and those expansions fit the
+ * cache's budget, every such rule is expanded into the cache now, in rule
+ * order, instead of each one where the read first meets it: the rule
+ * symbols are then read front to back, most of a rule's parts are cached
+ * before it (shorter expansions have lower ids), so a rule is one table
+ * look-up and one copy a part, and the look-ups of the rules after it are
+ * prefetched meanwhile. A first pass over a whole corpus gets 25-45%
+ * faster (README). Later passes find the expansions in rule order rather
+ * than in the order they read them (td_archive_warm's), about 10-20%
+ * slower on the 2-core VM; a smaller read leaves the cache to fill with
+ * what it meets. Runs once per archive; thread-safe with reads. TD_OK,
+ * TD_ECORRUPT (a damaged section, or rule lengths that do not add up). */
+int td_archive_will_read(const td_archive *a, uint64_t bytes);
 
 /* Check, once per open archive, the checksums of the large sections that
  * readers use in place (the root sequence, the rules and their offsets):

@@ -311,6 +311,25 @@ static int warm_sym(const td_archive *a, uint64_t s, uint8_t *buf, uint8_t *seen
 	return 0;
 }
 
+/* Arena bytes every short rule's expansion takes (after td_flat_build). */
+static uint64_t short_bytes(const td_archive *a)
+{
+	uint64_t need = 0;
+	for (uint64_t r = 0; r < a->R; r++) {
+		uint64_t l = a->f_rule_len[r];
+		if (l <= TD_RCACHE_MAXRULE)
+			need += (l + 15) & ~UINT64_C(15);
+	}
+	return need;
+}
+
+/* Whether need bytes of expansions fit the budget, with a margin for the
+ * thread-local blocks' tails and a lost race now and then. */
+static int short_fit(const td_archive *a, uint64_t need)
+{
+	return need + need / 8 + 2 * BUMP_BYTES <= a->rcache_budget;
+}
+
 /* td_archive_warm's rule cache fill. */
 static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *bytes)
 {
@@ -321,16 +340,10 @@ static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *b
 	td_syms_build(a); /* a mount decodes coded sequences now, not at its first reads */
 	if (!a->flat || !td_syms_flat(a) || !cache_of(a))
 		return TD_OK; /* tables or cache over the budget, or no rules */
-	/* Arena bytes all short expansions take, with a margin for the
-	 * thread-local blocks' tails and a lost race now and then. */
-	uint64_t need = 0, have = 0;
-	for (uint64_t r = 0; r < a->R; r++) {
-		uint64_t l = a->f_rule_len[r];
-		if (l <= TD_RCACHE_MAXRULE)
-			need += (l + 15) & ~UINT64_C(15);
-	}
-	if (need + need / 8 + 2 * BUMP_BYTES > a->rcache_budget)
+	uint64_t have = 0;
+	if (!short_fit(a, short_bytes(a)))
 		return TD_OK;
+	atomic_store(&((td_archive *)a)->swept, 1); /* td_archive_will_read need not sweep too */
 	/* In the order of the root sequence, as a first read of every file
 	 * would: the arena then holds expansions in the order sequential
 	 * readers meet them (in rule order, later passes ran 20% slower). */
@@ -361,6 +374,100 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 	if (!err && a->flat && !(stop && __atomic_load_n(stop, __ATOMIC_RELAXED)))
 		(void)td_qindex_get(a); /* the first search is then as fast as the next */
 	return err;
+}
+
+/* Prefetch distance of the sweep, in rules: the entries of rule r + SWEEP_AHEAD's
+ * symbols, and the bytes of rule r + SWEEP_AHEAD / 2's. */
+#define SWEEP_AHEAD 16u
+
+static void sweep_prefetch(const td_archive *a, const td_disk_group *g, uint64_t end, uint64_t r)
+{
+	const uint32_t *rs = a->f_rule_syms;
+	uint32_t n = g->len < 4 ? g->len : 4;
+	if (r + SWEEP_AHEAD < end) {
+		const uint32_t *p = rs + g->first_sym + (r + SWEEP_AHEAD - g->first_rule) * g->len;
+		for (uint32_t i = 0; i < n; i++)
+			__builtin_prefetch(&a->f_sym[p[i]]);
+	}
+	if (r + SWEEP_AHEAD / 2 < end) {
+		const uint32_t *p = rs + g->first_sym + (r + SWEEP_AHEAD / 2 - g->first_rule) * g->len;
+		for (uint32_t i = 0; i < n; i++)
+			if (p[i] < a->T + a->R)
+				__builtin_prefetch(td_sym_eptr(td_sym_entry(a, p[i])));
+	}
+}
+
+/* Cache every short rule, in rule order (td_archive_will_read). The rule
+ * symbols are read front to back; most of a rule's parts have lower ids
+ * (shorter expansions sort first within a right-hand-side length), so they
+ * are cached already and the rule is one table look-up and one copy a
+ * part, with no descent: the look-ups of the next rules are prefetched
+ * while this one is copied. A part not cached yet (a later id) is expanded
+ * by fill(). 0, or -1 when the grammar does not add up. */
+static int sweep_rules(const td_archive *a)
+{
+	struct td_rcache *c = cache_of(a);
+	uint8_t buf[TD_RCACHE_MAXRULE + TD_RCACHE_PAD];
+	for (uint64_t gi = 0; gi < a->ngroups; gi++) {
+		const td_disk_group *g = &a->groups[gi];
+		uint64_t end = gi + 1 < a->ngroups ? a->groups[gi + 1].first_rule : a->R;
+		if (end < g->first_rule || end > a->R || g->first_sym + (end - g->first_rule) * g->len > a->rule_syms.n)
+			return -1;
+		for (uint64_t r = g->first_rule; r < end; r++) {
+			sweep_prefetch(a, g, end, r);
+			uint64_t len = a->f_rule_len[r];
+			if (len == 0 || len > TD_RCACHE_MAXRULE ||
+			    (uintptr_t)atomic_load_explicit(&c->slot[r], memory_order_relaxed) > TD_RCACHE_SEEN)
+				continue;
+			const uint32_t *p = a->f_rule_syms + g->first_sym + (r - g->first_rule) * g->len;
+			uint64_t at = 0;
+			uint32_t i;
+			for (i = 0; i < g->len; i++) {
+				uint64_t e = p[i] < a->T + a->R ? td_sym_entry(a, p[i]) : 0;
+				uint32_t l = td_sym_elen(e);
+				if (!l || at + l + td_sym_espace(e) > len)
+					break;
+				at += td_sym_write(buf + at, sizeof buf - at, e);
+			}
+			if (i < g->len) {
+				if (fill(a, r, buf, len, sizeof buf, 0))
+					return -1;
+			} else if (at != len) {
+				return -1;
+			}
+			put(a, r, buf, len);
+		}
+	}
+	return 0;
+}
+
+int td_archive_will_read(const td_archive *a, uint64_t bytes)
+{
+	td_archive *m = (td_archive *)a; /* the cache is the only mutable part */
+	/* Below T + R bytes a read would not even build the tables
+	 * (td_flat_after); past it, below sweep_min once that is known. */
+	if (a->R == 0 || bytes < a->T + a->R || bytes < atomic_load_explicit(&a->sweep_min, memory_order_relaxed) ||
+	    atomic_load_explicit(&a->swept, memory_order_acquire))
+		return TD_OK;
+	int err = td_data_check(a);
+	if (err)
+		return err;
+	td_flat_build(a);
+	if (!a->flat || !a->f_sym || !cache_of(a))
+		return TD_OK; /* tables or cache over the budget */
+	uint64_t need = short_bytes(a);
+	atomic_store_explicit(&m->sweep_min, need ? need : 1, memory_order_relaxed);
+	if (bytes < need || !short_fit(a, need))
+		return TD_OK;
+	td_syms_build_part(a, 1, 0);
+	if (!td_syms_flat(a))
+		return TD_OK;
+	int expected = 0;
+	if (!atomic_compare_exchange_strong(&m->swept, &expected, 1))
+		return TD_OK; /* another reader sweeps, or swept */
+	if (sweep_rules(a))
+		return td_fail(TD_ECORRUPT, "rule lengths do not add up");
+	return TD_OK;
 }
 
 void td_rcache_free(td_archive *a)

@@ -108,6 +108,19 @@ int td_cmd_cat(int argc, char **argv)
 	if (!cur || !buf) {
 		status = td_cli_errorf(archive, "out of memory");
 	} else {
+		/* One hint for all the bytes to come (td_archive_will_read):
+		 * a long read gets the rule cache filled first. Paths that do
+		 * not resolve, and damage, are reported by the reads below
+		 * (an undamaged file still reads). */
+		uint64_t total = 0;
+		for (int i = first + 1; i < argc; i++) {
+			td_entry e;
+			td_stat es;
+			if (td_cli_resolve(a, argv[i], 1, &e) == TD_OK && td_archive_stat(a, e, &es) == TD_OK &&
+			    S_ISREG(es.mode))
+				total += es.size;
+		}
+		(void)td_archive_will_read(a, total);
 		for (int i = first + 1; i < argc; i++)
 			if (cat_one(a, archive, argv[i], cur, buf, 0, UINT64_MAX) != TD_CLI_OK)
 				status = TD_CLI_FAIL;

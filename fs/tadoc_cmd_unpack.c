@@ -329,6 +329,19 @@ int td_cmd_unpack(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	/* Every file is read once, in order: have every short rule expanded
+	 * at once (td_archive_will_read), which also finds damage to the
+	 * rules before anything is written. */
+	uint64_t total = 0;
+	td_stat es;
+	for (td_entry e = 0; e < td_archive_nentries(a); e++)
+		if (td_archive_stat(a, e, &es) == TD_OK && S_ISREG(es.mode))
+			total += es.size;
+	int herr = td_archive_will_read(a, total);
+	if (herr) {
+		status = td_cli_error_td(archive, herr);
+		goto out;
+	}
 	int fd = open_target(u.path);
 	if (fd < 0) {
 		status = TD_CLI_FAIL;

@@ -241,16 +241,23 @@ Test(extract, random_offsets_after_warm)
 	td_archive_close(a);
 }
 
-Test(extract, random_offsets_while_warming)
+/* Random extracts from archive `name` while fn(archive) runs on another
+ * thread; fn's result, nonzero for success. */
+static int extracts_beside(const char *name, void *(*fn)(void *))
 {
-	td_archive *a = tdt_open("writer.tadoc", 0);
+	td_archive *a = tdt_open(name, 0);
 	pthread_t t;
-	cr_assert_eq(pthread_create(&t, NULL, warm_thread, a), 0);
+	cr_assert_eq(pthread_create(&t, NULL, fn, a), 0);
 	random_extracts_on(a);
 	void *ok;
 	pthread_join(t, &ok);
-	cr_assert(ok, "the warm-up failed or cached nothing");
 	td_archive_close(a);
+	return ok != NULL;
+}
+
+Test(extract, random_offsets_while_warming)
+{
+	cr_assert(extracts_beside("writer.tadoc", warm_thread), "the warm-up failed or cached nothing");
 }
 
 Test(extract, warm_skips_over_budget_and_stops)
@@ -267,6 +274,61 @@ Test(extract, warm_skips_over_budget_and_stops)
 	bytes = 1;
 	cr_assert_eq(td_archive_warm(a, &stop, &bytes), TD_OK);
 	cr_assert_eq(bytes, 0u, "a stopped warm-up cached %llu bytes", (unsigned long long)bytes);
+	td_archive_close(a);
+}
+
+/* Total bytes of the regular files in archive a. */
+static uint64_t file_bytes(const td_archive *a)
+{
+	uint64_t total = 0;
+	td_stat st;
+	for (td_entry e = 0; e < td_archive_nentries(a); e++)
+		if (td_archive_stat(a, e, &st) == TD_OK && S_ISREG(st.mode))
+			total += st.size;
+	return total;
+}
+
+/* td_archive_will_read for the whole tree expands every short rule at once
+ * (a warm-up after it finds nothing left to cache); reads after it equal
+ * the original files, in both formats. A read hint below the short rules'
+ * total leaves them to the reads. */
+Test(extract, random_offsets_after_will_read)
+{
+	static const char *const name[] = { "paths.tadoc", "writer.tadoc" };
+	for (size_t i = 0; i < 2; i++) {
+		td_archive *a = tdt_open(name[i], 0);
+		cr_assert_eq(td_archive_will_read(a, 1), TD_OK);
+		uint64_t left = 0;
+		cr_assert_eq(td_archive_will_read(a, file_bytes(a)), TD_OK, "%s: %s", name[i], td_errdetail());
+		cr_assert_eq(td_archive_will_read(a, file_bytes(a)), TD_OK, "%s: a second hint", name[i]);
+		cr_assert_eq(td_archive_warm(a, NULL, &left), TD_OK, "%s", td_errdetail());
+		cr_assert_eq(left, 0u, "%s: %llu bytes of short rules not cached by the hint", name[i],
+			     (unsigned long long)left);
+		random_extracts_on(a);
+		td_archive_close(a);
+	}
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	cr_assert_eq(td_archive_will_read(a, td_archive_nentries(a)), TD_OK);
+	uint64_t cached = 0;
+	cr_assert_eq(td_archive_warm(a, NULL, &cached), TD_OK);
+	cr_assert_gt(cached, 0u, "a small read hint expanded every rule");
+	td_archive_close(a);
+}
+
+/* The hint on one thread while another reads, and with a budget far below
+ * the expansions (no sweep): reads still equal the original files. */
+static void *will_read_thread(void *arg)
+{
+	return (void *)(intptr_t)(td_archive_will_read(arg, UINT64_MAX) == TD_OK);
+}
+
+Test(extract, random_offsets_while_will_read)
+{
+	cr_assert(extracts_beside("paths.tadoc", will_read_thread), "the hint failed");
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	td_archive_set_cache(a, 64 << 10);
+	cr_assert_eq(td_archive_will_read(a, UINT64_MAX), TD_OK);
+	random_extracts_on(a);
 	td_archive_close(a);
 }
 

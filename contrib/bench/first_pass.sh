@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# first_pass.sh OUT.md ARCHIVE...: first passes over freshly opened archives
+# (issue 2's whole-file extract goal), interleaved rounds, medians.
+#
+# Each round runs, for every archive in turn and each in a fresh process:
+#   td_bench        every file through one cursor in 1 MiB reads, no hint
+#                   (a reader that does not say what it will read)
+#   td_bench -a     the same after td_archive_will_read(every file's bytes),
+#                   as `tadoc unpack` and `tadoc cat` do
+#   tadoc unpack    the whole tree into a scratch directory (on tmpfs when
+#                   /dev/shm is there, so the disk does not set the pace)
+# and, with FP_BASE=OTHER_BUILD_DIR, the first and last from that build too
+# (a build before a change, measured in the same rounds).
+# Rates are original bytes / wall seconds of the pass; "warm" is the median
+# of passes 2-4 in the same process. Needs the archives' files on disk only.
+#
+# Environment: FP_ROUNDS (default 7), FP_BASE, BUILD, TADOC, TD_BENCH.
+set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
+[ $# -ge 2 ] || die "usage: $0 OUT.md ARCHIVE..."
+OUT=$1
+shift
+bench_setup_bins
+[ -n "$TD_BENCH" ] && [ -n "$TADOC" ] || die "td_bench and tadoc are needed (ninja -C $BUILD)"
+ROUNDS=${FP_ROUNDS:-7}
+SCRATCH=$(mktemp -d "$([ -d /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/fp.XXXXXX")
+trap 'rm -rf "$SCRATCH"' EXIT
+RAW="$SCRATCH/raw"
+: >"$RAW"
+
+kinds=(plain hint unpack)
+if [ -n "${FP_BASE:-}" ]; then
+	BASE_TD_BENCH="$FP_BASE/contrib/bench/td_bench"
+	BASE_TADOC="$FP_BASE/fs/tadoc"
+	[ -x "$BASE_TD_BENCH" ] && [ -x "$BASE_TADOC" ] || die "FP_BASE=$FP_BASE has no td_bench or tadoc"
+	kinds+=(base_plain base_unpack)
+fi
+
+# one KIND ARCHIVE: prints "first warm" (MB/s; warm is - for unpack)
+one() {
+	local kind=$1 a=$2 tb=$TD_BENCH td=$TADOC opt=()
+	case $kind in base_*) tb=${BASE_TD_BENCH:-}; td=${BASE_TADOC:-} ;; esac
+	case $kind in
+	*unpack)
+		local bytes t0
+		bytes=$("$td" info "$a" | awk '/^original bytes/ { print $3 }')
+		rm -rf "$SCRATCH/u"
+		t0=$(now_ns)
+		"$td" unpack "$a" "$SCRATCH/u" || die "$td unpack $a failed"
+		awk -v b="$bytes" -v s="$(secs_since "$t0")" 'BEGIN { printf "%.1f -\n", b / s / 1e6 }'
+		rm -rf "$SCRATCH/u"
+		;;
+	*)
+		[ "$kind" = hint ] && opt=(-a)
+		"$tb" "${opt[@]}" -d 0.05 -n 0 -p 4 "$a" |
+			awk -F= '$1 == "seq_MB_per_s" { f = $2 } $1 == "seq_warm_MB_per_s" { w = $2 } END { print f, w }'
+		;;
+	esac
+}
+
+for ((r = 1; r <= ROUNDS; r++)); do
+	log "round $r of $ROUNDS"
+	for a in "$@"; do
+		n=${#kinds[@]}
+		for ((k = 0; k < n; k++)); do
+			kind=${kinds[$(((k + r) % n))]} # rotate which goes first
+			printf '%s %s %s\n' "$(basename "$a" .tadoc)" "$kind" "$(one "$kind" "$a")" >>"$RAW"
+		done
+	done
+done
+
+{
+	echo "# First passes over fresh opens, $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "Machine: $(machine_description); load average before: $(load_average). Commit $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')${FP_BASE:+; base build: $(basename "$FP_BASE")}."
+	echo "\`contrib/bench/first_pass.sh\`, $ROUNDS interleaved rounds, each run a fresh process; cells: median MB/s (min-max)."
+	echo
+	python3 - "$RAW" "${kinds[@]}" <<'EOF'
+import statistics as S, sys
+raw, kinds = sys.argv[1], sys.argv[2:]
+d = {}
+for line in open(raw):
+    c, k, f, w = line.split()
+    d.setdefault(c, {}).setdefault(k, []).append((float(f), None if w == "-" else float(w)))
+title = {"plain": "first pass, no hint", "hint": "first pass, will_read", "unpack": "tadoc unpack",
+         "base_plain": "base: first pass", "base_unpack": "base: tadoc unpack"}
+print("| corpus | " + " | ".join(title[k] for k in kinds) + " | warm, no hint | warm, will_read |")
+print("|---|" + "---:|" * (len(kinds) + 2))
+def cell(v):
+    return "%.0f (%.0f-%.0f)" % (S.median(v), min(v), max(v))
+for c, m in d.items():
+    row = [cell([x[0] for x in m[k]]) for k in kinds]
+    row += ["%.0f" % S.median(x[1] for x in m[k]) for k in ("plain", "hint")]
+    print("| %s | %s |" % (c, " | ".join(row)))
+EOF
+	echo
+	echo "Raw runs (corpus, kind, first MB/s, warm MB/s):"
+	echo
+	echo '```'
+	cat "$RAW"
+	echo '```'
+} >"$OUT"
+log "wrote $OUT"
