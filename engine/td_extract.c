@@ -195,6 +195,7 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 		return n;
 	const uint64_t TR = a->T + a->R;
 	const size_t stop = len - TD_SYM_PAD;
+	const int ahead = n + TD_WALK_AHEAD_MIN <= stop; /* a short read uses few of the symbols ahead */
 	uint64_t i = w->root_i;
 	while (n <= stop) {
 		w->root_i = i;
@@ -203,6 +204,16 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 		if (i == end)
 			break;
 		for (; i < end && n <= stop; i++) {
+			if (ahead && i + TD_WALK_AHEAD < end) {
+				/* the entry TD_WALK_AHEAD symbols on, and the bytes
+				 * of the one half as far (its entry fetched by now) */
+				uint64_t s2 = w->ring[(i + TD_WALK_AHEAD) % TD_WALK_RING];
+				uint64_t s3 = w->ring[(i + TD_WALK_AHEAD / 2) % TD_WALK_RING];
+				if (s2 < TR)
+					__builtin_prefetch(&a->f_sym[s2]);
+				if (s3 < TR)
+					__builtin_prefetch(td_sym_eptr(td_sym_entry(a, s3)));
+			}
 			uint64_t s = w->ring[i % TD_WALK_RING];
 			if (s >= TR)
 				goto out;
