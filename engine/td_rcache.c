@@ -542,11 +542,26 @@ static size_t sym_pool_bytes(const td_archive *a)
 	return (w < SYM_HOT ? w : SYM_HOT) + TD_SYM_PAD;
 }
 
-static unsigned freq_bucket(const td_pack *wf, uint64_t w)
+static unsigned freq_bucket(uint64_t f)
 {
-	uint64_t f = wf ? td_pack_get(wf, w) : 0;
 	unsigned b = f ? 64u - (unsigned)__builtin_clzll(f) : 0u; /* 0..64 */
 	return b >= SYM_NBUCKET ? 0u : SYM_NBUCKET - 1 - b;
+}
+
+/* Every word's bucket, from WORD_FREQ a tile at a time (all 0 without it);
+ * NULL out of memory. */
+static uint8_t *freq_buckets(const td_pack *wf, uint64_t nw)
+{
+	uint8_t *b = malloc(nw ? nw : 1);
+	uint64_t f[TD_TILE];
+	for (uint64_t w = 0; b && w < nw; w += TD_TILE) {
+		uint64_t k = nw - w < TD_TILE ? nw - w : TD_TILE;
+		if (wf)
+			td_pack_get_range(wf, w, k, f);
+		for (uint64_t j = 0; j < k; j++)
+			b[w + j] = (uint8_t)(wf ? freq_bucket(f[j]) : SYM_NBUCKET - 1);
+	}
+	return b;
 }
 
 /* Token t's bytes [off[t], off[t + 1]) of bytes[0..size): their length,
@@ -571,24 +586,25 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 {
 	_Atomic(uint64_t) *ent = big_alloc(sym_bytes(m));
 	uint8_t *pool = big_alloc(sym_pool_bytes(m));
-	if (!ent || !pool) {
+	uint8_t *bucket = freq_buckets(td_word_freq(m), m->W);
+	if (!ent || !pool || !bucket) {
 		big_free(ent, sym_bytes(m));
 		big_free(pool, sym_pool_bytes(m));
+		free(bucket);
 		return -1;
 	}
 	const uint8_t *words = td_words(m), *other = td_other(m);
 	const uint64_t wsize = m->bytes_size[TD_SEC_WORDS], osize = m->bytes_size[TD_SEC_OTHER];
-	const td_pack *wf = td_word_freq(m);
 	uint64_t start[SYM_NBUCKET + 1] = { 0 };
 	for (uint64_t w = 0; words && w < m->W; w++)
-		start[freq_bucket(wf, w) + 1] += tok_len(wo, w, wsize);
+		start[bucket[w] + 1] += tok_len(wo, w, wsize);
 	for (unsigned b = 0; b < SYM_NBUCKET; b++)
 		start[b + 1] += start[b];
 	for (uint64_t w = 0; words && w < m->W; w++) {
 		uint64_t l = tok_len(wo, w, wsize);
 		if (!l)
 			continue;
-		unsigned b = freq_bucket(wf, w);
+		unsigned b = bucket[w];
 		const uint8_t *p = words + wo[w];
 		if (b < SYM_COLD && start[b] + l <= SYM_HOT) {
 			memcpy(pool + start[b], p, l);
@@ -605,6 +621,7 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 		if (l && sym_readable(m, other + oo[o]))
 			atomic_init(&ent[2 * m->W + o], td_sym_make(other + oo[o], l, 0));
 	}
+	free(bucket);
 	m->f_sym = ent;
 	m->f_sym_pool = pool;
 	/* Rules cached before the table (reads before td_flat_after's
