@@ -72,7 +72,7 @@ done
 {
 	echo "# First passes over fresh opens, $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo
-	echo "Machine: $(machine_description); load average before: $(load_average). Commit $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')${FP_BASE:+; base build: $(basename "$FP_BASE")}."
+	echo "Machine: $(machine_description); load average before: $(load_average). Commit $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo '?')${FP_BASE:+; base build: $(git -C "$FP_BASE" rev-parse --short HEAD 2>/dev/null || echo "$FP_BASE")}."
 	echo "\`contrib/bench/first_pass.sh\`, $ROUNDS interleaved rounds, each run a fresh process; cells: median MB/s (min-max)."
 	echo
 	python3 - "$RAW" "${kinds[@]}" <<'EOF'
