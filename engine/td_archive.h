@@ -75,11 +75,11 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
  * symbols are then read front to back, most of a rule's parts are cached
  * before it (shorter expansions have lower ids), so a rule is one table
  * look-up and one copy a part, and the look-ups of the rules after it are
- * prefetched meanwhile. A first pass over a whole corpus gets 25-45%
- * faster (README). Later passes find the expansions in rule order rather
- * than in the order they read them (td_archive_warm's), about 10-20%
- * slower on the 2-core VM; a smaller read leaves the cache to fill with
- * what it meets. Runs once per archive; thread-safe with reads. TD_OK,
+ * prefetched meanwhile. A first pass over a whole corpus gets 23-43%
+ * faster (README, contrib/bench/first_pass.sh). Later passes find the
+ * expansions in rule order rather than in the order they read them
+ * (td_archive_warm's), 7-14% slower on the 2-core VM; a smaller read
+ * leaves the cache to fill with what it meets. Runs once per archive; thread-safe with reads. TD_OK,
  * TD_ECORRUPT (a damaged section, or rule lengths that do not add up). */
 int td_archive_will_read(const td_archive *a, uint64_t bytes);
 
