@@ -56,20 +56,22 @@ void td_archive_set_cache(td_archive *a, uint64_t bytes);
  * the root sequence (the order a first read of every file meets them, so
  * that later passes find the expansions they copy one after another), so
  * that first reads go at the speed of later ones; for a background thread
- * after open (tadocfs runs it at mount). It only runs when all those expansions fit the cache's budget with
- * room to spare (otherwise the cache keeps filling with what readers use,
- * and *bytes is 0); then builds the query index for counts and searches
- * over large scopes when it fits (td_rcache.h: td_qindex_get). It stops
- * soon after *stop (may be NULL; read with
- * relaxed atomic loads) becomes nonzero. Thread-safe with concurrent reads; not with td_archive_set_cache
- * or td_archive_close. *bytes (may be NULL) gets the expanded bytes it
- * cached. TD_OK, TD_ENOMEM, or TD_ECORRUPT when a rule's lengths do not add
- * up. */
+ * after open (tadocfs runs it at mount). It only runs when all those
+ * expansions fit the cache's budget with room to spare (otherwise the
+ * cache keeps filling with what readers use, and *bytes is 0); then builds
+ * the query index for counts and searches over large scopes when it fits
+ * (td_rcache.h: td_qindex_get). It stops soon after *stop (may be NULL;
+ * read with relaxed atomic loads) becomes nonzero. Thread-safe with
+ * concurrent reads; not with td_archive_set_cache or td_archive_close.
+ * *bytes (may be NULL) gets the expanded bytes it cached. TD_OK,
+ * TD_ENOMEM, or TD_ECORRUPT when a rule's lengths do not add up. */
 int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes);
 
 /* A hint before reading `bytes` bytes in order (`tadoc unpack` gives the
- * whole tree's size, `tadoc cat` a file's). When they are at least as many
- * as all rules of at most 8 KiB expand to, and those expansions fit the
+ * whole tree's size, `tadoc cat` its files' total). When they are at least
+ * as many as all rules of at most 8 KiB expand to (and at least as many as
+ * the archive has terminals and rules: fewer would not even build the
+ * read tables, td_archive_set_cache), and those expansions fit the
  * cache's budget, every such rule is expanded into the cache now, in rule
  * order, instead of each one where the read first meets it: the rule
  * symbols are then read front to back, most of a rule's parts are cached
@@ -79,8 +81,11 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
  * faster (README, contrib/bench/first_pass.sh). Later passes find the
  * expansions in rule order rather than in the order they read them
  * (td_archive_warm's), 7-14% slower on the 2-core VM; a smaller read
- * leaves the cache to fill with what it meets. Runs once per archive; thread-safe with reads. TD_OK,
- * TD_ECORRUPT (a damaged section, or rule lengths that do not add up). */
+ * leaves the cache to fill with what it meets. Runs at most once per
+ * archive, and not after td_archive_warm has started; thread-safe with
+ * reads. TD_OK, or TD_ECORRUPT (a damaged section, or a short rule whose
+ * lengths do not add up: then on every later call too, while reads of
+ * files that do not use that rule go on). */
 int td_archive_will_read(const td_archive *a, uint64_t bytes);
 
 /* Check, once per open archive, the checksums of the large sections that

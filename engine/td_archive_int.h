@@ -104,9 +104,12 @@ struct td_archive {
 	uint64_t rcache_budget;              /* bytes; 0 disables */
 	atomic_uint_fast64_t walk_bytes;     /* asked of walks before the tables (td_flat_after) */
 	/* td_archive_will_read: the fewest bytes that make it sweep the rules
-	 * (0 until computed), and 1 once a sweep has started. */
+	 * (0 until computed, UINT64_MAX when they do not fit the budget);
+	 * swept is 1 once a sweep or td_archive_warm has started, -1 when a
+	 * sweep found rule sweep_bad's lengths not adding up. */
 	atomic_uint_fast64_t sweep_min;
 	atomic_int swept;
+	uint64_t sweep_bad;
 	/* The large sections read in place (root, rules, offsets) are
 	 * checksummed once, before the first read or query that uses them
 	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */

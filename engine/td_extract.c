@@ -203,7 +203,12 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 		const uint64_t end = w->root_fill;
 		if (i == end)
 			break;
-		for (; i < end && n <= stop; i++) {
+		/* A long read stops TD_WALK_AHEAD short of the decoded end while
+		 * more root symbols follow, so the ring is topped up first and
+		 * every symbol gets its prefetch (a refill leaves more than
+		 * half a ring ahead, so this goes on). */
+		const uint64_t lim = ahead && end < w->root_end && end - i > TD_WALK_AHEAD ? end - TD_WALK_AHEAD : end;
+		for (; i < lim && n <= stop; i++) {
 			if (ahead && i + TD_WALK_AHEAD < end) {
 				/* the entry TD_WALK_AHEAD symbols on, and the bytes
 				 * of the one half as far (its entry fetched by now) */

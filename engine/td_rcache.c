@@ -324,10 +324,11 @@ static uint64_t short_bytes(const td_archive *a)
 }
 
 /* Whether need bytes of expansions fit the budget, with a margin for the
- * thread-local blocks' tails and a lost race now and then. */
+ * thread-local blocks' tails, a lost race now and then, and the arena's
+ * last chunk (a chunk that would pass the budget is not started). */
 static int short_fit(const td_archive *a, uint64_t need)
 {
-	return need + need / 8 + 2 * BUMP_BYTES <= a->rcache_budget;
+	return need + need / 8 + 2 * BUMP_BYTES + CHUNK_BYTES <= a->rcache_budget;
 }
 
 /* td_archive_warm's rule cache fill. */
@@ -343,7 +344,10 @@ static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *b
 	uint64_t have = 0;
 	if (!short_fit(a, short_bytes(a)))
 		return TD_OK;
-	atomic_store(&((td_archive *)a)->swept, 1); /* td_archive_will_read need not sweep too */
+	/* td_archive_will_read need not sweep too (when one did, this walk
+	 * finds every short rule cached and adds nothing) */
+	int none = 0;
+	atomic_compare_exchange_strong(&((td_archive *)a)->swept, &none, 1);
 	/* In the order of the root sequence, as a first read of every file
 	 * would: the arena then holds expansions in the order sequential
 	 * readers meet them (in rule order, later passes ran 20% slower). */
@@ -387,7 +391,8 @@ static void sweep_prefetch(const td_archive *a, const td_disk_group *g, uint64_t
 	if (r + SWEEP_AHEAD < end) {
 		const uint32_t *p = rs + g->first_sym + (r + SWEEP_AHEAD - g->first_rule) * g->len;
 		for (uint32_t i = 0; i < n; i++)
-			__builtin_prefetch(&a->f_sym[p[i]]);
+			if (p[i] < a->T + a->R)
+				__builtin_prefetch(&a->f_sym[p[i]]);
 	}
 	if (r + SWEEP_AHEAD / 2 < end) {
 		const uint32_t *p = rs + g->first_sym + (r + SWEEP_AHEAD / 2 - g->first_rule) * g->len;
@@ -403,17 +408,19 @@ static void sweep_prefetch(const td_archive *a, const td_disk_group *g, uint64_t
  * are cached already and the rule is one table look-up and one copy a
  * part, with no descent: the look-ups of the next rules are prefetched
  * while this one is copied. A part not cached yet (a later id) is expanded
- * by fill(). 0, or -1 when the grammar does not add up. */
-static int sweep_rules(const td_archive *a)
+ * by fill(). 0, or -1 with *bad the rule whose lengths do not add up. */
+static int sweep_rules(const td_archive *a, uint64_t *bad)
 {
 	struct td_rcache *c = cache_of(a);
 	uint8_t buf[TD_RCACHE_MAXRULE + TD_RCACHE_PAD];
 	for (uint64_t gi = 0; gi < a->ngroups; gi++) {
 		const td_disk_group *g = &a->groups[gi];
 		uint64_t end = gi + 1 < a->ngroups ? a->groups[gi + 1].first_rule : a->R;
+		*bad = g->first_rule;
 		if (end < g->first_rule || end > a->R || g->first_sym + (end - g->first_rule) * g->len > a->rule_syms.n)
 			return -1;
 		for (uint64_t r = g->first_rule; r < end; r++) {
+			*bad = r;
 			sweep_prefetch(a, g, end, r);
 			uint64_t len = a->f_rule_len[r];
 			if (len == 0 || len > TD_RCACHE_MAXRULE ||
@@ -444,29 +451,38 @@ static int sweep_rules(const td_archive *a)
 int td_archive_will_read(const td_archive *a, uint64_t bytes)
 {
 	td_archive *m = (td_archive *)a; /* the cache is the only mutable part */
+	int state = atomic_load_explicit(&a->swept, memory_order_acquire);
+	if (state < 0)
+		return td_fail(TD_ECORRUPT, "rule %" PRIu64 ": lengths do not add up", a->sweep_bad);
 	/* Below T + R bytes a read would not even build the tables
 	 * (td_flat_after); past it, below sweep_min once that is known. */
-	if (a->R == 0 || bytes < a->T + a->R || bytes < atomic_load_explicit(&a->sweep_min, memory_order_relaxed) ||
-	    atomic_load_explicit(&a->swept, memory_order_acquire))
+	if (state || a->R == 0 || bytes < a->T + a->R || bytes < atomic_load_explicit(&a->sweep_min, memory_order_relaxed))
 		return TD_OK;
 	int err = td_data_check(a);
 	if (err)
 		return err;
 	td_flat_build(a);
-	if (!a->flat || !a->f_sym || !cache_of(a))
-		return TD_OK; /* tables or cache over the budget */
+	if (!a->flat || !a->f_sym || !cache_of(a)) {
+		atomic_store_explicit(&m->sweep_min, UINT64_MAX, memory_order_relaxed);
+		return TD_OK; /* tables or cache over the budget: never */
+	}
 	uint64_t need = short_bytes(a);
-	atomic_store_explicit(&m->sweep_min, need ? need : 1, memory_order_relaxed);
-	if (bytes < need || !short_fit(a, need))
+	int fit = short_fit(a, need);
+	atomic_store_explicit(&m->sweep_min, !fit ? UINT64_MAX : need ? need : 1, memory_order_relaxed);
+	if (bytes < need || !fit)
 		return TD_OK;
 	td_syms_build_part(a, 1, 0);
 	if (!td_syms_flat(a))
 		return TD_OK;
-	int expected = 0;
-	if (!atomic_compare_exchange_strong(&m->swept, &expected, 1))
-		return TD_OK; /* another reader sweeps, or swept */
-	if (sweep_rules(a))
-		return td_fail(TD_ECORRUPT, "rule lengths do not add up");
+	int none = 0;
+	if (!atomic_compare_exchange_strong(&m->swept, &none, 1))
+		return TD_OK; /* another reader sweeps or swept, or a warm-up runs or ran */
+	uint64_t bad = 0;
+	if (sweep_rules(a, &bad)) {
+		m->sweep_bad = bad;
+		atomic_store_explicit(&m->swept, -1, memory_order_release);
+		return td_fail(TD_ECORRUPT, "rule %" PRIu64 ": lengths do not add up", bad);
+	}
 	return TD_OK;
 }
 
@@ -565,10 +581,12 @@ static uint8_t *freq_buckets(const td_pack *wf, uint64_t nw)
 }
 
 /* Token t's bytes [off[t], off[t + 1]) of bytes[0..size): their length,
- * 0 when the offsets are bad (no entry: the checked path says so). */
-static uint64_t tok_len(const uint32_t *off, uint64_t t, uint64_t size)
+ * 0 when the offsets are bad or the token is longer than max, the most
+ * td_term_bytes accepts (no entry: the checked path reports it, so reads
+ * through the table never give what reads without it reject). */
+static uint64_t tok_len(const uint32_t *off, uint64_t t, uint64_t size, uint64_t max)
 {
-	return off[t] < off[t + 1] && off[t + 1] <= size ? off[t + 1] - off[t] : 0;
+	return off[t] < off[t + 1] && off[t + 1] <= size && off[t + 1] - off[t] <= max ? off[t + 1] - off[t] : 0;
 }
 
 /* Whether TD_SYM_PAD bytes may be read from p, a token's bytes in the
@@ -597,11 +615,11 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 	const uint64_t wsize = m->bytes_size[TD_SEC_WORDS], osize = m->bytes_size[TD_SEC_OTHER];
 	uint64_t start[SYM_NBUCKET + 1] = { 0 };
 	for (uint64_t w = 0; words && w < m->W; w++)
-		start[bucket[w] + 1] += tok_len(wo, w, wsize);
+		start[bucket[w] + 1] += tok_len(wo, w, wsize, TD_MAXTOK);
 	for (unsigned b = 0; b < SYM_NBUCKET; b++)
 		start[b + 1] += start[b];
 	for (uint64_t w = 0; words && w < m->W; w++) {
-		uint64_t l = tok_len(wo, w, wsize);
+		uint64_t l = tok_len(wo, w, wsize, TD_MAXTOK);
 		if (!l)
 			continue;
 		unsigned b = bucket[w];
@@ -617,7 +635,7 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 		atomic_init(&ent[2 * w + 1], td_sym_make(p, l, 1));
 	}
 	for (uint64_t o = 0; other && o < m->T - 2 * m->W; o++) {
-		uint64_t l = tok_len(oo, o, osize);
+		uint64_t l = tok_len(oo, o, osize, TD_MAXTOK + 1);
 		if (l && sym_readable(m, other + oo[o]))
 			atomic_init(&ent[2 * m->W + o], td_sym_make(other + oo[o], l, 0));
 	}
@@ -647,6 +665,8 @@ static uint64_t flat1_bytes(const td_archive *a)
 
 void td_flat_build(const td_archive *a)
 {
+	if (td_data_check(a) != TD_OK)
+		return; /* version 4's word offsets come from the checked words */
 	if (!atomic_load_explicit(&a->flat, memory_order_acquire) && a->rcache_budget != 0 &&
 	    flat1_bytes(a) <= a->rcache_budget) {
 		uint64_t bytes = flat1_bytes(a);

@@ -330,8 +330,8 @@ int td_cmd_unpack(int argc, char **argv)
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
 	/* Every file is read once, in order: have every short rule expanded
-	 * at once (td_archive_will_read), which also finds damage to the
-	 * rules before anything is written. */
+	 * at once (td_archive_will_read); damage it meets in them is then
+	 * reported before anything is written (the reads report the rest). */
 	uint64_t total = 0;
 	td_stat es;
 	for (td_entry e = 0; e < td_archive_nentries(a); e++)

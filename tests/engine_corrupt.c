@@ -1,5 +1,6 @@
 /* engine_corrupt: every corrupt-archive class gives its documented error and nothing crashes. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "engine_fixture.h"
 #include "td_archive.h"
 #include "td_extract.h"
+#include "td_writer.h"
 #include "td_format.h"
 #include "td_query.h"
 
@@ -298,6 +300,87 @@ static void read_all(td_archive *a, uint8_t **text, uint64_t *count, uint32_t n)
 		if (td_count(a, "the", 3, e, &count[e]) != TD_OK)
 			count[e] = UINT64_MAX;
 	}
+}
+
+/* An archive of 48 files of text with a few thousand distinct separator
+ * tokens, so damaged offsets can make one longer than any token may be. */
+#define OFFS_FILES 48
+static uint8_t *offsets_archive(size_t *len)
+{
+	const char *dir = tdt_path("offs");
+	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	static const char punct[] = "!?.,;:-+*/=()[]{}<>#%&|~";
+	char text[8192];
+	uint64_t rs = 5;
+	for (int f = 0; f < OFFS_FILES; f++) {
+		size_t n = 0;
+		while (n + 64 < sizeof text) {
+			n += (size_t)snprintf(text + n, 16, "word%u", (unsigned)(tdt_rand(&rs) % 500));
+			for (int k = 1 + (int)(tdt_rand(&rs) % 6); k > 0; k--)
+				text[n++] = punct[tdt_rand(&rs) % (sizeof punct - 1)];
+		}
+		char path[4096];
+		snprintf(path, sizeof path, "%s/t%02d", dir, f);
+		cr_assert_eq(tdt_spit(path, text, n), 0);
+	}
+	const char *in[] = { dir };
+	cr_assert_eq(td_compress_paths(tdt_path("offs.tadoc"), in, 1, NULL), TD_OK, "%s", td_errdetail());
+	return tdt_slurp(tdt_path("offs.tadoc"), len);
+}
+
+/* Damage to token offsets and rule lengths that passes the checksums
+ * (recomputed) reads the same through the decoded tables (after
+ * td_archive_will_read) as through the checked path alone (no cache
+ * budget: no tables): the same files fail and the others give the same
+ * bytes. A hint that found damage says so again when asked again. */
+Test(corrupt, damaged_offsets_read_the_same_with_and_without_tables)
+{
+	static const unsigned sec[] = { TD_SEC_OTHER_OFF, TD_SEC_RULE_LEN, TD_SEC_OTHER_OFF, TD_SEC_OTHER };
+	size_t olen;
+	uint8_t *orig = offsets_archive(&olen);
+	uint8_t *b = malloc(olen);
+	uint8_t *plain[OFFS_FILES + 1], *tabled[OFFS_FILES + 1];
+	uint64_t pc[OFFS_FILES + 1], tc[OFFS_FILES + 1];
+	uint64_t rs = 31;
+	for (unsigned round = 0; round < 200; round++) {
+		memcpy(b, orig, olen);
+		const td_disk_section *t = table(b), *x = NULL;
+		for (uint32_t i = 0; i < hdr(b)->nsections; i++)
+			if (t[i].id == sec[round % (sizeof sec / sizeof *sec)])
+				x = &t[i];
+		cr_assert(x && x->size > 0);
+		for (int k = 1 + (int)(tdt_rand(&rs) % 3); k > 0; k--) {
+			uint64_t r = tdt_rand(&rs);
+			b[x->off + r % x->size] ^= (uint8_t)(1u << ((r >> 32) & 7));
+		}
+		fix_all(b, olen);
+		const char *p = put(b, olen);
+		td_archive *a0, *a1;
+		if (td_archive_open(p, 0, &a0) != TD_OK)
+			continue;
+		uint32_t n = td_archive_nentries(a0);
+		cr_assert_leq(n, OFFS_FILES + 1u);
+		td_archive_set_cache(a0, 0);
+		read_all(a0, plain, pc, n);
+		td_archive_close(a0);
+		cr_assert_eq(td_archive_open(p, 0, &a1), TD_OK);
+		int h1 = td_archive_will_read(a1, UINT64_MAX), h2 = td_archive_will_read(a1, UINT64_MAX);
+		cr_assert(h1 == TD_OK || h1 == TD_ECORRUPT, "round %u: hint %s", round, td_strerror(h1));
+		cr_assert_eq(h1, h2, "round %u: a second hint gave %s after %s", round, td_strerror(h2), td_strerror(h1));
+		read_all(a1, tabled, tc, n);
+		td_archive_close(a1);
+		for (uint32_t e = 0; e < n; e++) {
+			cr_assert_eq(!plain[e], !tabled[e], "round %u: entry %u %s with the tables, %s without", round, e,
+				     tabled[e] ? "reads" : "fails", plain[e] ? "reads" : "fails");
+			if (plain[e])
+				cr_assert_eq(memcmp(plain[e], tabled[e], 8 + *(uint64_t *)plain[e]), 0,
+					     "round %u: entry %u reads other bytes with the tables", round, e);
+			free(plain[e]);
+			free(tabled[e]);
+		}
+	}
+	free(b);
+	free(orig);
 }
 
 /* A plain open checks only the small sections, yet no damage anywhere may

@@ -52,8 +52,10 @@ one() {
 		;;
 	*)
 		[ "$kind" = hint ] && opt=(-a)
-		"$tb" "${opt[@]}" -d 0.05 -n 0 -p 4 "$a" |
-			awk -F= '$1 == "seq_MB_per_s" { f = $2 } $1 == "seq_warm_MB_per_s" { w = $2 } END { print f, w }'
+		local out
+		out=$("$tb" "${opt[@]}" -d 0.05 -n 0 -p 4 "$a") || die "$tb ${opt[*]} $a failed"
+		awk -F= '$1 == "seq_MB_per_s" { f = $2 } $1 == "seq_warm_MB_per_s" { w = $2 }
+			END { if (f == "" || w == "") exit 1; print f, w }' <<<"$out" || die "$tb $a: no sequential figures"
 		;;
 	esac
 }
@@ -64,7 +66,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		n=${#kinds[@]}
 		for ((k = 0; k < n; k++)); do
 			kind=${kinds[$(((k + r) % n))]} # rotate which goes first
-			printf '%s %s %s\n' "$(basename "$a" .tadoc)" "$kind" "$(one "$kind" "$a")" >>"$RAW"
+			res=$(one "$kind" "$a") || exit 1
+			printf '%s %s %s\n' "$(basename "$a" .tadoc)" "$kind" "$res" >>"$RAW"
 		done
 	done
 done
