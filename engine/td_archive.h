@@ -77,10 +77,10 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
  * symbols are then read front to back, most of a rule's parts are cached
  * before it (shorter expansions have lower ids), so a rule is one table
  * look-up and one copy a part, and the look-ups of the rules after it are
- * prefetched meanwhile. A first pass over a whole corpus gets 23-43%
+ * prefetched meanwhile. A first pass over a whole corpus gets 19-38%
  * faster (README, contrib/bench/first_pass.sh). Later passes find the
  * expansions in rule order rather than in the order they read them
- * (td_archive_warm's), 7-14% slower on the 2-core VM; a smaller read
+ * (td_archive_warm's), 8-13% slower on the 2-core VM; a smaller read
  * leaves the cache to fill with what it meets. Runs at most once per
  * archive, and not after td_archive_warm has started; thread-safe with
  * reads. TD_OK, or TD_ECORRUPT (a damaged section, or a short rule whose
