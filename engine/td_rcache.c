@@ -426,6 +426,9 @@ static int sweep_rules(const td_archive *a, uint64_t *bad)
 			if (len == 0 || len > TD_RCACHE_MAXRULE ||
 			    (uintptr_t)atomic_load_explicit(&c->slot[r], memory_order_relaxed) > TD_RCACHE_SEEN)
 				continue;
+			/* fill()'s first case inline, with the symbols at hand: a
+			 * call to fill() per rule (its group search and checked
+			 * symbol reads) made the sweep 20% slower */
 			const uint32_t *p = a->f_rule_syms + g->first_sym + (r - g->first_rule) * g->len;
 			uint64_t at = 0;
 			uint32_t i;
