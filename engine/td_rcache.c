@@ -11,12 +11,23 @@
 /* Slot value of a rule met once and not expanded yet. */
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
-/* Tables of at least BIG_MIN bytes (flat arrays, the symbol table and its pool,
- * arena chunks) get their own 2 MiB-aligned mapping, zero-filled. They are
- * not advised into transparent huge pages: that cut a first pass's page
- * faults from 7,071 to 2,518 (gcide) but made td_bench's sequential pass
- * bimodal on the 2-core VM (360-410 MB/s or 180-280, the low mode with
- * more kernel time; medians 260 against 320 without huge pages). */
+/* Tables of at least BIG_MIN bytes (flat arrays, the symbol table and its
+ * pool, decoded sequences, the rule cache's slots, arena chunks) get their
+ * own 2 MiB-aligned mapping, zero-filled, advised into transparent huge
+ * pages (where the system allows them for advised memory, the default).
+ * Most such tables are written whole once built, so faulting them in 2 MiB
+ * at a time costs no memory they would not use, and they meet fewer TLB
+ * misses; the slots are the exception (a reader that touches a few pays
+ * for 2 MiB at a time). Measured on the 2-core VM, 2026-11-26: touching 48
+ * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
+ * huge page); linuxdoc's first pass with the read hint took 3.7k page
+ * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
+ * hint (first_pass.sh) and 9-15% with it. That VM sometimes takes 0.5-4
+ * ms for a huge page instead (its host backing memory the guest had not
+ * used: the first of a few runs touching 64-512 MiB), likely why
+ * td_bench's sequential pass with huge pages was bimodal there on
+ * 2026-11-25 (360-410 MB/s or 180-280, with more kernel time); nine rounds
+ * of first_pass.sh on 2026-11-26 showed no second mode. */
 #define BIG_PAGE (UINT64_C(2) << 20)
 #define BIG_MIN (UINT64_C(1) << 20)
 
@@ -38,6 +49,7 @@ static void *big_alloc(size_t n)
 		munmap(m, (size_t)(p - m));
 	if (m + len + BIG_PAGE > p + len)
 		munmap(p + len, (size_t)(m + BIG_PAGE - p));
+	madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, 4 KiB pages */
 	return p;
 }
 
@@ -139,14 +151,14 @@ static struct td_rcache *cache_of(const td_archive *a)
 	if (!n)
 		return NULL;
 	n->gen = atomic_fetch_add_explicit(&cache_gen, 1, memory_order_relaxed) + 1;
-	n->slot = calloc(a->R, sizeof *n->slot);
+	n->slot = big_alloc(a->R * sizeof *n->slot);
 	if (!n->slot) {
 		free(n);
 		return NULL;
 	}
 	struct td_rcache *expected = NULL;
 	if (!atomic_compare_exchange_strong(&m->rcache, &expected, n)) {
-		free(n->slot);
+		big_free(n->slot, a->R * sizeof *n->slot);
 		free(n);
 		return expected;
 	}
@@ -498,7 +510,7 @@ void td_rcache_free(td_archive *a)
 		next = ch->next;
 		big_free(ch, sizeof *ch + ch->cap + TD_RCACHE_PAD);
 	}
-	free(c->slot);
+	big_free(c->slot, a->R * sizeof *c->slot);
 	free(c);
 	atomic_store(&a->rcache, NULL);
 }
