@@ -160,13 +160,14 @@ int td_walk_seek(td_walk *w, const td_archive *a, td_entry e, uint64_t off)
 	return TD_OK;
 }
 
-/* Top up the ring of decoded root symbols, half a ring at a time. */
-static void ring_refill(td_walk *w)
+/* Top up the ring of decoded root symbols, TD_WALK_FILL at a time, until
+ * more than `keep` (<= TD_WALK_RING - 2 * TD_WALK_FILL) lie ahead or the range
+ * ends. */
+static void ring_refill(td_walk *w, uint64_t keep)
 {
-	const uint64_t half = TD_WALK_RING / 2;
 	td_syms_poll(w->a); /* a long read may make decoding the sequences whole pay */
-	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= half) {
-		uint64_t k = half - (w->root_fill & (half - 1));
+	while (w->root_fill < w->root_end && w->root_fill - w->root_i <= keep) {
+		uint64_t k = TD_WALK_FILL - (w->root_fill & (TD_WALK_FILL - 1));
 		if (k > w->root_end - w->root_fill)
 			k = w->root_end - w->root_fill;
 		td_root_range(w->a, w->root_fill, k, &w->ring[w->root_fill % TD_WALK_RING]);
@@ -177,7 +178,7 @@ static void ring_refill(td_walk *w)
 /* Next root symbol (caller checked root_i < root_end). */
 static inline uint64_t root_next(td_walk *w)
 {
-	ring_refill(w);
+	ring_refill(w, TD_WALK_FILL);
 	return w->ring[w->root_i++ % TD_WALK_RING];
 }
 
@@ -199,14 +200,14 @@ static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 	uint64_t i = w->root_i;
 	while (n <= stop) {
 		w->root_i = i;
-		ring_refill(w);
+		ring_refill(w, ahead ? TD_WALK_RING - 2 * TD_WALK_FILL : TD_WALK_FILL);
 		const uint64_t end = w->root_fill;
 		if (i == end)
 			break;
 		/* A long read stops TD_WALK_AHEAD short of the decoded end while
 		 * more root symbols follow, so the ring is topped up first and
 		 * every symbol gets its prefetch (a refill leaves more than
-		 * half a ring ahead, so this goes on). */
+		 * TD_WALK_RING - 2 * TD_WALK_FILL ahead, so this goes on). */
 		const uint64_t lim = ahead && end < w->root_end && end - i > TD_WALK_AHEAD ? end - TD_WALK_AHEAD : end;
 		for (; i < lim && n <= stop; i++) {
 			if (ahead && i + TD_WALK_AHEAD < end) {

@@ -4,18 +4,28 @@
 
 #include "td_archive_int.h"
 
-/* Root symbols a walker decodes ahead (a power of two): whole tiles at a
- * time instead of one look-up per symbol. */
-#define TD_WALK_RING 128u
+/* Root symbols a walker holds decoded ahead (a power of two), decoded
+ * TD_WALK_FILL at a time (whole tiles at a time instead of one look-up
+ * per symbol). A short read keeps at most TD_WALK_FILL to 2 * TD_WALK_FILL
+ * decoded ahead; a long read keeps more than TD_WALK_RING - 2 * TD_WALK_FILL,
+ * so its prefetches can reach far enough. */
+#define TD_WALK_RING 256u
+#define TD_WALK_FILL 64u
+_Static_assert(TD_WALK_RING % TD_WALK_FILL == 0, "fills never wrap around the ring");
 
 /* How far ahead in the ring a long read prefetches symbol table entries
  * (and, half as far, the bytes they point at): their cache misses then
  * overlap the copies before them. Measured on the 2-core VM: first passes
- * 13-17% faster, warm passes 18-40% (linuxdoc, gcide); 8 or 16 ahead
- * gained less, 64 no more. (Before the symbol table, when a symbol's
- * kind decided where to look, prefetching measured slower.) */
-#define TD_WALK_AHEAD 32u
-_Static_assert(TD_WALK_AHEAD < TD_WALK_RING / 2, "prefetch within the ring's decoded half");
+ * 13-17% faster, warm passes 18-40% (linuxdoc, gcide), with 32 ahead
+ * against none; 8 or 16 ahead gained less. Once the tables lay in huge
+ * pages (td_rcache.c), 64 ahead made first passes with the read hint
+ * another 4-6% faster than 32 (2026-11-26); 48 gained less, 96 no more.
+ * Random 64-byte and 4 KiB reads, which keep a short ring, stayed within
+ * 5% of before. (Before the
+ * symbol table, when a symbol's kind decided where to look, prefetching
+ * measured slower.) */
+#define TD_WALK_AHEAD 64u
+_Static_assert(TD_WALK_AHEAD < TD_WALK_RING - 2 * TD_WALK_FILL, "prefetch within what a long read keeps decoded");
 /* Reads shorter than this (bytes) do not prefetch: random 64-byte reads
  * measured up to 10% slower with it, 4 KiB reads 12-26% faster. */
 #define TD_WALK_AHEAD_MIN 1024u
