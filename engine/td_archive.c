@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "td_archive_int.h"
+#include "td_mem.h"
 #include "td_rcache.h"
 
 static const char *const sec_names[TD_SEC_MAX] = {
@@ -173,8 +174,9 @@ static int lay_out(td_archive *a, unsigned id)
 }
 
 /* Decode compressed section `id` into a heap copy followed by TD_BYTES_PAD
- * zero bytes; caller holds lazy_mu. */
-static const uint8_t *decode_frame(const td_archive *a, unsigned id)
+ * zero bytes, from malloc or (big) td_big_alloc(bytes_size[id] +
+ * TD_BYTES_PAD); caller holds lazy_mu. */
+static const uint8_t *decode_frame(const td_archive *a, unsigned id, int big)
 {
 	/* Decoding reads the whole frame anyway: check its checksum first, so a
 	 * damaged frame is an error, never wrong names, words or counts. */
@@ -184,14 +186,17 @@ static const uint8_t *decode_frame(const td_archive *a, unsigned id)
 		td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(id));
 		return NULL;
 	}
-	uint8_t *buf = malloc(n + TD_BYTES_PAD);
+	uint8_t *buf = big ? td_big_alloc(n + TD_BYTES_PAD) : malloc(n + TD_BYTES_PAD);
 	if (!buf) {
 		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)n);
 		return NULL;
 	}
 	size_t k = ZSTD_decompress(buf, n, a->map + s->off, frame_size(a, id));
 	if (ZSTD_isError(k) || k != n) {
-		free(buf);
+		if (big)
+			td_big_free(buf, n + TD_BYTES_PAD);
+		else
+			free(buf);
 		td_fail(TD_ECORRUPT, "section '%s': zstd frame does not decode (%s)", td_section_name(id),
 			ZSTD_isError(k) ? ZSTD_getErrorName(k) : "short");
 		return NULL;
@@ -201,12 +206,14 @@ static const uint8_t *decode_frame(const td_archive *a, unsigned id)
 }
 
 /* Version 4 words: undo the front coding of the decoded frame fc[0..n)
- * into the plain words (TD_BYTES_PAD zero bytes after them), set their
- * size and build WORD_OFF's version 3 form (a packed array), which
+ * into the plain words (TD_BYTES_PAD zero bytes after them, from
+ * td_big_alloc: a few huge pages instead of a thousand page faults), set
+ * their size and build WORD_OFF's version 3 form (a packed array), which
  * a->word_off views. Caller holds lazy_mu. */
 static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
 {
-	uint64_t *off = malloc((a->W + 1) * sizeof *off);
+	const size_t off_bytes = (a->W + 1) * sizeof(uint64_t);
+	uint64_t *off = td_big_alloc(off_bytes);
 	uint8_t *w = NULL;
 	td_buf blob = { 0 };
 	if (!off) {
@@ -235,7 +242,7 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
 	}
 	/* Second pass: each word is the prefix it shares with the one before
 	 * and the rest of its bytes. */
-	if (!(w = malloc(out + TD_BYTES_PAD))) {
+	if (!(w = td_big_alloc(out + TD_BYTES_PAD))) {
 		td_fail(TD_ENOMEM, "section 'words': %llu bytes", (unsigned long long)out);
 		goto fail;
 	}
@@ -262,14 +269,14 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
 		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)a->W + 1);
 		goto fail;
 	}
-	free(off);
+	td_big_free(off, off_bytes);
 	a->bytes_size[TD_SEC_WORDS] = out;
 	a->bytes_size[TD_SEC_WORD_OFF] = blob.len;
 	atomic_store_explicit(&a->bytes[TD_SEC_WORD_OFF], blob.p, memory_order_release);
 	return w;
 fail:
-	free(off);
-	free(w);
+	td_big_free(off, off_bytes);
+	td_big_free(w, out + TD_BYTES_PAD);
 	td_buf_free(&blob);
 	return NULL;
 }
@@ -323,12 +330,13 @@ static const uint8_t *build_locked(td_archive *a, unsigned id)
 		/* front-coded words, stored as a zstd frame or (tools) plain */
 		const td_disk_section *x = a->sec[id];
 		int framed = (x->flags & TD_SECF_ZSTD) != 0;
-		const uint8_t *fc = framed ? decode_frame(a, id) : check_sum(a, id) ? NULL : a->map + x->off;
-		p = fc ? unfront(a, fc, a->bytes_size[id]) : NULL;
+		const uint8_t *fc = framed ? decode_frame(a, id, 1) : check_sum(a, id) ? NULL : a->map + x->off;
+		const uint64_t fc_bytes = a->bytes_size[id]; /* unfront sets the plain size */
+		p = fc ? unfront(a, fc, fc_bytes) : NULL;
 		if (framed)
-			free((void *)fc);
+			td_big_free(fc, fc_bytes + TD_BYTES_PAD);
 	} else {
-		p = decode_frame(a, id);
+		p = decode_frame(a, id, 0);
 	}
 	if (p)
 		atomic_store_explicit(&a->bytes[id], p, memory_order_release);
@@ -629,8 +637,12 @@ void td_archive_close(td_archive *a)
 	free(atomic_load(&a->scope_roots));
 	/* decoded copies of compressed sections (calloc left the rest NULL) */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
-		if (a->sec[id] && on_heap(a, id))
-			free((void *)atomic_load(&a->bytes[id]));
+		if (a->sec[id] && on_heap(a, id)) {
+			if (id == TD_SEC_WORDS && a->version >= 4) /* unfront */
+				td_big_free(atomic_load(&a->bytes[id]), a->bytes_size[id] + TD_BYTES_PAD);
+			else
+				free((void *)atomic_load(&a->bytes[id]));
+		}
 	td_scode_free(&a->root_syms.c);
 	td_scode_free(&a->rule_syms.c);
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)

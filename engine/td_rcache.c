@@ -6,66 +6,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+
+#include "td_mem.h"
 
 /* Slot value of a rule met once and not expanded yet. */
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
 
-/* Tables of at least BIG_MIN bytes (flat arrays, the symbol table and its
- * pool, decoded sequences, the rule cache's slots, arena chunks) get their
- * own 2 MiB-aligned mapping, zero-filled, advised into transparent huge
- * pages (where the system allows them for advised memory, the default).
- * Most such tables are written whole once built, so faulting them in 2 MiB
- * at a time costs no memory they would not use, and they meet fewer TLB
- * misses; the slots are the exception (a reader that touches a few pays
- * for 2 MiB at a time). Measured on the 2-core VM, 2026-11-26: touching 48
- * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
- * huge page); linuxdoc's first pass with the read hint took 3.7k page
- * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
- * hint (first_pass.sh) and 9-15% with it. That VM sometimes takes 0.5-4
- * ms for a huge page instead (its host backing memory the guest had not
- * used: the first of a few runs touching 64-512 MiB), likely why
- * td_bench's sequential pass with huge pages was bimodal there on
- * 2026-11-25 (360-410 MB/s or 180-280, with more kernel time); nine rounds
- * of first_pass.sh on 2026-11-26 showed no second mode. */
-#define BIG_PAGE (UINT64_C(2) << 20)
-#define BIG_MIN (UINT64_C(1) << 20)
-
-static size_t big_len(size_t n)
-{
-	return (n + BIG_PAGE - 1) & ~(BIG_PAGE - 1);
-}
-
-static void *big_alloc(size_t n)
-{
-	if (n < BIG_MIN)
-		return calloc(1, n);
-	size_t len = big_len(n);
-	uint8_t *m = mmap(NULL, len + BIG_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return NULL;
-	uint8_t *p = (uint8_t *)(((uintptr_t)m + BIG_PAGE - 1) & ~(uintptr_t)(BIG_PAGE - 1));
-	if (p > m)
-		munmap(m, (size_t)(p - m));
-	if (m + len + BIG_PAGE > p + len)
-		munmap(p + len, (size_t)(m + BIG_PAGE - p));
-	madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, 4 KiB pages */
-	return p;
-}
-
-/* Free what big_alloc(n) returned (NULL is ignored). */
-static void big_free(const void *p, size_t n)
-{
-	if (!p)
-		return;
-	if (n < BIG_MIN)
-		free((void *)p);
-	else
-		munmap((void *)p, big_len(n));
-}
-
 /* Expansions are carved from chunks (no malloc per rule; freed together). */
-#define CHUNK_BYTES (BIG_PAGE - sizeof(struct td_rcache_chunk) - TD_RCACHE_PAD)
+#define CHUNK_BYTES (TD_BIG_PAGE - sizeof(struct td_rcache_chunk) - TD_RCACHE_PAD)
 
 struct td_rcache_chunk {
 	struct td_rcache_chunk *next;
@@ -94,7 +42,7 @@ static uint8_t *chunk_alloc(const td_archive *a, struct td_rcache *c, uint64_t n
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			return NULL;
 		}
-		struct td_rcache_chunk *n = big_alloc(sizeof *n + cap + TD_RCACHE_PAD);
+		struct td_rcache_chunk *n = td_big_alloc(sizeof *n + cap + TD_RCACHE_PAD);
 		if (!n) {
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
 			return NULL;
@@ -105,7 +53,7 @@ static uint8_t *chunk_alloc(const td_archive *a, struct td_rcache *c, uint64_t n
 		if (!atomic_compare_exchange_strong_explicit(&c->chunk, &ch, n, memory_order_acq_rel,
 							     memory_order_acquire)) {
 			atomic_fetch_sub_explicit(&c->used, cap, memory_order_relaxed);
-			big_free(n, sizeof *n + cap + TD_RCACHE_PAD);
+			td_big_free(n, sizeof *n + cap + TD_RCACHE_PAD);
 		}
 	}
 }
@@ -151,14 +99,14 @@ static struct td_rcache *cache_of(const td_archive *a)
 	if (!n)
 		return NULL;
 	n->gen = atomic_fetch_add_explicit(&cache_gen, 1, memory_order_relaxed) + 1;
-	n->slot = big_alloc(a->R * sizeof *n->slot);
+	n->slot = td_big_alloc(a->R * sizeof *n->slot);
 	if (!n->slot) {
 		free(n);
 		return NULL;
 	}
 	struct td_rcache *expected = NULL;
 	if (!atomic_compare_exchange_strong(&m->rcache, &expected, n)) {
-		big_free(n->slot, a->R * sizeof *n->slot);
+		td_big_free(n->slot, a->R * sizeof *n->slot);
 		free(n);
 		return expected;
 	}
@@ -393,8 +341,11 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 }
 
 /* Prefetch distance of the sweep, in rules: the entries of rule r + SWEEP_AHEAD's
- * symbols, and the bytes of rule r + SWEEP_AHEAD / 2's. */
-#define SWEEP_AHEAD 16u
+ * symbols, and the bytes of rule r + SWEEP_AHEAD / 2's. With the tables in
+ * huge pages, 32 swept linuxdoc in 11.0 ms and gcide in 5.8 against 11.4
+ * and 6.2 with 16 (medians of 11 fresh processes, 2026-11-26); 64 no
+ * faster. */
+#define SWEEP_AHEAD 32u
 
 static void sweep_prefetch(const td_archive *a, const td_disk_group *g, uint64_t end, uint64_t r)
 {
@@ -508,9 +459,9 @@ void td_rcache_free(td_archive *a)
 		return;
 	for (struct td_rcache_chunk *ch = atomic_load(&c->chunk), *next; ch; ch = next) {
 		next = ch->next;
-		big_free(ch, sizeof *ch + ch->cap + TD_RCACHE_PAD);
+		td_big_free(ch, sizeof *ch + ch->cap + TD_RCACHE_PAD);
 	}
-	big_free(c->slot, a->R * sizeof *c->slot);
+	td_big_free(c->slot, a->R * sizeof *c->slot);
 	free(c);
 	atomic_store(&a->rcache, NULL);
 }
@@ -522,7 +473,7 @@ static size_t flat_bytes(uint64_t n)
 
 static uint32_t *flatten_syms(const td_syms *s)
 {
-	uint32_t *v = big_alloc(flat_bytes(s->n));
+	uint32_t *v = td_big_alloc(flat_bytes(s->n));
 	if (!v)
 		return NULL;
 	if (s->coded) { /* undecodable symbols read as the alphabet, out of range */
@@ -538,7 +489,7 @@ static uint32_t *flatten_syms(const td_syms *s)
 			v[i + j] = (uint32_t)t[j];
 		}
 		if (big) {
-			big_free(v, flat_bytes(s->n));
+			td_big_free(v, flat_bytes(s->n));
 			return NULL;
 		}
 	}
@@ -617,12 +568,12 @@ static int sym_readable(const td_archive *a, const uint8_t *p)
  * 0, or -1 out of memory. Rules get their entries as they are cached. */
 static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 {
-	_Atomic(uint64_t) *ent = big_alloc(sym_bytes(m));
-	uint8_t *pool = big_alloc(sym_pool_bytes(m));
+	_Atomic(uint64_t) *ent = td_big_alloc(sym_bytes(m));
+	uint8_t *pool = td_big_alloc(sym_pool_bytes(m));
 	uint8_t *bucket = freq_buckets(td_word_freq(m), m->W);
 	if (!ent || !pool || !bucket) {
-		big_free(ent, sym_bytes(m));
-		big_free(pool, sym_pool_bytes(m));
+		td_big_free(ent, sym_bytes(m));
+		td_big_free(pool, sym_pool_bytes(m));
 		free(bucket);
 		return -1;
 	}
@@ -702,10 +653,10 @@ void td_flat_build(const td_archive *a)
 				}
 				atomic_store_explicit(&m->flat, wo, memory_order_release);
 			} else {
-				big_free(wo, flat_bytes(a->word_off.n));
-				big_free(oo, flat_bytes(a->other_off.n));
-				big_free(rl, flat_bytes(a->rule_len.n));
-				big_free(rs, flat_bytes(a->rule_syms.n));
+				td_big_free(wo, flat_bytes(a->word_off.n));
+				td_big_free(oo, flat_bytes(a->other_off.n));
+				td_big_free(rl, flat_bytes(a->rule_len.n));
+				td_big_free(rs, flat_bytes(a->rule_syms.n));
 			}
 		}
 		pthread_mutex_unlock(&flat_lock);
@@ -867,10 +818,10 @@ static int qindex_fill(const td_archive *a, uint32_t *pos_at, uint32_t *pos, uin
 static void qindex_arrays_free(const td_archive *a, const uint32_t *pos_at, const uint32_t *pos,
 			       const uint32_t *par_at, const uint32_t *par)
 {
-	big_free(pos_at, flat_bytes(a->T + a->R));
-	big_free(pos, flat_bytes(a->meta.nroot));
-	big_free(par_at, flat_bytes(a->T + a->R));
-	big_free(par, flat_bytes(a->rule_syms.n));
+	td_big_free(pos_at, flat_bytes(a->T + a->R));
+	td_big_free(pos, flat_bytes(a->meta.nroot));
+	td_big_free(par_at, flat_bytes(a->T + a->R));
+	td_big_free(par, flat_bytes(a->rule_syms.n));
 }
 
 /* Whether the index fits the budget beside the tables built so far. */
@@ -900,8 +851,8 @@ const td_qindex *td_qindex_get(const td_archive *a)
 		td_qindex *x = calloc(1, sizeof *x);
 		uint32_t *pos_at = NULL, *pos = NULL, *par_at = NULL, *par = NULL;
 		int ok = x && tables_used(a) + qindex_bytes(a) <= a->rcache_budget &&
-			 (pos_at = big_alloc(flat_bytes(S))) && (pos = big_alloc(flat_bytes(a->meta.nroot))) &&
-			 (par_at = big_alloc(flat_bytes(S))) && (par = big_alloc(flat_bytes(a->rule_syms.n))) &&
+			 (pos_at = td_big_alloc(flat_bytes(S))) && (pos = td_big_alloc(flat_bytes(a->meta.nroot))) &&
+			 (par_at = td_big_alloc(flat_bytes(S))) && (par = td_big_alloc(flat_bytes(a->rule_syms.n))) &&
 			 qindex_fill(a, pos_at, pos, par_at, par) == 0;
 		if (ok) {
 			x->pos_at = pos_at;
@@ -934,20 +885,20 @@ void td_flat_free(td_archive *a)
 {
 	qindex_free(a);
 	if (atomic_load(&a->syms_flat) == 1)
-		big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
+		td_big_free(a->f_rule_syms, flat_bytes(a->rule_syms.n));
 	if (atomic_load(&a->root_flat) == 1)
-		big_free(a->f_root_syms, flat_bytes(a->root_syms.n));
+		td_big_free(a->f_root_syms, flat_bytes(a->root_syms.n));
 	a->f_rule_syms = a->f_root_syms = NULL;
 	atomic_store(&a->syms_flat, 0);
 	atomic_store(&a->root_flat, 0);
 	if (!atomic_load(&a->flat))
 		return;
-	big_free(a->f_word_off, flat_bytes(a->word_off.n));
-	big_free(a->f_other_off, flat_bytes(a->other_off.n));
-	big_free(a->f_rule_len, flat_bytes(a->rule_len.n));
+	td_big_free(a->f_word_off, flat_bytes(a->word_off.n));
+	td_big_free(a->f_other_off, flat_bytes(a->other_off.n));
+	td_big_free(a->f_rule_len, flat_bytes(a->rule_len.n));
 	if (a->f_sym) {
-		big_free(a->f_sym, sym_bytes(a));
-		big_free(a->f_sym_pool, sym_pool_bytes(a));
+		td_big_free(a->f_sym, sym_bytes(a));
+		td_big_free(a->f_sym_pool, sym_pool_bytes(a));
 	}
 	a->f_sym = NULL;
 	a->f_sym_pool = NULL;

@@ -1,0 +1,38 @@
+/* td_mem: large tables in mappings of their own, advised into huge pages. */
+#include "td_mem.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+static size_t big_len(size_t n)
+{
+	return (n + TD_BIG_PAGE - 1) & ~(TD_BIG_PAGE - 1);
+}
+
+void *td_big_alloc(size_t n)
+{
+	if (n < TD_BIG_MIN)
+		return calloc(1, n);
+	size_t len = big_len(n);
+	uint8_t *m = mmap(NULL, len + TD_BIG_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	uint8_t *p = (uint8_t *)(((uintptr_t)m + TD_BIG_PAGE - 1) & ~(uintptr_t)(TD_BIG_PAGE - 1));
+	if (p > m)
+		munmap(m, (size_t)(p - m));
+	if (m + len + TD_BIG_PAGE > p + len)
+		munmap(p + len, (size_t)(m + TD_BIG_PAGE - p));
+	madvise(p, len, MADV_HUGEPAGE); /* advice: where it is refused, 4 KiB pages */
+	return p;
+}
+
+void td_big_free(const void *p, size_t n)
+{
+	if (!p)
+		return;
+	if (n < TD_BIG_MIN)
+		free((void *)p);
+	else
+		munmap((void *)p, big_len(n));
+}

@@ -1,0 +1,35 @@
+/* td_mem: engine-internal large tables, each in a mapping of its own in transparent huge pages. */
+#ifndef TD_MEM_H
+#define TD_MEM_H
+
+#include <stddef.h>
+
+/* Tables of at least TD_BIG_MIN bytes (td_rcache.c: flat arrays, the symbol
+ * table and its pool, decoded sequences, the rule cache's slots, arena
+ * chunks; td_archive.c: version 4's words as they are rebuilt) get their
+ * own 2 MiB-aligned mapping, zero-filled, advised into transparent huge
+ * pages (where the system allows them for advised memory, the default).
+ * Most such tables are written whole once built, so faulting them in 2 MiB
+ * at a time costs no memory they would not use, and they meet fewer TLB
+ * misses; the slots are the exception (a reader that touches a few pays
+ * for 2 MiB at a time). Measured on the 2-core VM, 2026-11-26: touching 48
+ * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
+ * huge page); linuxdoc's first pass with the read hint took 3.7k page
+ * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
+ * hint (first_pass.sh) and 9-15% with it. That VM sometimes takes 0.5-4
+ * ms for a huge page instead (its host backing memory the guest had not
+ * used: the first of a few runs touching 64-512 MiB), likely why
+ * td_bench's sequential pass with huge pages was bimodal there on
+ * 2026-11-25 (360-410 MB/s or 180-280, with more kernel time); nine rounds
+ * of first_pass.sh on 2026-11-26 showed no second mode. */
+#define TD_BIG_PAGE ((size_t)2 << 20)
+#define TD_BIG_MIN ((size_t)1 << 20)
+
+/* n zero bytes: below TD_BIG_MIN from calloc, else a TD_BIG_PAGE-aligned
+ * mapping of their own, advised into huge pages; NULL when out of memory. */
+void *td_big_alloc(size_t n);
+
+/* Free what td_big_alloc(n) returned, given the same n (NULL is ignored). */
+void td_big_free(const void *p, size_t n);
+
+#endif
