@@ -9,8 +9,9 @@
 #                   as `tadoc unpack` and `tadoc cat` do
 #   tadoc unpack    the whole tree into a scratch directory (on tmpfs when
 #                   /dev/shm is there, so the disk does not set the pace)
-# and, with FP_BASE=OTHER_BUILD_DIR, the first and last from that build too
-# (a build before a change, measured in the same rounds).
+# and, with FP_BASE=OTHER_BUILD_DIR, all three from that build too (a build
+# before a change, measured in the same rounds; its will_read column needs
+# a build that has td_bench -a).
 # Rates are original bytes / wall seconds of the pass; "warm" is the median
 # of passes 2-4 in the same process. Needs the archives' files on disk only.
 #
@@ -33,7 +34,7 @@ if [ -n "${FP_BASE:-}" ]; then
 	BASE_TD_BENCH="$FP_BASE/contrib/bench/td_bench"
 	BASE_TADOC="$FP_BASE/fs/tadoc"
 	[ -x "$BASE_TD_BENCH" ] && [ -x "$BASE_TADOC" ] || die "FP_BASE=$FP_BASE has no td_bench or tadoc"
-	kinds+=(base_plain base_unpack)
+	kinds+=(base_plain base_hint base_unpack)
 fi
 
 # one KIND ARCHIVE: prints "first warm" (MB/s; warm is - for unpack)
@@ -51,7 +52,7 @@ one() {
 		rm -rf "$SCRATCH/u"
 		;;
 	*)
-		[ "$kind" = hint ] && opt=(-a)
+		case $kind in *hint) opt=(-a) ;; esac
 		local out
 		out=$("$tb" "${opt[@]}" -d 0.05 -n 0 -p 4 "$a") || die "$tb ${opt[*]} $a failed"
 		awk -F= '$1 == "seq_MB_per_s" { f = $2 } $1 == "seq_warm_MB_per_s" { w = $2 }
@@ -86,7 +87,7 @@ for line in open(raw):
     c, k, f, w = line.split()
     d.setdefault(c, {}).setdefault(k, []).append((float(f), None if w == "-" else float(w)))
 title = {"plain": "first pass, no hint", "hint": "first pass, will_read", "unpack": "tadoc unpack",
-         "base_plain": "base: first pass", "base_unpack": "base: tadoc unpack"}
+         "base_plain": "base: first pass", "base_hint": "base: will_read", "base_unpack": "base: tadoc unpack"}
 print("| corpus | " + " | ".join(title[k] for k in kinds) + " | warm, no hint | warm, will_read |")
 print("|---|" + "---:|" * (len(kinds) + 2))
 def cell(v):
