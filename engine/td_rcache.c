@@ -342,7 +342,7 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
 
 /* Prefetch distance of the sweep, in rules: the entries of rule r + SWEEP_AHEAD's
  * symbols, and the bytes of rule r + SWEEP_AHEAD / 2's. With the tables in
- * huge pages, 32 swept linuxdoc in 11.0 ms and gcide in 5.8 against 11.4
+ * huge pages, 32 swept linuxdoc in 11.3 ms and gcide in 5.8 against 11.5
  * and 6.2 with 16 (medians of 11 fresh processes, 2026-11-26); 64 no
  * faster. */
 #define SWEEP_AHEAD 32u
