@@ -9,11 +9,15 @@
 #                   as `tadoc unpack` and `tadoc cat` do
 #   tadoc unpack    the whole tree into a scratch directory (on tmpfs when
 #                   /dev/shm is there, so the disk does not set the pace)
-# and, with FP_BASE=OTHER_BUILD_DIR, all three from that build too (a build
+#   tadoc cat       every regular file (`tadoc ls -l` order) in one process,
+#                   to /dev/null (all paths on one command line: fine for the
+#                   four corpora, too long for linux-source-6.1)
+# and, with FP_BASE=OTHER_BUILD_DIR, all four from that build too (a build
 # before a change, measured in the same rounds; its will_read column needs
 # a build that has td_bench -a).
-# Rates are original bytes / wall seconds of the pass; "warm" is the median
-# of passes 2-4 in the same process. Needs the archives' files on disk only.
+# Rates are original bytes (cat: the listed files' bytes) / wall seconds of
+# the pass; "warm" is the median of passes 2-4 in the same process. Needs
+# the archives' files on disk only.
 #
 # Environment: FP_ROUNDS (default 7), FP_BASE, BUILD, TADOC, TD_BENCH.
 set -euo pipefail
@@ -29,15 +33,29 @@ trap 'rm -rf "$SCRATCH"' EXIT
 RAW="$SCRATCH/raw"
 : >"$RAW"
 
-kinds=(plain hint unpack)
+kinds=(plain hint unpack cat)
 if [ -n "${FP_BASE:-}" ]; then
 	BASE_TD_BENCH="$FP_BASE/contrib/bench/td_bench"
 	BASE_TADOC="$FP_BASE/fs/tadoc"
 	[ -x "$BASE_TD_BENCH" ] && [ -x "$BASE_TADOC" ] || die "FP_BASE=$FP_BASE has no td_bench or tadoc"
-	kinds+=(base_plain base_hint base_unpack)
+	kinds+=(base_plain base_hint base_unpack base_cat)
 fi
 
-# one KIND ARCHIVE: prints "first warm" (MB/s; warm is - for unpack)
+# files ARCHIVE: the archive's regular files, NUL-separated, listed once
+# into $SCRATCH; prints the list's path, and leaves their total size
+# beside it (.bytes)
+files() {
+	local list
+	list="$SCRATCH/$(basename "$1").files"
+	if [ ! -s "$list" ]; then
+		"$TADOC" ls -l "$1" | LIST="$list" perl -ne 'if (/^-\S*\s+(\d+) \S+ \S+ \S+ (.*)$/) { print "$2\0"; $b += $1 }
+			END { open(my $f, ">", $ENV{LIST} . ".bytes") or die; print $f $b + 0, "\n" }' \
+			>"$list" || die "tadoc ls -l $1 failed"
+	fi
+	echo "$list"
+}
+
+# one KIND ARCHIVE: prints "first warm" (MB/s; warm is - for unpack and cat)
 one() {
 	local kind=$1 a=$2 tb=$TD_BENCH td=$TADOC opt=()
 	case $kind in base_*) tb=${BASE_TD_BENCH:-}; td=${BASE_TADOC:-} ;; esac
@@ -50,6 +68,14 @@ one() {
 		"$td" unpack "$a" "$SCRATCH/u" || die "$td unpack $a failed"
 		awk -v b="$bytes" -v s="$(secs_since "$t0")" 'BEGIN { printf "%.1f -\n", b / s / 1e6 }'
 		rm -rf "$SCRATCH/u"
+		;;
+	*cat)
+		local list t0 paths
+		list=$(files "$a")
+		mapfile -d '' -t paths <"$list"
+		t0=$(now_ns)
+		"$td" cat "$a" "${paths[@]}" >/dev/null || die "$td cat $a (${#paths[@]} files) failed"
+		awk -v b="$(cat "$list.bytes")" -v s="$(secs_since "$t0")" 'BEGIN { printf "%.1f -\n", b / s / 1e6 }'
 		;;
 	*)
 		case $kind in *hint) opt=(-a) ;; esac
@@ -87,7 +113,8 @@ for line in open(raw):
     c, k, f, w = line.split()
     d.setdefault(c, {}).setdefault(k, []).append((float(f), None if w == "-" else float(w)))
 title = {"plain": "first pass, no hint", "hint": "first pass, will_read", "unpack": "tadoc unpack",
-         "base_plain": "base: first pass", "base_hint": "base: will_read", "base_unpack": "base: tadoc unpack"}
+         "cat": "tadoc cat, every file", "base_plain": "base: first pass", "base_hint": "base: will_read",
+         "base_unpack": "base: tadoc unpack", "base_cat": "base: tadoc cat"}
 print("| corpus | " + " | ".join(title[k] for k in kinds) + " | warm, no hint | warm, will_read |")
 print("|---|" + "---:|" * (len(kinds) + 2))
 def cell(v):
