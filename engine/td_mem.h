@@ -9,10 +9,10 @@
  * chunks; td_archive.c: version 4's words as they are rebuilt) get their
  * own 2 MiB-aligned mapping, zero-filled, advised into transparent huge
  * pages (where the system allows them for advised memory, the default).
- * Most such tables are written whole once built, so faulting them in 2 MiB
- * at a time costs no memory they would not use, and they meet fewer TLB
- * misses; the slots are the exception (a reader that touches a few pays
- * for 2 MiB at a time). Measured on the 2-core VM, 2026-11-26: touching 48
+ * Such tables are written whole once built, so faulting them in 2 MiB at a
+ * time costs no memory they would not use, and they meet fewer TLB misses;
+ * the slots, which readers touch here and there, get huge pages only when
+ * the read hint fills them all (td_big_alloc_sparse). Measured on the 2-core VM, 2026-11-26: touching 48
  * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
  * huge page); linuxdoc's first pass with the read hint took 3.7k page
  * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
@@ -26,10 +26,19 @@
 #define TD_BIG_MIN ((size_t)1 << 20)
 
 /* n zero bytes: below TD_BIG_MIN from calloc, else a TD_BIG_PAGE-aligned
- * mapping of their own, advised into huge pages; NULL when out of memory. */
+ * mapping of their own, advised into huge pages; NULL when out of memory.
+ * (Built with AddressSanitizer: always calloc, so overruns are caught.) */
 void *td_big_alloc(size_t n);
 
-/* Free what td_big_alloc(n) returned, given the same n (NULL is ignored). */
+/* The same in 4 KiB pages, for a table readers touch here and there (the
+ * rule cache's slots: one slot read must not commit 2 MiB); td_big_huge
+ * advises it into huge pages once it is about to be filled whole (its
+ * 2 MiB regions not touched yet get them). */
+void *td_big_alloc_sparse(size_t n);
+void td_big_huge(void *p, size_t n);
+
+/* Free what td_big_alloc(n) or td_big_alloc_sparse(n) returned, given the
+ * same n (NULL is ignored). */
 void td_big_free(const void *p, size_t n);
 
 #endif

@@ -18,7 +18,8 @@ _Static_assert(TD_RCACHE_PAD >= TD_SYM_PAD, "cached expansions are f_sym entries
 struct td_rcache_chunk;
 
 struct td_rcache {
-	_Atomic(uint8_t *) *slot;   /* per rule; zero-filled, untouched pages cost nothing */
+	_Atomic(uint8_t *) *slot;   /* per rule; zero-filled, untouched pages cost nothing
+	                               (4 KiB pages until the read hint sweeps: td_mem.h) */
 	atomic_uint_fast64_t used;  /* bytes of arena chunks, within the budget */
 	_Atomic(struct td_rcache_chunk *) chunk; /* arena the expansions live in */
 	uint64_t gen;               /* unique per cache: names it for thread-local arena blocks */

@@ -6,8 +6,9 @@
 
 /* Root symbols a walker holds decoded ahead (a power of two), decoded
  * TD_WALK_FILL at a time (whole tiles at a time instead of one look-up
- * per symbol). A short read keeps at most TD_WALK_FILL to 2 * TD_WALK_FILL
- * decoded ahead; a long read keeps more than TD_WALK_RING - 2 * TD_WALK_FILL,
+ * per symbol). A read shorter than TD_WALK_AHEAD_MIN keeps more than
+ * TD_WALK_FILL and at most 2 * TD_WALK_FILL decoded ahead; a longer one
+ * keeps more than TD_WALK_RING - 2 * TD_WALK_FILL (129-192 after a seek),
  * so its prefetches can reach far enough. */
 #define TD_WALK_RING 256u
 #define TD_WALK_FILL 64u
@@ -20,8 +21,8 @@ _Static_assert(TD_WALK_RING % TD_WALK_FILL == 0, "fills never wrap around the ri
  * against none; 8 or 16 ahead gained less. Once the tables lay in huge
  * pages (td_rcache.c), 64 ahead made first passes with the read hint
  * another 4-6% faster than 32 (2026-11-26); 48 gained less, 96 no more.
- * Random 64-byte and 4 KiB reads, which keep a short ring, stayed within
- * 5% of before. (Before the
+ * Random reads against the ring of 128 (five interleaved runs): 64 bytes,
+ * a short read, -5% to +3%; 4 KiB, a long one, -1% to +12%. (Before the
  * symbol table, when a symbol's kind decided where to look, prefetching
  * measured slower.) */
 #define TD_WALK_AHEAD 64u
