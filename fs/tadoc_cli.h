@@ -47,6 +47,14 @@ void td_cli_clear_detail(void);
  * quietly for EPIPE (the reader went away), with one message otherwise. */
 void td_cli_out(const void *buf, size_t len);
 
+/* Room for len bytes at the end of the stdout buffer (written out first
+ * when they do not fit), or NULL when len is more than it holds. Bytes
+ * written there go out once td_cli_out_commit(n) counts the first n of
+ * them (n <= len), before any other output call; a reader that fills the
+ * room itself saves td_cli_out's copy. */
+void *td_cli_out_room(size_t len);
+void td_cli_out_commit(size_t len);
+
 /* printf-style td_cli_out. */
 void td_cli_outf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -127,6 +127,20 @@ void td_cli_out(const void *buf, size_t len)
 	out_len += len;
 }
 
+void *td_cli_out_room(size_t len)
+{
+	if (len > sizeof out_buf)
+		return NULL;
+	if (out_len + len > sizeof out_buf)
+		td_cli_flush();
+	return out_buf + out_len;
+}
+
+void td_cli_out_commit(size_t len)
+{
+	out_len += len; /* within the room td_cli_out_room gave */
+}
+
 void td_cli_outf(const char *fmt, ...)
 {
 	va_list ap;

@@ -56,38 +56,62 @@ static int stream(td_cursor *cur, td_entry e, uint64_t size, uint64_t off, uint6
 	while (off < end) {
 		size_t want = end - off < TD_CLI_CHUNK ? (size_t)(end - off) : TD_CLI_CHUNK;
 		size_t got = 0;
-		int err = td_cursor_read(cur, e, off, buf, want, &got);
+		/* a short piece straight into the output buffer, a long one
+		 * through buf (td_cli_out writes that without a copy) */
+		char *room = td_cli_out_room(want);
+		int err = td_cursor_read(cur, e, off, room ? room : buf, want, &got);
 		if (err)
 			return err;
 		if (got == 0)
 			return td_fail(TD_ECORRUPT, "file text ends at byte %llu, before its size %llu",
 				       (unsigned long long)off, (unsigned long long)size);
-		td_cli_out(buf, got);
+		if (room)
+			td_cli_out_commit(got);
+		else
+			td_cli_out(buf, got);
 		off += got;
 	}
 	return TD_OK;
 }
 
-/* Resolve PATH (following symlinks), require a non-directory and stream
- * [off, off+len) of it. Prints its own message; returns the exit status. */
+/* Stream [off, off+len) of entry e (PATH, resolved: a non-directory of
+ * size `size`). Prints its own message; returns the exit status. */
+static int cat_entry(const td_archive *a, const char *archive, const char *path, td_entry e, uint64_t size,
+		     td_cursor *cur, char *buf, uint64_t off, uint64_t len)
+{
+	td_cli_clear_detail();
+	if (off < size) /* a long extract gets the rule cache filled first; damage is the read's to report */
+		(void)td_archive_will_read(a, size - off < len ? size - off : len);
+	int err = stream(cur, e, size, off, len, buf);
+	if (err)
+		return td_cli_error_in(archive, path, err);
+	return TD_CLI_OK;
+}
+
+/* PATH resolved (following symlinks) to a regular file: TD_OK with *e and
+ * *st, or the error (TD_EISDIR for a directory). */
+static int resolve_file(const td_archive *a, const char *path, td_entry *e, td_stat *st)
+{
+	int err = td_cli_resolve(a, path, 1, e);
+	if (!err)
+		err = td_archive_stat(a, *e, st);
+	if (!err && S_ISDIR(st->mode))
+		err = TD_EISDIR;
+	return err;
+}
+
+/* Resolve PATH, require a non-directory and stream [off, off+len) of it.
+ * Prints its own message; returns the exit status. */
 static int cat_one(const td_archive *a, const char *archive, const char *path, td_cursor *cur, char *buf,
 		   uint64_t off, uint64_t len)
 {
 	td_entry e;
 	td_stat st;
 	td_cli_clear_detail();
-	int err = td_cli_resolve(a, path, 1, &e);
-	if (!err)
-		err = td_archive_stat(a, e, &st);
-	if (!err && S_ISDIR(st.mode))
-		err = TD_EISDIR;
-	if (!err && off < st.size) /* a long extract gets the rule cache filled first; damage is the read's to report */
-		(void)td_archive_will_read(a, st.size - off < len ? st.size - off : len);
-	if (!err)
-		err = stream(cur, e, st.size, off, len, buf);
+	int err = resolve_file(a, path, &e, &st);
 	if (err)
 		return td_cli_error_in(archive, path, err);
-	return TD_CLI_OK;
+	return cat_entry(a, archive, path, e, st.size, cur, buf, off, len);
 }
 
 int td_cmd_cat(int argc, char **argv)
@@ -106,27 +130,40 @@ int td_cmd_cat(int argc, char **argv)
 		return TD_CLI_FAIL;
 	td_cursor *cur = td_cursor_new(a);
 	char *buf = malloc(TD_CLI_CHUNK);
+	const int n = argc - first - 1;
+	td_entry *ents = malloc((size_t)n * sizeof *ents);
+	uint64_t *sizes = malloc((size_t)n * sizeof *sizes);
 	int status = TD_CLI_OK;
-	if (!cur || !buf) {
+	if (!cur || !buf || !ents || !sizes) {
 		status = td_cli_errorf(archive, "out of memory");
 	} else {
-		/* One hint for all the bytes to come (td_archive_will_read):
-		 * a long read gets the rule cache filled first. Paths that do
-		 * not resolve, and damage, are reported by the reads below
-		 * (an undamaged file still reads). */
+		/* Every path resolved once, and one hint for all the bytes to
+		 * come (td_archive_will_read): a long read gets the rule cache
+		 * filled first. A path that does not resolve (UINT64_MAX
+		 * below) is resolved again where its turn comes, to report
+		 * it; damage is reported by the reads (an undamaged file
+		 * still reads). */
 		uint64_t total = 0;
-		for (int i = first + 1; i < argc; i++) {
-			td_entry e;
-			td_stat es;
-			if (td_cli_resolve(a, argv[i], 1, &e) == TD_OK && td_archive_stat(a, e, &es) == TD_OK &&
-			    S_ISREG(es.mode))
-				total += es.size;
+		for (int i = 0; i < n; i++) {
+			td_stat st;
+			sizes[i] = UINT64_MAX;
+			if (resolve_file(a, argv[first + 1 + i], &ents[i], &st) == TD_OK) {
+				sizes[i] = st.size;
+				total += st.size;
+			}
 		}
 		(void)td_archive_will_read(a, total);
-		for (int i = first + 1; i < argc; i++)
-			if (cat_one(a, archive, argv[i], cur, buf, 0, UINT64_MAX) != TD_CLI_OK)
+		for (int i = 0; i < n; i++) {
+			const char *path = argv[first + 1 + i];
+			int r = sizes[i] == UINT64_MAX
+					? cat_one(a, archive, path, cur, buf, 0, UINT64_MAX)
+					: cat_entry(a, archive, path, ents[i], sizes[i], cur, buf, 0, UINT64_MAX);
+			if (r != TD_CLI_OK)
 				status = TD_CLI_FAIL;
+		}
 	}
+	free(sizes);
+	free(ents);
 	free(buf);
 	td_cursor_free(cur);
 	td_archive_close(a);

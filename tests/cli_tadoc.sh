@@ -115,6 +115,18 @@ done
 expect_fail "extract with a negative offset" "-5" "$TADOC" extract "$A" text/crlf.txt -5 10
 expect_fail "extract with a non-numeric length" "abc" "$TADOC" extract "$A" text/crlf.txt 0 abc
 expect_fail "cat of a directory" "deep" "$TADOC" cat "$A" deep
+# Many paths in one call: the files in argument order, byte-exact (small ones
+# pass through the 64 KiB output buffer, large ones past it), each bad path
+# named once on stderr, exit 1, and the good files around it still written.
+mapfile -t catfiles < <(cd "$work/tree" && find . -type f ! -path './deep/*' | sed 's|^\./||' | LC_ALL=C sort)
+rc=0
+"$TADOC" cat "$A" "${catfiles[@]}" no/such/file deep "${catfiles[@]:0:3}" >"$work/out" 2>"$work/err" || rc=$?
+(cd "$work/tree" && cat -- "${catfiles[@]}" "${catfiles[@]:0:3}") >"$work/want"
+if [ "$rc" -ne 1 ]; then not_ok "cat of ${#catfiles[@]} files and two bad paths: exit $rc, not 1" "$(cat "$work/err")"
+elif ! cmp -s "$work/out" "$work/want"; then not_ok "cat of ${#catfiles[@]} files and two bad paths: other bytes" "$(cmp "$work/out" "$work/want" 2>&1)"
+elif [ "$(grep -c . "$work/err")" -ne 2 ] || ! grep -qF no/such/file "$work/err" || ! grep -qF deep "$work/err"; then
+	not_ok "cat of ${#catfiles[@]} files and two bad paths: messages" "$(cat "$work/err")"
+else ok "cat of ${#catfiles[@]} files in one call with two bad paths among them: the files in order, both paths named, exit 1"; fi
 
 # --- count / search equal the Python oracle ---------------------------------
 for spec in "the" "a" "naïve" "日本語" "__init__" "_" "٠١٢٣٤٥٦٧٨٩" "e" "x86_64" "ab" "The" "zzqqxx" "the text" "ab periodic/period3.txt" \
