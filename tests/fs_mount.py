@@ -596,6 +596,19 @@ def check_store_ahead(tmp):
         check(not bad, "%s: in order, differ: %s" % (opt, bad[:5]))
         reads = stats_reads(mnt)
         log("%s: %d READs for %d files read in order" % (opt, reads, nonempty))
+        if opt.endswith("on") and reads >= nonempty // 4:
+            # The stores race the reader: a daemon starved of CPU right
+            # after mounting (a sanitizer build beside other tests on two
+            # cores, the cache warm-up running) can fall behind (CI once:
+            # 126 READs, 5 on the second pass). One more try on a fresh
+            # mount; broken stores fail both.
+            unmount(mnt)
+            mount(archive, mnt, "-o", opt)
+            listed = sorted(os.listdir(d))
+            bad = [n for n in names if open(os.path.join(d, n), "rb").read() != orig[n]]
+            check(not bad, "%s: in order (again), differ: %s" % (opt, bad[:5]))
+            reads = stats_reads(mnt)
+            log("%s: %d READs for %d files read in order, on a second mount" % (opt, reads, nonempty))
         stored = stats_key(mnt, "stored_ahead")
         if opt.endswith("on"):
             check(reads < nonempty // 4, "%s: %d READs for %d files read in order" % (opt, reads, nonempty))
