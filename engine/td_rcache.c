@@ -308,6 +308,8 @@ static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *b
 	 * finds every short rule cached and adds nothing) */
 	int none = 0;
 	atomic_compare_exchange_strong(&((td_archive *)a)->swept, &none, 1);
+	struct td_rcache *c = cache_of(a);
+	td_big_huge(c->slot, a->R * sizeof *c->slot); /* every short rule's slot is written: as the sweep */
 	/* In the order of the root sequence, as a first read of every file
 	 * would: the arena then holds expansions in the order sequential
 	 * readers meet them (in rule order, later passes ran 20% slower). */
