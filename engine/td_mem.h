@@ -12,7 +12,8 @@
  * Such tables are written whole once built, so faulting them in 2 MiB at a
  * time costs no memory they would not use, and they meet fewer TLB misses;
  * the slots, which readers touch here and there, get huge pages only when
- * the read hint fills them all (td_big_alloc_sparse). Measured on the 2-core VM, 2026-11-26: touching 48
+ * the read hint's sweep or the mount's warm-up fills them all
+ * (td_big_alloc_sparse). Measured on the 2-core VM, 2026-11-26: touching 48
  * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
  * huge page); linuxdoc's first pass with the read hint took 3.7k page
  * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
