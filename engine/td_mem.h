@@ -15,7 +15,7 @@
  * the read hint's sweep or the mount's warm-up fills them all
  * (td_big_alloc_sparse). Measured on the 2-core VM, 2026-11-26: touching 48
  * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
- * huge page); linuxdoc's first pass with the read hint took 3.7k page
+ * huge page); linuxdoc's first pass with the read hint took 1.8k page
  * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
  * hint (first_pass.sh) and 9-15% with it. That VM sometimes takes 0.5-4
  * ms for a huge page instead (its host backing memory the guest had not
