@@ -332,12 +332,9 @@ int td_cmd_unpack(int argc, char **argv)
 	/* Every file is read once, in order: have every short rule expanded
 	 * at once (td_archive_will_read); damage it meets in them is then
 	 * reported before anything is written (the reads report the rest). */
-	uint64_t total = 0;
-	td_stat es;
-	for (td_entry e = 0; e < td_archive_nentries(a); e++)
-		if (td_archive_stat(a, e, &es) == TD_OK && S_ISREG(es.mode))
-			total += es.size;
-	int herr = td_archive_will_read(a, total);
+	td_info info;
+	td_archive_info(a, &info); /* total_bytes: every regular file's size */
+	int herr = td_archive_will_read(a, info.total_bytes);
 	if (herr) {
 		status = td_cli_error_td(archive, herr);
 		goto out;
