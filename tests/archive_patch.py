@@ -15,7 +15,7 @@ Usage:
                                             archive version V
   archive_patch.py sections ARCHIVE         print "id offset size" per section
 
-Layout as in engine/td_format.h: a 72-byte little-endian header whose last
+Layout as in engine/include/td_format.h: a 72-byte little-endian header whose last
 field is the XXH3-64 of the bytes before it, a section table of 32-byte
 entries (id, flags, offset, size, XXH3-64) checksummed in the header. XXH3
 comes from the system's libxxhash through ctypes; zstd frames are decoded
@@ -54,7 +54,7 @@ def unzstd(frame):
 
 
 def unpack_v3(b):
-    """Values of a packed array in the version 3 layout (engine/td_pack.h),
+    """Values of a packed array in the version 3 layout (engine/include/td_pack.h),
     decoded independently of the C reader."""
     n, nt, ds, slope = struct.unpack_from("<4Q", b, 0)
     tiles = struct.unpack_from("<%dQ" % nt, b, 32)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Integration test of the tadocfs batcher (fs/tadocfs_batch.c), through real mounts.
+"""Integration test of the tadocfs batcher (fs/mount/batcher.c), through real mounts.
 
 Checks, against the original files and a Python word counter:
 - 64 concurrent readers (threads, O_DIRECT so every read reaches the daemon)

@@ -1,0 +1,118 @@
+/* cli: shared pieces of the tadoc command-line tool (messages, output, parsing, commands). */
+#ifndef TADOC_CLI_H
+#define TADOC_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "td_archive.h"
+
+/* Exit statuses of tadoc, documented in tadoc(1). */
+enum td_cli_exit {
+	TD_CLI_OK = 0,      /* success */
+	TD_CLI_FAIL = 1,    /* runtime failure: I/O, corrupt archive, not found */
+	TD_CLI_USAGE = 2,   /* bad arguments or configuration */
+};
+
+/* Size of the chunks cat, extract and unpack read and write. */
+#define TD_CLI_CHUNK ((size_t)1 << 20)
+
+/* --- messages (always exactly one line on stderr) --- */
+
+/* Print "tadoc: SUBJECT: MESSAGE" (printf-style message). Returns TD_CLI_FAIL. */
+int td_cli_errorf(const char *subject, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "tadoc: SUBJECT: <td_strerror(err)>[: <td_errdetail()>]" for an
+ * engine error just returned. The detail is left out when empty and its
+ * prefix is dropped when it repeats SUBJECT. Returns td_cli_status(err). */
+int td_cli_error_td(const char *subject, int err);
+
+/* Print "tadoc: SUBJECT: <strerror(errnum)>". Returns TD_CLI_FAIL. */
+int td_cli_error_sys(const char *subject, int errnum);
+
+/* Print a usage error "tadoc: CMD: MESSAGE (see 'tadoc CMD --help')" (CMD may
+ * be NULL for the top level). Returns TD_CLI_USAGE. */
+int td_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Exit status for an engine error: TD_CLI_USAGE for errors caused by the
+ * arguments (TD_ENOTWORD), TD_CLI_FAIL otherwise, TD_CLI_OK for TD_OK. */
+int td_cli_status(int err);
+
+/* Forget any stale engine error detail on this thread. */
+void td_cli_clear_detail(void);
+
+/* --- checked, buffered standard output --- */
+
+/* Append bytes to stdout. On a write error the process exits with status 1:
+ * quietly for EPIPE (the reader went away), with one message otherwise. */
+void td_cli_out(const void *buf, size_t len);
+
+/* Room for len bytes at the end of the stdout buffer (written out first
+ * when they do not fit), or NULL when len is more than it holds. Bytes
+ * written there go out once td_cli_out_commit(n) counts the first n of
+ * them (n <= len), before any other output call; a reader that fills the
+ * room itself saves td_cli_out's copy. */
+void *td_cli_out_room(size_t len);
+void td_cli_out_commit(size_t len);
+
+/* printf-style td_cli_out. */
+void td_cli_outf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Write out everything buffered (same error handling as td_cli_out). */
+void td_cli_flush(void);
+
+/* Flush and close stdout, reporting a failure; returns `status`, or
+ * TD_CLI_FAIL when closing failed. Called once, at exit. */
+int td_cli_finish(int status);
+
+/* --- parsing --- */
+
+/* Strict unsigned decimal: one or more ASCII digits, nothing else, no
+ * overflow. Returns 0 and sets *out, or -1. */
+int td_cli_parse_u64(const char *s, uint64_t *out);
+
+/* --- archives --- */
+
+/* Open `path` (flags as td_archive_open); on failure print the message and
+ * return NULL. */
+td_archive *td_cli_open(const char *path, unsigned flags);
+
+/* Resolve `path` inside the archive to an entry, following symbolic links
+ * that stay inside the archive (relative targets; at most 40 hops) in the
+ * middle of the path, and at its end when follow_last is nonzero.
+ * Returns TD_OK, or TD_ENOENT, TD_ENOTDIR, TD_EINVAL (path or a link target
+ * leaves the archive), TD_ELIMIT (too many links), TD_ECORRUPT, TD_ENOMEM;
+ * the detail says which component failed. */
+int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_entry *out);
+
+/* Print "tadoc: ARCHIVE: PATH: problem" for an engine error about a path in
+ * an archive. Returns td_cli_status(err). */
+int td_cli_error_in(const char *archive, const char *path, int err);
+
+/* --- commands: argv[0] is the command name; return the exit status --- */
+
+int td_cmd_compress(int argc, char **argv);
+int td_cmd_ls(int argc, char **argv);
+int td_cmd_cat(int argc, char **argv);
+int td_cmd_extract(int argc, char **argv);
+int td_cmd_unpack(int argc, char **argv);
+int td_cmd_count(int argc, char **argv);
+int td_cmd_search(int argc, char **argv);
+int td_cmd_info(int argc, char **argv);
+int td_cmd_verify(int argc, char **argv);
+int td_cmd_mount(int argc, char **argv);
+int td_cmd_config(int argc, char **argv);
+int td_cmd_insert(int argc, char **argv);  /* cmd_edit.c */
+int td_cmd_delete(int argc, char **argv);
+int td_cmd_compact(int argc, char **argv); /* cmd_compact.c */
+
+/* Parse the options of a command that takes only -h/--help. Returns -1 when
+ * the command should go on with positional arguments from argv[*first], or
+ * an exit status (help printed, or a usage error). */
+int td_cli_simple_opts(int argc, char **argv, const char *help, int *first);
+
+/* Report the option getopt_long() just rejected (c is '?' or ':') as a
+ * usage error of command `cmd`. Returns TD_CLI_USAGE. */
+int td_cli_bad_option(const char *cmd, int c, char **argv);
+
+#endif

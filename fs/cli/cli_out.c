@@ -1,0 +1,195 @@
+/* cli_out: one-line error messages, checked buffered stdout, strict number parsing. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "td_err.h"
+
+static char out_buf[1 << 16];
+static size_t out_len;
+
+static void print_line(const char *subject, const char *msg)
+{
+	/* One fprintf so the line is written in one piece. */
+	if (subject)
+		fprintf(stderr, "tadoc: %s: %s\n", subject, msg);
+	else
+		fprintf(stderr, "tadoc: %s\n", msg);
+}
+
+int td_cli_errorf(const char *subject, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	print_line(subject, msg);
+	return TD_CLI_FAIL;
+}
+
+int td_cli_status(int err)
+{
+	if (err == TD_OK)
+		return TD_CLI_OK;
+	if (err == TD_ENOTWORD)
+		return TD_CLI_USAGE;
+	return TD_CLI_FAIL;
+}
+
+void td_cli_clear_detail(void)
+{
+	td_fail(TD_OK, "%s", "");
+}
+
+int td_cli_error_td(const char *subject, int err)
+{
+	const char *detail = td_errdetail();
+	if (detail && subject) {
+		/* Drop a leading "SUBJECT: " (or "'SUBJECT': ") the engine already put. */
+		size_t sl = strlen(subject);
+		if (strncmp(detail, subject, sl) == 0 && detail[sl] == ':' && detail[sl + 1] == ' ')
+			detail += sl + 2;
+		else if (detail[0] == '\'' && strncmp(detail + 1, subject, sl) == 0 &&
+			 detail[sl + 1] == '\'' && detail[sl + 2] == ':' && detail[sl + 3] == ' ')
+			detail += sl + 4;
+	}
+	const char *what = td_strerror(err);
+	/* Leave out a detail that only repeats the generic message. */
+	if (detail && (detail[0] == '\0' || strcmp(detail, what) == 0))
+		detail = NULL;
+	if (detail)
+		td_cli_errorf(subject, "%s: %s", what, detail);
+	else
+		td_cli_errorf(subject, "%s", what);
+	td_cli_clear_detail();
+	return td_cli_status(err);
+}
+
+int td_cli_error_sys(const char *subject, int errnum)
+{
+	return td_cli_errorf(subject, "%s", strerror(errnum));
+}
+
+int td_cli_usage(const char *cmd, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (cmd)
+		fprintf(stderr, "tadoc: %s: %s (see 'tadoc %s --help')\n", cmd, msg, cmd);
+	else
+		fprintf(stderr, "tadoc: %s (see 'tadoc --help')\n", msg);
+	return TD_CLI_USAGE;
+}
+
+static void write_all(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(STDOUT_FILENO, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EPIPE)
+				exit(TD_CLI_FAIL);
+			td_cli_error_sys("standard output", errno);
+			exit(TD_CLI_FAIL);
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+void td_cli_flush(void)
+{
+	size_t n = out_len;
+	out_len = 0;
+	write_all(out_buf, n);
+}
+
+void td_cli_out(const void *buf, size_t len)
+{
+	if (len >= sizeof out_buf) {
+		td_cli_flush();
+		write_all(buf, len);
+		return;
+	}
+	if (out_len + len > sizeof out_buf)
+		td_cli_flush();
+	memcpy(out_buf + out_len, buf, len);
+	out_len += len;
+}
+
+void *td_cli_out_room(size_t len)
+{
+	if (len > sizeof out_buf)
+		return NULL;
+	if (out_len + len > sizeof out_buf)
+		td_cli_flush();
+	return out_buf + out_len;
+}
+
+void td_cli_out_commit(size_t len)
+{
+	out_len += len; /* within the room td_cli_out_room gave */
+}
+
+void td_cli_outf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t room = sizeof out_buf - out_len;
+	int n = vsnprintf(out_buf + out_len, room, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n < room) {
+		out_len += (size_t)n;
+		return;
+	}
+	/* Did not fit: format into a heap buffer of the right size. */
+	char *tmp = malloc((size_t)n + 1);
+	if (!tmp) {
+		td_cli_errorf("standard output", "out of memory");
+		exit(TD_CLI_FAIL);
+	}
+	va_start(ap, fmt);
+	vsnprintf(tmp, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	td_cli_out(tmp, (size_t)n);
+	free(tmp);
+}
+
+int td_cli_finish(int status)
+{
+	td_cli_flush();
+	if (close(STDOUT_FILENO) != 0 && errno != EBADF && errno != EINTR) {
+		td_cli_error_sys("standard output", errno);
+		return TD_CLI_FAIL;
+	}
+	return status;
+}
+
+int td_cli_parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!s || !*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		unsigned d = (unsigned)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}

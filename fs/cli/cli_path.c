@@ -1,0 +1,156 @@
+/* cli_path: open archives and resolve paths inside them, following in-archive symlinks. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "td_err.h"
+#include "td_extract.h"
+#include "td_format.h"
+
+#define MAX_LINK_HOPS 40
+
+td_archive *td_cli_open(const char *path, unsigned flags)
+{
+	td_archive *a = NULL;
+	td_cli_clear_detail();
+	int err = td_archive_open(path, flags, &a);
+	if (err) {
+		td_cli_error_td(path, err);
+		return NULL;
+	}
+	return a;
+}
+
+int td_cli_error_in(const char *archive, const char *path, int err)
+{
+	size_t n = strlen(archive) + strlen(path) + 3;
+	char *subject = malloc(n);
+	if (!subject)
+		return td_cli_error_td(archive, err);
+	snprintf(subject, n, "%s: %s", archive, path);
+	int st = td_cli_error_td(subject, err);
+	free(subject);
+	return st;
+}
+
+/* Read the target of symlink e into a fresh NUL-terminated string. */
+static int link_target(const td_archive *a, td_entry e, uint64_t size, char **out)
+{
+	if (size > TD_MAXPATH)
+		return td_fail(TD_ECORRUPT, "symlink target longer than %u bytes", TD_MAXPATH);
+	char *t = malloc((size_t)size + 1);
+	if (!t)
+		return TD_ENOMEM;
+	size_t got = 0;
+	int err = td_extract(a, e, 0, t, (size_t)size, &got);
+	if (err) {
+		free(t);
+		return err;
+	}
+	if (got != size || memchr(t, '\0', got)) {
+		free(t);
+		return td_fail(TD_ECORRUPT, "bad symlink target");
+	}
+	t[got] = '\0';
+	*out = t;
+	return TD_OK;
+}
+
+int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_entry *out)
+{
+	/* `todo` holds what is left to walk; a symlink replaces its own component
+	 * with its target, resolved from the directory that holds the link. */
+	char *todo = strdup(path);
+	if (!todo)
+		return TD_ENOMEM;
+	size_t pos = 0;
+	td_entry cur = TD_ROOT;
+	int hops = 0;
+	int err = TD_OK;
+
+	for (;;) {
+		while (todo[pos] == '/')
+			pos++;
+		if (todo[pos] == '\0')
+			break;
+		size_t len = strcspn(todo + pos, "/");
+		const char *name = todo + pos;
+		size_t next = pos + len;
+		/* A trailing slash makes a component a directory to walk into
+		 * (as in POSIX path resolution), so a link there is followed. */
+		int last = todo[next] == '\0';
+		if (len == 1 && name[0] == '.') {
+			pos = next;
+			continue;
+		}
+		if (len == 2 && name[0] == '.' && name[1] == '.') {
+			if (cur == TD_ROOT) {
+				err = td_fail(TD_EINVAL, "'..' leads outside the archive");
+				break;
+			}
+			td_stat st;
+			err = td_archive_stat(a, cur, &st);
+			if (err)
+				break;
+			cur = st.parent;
+			pos = next;
+			continue;
+		}
+		td_entry e;
+		err = td_archive_lookup(a, cur, name, len, &e);
+		if (err) {
+			if (err == TD_ENOENT)
+				td_fail(err, "no '%.*s' in the archive", (int)len, name);
+			else if (err == TD_ENOTDIR)
+				td_fail(err, "a path component before '%.*s' is not a directory", (int)len, name);
+			break;
+		}
+		td_stat st;
+		err = td_archive_stat(a, e, &st);
+		if (err)
+			break;
+		if (S_ISLNK(st.mode) && (!last || follow_last)) {
+			if (++hops > MAX_LINK_HOPS) {
+				err = td_fail(TD_ELIMIT, "too many levels of symbolic links");
+				break;
+			}
+			char *target = NULL;
+			err = link_target(a, e, st.size, &target);
+			if (err || !target)
+				break;
+			if (target[0] == '/') {
+				err = td_fail(TD_EINVAL, "symlink '%.*s' points outside the archive (%s)",
+					      (int)len, name, target);
+				free(target);
+				break;
+			}
+			size_t tl = strlen(target), rl = strlen(todo + next);
+			char *nt = malloc(tl + rl + 1);
+			if (!nt) {
+				free(target);
+				err = TD_ENOMEM;
+				break;
+			}
+			memcpy(nt, target, tl);
+			memcpy(nt + tl, todo + next, rl + 1);
+			free(target);
+			free(todo);
+			todo = nt;
+			pos = 0;
+			continue;
+		}
+		if (!last && !S_ISDIR(st.mode) && !S_ISLNK(st.mode)) {
+			err = td_fail(TD_ENOTDIR, "'%.*s' is not a directory", (int)len, name);
+			break;
+		}
+		cur = e;
+		pos = next;
+	}
+	free(todo);
+	if (err == TD_OK)
+		*out = cur;
+	return err;
+}

@@ -1,0 +1,124 @@
+/* cmd_config: `tadoc config --print`: the effective tadocfs configuration and its sources. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "td_conf.h"
+
+static const char help[] =
+	"Usage: tadoc config --print [-c FILE] [-o KEY=VALUE[,KEY=VALUE...]]...\n"
+	"\n"
+	"Print the configuration tadocfs would use, as a valid config file, with\n"
+	"a comment giving where each value came from (default, FILE:LINE or -o).\n"
+	"The file read is FILE (-c, or -o config=FILE), else\n"
+	"$XDG_CONFIG_HOME/tadoc/tadocfs.conf, else /etc/tadoc/tadocfs.conf.\n"
+	"-o values override the file, later ones winning, as with tadocfs -o.\n"
+	"An unknown key, a bad value or an unreadable file is reported as\n"
+	"'FILE:LINE: message' and exits with status 2.\n"
+	"\n"
+	"Options:\n"
+	"  -p, --print          print the effective configuration\n"
+	"  -c, --config FILE    read FILE instead of the default config file\n"
+	"  -o KEY=VALUE,...     override keys (comma-separated)\n"
+	"  -h, --help           show this help\n";
+
+int td_cmd_config(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "print", no_argument, NULL, 'p' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int print = 0, c;
+	const char *file = NULL;
+	/* Overrides point into copies of the -o arguments, split at commas. */
+	char **ovr = NULL, **bufs = NULL;
+	size_t novr = 0, nbufs = 0;
+	int status = TD_CLI_OK;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":pc:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			print = 1;
+			break;
+		case 'c':
+			file = optarg;
+			break;
+		case 'o': {
+			char *copy = strdup(optarg);
+			char **nb = realloc(bufs, (nbufs + 1) * sizeof *nb);
+			if (!copy || !nb) {
+				free(copy);
+				if (nb)
+					bufs = nb;
+				status = td_cli_errorf("config", "out of memory");
+				goto out;
+			}
+			bufs = nb;
+			bufs[nbufs++] = copy;
+			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+				if (strncmp(tok, "config=", 7) == 0) {
+					file = tok + 7;
+					continue;
+				}
+				char **no = realloc(ovr, (novr + 1) * sizeof *no);
+				if (!no) {
+					status = td_cli_errorf("config", "out of memory");
+					goto out;
+				}
+				ovr = no;
+				ovr[novr++] = tok;
+			}
+			break;
+		}
+		case 'h':
+			td_cli_out(help, sizeof help - 1);
+			goto out;
+		default:
+			status = td_cli_bad_option(argv[0], c, argv);
+			goto out;
+		}
+	}
+	if (optind < argc) {
+		status = td_cli_usage(argv[0], "unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (!print) {
+		status = td_cli_usage(argv[0], "missing --print");
+		goto out;
+	}
+
+	static td_conf conf;
+	char err[1024];
+	if (td_conf_load(&conf, file, (const char *const *)ovr, novr, err, sizeof err) != 0) {
+		fprintf(stderr, "tadoc: %s\n", err);
+		status = TD_CLI_USAGE;
+		goto out;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+	int bad = !mem;
+	if (mem) {
+		bad = td_conf_print(&conf, mem) != 0;
+		if (fclose(mem) != 0)
+			bad = 1;
+	}
+	if (bad) {
+		status = td_cli_errorf("config", "cannot format the configuration");
+		free(text);
+		goto out;
+	}
+	td_cli_out(text, len);
+	free(text);
+out:
+	for (size_t i = 0; i < nbufs; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(ovr);
+	return status;
+}

@@ -1,0 +1,122 @@
+/* cmd_info: `tadoc info` (sizes and statistics) and `tadoc verify` (full integrity check). */
+#include "cli.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "td_err.h"
+#include "td_format.h"
+
+static const char info_help[] =
+	"Usage: tadoc info ARCHIVE\n"
+	"\n"
+	"Show the archive's format version, its size and the size of each\n"
+	"section, the compression ratio (original bytes / archive bytes, every\n"
+	"index included), the numbers of files, directories, symlinks, grammar\n"
+	"rules and rule symbols, the grammar depth, the vocabulary (distinct\n"
+	"words) and the number of word tokens.\n"
+	"\n"
+	"Options:\n"
+	"  -h, --help   show this help\n";
+
+static const char verify_help[] =
+	"Usage: tadoc verify ARCHIVE\n"
+	"\n"
+	"Check every section checksum and every structural invariant of the\n"
+	"archive (symbol ranges, rule lengths, depth bound, file sizes, tree\n"
+	"shape, name order). Prints 'ARCHIVE: OK' and exits 0, or prints the\n"
+	"problem on standard error and exits 1. Takes time proportional to the\n"
+	"archive size.\n"
+	"\n"
+	"Options:\n"
+	"  -h, --help   show this help\n";
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+int td_cmd_info(int argc, char **argv)
+{
+	int first;
+	int st = td_cli_simple_opts(argc, argv, info_help, &first);
+	if (st >= 0)
+		return st;
+	if (argc - first != 1)
+		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	const char *archive = argv[first];
+	td_archive *a = td_cli_open(archive, 0);
+	if (!a)
+		return TD_CLI_FAIL;
+	td_info in;
+	memset(&in, 0, sizeof in);
+	td_archive_info(a, &in);
+
+	td_cli_outf("archive          %s\n", archive);
+	td_cli_outf("format           %u\n", td_archive_version(a));
+	td_cli_outf("archive bytes    %llu\n", (unsigned long long)in.archive_bytes);
+	td_cli_outf("original bytes   %llu\n", (unsigned long long)in.total_bytes);
+	if (in.archive_bytes)
+		td_cli_outf("ratio            %.3f\n", (double)in.total_bytes / (double)in.archive_bytes);
+	else
+		td_cli_outf("ratio            -\n");
+	td_cli_outf("entries          %llu\n", (unsigned long long)in.nentries);
+	td_cli_outf("files            %llu\n", (unsigned long long)in.nfiles);
+	td_cli_outf("directories      %llu\n", (unsigned long long)in.ndirs);
+	td_cli_outf("symlinks         %llu\n", (unsigned long long)in.nsymlinks);
+	td_cli_outf("rules            %llu\n", (unsigned long long)in.nrules);
+	td_cli_outf("rule symbols     %llu\n", (unsigned long long)in.nrulesyms);
+	td_cli_outf("root symbols     %llu\n", (unsigned long long)in.nroot);
+	td_cli_outf("depth            %llu\n", (unsigned long long)in.max_depth);
+	td_cli_outf("vocabulary       %llu\n", (unsigned long long)in.nwords);
+	td_cli_outf("other tokens     %llu\n", (unsigned long long)in.nother);
+	td_cli_outf("word tokens      %llu\n", (unsigned long long)in.total_words);
+	if (in.build_time) {
+		time_t t = (time_t)in.build_time;
+		struct tm tm;
+		char date[64];
+		if (gmtime_r(&t, &tm) && strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm))
+			td_cli_outf("built            %s\n", date);
+	}
+	td_cli_outf("sections (bytes, share of the archive)\n");
+	uint64_t sum = 0;
+	size_t nsec = sizeof in.section_bytes / sizeof in.section_bytes[0];
+	for (unsigned id = 0; id < nsec; id++) {
+		uint64_t b = in.section_bytes[id];
+		if (b == 0 && (id == 0 || id >= TD_SEC_MAX))
+			continue;
+		const char *name = td_section_name(id);
+		sum += b;
+		if (name && *name)
+			td_cli_outf("  %-20s %12llu %6.2f%%\n", name, (unsigned long long)b, pct(b, in.archive_bytes));
+		else
+			td_cli_outf("  section %-12u %12llu %6.2f%%\n", id, (unsigned long long)b,
+				    pct(b, in.archive_bytes));
+	}
+	if (in.archive_bytes >= sum)
+		td_cli_outf("  %-20s %12llu %6.2f%%\n", "header+table", (unsigned long long)(in.archive_bytes - sum),
+			    pct(in.archive_bytes - sum, in.archive_bytes));
+	td_archive_close(a);
+	return TD_CLI_OK;
+}
+
+int td_cmd_verify(int argc, char **argv)
+{
+	int first;
+	int st = td_cli_simple_opts(argc, argv, verify_help, &first);
+	if (st >= 0)
+		return st;
+	if (argc - first != 1)
+		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	const char *archive = argv[first];
+	td_archive *a = td_cli_open(archive, TD_OPEN_VERIFY);
+	if (!a)
+		return TD_CLI_FAIL;
+	td_cli_clear_detail();
+	int err = td_archive_verify(a);
+	td_archive_close(a);
+	if (err)
+		return td_cli_error_td(archive, err);
+	td_cli_outf("%s: OK\n", archive);
+	return TD_CLI_OK;
+}

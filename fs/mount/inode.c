@@ -1,0 +1,100 @@
+/* inode: entry attributes for the kernel, and the subtree totals. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inode.h"
+#include "td_err.h"
+
+static void tree_pass(td_fs *fs, td_fs_tree *t)
+{
+	uint32_t n = fs->nentries;
+	t->words = calloc(n, sizeof *t->words);
+	t->subdirs = calloc(n, sizeof *t->subdirs);
+	if (!t->words || !t->subdirs) {
+		t->err = -ENOMEM;
+		return;
+	}
+	/* Entries are numbered breadth-first, so every child has a larger
+	 * index than its parent: one descending pass folds each subtree into
+	 * its parent after the subtree is complete. */
+	for (uint32_t i = n; i-- > 0;) {
+		td_stat st;
+		int err = td_archive_stat(fs->a, i, &st);
+		if (err) {
+			t->err = -td_err_errno(err);
+			return;
+		}
+		if (S_ISREG(st.mode))
+			t->words[i] += st.nwords;
+		if (i == TD_ROOT)
+			break;
+		if (st.parent >= i) {
+			t->err = -EIO;      /* not breadth-first: a broken archive */
+			return;
+		}
+		t->words[st.parent] += t->words[i];
+		if (S_ISDIR(st.mode))
+			t->subdirs[st.parent]++;
+	}
+}
+
+int td_fs_tree_get(td_fs *fs, const td_fs_tree **out)
+{
+	if (!atomic_load_explicit(&fs->tree.done, memory_order_acquire)) {
+		pthread_mutex_lock(&fs->tree.mu);
+		if (!atomic_load_explicit(&fs->tree.done, memory_order_relaxed)) {
+			tree_pass(fs, &fs->tree);
+			atomic_store_explicit(&fs->tree.done, 1, memory_order_release);
+		}
+		pthread_mutex_unlock(&fs->tree.mu);
+	}
+	if (fs->tree.err)
+		return fs->tree.err;
+	*out = &fs->tree;
+	return 0;
+}
+
+int td_fs_getattr(td_fs *fs, td_entry e, struct stat *st)
+{
+	td_stat ts;
+	if (e == TD_NOENTRY || e >= fs->nentries)
+		return -ENOENT;
+	int err = td_archive_stat(fs->a, e, &ts);
+	if (err)
+		return -td_err_errno(err);
+	memset(st, 0, sizeof *st);
+	st->st_ino = td_fs_ino(e);
+	st->st_mode = ts.mode;
+	st->st_nlink = 1;
+	if (S_ISDIR(ts.mode)) {
+		const td_fs_tree *t;
+		int rc = td_fs_tree_get(fs, &t);
+		if (rc)
+			return rc;
+		st->st_nlink = 2 + t->subdirs[e];
+	}
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_size = (off_t)ts.size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((ts.size + 511) / 512);
+	st->st_mtim.tv_sec = ts.mtime_sec;
+	st->st_mtim.tv_nsec = ts.mtime_nsec;
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+	return 0;
+}
+
+int td_fs_entry_param(td_fs *fs, td_entry e, struct fuse_entry_param *ep)
+{
+	memset(ep, 0, sizeof *ep);
+	int rc = td_fs_getattr(fs, e, &ep->attr);
+	if (rc)
+		return rc;
+	ep->ino = td_fs_ino(e);
+	ep->generation = 1;
+	ep->attr_timeout = fs->attr_timeout;
+	ep->entry_timeout = fs->entry_timeout;
+	return 0;
+}

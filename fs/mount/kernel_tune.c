@@ -1,0 +1,158 @@
+/* kernel_tune: the mount's kernel readahead window (read_ahead config key), its
+ * background-request window (-o max_background), its fusectl request count
+ * and the rule-cache warm-up at mount (cache_warm). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctx.h"
+#include "kernel_tune.h"
+#include "fuse_api.h"
+#include "log.h"
+
+void td_fs_set_background(const td_fs *fs, struct fuse_conn_info *conn)
+{
+	if (!fs->max_background)
+		return;
+	conn->max_background = fs->max_background;
+	conn->congestion_threshold = fs->max_background * 3 / 4 ? fs->max_background * 3 / 4 : 1;
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space, \011, \012, \134) in
+ * place. */
+static void unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+		    r[3] <= '7') {
+			*w++ = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+			r += 3;
+		} else
+			*w++ = *r;
+	}
+	*w = '\0';
+}
+
+/* The device number ("0:52") of the last FUSE mount on `mnt` listed in
+ * /proc/self/mountinfo, into dev; 0 if found. */
+static int mount_dev(const char *mnt, char *dev, size_t len)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return -1;
+	char *line = NULL;
+	size_t cap = 0;
+	int found = -1;
+	while (getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE ... */
+		char *save = NULL, *fld[5];
+		int n = 0;
+		for (char *t = strtok_r(line, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+			fld[n++] = t;
+			if (n == 5)
+				break; /* save: the rest, from OPTIONS on */
+		}
+		if (n < 5)
+			continue;
+		char *sep = strstr(save ? save : "", " - ");
+		if (!sep || strncmp(sep + 3, "fuse", 4) != 0)
+			continue;
+		unescape(fld[4]);
+		if (strcmp(fld[4], mnt) == 0 && strlen(fld[2]) < len) {
+			strcpy(dev, fld[2]);
+			found = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+void td_fs_tune_readahead(td_fs *fs)
+{
+	if (atomic_load_explicit(&fs->ra_tuned, memory_order_relaxed) ||
+	    atomic_exchange_explicit(&fs->ra_tuned, 1, memory_order_relaxed))
+		return;
+	uint64_t kb = fs->conf.read_ahead >> 10;
+	if (kb == 0 || !fs->mountpoint)
+		return; /* 0: the kernel's default */
+	char dev[64], path[128];
+	if (mount_dev(fs->mountpoint, dev, sizeof dev)) {
+		td_fs_log(TD_CONF_LOG_INFO, "read_ahead: %s not found in /proc/self/mountinfo; kernel default kept",
+			  fs->mountpoint);
+		return;
+	}
+	snprintf(path, sizeof path, "/sys/class/bdi/%s/read_ahead_kb", dev);
+	FILE *f = fopen(path, "w");
+	int ok = f && fprintf(f, "%llu\n", (unsigned long long)kb) > 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	td_fs_log(ok ? TD_CONF_LOG_INFO : TD_CONF_LOG_WARN, "read_ahead: %s %s %llu KiB%s", path,
+		  ok ? "set to" : "could not be set to", (unsigned long long)kb,
+		  ok ? "" : " (it takes root); kernel default kept");
+}
+
+int td_fs_waiting_path(const td_fs *fs, char *path, size_t len)
+{
+	char dev[64];
+	unsigned maj = 0, min = 0;
+	path[0] = '\0';
+	if (!fs->mountpoint || mount_dev(fs->mountpoint, dev, sizeof dev) || sscanf(dev, "%u:%u", &maj, &min) != 2)
+		return -1;
+	/* fusectl names a connection by the kernel's dev_t: major << 20 | minor */
+	int n = snprintf(path, len, "/sys/fs/fuse/connections/%lu/waiting", ((unsigned long)maj << 20) | min);
+	if (n < 0 || (size_t)n >= len || access(path, R_OK) != 0) {
+		path[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+static void *warm_main(void *arg)
+{
+	td_fs *fs = arg;
+	/* Idle priority: it runs only on otherwise idle cores. */
+	struct sched_param sp = {.sched_priority = 0};
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t bytes = 0;
+	int err = td_archive_warm(fs->a, &fs->warm_stop, &bytes);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	if (err)
+		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: %s: %s: %s", fs->archive_path, td_strerror(err), td_errdetail());
+	else if (bytes)
+		td_fs_log(TD_CONF_LOG_INFO, "cache_warm: %" PRIu64 " bytes of rule expansions cached in %.1f ms%s",
+			  bytes, ms, __atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED) ? " (stopped)" : "");
+	else
+		td_fs_log(TD_CONF_LOG_INFO, "cache_warm: skipped (the expansions do not fit cache_size)");
+	return NULL;
+}
+
+void td_fs_warm_start(td_fs *fs)
+{
+	if (!fs->conf.cache_warm || fs->conf.cache_size == 0 || fs->warm_started)
+		return;
+	__atomic_store_n(&fs->warm_stop, 0, __ATOMIC_RELAXED);
+	int rc = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
+	if (rc)
+		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: cannot start a thread: %s", strerror(rc));
+	else
+		fs->warm_started = 1;
+}
+
+void td_fs_warm_stop(td_fs *fs)
+{
+	if (!fs->warm_started)
+		return;
+	__atomic_store_n(&fs->warm_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(fs->warm_thread, NULL);
+	fs->warm_started = 0;
+}

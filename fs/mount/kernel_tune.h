@@ -1,0 +1,43 @@
+/* kernel_tune: the mount's kernel-side settings (readahead window, background-request
+ * window, fusectl path) and the cache warm-up thread started after the mount. */
+#ifndef TD_FS_KERNEL_TUNE_H
+#define TD_FS_KERNEL_TUNE_H
+
+#include <stddef.h>
+
+#include "ctx.h"
+
+/* Once per mount, from the first lookup or read (the kernel has then
+ * taken the FUSE handshake, whose reply can only lower the window): set
+ * the mount's readahead window (/sys/class/bdi/DEV/read_ahead_kb, DEV from
+ * /proc/self/mountinfo) to conf.read_ahead. Sequential readers then get
+ * requests of 1 MiB, up to read_ahead ahead of them (8 MiB by default),
+ * instead of 128 KiB. Without root the write fails: logged, the kernel's
+ * default stays. */
+void td_fs_tune_readahead(td_fs *fs);
+
+/* The path of the mount's fusectl "waiting" file (the requests the kernel
+ * holds for this mount, queued or being answered; it cannot seek: open and
+ * read it anew for each value) into path. 0, or -1 with path "" when the
+ * mount or fusectl (/sys/fs/fuse/connections) is not there or the path
+ * does not fit len. */
+int td_fs_waiting_path(const td_fs *fs, char *path, size_t len);
+
+/* In INIT: let the kernel keep fs->max_background background requests in
+ * flight (reads: async reads and direct I/O go as background requests),
+ * congestion at 3/4 of that. The kernel's default, 12, left concurrent
+ * readers waiting in the kernel with cores idle (64 readers of 4 KiB and
+ * 64 KiB on 16 cores: 1.5x the reads/s with 256). Needs <fuse_lowlevel.h>
+ * for the type. */
+struct fuse_conn_info;
+void td_fs_set_background(const td_fs *fs, struct fuse_conn_info *conn);
+
+/* With conf.cache_warm, fill the archive's rule cache from a background
+ * thread at idle priority (td_archive_warm), so the first reads after the
+ * mount go at the speed of later ones; the FUSE threads never wait for it.
+ * Call after the daemon has forked; td_fs_warm_stop stops it (between two
+ * rules) and joins it before the archive closes. */
+void td_fs_warm_start(td_fs *fs);
+void td_fs_warm_stop(td_fs *fs);
+
+#endif

@@ -1,0 +1,307 @@
+/* mount_main: mount a tadoc archive with FUSE (options, checks, session, signals). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store_ahead.h"
+#include "ctx.h"
+#include "kernel_tune.h"
+#include "batcher.h"
+#include "fuse_api.h"
+#include "log.h"
+#include "ops.h"
+#include "opts.h"
+#include "overlay.h"
+#include "stats.h"
+#include "td_archive.h"
+#include "td_conf.h"
+#include "td_err.h"
+
+#ifndef TADOC_VERSION
+#define TADOC_VERSION "0.1.0"
+#endif
+
+#define DEFAULT_THREADS 16
+
+/* One line on stderr: "tadocfs: WHAT: PROBLEM". */
+static int fail(const char *what, const char *problem)
+{
+	fprintf(stderr, "tadocfs: %s: %s\n", what, problem);
+	return TD_FS_EXIT_FAIL;
+}
+
+static int archive_fail(const char *path, int err)
+{
+	const char *detail = td_errdetail();
+	char msg[1100]; /* a detail is at most 1024 bytes (td_err.c) */
+	if (detail && *detail)
+		snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
+	else
+		snprintf(msg, sizeof msg, "%s", td_strerror(err));
+	return fail(path, msg);
+}
+
+static int open_archive(const char *path, int verify, char **abs, td_archive **out)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return fail(path, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		return fail(path, strerror(EISDIR));
+	*abs = realpath(path, NULL);
+	if (!*abs)
+		return fail(path, strerror(errno));
+	int err = td_archive_open(*abs, 0, out);
+	if (err)
+		return archive_fail(path, err);
+	/* Opening checks what is O(1) to check; -o verify reads everything. */
+	if (verify && (err = td_archive_verify(*out)) != 0)
+		return archive_fail(path, err);
+	return TD_FS_EXIT_OK;
+}
+
+static int check_mountpoint(const char *mnt, int nonempty)
+{
+	/* mount.fuse3 may hand over an opened /dev/fuse as /dev/fd/N */
+	if (strncmp(mnt, "/dev/fd/", 8) == 0)
+		return TD_FS_EXIT_OK;
+	struct stat st;
+	if (stat(mnt, &st) != 0)
+		return fail(mnt, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return fail(mnt, strerror(ENOTDIR));
+	if (nonempty)
+		return TD_FS_EXIT_OK;
+	DIR *d = opendir(mnt);
+	if (!d)
+		return fail(mnt, strerror(errno));
+	struct dirent *de;
+	int empty = 1;
+	errno = 0;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) {
+			empty = 0;
+			break;
+		}
+	}
+	int rerr = errno;
+	closedir(d);
+	if (empty && rerr)
+		return fail(mnt, strerror(rerr));
+	if (!empty)
+		return fail(mnt, "mountpoint is not empty (use -o nonempty to mount over it)");
+	return TD_FS_EXIT_OK;
+}
+
+static int check_dev_fuse(void)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return fail("/dev/fuse", strerror(errno));
+	close(fd);
+	return TD_FS_EXIT_OK;
+}
+
+/* Defaults, then the config file (-o config=FILE or the default places),
+ * then -o KEY=VALUE overrides. Errors print "tadocfs: FILE:LINE: message". */
+static int load_config(const td_fs_opts *o, td_conf *c)
+{
+	char err[TD_CONF_PATH_MAX + 256];
+	if (td_conf_load(c, o->config, (const char *const *)o->conf_keys, o->nconf, err, sizeof err) != 0) {
+		fprintf(stderr, "tadocfs: %s\n", err);
+		return TD_FS_EXIT_USAGE;
+	}
+	return TD_FS_EXIT_OK;
+}
+
+static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *abs_archive,
+			   struct fuse_args *args)
+{
+	char *optstr = NULL;
+	int rc = 0;
+	rc |= fuse_opt_add_arg(args, argv0);
+	/* Read-only at the VFS unless -o rw: writes fail with EROFS before
+	 * reaching us. */
+	if (!o->rw)
+		rc |= fuse_opt_add_opt(&optstr, "ro");
+	rc |= fuse_opt_add_opt(&optstr, "default_permissions");
+	if (!o->has_subtype)
+		rc |= fuse_opt_add_opt(&optstr, "subtype=tadocfs");
+	if (!o->has_fsname) {
+		size_t n = strlen(abs_archive) + 8;
+		char *fsname = malloc(n);
+		if (!fsname)
+			return -1;
+		snprintf(fsname, n, "fsname=%s", abs_archive);
+		rc |= fuse_opt_add_opt_escaped(&optstr, fsname);
+		free(fsname);
+	}
+	for (size_t i = 0; i < o->nfuse; i++)
+		rc |= fuse_opt_add_opt_escaped(&optstr, o->fuse_opts[i]);
+	rc |= fuse_opt_add_arg(args, "-o");
+	rc |= fuse_opt_add_arg(args, optstr);
+	if (o->debug)
+		rc |= fuse_opt_add_arg(args, "-d");
+	free(optstr);
+	return rc ? -1 : 0;
+}
+
+static int run_loop(struct fuse_session *se, const td_fs_opts *o, td_fs *fs)
+{
+	if (o->single_thread)
+		return fuse_session_loop(se);
+	unsigned threads = o->max_threads ? o->max_threads : td_fs_batch_fuse_threads(fs, DEFAULT_THREADS);
+	td_fs_ahead_setup(fs, threads);
+#if FUSE_USE_VERSION >= 312
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, (unsigned)o->clone_fd);
+	fuse_loop_cfg_set_max_threads(cfg, threads);
+	fuse_loop_cfg_set_idle_threads(cfg, threads);
+	int rc = fuse_session_loop_mt(se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	return rc;
+#else
+	struct fuse_loop_config cfg = { .clone_fd = o->clone_fd, .max_idle_threads = threads };
+	return fuse_session_loop_mt(se, &cfg);
+#endif
+}
+
+int main(int argc, char **argv)
+{
+	td_fs_opts o;
+	int rc = td_fs_opts_parse(argc, argv, &o);
+	if (rc)
+		return rc;
+	if (o.help || o.version) {
+		if (o.help)
+			td_fs_opts_usage("tadocfs");
+		else
+			printf("tadocfs %s (libfuse %s)\n", TADOC_VERSION, fuse_pkgversion());
+		td_fs_opts_free(&o);
+		/* a full disk or a closed pipe is an error, as for any tool */
+		if (fflush(stdout) || ferror(stdout))
+			return fail("standard output", strerror(errno));
+		return TD_FS_EXIT_OK;
+	}
+	static td_conf conf;
+	if ((rc = load_config(&o, &conf))) {
+		td_fs_opts_free(&o);
+		return rc;
+	}
+	/* SIGUSR1 (log the stats) waits for its thread instead of killing. */
+	td_fs_stats_block_signal();
+	td_fs_log_setup(o.debug ? TD_CONF_LOG_DEBUG : conf.log_level);
+
+	/* Everything is checked before anything is mounted. */
+	char *abs = NULL;
+	td_archive *a = NULL;
+	if ((rc = open_archive(o.archive, o.verify, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
+	    (rc = check_dev_fuse())) {
+		td_archive_close(a);
+		free(abs);
+		td_fs_opts_free(&o);
+		return rc;
+	}
+
+	static td_fs fs;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	struct fuse_session *se = NULL;
+	int lock_fd = -1;
+	int ferr = td_fs_init(&fs, a, abs, &conf);
+	if (ferr) {
+		rc = fail(o.archive, strerror(-ferr));
+		goto out_fs;
+	}
+	/* Lock the archive (exclusive for -o rw) and replay its journal. */
+	if ((rc = td_fs_rw_open(&fs, o.rw, &lock_fd)) != 0)
+		goto out_fs;
+	td_archive_set_cache(fs.a, conf.cache_size);
+	char gmsg[512];
+	if (conf.gpu == TD_CONF_GPU_ON && conf.batch_max > 1 && !fs.rw && !td_fs_batch_gpu_probe(&fs, gmsg, sizeof gmsg)) {
+		rc = fail("gpu=on", gmsg);
+		goto out_fs;
+	}
+
+	if (build_fuse_args(&o, argv[0], abs, &args)) {
+		rc = fail("tadocfs", strerror(ENOMEM));
+		goto out_args;
+	}
+	struct fuse_lowlevel_ops ops;
+	td_fs_ops_fill(&ops);
+	if (fs.rw)
+		td_fs_rw_ops(&ops);
+	fs.debug = o.debug;
+	fs.max_read = o.max_read;
+	fs.max_background = o.max_background ? o.max_background : TD_FS_MAX_BACKGROUND;
+	se = fuse_session_new(&args, &ops, sizeof ops, &fs);
+	if (!se) {
+		rc = fail(o.mountpoint, "cannot create the FUSE session");
+		goto out_args;
+	}
+	fs.se = se;
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = fail("tadocfs", "cannot install signal handlers");
+		goto out_session;
+	}
+	/* The daemon leaves the working directory: keep an absolute path so
+	 * the unmount at exit (after a signal) finds the mountpoint. */
+	char *abs_mnt = strncmp(o.mountpoint, "/dev/fd/", 8) == 0 ? strdup(o.mountpoint) : realpath(o.mountpoint, NULL);
+	if (!abs_mnt) {
+		rc = fail(o.mountpoint, strerror(errno));
+		goto out_signals;
+	}
+	int mrc = fuse_session_mount(se, abs_mnt);
+	if (strncmp(abs_mnt, "/dev/fd/", 8) != 0)
+		fs.mountpoint = abs_mnt; /* freed by td_fs_fini */
+	else
+		free(abs_mnt);
+	if (mrc != 0) {
+		rc = fail(o.mountpoint, "mount failed");
+		goto out_signals;
+	}
+	if (fuse_daemonize(o.foreground) != 0) {
+		rc = fail("tadocfs", "cannot detach from the terminal");
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
+	if (!o.foreground && !o.debug)
+		td_fs_log_detached();
+	int berr = td_fs_batch_start(&fs);
+	if (berr == -ENODEV) { /* gpu=on and the GPU did not open: logged */
+		rc = TD_FS_EXIT_FAIL;
+		fuse_session_unmount(se);
+		goto out_signals;
+	}
+	if (berr)
+		td_fs_log(TD_CONF_LOG_WARN, "batcher: %s; requests are answered inline", strerror(-berr));
+	td_fs_warm_start(&fs);
+	int lrc = run_loop(se, &o, &fs);
+	td_fs_warm_stop(&fs);
+	td_fs_batch_stop(&fs); /* answers what is still queued */
+	fuse_session_unmount(se);
+	/* A signal (positive) or an unmount (0) is a clean end. */
+	rc = lrc < 0 ? TD_FS_EXIT_FAIL : TD_FS_EXIT_OK;
+	if (lrc < 0)
+		fprintf(stderr, "tadocfs: %s: session ended: %s\n", o.mountpoint, strerror(-lrc));
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+out_fs:
+	if (td_fs_rw_close(&fs, lock_fd) != 0 && rc == TD_FS_EXIT_OK)
+		rc = TD_FS_EXIT_FAIL;
+	td_fs_fini(&fs);
+	free(abs);
+	td_fs_opts_free(&o);
+	return rc;
+}

@@ -1,0 +1,133 @@
+/* overlay: the edit overlay of a mount: writable mounts, and read-only mounts of an edited archive. */
+#ifndef TD_FS_RW_H
+#define TD_FS_RW_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "ctx.h"
+#include "fuse_api.h"
+#include "td_edit.h"
+#include "td_journal.h"
+
+/*
+ * A `-o rw` mount (issue 4) serves every request through a td_edit overlay
+ * of the archive whose changes go to the journal ARCHIVE.journal beside the
+ * archive (td_journal.h) before they are applied and answered:
+ *   - locking: the archive is flock'ed exclusively for a writable mount and
+ *     shared for a read-only one (td_lock.h), so two writable mounts, or a
+ *     writable mount and `tadoc compact`, never meet;
+ *   - durability: every change is one journal record appended before the
+ *     reply; fsync/fdatasync/fsyncdir sync the journal (journal_sync=fsync,
+ *     the default), every append is synced first with journal_sync=always
+ *     (-o sync=always), never with journal_sync=none;
+ *   - a read-only mount of an archive whose journal holds records replays it
+ *     read-only and shows the edited tree through the same handlers
+ *     (mutations answer EROFS);
+ *   - concurrency: one reader/writer lock; reads, lookups and xattr queries
+ *     share it, each change holds it exclusively;
+ *   - inode numbers are node + 1 (td_edit.h node ids: stable until
+ *     compaction, never reused while mounted);
+ *   - compaction never runs under a live mount (node ids would change under
+ *     the kernel's inodes): `tadoc compact ARCHIVE` offline, or automatically
+ *     at unmount when compact_threshold was configured explicitly and the
+ *     append buffer outgrew it.
+ */
+
+typedef struct td_fs_rw {
+	td_edit *ed;
+	td_journal *j;            /* NULL on a read-only mount */
+	int lock_fd;
+	int writable;             /* 0: replayed edits served read-only */
+	int sync;                 /* td_conf_sync */
+	int broken;               /* a change failed half-applied: refuse more */
+	pthread_rwlock_t lock;    /* readers share, changes exclude */
+	td_journal_report rep;    /* what the replay found */
+	pthread_mutex_t files_mu;
+	struct td_fs_wfile *files; /* open files, freed at unmount if never released */
+} td_fs_rw;
+
+/* Open file (fi->fh) of an edit-mode mount. */
+typedef struct td_fs_wfile {
+	td_node node;
+	pthread_mutex_t mu;       /* guards cur; a busy cursor is skipped */
+	td_cursor *cur;
+	int append;               /* opened with O_APPEND */
+	struct td_fs_wfile *prev, *next;
+} td_fs_wfile;
+
+/* Lock the archive (exclusive when `writable`, else shared) and, for a
+ * writable mount or an archive that has a journal, open and replay the
+ * journal. On success fs->rw is set when the mount must use the edit
+ * handlers (always for writable mounts; for read-only ones only when the
+ * journal holds changes) and *lock_fd holds the lock in every case (release
+ * it with td_fs_rw_close). Prints the replay report (damage found and
+ * dropped) to stderr. Returns 0 or prints one "tadocfs: ..." line and
+ * returns a td_fs_exit status. */
+int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd);
+
+/* At unmount (no requests in flight): sync the journal, compact when the
+ * configured threshold is exceeded, close the journal and free fs->rw;
+ * then release lock_fd. Logs problems (log.h); returns 0, or -1 when the
+ * journal could not be synced. A failed compaction is logged only: the
+ * journal still holds every change. */
+int td_fs_rw_close(td_fs *fs, int lock_fd);
+
+/* Replace the entries of ops (filled by td_fs_ops_fill) with the
+ * edit-overlay handlers. */
+void td_fs_rw_ops(struct fuse_lowlevel_ops *ops);
+
+/* --- shared by the tadocfs_w*.c handlers --- */
+
+/* Node of inode ino, or TD_NOENTRY. */
+static inline td_node td_fs_rw_node(fuse_ino_t ino)
+{
+	if (ino < 1 || ino > (fuse_ino_t)UINT32_MAX)
+		return TD_NOENTRY;
+	return (td_node)(ino - 1);
+}
+
+/* Attributes of node n for the kernel (caller holds the read lock).
+ * 0 or -errno. */
+int td_fs_rw_getattr(td_fs *fs, td_node n, struct stat *st);
+
+/* Entry parameters for a positive lookup (caller holds the read lock). */
+int td_fs_rw_entry(td_fs *fs, td_node n, struct fuse_entry_param *ep);
+
+/* Take the read lock (lookups, reads, queries) / release either lock. */
+static inline void td_fs_rw_rdlock(td_fs *fs)
+{
+	pthread_rwlock_rdlock(&fs->rw->lock);
+}
+static inline void td_fs_rw_unlock(td_fs *fs)
+{
+	pthread_rwlock_unlock(&fs->rw->lock);
+}
+
+/* Take the write lock for a change; returns 0 when changes are allowed,
+ * else -EROFS (read-only mount) or -EIO (an earlier change failed half
+ * applied). The lock is held in every case: release with td_fs_rw_unlock. */
+int td_fs_rw_begin(td_fs *fs);
+
+/* Map the td_err of a change call (td_edit_write, ...; it logged to the
+ * journal before applying) to 0 or -errno; TD_ENOMEM marks the state broken
+ * so later changes are refused until a remount replays the journal. */
+int td_fs_rw_status(td_fs *fs, int err);
+
+/* Drop the kernel's cached pages and attributes of node n (after a change
+ * the kernel did not make itself: insert, delete). Call without the lock. */
+void td_fs_rw_inval(td_fs *fs, td_node n);
+
+/* Open-file state for node n, listed in fs->rw->files; NULL on out of
+ * memory. Freed with td_fs_rw_file_free (release) or at unmount. */
+td_fs_wfile *td_fs_rw_file_new(td_fs *fs, td_node n, int append);
+void td_fs_rw_file_free(td_fs *fs, td_fs_wfile *f);
+void td_fs_rw_files_free_all(td_fs *fs);
+
+/* Handler groups (each file fills its own). */
+void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops);    /* overlay_names.c */
+void td_fs_rw_ops_io(struct fuse_lowlevel_ops *ops);    /* overlay_io.c */
+void td_fs_rw_ops_xattr(struct fuse_lowlevel_ops *ops); /* overlay_xattr.c */
+
+#endif

@@ -1,0 +1,243 @@
+/* overlay_io: open files through the edit overlay: create, open, read, write, fsync, release. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "req.h"
+#include "batcher.h"
+#include "overlay.h"
+#include "td_err.h"
+
+#define FS(req) ((td_fs *)fuse_req_userdata(req))
+
+td_fs_wfile *td_fs_rw_file_new(td_fs *fs, td_node n, int append)
+{
+	td_fs_wfile *f = calloc(1, sizeof *f);
+	if (!f)
+		return NULL;
+	f->cur = td_cursor_new(fs->a);
+	if (!f->cur) {
+		free(f);
+		return NULL;
+	}
+	f->node = n;
+	f->append = append;
+	pthread_mutex_init(&f->mu, NULL);
+	td_fs_rw *rw = fs->rw;
+	pthread_mutex_lock(&rw->files_mu);
+	f->next = rw->files;
+	if (f->next)
+		f->next->prev = f;
+	rw->files = f;
+	pthread_mutex_unlock(&rw->files_mu);
+	return f;
+}
+
+void td_fs_rw_file_free(td_fs *fs, td_fs_wfile *f)
+{
+	if (!f)
+		return;
+	td_fs_rw *rw = fs->rw;
+	pthread_mutex_lock(&rw->files_mu);
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		rw->files = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	pthread_mutex_unlock(&rw->files_mu);
+	td_cursor_free(f->cur);
+	pthread_mutex_destroy(&f->mu);
+	free(f);
+}
+
+void td_fs_rw_files_free_all(td_fs *fs)
+{
+	while (fs->rw->files)
+		td_fs_rw_file_free(fs, fs->rw->files);
+}
+
+/* Answer an open or create with a new file handle for node n. */
+static void reply_opened(fuse_req_t req, td_fs *fs, td_node n, struct fuse_file_info *fi,
+			 const struct fuse_entry_param *ep)
+{
+	td_fs_wfile *f = td_fs_rw_file_new(fs, n, (fi->flags & O_APPEND) != 0);
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)f;
+	/* Every change of the bytes goes through this kernel (writes, truncates)
+	 * or is announced to it (insert/delete invalidate the inode), so pages
+	 * may stay cached across opens. */
+	fi->keep_cache = 1;
+	int r = ep ? fuse_reply_create(req, ep, fi) : fuse_reply_open(req, fi);
+	if (r != 0)
+		td_fs_rw_file_free(fs, f); /* interrupted: no release will come */
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	td_fs *fs = FS(req);
+	td_node n = td_fs_rw_node(ino);
+	int wants_write = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	int rc = 0;
+	td_stat st;
+	td_fs_rw_rdlock(fs);
+	int err = td_edit_stat(fs->rw->ed, n, &st);
+	td_fs_rw_unlock(fs);
+	if (err)
+		rc = err == TD_EINVAL ? -ENOENT : -td_err_errno(err);
+	else if (S_ISDIR(st.mode))
+		rc = -EISDIR;
+	else if (wants_write && !fs->writable)
+		rc = -EROFS;
+	if (rc == 0 && (fi->flags & O_TRUNC) && st.size > 0) {
+		rc = td_fs_rw_begin(fs);
+		if (rc == 0)
+			rc = td_fs_rw_status(fs, td_edit_truncate(fs->rw->ed, n, 0));
+		td_fs_rw_unlock(fs);
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	reply_opened(req, fs, n, fi, NULL);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	td_fs *fs = FS(req);
+	struct fuse_entry_param ep;
+	td_node n = TD_NOENTRY;
+	int rc = td_fs_rw_begin(fs);
+	if (rc == 0)
+		rc = td_fs_rw_status(fs, td_edit_create(fs->rw->ed, td_fs_rw_node(parent), name, strlen(name),
+							S_IFREG | (mode & 07777), NULL, &n));
+	if (rc == 0)
+		rc = td_fs_rw_entry(fs, n, &ep);
+	td_fs_rw_unlock(fs);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	reply_opened(req, fs, n, fi, &ep);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	td_fs *fs = FS(req);
+	uint64_t t0 = td_fs_batch_clock();
+	td_fs_wfile *f = (td_fs_wfile *)(uintptr_t)fi->fh;
+	if (!f || off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	void *buf = fs_scratch_get(size);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t got = 0;
+	int err;
+	td_fs_rw_rdlock(fs);
+	/* Readahead and threads sharing a descriptor must not wait for each
+	 * other: the read that finds the cursor busy goes without it. */
+	if (pthread_mutex_trylock(&f->mu) == 0) {
+		err = td_edit_read(fs->rw->ed, f->node, (uint64_t)off, buf, size, &got, f->cur);
+		pthread_mutex_unlock(&f->mu);
+	} else {
+		err = td_edit_read(fs->rw->ed, f->node, (uint64_t)off, buf, size, &got, NULL);
+	}
+	td_fs_rw_unlock(fs);
+	if (err)
+		fuse_reply_err(req, td_err_errno(err));
+	else
+		fuse_reply_buf(req, buf, got);
+	td_fs_batch_record(fs, 1, t0, err ? 0 : got);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	td_fs *fs = FS(req);
+	td_fs_wfile *f = (td_fs_wfile *)(uintptr_t)fi->fh;
+	if (!f || off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	uint64_t at = (uint64_t)off;
+	int rc = td_fs_rw_begin(fs);
+	if (rc == 0 && f->append && !fi->writepage) {
+		/* O_APPEND: the end is ours to know (the kernel's size may be
+		 * stale after an insert or delete by another process). Page
+		 * writeback of a shared mapping (writepage) keeps its offset. */
+		td_stat st;
+		int err = td_edit_stat(fs->rw->ed, f->node, &st);
+		if (err)
+			rc = -td_err_errno(err);
+		else
+			at = st.size;
+	}
+	if (rc == 0)
+		rc = td_fs_rw_status(fs, td_edit_write(fs->rw->ed, f->node, at, buf, size));
+	td_fs_rw_unlock(fs);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (at != (uint64_t)off)
+		td_fs_rw_inval(fs, f->node); /* the kernel placed the bytes elsewhere */
+	fuse_reply_write(req, size);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino, (void)fi;
+	fuse_reply_err(req, 0); /* every write already reached the journal */
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino, (void)datasync, (void)fi;
+	td_fs *fs = FS(req);
+	int rc = 0;
+	/* The journal holds every change of every file: syncing it makes this
+	 * file's changes (and the names leading to it) durable. */
+	if (fs->rw->j && fs->rw->sync != TD_CONF_SYNC_NONE && td_journal_sync(fs->rw->j))
+		rc = EIO;
+	fuse_reply_err(req, rc);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	td_fs_rw_file_free(FS(req), (td_fs_wfile *)(uintptr_t)fi->fh);
+	fi->fh = 0;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi)
+{
+	(void)ino, (void)mode, (void)offset, (void)length, (void)fi;
+	/* posix_fallocate(3) then writes zeros itself where needed. */
+	fuse_reply_err(req, EOPNOTSUPP);
+}
+
+void td_fs_rw_ops_io(struct fuse_lowlevel_ops *ops)
+{
+	ops->open = op_open;
+	ops->create = op_create;
+	ops->read = op_read;
+	ops->write = op_write;
+	ops->flush = op_flush;
+	ops->fsync = op_fsync;
+	ops->release = op_release;
+	ops->fallocate = op_fallocate;
+}
