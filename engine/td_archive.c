@@ -14,6 +14,7 @@
 #include "td_archive_int.h"
 #include "td_mem.h"
 #include "td_rcache.h"
+#include "td_shard.h"
 
 static const char *const sec_names[TD_SEC_MAX] = {
 	[TD_SEC_META] = "meta",
@@ -388,9 +389,9 @@ static int check_sections(td_archive *a)
 	const td_disk_header *h = (const td_disk_header *)a->map;
 	if (memcmp(h->magic, TD_MAGIC, TD_MAGIC_LEN))
 		return td_fail(TD_EFORMAT, "bad magic number");
-	if (h->version < TD_VERSION_MIN || h->version > TD_VERSION)
+	if (h->version < TD_VERSION_MIN || h->version > TD_VERSION_MAX)
 		return td_fail(TD_EVERSION, "archive version %u, this build reads versions %u to %u", h->version,
-			       TD_VERSION_MIN, TD_VERSION);
+			       TD_VERSION_MIN, TD_VERSION_MAX);
 	if (h->header_sum != XXH3_64bits(h, offsetof(td_disk_header, header_sum)))
 		return td_fail(TD_ECORRUPT, "header checksum mismatch");
 	if (h->header_size != sizeof *h)
@@ -418,6 +419,10 @@ static int check_sections(td_archive *a)
 			if (a->sec[s->id])
 				return bad(s->id, "appears twice");
 			a->sec[s->id] = s;
+		} else if (h->version >= TD_VERSION_SHARDED && s->id >= TD_SEC5_SHARDS && s->id <= TD_SEC5_PIECES) {
+			if (a->sec5[s->id - TD_SEC5_SHARDS])
+				return td_fail(TD_ECORRUPT, "shard section %u appears twice", s->id);
+			a->sec5[s->id - TD_SEC5_SHARDS] = s;
 		}
 	}
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
@@ -477,6 +482,8 @@ int td_data_check_slow(const td_archive *a)
 
 int td_archive_check_data(const td_archive *a)
 {
+	if (td_sharded(a))
+		return td_shard_check_data(a);
 	return td_data_check(a);
 }
 
@@ -565,6 +572,8 @@ static int setup(td_archive *a, unsigned flags)
 		return bad(TD_SEC_E_CHILD, "children ranges do not cover the tree");
 	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->bytes_size[TD_SEC_NAMES])
 		return bad(TD_SEC_E_ROOT, "ranges do not match the root");
+	if (a->version >= TD_VERSION_SHARDED)
+		return td_shard_setup(a);
 	return TD_OK;
 }
 
@@ -628,6 +637,31 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 	return TD_OK;
 }
 
+int td_archive_open_mem(const uint8_t *map, uint64_t size, unsigned flags, td_archive **out)
+{
+	*out = NULL;
+	if (size < sizeof(td_disk_header))
+		return td_fail(TD_ETRUNC, "shard of %llu bytes, shorter than a header", (unsigned long long)size);
+	td_archive *a = calloc(1, sizeof *a);
+	if (!a)
+		return TD_ENOMEM;
+	pthread_mutex_init(&a->lazy_mu, NULL);
+	a->fd = -1;
+	a->borrowed = 1;
+	a->map = map;
+	a->size = size;
+	a->rcache_budget = TD_RCACHE_DEFAULT;
+	int err = setup(a, flags);
+	if (!err && a->version >= TD_VERSION_SHARDED)
+		err = td_fail(TD_ECORRUPT, "a shard is itself sharded");
+	if (err) {
+		td_archive_close(a);
+		return err;
+	}
+	*out = a;
+	return TD_OK;
+}
+
 void td_archive_close(td_archive *a)
 {
 	if (!a)
@@ -647,8 +681,9 @@ void td_archive_close(td_archive *a)
 	td_scode_free(&a->rule_syms.c);
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		free(a->pack_owned[id]);
+	td_shard_free(a);
 	pthread_mutex_destroy(&a->lazy_mu);
-	if (a->map)
+	if (a->map && !a->borrowed)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)
 		close(a->fd);
@@ -658,6 +693,8 @@ void td_archive_close(td_archive *a)
 void td_archive_set_cache(td_archive *a, uint64_t bytes)
 {
 	a->rcache_budget = bytes;
+	if (td_sharded(a))
+		td_shard_set_cache(a, bytes);
 }
 
 uint32_t td_archive_nentries(const td_archive *a)
@@ -831,4 +868,6 @@ void td_archive_info(const td_archive *a, td_info *o)
 	o->build_time = a->meta.build_time;
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		o->section_bytes[id] = a->sec[id]->size;
+	if (td_sharded(a))
+		td_shard_fill_info(a, o);
 }

@@ -115,7 +115,25 @@ struct td_archive {
 	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */
 	atomic_int data_state;
 	unsigned data_bad;
+	/* The mapping belongs to a parent (a shard inside a version 5
+	 * container, td_archive_open_mem): close leaves it and fd alone. */
+	int borrowed;
+	const td_disk_section *sec5[3];      /* TD_SEC5_SHARDS, _PIECE_OFF, _PIECES */
+	/* Version 5 (td_shard.c): the container's shards, opened on first
+	 * touch; NULL in versions 1-4. */
+	struct td_shards *sh;
 };
+
+/* Open the archive image map[0, size) inside a mapping the caller keeps
+ * for the archive's lifetime (a shard of a version 5 container), with the
+ * checks of td_archive_open. Errors as td_archive_open. */
+int td_archive_open_mem(const uint8_t *map, uint64_t size, unsigned flags, td_archive **out);
+
+/* 1 for a version 5 container (reads go through td_shard.h). */
+static inline int td_sharded(const td_archive *a)
+{
+	return a->sh != NULL;
+}
 
 /* TD_OK once every section read in place has matched its checksum (the
  * first call checks them: O(archive size), once per open), else

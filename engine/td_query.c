@@ -8,6 +8,7 @@
 #include "td_archive_int.h"
 #include "td_extract.h"
 #include "td_rcache.h"
+#include "td_shard.h"
 #include "td_tokenize.h"
 
 int td_is_word(const char *word, size_t len)
@@ -550,6 +551,8 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 
 int td_query_fast(const td_archive *a, td_entry scope)
 {
+	if (td_sharded(a))
+		return td_shard_query_fast(a, scope);
 	if (scope == TD_ROOT)
 		return 1;
 	if (scope >= a->meta.nentries || atomic_load_explicit(&a->qindex_state, memory_order_acquire) == 2)
@@ -559,11 +562,15 @@ int td_query_fast(const td_archive *a, td_entry scope)
 
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
+	if (td_sharded(a))
+		return td_shard_count(a, word, len, scope, count);
 	return query(a, word, len, scope, count, NULL);
 }
 
 int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
 {
+	if (td_sharded(a))
+		return td_shard_search(a, word, len, scope, out);
 	uint64_t n;
 	size_t before = out->n;
 	int err = query(a, word, len, scope, &n, out);

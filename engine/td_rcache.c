@@ -1,5 +1,6 @@
 /* td_rcache: lazily built, budgeted, lock-free cache of short rule expansions. */
 #include "td_rcache.h"
+#include "td_shard.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -342,6 +343,8 @@ static int warm_cache(const td_archive *a, const volatile int *stop, uint64_t *b
 
 int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes)
 {
+	if (td_sharded(a))
+		return td_shard_warm(a, stop, bytes);
 	if (bytes)
 		*bytes = 0;
 	int err = warm_cache(a, stop, bytes);
@@ -426,6 +429,8 @@ static int sweep_rules(const td_archive *a, uint64_t *bad)
 
 int td_archive_will_read(const td_archive *a, uint64_t bytes)
 {
+	if (td_sharded(a))
+		return td_shard_will_read(a, bytes);
 	td_archive *m = (td_archive *)a; /* the cache is the only mutable part */
 	int state = atomic_load_explicit(&a->swept, memory_order_acquire);
 	if (state < 0)

@@ -1,5 +1,6 @@
-/* td_scan: walk directories and files on disk into a td_writer. */
+/* td_scan: walk directories and files on disk into a td_build (one td_writer, or format 5 shards). */
 #include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "td_format.h"
+#include "td_build.h"
 #include "td_writer.h"
 
 #define CHUNK (1u << 20)
@@ -22,7 +24,7 @@ static int fail_at(int err, const char *disk)
 }
 
 typedef struct scan {
-	td_writer *w;
+	td_build *w;
 	uint8_t *buf;
 	dev_t out_dev;
 	ino_t out_ino;
@@ -31,7 +33,7 @@ typedef struct scan {
 
 static int add_file(scan *s, int fd, const char *disk, const char *rel, const struct stat *st)
 {
-	int err = td_writer_file_begin(s->w, rel, st->st_mode, st->st_mtim.tv_sec, (uint32_t)st->st_mtim.tv_nsec);
+	int err = td_build_file_begin(s->w, rel, st->st_mode, st->st_mtim.tv_sec, (uint32_t)st->st_mtim.tv_nsec);
 	if (err)
 		return fail_at(err, disk);
 	for (;;) {
@@ -39,15 +41,15 @@ static int add_file(scan *s, int fd, const char *disk, const char *rel, const st
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			td_writer_file_end(s->w);
+			td_build_file_end(s->w);
 			return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
 		}
 		if (k == 0)
 			break;
-		if ((err = td_writer_file_data(s->w, s->buf, (size_t)k)))
+		if ((err = td_build_file_data(s->w, s->buf, (size_t)k)))
 			return fail_at(err, disk);
 	}
-	return td_writer_file_end(s->w);
+	return td_build_file_end(s->w);
 }
 
 static int walk(scan *s, int pfd, const char *name, const char *disk, const char *rel, int depth);
@@ -60,9 +62,9 @@ static int add_path(scan *s, int pfd, const char *name, const char *disk, const 
 	if (s->have_out && st.st_dev == s->out_dev && st.st_ino == s->out_ino)
 		return TD_OK; /* the archive being written */
 	if (S_ISDIR(st.st_mode)) {
-		int err = rel[0] ? td_writer_add_dir(s->w, rel, st.st_mode, st.st_mtim.tv_sec,
+		int err = rel[0] ? td_build_add_dir(s->w, rel, st.st_mode, st.st_mtim.tv_sec,
 						     (uint32_t)st.st_mtim.tv_nsec)
-				 : td_writer_add_dir(s->w, "", st.st_mode, st.st_mtim.tv_sec,
+				 : td_build_add_dir(s->w, "", st.st_mode, st.st_mtim.tv_sec,
 						     (uint32_t)st.st_mtim.tv_nsec);
 		if (err)
 			return fail_at(err, disk);
@@ -76,7 +78,7 @@ static int add_path(scan *s, int pfd, const char *name, const char *disk, const 
 		if ((size_t)k >= sizeof target - 1)
 			return td_fail(TD_ELIMIT, "%s: symlink target too long", disk);
 		target[k] = 0;
-		int err = td_writer_add_symlink(s->w, rel, st.st_mtim.tv_sec, (uint32_t)st.st_mtim.tv_nsec, target);
+		int err = td_build_add_symlink(s->w, rel, st.st_mtim.tv_sec, (uint32_t)st.st_mtim.tv_nsec, target);
 		return err ? fail_at(err, disk) : TD_OK;
 	}
 	if (!S_ISREG(st.st_mode))
@@ -105,6 +107,15 @@ static char *join(const char *a, const char *b)
 	return p;
 }
 
+static int cmp_str(const void *x, const void *y)
+{
+	return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* Entries are added in name order (bytewise), whatever order the file
+ * system lists them in: the archive's bytes (and the shards' cuts) do not
+ * depend on the directory's hash order, and files of a directory sit side
+ * by side. */
 static int walk(scan *s, int pfd, const char *name, const char *disk, const char *rel, int depth)
 {
 	if (depth > 1000)
@@ -119,38 +130,94 @@ static int walk(scan *s, int pfd, const char *name, const char *disk, const char
 	}
 	int err = TD_OK;
 	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
 	errno = 0;
 	while (!err && (de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		char *cdisk = join(disk, de->d_name), *crel = join(rel, de->d_name);
+		if (n == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			char **v = realloc(names, nc * sizeof *v);
+			if (!v) {
+				err = TD_ENOMEM;
+				break;
+			}
+			names = v;
+			cap = nc;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			err = TD_ENOMEM;
+		else
+			n++;
+		errno = 0;
+	}
+	if (!err && errno)
+		err = td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	if (!err && n > 1)
+		qsort(names, n, sizeof *names, cmp_str);
+	for (size_t i = 0; i < n && !err; i++) {
+		char *cdisk = join(disk, names[i]), *crel = join(rel, names[i]);
 		if (!cdisk || !crel)
 			err = TD_ENOMEM;
 		else if (strlen(crel) > TD_MAXPATH)
 			err = td_fail(TD_ELIMIT, "%s: path longer than %u bytes", cdisk, TD_MAXPATH);
 		else
-			err = add_path(s, dirfd(d), de->d_name, cdisk, crel, depth);
+			err = add_path(s, dirfd(d), names[i], cdisk, crel, depth);
 		free(cdisk);
 		free(crel);
-		errno = 0;
 	}
-	if (!err && errno)
-		err = td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
 	closedir(d);
 	return err;
 }
 
-int td_compress_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_writer_opts *opts)
+static __thread uint64_t g_total;
+
+static int sum_file(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)path;
+	(void)f;
+	if (flag == FTW_F && S_ISREG(st->st_mode))
+		g_total += (uint64_t)st->st_size;
+	return 0;
+}
+
+/* Bytes of the regular files under the inputs (for the progress bar). */
+static uint64_t input_bytes(const char *const *inputs, size_t ninputs)
+{
+	g_total = 0;
+	for (size_t i = 0; i < ninputs; i++)
+		nftw(inputs[i], sum_file, 32, FTW_PHYS);
+	return g_total;
+}
+
+int td_build_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_build_opts *opts)
 {
 	if (ninputs == 0)
 		return td_fail(TD_EINVAL, "no input given");
+	td_build_opts o;
+	if (opts)
+		o = *opts;
+	else
+		td_build_opts_init(&o);
+	char *odir = strdup(out_path);
+	if (!odir)
+		return TD_ENOMEM;
+	char *slash = strrchr(odir, '/');
+	if (!o.tmp_dir)
+		o.tmp_dir = slash ? (slash == odir ? "/" : (*slash = 0, odir)) : ".";
+	if (o.progress && !o.total_bytes)
+		o.total_bytes = input_bytes(inputs, ninputs);
 	scan s = { 0 };
 	s.buf = malloc(CHUNK);
-	s.w = td_writer_new(opts);
-	if (!s.buf || !s.w) {
+	int err = s.buf ? td_build_new(&o, &s.w) : TD_ENOMEM;
+	free(odir); /* the builder made its temporary names */
+	if (err) {
 		free(s.buf);
-		td_writer_abort(s.w);
-		return TD_ENOMEM;
+		return err;
 	}
 	struct stat ost;
 	if (stat(out_path, &ost) == 0) {
@@ -158,7 +225,6 @@ int td_compress_paths(const char *out_path, const char *const *inputs, size_t ni
 		s.out_dev = ost.st_dev;
 		s.out_ino = ost.st_ino;
 	}
-	int err = TD_OK;
 	struct stat st;
 	if (ninputs == 1 && stat(inputs[0], &st) == 0 && S_ISDIR(st.st_mode)) {
 		/* DIR's contents are the archive's root; DIR itself may be a
@@ -192,8 +258,18 @@ int td_compress_paths(const char *out_path, const char *const *inputs, size_t ni
 	}
 	free(s.buf);
 	if (err) {
-		td_writer_abort(s.w);
+		td_build_abort(s.w);
 		return err;
 	}
-	return td_writer_finish(s.w, out_path);
+	return td_build_finish(s.w, out_path);
+}
+
+int td_compress_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_writer_opts *opts)
+{
+	td_build_opts o;
+	td_build_opts_init(&o);
+	if (opts)
+		o.writer = *opts;
+	o.format = opts && opts->format == 3 ? 3 : TD_VERSION;
+	return td_build_paths(out_path, inputs, ninputs, &o);
 }

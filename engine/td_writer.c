@@ -273,6 +273,11 @@ static int check_path(const char *path)
 	return TD_OK;
 }
 
+int td_writer_check_path(const char *path)
+{
+	return check_path(path);
+}
+
 /* Find or create the entry for `path` (len bytes), creating parents. */
 static int get_entry(td_writer *w, const char *path, size_t len, int type, uint32_t *out, int *created)
 {
@@ -999,7 +1004,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		m.total_bytes = io.e_gstart[ne];
 		for (uint32_t k = 0; k < ne; k++)
 			m.total_words += io.e_nwords[k];
-		m.build_time = (uint64_t)time(NULL);
+		m.build_time = w->o.build_time ? (uint64_t)w->o.build_time : (uint64_t)time(NULL);
 		m.nlongwords = w->nlong;
 		if ((err = td_buf_put(&sb.b[TD_SEC_META], &m, sizeof m)))
 			goto out;

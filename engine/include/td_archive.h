@@ -161,6 +161,23 @@ void td_archive_info(const td_archive *a, td_info *out);
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION). */
 uint32_t td_archive_version(const td_archive *a);
 
+/* Version 5 archives are a set of shards (td_build.h, td_format.h), each
+ * a format 4 grammar over some of the files; every call in td_archive.h,
+ * td_extract.h and td_query.h answers over all of them, opening a shard
+ * when it is first touched. The number of shards: 0 for versions 1-4. */
+uint32_t td_archive_nshards(const td_archive *a);
+
+/* Shard i: its file pieces (a file cut between shards counts in each),
+ * the text bytes of those pieces and the bytes of its archive image. */
+typedef struct td_shard_info {
+	uint64_t nfiles;
+	uint64_t input_bytes;
+	uint64_t archive_bytes;
+} td_shard_info;
+
+/* TD_OK or TD_EINVAL (no shard i). Thread-safe. */
+int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out);
+
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
  * for gpu/ uploads and tools; NULL when absent. */
 const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);

@@ -91,8 +91,10 @@ extern "C" {
 
 #define TD_MAGIC "TADOC\0\x1a\x01"
 #define TD_MAGIC_LEN 8
-#define TD_VERSION 4u        /* written; versions 1 to 3 are still read (3 also written on request) */
+#define TD_VERSION 4u        /* written by td_writer; versions 1 to 3 are still read (3 also written on request) */
 #define TD_VERSION_MIN 1u
+#define TD_VERSION_SHARDED 5u /* a container of format 4 shards (td_build.h), see below */
+#define TD_VERSION_MAX 5u     /* newest version read */
 #define TD_MAXTOK 255u       /* longest token in bytes */
 #define TD_MAXNAME 255u      /* longest path component */
 #define TD_MAXPATH 4095u     /* longest relative path */
@@ -191,6 +193,52 @@ typedef struct td_disk_group {
 } td_disk_group;
 
 #define TD_MTIME_BIAS (INT64_C(1) << 40)
+
+/*
+ * Version 5: shards. A version 5 archive is a container, laid out like
+ * version 4 (the same header, section table and checksums), whose grammar
+ * sections are empty (W = S = R = 0, no root symbols) and whose entry
+ * sections hold the whole tree: stat, name, children, lookup and path work
+ * on it unchanged. E_SIZE and E_NWORDS hold every file's true size and word
+ * count, meta.total_bytes and meta.total_words the corpus's; E_ROOT and
+ * E_GSTART are all 0. The text lives in shards: each one a complete
+ * version 4 archive image, stored whole inside the container (8-byte
+ * aligned), over a subset of the files under their real paths (parent
+ * directories implied). Three more sections say where:
+ *
+ *   TD_SEC5_SHARDS     td_disk_shard[nshards], in build order
+ *   TD_SEC5_PIECE_OFF  packed, nentries+1: entry e's pieces are
+ *                      PIECES[PIECE_OFF[e] .. PIECE_OFF[e+1])
+ *   TD_SEC5_PIECES     td_disk_piece[npieces]
+ *
+ * A file's pieces are the parts of its text in order: piece k holds bytes
+ * [start_k, start_{k+1}) (the last one up to the file's size) as entry
+ * `local` of shard `shard`. A file larger than a shard is cut, after an
+ * ASCII byte that is not a word character (so no word and no UTF-8
+ * sequence spans a cut, and counts add up), into pieces in consecutive
+ * shards. A symlink has one piece (its target). A directory's pieces are
+ * the shards that hold anything under it, each with the directory's entry
+ * there (start 0), ascending by shard; an empty directory has none. The
+ * root's pieces are every shard that holds a file.
+ */
+#define TD_SEC5_SHARDS 32u
+#define TD_SEC5_PIECE_OFF 33u
+#define TD_SEC5_PIECES 34u
+
+typedef struct td_disk_shard {
+	uint64_t off;             /* of the shard's image in the container */
+	uint64_t size;            /* bytes of the image */
+	uint64_t sum;             /* XXH3-64 of the image (checked by verify) */
+	uint64_t nfiles;          /* file and symlink pieces in the shard */
+	uint64_t input_bytes;     /* text bytes of those pieces */
+	uint64_t reserved;
+} td_disk_shard;
+
+typedef struct td_disk_piece {
+	uint32_t shard;
+	uint32_t local;           /* entry in the shard */
+	uint64_t start;           /* byte offset in the file where this piece starts */
+} td_disk_piece;
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,9 @@ typedef struct td_writer_opts {
 	 * never depends on gpu/. The archive bytes are the same either way. */
 	td_index_fn index_build;
 	void *index_ctx;
+	/* The build time written into the archive, seconds since the epoch;
+	 * 0 = now (td_build.h passes one time to every shard). */
+	int64_t build_time;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
@@ -50,6 +53,10 @@ int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtim
 		       const void *data, size_t len);
 int td_writer_add_symlink(td_writer *w, const char *path, int64_t mtime_sec, uint32_t mtime_nsec,
 			  const char *target);
+
+/* Check `path` as the add calls do: TD_OK, TD_EINVAL or TD_ELIMIT with
+ * detail (td_build.h checks its tree's paths with it). */
+int td_writer_check_path(const char *path);
 
 /* Streaming variant of add_file for large files: begin, feed any number of
  * chunks (token boundaries across chunks are handled), end. */

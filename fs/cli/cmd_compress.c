@@ -11,13 +11,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "td_build.h"
+#include "td_conf.h"
 #include "td_err.h"
 #include "td_format.h"
 #include "td_gpu.h"
 #include "td_writer.h"
 
 static const char help[] =
-	"Usage: tadoc compress [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
+	"Usage: tadoc compress [-j N] [--shard-size SIZE] [--memory SIZE] [--format 3|4|5]\n"
+	"                      [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
 	"\n"
 	"Compress files and directories into one archive. A single directory\n"
 	"argument becomes the archive root (its contents at the top level, like\n"
@@ -30,18 +33,26 @@ static const char help[] =
 	"  -o, --output FILE     archive to write (required)\n"
 	"      --max-depth N     bound on grammar rule nesting (1..64, default 32)\n"
 	"      --sample-shift K  root offset sample every 2^K elements (1..16, default 5)\n"
-	"      --format N        archive format to write: 4 (default) or 3, which tadoc\n"
-	"                        releases before format 4 read (10-20% larger)\n"
+	"      --format N        archive format to write: 5 (default), shards built in\n"
+	"                        parallel in bounded memory; 4, one grammar over the\n"
+	"                        whole corpus, which tadoc releases before format 5\n"
+	"                        read; or 3 (10-20% larger than 4)\n"
+	"  -j, --jobs N          threads building shards (default: online cores)\n"
+	"      --shard-size SIZE text bytes per shard (K/M/G suffixes; default 64M)\n"
+	"      --memory SIZE     bound on the shards in flight (default: half the RAM;\n"
+	"                        one shard needs about 7 times its size plus 16M)\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"
-	"A progress bar is drawn on standard error when it is a terminal.\n";
+	"A progress bar (bytes done, MB/s, time left) is drawn on standard error\n"
+	"when it is a terminal. The archive's bytes do not depend on -j.\n";
 
 struct progress {
 	int cols;
 	double last;
 	char phase[32];
 	int drawn;
+	double start;
 };
 
 static double now(void)
@@ -85,7 +96,7 @@ static void progress_draw(void *ctx, const char *phase, uint64_t done, uint64_t 
 		return;
 	}
 	int pct = (int)(done >= total ? 100 : done * 100 / total);
-	int width = p->cols - 24;
+	int width = p->cols - 64;
 	if (width > 50)
 		width = 50;
 	if (width < 10)
@@ -95,7 +106,14 @@ static void progress_draw(void *ctx, const char *phase, uint64_t done, uint64_t 
 	for (int i = 0; i < width; i++)
 		bar[i] = i < fill ? '#' : '-';
 	bar[width] = '\0';
-	n = snprintf(line, sizeof line, "\r%-10.10s [%s] %3d%%\033[K", p->phase, bar, pct);
+	double el = t - p->start, rate = el > 0 ? (double)done / el : 0;
+	char eta[32] = "";
+	if (rate > 0 && done < total) {
+		unsigned long s = (unsigned long)((double)(total - done) / rate);
+		snprintf(eta, sizeof eta, " ETA %lu:%02lu", s / 60, s % 60);
+	}
+	n = snprintf(line, sizeof line, "\r%-10.10s [%s] %3d%% %.0f/%.0f MB %.1f MB/s%s\033[K", p->phase, bar, pct,
+		     (double)done / 1e6, (double)total / 1e6, rate / 1e6, eta);
 	if (n > 0)
 		put_err(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 	p->drawn = 1;
@@ -134,25 +152,33 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 
 int td_cmd_compress(int argc, char **argv)
 {
-	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT };
+	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-depth", required_argument, NULL, OPT_DEPTH },
 		{ "sample-shift", required_argument, NULL, OPT_SHIFT },
 		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard-size", required_argument, NULL, OPT_SHARD },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *out = NULL;
+	uint64_t v;
 	int quiet = 0;
+	td_build_opts bo;
+	td_build_opts_init(&bo);
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
 	td_gpu_writer_opts(&opts); /* indexes built on the GPU when there is one */
-	uint64_t v;
+	const char *sde = getenv("SOURCE_DATE_EPOCH"); /* reproducible builds */
+	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
+		bo.build_time = (int64_t)v;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":o:qh", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":o:j:qh", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
@@ -173,9 +199,26 @@ int td_cmd_compress(int argc, char **argv)
 			opts.sample_shift = (unsigned)v;
 			break;
 		case OPT_FORMAT:
-			if (td_cli_parse_u64(optarg, &v) || (v != 3 && v != TD_VERSION))
-				return td_cli_usage(argv[0], "--format '%s': expected 3 or %u", optarg, TD_VERSION);
-			opts.format = (unsigned)v;
+			if (td_cli_parse_u64(optarg, &v) || v < 3 || v > TD_VERSION_SHARDED)
+				return td_cli_usage(argv[0], "--format '%s': expected 3, 4 or 5", optarg);
+			bo.format = (unsigned)v;
+			break;
+		case 'j':
+			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > 4096)
+				return td_cli_usage(argv[0], "-j '%s': expected a number of threads from 1 to 4096",
+						    optarg);
+			bo.jobs = (unsigned)v;
+			break;
+		case OPT_SHARD:
+			if (td_conf_parse_size(optarg, &v) || v == 0)
+				return td_cli_usage(argv[0], "--shard-size '%s': expected a size above 0 (e.g. 64M)",
+						    optarg);
+			bo.shard_size = v;
+			break;
+		case OPT_MEMORY:
+			if (td_conf_parse_size(optarg, &v) || v == 0)
+				return td_cli_usage(argv[0], "--memory '%s': expected a size above 0 (e.g. 4G)", optarg);
+			bo.memory = v;
 			break;
 		case 'h':
 			td_cli_out(help, sizeof help - 1);
@@ -186,6 +229,15 @@ int td_cmd_compress(int argc, char **argv)
 	}
 	if (!out)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
+	if (bo.format == TD_VERSION_SHARDED) {
+		uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
+		if (mem < td_build_memory_min(bo.shard_size))
+			return td_cli_usage(argv[0],
+					    "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB "
+					    "(lower --shard-size or raise --memory)",
+					    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
+					    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
+	}
 	if (!*out)
 		return td_cli_usage(argv[0], "empty output file name");
 	if (optind >= argc)
@@ -211,12 +263,20 @@ int td_cmd_compress(int argc, char **argv)
 	if (!quiet && isatty(STDERR_FILENO)) {
 		struct winsize ws;
 		prog.cols = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+		prog.start = now();
 		opts.progress = progress_draw;
 		opts.progress_ctx = &prog;
+		bo.progress = progress_draw;
+		bo.progress_ctx = &prog;
 	}
 
 	td_cli_clear_detail();
-	int err = td_compress_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &opts);
+	if (bo.format != TD_VERSION_SHARDED)
+		opts.format = bo.format;
+	else
+		opts.progress = NULL; /* shards: the builder's progress */
+	bo.writer = opts;
+	int err = td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
 	progress_clear(&prog);
 	if (err)
 		return report(out, (const char *const *)(argv + optind), (size_t)(argc - optind), err);

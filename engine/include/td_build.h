@@ -1,0 +1,111 @@
+/* td_build: build an archive on several threads in bounded memory: format 5 shards (or one format 4 grammar). */
+#ifndef TD_BUILD_H
+#define TD_BUILD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "td_err.h"
+#include "td_writer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A builder takes entries in input order, like td_writer (the same add
+ * calls, the same path rules and errors), and cuts the files' text into
+ * shards of about shard_size bytes: a shard is a td_writer over the files
+ * (and symlinks) given to it, under their real paths, built on a worker
+ * thread while the next shard fills; a file larger than what is left of a
+ * shard continues in the next one (cut after an ASCII byte that is not a
+ * word character, at most 1 MiB past the size, so words and UTF-8
+ * sequences never straddle a cut). Finished shards wait in temporary files
+ * beside the output (never in memory); finish() writes the version 5
+ * container (td_format.h) with the whole tree and the shards.
+ *
+ * The archive's bytes depend only on the entries, their order, shard_size,
+ * the writer options and build_time: any number of jobs writes the same
+ * bytes.
+ *
+ * Memory: each shard in flight (filling or being built) costs about
+ * TD_BUILD_BYTES_PER_BYTE times shard_size (the writer's peak); at most
+ * memory / that many are in flight (the adding thread waits for a worker
+ * to finish), and memory must hold one. Plus O(entries) for the tree.
+ *
+ * With format 3 or 4 the builder is one td_writer (no threads, no bound):
+ * the archive is exactly td_writer's.
+ */
+
+#define TD_BUILD_SHARD_DEFAULT (UINT64_C(64) << 20)
+/* A writer's peak memory per byte of text, rounded up from measurements
+ * (contrib/bench/results/compress.md), plus a fixed part per shard. */
+#define TD_BUILD_BYTES_PER_BYTE 7u
+#define TD_BUILD_SHARD_FIXED (UINT64_C(16) << 20)
+
+typedef struct td_build_opts {
+	td_writer_opts writer;    /* every shard's writer (format ignored; its progress is not called) */
+	unsigned format;          /* TD_VERSION_SHARDED (5), or 3 or 4: one td_writer */
+	unsigned jobs;            /* threads building shards; 0 = one per online core */
+	uint64_t shard_size;      /* text bytes per shard (> 0) */
+	uint64_t memory;          /* bound on the shards in flight, bytes; 0 = half the RAM */
+	int64_t build_time;       /* written as every shard's build time and root mtime; 0 = now */
+	uint64_t total_bytes;     /* the text to come, for progress (0 = unknown) */
+	/* Where finished shards wait until finish (put it on the output's
+	 * file system: td_build_paths uses the output's directory); NULL =
+	 * $TMPDIR or /tmp. */
+	const char *tmp_dir;
+	/* Called from the adding thread: phase "compress", the text bytes of
+	 * the finished shards and total_bytes. May be NULL. */
+	td_progress_fn progress;
+	void *progress_ctx;
+} td_build_opts;
+
+/* Defaults: format 5, jobs 0, shard_size TD_BUILD_SHARD_DEFAULT, memory 0. */
+void td_build_opts_init(td_build_opts *o);
+
+/* The memory a build with these options may use by default (0 resolved),
+ * and the least it needs: one shard in flight. */
+uint64_t td_build_memory_default(void);
+uint64_t td_build_memory_min(uint64_t shard_size);
+
+typedef struct td_build td_build;
+
+/* New builder; NULL opts = defaults. TD_OK, TD_EINVAL (shard_size 0, a
+ * format other than 3-5, or memory below td_build_memory_min: detail
+ * says so), TD_ENOMEM, or TD_EIO (a worker thread did not start). Not
+ * thread-safe: one thread adds; workers are internal. */
+int td_build_new(const td_build_opts *opts, td_build **out);
+
+/* As td_writer_add_dir / _add_file / _add_symlink / _file_begin /
+ * _file_data / _file_end, with the same errors; the adding thread may wait
+ * while the shards in flight fill the memory bound, and a worker's failure
+ * (TD_ENOMEM, TD_EIO, TD_ELIMIT: detail names the shard) is returned by
+ * the next call. */
+int td_build_add_dir(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
+int td_build_add_file(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const void *data, size_t len);
+int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint32_t mtime_nsec,
+			 const char *target);
+int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
+int td_build_file_data(td_build *b, const void *data, size_t len);
+int td_build_file_end(td_build *b);
+
+/* Wait for every shard and write the archive to out_path atomically (a
+ * temporary file in the same directory, fsync, rename, fsync of the
+ * directory); the temporary shard files are removed whatever happens. The
+ * builder is consumed. TD_EIO (detail names the file), TD_ENOMEM,
+ * TD_ELIMIT. */
+int td_build_finish(td_build *b, const char *out_path);
+
+/* Stop the workers, remove temporary files, free. NULL accepted. */
+void td_build_abort(td_build *b);
+
+/* td_compress_paths (td_writer.h) through a builder. */
+int td_build_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_build_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1093 @@
+/* td_build: cut the input into shards, build them on worker threads in bounded memory, write format 5. */
+#include "td_build.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include "td_archive_int.h"
+#include "td_format.h"
+#include "td_pack.h"
+#include "td_scode.h"
+
+/* A big file is cut at most this far past the shard size (the first
+ * ASCII byte that is not a word character, or here). */
+#define CUT_SLACK (UINT64_C(1) << 20)
+
+enum { G_DIR, G_FILE, G_LINK };
+
+typedef struct gent {
+	char *path;               /* relative ("" for the root) */
+	uint32_t parent;
+	uint8_t type;
+	uint8_t explicit_;
+	uint32_t mode;
+	int64_t mtime;
+	uint32_t nsec;
+	uint64_t size;
+	uint32_t last_shard;      /* directories: the last shard given a piece, UINT32_MAX none */
+} gent;
+
+typedef struct piece {
+	uint32_t e;               /* global entry (index into ent) */
+	uint32_t shard;
+	uint32_t local;           /* the entry in the shard (from the worker) */
+	uint64_t start;
+	uint64_t size;
+	uint64_t nwords;          /* (from the worker) */
+} piece;
+
+/* One shard: filled by the adding thread, built by a worker. */
+typedef struct job {
+	uint32_t idx;
+	td_writer *w;
+	char *tmp;                /* the shard's archive until finish */
+	char **paths;             /* its pieces' paths, in piece order */
+	uint64_t *pidx;           /* their indexes in td_build.pc */
+	uint64_t npaths, cappaths;
+	uint32_t *local;          /* out: entry in the shard, per path */
+	uint64_t *nwords;         /* out: its words */
+	uint64_t size, sum, nfiles, input_bytes;
+	int err;
+	char why[600];
+	struct job *next;         /* the queue */
+} job;
+
+struct td_build {
+	td_build_opts o;
+	td_writer *one;           /* formats 3 and 4: everything goes here */
+	gent *ent;
+	uint32_t nent, capent;
+	uint32_t *slot;           /* path -> entry + 1 */
+	uint64_t mask;
+	piece *pc;
+	uint64_t npc, cappc;
+	job **jobs;               /* every shard, in order */
+	uint32_t njobs, capjobs;
+	job *cur;                 /* the shard filling */
+	uint64_t cur_bytes;
+	/* the open file */
+	int in_file;
+	uint32_t fe;
+	uint64_t fpos;            /* bytes of it so far */
+	int fopen_in_shard;       /* a piece of it is open in cur's writer */
+	uint64_t over;            /* bytes past the shard size in this piece */
+	/* workers */
+	pthread_t *th;
+	unsigned nth;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	job *qhead, *qtail;
+	unsigned inflight, max_inflight;
+	int quit;
+	uint64_t done_bytes;      /* text of finished shards (under mu) */
+	int werr;                 /* first worker failure seen (under mu) */
+	char *tmpbase;
+};
+
+void td_build_opts_init(td_build_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->format = TD_VERSION_SHARDED;
+	o->shard_size = TD_BUILD_SHARD_DEFAULT;
+}
+
+uint64_t td_build_memory_default(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	if (pages <= 0 || psz <= 0)
+		return UINT64_C(2) << 30;
+	return (uint64_t)pages * (uint64_t)psz / 2;
+}
+
+uint64_t td_build_memory_min(uint64_t shard_size)
+{
+	return shard_size * TD_BUILD_BYTES_PER_BYTE + TD_BUILD_SHARD_FIXED;
+}
+
+/* ------------------------------------------------------------ workers */
+
+static int job_push_path(job *j, const char *path, uint64_t pidx)
+{
+	if (j->npaths == j->cappaths) {
+		uint64_t cap = j->cappaths ? 2 * j->cappaths : 64;
+		char **p = realloc(j->paths, cap * sizeof *p);
+		if (p)
+			j->paths = p;
+		uint64_t *x = realloc(j->pidx, cap * sizeof *x);
+		if (x)
+			j->pidx = x;
+		if (!p || !x)
+			return TD_ENOMEM;
+		j->cappaths = cap;
+	}
+	if (!(j->paths[j->npaths] = strdup(path)))
+		return TD_ENOMEM;
+	j->pidx[j->npaths++] = pidx;
+	return TD_OK;
+}
+
+static void job_free(job *j)
+{
+	if (!j)
+		return;
+	td_writer_abort(j->w);
+	if (j->tmp)
+		unlink(j->tmp);
+	free(j->tmp);
+	for (uint64_t i = 0; i < j->npaths; i++)
+		free(j->paths[i]);
+	free(j->paths);
+	free(j->pidx);
+	free(j->local);
+	free(j->nwords);
+	free(j);
+}
+
+/* Build shard j into its file, then read back where each piece landed. */
+static int job_run(job *j)
+{
+	int err = td_writer_finish(j->w, j->tmp);
+	j->w = NULL;
+	if (err)
+		return err;
+	td_archive *a;
+	if ((err = td_archive_open(j->tmp, 0, &a)))
+		return err;
+	j->local = malloc((j->npaths + 1) * sizeof *j->local);
+	j->nwords = malloc((j->npaths + 1) * sizeof *j->nwords);
+	if (!j->local || !j->nwords) {
+		td_archive_close(a);
+		return TD_ENOMEM;
+	}
+	for (uint64_t i = 0; i < j->npaths && !err; i++) {
+		td_entry e;
+		td_stat st;
+		if ((err = td_archive_lookup_path(a, j->paths[i], &e)) || (err = td_archive_stat(a, e, &st))) {
+			err = td_fail(TD_EIO, "'%s' is not in its shard", j->paths[i]);
+			break;
+		}
+		j->local[i] = e;
+		j->nwords[i] = st.nwords;
+		if (!S_ISDIR(st.mode)) {
+			j->nfiles++;
+			j->input_bytes += st.size;
+		}
+	}
+	j->size = a->size;
+	j->sum = XXH3_64bits(a->map, a->size);
+	td_archive_close(a);
+	return err;
+}
+
+static void *worker(void *p)
+{
+	td_build *b = p;
+	pthread_mutex_lock(&b->mu);
+	for (;;) {
+		while (!b->qhead && !b->quit)
+			pthread_cond_wait(&b->cv, &b->mu);
+		if (!b->qhead)
+			break;
+		job *j = b->qhead;
+		b->qhead = j->next;
+		if (!b->qhead)
+			b->qtail = NULL;
+		pthread_mutex_unlock(&b->mu);
+		int err = job_run(j);
+		if (err)
+			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
+		pthread_mutex_lock(&b->mu);
+		j->err = err;
+		if (err && !b->werr)
+			b->werr = err;
+		b->inflight--;
+		b->done_bytes += j->input_bytes;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->mu);
+	return NULL;
+}
+
+/* The first worker failure, as this thread's error. */
+static int worker_err(td_build *b)
+{
+	if (!b->werr)
+		return TD_OK;
+	for (uint32_t i = 0; i < b->njobs; i++)
+		if (b->jobs[i]->err)
+			return td_fail(b->jobs[i]->err, "%s", b->jobs[i]->why);
+	return td_fail(b->werr, "a shard failed");
+}
+
+static void report(td_build *b)
+{
+	if (b->o.progress)
+		b->o.progress(b->o.progress_ctx, "compress", b->done_bytes, b->o.total_bytes);
+}
+
+/* ------------------------------------------------------------ shards */
+
+static int shard_start(td_build *b)
+{
+	pthread_mutex_lock(&b->mu);
+	while (b->inflight >= b->max_inflight && !b->werr) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+		pthread_mutex_unlock(&b->mu);
+		report(b);
+		pthread_mutex_lock(&b->mu);
+	}
+	int err = b->werr;
+	if (!err)
+		b->inflight++;
+	pthread_mutex_unlock(&b->mu);
+	if (err)
+		return worker_err(b);
+	if (b->njobs == b->capjobs) {
+		uint32_t cap = b->capjobs ? 2 * b->capjobs : 16;
+		job **v = realloc(b->jobs, cap * sizeof *v);
+		if (!v)
+			goto nomem;
+		b->jobs = v;
+		b->capjobs = cap;
+	}
+	job *j = calloc(1, sizeof *j);
+	if (!j)
+		goto nomem;
+	j->idx = b->njobs;
+	td_writer_opts wo = b->o.writer;
+	wo.format = TD_VERSION;
+	wo.progress = NULL;
+	wo.build_time = b->o.build_time;
+	j->w = td_writer_new(&wo);
+	j->tmp = malloc(strlen(b->tmpbase) + 16);
+	if (!j->w || !j->tmp) {
+		job_free(j);
+		goto nomem;
+	}
+	sprintf(j->tmp, "%s%u", b->tmpbase, j->idx);
+	int e = td_writer_add_dir(j->w, "", 0755, b->o.build_time, 0);
+	if (e) {
+		job_free(j);
+		pthread_mutex_lock(&b->mu);
+		b->inflight--;
+		pthread_mutex_unlock(&b->mu);
+		return e;
+	}
+	b->jobs[b->njobs++] = j;
+	b->cur = j;
+	b->cur_bytes = 0;
+	return TD_OK;
+nomem:
+	pthread_mutex_lock(&b->mu);
+	b->inflight--;
+	pthread_mutex_unlock(&b->mu);
+	return TD_ENOMEM;
+}
+
+static void shard_close(td_build *b)
+{
+	job *j = b->cur;
+	if (!j)
+		return;
+	b->cur = NULL;
+	pthread_mutex_lock(&b->mu);
+	j->next = NULL;
+	if (b->qtail)
+		b->qtail->next = j;
+	else
+		b->qhead = j;
+	b->qtail = j;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	report(b);
+}
+
+static int piece_add(td_build *b, uint32_t e, uint64_t start)
+{
+	if (b->npc == b->cappc) {
+		uint64_t cap = b->cappc ? 2 * b->cappc : 1024;
+		piece *v = realloc(b->pc, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		b->pc = v;
+		b->cappc = cap;
+	}
+	b->pc[b->npc] = (piece){ e, b->cur->idx, 0, start, 0, 0 };
+	return job_push_path(b->cur, b->ent[e].path, b->npc++);
+}
+
+/* A piece of file or symlink e starting at byte `start` goes to the
+ * current shard; its directories get a piece of it there too. */
+static int piece_open(td_build *b, uint32_t e, uint64_t start)
+{
+	int err;
+	if (!b->cur && (err = shard_start(b)))
+		return err;
+	if ((err = piece_add(b, e, start)))
+		return err;
+	uint32_t d = e;
+	do {
+		d = b->ent[d].parent;
+		if (b->ent[d].last_shard == b->cur->idx)
+			break;
+		b->ent[d].last_shard = b->cur->idx;
+		if ((err = piece_add(b, d, 0)))
+			return err;
+	} while (d != 0);
+	return TD_OK;
+}
+
+/* ------------------------------------------------------------ the tree */
+
+static uint32_t *slot_find(td_build *b, const char *path, size_t len)
+{
+	uint64_t h = XXH3_64bits(path, len) & b->mask;
+	for (;;) {
+		uint32_t *s = &b->slot[h];
+		if (!*s)
+			return s;
+		const char *p = b->ent[*s - 1].path;
+		if (strlen(p) == len && !memcmp(p, path, len))
+			return s;
+		h = (h + 1) & b->mask;
+	}
+}
+
+static int slot_grow(td_build *b)
+{
+	uint64_t oldcap = b->mask + 1;
+	uint32_t *old = b->slot;
+	if (!(b->slot = calloc(2 * oldcap, sizeof *old))) {
+		b->slot = old;
+		return TD_ENOMEM;
+	}
+	b->mask = 2 * oldcap - 1;
+	for (uint64_t i = 0; i < oldcap; i++)
+		if (old[i]) {
+			const char *p = b->ent[old[i] - 1].path;
+			*slot_find(b, p, strlen(p)) = old[i];
+		}
+	free(old);
+	return TD_OK;
+}
+
+/* Find or create `path` (len bytes) and its parents, as td_writer does. */
+static int get_entry(td_build *b, const char *path, size_t len, int type, uint32_t *out, int *created)
+{
+	*created = 0;
+	if (len == 0) {
+		*out = 0;
+		return TD_OK;
+	}
+	uint32_t *s = slot_find(b, path, len);
+	if (*s) {
+		*out = *s - 1;
+		return TD_OK;
+	}
+	uint32_t parent;
+	int pc;
+	const char *slash = memrchr(path, '/', len);
+	int err = get_entry(b, path, slash ? (size_t)(slash - path) : 0, G_DIR, &parent, &pc);
+	if (err)
+		return err;
+	if (b->ent[parent].type != G_DIR)
+		return td_fail(TD_ENOTDIR, "parent of '%.*s' is not a directory", (int)len, path);
+	if (b->nent == b->capent) {
+		gent *v = realloc(b->ent, 2 * b->capent * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		b->ent = v;
+		b->capent *= 2;
+	}
+	if ((uint64_t)b->nent * 2 >= b->mask && slot_grow(b))
+		return TD_ENOMEM;
+	gent *e = &b->ent[b->nent];
+	memset(e, 0, sizeof *e);
+	if (!(e->path = strndup(path, len)))
+		return TD_ENOMEM;
+	e->parent = parent;
+	e->type = (uint8_t)type;
+	e->mode = S_IFDIR | 0755;
+	e->mtime = b->ent[parent].mtime;
+	e->last_shard = UINT32_MAX;
+	*slot_find(b, path, len) = b->nent + 1;
+	*out = b->nent++;
+	*created = 1;
+	return TD_OK;
+}
+
+static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int64_t mtime, uint32_t nsec,
+		     uint32_t *out)
+{
+	if (b->in_file)
+		return td_fail(TD_EINVAL, "a file is still open in the builder");
+	int err = td_writer_check_path(path), created;
+	uint32_t id;
+	if (err || (err = get_entry(b, path, strlen(path), type, &id, &created)))
+		return err;
+	gent *e = &b->ent[id];
+	if (!created && (e->explicit_ || e->type != G_DIR || type != G_DIR))
+		return td_fail(TD_EEXIST, "'%s' added twice", path);
+	e->explicit_ = 1;
+	e->type = (uint8_t)type;
+	e->mode = mode;
+	e->mtime = mtime;
+	e->nsec = nsec;
+	*out = id;
+	return TD_OK;
+}
+
+/* ------------------------------------------------------------ API */
+
+int td_build_new(const td_build_opts *opts, td_build **out)
+{
+	*out = NULL;
+	td_build_opts o;
+	if (opts)
+		o = *opts;
+	else
+		td_build_opts_init(&o);
+	if (o.format == 0)
+		o.format = TD_VERSION_SHARDED;
+	if (o.format < 3 || o.format > TD_VERSION_SHARDED)
+		return td_fail(TD_EINVAL, "format %u: expected 3, 4 or 5", o.format);
+	td_build *b = calloc(1, sizeof *b);
+	if (!b)
+		return TD_ENOMEM;
+	pthread_mutex_init(&b->mu, NULL);
+	pthread_cond_init(&b->cv, NULL);
+	if (o.format != TD_VERSION_SHARDED) {
+		td_writer_opts wo = o.writer;
+		wo.format = o.format;
+		if (!wo.progress) {
+			wo.progress = o.progress;
+			wo.progress_ctx = o.progress_ctx;
+		}
+		b->o = o;
+		if (!(b->one = td_writer_new(&wo))) {
+			td_build_abort(b);
+			return TD_ENOMEM;
+		}
+		*out = b;
+		return TD_OK;
+	}
+	if (o.shard_size == 0) {
+		td_build_abort(b);
+		return td_fail(TD_EINVAL, "shard size 0");
+	}
+	if (o.memory == 0)
+		o.memory = td_build_memory_default();
+	if (o.shard_size > o.memory || o.memory < td_build_memory_min(o.shard_size)) {
+		uint64_t need = td_build_memory_min(o.shard_size);
+		td_build_abort(b);
+		return td_fail(TD_EINVAL, "memory bound of %llu MiB is too small: one shard of %llu MiB needs about %llu MiB",
+			       (unsigned long long)(o.memory >> 20), (unsigned long long)(o.shard_size >> 20),
+			       (unsigned long long)((need + (1 << 20) - 1) >> 20));
+	}
+	if (o.jobs == 0) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		o.jobs = c > 0 ? (unsigned)c : 1;
+	}
+	if (o.build_time == 0)
+		o.build_time = (int64_t)time(NULL);
+	b->o = o;
+	uint64_t per = td_build_memory_min(o.shard_size), m = o.memory / per;
+	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
+	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	b->tmpbase = malloc(strlen(dir) + 64);
+	b->ent = calloc(64, sizeof *b->ent);
+	b->slot = calloc(1024, sizeof *b->slot);
+	b->th = calloc(o.jobs, sizeof *b->th);
+	if (!b->tmpbase || !b->ent || !b->slot || !b->th || !(b->ent[0].path = strdup(""))) {
+		td_build_abort(b);
+		return TD_ENOMEM;
+	}
+	sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
+	b->capent = 64;
+	b->mask = 1023;
+	b->ent[0].type = G_DIR;
+	b->ent[0].mode = S_IFDIR | 0755;
+	b->ent[0].mtime = o.build_time;
+	b->ent[0].last_shard = UINT32_MAX;
+	b->nent = 1;
+	for (; b->nth < o.jobs; b->nth++)
+		if (pthread_create(&b->th[b->nth], NULL, worker, b)) {
+			td_build_abort(b);
+			return td_fail(TD_EIO, "cannot start a worker thread");
+		}
+	*out = b;
+	return TD_OK;
+}
+
+int td_build_add_dir(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
+{
+	if (b->one)
+		return td_writer_add_dir(b->one, path, mode, mtime_sec, mtime_nsec);
+	if (path[0] == '\0') {
+		b->ent[0].mode = S_IFDIR | (mode & 07777);
+		b->ent[0].mtime = mtime_sec;
+		b->ent[0].nsec = mtime_nsec;
+		return TD_OK;
+	}
+	uint32_t id;
+	return add_entry(b, path, G_DIR, S_IFDIR | (mode & 07777), mtime_sec, mtime_nsec, &id);
+}
+
+int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
+{
+	if (b->one)
+		return td_writer_file_begin(b->one, path, mode, mtime_sec, mtime_nsec);
+	uint32_t id;
+	int err = worker_err(b);
+	if (err || (err = add_entry(b, path, G_FILE, S_IFREG | (mode & 07777), mtime_sec, mtime_nsec, &id)))
+		return err;
+	/* a shard that is full takes no more files */
+	if (b->cur && b->cur_bytes >= b->o.shard_size)
+		shard_close(b);
+	b->in_file = 1;
+	b->fe = id;
+	b->fpos = 0;
+	b->fopen_in_shard = 0;
+	b->over = 0;
+	return TD_OK;
+}
+
+/* Open the current file's next piece in the current shard. */
+static int fpiece_begin(td_build *b)
+{
+	const gent *e = &b->ent[b->fe];
+	int err = piece_open(b, b->fe, b->fpos);
+	if (!err)
+		err = td_writer_file_begin(b->cur->w, e->path, e->mode, e->mtime, e->nsec);
+	if (err)
+		return err;
+	b->fopen_in_shard = 1;
+	b->over = 0;
+	return TD_OK;
+}
+
+static int fpiece_feed(td_build *b, const uint8_t *p, size_t n)
+{
+	int err = td_writer_file_data(b->cur->w, p, n);
+	b->cur_bytes += n;
+	b->fpos += n;
+	return err;
+}
+
+static int is_cut_byte(uint8_t c)
+{
+	return c < 0x80 && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && c != '_';
+}
+
+int td_build_file_data(td_build *b, const void *data, size_t len)
+{
+	if (b->one)
+		return td_writer_file_data(b->one, data, len);
+	if (!b->in_file)
+		return td_fail(TD_EINVAL, "no file open in the builder");
+	const uint8_t *p = data;
+	int err = TD_OK;
+	while (len && !err) {
+		if (!b->fopen_in_shard && (err = fpiece_begin(b)))
+			break;
+		uint64_t room = b->o.shard_size > b->cur_bytes ? b->o.shard_size - b->cur_bytes : 0;
+		if (len <= room) {
+			err = fpiece_feed(b, p, len);
+			break;
+		}
+		/* the shard fills inside this chunk: cut after the first cut
+		 * byte from there, or CUT_SLACK past the size */
+		uint64_t lim = room + (CUT_SLACK - b->over);
+		size_t i = (size_t)room, end = lim < len ? (size_t)lim : len;
+		while (i < end && !is_cut_byte(p[i]))
+			i++;
+		if (i == end && end == len) { /* no cut in this chunk yet */
+			b->over += len - room;
+			err = fpiece_feed(b, p, len);
+			break;
+		}
+		size_t take = i < end ? i + 1 : end;
+		if ((err = fpiece_feed(b, p, take)) || (err = td_writer_file_end(b->cur->w)))
+			break;
+		b->fopen_in_shard = 0;
+		shard_close(b);
+		p += take;
+		len -= take;
+	}
+	if (err)
+		b->in_file = 0;
+	return err;
+}
+
+int td_build_file_end(td_build *b)
+{
+	if (b->one)
+		return td_writer_file_end(b->one);
+	if (!b->in_file)
+		return td_fail(TD_EINVAL, "no file open in the builder");
+	int err = TD_OK;
+	/* an empty file (or one whose last cut ended it) still has a piece */
+	if (!b->fopen_in_shard && b->fpos == 0)
+		err = fpiece_begin(b);
+	if (!err && b->fopen_in_shard)
+		err = td_writer_file_end(b->cur->w);
+	b->fopen_in_shard = 0;
+	b->in_file = 0;
+	b->ent[b->fe].size = b->fpos;
+	return err;
+}
+
+int td_build_add_file(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const void *data, size_t len)
+{
+	if (b->one)
+		return td_writer_add_file(b->one, path, mode, mtime_sec, mtime_nsec, data, len);
+	int err = td_build_file_begin(b, path, mode, mtime_sec, mtime_nsec);
+	if (!err)
+		err = td_build_file_data(b, data, len);
+	if (!err)
+		err = td_build_file_end(b);
+	return err;
+}
+
+int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint32_t mtime_nsec, const char *target)
+{
+	if (b->one)
+		return td_writer_add_symlink(b->one, path, mtime_sec, mtime_nsec, target);
+	uint32_t id;
+	int err = worker_err(b);
+	if (err || (err = add_entry(b, path, G_LINK, S_IFLNK | 0777, mtime_sec, mtime_nsec, &id)))
+		return err;
+	if (b->cur && b->cur_bytes >= b->o.shard_size)
+		shard_close(b);
+	if ((err = piece_open(b, id, 0)) ||
+	    (err = td_writer_add_symlink(b->cur->w, b->ent[id].path, mtime_sec, mtime_nsec, target)))
+		return err;
+	b->ent[id].size = strlen(target);
+	b->cur_bytes += b->ent[id].size;
+	return TD_OK;
+}
+
+static void stop_workers(td_build *b)
+{
+	pthread_mutex_lock(&b->mu);
+	b->quit = 1;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	for (unsigned i = 0; i < b->nth; i++)
+		pthread_join(b->th[i], NULL);
+	b->nth = 0;
+}
+
+void td_build_abort(td_build *b)
+{
+	if (!b)
+		return;
+	b->cur = NULL; /* every job, queued or not, is freed below */
+	pthread_mutex_lock(&b->mu);
+	b->qhead = b->qtail = NULL; /* workers take no more */
+	pthread_mutex_unlock(&b->mu);
+	stop_workers(b);
+	td_writer_abort(b->one);
+	for (uint32_t i = 0; i < b->njobs; i++)
+		job_free(b->jobs[i]);
+	free(b->jobs);
+	for (uint32_t i = 0; i < b->nent; i++)
+		free(b->ent[i].path);
+	free(b->ent);
+	free(b->slot);
+	free(b->pc);
+	free(b->th);
+	free(b->tmpbase);
+	pthread_mutex_destroy(&b->mu);
+	pthread_cond_destroy(&b->cv);
+	free(b);
+}
+
+/* ------------------------------------------------------------ the container */
+
+typedef struct sec {
+	unsigned id;
+	unsigned flags;
+	td_buf b;
+} sec;
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *s = p;
+	while (n) {
+		ssize_t k = write(fd, s, n);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		s += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* Append file `path` to fd at *off (8-byte aligned after it). */
+static int append_file(int fd, const char *path, uint64_t size, uint64_t *off)
+{
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	uint64_t left = size;
+	while (left) {
+		ssize_t k = copy_file_range(in, NULL, fd, NULL, left, 0);
+		if (k < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
+			static __thread uint8_t buf[1 << 16];
+			k = read(in, buf, sizeof buf);
+			if (k > 0 && write_all(fd, buf, (size_t)k))
+				k = -1;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			close(in);
+			return -1;
+		}
+		left -= (uint64_t)k;
+	}
+	close(in);
+	*off += size;
+	static const uint8_t zero[8];
+	size_t pad = (size_t)((8 - (*off & 7)) & 7);
+	if (pad && write_all(fd, zero, pad))
+		return -1;
+	*off += pad;
+	return 0;
+}
+
+static const char *base_name(const char *p)
+{
+	const char *s = strrchr(p, '/');
+	return s ? s + 1 : p;
+}
+
+static _Thread_local const gent *g_ents;
+
+static int cmp_name(const void *x, const void *y)
+{
+	return strcmp(base_name(g_ents[*(const uint32_t *)x].path), base_name(g_ents[*(const uint32_t *)y].path));
+}
+
+static int put_u64s(td_buf *out, const uint64_t *v, uint64_t n)
+{
+	return td_pack_encode(v, n, out);
+}
+
+/* The container's sections: the tree in breadth-first order, empty
+ * grammar sections, the shard table and the piece map. */
+static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
+{
+	uint32_t ne = b->nent;
+	int err = TD_OK;
+	uint32_t *nchild = calloc(ne, sizeof *nchild), *bfs = malloc(ne * sizeof *bfs),
+		 *newidx = malloc(ne * sizeof *newidx), *kid = malloc(ne * sizeof *kid),
+		 *kstart = calloc(ne + 1, sizeof *kstart);
+	uint64_t *col = malloc((ne + 2) * sizeof *col), *pstart = calloc(ne + 1, sizeof *pstart);
+	piece *sorted = malloc((b->npc + 1) * sizeof *sorted);
+	if (!nchild || !bfs || !newidx || !kid || !kstart || !col || !pstart || !sorted) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 1; i < ne; i++)
+		nchild[b->ent[i].parent]++;
+	for (uint32_t i = 0; i < ne; i++)
+		kstart[i + 1] = kstart[i] + nchild[i];
+	memset(nchild, 0, ne * sizeof *nchild);
+	for (uint32_t i = 1; i < ne; i++) {
+		uint32_t p = b->ent[i].parent;
+		kid[kstart[p] + nchild[p]++] = i;
+	}
+	g_ents = b->ent;
+	uint32_t head = 0, tail = 0;
+	bfs[tail++] = 0;
+	while (head < tail) {
+		uint32_t e = bfs[head++];
+		if (nchild[e] > 1)
+			qsort(kid + kstart[e], nchild[e], sizeof *kid, cmp_name);
+		for (uint32_t k = 0; k < nchild[e]; k++)
+			bfs[tail++] = kid[kstart[e] + k];
+	}
+	for (uint32_t k = 0; k < ne; k++)
+		newidx[bfs[k]] = k;
+	/* per-entry words and the pieces, grouped by entry in tree order */
+	uint64_t total_bytes = 0, total_words = 0;
+	uint64_t *words = calloc(ne, sizeof *words);
+	if (!words) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	for (uint64_t i = 0; i < b->npc; i++) {
+		pstart[newidx[b->pc[i].e] + 1]++;
+		if (b->ent[b->pc[i].e].type != G_DIR)
+			words[b->pc[i].e] += b->pc[i].nwords;
+	}
+	for (uint32_t k = 0; k < ne; k++)
+		pstart[k + 1] += pstart[k];
+	{
+		uint64_t *fill = calloc(ne + 1, sizeof *fill);
+		if (!fill) {
+			free(words);
+			err = TD_ENOMEM;
+			goto out;
+		}
+		for (uint64_t i = 0; i < b->npc; i++) { /* creation order: ascending shards, file pieces in order */
+			uint32_t k = newidx[b->pc[i].e];
+			sorted[pstart[k] + fill[k]++] = b->pc[i];
+		}
+		free(fill);
+	}
+	for (uint32_t e = 0; e < ne; e++)
+		if (b->ent[e].type == G_FILE) {
+			total_bytes += b->ent[e].size;
+			total_words += words[e];
+		}
+	/* names */
+	uint64_t at = 0;
+	for (uint32_t k = 0; k < ne && !err; k++) {
+		const char *nm = k ? base_name(b->ent[bfs[k]].path) : "";
+		col[k] = at;
+		err = td_buf_put(&s[TD_SEC_NAMES].b, nm, strlen(nm));
+		at += strlen(nm);
+	}
+	col[ne] = at;
+	if (err || (err = put_u64s(&s[TD_SEC_E_NAMEOFF].b, col, ne + 1)))
+		goto words_out;
+#define COLUMN(id, expr)                                              \
+	do {                                                          \
+		for (uint32_t k = 0; k < ne; k++) {                   \
+			const gent *E = &b->ent[bfs[k]];              \
+			(void)E;                                      \
+			col[k] = (expr);                              \
+		}                                                     \
+		if ((err = put_u64s(&s[id].b, col, ne)))              \
+			goto words_out;                               \
+	} while (0)
+	COLUMN(TD_SEC_E_PARENT, k ? newidx[E->parent] : 0);
+	COLUMN(TD_SEC_E_MODE, E->mode);
+	COLUMN(TD_SEC_E_MTIME, (uint64_t)(E->mtime + TD_MTIME_BIAS));
+	COLUMN(TD_SEC_E_MTIMENS, E->nsec);
+	COLUMN(TD_SEC_E_SIZE, E->type == G_DIR ? 0 : E->size);
+	COLUMN(TD_SEC_E_NWORDS, E->type == G_DIR ? 0 : words[bfs[k]]);
+#undef COLUMN
+	at = 1;
+	for (uint32_t k = 0; k < ne; k++) {
+		col[k] = at;
+		at += b->ent[bfs[k]].type == G_DIR ? nchild[bfs[k]] : 0;
+	}
+	col[ne] = at;
+	if ((err = put_u64s(&s[TD_SEC_E_CHILD].b, col, ne + 1)))
+		goto words_out;
+	memset(col, 0, (ne + 2) * sizeof *col);
+	if ((err = put_u64s(&s[TD_SEC_E_ROOT].b, col, ne + 1)) || (err = put_u64s(&s[TD_SEC_E_GSTART].b, col, ne + 1)) ||
+	    (err = put_u64s(&s[TD_SEC_WORD_FREQ].b, col, 0)) || (err = put_u64s(&s[TD_SEC_OTHER_OFF].b, col, 1)) ||
+	    (err = put_u64s(&s[TD_SEC_RULE_LEN].b, col, 0)) || (err = put_u64s(&s[TD_SEC_ROOT_SAMPLES].b, col, 0)) ||
+	    (err = put_u64s(&s[TD_SEC_RULE_SAMPLES].b, col, 0)) ||
+	    (err = td_scode_encode(NULL, 0, 1, 0, 0, TD_RULE_TILE_SHIFT, &s[TD_SEC_RULE_SYMS].b)) ||
+	    (err = td_scode_encode(NULL, 0, 1, 0, 0, TD_ROOT_TILE_SHIFT, &s[TD_SEC_ROOT_SYMS].b)))
+		goto words_out;
+	td_disk_meta m;
+	memset(&m, 0, sizeof m);
+	m.nentries = ne;
+	m.sample_shift = 5;
+	m.total_bytes = total_bytes;
+	m.total_words = total_words;
+	m.build_time = (uint64_t)b->o.build_time;
+	if ((err = td_buf_put(&s[TD_SEC_META].b, &m, sizeof m)))
+		goto words_out;
+	/* version 5 */
+	if ((err = td_buf_put(&s[TD_SEC_MAX + 0].b, tab, b->njobs * sizeof *tab)) ||
+	    (err = put_u64s(&s[TD_SEC_MAX + 1].b, pstart, ne + 1)))
+		goto words_out;
+	for (uint64_t i = 0; i < b->npc && !err; i++) {
+		td_disk_piece dp = { sorted[i].shard, sorted[i].local, sorted[i].start };
+		err = td_buf_put(&s[TD_SEC_MAX + 2].b, &dp, sizeof dp);
+	}
+words_out:
+	free(words);
+out:
+	free(nchild);
+	free(bfs);
+	free(newidx);
+	free(kid);
+	free(kstart);
+	free(col);
+	free(pstart);
+	free(sorted);
+	return err;
+}
+
+static int compress_names(td_buf *b)
+{
+	size_t bound = ZSTD_compressBound(b->len);
+	td_buf z = { 0 };
+	if (!(z.p = malloc(bound ? bound : 1)))
+		return TD_ENOMEM;
+	z.cap = bound;
+	size_t n = ZSTD_compress(z.p, bound, b->p, b->len, 19);
+	if (ZSTD_isError(n)) {
+		free(z.p);
+		return td_fail(TD_ENOMEM, "zstd: %s", ZSTD_getErrorName(n));
+	}
+	z.len = n;
+	td_buf_free(b);
+	*b = z;
+	return TD_OK;
+}
+
+static int write_container(td_build *b, const char *out_path)
+{
+	enum { NSEC = TD_SEC_MAX + 3 };
+	sec s[NSEC];
+	memset(s, 0, sizeof s);
+	for (unsigned id = 1; id < TD_SEC_MAX; id++)
+		s[id].id = id;
+	s[TD_SEC_MAX + 0].id = TD_SEC5_SHARDS;
+	s[TD_SEC_MAX + 1].id = TD_SEC5_PIECE_OFF;
+	s[TD_SEC_MAX + 2].id = TD_SEC5_PIECES;
+	s[TD_SEC_NAMES].flags = TD_SECF_ZSTD;
+	td_disk_shard *tab = calloc(b->njobs + 1, sizeof *tab);
+	char *tmp = malloc(strlen(out_path) + 32), *dcopy = strdup(out_path);
+	int fd = -1, err = TD_OK;
+	if (!tab || !tmp || !dcopy) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	sprintf(tmp, "%s.tmp.%d", out_path, (int)getpid());
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+		goto out;
+	}
+	/* the shards, in order, after room for the header */
+	td_disk_header h;
+	memset(&h, 0, sizeof h);
+	if (write_all(fd, &h, sizeof h))
+		goto ioerr;
+	uint64_t off = sizeof h;
+	for (uint32_t i = 0; i < b->njobs; i++) {
+		const job *j = b->jobs[i];
+		tab[i] = (td_disk_shard){ off, j->size, j->sum, j->nfiles, j->input_bytes, 0 };
+		if (append_file(fd, j->tmp, j->size, &off))
+			goto ioerr;
+		unlink(j->tmp);
+	}
+	if ((err = tree_sections(b, s, tab)) || (err = compress_names(&s[TD_SEC_NAMES].b)))
+		goto out;
+	td_disk_section dtab[NSEC];
+	uint32_t ns = 0;
+	for (unsigned i = 1; i < NSEC; i++) {
+		if ((err = td_buf_align(&s[i].b, 8)))
+			goto out;
+		dtab[ns++] = (td_disk_section){ s[i].id, s[i].flags, off, s[i].b.len, XXH3_64bits(s[i].b.p, s[i].b.len) };
+		if (write_all(fd, s[i].b.p, s[i].b.len))
+			goto ioerr;
+		off += s[i].b.len;
+	}
+	memcpy(h.magic, TD_MAGIC, TD_MAGIC_LEN);
+	h.version = TD_VERSION_SHARDED;
+	h.header_size = sizeof h;
+	h.nsections = ns;
+	h.sectab_off = off;
+	h.sectab_sum = XXH3_64bits(dtab, ns * sizeof *dtab);
+	h.file_size = off + ns * sizeof *dtab;
+	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
+	if (write_all(fd, dtab, ns * sizeof *dtab) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd))
+		goto ioerr;
+	if (close(fd)) {
+		fd = -1;
+		goto ioerr;
+	}
+	fd = -1;
+	if (rename(tmp, out_path)) {
+		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+		goto out;
+	}
+	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	goto out;
+ioerr:
+	err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (err && tmp)
+		unlink(tmp);
+	for (unsigned i = 0; i < NSEC; i++)
+		td_buf_free(&s[i].b);
+	free(tab);
+	free(tmp);
+	free(dcopy);
+	return err;
+}
+
+int td_build_finish(td_build *b, const char *out_path)
+{
+	if (b->one) {
+		td_writer *w = b->one;
+		b->one = NULL;
+		td_build_abort(b);
+		return td_writer_finish(w, out_path);
+	}
+	int err = TD_OK;
+	if (b->in_file)
+		err = td_fail(TD_EINVAL, "a file is still open in the builder");
+	if (!err)
+		shard_close(b);
+	/* wait for every shard, reporting progress meanwhile */
+	pthread_mutex_lock(&b->mu);
+	while (!err && b->inflight > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+		pthread_mutex_unlock(&b->mu);
+		report(b);
+		pthread_mutex_lock(&b->mu);
+	}
+	pthread_mutex_unlock(&b->mu);
+	stop_workers(b);
+	if (!err)
+		err = worker_err(b);
+	if (!err) {
+		/* where each piece landed */
+		for (uint32_t i = 0; i < b->njobs; i++) {
+			const job *j = b->jobs[i];
+			for (uint64_t k = 0; k < j->npaths; k++) {
+				b->pc[j->pidx[k]].local = j->local[k];
+				b->pc[j->pidx[k]].nwords = j->nwords[k];
+			}
+		}
+		err = write_container(b, out_path);
+	}
+	td_build_abort(b);
+	return err;
+}

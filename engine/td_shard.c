@@ -1,0 +1,605 @@
+/* td_shard: version 5 archives: the global tree dispatches every grammar question to its shards. */
+#include "td_shard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+/* Where a shard's local file entry lies in the global tree. */
+typedef struct rev_ent {
+	uint32_t e;               /* global entry, TD_NOENTRY if none */
+	uint64_t start;           /* the piece's first byte in the global file */
+} rev_ent;
+
+typedef struct rev_map {
+	uint64_t *base;           /* shard i's locals start at ents[base[i]] */
+	uint32_t *nloc;           /* and number nloc[i] */
+	rev_ent *ents;
+	uint32_t *rank;           /* global entry -> position in path order */
+} rev_map;
+
+typedef struct td_shards td_shards;
+struct td_shards {
+	uint32_t n;
+	const td_disk_shard *tab;
+	td_pack piece_off;
+	const td_disk_piece *pieces;
+	uint64_t npieces;
+	uint64_t all_bytes;       /* sum of the shard images */
+	_Atomic(td_archive *) *sub;
+	pthread_mutex_t mu;
+	uint64_t budget;
+	_Atomic(rev_map *) rev;
+};
+
+static int bad5(const char *what)
+{
+	return td_fail(TD_ECORRUPT, "shard table: %s", what);
+}
+
+int td_shard_setup(td_archive *a)
+{
+	if (a->W || a->S || a->R || a->meta.nroot)
+		return bad5("a version 5 container holds a grammar of its own");
+	for (unsigned i = 0; i < 3; i++) {
+		const td_disk_section *s = a->sec5[i];
+		if (!s)
+			return bad5("a shard section is missing");
+		if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
+			return td_fail(TD_ECORRUPT, "shard section %u: checksum mismatch", s->id);
+	}
+	td_shards *sh = calloc(1, sizeof *sh);
+	if (!sh)
+		return TD_ENOMEM;
+	pthread_mutex_init(&sh->mu, NULL);
+	sh->budget = a->rcache_budget;
+	a->sh = sh;
+	const td_disk_section *st = a->sec5[0], *po = a->sec5[1], *pc = a->sec5[2];
+	if (st->size % sizeof(td_disk_shard) || st->size / sizeof(td_disk_shard) >= UINT32_MAX / 2)
+		return bad5("wrong size");
+	sh->n = (uint32_t)(st->size / sizeof(td_disk_shard));
+	sh->tab = (const td_disk_shard *)(a->map + st->off);
+	for (uint32_t i = 0; i < sh->n; i++) {
+		const td_disk_shard *d = &sh->tab[i];
+		if ((d->off & 7) || d->off < sizeof(td_disk_header) || d->off > a->size ||
+		    d->size > a->size - d->off || d->size < sizeof(td_disk_header))
+			return td_fail(TD_ECORRUPT, "shard %u: out of bounds", i);
+		sh->all_bytes += d->size;
+	}
+	if (pc->size % sizeof(td_disk_piece))
+		return bad5("piece table of a wrong size");
+	sh->pieces = (const td_disk_piece *)(a->map + pc->off);
+	sh->npieces = pc->size / sizeof(td_disk_piece);
+	if (td_pack_view(&sh->piece_off, a->map + po->off, po->size) || sh->piece_off.n != a->meta.nentries + 1 ||
+	    td_pack_get(&sh->piece_off, 0) != 0 || td_pack_get(&sh->piece_off, a->meta.nentries) != sh->npieces)
+		return bad5("piece offsets do not cover the piece table");
+	sh->sub = calloc(sh->n ? sh->n : 1, sizeof *sh->sub);
+	if (!sh->sub)
+		return TD_ENOMEM;
+	return TD_OK;
+}
+
+void td_shard_free(td_archive *a)
+{
+	td_shards *sh = a->sh;
+	if (!sh)
+		return;
+	for (uint32_t i = 0; sh->sub && i < sh->n; i++)
+		td_archive_close(atomic_load(&sh->sub[i]));
+	free(sh->sub);
+	rev_map *r = atomic_load(&sh->rev);
+	if (r) {
+		free(r->base);
+		free(r->nloc);
+		free(r->ents);
+		free(r->rank);
+		free(r);
+	}
+	pthread_mutex_destroy(&sh->mu);
+	free(sh);
+	a->sh = NULL;
+}
+
+/* The cache budget of shard i: its share of the archive's by image size,
+ * but at least min(budget, 64 MiB), so a read of one shard keeps its read
+ * tables (engine/README.md: Format 5). */
+static uint64_t shard_budget(const td_shards *sh, uint32_t i)
+{
+	uint64_t floor = sh->budget < (UINT64_C(64) << 20) ? sh->budget : UINT64_C(64) << 20;
+	uint64_t share = sh->all_bytes ? (uint64_t)((double)sh->budget * (double)sh->tab[i].size / (double)sh->all_bytes)
+				       : sh->budget;
+	return share > floor ? share : floor;
+}
+
+int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out)
+{
+	td_shards *sh = a->sh;
+	if (i >= sh->n)
+		return td_fail(TD_ECORRUPT, "piece names shard %u of %u", i, sh->n);
+	td_archive *s = atomic_load_explicit(&sh->sub[i], memory_order_acquire);
+	if (s) {
+		*out = s;
+		return TD_OK;
+	}
+	int err = TD_OK;
+	pthread_mutex_lock(&sh->mu);
+	s = atomic_load_explicit(&sh->sub[i], memory_order_relaxed);
+	if (!s) {
+		const td_disk_shard *d = &sh->tab[i];
+		err = td_archive_open_mem(a->map + d->off, d->size, 0, &s);
+		if (err) {
+			char why[512];
+			snprintf(why, sizeof why, "%s", td_errdetail());
+			err = td_fail(err, "shard %u: %s", i, why);
+		} else {
+			td_archive_set_cache(s, shard_budget(sh, i));
+			atomic_store_explicit(&sh->sub[i], s, memory_order_release);
+		}
+	}
+	pthread_mutex_unlock(&sh->mu);
+	*out = s;
+	return err;
+}
+
+/* Entry e's pieces: sh->pieces[*first, *first + *n). */
+static int pieces_of(const td_archive *a, td_entry e, uint64_t *first, uint64_t *n)
+{
+	const td_shards *sh = a->sh;
+	uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
+	if (lo > hi || hi > sh->npieces)
+		return td_fail(TD_ECORRUPT, "entry %u: bad piece range", e);
+	*first = lo;
+	*n = hi - lo;
+	return TD_OK;
+}
+
+int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got,
+		  td_cursor **subc, uint32_t *subshard)
+{
+	*got = 0;
+	td_stat st;
+	int err = td_archive_stat(a, e, &st);
+	if (err)
+		return err;
+	if (S_ISDIR(st.mode))
+		return TD_EISDIR;
+	if (off >= st.size || len == 0)
+		return TD_OK;
+	uint64_t first, n;
+	if ((err = pieces_of(a, e, &first, &n)))
+		return err;
+	if (n == 0)
+		return td_fail(TD_ECORRUPT, "entry %u: a file without pieces", e);
+	const td_disk_piece *pc = a->sh->pieces + first;
+	uint64_t lo = 0, hi = n; /* the last piece starting at or before off */
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		if (pc[mid].start <= off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	size_t done = 0;
+	for (uint64_t k = lo; k < n && done < len && off < st.size; k++) {
+		uint64_t end = k + 1 < n ? pc[k + 1].start : st.size;
+		if (pc[k].start > off || end < pc[k].start || end > st.size)
+			return td_fail(TD_ECORRUPT, "entry %u: pieces out of order", e);
+		if (off >= end)
+			continue;
+		td_archive *s;
+		if ((err = td_shard_sub(a, pc[k].shard, &s)))
+			break;
+		size_t want = (size_t)(end - off < len - done ? end - off : len - done), g = 0;
+		if (subc) {
+			if (!*subc || *subshard != pc[k].shard) {
+				td_cursor_free(*subc);
+				if (!(*subc = td_cursor_new(s))) {
+					err = TD_ENOMEM;
+					break;
+				}
+				*subshard = pc[k].shard;
+			}
+			err = td_cursor_read(*subc, pc[k].local, off - pc[k].start, (uint8_t *)buf + done, want, &g);
+		} else {
+			err = td_extract(s, pc[k].local, off - pc[k].start, (uint8_t *)buf + done, want, &g);
+		}
+		if (err)
+			break;
+		if (g != want) {
+			err = td_fail(TD_ECORRUPT, "entry %u: piece %llu in shard %u is shorter than the file says", e,
+				      (unsigned long long)k, pc[k].shard);
+			break;
+		}
+		done += g;
+		off += g;
+	}
+	*got = done;
+	return err;
+}
+
+int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
+{
+	*count = 0;
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	td_stat st;
+	int err = td_archive_stat(a, scope, &st);
+	if (err)
+		return err;
+	if (S_ISLNK(st.mode))
+		return TD_OK;
+	uint64_t first, n, sum = 0;
+	if ((err = pieces_of(a, scope, &first, &n)))
+		return err;
+	for (uint64_t k = 0; k < n; k++) {
+		const td_disk_piece *p = &a->sh->pieces[first + k];
+		td_archive *s;
+		uint64_t c = 0;
+		if ((err = td_shard_sub(a, p->shard, &s)) || (err = td_count(s, word, len, p->local, &c)))
+			return err;
+		sum += c;
+	}
+	*count = sum;
+	return TD_OK;
+}
+
+/* Path order (depth-first, names sorted) of the global tree and the map
+ * from each shard's file entries to the global ones; built on the first
+ * directory search. */
+static const rev_map *rev_get(const td_archive *a)
+{
+	td_shards *sh = a->sh;
+	rev_map *r = atomic_load_explicit(&sh->rev, memory_order_acquire);
+	if (r)
+		return r;
+	uint32_t *stack = NULL;
+	pthread_mutex_lock(&sh->mu);
+	r = atomic_load_explicit(&sh->rev, memory_order_relaxed);
+	if (r)
+		goto out;
+	uint64_t ne = a->meta.nentries, total = 0;
+	stack = malloc(ne * sizeof *stack);
+	r = calloc(1, sizeof *r);
+	if (!r || !stack || !(r->base = calloc(sh->n + 1, sizeof *r->base)) ||
+	    !(r->nloc = calloc(sh->n + 1, sizeof *r->nloc)) || !(r->rank = malloc(ne * sizeof *r->rank)))
+		goto fail;
+	/* path order: a depth-first walk, children pushed in reverse */
+	uint64_t top = 0, at = 0;
+	stack[top++] = TD_ROOT;
+	while (top) {
+		td_entry e = stack[--top];
+		r->rank[e] = (uint32_t)at++;
+		td_entry c0;
+		uint32_t nc;
+		if (td_archive_children(a, e, &c0, &nc) == TD_OK)
+			for (uint32_t i = nc; i-- > 0 && top < ne;)
+				stack[top++] = c0 + i;
+	}
+	for (uint64_t i = 0; i < sh->npieces; i++)
+		if (sh->pieces[i].shard < sh->n && sh->pieces[i].local + 1 > r->nloc[sh->pieces[i].shard])
+			r->nloc[sh->pieces[i].shard] = sh->pieces[i].local + 1;
+	for (uint32_t i = 0; i < sh->n; i++) {
+		r->base[i] = total;
+		total += r->nloc[i];
+	}
+	if (!(r->ents = malloc((total ? total : 1) * sizeof *r->ents)))
+		goto fail;
+	for (uint64_t i = 0; i < total; i++)
+		r->ents[i].e = TD_NOENTRY;
+	for (td_entry e = 0; e < ne; e++) {
+		td_stat st;
+		uint64_t first, n;
+		if (td_archive_stat(a, e, &st) || S_ISDIR(st.mode) || pieces_of(a, e, &first, &n))
+			continue;
+		for (uint64_t k = 0; k < n; k++) {
+			const td_disk_piece *p = &sh->pieces[first + k];
+			if (p->shard < sh->n)
+				r->ents[r->base[p->shard] + p->local] = (rev_ent){ e, p->start };
+		}
+	}
+	atomic_store_explicit(&sh->rev, r, memory_order_release);
+	goto out;
+fail:
+	if (r) {
+		free(r->base);
+		free(r->nloc);
+		free(r->rank);
+		free(r);
+	}
+	r = NULL;
+out:
+	pthread_mutex_unlock(&sh->mu);
+	free(stack);
+	return r;
+}
+
+typedef struct rhit {
+	uint32_t rank;
+	uint32_t e;
+	uint64_t off;
+} rhit;
+
+static int cmp_rhit(const void *x, const void *y)
+{
+	const rhit *a = x, *b = y;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return (a->off > b->off) - (a->off < b->off);
+}
+
+static int hits_push(td_hits *h, td_entry e, uint64_t off)
+{
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 64;
+		td_hit *v = realloc(h->v, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		h->v = v;
+		h->cap = cap;
+	}
+	h->v[h->n++] = (td_hit){ e, off };
+	return TD_OK;
+}
+
+int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
+{
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	td_stat st;
+	int err = td_archive_stat(a, scope, &st);
+	if (err)
+		return err;
+	if (S_ISLNK(st.mode))
+		return TD_OK;
+	uint64_t first, n;
+	if ((err = pieces_of(a, scope, &first, &n)))
+		return err;
+	int dir = S_ISDIR(st.mode);
+	const rev_map *r = NULL;
+	if (dir && !(r = rev_get(a)))
+		return td_fail(TD_ENOMEM, "search: the shards' entry map");
+	size_t before = out->n;
+	td_hits h = { 0 };
+	for (uint64_t k = 0; k < n && !err; k++) {
+		const td_disk_piece *p = &a->sh->pieces[first + k];
+		td_archive *s;
+		h.n = 0;
+		if ((err = td_shard_sub(a, p->shard, &s)) || (err = td_search(s, word, len, p->local, &h)))
+			break;
+		for (size_t i = 0; i < h.n && !err; i++) {
+			td_entry e = scope;
+			uint64_t start = p->start;
+			if (dir) {
+				rev_ent x = { TD_NOENTRY, 0 };
+				if (h.v[i].file < r->nloc[p->shard])
+					x = r->ents[r->base[p->shard] + h.v[i].file];
+				if (x.e == TD_NOENTRY) {
+					err = td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", p->shard,
+						      h.v[i].file);
+					break;
+				}
+				e = x.e;
+				start = x.start;
+			}
+			err = hits_push(out, e, h.v[i].off + start);
+		}
+	}
+	td_hits_free(&h);
+	if (!err && dir && n > 1 && out->n - before > 1) {
+		/* each shard's hits are in path order: merge them into one */
+		size_t m = out->n - before;
+		rhit *t = malloc(m * sizeof *t);
+		if (!t) {
+			err = TD_ENOMEM;
+		} else {
+			for (size_t i = 0; i < m; i++)
+				t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file,
+					       out->v[before + i].off };
+			qsort(t, m, sizeof *t, cmp_rhit);
+			for (size_t i = 0; i < m; i++)
+				out->v[before + i] = (td_hit){ t[i].e, t[i].off };
+			free(t);
+		}
+	}
+	if (err)
+		out->n = before;
+	return err;
+}
+
+int td_shard_query_fast(const td_archive *a, td_entry scope)
+{
+	if (scope == TD_ROOT)
+		return 1;
+	uint64_t first, n;
+	if (scope >= a->meta.nentries || pieces_of(a, scope, &first, &n))
+		return 0;
+	for (uint64_t k = 0; k < n; k++) {
+		const td_disk_piece *p = &a->sh->pieces[first + k];
+		td_archive *s;
+		if (td_shard_sub(a, p->shard, &s) || !td_query_fast(s, p->local))
+			return 0;
+	}
+	return 1;
+}
+
+int td_shard_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes)
+{
+	uint64_t sum = 0;
+	int err = TD_OK;
+	for (uint32_t i = 0; i < a->sh->n && !err; i++) {
+		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+			break;
+		td_archive *s;
+		uint64_t b = 0;
+		if (!(err = td_shard_sub(a, i, &s)))
+			err = td_archive_warm(s, stop, &b);
+		sum += b;
+	}
+	if (bytes)
+		*bytes = sum;
+	return err;
+}
+
+int td_shard_will_read(const td_archive *a, uint64_t bytes)
+{
+	/* a hint that covers a shard's whole text goes to it: a pass over
+	 * many files reads each shard through */
+	int err = TD_OK;
+	for (uint32_t i = 0; i < a->sh->n && !err; i++) {
+		td_archive *s;
+		if (bytes < a->sh->tab[i].input_bytes)
+			continue;
+		if (!(err = td_shard_sub(a, i, &s)))
+			err = td_archive_will_read(s, a->sh->tab[i].input_bytes);
+	}
+	return err;
+}
+
+int td_shard_check_data(const td_archive *a)
+{
+	for (uint32_t i = 0; i < a->sh->n; i++) {
+		td_archive *s;
+		int err = td_shard_sub(a, i, &s);
+		if (!err && (err = td_archive_check_data(s))) {
+			char why[512];
+			snprintf(why, sizeof why, "%s", td_errdetail());
+			err = td_fail(err, "shard %u: %s", i, why);
+		}
+		if (err)
+			return err;
+	}
+	return TD_OK;
+}
+
+void td_shard_set_cache(td_archive *a, uint64_t bytes)
+{
+	a->sh->budget = bytes;
+	for (uint32_t i = 0; i < a->sh->n; i++) {
+		td_archive *s = atomic_load(&a->sh->sub[i]);
+		if (s)
+			td_archive_set_cache(s, shard_budget(a->sh, i));
+	}
+}
+
+void td_shard_fill_info(const td_archive *a, td_info *o)
+{
+	o->nwords = o->nother = o->nrules = o->nrulesyms = o->nroot = o->max_depth = 0;
+	for (uint32_t i = 0; i < a->sh->n; i++) {
+		td_archive *s;
+		if (td_shard_sub(a, i, &s))
+			continue;
+		td_info x;
+		td_archive_info(s, &x);
+		o->nwords += x.nwords;
+		o->nother += x.nother;
+		o->nrules += x.nrules;
+		o->nrulesyms += x.nrulesyms;
+		o->nroot += x.nroot;
+		o->max_depth = x.max_depth > o->max_depth ? x.max_depth : o->max_depth;
+		for (unsigned id = 1; id < TD_SEC_MAX; id++)
+			o->section_bytes[id] += x.section_bytes[id];
+	}
+}
+
+uint32_t td_archive_nshards(const td_archive *a)
+{
+	return a->sh ? a->sh->n : 0;
+}
+
+int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out)
+{
+	if (!a->sh || i >= a->sh->n)
+		return td_fail(TD_EINVAL, "no shard %u", i);
+	const td_disk_shard *d = &a->sh->tab[i];
+	out->nfiles = d->nfiles;
+	out->input_bytes = d->input_bytes;
+	out->archive_bytes = d->size;
+	return TD_OK;
+}
+
+/* Entry e's path in archive x, for messages and checks. */
+static int path_of(const td_archive *x, td_entry e, char *buf, size_t cap)
+{
+	return td_archive_path(x, e, buf, cap) < 0 ? -1 : 0;
+}
+
+int td_shard_verify(const td_archive *a)
+{
+	const td_shards *sh = a->sh;
+	uint64_t *files = calloc(sh->n + 1, sizeof *files), *bytes = calloc(sh->n + 1, sizeof *bytes);
+	char *p1 = malloc(2 * (TD_MAXPATH + 2)), *p2 = p1 ? p1 + TD_MAXPATH + 2 : NULL;
+	int err = TD_OK;
+	if (!files || !bytes || !p1) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 0; i < sh->n && !err; i++) {
+		const td_disk_shard *d = &sh->tab[i];
+		td_archive *s;
+		if (XXH3_64bits(a->map + d->off, d->size) != d->sum)
+			err = td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
+		else if (!(err = td_shard_sub(a, i, &s)) && (err = td_archive_verify(s))) {
+			snprintf(p1, TD_MAXPATH, "%s", td_errdetail());
+			err = td_fail(err, "shard %u: %s", i, p1);
+		}
+	}
+	for (td_entry e = 0; e < a->meta.nentries && !err; e++) {
+		td_stat st;
+		uint64_t first, n, at = 0, words = 0;
+		if ((err = td_archive_stat(a, e, &st)) || (err = pieces_of(a, e, &first, &n)))
+			break;
+		if (!S_ISDIR(st.mode) && n == 0) {
+			err = td_fail(TD_ECORRUPT, "entry %u: a file without pieces", e);
+			break;
+		}
+		if (path_of(a, e, p1, TD_MAXPATH + 2)) {
+			err = td_fail(TD_ECORRUPT, "entry %u: bad path", e);
+			break;
+		}
+		for (uint64_t k = 0; k < n && !err; k++) {
+			const td_disk_piece *p = &sh->pieces[first + k];
+			td_archive *s;
+			td_stat ls;
+			if ((err = td_shard_sub(a, p->shard, &s)))
+				break;
+			if (td_archive_stat(s, p->local, &ls) || (ls.mode & S_IFMT) != (st.mode & S_IFMT) ||
+			    path_of(s, p->local, p2, TD_MAXPATH + 2) || strcmp(p1, p2)) {
+				err = td_fail(TD_ECORRUPT, "entry %u ('%s'): piece %llu is not the same entry in shard %u",
+					      e, p1, (unsigned long long)k, p->shard);
+				break;
+			}
+			if (S_ISDIR(st.mode)) {
+				if (k && p->shard <= sh->pieces[first + k - 1].shard)
+					err = td_fail(TD_ECORRUPT, "entry %u: directory pieces out of order", e);
+				continue;
+			}
+			if (p->start != at || (k && p->shard <= sh->pieces[first + k - 1].shard)) {
+				err = td_fail(TD_ECORRUPT, "entry %u ('%s'): pieces do not follow each other", e, p1);
+				break;
+			}
+			at += ls.size;
+			words += ls.nwords;
+			files[p->shard]++;
+			bytes[p->shard] += ls.size;
+		}
+		if (!err && !S_ISDIR(st.mode) && (at != st.size || words != st.nwords))
+			err = td_fail(TD_ECORRUPT, "entry %u ('%s'): pieces do not add up to its size or words", e, p1);
+	}
+	for (uint32_t i = 0; i < sh->n && !err; i++) {
+		td_archive *s;
+		td_info x;
+		if ((err = td_shard_sub(a, i, &s)))
+			break;
+		td_archive_info(s, &x);
+		if (files[i] != sh->tab[i].nfiles || files[i] != x.nfiles + x.nsymlinks ||
+		    bytes[i] != sh->tab[i].input_bytes)
+			err = td_fail(TD_ECORRUPT, "shard %u: its files are not the pieces the tree names", i);
+	}
+out:
+	free(files);
+	free(bytes);
+	free(p1);
+	return err;
+}
