@@ -132,7 +132,9 @@ static uint64_t zstd_max(const td_archive *a, unsigned id)
 	case TD_SEC_NAMES: return a->meta.nentries * TD_MAXNAME;
 	case TD_SEC_WORDS: return a->W * (TD_MAXTOK + (a->version >= 4 ? 2 : 0));
 	case TD_SEC_OTHER: return a->S * (TD_MAXTOK + 1);
-	case TD_SEC_WORD_FREQ: return 64 + a->W * 9 + (a->W / TD_TILE + 1) * sizeof(td_disk_tile_v1);
+	/* a packed array's fixed part (header, frame line, group offsets)
+	 * is a few hundred bytes: a shard of three words stores 216 */
+	case TD_SEC_WORD_FREQ: return 1024 + a->W * 9 + (a->W / TD_TILE + 1) * 2 * sizeof(td_disk_tile_v1);
 	default: return 0;
 	}
 }

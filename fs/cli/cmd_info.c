@@ -14,7 +14,9 @@ static const char info_help[] =
 	"section, the compression ratio (original bytes / archive bytes, every\n"
 	"index included), the numbers of files, directories, symlinks, grammar\n"
 	"rules and rule symbols, the grammar depth, the vocabulary (distinct\n"
-	"words) and the number of word tokens.\n"
+	"words) and the number of word tokens. A format 5 archive also lists\n"
+	"its shards: files, input bytes, archive bytes and ratio of each (the\n"
+	"grammar figures are summed over the shards).\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -78,7 +80,20 @@ int td_cmd_info(int argc, char **argv)
 		if (gmtime_r(&t, &tm) && strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tm))
 			td_cli_outf("built            %s\n", date);
 	}
-	td_cli_outf("sections (bytes, share of the archive)\n");
+	uint32_t nsh = td_archive_nshards(a);
+	if (nsh) {
+		td_cli_outf("shards           %u\n", nsh);
+		for (uint32_t i = 0; i < nsh; i++) {
+			td_shard_info si;
+			if (td_archive_shard_info(a, i, &si))
+				continue;
+			td_cli_outf("  shard %-6u files %-8llu input %-12llu archive %-12llu ratio %.3f\n", i,
+				    (unsigned long long)si.nfiles, (unsigned long long)si.input_bytes,
+				    (unsigned long long)si.archive_bytes,
+				    si.archive_bytes ? (double)si.input_bytes / (double)si.archive_bytes : 0.0);
+		}
+	}
+	td_cli_outf("sections (bytes, share of the archive; shards: summed)\n");
 	uint64_t sum = 0;
 	size_t nsec = sizeof in.section_bytes / sizeof in.section_bytes[0];
 	for (unsigned id = 0; id < nsec; id++) {

@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""shard: format 5 archives (issue 22), checked against the originals and tests/oracle.py.
+
+For the generated adversarial tree (tests/gen_adversarial.py plus big files
+that must be cut between shards) with 64 KiB shards, and for the real spam
+(1 MiB shards) and gcide (4 MiB: its 40 MB file over about ten shards)
+corpora where they are present:
+  - `-j 1` and `-j 4` write byte-identical archives; `tadoc info` lists the
+    shards and `tadoc verify` passes;
+  - `tadoc unpack` then `diff -r` equals the original, and so does a real
+    mount (tadocfs);
+  - random `tadoc extract` ranges, many crossing shard cuts, equal the
+    original bytes read by Python;
+  - `tadoc count` / `tadoc search` on files, directories and the root, and
+    the mount's user.tadoc.count.* attributes, equal the oracle;
+then a memory bound: a generated corpus 3x larger than `--memory` builds
+with the child's peak RSS (getrusage through wait4) under the bound; and bad
+arguments (shard size 0, memory too small for one shard, -j 0) exit 2 with
+one message. Needs $TADOC and $TADOCFS; mounts are skipped without FUSE.
+"""
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import fs_write_lib as L  # noqa: E402
+import oracle  # noqa: E402
+
+check, log = L.check, L.log
+TADOC = L.TADOC
+
+
+def tadoc(*args, env=None):
+    return subprocess.run([TADOC] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env)
+
+
+def compress(src, out, *opts):
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    r = tadoc("compress", "-q", "-o", out, *opts, src, env=env)
+    if r.returncode != 0:
+        raise SystemExit("compress %s: %s" % (src, r.stderr.decode(errors="replace")))
+
+
+def have_fuse():
+    if not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        return False
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+        return True
+    except OSError:
+        return False
+
+
+def files_of(root):
+    out = []
+    for d, _, fs in os.walk(root):
+        for f in fs:
+            p = os.path.join(d, f)
+            if os.path.isfile(p) and not os.path.islink(p):
+                out.append(os.path.relpath(p, root))
+    return sorted(out)
+
+
+def esc(p):
+    return p.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
+
+
+def check_queries(arc, src, corpus, rnd, name):
+    """Counts and searches on files, directories and the root equal the oracle."""
+    files = [r for r, k in corpus.kind.items() if k == "f"]
+    dirs = [r for r, k in corpus.kind.items() if k == "d" and r]
+    common = sorted(corpus.index, key=lambda w: -len(corpus.index[w]))[:6]
+    words = common + [w for w in rnd.sample(sorted(corpus.index), min(6, len(corpus.index)))]
+    big = sorted(files, key=lambda f: -len(corpus.words[f]))[:3]
+    scopes = [b""] + rnd.sample(dirs, min(4, len(dirs))) + big + rnd.sample(files, min(4, len(files)))
+    bad = 0
+    for w in words:
+        for s in scopes:
+            want = corpus.hits(w, s)
+            args = [arc, os.fsdecode(w)] + ([os.fsdecode(s)] if s else [])
+            r = tadoc("count", *args)
+            if not check(r.returncode == 0 and r.stdout.strip() == b"%d" % len(want),
+                         "%s: count %r in %r: %r, oracle %d" % (name, w, s, r.stdout[:80], len(want))):
+                bad += 1
+                continue
+            if len(want) > 20000:
+                continue
+            r = tadoc("search", *args)
+            if corpus.kind.get(s) == "f":
+                exp = b"".join(b"%d\n" % off for _, off in want)
+            else:
+                exp = b"".join(esc(f) + b":%d\n" % off for f, off in want)
+            if not check(r.returncode == 0 and r.stdout == exp, "%s: search %r in %r differs from the oracle"
+                         % (name, w, s)):
+                bad += 1
+    log("%s: %d words x %d scopes, %d differ" % (name, len(words), len(scopes), bad))
+    return words, scopes
+
+
+def check_extracts(arc, src, shard, rnd, name, n=60):
+    """Random ranges of the big files, many of them across shard cuts."""
+    files = [f for f in files_of(src) if os.path.getsize(os.path.join(src, f)) > shard // 2]
+    bad = 0
+    for _ in range(n if files else 0):
+        f = rnd.choice(files)
+        with open(os.path.join(src, f), "rb") as fh:
+            data = fh.read()
+        off = rnd.randrange(len(data))
+        ln = rnd.choice([1, 7, 4096, shard // 3, shard, 3 * shard])
+        r = tadoc("extract", arc, f, off, ln)
+        if not check(r.returncode == 0 and r.stdout == data[off:off + ln],
+                     "%s: extract %s %d %d differs" % (name, f, off, ln)):
+            bad += 1
+    log("%s: %d random extracts from %d big files, %d differ" % (name, n, len(files), bad))
+
+
+def check_mount(arc, src, corpus, words, scopes, work, name):
+    if not have_fuse():
+        log("%s: no FUSE, mount skipped" % name)
+        return
+    mnt = os.path.join(work, "mnt-" + name)
+    L.mount(arc, mnt)
+    try:
+        r = subprocess.run(["diff", "-r", "--no-dereference", src, mnt], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        check(r.returncode == 0, "%s: the mount differs from the original: %s" % (name, r.stdout[:500]))
+        for w in words[:4]:
+            for s in scopes:
+                if corpus.kind.get(s) == "l":
+                    continue
+                p = os.path.join(mnt, os.fsdecode(s)) if s else mnt
+                got = os.getxattr(p, "user.tadoc.count." + os.fsdecode(w), follow_symlinks=False)
+                check(got == b"%d" % len(corpus.hits(w, s)), "%s: mount count %r in %r: %r" % (name, w, s, got))
+    finally:
+        L.unmount(mnt)
+    log("%s: mount equals the original and the oracle" % name)
+
+
+def check_tree(src, shard, work, name, jobs=(1, 4)):
+    rnd = random.Random(22)
+    arcs = []
+    for j in jobs:
+        a = os.path.join(work, "%s-j%d.tadoc" % (name, j))
+        compress(src, a, "-j", j, "--shard-size", shard)
+        arcs.append(a)
+    with open(arcs[0], "rb") as f0, open(arcs[-1], "rb") as f1:
+        check(f0.read() == f1.read(), "%s: -j %d and -j %d archives differ" % (name, jobs[0], jobs[-1]))
+    arc = arcs[0]
+    info = tadoc("info", arc).stdout.decode()
+    nshards = [int(l.split()[1]) for l in info.splitlines() if l.startswith("shards")]
+    check(nshards and nshards[0] >= 2, "%s: expected several shards, info says %r" % (name, nshards))
+    check(tadoc("verify", arc).returncode == 0, "%s: verify" % name)
+    out = os.path.join(work, "u-" + name)
+    r = tadoc("unpack", arc, out)
+    check(r.returncode == 0, "%s: unpack: %s" % (name, r.stderr))
+    r = subprocess.run(["diff", "-r", "--no-dereference", src, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0, "%s: unpack differs: %s" % (name, r.stdout[:500]))
+    shutil.rmtree(out, ignore_errors=True)
+    log("%s: %s shards, -j identical, verify, unpack identical" % (name, nshards[0] if nshards else "?"))
+    check_extracts(arc, src, shard, rnd, name)
+    corpus = oracle.Corpus(src)
+    words, scopes = check_queries(arc, src, corpus, rnd, name)
+    check_mount(arc, src, corpus, words, scopes, work, name)
+    for a in arcs:
+        os.unlink(a)
+
+
+def gen_big(root, rnd):
+    """Files larger than a 64 KiB shard: lines of words, one long line,
+    UTF-8, and a run of word characters longer than a cut's window."""
+    os.makedirs(os.path.join(root, "big", "deep"), exist_ok=True)
+    vocab = ["alpha", "beta", "gamma", "Delta", "épée", "naïve", "x_1", "42", "straße", "中文", "the", "of"]
+    lines = [" ".join(rnd.choice(vocab) for _ in range(rnd.randrange(1, 30))) for _ in range(30000)]
+    with open(os.path.join(root, "big", "lines.txt"), "w") as f:
+        f.write("\n".join(lines))
+    with open(os.path.join(root, "big", "deep", "oneline.txt"), "w") as f:
+        f.write(" ".join(rnd.choice(vocab) for _ in range(60000)))
+    with open(os.path.join(root, "big", "deep", "utf8.txt"), "w") as f:
+        f.write("".join(rnd.choice(["中文", "é", "ß", "x", ",", "\n"]) for _ in range(120000)))
+
+
+def gen_corpus(root, nbytes, rnd):
+    os.makedirs(root, exist_ok=True)
+    vocab = ["w%d" % i for i in range(20000)]
+    n, i = 0, 0
+    while n < nbytes:
+        d = os.path.join(root, "d%02d" % (i % 16))
+        os.makedirs(d, exist_ok=True)
+        words = rnd.choices(vocab, weights=None, k=60000)
+        text = "\n".join(" ".join(words[k:k + 12]) for k in range(0, len(words), 12))
+        with open(os.path.join(d, "f%04d.txt" % i), "w") as f:
+            f.write(text)
+        n += len(text)
+        i += 1
+    return n
+
+
+def check_memory(work):
+    """A corpus 3x the bound builds under it (peak RSS of the child)."""
+    src = os.path.join(work, "mem")
+    bound = 24 << 20
+    n = gen_corpus(src, 3 * bound, random.Random(5))
+    arc = os.path.join(work, "mem.tadoc")
+    p = subprocess.Popen([TADOC, "compress", "-q", "-j", "2", "--shard-size", "512K", "--memory", str(bound),
+                          "-o", arc, src], stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    err = p.stderr.read()
+    rss = ru.ru_maxrss * 1024
+    check(os.WEXITSTATUS(status) == 0, "memory: compress failed: %r" % err)
+    check(rss < bound, "memory: peak RSS %.1f MiB over the bound of %.1f MiB" % (rss / 2**20, bound / 2**20))
+    check(tadoc("verify", arc).returncode == 0, "memory: verify")
+    log("memory: %.1f MB corpus, --memory %d MiB, peak RSS %.1f MiB" % (n / 1e6, bound >> 20, rss / 2**20))
+    shutil.rmtree(src)
+    os.unlink(arc)
+
+
+def check_bad_args(work):
+    src = os.path.join(work, "tiny")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(src, "a"), "w") as f:
+        f.write("a b c\n")
+    out = os.path.join(work, "bad.tadoc")
+    for opts, what in ((["--shard-size", "0"], "shard-size"), (["--memory", "1M"], "memory"),
+                       (["-j", "0"], "-j"), (["--shard-size", "1G", "--memory", "2G"], "memory")):
+        r = tadoc("compress", "-q", "-o", out, *opts, src)
+        msg = r.stderr.decode(errors="replace")
+        check(r.returncode == 2 and what in msg and msg.count("\n") == 1 and not os.path.exists(out),
+              "compress %s: exit %d, %r" % (opts, r.returncode, msg))
+    log("bad arguments: exit 2 with one message")
+
+
+def real_corpus(name):
+    for d in (os.environ.get("TADOC_CORPORA"),
+              os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tadoc-corpora")):
+        if d and os.path.isdir(os.path.join(d, name)) and os.listdir(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return None
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="shard-test.")
+    try:
+        check_bad_args(work)
+        adv = os.path.join(work, "adv")
+        subprocess.run([sys.executable, os.path.join(HERE, "gen_adversarial.py"), adv], check=True)
+        gen_big(adv, random.Random(7))
+        check_tree(adv, 64 << 10, work, "adversarial")
+        check_memory(work)
+        for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
+            src = real_corpus(name)
+            if not src or os.environ.get("SHARD_REAL") == "0":
+                log("%s: not present, skipped" % name)
+                continue
+            check_tree(src, shard, work, name, jobs=(2,))
+    finally:
+        L.cleanup()
+        shutil.rmtree(work, ignore_errors=True)
+    L.finish()
+
+
+if __name__ == "__main__":
+    main()
