@@ -141,7 +141,7 @@ static void job_free(job *j)
 	if (!j)
 		return;
 	td_writer_abort(j->w);
-	if (j->tmp && !getenv("TD_KEEP"))
+	if (j->tmp)
 		unlink(j->tmp);
 	free(j->tmp);
 	for (uint64_t i = 0; i < j->npaths; i++)
