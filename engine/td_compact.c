@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "td_build.h"
 #include "td_format.h"
 #include "td_lock.h"
 
@@ -18,7 +19,7 @@
 
 typedef struct walk {
 	const td_edit *ed;
-	td_writer *w;
+	td_build *w;
 	td_cursor *cur;
 	uint8_t *buf;
 	char path[TD_MAXPATH + 2];
@@ -26,7 +27,7 @@ typedef struct walk {
 
 static int feed_file(walk *k, td_node node, const td_stat *st)
 {
-	int err = td_writer_file_begin(k->w, k->path, st->mode & 07777, st->mtime_sec, st->mtime_nsec);
+	int err = td_build_file_begin(k->w, k->path, st->mode & 07777, st->mtime_sec, st->mtime_nsec);
 	if (err)
 		return err;
 	for (uint64_t off = 0; off < st->size;) {
@@ -36,11 +37,11 @@ static int feed_file(walk *k, td_node node, const td_stat *st)
 			return err;
 		if (got != want)
 			return td_fail(TD_ECORRUPT, "%s: text shorter than its size", k->path);
-		if ((err = td_writer_file_data(k->w, k->buf, got)))
+		if ((err = td_build_file_data(k->w, k->buf, got)))
 			return err;
 		off += got;
 	}
-	return td_writer_file_end(k->w);
+	return td_build_file_end(k->w);
 }
 
 static int feed_symlink(walk *k, td_node node, const td_stat *st)
@@ -53,7 +54,7 @@ static int feed_symlink(walk *k, td_node node, const td_stat *st)
 	if (err)
 		return err;
 	target[got] = '\0';
-	return td_writer_add_symlink(k->w, k->path, st->mtime_sec, st->mtime_nsec, target);
+	return td_build_add_symlink(k->w, k->path, st->mtime_sec, st->mtime_nsec, target);
 }
 
 /* Add the children of dir (whose path is k->path[0..plen)) depth-first,
@@ -84,7 +85,7 @@ static int feed_dir(walk *k, td_node dir, size_t plen, unsigned depth)
 		if ((err = td_edit_stat(k->ed, child, &st)))
 			return err;
 		if (S_ISDIR(st.mode)) {
-			err = td_writer_add_dir(k->w, k->path, st.mode & 07777, st.mtime_sec, st.mtime_nsec);
+			err = td_build_add_dir(k->w, k->path, st.mode & 07777, st.mtime_sec, st.mtime_nsec);
 			if (!err)
 				err = feed_dir(k, child, len, depth + 1);
 		} else if (S_ISLNK(st.mode)) {
@@ -116,7 +117,6 @@ static int sync_dir_of(const char *path)
 int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char *archive_path,
 	       const td_writer_opts *opts, int *lock_fd)
 {
-	(void)a;
 	size_t plen = strlen(archive_path);
 	char *tmp = malloc(plen + sizeof(".compact"));
 	if (!tmp)
@@ -131,22 +131,38 @@ int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char
 		k->buf = malloc(CHUNK_BYTES);
 	if (k)
 		k->cur = td_cursor_new(td_edit_archive(ed));
-	if (k)
-		k->w = td_writer_new(opts);
-	if (!k || !k->buf || !k->cur || !k->w) {
+	if (!k || !k->buf || !k->cur) {
 		err = TD_ENOMEM;
 		goto out;
 	}
+	/* the format asked for, else the archive's: version 5 stays sharded */
+	td_build_opts bo;
+	td_build_opts_init(&bo);
+	if (opts)
+		bo.writer = *opts;
+	unsigned fmt = opts && opts->format ? opts->format : td_archive_version(a);
+	bo.format = fmt >= TD_VERSION_SHARDED ? TD_VERSION_SHARDED : fmt == 3 ? 3 : TD_VERSION;
+	char *dir = strdup(archive_path);
+	if (!dir) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	char *slash = strrchr(dir, '/');
+	bo.tmp_dir = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	err = td_build_new(&bo, &k->w);
+	free(dir);
+	if (err)
+		goto out;
 	k->ed = ed;
 	/* 1. the new archive, complete and durable, beside the old one */
 	td_stat rs;
 	if ((err = td_edit_stat(ed, TD_ROOT, &rs)) ||
-	    (err = td_writer_add_dir(k->w, "", rs.mode & 07777, rs.mtime_sec, rs.mtime_nsec)))
+	    (err = td_build_add_dir(k->w, "", rs.mode & 07777, rs.mtime_sec, rs.mtime_nsec)))
 		goto out;
 	err = feed_dir(k, TD_ROOT, 0, 0);
 	if (err)
 		goto out;
-	err = td_writer_finish(k->w, tmp);
+	err = td_build_finish(k->w, tmp);
 	k->w = NULL;
 	if (err)
 		goto out;
@@ -189,7 +205,7 @@ int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char
 		err = td_journal_reset(j, nsize, nsum);
 out:
 	if (k) {
-		td_writer_abort(k->w);
+		td_build_abort(k->w);
 		td_cursor_free(k->cur);
 		free(k->buf);
 		free(k);
@@ -215,8 +231,9 @@ int td_compact_path(const char *archive_path, const td_writer_opts *opts, td_jou
 	if ((err = td_archive_open(archive_path, 0, &a)) || (err = td_edit_new(a, &ed)) ||
 	    (err = td_journal_open(archive_path, ed, 0, &j, rep)))
 		goto out;
-	if (td_journal_seq(j) == 0 && !td_edit_changed(ed))
-		goto out;
+	if (td_journal_seq(j) == 0 && !td_edit_changed(ed) &&
+	    !(opts && opts->format && (opts->format >= TD_VERSION_SHARDED) != (td_archive_version(a) >= TD_VERSION_SHARDED)))
+		goto out; /* nothing to fold in, and no change of format asked for */
 	err = td_compact(a, ed, j, archive_path, opts, &lock);
 	if (!err && rewritten)
 		*rewritten = 1;

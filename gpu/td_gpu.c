@@ -227,6 +227,8 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		return td_fail(TD_ECORRUPT, "section 'meta': bad counts");
 	if (td_archive_version(a) < 3)
 		return 1; /* 16-byte tiles the kernels do not read: CPU fallback */
+	if (td_archive_version(a) >= TD_VERSION_SHARDED)
+		return 1; /* shards (td_format.h): the CPU engine serves them for now */
 
 	td_secplan plan[] = {
 		{TD_SEC_E_MODE, 1, &d->e_mode, 0, 0, 0, {0}},

@@ -37,6 +37,9 @@ extern "C" {
  * configured cap), the archive is NOT uploaded: the handle opens in CPU
  * fallback mode, td_gpu_resident() returns 0, and every batch call is served
  * by the CPU engine with opts.cpu_threads threads (same results, CPU speed).
+ * A version 5 archive (shards, td_format.h) always opens in CPU fallback
+ * mode for now: uploading shards one by one (partial residency) is left
+ * to a later step; the CPU engine serves every shard.
  *
  * Built without CUDA (gpu/td_gpu_stub.c), td_gpu_available() returns 0 and
  * td_gpu_open() returns TD_ENOGPU ("no GPU").

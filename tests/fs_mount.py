@@ -769,9 +769,14 @@ def check_cache_warm(archive, tree, tmp):
 
 def check_damaged_sections(archive, tree, tmp):
     log("== damage in the root sequence or the rules: EIO on reads and counts, never wrong bytes")
+    # patched by section id: a format 4 archive (one grammar); format 5
+    # shards are damaged in shard.py
+    f4 = os.path.join(tmp, "adv4.tadoc")
+    r = run([TADOC, "compress", "-q", "--format", "4", "-o", f4, tree], timeout=1800)
+    check(r.returncode == 0, "compress --format 4: %s" % r.stderr)
     for sid, name in ((21, "root"), (18, "rules")):
         bad = os.path.join(tmp, "damaged_%s.tadoc" % name)
-        shutil.copyfile(archive, bad)
+        shutil.copyfile(f4, bad)
         r = run([sys.executable, os.path.join(TESTS_DIR, "archive_patch.py"), "flip", bad, str(sid)])
         check(r.returncode == 0, "archive_patch.py flip %s" % name)
         mnt = mount(bad, os.path.join(tmp, "mnt_damaged"))  # a plain mount does not read the big sections

@@ -38,7 +38,10 @@ extern "C" {
  * this runs. On success *lock_fd locks the new archive (the old lock is
  * released), the journal is empty, and the caller must reopen the archive
  * and start a new td_edit: node ids of the new archive differ (look nodes up
- * again by path). opts may be NULL.
+ * again by path). opts may be NULL. The new archive has opts->format (5:
+ * shards, td_build.h, with default jobs, shard size and memory bound; 3 or
+ * 4), or with 0 the old archive's: version 5 stays sharded (every shard
+ * is rebuilt), older ones become version 4.
  * Errors: those of td_writer (TD_EIO naming the file, TD_ENOMEM,
  * TD_ELIMIT), of td_edit_read, of the journal; on error the old archive and
  * journal stay in force. */
@@ -48,8 +51,9 @@ int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char
 /* `tadoc compact ARCHIVE`: take the exclusive lock (TD_EBUSY while a
  * writable mount holds it), open the archive, replay its journal (rep, which
  * may be NULL, gets the replay report), compact, release everything. When
- * there is nothing to fold in (no journal records), nothing is rewritten and
- * *rewritten (may be NULL) is 0. */
+ * there is nothing to fold in (no journal records) and opts asks for no
+ * change between sharded and not, nothing is rewritten and *rewritten (may
+ * be NULL) is 0. */
 int td_compact_path(const char *archive_path, const td_writer_opts *opts, td_journal_report *rep,
 		    int *rewritten);
 

@@ -2,14 +2,17 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "td_compact.h"
 #include "td_err.h"
+#include "td_format.h"
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -17,20 +20,43 @@ static const char compact_help[] =
 	"the journal. A crash at any point leaves either the old archive with its\n"
 	"journal or the new archive: never a loss. Fails while the archive is\n"
 	"mounted (writable or read-only). When the journal holds no changes,\n"
-	"nothing is rewritten.\n"
+	"nothing is rewritten, unless --format asks for another format.\n"
+	"A format 5 archive (shards) is rebuilt as format 5, others as format 4.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
 	"and dropped; every record before it is folded in.\n"
 	"\n"
 	"Options:\n"
-	"  -h, --help   show this help\n";
+	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
+	"                   the archive even when there are no edits\n"
+	"  -h, --help       show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
 {
-	int first;
-	int st = td_cli_simple_opts(argc, argv, compact_help, &first);
-	if (st >= 0)
-		return st;
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	td_writer_opts wo = { 0 };
+	uint64_t v;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			td_cli_out(compact_help, strlen(compact_help));
+			return TD_CLI_OK;
+		case 'F':
+			if (td_cli_parse_u64(optarg, &v) || (v != TD_VERSION && v != TD_VERSION_SHARDED))
+				return td_cli_usage(argv[0], "--format '%s': expected 4 or 5", optarg);
+			wo.format = (unsigned)v;
+			break;
+		default:
+			return td_cli_bad_option(argv[0], c, argv);
+		}
+	}
+	int first = optind;
 	if (argc - first != 1)
 		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
 	const char *archive = argv[first];
@@ -39,7 +65,6 @@ int td_cmd_compact(int argc, char **argv)
 		return td_cli_error_sys(archive, errno);
 	td_journal_report rep = { 0 };
 	int rewritten = 0;
-	td_writer_opts wo = { 0 };
 	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
 	int err = td_compact_path(archive, &wo, &rep, &rewritten);
 	if (rep.msg[0])
