@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "td_format.h"
 #include "td_pack.h"
 #include "td_scode.h"
+#include "td_shard.h"
 
 /* A big file is cut at most this far past the shard size (the first
  * ASCII byte that is not a word character, or here). */
@@ -35,6 +37,8 @@ typedef struct gent {
 	uint32_t nsec;
 	uint64_t size;
 	uint32_t last_shard;      /* directories: the last shard given a piece, UINT32_MAX none */
+	uint8_t from_base;        /* in opts.base (tadoc add) */
+	uint64_t base_words;      /* its word count there */
 } gent;
 
 typedef struct piece {
@@ -92,6 +96,7 @@ struct td_build {
 	uint64_t done_bytes;      /* text of finished shards (under mu) */
 	int werr;                 /* first worker failure seen (under mu) */
 	char *tmpbase;
+	uint32_t base_n;          /* shards kept from opts.base; new ones follow */
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -204,6 +209,11 @@ static void *worker(void *p)
 			b->qtail = NULL;
 		pthread_mutex_unlock(&b->mu);
 		int err = job_run(j);
+#ifdef __GLIBC__
+		/* the writer's tables were freed into this thread's arena:
+		 * give them back, so the bound holds for the process's RSS */
+		malloc_trim(0);
+#endif
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
 		pthread_mutex_lock(&b->mu);
@@ -270,7 +280,7 @@ static int shard_start(td_build *b)
 	job *j = calloc(1, sizeof *j);
 	if (!j)
 		goto nomem;
-	j->idx = b->njobs;
+	j->idx = b->base_n + b->njobs;
 	td_writer_opts wo = b->o.writer;
 	wo.format = TD_VERSION;
 	wo.progress = NULL;
@@ -443,6 +453,8 @@ static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int
 	if (err || (err = get_entry(b, path, strlen(path), type, &id, &created)))
 		return err;
 	gent *e = &b->ent[id];
+	if (!created && e->from_base)
+		return td_fail(TD_EEXIST, "'%s' is already in the archive", path);
 	if (!created && (e->explicit_ || e->type != G_DIR || type != G_DIR))
 		return td_fail(TD_EEXIST, "'%s' added twice", path);
 	e->explicit_ = 1;
@@ -455,6 +467,86 @@ static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int
 }
 
 /* ------------------------------------------------------------ API */
+
+/* The base archive's tree, its pieces and the slot index: entry e of the
+ * base is entry e here (breadth-first, so parents come first). */
+static int load_base(td_build *b, const td_archive *a)
+{
+	if (td_archive_version(a) != TD_VERSION_SHARDED || !td_sharded(a))
+		return td_fail(TD_EINVAL, "format %u: adding needs a format 5 archive", td_archive_version(a));
+	uint32_t ne = td_archive_nentries(a), cap = 64;
+	while (cap < ne + 64)
+		cap *= 2;
+	gent *v = realloc(b->ent, cap * sizeof *v);
+	if (!v)
+		return TD_ENOMEM;
+	b->ent = v;
+	b->capent = cap;
+	while (b->mask < 2 * (uint64_t)ne)
+		if (slot_grow(b))
+			return TD_ENOMEM;
+	td_shard_table(a, &b->base_n);
+	char *buf = malloc(TD_MAXPATH + 2);
+	if (!buf)
+		return TD_ENOMEM;
+	int err = TD_OK;
+	for (td_entry e = 0; e < ne && !err; e++) {
+		td_stat st;
+		const td_disk_piece *p;
+		uint64_t np;
+		int len = td_archive_path(a, e, buf, TD_MAXPATH + 2);
+		if (len < 0 || (err = td_archive_stat(a, e, &st)) || (err = td_shard_pieces(a, e, &p, &np))) {
+			err = err ? err : td_fail(TD_ECORRUPT, "entry %u: no path", e);
+			break;
+		}
+		gent *g = &b->ent[e];
+		if (e == 0) {
+			free(g->path);
+			g->path = NULL;
+		}
+		memset(g, 0, sizeof *g);
+		if (!(g->path = strdup(buf))) {
+			err = TD_ENOMEM;
+			break;
+		}
+		b->nent = e + 1;
+		g->parent = e ? st.parent : 0;
+		g->type = S_ISDIR(st.mode) ? G_DIR : S_ISLNK(st.mode) ? G_LINK : G_FILE;
+		g->explicit_ = 1;
+		g->from_base = 1;
+		g->mode = st.mode;
+		g->mtime = st.mtime_sec;
+		g->nsec = st.mtime_nsec;
+		g->size = S_ISDIR(st.mode) ? 0 : st.size;
+		g->base_words = st.nwords;
+		g->last_shard = UINT32_MAX;
+		if (e && (g->parent >= e || b->ent[g->parent].type != G_DIR)) {
+			err = td_fail(TD_ECORRUPT, "entry %u: bad parent", e);
+			break;
+		}
+		if (e)
+			*slot_find(b, g->path, strlen(g->path)) = e + 1;
+		for (uint64_t k = 0; k < np && !err; k++) {
+			if (p[k].shard >= b->base_n) {
+				err = td_fail(TD_ECORRUPT, "entry %u: piece in no shard", e);
+				break;
+			}
+			if (b->npc == b->cappc) {
+				uint64_t c = b->cappc ? 2 * b->cappc : 1024;
+				piece *pv = realloc(b->pc, c * sizeof *pv);
+				if (!pv) {
+					err = TD_ENOMEM;
+					break;
+				}
+				b->pc = pv;
+				b->cappc = c;
+			}
+			b->pc[b->npc++] = (piece){ e, p[k].shard, p[k].local, p[k].start, 0, 0 };
+		}
+	}
+	free(buf);
+	return err;
+}
 
 int td_build_new(const td_build_opts *opts, td_build **out)
 {
@@ -508,6 +600,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	if (o.build_time == 0)
 		o.build_time = (int64_t)time(NULL);
 	b->o = o;
+	int err;
 	uint64_t per = td_build_memory_min(o.shard_size), m = o.memory / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -527,6 +620,10 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	b->ent[0].mtime = o.build_time;
 	b->ent[0].last_shard = UINT32_MAX;
 	b->nent = 1;
+	if (o.base && (err = load_base(b, o.base))) {
+		td_build_abort(b);
+		return err;
+	}
 	for (; b->nth < o.jobs; b->nth++)
 		if (pthread_create(&b->th[b->nth], NULL, worker, b)) {
 			td_build_abort(b);
@@ -839,6 +936,8 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 		err = TD_ENOMEM;
 		goto out;
 	}
+	for (uint32_t e = 0; e < ne; e++)
+		words[e] = b->ent[e].base_words;
 	for (uint64_t i = 0; i < b->npc; i++) {
 		pstart[newidx[b->pc[i].e] + 1]++;
 		if (b->ent[b->pc[i].e].type != G_DIR)
@@ -918,7 +1017,7 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 	if ((err = td_buf_put(&s[TD_SEC_META].b, &m, sizeof m)))
 		goto words_out;
 	/* version 5 */
-	if ((err = td_buf_put(&s[TD_SEC_MAX + 0].b, tab, b->njobs * sizeof *tab)) ||
+	if ((err = td_buf_put(&s[TD_SEC_MAX + 0].b, tab, (b->base_n + b->njobs) * sizeof *tab)) ||
 	    (err = put_u64s(&s[TD_SEC_MAX + 1].b, pstart, ne + 1)))
 		goto words_out;
 	for (uint64_t i = 0; i < b->npc && !err; i++) {
@@ -968,7 +1067,7 @@ static int write_container(td_build *b, const char *out_path)
 	s[TD_SEC_MAX + 1].id = TD_SEC5_PIECE_OFF;
 	s[TD_SEC_MAX + 2].id = TD_SEC5_PIECES;
 	s[TD_SEC_NAMES].flags = TD_SECF_ZSTD;
-	td_disk_shard *tab = calloc(b->njobs + 1, sizeof *tab);
+	td_disk_shard *tab = calloc(b->base_n + b->njobs + 1, sizeof *tab);
 	char *tmp = malloc(strlen(out_path) + 32), *dcopy = strdup(out_path);
 	int fd = -1, err = TD_OK;
 	if (!tab || !tmp || !dcopy) {
@@ -986,9 +1085,22 @@ static int write_container(td_build *b, const char *out_path)
 	if (write_all(fd, &h, sizeof h))
 		goto ioerr;
 	uint64_t off = sizeof h;
+	if (b->base_n) { /* the base's shards, byte for byte */
+		uint32_t n;
+		const td_disk_shard *bt = td_shard_table(b->o.base, &n);
+		static const uint8_t zero[8];
+		for (uint32_t i = 0; i < b->base_n; i++) {
+			tab[i] = bt[i];
+			tab[i].off = off;
+			size_t pad = (size_t)((8 - (bt[i].size & 7)) & 7);
+			if (write_all(fd, b->o.base->map + bt[i].off, bt[i].size) || write_all(fd, zero, pad))
+				goto ioerr;
+			off += bt[i].size + pad;
+		}
+	}
 	for (uint32_t i = 0; i < b->njobs; i++) {
 		const job *j = b->jobs[i];
-		tab[i] = (td_disk_shard){ off, j->size, j->sum, j->nfiles, j->input_bytes, 0 };
+		tab[b->base_n + i] = (td_disk_shard){ off, j->size, j->sum, j->nfiles, j->input_bytes, 0 };
 		if (append_file(fd, j->tmp, j->size, &off))
 			goto ioerr;
 		unlink(j->tmp);

@@ -194,6 +194,50 @@ static uint64_t input_bytes(const char *const *inputs, size_t ninputs)
 	return g_total;
 }
 
+int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, const char *to, const char *skip)
+{
+	scan s = { 0 };
+	s.w = b;
+	struct stat ost;
+	if (skip && stat(skip, &ost) == 0) {
+		s.have_out = 1;
+		s.out_dev = ost.st_dev;
+		s.out_ino = ost.st_ino;
+	}
+	while (to && *to == '/')
+		to++;
+	size_t tl = to ? strlen(to) : 0;
+	while (tl && to[tl - 1] == '/')
+		tl--;
+	if (!(s.buf = malloc(CHUNK)))
+		return TD_ENOMEM;
+	int err = TD_OK;
+	for (size_t i = 0; i < ninputs && !err; i++) {
+		char *copy = strdup(inputs[i]), *rel = NULL;
+		if (!copy) {
+			err = TD_ENOMEM;
+			break;
+		}
+		size_t l = strlen(copy);
+		while (l > 1 && copy[l - 1] == '/')
+			copy[--l] = 0;
+		const char *base = strrchr(copy, '/');
+		base = base ? base + 1 : copy;
+		if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+			err = td_fail(TD_EINVAL, "%s: cannot name an archive entry after this path", inputs[i]);
+		else if (!(rel = malloc(tl + strlen(base) + 2)))
+			err = TD_ENOMEM;
+		else {
+			sprintf(rel, "%.*s%s%s", (int)tl, tl ? to : "", tl ? "/" : "", base);
+			err = add_path(&s, AT_FDCWD, inputs[i], inputs[i], rel, 0);
+		}
+		free(rel);
+		free(copy);
+	}
+	free(s.buf);
+	return err;
+}
+
 int td_build_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_build_opts *opts)
 {
 	if (ninputs == 0)
@@ -238,23 +282,7 @@ int td_build_paths(const char *out_path, const char *const *inputs, size_t ninpu
 			close(dfd);
 		}
 	} else {
-		for (size_t i = 0; i < ninputs && !err; i++) {
-			char *copy = strdup(inputs[i]);
-			if (!copy) {
-				err = TD_ENOMEM;
-				break;
-			}
-			size_t l = strlen(copy);
-			while (l > 1 && copy[l - 1] == '/')
-				copy[--l] = 0;
-			const char *base = strrchr(copy, '/');
-			base = base ? base + 1 : copy;
-			if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
-				err = td_fail(TD_EINVAL, "%s: cannot name an archive entry after this path", inputs[i]);
-			else
-				err = add_path(&s, AT_FDCWD, inputs[i], inputs[i], base, 0);
-			free(copy);
-		}
+		err = td_build_add_paths(s.w, inputs, ninputs, NULL, out_path);
 	}
 	free(s.buf);
 	if (err) {

@@ -503,6 +503,20 @@ void td_shard_fill_info(const td_archive *a, td_info *o)
 	}
 }
 
+const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n)
+{
+	*n = a->sh->n;
+	return a->sh->tab;
+}
+
+int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n)
+{
+	uint64_t first;
+	int err = pieces_of(a, e, &first, n);
+	*p = err ? NULL : a->sh->pieces + first;
+	return err;
+}
+
 uint32_t td_archive_nshards(const td_archive *a)
 {
 	return a->sh ? a->sh->n : 0;

@@ -25,6 +25,11 @@ int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out);
 int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got,
 		  td_cursor **subc, uint32_t *subshard);
 
+/* The container's shard table (*n entries) and entry e's pieces (td_build
+ * reuses them when it adds to an archive). TD_OK or TD_ECORRUPT. */
+const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n);
+int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n);
+
 /* The version 5 forms of the public calls of the same names. */
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
 int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);

@@ -20,6 +20,7 @@ one message. Needs $TADOC and $TADOCFS; mounts are skipped without FUSE.
 """
 import os
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -201,10 +202,14 @@ def gen_corpus(root, nbytes, rnd):
 
 
 def check_memory(work):
-    """A corpus 3x the bound builds under it (peak RSS of the child)."""
+    """A corpus 3x the bound builds under it (peak RSS of the child). Runs
+    first, the corpus written by another process: a child's ru_maxrss
+    starts at its parent's RSS when it forks (Linux keeps it across exec)."""
     src = os.path.join(work, "mem")
     bound = 24 << 20
-    n = gen_corpus(src, 3 * bound, random.Random(5))
+    subprocess.run([sys.executable, os.path.abspath(__file__), "--gen", src, str(3 * bound)], check=True)
+    n = sum(os.path.getsize(os.path.join(src, f)) for f in files_of(src))
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     arc = os.path.join(work, "mem.tadoc")
     p = subprocess.Popen([TADOC, "compress", "-q", "-j", "2", "--shard-size", "512K", "--memory", str(bound),
                           "-o", arc, src], stderr=subprocess.PIPE)
@@ -214,7 +219,8 @@ def check_memory(work):
     check(os.WEXITSTATUS(status) == 0, "memory: compress failed: %r" % err)
     check(rss < bound, "memory: peak RSS %.1f MiB over the bound of %.1f MiB" % (rss / 2**20, bound / 2**20))
     check(tadoc("verify", arc).returncode == 0, "memory: verify")
-    log("memory: %.1f MB corpus, --memory %d MiB, peak RSS %.1f MiB" % (n / 1e6, bound >> 20, rss / 2**20))
+    log("memory: %.1f MB corpus, --memory %d MiB, peak RSS %.1f MiB (this test's own %.1f MiB)"
+        % (n / 1e6, bound >> 20, rss / 2**20, own / 2**20))
     shutil.rmtree(src)
     os.unlink(arc)
 
@@ -234,6 +240,64 @@ def check_bad_args(work):
     log("bad arguments: exit 2 with one message")
 
 
+def shard_lines(arc):
+    return [l for l in tadoc("info", arc).stdout.decode().splitlines() if l.startswith("  shard ")]
+
+
+def check_add(work):
+    """tadoc add: new shards after the old ones (kept byte for byte), old and
+    new files read exact through unpack and a mount, refusals."""
+    rnd = random.Random(11)
+    a, b = os.path.join(work, "addA"), os.path.join(work, "addB")
+    gen_big(a, rnd)
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_adversarial.py"), b], check=True)
+    arc = os.path.join(work, "add.tadoc")
+    compress(a, arc, "--shard-size", 64 << 10)
+    before = shard_lines(arc)
+    with open(arc, "rb") as f:
+        old = f.read()
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "text"), os.path.join(b, "deep"), env=env)
+    check(r.returncode == 0, "add: %s" % r.stderr)
+    r = tadoc("add", "--to", "big/more", "--shard-size", 64 << 10, arc, os.path.join(b, "names"), env=env)
+    check(r.returncode == 0, "add --to: %s" % r.stderr)
+    after = shard_lines(arc)
+    check(after[:len(before)] == before and len(after) > len(before),
+          "add: the old shards are not kept (%d before, %d after)" % (len(before), len(after)))
+    # the old shard images, byte for byte, at the start of the new archive
+    with open(arc, "rb") as f:
+        new = f.read()
+    n0 = sum(int(l.split()[7]) for l in before)  # archive bytes of the old shards
+    check(new[64:64 + n0] == old[64:64 + n0], "add: old shard images changed")
+    check(tadoc("verify", arc).returncode == 0, "add: verify")
+    # the expected tree: A, plus B's members under their base names
+    want = os.path.join(work, "addW")
+    shutil.copytree(a, want, symlinks=True)
+    shutil.copytree(os.path.join(b, "text"), os.path.join(want, "text"), symlinks=True)
+    shutil.copytree(os.path.join(b, "deep"), os.path.join(want, "deep"), symlinks=True)
+    shutil.copytree(os.path.join(b, "names"), os.path.join(want, "big", "more", "names"), symlinks=True)
+    out = os.path.join(work, "u-add")
+    check(tadoc("unpack", arc, out).returncode == 0, "add: unpack")
+    r = subprocess.run(["diff", "-r", "--no-dereference", want, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0, "add: unpack differs: %s" % r.stdout[:500])
+    corpus = oracle.Corpus(want)
+    words, scopes = check_queries(arc, want, corpus, rnd, "add")
+    check_mount(arc, want, corpus, words, scopes, work, "add")
+    # refusals: an existing path (named), a format 4 archive; the archive unchanged
+    with open(arc, "rb") as f:
+        cur = f.read()
+    r = tadoc("add", arc, os.path.join(b, "text"))
+    check(r.returncode != 0 and b"text" in r.stderr and b"already" in r.stderr,
+          "add of an existing path: %d %r" % (r.returncode, r.stderr))
+    with open(arc, "rb") as f:
+        check(f.read() == cur, "a refused add changed the archive")
+    a4 = os.path.join(work, "add4.tadoc")
+    compress(a, a4, "--format", 4)
+    r = tadoc("add", a4, os.path.join(b, "text"))
+    check(r.returncode != 0 and b"compact --format 5" in r.stderr, "add to format 4: %r" % r.stderr)
+    log("add: old shards kept, unpack and mount exact, refusals")
+
+
 def real_corpus(name):
     for d in (os.environ.get("TADOC_CORPORA"),
               os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tadoc-corpora")):
@@ -243,14 +307,18 @@ def real_corpus(name):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--gen":
+        gen_corpus(sys.argv[2], int(sys.argv[3]), random.Random(5))
+        return
     work = tempfile.mkdtemp(prefix="shard-test.")
     try:
+        check_memory(work)
         check_bad_args(work)
         adv = os.path.join(work, "adv")
         subprocess.run([sys.executable, os.path.join(HERE, "gen_adversarial.py"), adv], check=True)
         gen_big(adv, random.Random(7))
         check_tree(adv, 64 << 10, work, "adversarial")
-        check_memory(work)
+        check_add(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
             src = real_corpus(name)
             if not src or os.environ.get("SHARD_REAL") == "0":

@@ -44,7 +44,7 @@ _tadoc()
         cword=$COMP_CWORD
     fi
 
-    local commands="compress ls cat extract unpack count search info verify mount config insert delete compact help"
+    local commands="compress ls cat extract unpack count search info verify mount config insert delete compact add help"
     if [[ $cword -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -60,7 +60,7 @@ _tadoc()
         if ((!dashdash)); then
             case $w in
                 --) dashdash=1; continue ;;
-                -o|--output|-c|--config|--max-depth|--sample-shift|--format) skip=1; continue ;;
+                -o|--output|-c|--config|--max-depth|--sample-shift|--format|-j|--jobs|--shard-size|--memory|--to) skip=1; continue ;;
                 -*) continue ;;
             esac
         fi
@@ -71,7 +71,9 @@ _tadoc()
     if [[ $cur == -* && $dashdash -eq 0 ]]; then
         local opts="-h --help"
         case $cmd in
-            compress) opts+=" -o --output -q --quiet --max-depth --sample-shift --format" ;;
+            compress) opts+=" -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format" ;;
+            compact) opts+=" --format" ;;
+            add) opts+=" --to -j --jobs --shard-size --memory" ;;
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;
@@ -88,13 +90,23 @@ _tadoc()
             case $prev in
                 -o|--output) _tadoc_archives "$cur" ;;
                 --max-depth|--sample-shift) ;;
-                --format) COMPREPLY=($(compgen -W "3 4" -- "$cur")) ;;
+                --format) COMPREPLY=($(compgen -W "3 4 5" -- "$cur")) ;;
+                -j|--jobs|--shard-size|--memory) ;;
                 *) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
             esac
             ;;
         insert|delete)
             # FILE on a writable mount, then numbers / text.
             [[ $n -eq 0 ]] && { _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")); }
+            ;;
+        add)
+            case $prev in
+                --format) COMPREPLY=($(compgen -W "4 5" -- "$cur")) ;;
+                --to) [[ $n -ge 1 ]] && _tadoc_archive_paths "${pos[0]}" "$cur" ;;
+                -j|--jobs|--shard-size|--memory) ;;
+                *) if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+                   else _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")); fi ;;
+            esac
             ;;
         ls|info|verify|compact)
             if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "td_archive.h"
 #include "td_err.h"
 #include "td_writer.h"
 
@@ -56,6 +57,11 @@ typedef struct td_build_opts {
 	 * file system: td_build_paths uses the output's directory); NULL =
 	 * $TMPDIR or /tmp. */
 	const char *tmp_dir;
+	/* A version 5 archive to add to (tadoc add): the new archive holds its
+	 * tree and its shards, byte for byte, then the shards of the added
+	 * entries; adding a path the base has is TD_EEXIST naming it. The
+	 * base must stay open until finish. NULL: a new archive. */
+	const td_archive *base;
 	/* Called from the adding thread: phase "compress", the text bytes of
 	 * the finished shards and total_bytes. May be NULL. */
 	td_progress_fn progress;
@@ -73,8 +79,9 @@ uint64_t td_build_memory_min(uint64_t shard_size);
 typedef struct td_build td_build;
 
 /* New builder; NULL opts = defaults. TD_OK, TD_EINVAL (shard_size 0, a
- * format other than 3-5, or memory below td_build_memory_min: detail
- * says so), TD_ENOMEM, or TD_EIO (a worker thread did not start). Not
+ * format other than 3-5, memory below td_build_memory_min, or a base that
+ * is not version 5: detail says so), TD_ENOMEM, TD_ECORRUPT (the base's
+ * tree), or TD_EIO (a worker thread did not start). Not
  * thread-safe: one thread adds; workers are internal. */
 int td_build_new(const td_build_opts *opts, td_build **out);
 
@@ -101,6 +108,13 @@ int td_build_finish(td_build *b, const char *out_path);
 
 /* Stop the workers, remove temporary files, free. NULL accepted. */
 void td_build_abort(td_build *b);
+
+/* Add each of inputs (file, directory or symlink on disk, walked as
+ * td_compress_paths walks them, directories in name order) under its base
+ * name, below `to` ("" or NULL: the top level; its missing parents are
+ * created). skip (may be NULL) is a file to leave out when met (the
+ * archive being written). Errors as the add calls, with the disk path. */
+int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, const char *to, const char *skip);
 
 /* td_compress_paths (td_writer.h) through a builder. */
 int td_build_paths(const char *out_path, const char *const *inputs, size_t ninputs, const td_build_opts *opts);

@@ -105,6 +105,7 @@ int td_cmd_config(int argc, char **argv);
 int td_cmd_insert(int argc, char **argv);  /* cmd_edit.c */
 int td_cmd_delete(int argc, char **argv);
 int td_cmd_compact(int argc, char **argv); /* cmd_compact.c */
+int td_cmd_add(int argc, char **argv);     /* cmd_add.c */
 
 /* Parse the options of a command that takes only -h/--help. Returns -1 when
  * the command should go on with positional arguments from argv[*first], or

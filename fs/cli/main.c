@@ -33,6 +33,7 @@ static const struct command commands[] = {
 	{ "insert", td_cmd_insert, "insert text into a file on a writable mount" },
 	{ "delete", td_cmd_delete, "delete a byte range of a file on a writable mount" },
 	{ "compact", td_cmd_compact, "fold the journal of edits into the archive" },
+	{ "add", td_cmd_add, "add files to a format 5 archive as new shards" },
 };
 
 static void print_help(void)

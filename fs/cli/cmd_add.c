@@ -1,0 +1,215 @@
+/* cmd_add: `tadoc add ARCHIVE INPUT... [--to DIR]`: new shards appended to a format 5 archive. */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "td_build.h"
+#include "td_conf.h"
+#include "td_edit.h"
+#include "td_err.h"
+#include "td_format.h"
+#include "td_gpu.h"
+#include "td_journal.h"
+#include "td_lock.h"
+
+static const char add_help[] =
+	"Usage: tadoc add [--to DIR] [-j N] [--shard-size SIZE] [--memory SIZE]\n"
+	"                 ARCHIVE INPUT...\n"
+	"\n"
+	"Add files and directories to a format 5 archive as new shards, without\n"
+	"rebuilding it: the existing shards are kept byte for byte. Each INPUT\n"
+	"appears at the top level under its base name, or below DIR inside the\n"
+	"archive with --to (missing directories are created). A path that is\n"
+	"already in the archive is an error naming it. ARCHIVE is replaced\n"
+	"atomically (temporary file, fsync, rename, directory fsync): a crash\n"
+	"leaves the old archive or the new one. Refused while the archive is\n"
+	"mounted or compacted, and while ARCHIVE.journal holds edits not yet\n"
+	"folded in (run 'tadoc compact' first). A format 4 archive must first be\n"
+	"converted: 'tadoc compact --format 5 ARCHIVE' (or compress it again).\n"
+	"\n"
+	"Options:\n"
+	"      --to DIR          directory inside the archive to add below\n"
+	"  -j, --jobs N          threads building shards (default: online cores)\n"
+	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
+	"  -h, --help            show this help\n";
+
+/* 1 when ARCHIVE.journal holds edits; -1 (message printed) on error. An
+ * empty journal is removed: it names the old archive, which is replaced. */
+static int pending_edits(const char *archive, const td_archive *a)
+{
+	size_t n = strlen(archive);
+	char *jp = malloc(n + sizeof ".journal");
+	if (!jp)
+		return td_cli_error_td(archive, TD_ENOMEM), -1;
+	memcpy(jp, archive, n);
+	memcpy(jp + n, ".journal", sizeof ".journal");
+	int r = 0;
+	if (access(jp, F_OK) == 0) {
+		td_edit *ed = NULL;
+		td_journal *j = NULL;
+		td_journal_report rep = { 0 };
+		int err = td_edit_new(a, &ed);
+		if (!err)
+			err = td_journal_open(archive, ed, TD_JOURNAL_READONLY, &j, &rep);
+		if (err) {
+			td_cli_error_td(jp, err);
+			r = -1;
+		} else if (rep.records || td_edit_changed(ed)) {
+			td_cli_errorf(archive, "edits in %s are not folded in yet: run 'tadoc compact %s' first", jp,
+				      archive);
+			r = 1;
+		} else if (unlink(jp) != 0) {
+			td_cli_error_sys(jp, errno);
+			r = -1;
+		}
+		td_journal_close(j);
+		td_edit_free(ed);
+	}
+	free(jp);
+	return r;
+}
+
+int td_cmd_add(int argc, char **argv)
+{
+	enum { OPT_TO = 256, OPT_SHARD, OPT_MEMORY };
+	static const struct option longopts[] = {
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard-size", required_argument, NULL, OPT_SHARD },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	td_build_opts bo;
+	td_build_opts_init(&bo);
+	td_writer_opts wo;
+	memset(&wo, 0, sizeof wo);
+	td_gpu_writer_opts(&wo);
+	wo.progress = NULL;
+	const char *to = NULL;
+	uint64_t v;
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_TO:
+			to = optarg;
+			break;
+		case 'j':
+			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > 4096)
+				return td_cli_usage(argv[0], "-j '%s': expected a number of threads from 1 to 4096",
+						    optarg);
+			bo.jobs = (unsigned)v;
+			break;
+		case OPT_SHARD:
+			if (td_conf_parse_size(optarg, &v) || v == 0)
+				return td_cli_usage(argv[0], "--shard-size '%s': expected a size above 0 (e.g. 64M)",
+						    optarg);
+			bo.shard_size = v;
+			break;
+		case OPT_MEMORY:
+			if (td_conf_parse_size(optarg, &v) || v == 0)
+				return td_cli_usage(argv[0], "--memory '%s': expected a size above 0 (e.g. 4G)", optarg);
+			bo.memory = v;
+			break;
+		case 'h':
+			td_cli_out(add_help, strlen(add_help));
+			return TD_CLI_OK;
+		default:
+			return td_cli_bad_option(argv[0], c, argv);
+		}
+	}
+	if (argc - optind < 2)
+		return td_cli_usage(argv[0], argc - optind < 1 ? "missing ARCHIVE" : "no input files or directories");
+	uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
+	if (mem < td_build_memory_min(bo.shard_size))
+		return td_cli_usage(argv[0], "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB",
+				    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
+				    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
+	const char *archive = argv[optind];
+	const char *const *inputs = (const char *const *)(argv + optind + 1);
+	size_t ninputs = (size_t)(argc - optind - 1);
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
+		bo.build_time = (int64_t)v;
+
+	int lock = -1;
+	td_cli_clear_detail();
+	int err = td_lock_archive(archive, 1, 0, &lock);
+	if (err == TD_EBUSY)
+		return td_cli_errorf(archive, "in use (mounted or being compacted): unmount it first");
+	if (err)
+		return td_cli_error_td(archive, err);
+	td_archive *a = td_cli_open(archive, 0);
+	if (!a) {
+		td_unlock_archive(lock);
+		return TD_CLI_FAIL;
+	}
+	int status = TD_CLI_OK;
+	if (td_archive_version(a) != TD_VERSION_SHARDED) {
+		status = td_cli_errorf(archive,
+				       "format %u: tadoc add needs format 5 (shards); convert it with 'tadoc compact --format 5 %s' "
+				       "or compress it again",
+				       td_archive_version(a), archive);
+		goto out;
+	}
+	int pe = pending_edits(archive, a);
+	if (pe) {
+		status = TD_CLI_FAIL;
+		goto out;
+	}
+	struct stat before, after;
+	if (stat(archive, &before) != 0) {
+		status = td_cli_error_sys(archive, errno);
+		goto out;
+	}
+	char *dir = strdup(archive);
+	if (!dir) {
+		status = td_cli_error_td(archive, TD_ENOMEM);
+		goto out;
+	}
+	char *slash = strrchr(dir, '/');
+	bo.tmp_dir = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	bo.writer = wo;
+	bo.base = a;
+	uint32_t old_shards = td_archive_nshards(a);
+	td_build *b = NULL;
+	td_cli_clear_detail();
+	err = td_build_new(&bo, &b);
+	if (!err)
+		err = td_build_add_paths(b, inputs, ninputs, to, archive);
+	if (!err) {
+		err = td_build_finish(b, archive);
+		b = NULL;
+	}
+	td_build_abort(b);
+	free(dir);
+	if (err) {
+		const char *d = td_errdetail();
+		if (d && d[0] && d[0] != '\'') {
+			fprintf(stderr, "tadoc: %s\n", d); /* names the input */
+			td_cli_clear_detail();
+			status = td_cli_status(err);
+		} else {
+			status = td_cli_error_td(archive, err);
+		}
+		goto out;
+	}
+	td_archive *n = td_cli_open(archive, 0);
+	if (n && stat(archive, &after) == 0)
+		td_cli_outf("%s: %u new shards (%u in all); %llu -> %llu bytes\n", archive,
+			    td_archive_nshards(n) - old_shards, td_archive_nshards(n), (unsigned long long)before.st_size,
+			    (unsigned long long)after.st_size);
+	td_archive_close(n);
+out:
+	td_archive_close(a);
+	td_unlock_archive(lock);
+	return status;
+}
