@@ -197,9 +197,20 @@ Test(corrupt, bad_magic_is_eformat)
 	}
 }
 
+/* A format 4 archive relabelled version 5 is no container: refused, never read. */
+Test(corrupt, format4_labelled_5_is_corrupt)
+{
+	uint8_t *b = copy_orig();
+	hdr(b)->version = TD_VERSION_SHARDED;
+	fix_header(b);
+	int err = try_open(put(b, g_olen), 0);
+	cr_assert_eq(err, TD_ECORRUPT, "%s", td_strerror(err));
+	free(b);
+}
+
 Test(corrupt, wrong_version_is_eversion)
 {
-	static const uint32_t v[] = {0, TD_VERSION + 1, 7, UINT32_MAX};
+	static const uint32_t v[] = {0, TD_VERSION_MAX + 1, 7, UINT32_MAX};
 	for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
 		uint8_t *b = copy_orig();
 		hdr(b)->version = v[i];

@@ -268,7 +268,8 @@ def check_add(work):
     with open(arc, "rb") as f:
         new = f.read()
     n0 = sum(int(l.split()[7]) for l in before)  # archive bytes of the old shards
-    check(new[64:64 + n0] == old[64:64 + n0], "add: old shard images changed")
+    hs = int.from_bytes(old[12:16], "little")  # header_size: the first shard follows the header
+    check(new[hs:hs + n0] == old[hs:hs + n0], "add: old shard images changed")
     check(tadoc("verify", arc).returncode == 0, "add: verify")
     # the expected tree: A, plus B's members under their base names
     want = os.path.join(work, "addW")

@@ -158,7 +158,8 @@ typedef struct td_info {
 
 void td_archive_info(const td_archive *a, td_info *out);
 
-/* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION). */
+/* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;
+ * TD_VERSION_SHARDED for a container of shards). */
 uint32_t td_archive_version(const td_archive *a);
 
 /* Version 5 archives are a set of shards (td_build.h, td_format.h), each
@@ -179,7 +180,8 @@ typedef struct td_shard_info {
 int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out);
 
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
- * for gpu/ uploads and tools; NULL when absent. */
+ * for gpu/ uploads and tools; NULL when absent. Of a version 5 archive, the
+ * container's sections (its grammar sections are empty: td_format.h). */
 const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size);
 
 /* Logical bytes of section `id` in its version 3 form, and their count:
