@@ -76,7 +76,7 @@ one() {
 		log "results written to $RESULTS_DIR/$name.md"
 		cat "$RESULTS_DIR/$name.md"
 	else
-		log "$name.sh failed; $RESULTS_DIR/$name.md left as it was (output: $tmp)"
+		log "$name.sh failed; $RESULTS_DIR/$name.md left as it was"
 	fi
 }
 
