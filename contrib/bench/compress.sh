@@ -6,7 +6,8 @@
 # Usage: contrib/bench/compress.sh CORPORA_DIR [NAME...]
 #   NAME defaults to: sotu spam gcide linuxdoc (directories in CORPORA_DIR).
 # Markdown tables go to stdout, progress to stderr. Archives and images stay
-# in $BENCH_WORK (see bench_lib.sh) for mount.sh to reuse.
+# in $BENCH_WORK (see bench_lib.sh) for mount.sh to reuse. Ends with shards.sh
+# (format 4 against format 5) unless SHARDS=0.
 # Ratio = original bytes (sum of regular file sizes) / archive bytes (the
 # whole file, every index included). zstd and xz compress `tar cf - .` of the
 # tree; tools run with their default thread counts; inputs are read once
@@ -15,7 +16,7 @@ set -u -o pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/bench_lib.sh"
 
 if [ $# -lt 1 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
-	sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
 	exit $([ $# -lt 1 ] && echo 2 || echo 0)
 fi
 CORPORA=$1
@@ -176,4 +177,10 @@ ${GOAL_ROWS}
 |---|---|---:|---:|---:|---:|
 ${QUERY_ROWS}
 EOF
+fi
+# Format 4 against format 5 (shards.sh: shard sizes, -j 1 and -j 2, mksquashfs
+# in the same run); SHARDS=0 leaves it out.
+if [ "${SHARDS:-1}" != 0 ]; then
+	printf '\n### Format 4 against format 5 (shards): `contrib/bench/shards.sh`\n\n'
+	"$(dirname "${BASH_SOURCE[0]}")/shards.sh" "$CORPORA" "${NAMES[@]}"
 fi
