@@ -421,7 +421,7 @@ static int check_sections(td_archive *a)
 			if (a->sec[s->id])
 				return bad(s->id, "appears twice");
 			a->sec[s->id] = s;
-		} else if (h->version >= TD_VERSION_SHARDED && s->id >= TD_SEC5_SHARDS && s->id <= TD_SEC5_PIECES) {
+		} else if (h->version >= TD_VERSION_SHARDED && s->id >= TD_SEC5_SHARDS && s->id < TD_SEC5_SHARDS + TD_SEC5_N) {
 			if (a->sec5[s->id - TD_SEC5_SHARDS])
 				return td_fail(TD_ECORRUPT, "shard section %u appears twice", s->id);
 			a->sec5[s->id - TD_SEC5_SHARDS] = s;

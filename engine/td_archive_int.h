@@ -118,7 +118,7 @@ struct td_archive {
 	/* The mapping belongs to a parent (a shard inside a version 5
 	 * container, td_archive_open_mem): close leaves it and fd alone. */
 	int borrowed;
-	const td_disk_section *sec5[3];      /* TD_SEC5_SHARDS, _PIECE_OFF, _PIECES */
+	const td_disk_section *sec5[TD_SEC5_N]; /* TD_SEC5_SHARDS .. TD_SEC5_P_START */
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;

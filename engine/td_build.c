@@ -329,6 +329,22 @@ static void shard_close(td_build *b)
 	report(b);
 }
 
+/* Entry e's path in a shard: every component is the number of its entry
+ * here, in hex (td_format.h: shards do not store the real names again). */
+static const char *shard_path(td_build *b, uint32_t e)
+{
+	static _Thread_local char buf[TD_MAXPATH + 1024];
+	uint32_t chain[1100];
+	unsigned n = 0;
+	for (uint32_t d = e; d != 0 && n < 1100; d = b->ent[d].parent)
+		chain[n++] = d;
+	size_t at = 0;
+	while (n-- > 0 && at + 16 < sizeof buf)
+		at += (size_t)sprintf(buf + at, at ? "/%x" : "%x", chain[n]);
+	buf[at] = 0;
+	return buf;
+}
+
 static int piece_add(td_build *b, uint32_t e, uint64_t start)
 {
 	if (b->npc == b->cappc) {
@@ -340,7 +356,7 @@ static int piece_add(td_build *b, uint32_t e, uint64_t start)
 		b->cappc = cap;
 	}
 	b->pc[b->npc] = (piece){ e, b->cur->idx, 0, start, 0, 0 };
-	return job_push_path(b->cur, b->ent[e].path, b->npc++);
+	return job_push_path(b->cur, shard_path(b, e), b->npc++);
 }
 
 /* A piece of file or symlink e starting at byte `start` goes to the
@@ -669,10 +685,9 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 /* Open the current file's next piece in the current shard. */
 static int fpiece_begin(td_build *b)
 {
-	const gent *e = &b->ent[b->fe];
 	int err = piece_open(b, b->fe, b->fpos);
 	if (!err)
-		err = td_writer_file_begin(b->cur->w, e->path, e->mode, e->mtime, e->nsec);
+		err = td_writer_file_begin(b->cur->w, shard_path(b, b->fe), 0644, b->o.build_time, 0);
 	if (err)
 		return err;
 	b->fopen_in_shard = 1;
@@ -775,7 +790,7 @@ int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint3
 	if (b->cur && b->cur_bytes >= b->o.shard_size)
 		shard_close(b);
 	if ((err = piece_open(b, id, 0)) ||
-	    (err = td_writer_add_symlink(b->cur->w, b->ent[id].path, mtime_sec, mtime_nsec, target)))
+	    (err = td_writer_add_symlink(b->cur->w, shard_path(b, id), b->o.build_time, 0, target)))
 		return err;
 	b->ent[id].size = strlen(target);
 	b->cur_bytes += b->ent[id].size;
@@ -1020,9 +1035,18 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 	if ((err = td_buf_put(&s[TD_SEC_MAX + 0].b, tab, (b->base_n + b->njobs) * sizeof *tab)) ||
 	    (err = put_u64s(&s[TD_SEC_MAX + 1].b, pstart, ne + 1)))
 		goto words_out;
-	for (uint64_t i = 0; i < b->npc && !err; i++) {
-		td_disk_piece dp = { sorted[i].shard, sorted[i].local, sorted[i].start };
-		err = td_buf_put(&s[TD_SEC_MAX + 2].b, &dp, sizeof dp);
+	{
+		uint64_t *v = malloc((b->npc + 1) * sizeof *v);
+		if (!v) {
+			err = TD_ENOMEM;
+			goto words_out;
+		}
+		for (unsigned c = 0; c < 3 && !err; c++) {
+			for (uint64_t i = 0; i < b->npc; i++)
+				v[i] = c == 0 ? sorted[i].shard : c == 1 ? sorted[i].local : sorted[i].start;
+			err = put_u64s(&s[TD_SEC_MAX + 2 + c].b, v, b->npc);
+		}
+		free(v);
 	}
 words_out:
 	free(words);
@@ -1058,14 +1082,16 @@ static int compress_names(td_buf *b)
 
 static int write_container(td_build *b, const char *out_path)
 {
-	enum { NSEC = TD_SEC_MAX + 3 };
+	enum { NSEC = TD_SEC_MAX + TD_SEC5_N };
 	sec s[NSEC];
 	memset(s, 0, sizeof s);
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		s[id].id = id;
 	s[TD_SEC_MAX + 0].id = TD_SEC5_SHARDS;
 	s[TD_SEC_MAX + 1].id = TD_SEC5_PIECE_OFF;
-	s[TD_SEC_MAX + 2].id = TD_SEC5_PIECES;
+	s[TD_SEC_MAX + 2].id = TD_SEC5_P_SHARD;
+	s[TD_SEC_MAX + 3].id = TD_SEC5_P_LOCAL;
+	s[TD_SEC_MAX + 4].id = TD_SEC5_P_START;
 	s[TD_SEC_NAMES].flags = TD_SECF_ZSTD;
 	td_disk_shard *tab = calloc(b->base_n + b->njobs + 1, sizeof *tab);
 	char *tmp = malloc(strlen(out_path) + 32), *dcopy = strdup(out_path);

@@ -25,7 +25,7 @@ struct td_shards {
 	uint32_t n;
 	const td_disk_shard *tab;
 	td_pack piece_off;
-	const td_disk_piece *pieces;
+	td_disk_piece *pieces;    /* the packed sections, decoded at open */
 	uint64_t npieces;
 	uint64_t all_bytes;       /* sum of the shard images */
 	_Atomic(td_archive *) *sub;
@@ -43,7 +43,7 @@ int td_shard_setup(td_archive *a)
 {
 	if (a->W || a->S || a->R || a->meta.nroot)
 		return bad5("a version 5 container holds a grammar of its own");
-	for (unsigned i = 0; i < 3; i++) {
+	for (unsigned i = 0; i < TD_SEC5_N; i++) {
 		const td_disk_section *s = a->sec5[i];
 		if (!s)
 			return bad5("a shard section is missing");
@@ -56,7 +56,7 @@ int td_shard_setup(td_archive *a)
 	pthread_mutex_init(&sh->mu, NULL);
 	sh->budget = a->rcache_budget;
 	a->sh = sh;
-	const td_disk_section *st = a->sec5[0], *po = a->sec5[1], *pc = a->sec5[2];
+	const td_disk_section *st = a->sec5[0], *po = a->sec5[1];
 	if (st->size % sizeof(td_disk_shard) || st->size / sizeof(td_disk_shard) >= UINT32_MAX / 2)
 		return bad5("wrong size");
 	sh->n = (uint32_t)(st->size / sizeof(td_disk_shard));
@@ -68,10 +68,20 @@ int td_shard_setup(td_archive *a)
 			return td_fail(TD_ECORRUPT, "shard %u: out of bounds", i);
 		sh->all_bytes += d->size;
 	}
-	if (pc->size % sizeof(td_disk_piece))
-		return bad5("piece table of a wrong size");
-	sh->pieces = (const td_disk_piece *)(a->map + pc->off);
-	sh->npieces = pc->size / sizeof(td_disk_piece);
+	td_pack ps, pl, pst;
+	if (td_pack_view(&ps, a->map + a->sec5[2]->off, a->sec5[2]->size) ||
+	    td_pack_view(&pl, a->map + a->sec5[3]->off, a->sec5[3]->size) ||
+	    td_pack_view(&pst, a->map + a->sec5[4]->off, a->sec5[4]->size) || ps.n != pl.n || ps.n != pst.n)
+		return bad5("malformed piece columns");
+	sh->npieces = ps.n;
+	if (!(sh->pieces = malloc((sh->npieces + 1) * sizeof *sh->pieces)))
+		return TD_ENOMEM;
+	for (uint64_t i = 0; i < sh->npieces; i++) {
+		uint64_t s = td_pack_get(&ps, i), l = td_pack_get(&pl, i);
+		if (s >= sh->n || l >= UINT32_MAX)
+			return bad5("a piece names no shard");
+		sh->pieces[i] = (td_disk_piece){ (uint32_t)s, (uint32_t)l, td_pack_get(&pst, i) };
+	}
 	if (td_pack_view(&sh->piece_off, a->map + po->off, po->size) || sh->piece_off.n != a->meta.nentries + 1 ||
 	    td_pack_get(&sh->piece_off, 0) != 0 || td_pack_get(&sh->piece_off, a->meta.nentries) != sh->npieces)
 		return bad5("piece offsets do not cover the piece table");
@@ -89,6 +99,7 @@ void td_shard_free(td_archive *a)
 	for (uint32_t i = 0; sh->sub && i < sh->n; i++)
 		td_archive_close(atomic_load(&sh->sub[i]));
 	free(sh->sub);
+	free(sh->pieces);
 	rev_map *r = atomic_load(&sh->rev);
 	if (r) {
 		free(r->base);
@@ -387,8 +398,9 @@ int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry 
 		}
 	}
 	td_hits_free(&h);
-	if (!err && dir && n > 1 && out->n - before > 1) {
-		/* each shard's hits are in path order: merge them into one */
+	if (!err && dir && out->n - before > 1) {
+		/* shards name their entries by number, not by name: put the
+		 * hits in the tree's path order */
 		size_t m = out->n - before;
 		rhit *t = malloc(m * sizeof *t);
 		if (!t) {
@@ -539,11 +551,24 @@ static int path_of(const td_archive *x, td_entry e, char *buf, size_t cap)
 	return td_archive_path(x, e, buf, cap) < 0 ? -1 : 0;
 }
 
+/* The local entry of directory d in shard s (from d's pieces), or
+ * TD_NOENTRY. */
+static td_entry dir_local(const td_archive *a, td_entry d, uint32_t s)
+{
+	uint64_t first, n;
+	if (pieces_of(a, d, &first, &n))
+		return TD_NOENTRY;
+	for (uint64_t k = 0; k < n; k++)
+		if (a->sh->pieces[first + k].shard == s)
+			return a->sh->pieces[first + k].local;
+	return TD_NOENTRY;
+}
+
 int td_shard_verify(const td_archive *a)
 {
 	const td_shards *sh = a->sh;
 	uint64_t *files = calloc(sh->n + 1, sizeof *files), *bytes = calloc(sh->n + 1, sizeof *bytes);
-	char *p1 = malloc(2 * (TD_MAXPATH + 2)), *p2 = p1 ? p1 + TD_MAXPATH + 2 : NULL;
+	char *p1 = malloc(TD_MAXPATH + 2);
 	int err = TD_OK;
 	if (!files || !bytes || !p1) {
 		err = TD_ENOMEM;
@@ -578,8 +603,11 @@ int td_shard_verify(const td_archive *a)
 			td_stat ls;
 			if ((err = td_shard_sub(a, p->shard, &s)))
 				break;
+			/* the same type, under the same directory there (a shard
+			 * names its entries by number: its shape is checked) */
 			if (td_archive_stat(s, p->local, &ls) || (ls.mode & S_IFMT) != (st.mode & S_IFMT) ||
-			    path_of(s, p->local, p2, TD_MAXPATH + 2) || strcmp(p1, p2)) {
+			    (e == TD_ROOT ? p->local != TD_ROOT
+					  : p->local == TD_ROOT || dir_local(a, st.parent, p->shard) != ls.parent)) {
 				err = td_fail(TD_ECORRUPT, "entry %u ('%s'): piece %llu is not the same entry in shard %u",
 					      e, p1, (unsigned long long)k, p->shard);
 				break;

@@ -182,7 +182,7 @@ int td_archive_verify(const td_archive *a)
 	if (words != a->meta.total_words)
 		return FAIL("per-file word counts do not add up to the corpus total");
 	if (td_sharded(a)) {
-		for (unsigned i = 0; i < 3; i++) {
+		for (unsigned i = 0; i < TD_SEC5_N; i++) {
 			const td_disk_section *s = a->sec5[i];
 			if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
 				return FAIL("shard section %u: checksum mismatch", s->id);

@@ -201,13 +201,22 @@ typedef struct td_disk_group {
  * count, meta.total_bytes and meta.total_words the corpus's; E_ROOT and
  * E_GSTART are all 0. The text lives in shards: each one a complete
  * version 4 archive image, stored whole inside the container (8-byte
- * aligned), over a subset of the files under their real paths (parent
- * directories implied). Three more sections say where:
+ * aligned), over a subset of the files (parent
+ * directories implied, see below). Five more sections say where:
  *
  *   TD_SEC5_SHARDS     td_disk_shard[nshards], in build order
- *   TD_SEC5_PIECE_OFF  packed, nentries+1: entry e's pieces are
- *                      PIECES[PIECE_OFF[e] .. PIECE_OFF[e+1])
- *   TD_SEC5_PIECES     td_disk_piece[npieces]
+ *   TD_SEC5_PIECE_OFF  packed, nentries+1: entry e's pieces are pieces
+ *                      PIECE_OFF[e] .. PIECE_OFF[e+1]-1
+ *   TD_SEC5_P_SHARD    packed, npieces: piece i's shard,
+ *   TD_SEC5_P_LOCAL    packed, npieces: its entry there,
+ *   TD_SEC5_P_START    packed, npieces: its start (td_disk_piece)
+ *
+ * A shard's tree has the shape of the part of the whole tree it holds, but
+ * its names are not the real ones (those are in the container only): every
+ * entry of a shard is named by a number unique in the archive build (lower
+ * case hex), its files have mode 0644 and every mtime is the build time; so
+ * names, modes and times are not stored twice. Readers never use a shard's
+ * names, modes or times.
  *
  * A file's pieces are the parts of its text in order: piece k holds bytes
  * [start_k, start_{k+1}) (the last one up to the file's size) as entry
@@ -221,7 +230,10 @@ typedef struct td_disk_group {
  */
 #define TD_SEC5_SHARDS 32u
 #define TD_SEC5_PIECE_OFF 33u
-#define TD_SEC5_PIECES 34u
+#define TD_SEC5_P_SHARD 34u
+#define TD_SEC5_P_LOCAL 35u
+#define TD_SEC5_P_START 36u
+#define TD_SEC5_N 5u          /* sections 32 .. 36 */
 
 typedef struct td_disk_shard {
 	uint64_t off;             /* of the shard's image in the container */
@@ -232,6 +244,7 @@ typedef struct td_disk_shard {
 	uint64_t reserved;
 } td_disk_shard;
 
+/* One piece, as the three packed sections give it. */
 typedef struct td_disk_piece {
 	uint32_t shard;
 	uint32_t local;           /* entry in the shard */
