@@ -18,7 +18,7 @@ extern "C" {
  * A builder takes entries in input order, like td_writer (the same add
  * calls, the same path rules and errors), and cuts the files' text into
  * shards of about shard_size bytes: a shard is a td_writer over the files
- * (and symlinks) given to it, under their real paths, built on a worker
+ * (and symlinks) given to it (named by number: td_format.h), built on a worker
  * thread while the next shard fills; a file larger than what is left of a
  * shard continues in the next one (cut after an ASCII byte that is not a
  * word character, at most 1 MiB past the size, so words and UTF-8
