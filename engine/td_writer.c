@@ -18,6 +18,7 @@
 #include "td_pack.h"
 #include "td_scode.h"
 #include "td_tokenize.h"
+#include "td_tmpfile.h"
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
 
@@ -568,14 +569,14 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 		if (zerr)
 			return zerr;
 	}
-	char *tmp = malloc(strlen(out_path) + 32);
+	size_t cap = strlen(out_path) + 32;
+	char *tmp = malloc(cap);
 	char *dcopy = strdup(out_path);
-	if (!tmp || !dcopy) {
+	if (!tmp || !dcopy || td_tmp_path(out_path, NULL, tmp, cap)) {
 		free(tmp);
 		free(dcopy);
 		return TD_ENOMEM;
 	}
-	sprintf(tmp, "%s.tmp.%d", out_path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int err = TD_OK;
 	if (fd < 0) {

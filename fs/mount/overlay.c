@@ -109,6 +109,8 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	}
 	/* Damage found and dropped (or an already folded-in journal emptied):
 	 * say so before the daemon leaves the terminal. */
+	if (rw->rep.swept_msg[0])
+		td_fs_log(TD_CONF_LOG_WARN, "%s: %s", fs->archive_path, rw->rep.swept_msg);
 	if (rw->rep.msg[0])
 		td_fs_log(TD_CONF_LOG_ERROR, "%s", rw->rep.msg);
 	if (!writable && !td_edit_changed(rw->ed)) {
