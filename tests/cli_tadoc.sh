@@ -204,6 +204,35 @@ no_crash "ls of an archive with a '..' entry" "$TADOC" ls "$B/dots.tadoc"
 expect_fail "unpack refuses an entry named '..'" "dots.tadoc" "$TADOC" unpack "$B/dots.tadoc" "$B/dots/out/t"
 [ -e "$B/dots/out/evil" ] || [ -e "$B/dots/zz" ] || [ -e "$B/dots/out/zz" ] && not_ok "unpack wrote outside its directory" || ok "nothing written outside the target"
 
+# Hostile entry trees (issue 26), checksums made valid: every class is refused
+# when the archive is opened (ls, verify, unpack), with one message naming the
+# entry and the problem; unpack writes nothing.
+mkdir -p "$B/host/in/d"; echo a >"$B/host/in/a"; echo b >"$B/host/in/b"; echo c >"$B/host/in/d/c"
+ln -s 'ab@#@cd' "$B/host/in/lnk"
+"$TADOC" compress -o "$B/host.tadoc" "$B/host/in" >/dev/null 2>&1
+hostile() { # NAME EXPECTED-MESSAGE PATCH-ARGS...
+	local name=$1 msg=$2; shift 2
+	cp "$B/host.tadoc" "$B/host_$name.tadoc"
+	"$PY" "$TESTS_DIR/archive_patch.py" "$1" "$B/host_$name.tadoc" "${@:2}"
+	expect_fail "ls refuses a hostile archive: $name" "$msg" "$TADOC" ls "$B/host_$name.tadoc"
+	expect_fail "verify refuses a hostile archive: $name" "$msg" "$TADOC" verify "$B/host_$name.tadoc"
+	expect_fail "unpack refuses a hostile archive: $name" "$msg" "$TADOC" unpack "$B/host_$name.tadoc" "$B/host/out_$name"
+	[ -e "$B/host/out_$name" ] && [ -n "$(ls -A "$B/host/out_$name")" ] && not_ok "unpack of hostile archive $name wrote files" || ok "unpack of hostile archive $name wrote nothing"
+}
+hostile empty "entry 2 '': empty name" setname b ''
+hostile dot "entry 2 '.': name '.' or '..'" setname b .
+hostile dotdot "entry 5 'd/..': name '.' or '..'" setname c ..
+hostile slash "entry 2 'x/y': name contains '/'" setname b x/y
+hostile nul "entry 2 'x\x00y': name contains a NUL byte" setname b 'x\x00y'
+hostile dup "entry 2 'a': name repeats within its directory" setname b a
+hostile unsorted "entry 2 'b': names of its directory are not sorted" setname a zz
+hostile linksize "entry 4 'lnk': size 3 differs from its text (7 bytes)" setcol 8 lnk 3
+# a symlink target with a NUL byte is found where targets are read (verify, unpack)
+cp "$B/host.tadoc" "$B/host_linknul.tadoc"
+"$PY" "$TESTS_DIR/archive_patch.py" replace "$B/host_linknul.tadoc" 16 '@#@' '@\x00@'
+expect_fail "verify refuses a symlink target with a NUL byte" "entry 4 'lnk': symlink target holds a NUL byte" "$TADOC" verify "$B/host_linknul.tadoc"
+expect_fail "unpack refuses a symlink target with a NUL byte" "entry 4 'lnk': symlink target holds a NUL byte" "$TADOC" unpack "$B/host_linknul.tadoc" "$B/host/out_linknul"
+
 # --- empty, foreign, truncated and corrupt archives ---------------------------
 : >"$B/empty.tadoc"
 printf 'hello, I am text\n' >"$B/foreign.tadoc"
