@@ -10,6 +10,7 @@
 #include "inode.h"
 #include "kernel_tune.h"
 #include "log.h"
+#include "xattr_perm.h"
 #include "ops.h"
 #include "req.h"
 #include "xattr.h"
@@ -301,6 +302,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		.e = e,
 		.size = size,
 		.name = name,
+		.who = td_fs_who(fs, req),
 	};
 	td_fs_dispatch(fs, &r);
 }
