@@ -15,7 +15,7 @@
  * sequential reader continues where its last read ended (decision 4). */
 typedef struct td_fs_file {
 	td_entry e;
-	int append;               /* edit mounts: opened with O_APPEND */
+	int append;               /* edit mounts: opened with O_APPEND (2: write-only, direct I/O) */
 	pthread_mutex_t mu;       /* guards cur; when busy, a read goes without it */
 	td_cursor *cur;
 	_Atomic uint64_t seq_next; /* batcher: where the last read handed in ends */
