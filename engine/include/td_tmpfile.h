@@ -29,8 +29,8 @@ int td_tmp_path(const char *target, const char *tag, char *buf, size_t cap);
 
 /* Remove the temporaries of `target` (names "TARGET." ... ".tmp.PID" in
  * its directory, made by td_tmp_path for any tag) whose process no longer
- * exists (kill(PID, 0) fails with ESRCH); this process's own and those of
- * running processes are kept. Call it while holding the target's lock
+ * exists (kill(PID, 0) fails with ESRCH: PIDs of this PID namespace);
+ * this process's own and those of running processes are kept. Call it while holding the target's lock
  * (td_lock.h), so no writer of this target is starting meanwhile.
  * *removed (may be NULL) gets the count; when it is not 0 and msg is not
  * NULL, msg gets one line for the user naming what was removed (cut to
