@@ -210,7 +210,8 @@ static int value_search(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x,
 			search_release(fs, r);
 			return -ENOMEM;
 		}
-		memcpy(mine.v, h->v, h->n * sizeof *mine.v);
+		if (h->n)
+			memcpy(mine.v, h->v, h->n * sizeof *mine.v);
 		mine.n = mine.cap = h->n;
 		if ((rc = td_fs_hidden_filter(&v, hid, &mine))) {
 			td_hits_free(&mine);
