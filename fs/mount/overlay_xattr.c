@@ -46,6 +46,27 @@ static int ev_next(const void *ctx, uint32_t dir, uint64_t *cookie, uint32_t *ch
 	return err;
 }
 
+/* 1 when the whole edited tree hides nothing from class who: found by one
+ * walk per change (the journal's sequence number), so that while nothing
+ * is restricted, queries do not walk the tree. Caller holds the read lock. */
+static int open_to(td_fs *fs, const td_fs_tview *v, int who)
+{
+	if (who == TD_FS_WHO_ALL)
+		return 1;
+	td_fs_rw *rw = fs->rw;
+	uint64_t gen = (rw->j ? td_journal_seq(rw->j) : 0) + 1;
+	if (atomic_load(&rw->open_at[who - 1]) == gen)
+		return 1;
+	td_fs_hidden h;
+	if (td_fs_hidden_find(v, TD_ROOT, who, &h))
+		return 0;
+	int open = !h.all && h.n == 0;
+	td_fs_hidden_free(&h);
+	if (open)
+		atomic_store(&rw->open_at[who - 1], gen);
+	return open;
+}
+
 /* A directory's words or count of x's word (x NULL: words), less those of
  * the hidden roots. */
 static int dir_total(const td_edit *ed, td_node n, const td_fs_xname *x, const td_fs_hidden *hid, uint64_t *out)
@@ -89,7 +110,7 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, int who, char *
 		return -EACCES; /* as the kernel says with default_permissions */
 	td_fs_tview v = { .ctx = ed, .nids = td_edit_next_node(ed), .mode = ev_mode, .next = ev_next };
 	td_fs_hidden hid = { 0 };
-	int rc = is_dir ? td_fs_hidden_find(&v, n, who, &hid) : 0;
+	int rc = is_dir && !open_to(fs, &v, who) ? td_fs_hidden_find(&v, n, who, &hid) : 0;
 	if (rc)
 		return rc;
 	uint64_t total = 0;
