@@ -285,5 +285,13 @@ expect_fail "search with a damaged words frame" "zwords.tadoc" "$TADOC" search "
 expect_fail "corpus count with a damaged word-counts frame" "zfreq.tadoc" "$TADOC" count "$B/zfreq.tadoc" the
 check "file count with a damaged word-counts frame (not read)" "$TADOC" count "$B/zfreq.tadoc" the text/crlf.txt
 
+# --- an archive of only empty files: no ratio to speak of -------------------
+mkdir -p "$work/empties/sub"
+: >"$work/empties/a"; : >"$work/empties/sub/b"
+check "compress a tree of empty files" "$TADOC" compress -o "$work/empties.tadoc" "$work/empties"
+line=$("$TADOC" info "$work/empties.tadoc" | grep '^ratio')
+if [ "$line" = "ratio            n/a (no data)" ]; then ok "info of empty files: ratio n/a"
+else not_ok "info of empty files: ratio n/a" "$line"; fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
