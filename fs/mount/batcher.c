@@ -299,11 +299,8 @@ static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 /* Raise the calling thread (the batcher or a worker) b->raise nice steps
  * above the daemon. With a GPU these threads hand batches to it and the
  * replies back to the kernel while every core runs FUSE threads: each of
- * their wake-ups waited for a time slice (measured on the H200 host,
- * 64 KiB reads at 256 readers: 0.93-1.00x the CPU-only mount without,
- * mean 0.96x over five runs, 0.89-1.21x with 10 steps, mean 1.07x over
- * six; no difference at 64 readers;
- * contrib/bench/results-batcher-h200-2026-11-26-priority.md).
+ * their wake-ups waited for a time slice (what it measured:
+ * contrib/bench/NOTES.md, "Batcher").
  * Lowering a nice value needs root or CAP_SYS_NICE; without, the threads
  * stay as they are and one line is logged. */
 static void raise_thread(td_fs_batch *b)

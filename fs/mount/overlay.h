@@ -12,7 +12,7 @@
 #include "td_journal.h"
 
 /*
- * A `-o rw` mount (issue 4) serves every request through a td_edit overlay
+ * A `-o rw` mount serves every request through a td_edit overlay
  * of the archive whose changes go to the journal ARCHIVE.journal beside the
  * archive (td_journal.h) before they are applied and answered:
  *   - locking: the archive is flock'ed exclusively for a writable mount and
