@@ -122,6 +122,9 @@ struct td_archive {
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;
+	/* 1 once td_archive_check_sums found every section's checksum right:
+	 * td_data_check then only builds what it builds. */
+	atomic_int sums_ok;
 };
 
 /* Open the archive image map[0, size) inside a mapping the caller keeps
@@ -147,6 +150,15 @@ static inline int td_data_check(const td_archive *a)
 		return TD_OK;
 	return td_data_check_slow(a);
 }
+
+/* Check the entry tree, O(entries), once at open (td_verify.c): names
+ * (not empty, '.' or '..', no '/' or NUL, at most TD_MAXNAME bytes,
+ * sorted and distinct within a directory, as lookup's bisection needs),
+ * types, parents before children and listing them, children ranges, text
+ * ranges against sizes (none for directories; 1..TD_MAXPATH bytes for a
+ * symlink target). Decodes NAMES. TD_OK or TD_ECORRUPT with a detail
+ * naming the entry (number and path). */
+int td_tree_check(const td_archive *a);
 
 /* memcpy for the short copies of most tokens, inlined without over-reading:
  * two possibly overlapping fixed-size moves cover any length in a range. */

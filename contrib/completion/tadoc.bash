@@ -71,7 +71,8 @@ _tadoc()
     if [[ $cur == -* && $dashdash -eq 0 ]]; then
         local opts="-h --help"
         case $cmd in
-            compress) opts+=" -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format" ;;
+            # '-': a tar archive on standard input, as the only input
+            compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format" ;;
             compact) opts+=" --format" ;;
             add) opts+=" --to -j --jobs --shard-size --memory" ;;
             ls) opts+=" -l --long" ;;

@@ -24,7 +24,9 @@ static const char compact_help[] =
 	"A format 5 archive (shards) is rebuilt as format 5, others as format 4.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
-	"and dropped; every record before it is folded in.\n"
+	"and dropped; every record before it is folded in. Temporary files that an\n"
+	"interrupted compaction left (ARCHIVE.*.tmp.PID of a process that no\n"
+	"longer runs) are removed first, and named.\n"
 	"\n"
 	"Options:\n"
 	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
@@ -67,6 +69,8 @@ int td_cmd_compact(int argc, char **argv)
 	int rewritten = 0;
 	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
 	int err = td_compact_path(archive, &wo, &rep, &rewritten);
+	if (rep.swept_msg[0])
+		td_cli_errorf(archive, "%s", rep.swept_msg);
 	if (rep.msg[0])
 		td_cli_errorf(archive, "%s", rep.msg);
 	if (err)
