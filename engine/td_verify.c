@@ -88,8 +88,11 @@ int td_tree_check(const td_archive *a)
 	if (!names)
 		return TD_ECORRUPT; /* the detail names the section */
 	char label[600];
-	if (td_pack_get(&a->e_gstart, 0) != 0 || td_pack_get(&a->e_gstart, ne) != a->meta.total_bytes ||
-	    td_pack_get(&a->e_root, 0) != 0)
+	/* version 5: the text lives in the shards (E_GSTART and E_ROOT are
+	 * zeros); sizes are checked against the pieces (td_shard_verify) */
+	const int sharded = a->version >= TD_VERSION_SHARDED;
+	if (!sharded && (td_pack_get(&a->e_gstart, 0) != 0 || td_pack_get(&a->e_gstart, ne) != a->meta.total_bytes ||
+			 td_pack_get(&a->e_root, 0) != 0))
 		return FAIL("section 'entry-offsets': the entries' texts do not cover the corpus");
 	tree_cols *t = malloc(sizeof *t);
 	if (!t)
@@ -160,7 +163,10 @@ int td_tree_check(const td_archive *a)
 		}
 		/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
 		const uint64_t size = t->size[k], g0 = t->g[k], g1 = t->g[k + 1], r0 = t->r[k], r1 = t->r[k + 1];
-		if (g1 < g0 || r1 < r0)
+		if (sharded) {
+			if (S_ISDIR(m) ? size != 0 : S_ISLNK(m) && (size == 0 || size > TD_MAXPATH))
+				err = TREE_FAIL(e, p, nm, nl, "size %llu for its type", (unsigned long long)size);
+		} else if (g1 < g0 || r1 < r0)
 			err = TREE_FAIL(e, p, nm, nl, "text offsets out of order");
 		else if (S_ISDIR(m) ? g1 != g0 || r1 != r0 || size != 0 : g1 - g0 != size)
 			err = TREE_FAIL(e, p, nm, nl, "size %llu differs from its text (%llu bytes)",
