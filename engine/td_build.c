@@ -116,7 +116,7 @@ uint64_t td_build_memory_default(void)
 
 uint64_t td_build_memory_min(uint64_t shard_size)
 {
-	return shard_size * TD_BUILD_BYTES_PER_BYTE + TD_BUILD_SHARD_FIXED;
+	return TD_BUILD_BASE + shard_size * TD_BUILD_BYTES_PER_BYTE + TD_BUILD_SHARD_FIXED;
 }
 
 /* ------------------------------------------------------------ workers */
@@ -617,7 +617,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		o.build_time = (int64_t)time(NULL);
 	b->o = o;
 	int err;
-	uint64_t per = td_build_memory_min(o.shard_size), m = o.memory / per;
+	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	b->tmpbase = malloc(strlen(dir) + 64);

@@ -215,7 +215,9 @@ expect_fail "unpack refuses an entry named '..'" "dots.tadoc" "$TADOC" unpack "$
 # entry and the problem; unpack writes nothing.
 mkdir -p "$B/host/in/d"; echo a >"$B/host/in/a"; echo b >"$B/host/in/b"; echo c >"$B/host/in/d/c"
 ln -s 'ab@#@cd' "$B/host/in/lnk"
-"$TADOC" compress -o "$B/host.tadoc" "$B/host/in" >/dev/null 2>&1
+# format 4: the patches address its sections (a format 5 container keeps its
+# sizes beside the shards, checked against them by verify: shard.py)
+"$TADOC" compress --format 4 -o "$B/host.tadoc" "$B/host/in" >/dev/null 2>&1
 hostile() { # NAME EXPECTED-MESSAGE PATCH-ARGS...
 	local name=$1 msg=$2; shift 2
 	cp "$B/host.tadoc" "$B/host_$name.tadoc"

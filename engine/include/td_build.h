@@ -31,9 +31,10 @@ extern "C" {
  * bytes.
  *
  * Memory: each shard in flight (filling or being built) costs about
- * TD_BUILD_BYTES_PER_BYTE times shard_size (the writer's peak); at most
- * memory / that many are in flight (the adding thread waits for a worker
- * to finish), and memory must hold one. Plus O(entries) for the tree.
+ * TD_BUILD_BYTES_PER_BYTE times shard_size (the writer's peak) plus
+ * TD_BUILD_SHARD_FIXED; at most (memory - TD_BUILD_BASE) / that many are
+ * in flight (the adding thread waits for a worker to finish), and memory
+ * must hold one (td_build_memory_min).
  *
  * With format 3 or 4 the builder is one td_writer (no threads, no bound):
  * the archive is exactly td_writer's.
@@ -44,6 +45,9 @@ extern "C" {
  * (contrib/bench/results/compress.md), plus a fixed part per shard. */
 #define TD_BUILD_BYTES_PER_BYTE 7u
 #define TD_BUILD_SHARD_FIXED (UINT64_C(16) << 20)
+/* And the process itself (libraries, the tree, threads' arenas, writing
+ * the container). */
+#define TD_BUILD_BASE (UINT64_C(8) << 20)
 
 typedef struct td_build_opts {
 	td_writer_opts writer;    /* every shard's writer (format ignored; its progress is not called) */
@@ -71,8 +75,8 @@ typedef struct td_build_opts {
 /* Defaults: format 5, jobs 0, shard_size TD_BUILD_SHARD_DEFAULT, memory 0. */
 void td_build_opts_init(td_build_opts *o);
 
-/* The memory a build with these options may use by default (0 resolved),
- * and the least it needs: one shard in flight. */
+/* The memory a build may use by default (memory 0), and the least it
+ * needs: TD_BUILD_BASE and one shard in flight. */
 uint64_t td_build_memory_default(void);
 uint64_t td_build_memory_min(uint64_t shard_size);
 

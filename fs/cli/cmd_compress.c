@@ -48,7 +48,7 @@ static const char help[] =
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per shard (K/M/G suffixes; default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM;\n"
-	"                        one shard needs about 7 times its size plus 16M)\n"
+	"                        one shard needs about 7 times its size plus 24M)\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"
