@@ -18,6 +18,11 @@
 #include "td_pack.h"
 #include "td_scode.h"
 #include "td_tokenize.h"
+#include "td_trace.h"
+
+#ifdef TD_WRITER_TRACE
+_Thread_local double td_trace_wall, td_trace_cpu;
+#endif
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
 
@@ -185,6 +190,7 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	w->ent[0].mode = S_IFDIR | 0755;
 	w->ent[0].mtime = time(NULL);
 	w->nent = 1;
+	td_trace("writer start");
 	if (!w->ent[0].path) {
 		td_writer_abort(w);
 		return NULL;
@@ -695,6 +701,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	}
 	tokdict *d = &w->td;
 	uint32_t nt = d->n;
+	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct", (unsigned long long)w->bytes_in,
+		 (unsigned long long)w->nseq, nt);
 	/* 1. Distinct words, sorted; other tokens, sorted. */
 	order = malloc((nt + 1) * sizeof *order);
 	tokmap = malloc((nt + 1) * sizeof *tokmap);
@@ -778,6 +786,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		ulen[2 * i] = wl[words[i]];
 		ulen[2 * i + 1] = (uint16_t)(wl[words[i]] + 1u);
 	}
+	td_trace("dictionary: %llu words, %llu others", (unsigned long long)W, (unsigned long long)S);
 	/* 2. Remap the sequence and build the grammar. */
 	for (uint64_t i = 0; i < w->nseq; i++)
 		if (w->seq[i] != TD_SPLIT)
@@ -789,6 +798,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	w->seq = NULL;
 	if (err)
 		goto out;
+	td_trace("grammar total: %u rules, %llu root", g.nrules, (unsigned long long)g.file_root[g.nfiles]);
 	/* 3. Order rules by right-hand-side length (the groups), then by
 	 * expanded byte length, so RULE_LEN ascends inside each group and packs
 	 * in linear frames (a few bits a rule instead of ~7); creation order
@@ -838,6 +848,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		if (err)
 			goto out;
 	}
+	td_trace("rule layout + rule symbols encoded");
 	/* 4. Entries in breadth-first order, children sorted by name. */
 	uint32_t ne = w->nent;
 	nchild = calloc(ne, sizeof *nchild);
@@ -943,6 +954,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		eroot[ne] = ri;
 		for (uint32_t k = 0; k < R; k++)
 			topo[k] = rnew[k];
+		td_trace("entries + root layout");
 		/* 5. The derived indexes: the CPU builder or the caller's (GPU). */
 		td_index_in in = {
 			.nwords = W, .nterm = T, .term_len = ulen,
@@ -965,6 +977,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
 		if (err)
 			goto out;
+		td_trace("index build");
 		/* the tokenizer counted every file's words: a builder that
 		 * disagrees is broken, and its archive would be wrong */
 		for (uint32_t k = 0; k < ne; k++)
@@ -983,6 +996,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		    (err = td_pack_encode(io.word_freq, W, &sb.b[TD_SEC_WORD_FREQ])) ||
 		    (err = td_pack_encode(io.e_nwords, ne, &sb.b[TD_SEC_E_NWORDS])))
 			goto out;
+		td_trace("index + root encode");
 		td_disk_meta m;
 		memset(&m, 0, sizeof m);
 		m.nentries = ne;
@@ -1009,6 +1023,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "write", 1, 1);
 	err = write_archive(&sb, w->o.format, out_path);
+	td_trace("zstd sections + write");
 	goto out;
 nomem:
 	err = td_fail(TD_ENOMEM, "out of memory while building the archive");
