@@ -10,7 +10,10 @@
  * its own; one pass over the sequence gives them their rules in order of
  * first occurrence and takes the replacement decisions, a second rewrites
  * the sequence in place. Count updates are queued and applied in batches
- * with their slots prefetched (the table is far larger than the caches).
+ * with their slots prefetched (the table is far larger than the caches);
+ * a digram whose count falls to 0 leaves the table, so it holds only what
+ * the sequence has (about a third as many digrams as positions) and is
+ * sized once, at 0.6 slots of 12 bytes a position.
  * The grammar is the same as counting every round from scratch gives: the
  * counts are equal, and rule ids follow the sequence, not the table. */
 #include "td_grammar.h"
@@ -22,19 +25,6 @@
 #include "td_err.h"
 #include "td_mem.h"
 #include "td_trace.h"
-
-/* Open-addressing table (linear probing) from digram to (count, rule id). */
-typedef struct pair_slot {
-	uint64_t key;   /* (a << 32 | b) + 1; 0 = empty */
-	uint32_t count;
-	uint32_t rule;  /* hot table: the rule made for it this round, or 0 */
-} pair_slot;
-
-typedef struct pair_tab {
-	pair_slot *v;
-	uint64_t cap, used;
-	uint64_t alloc;  /* slots allocated (>= cap) */
-} pair_tab;
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -48,77 +38,129 @@ static inline uint64_t mix(uint64_t k)
 	return k;
 }
 
-/* Home slot of `key`: the hash mapped onto [0, cap) by a multiply, so any
- * capacity works. */
-static inline uint64_t home(const pair_tab *t, uint64_t key)
+/* Digram (a, b) as one key; never 0 (b is never TD_SPLIT). */
+static inline uint64_t pkey(uint32_t a, uint32_t b)
 {
-	return (uint64_t)(((u128)mix(key) * t->cap) >> 64);
+	return (((uint64_t)a << 32) | b) + 1;
 }
 
-static int tab_init(pair_tab *t, uint64_t cap)
+/* Home slot of `key` in a table of `cap` slots: the hash mapped onto
+ * [0, cap) by a multiply, so any capacity works. */
+static inline uint64_t home(uint64_t key, uint64_t cap)
+{
+	return (uint64_t)(((u128)mix(key) * cap) >> 64);
+}
+
+/* Tables are big (every access misses the caches): huge pages. */
+static void *slots_alloc(uint64_t n, size_t size)
+{
+	return n > SIZE_MAX / size ? NULL : td_big_alloc(n * size);
+}
+
+/* The count table: every digram of the sequence with its count, open
+ * addressing with linear probing. A slot is empty when its count is 0: a
+ * digram whose count falls to 0 is deleted (the entries after it shift
+ * back), so the table holds only digrams that occur. */
+typedef struct cslot {
+	uint32_t a, b;
+	uint32_t count;
+} cslot;
+
+typedef struct ctab {
+	cslot *v;
+	uint64_t cap, used;
+} ctab;
+
+static int ctab_init(ctab *t, uint64_t cap)
 {
 	if (cap < 64)
 		cap = 64;
-	t->v = td_big_alloc(cap * sizeof *t->v); /* huge pages: every access misses the caches */
-	if (!t->v)
+	if (!(t->v = slots_alloc(cap, sizeof *t->v)))
 		return TD_ENOMEM;
-	t->cap = t->alloc = cap;
+	t->cap = cap;
 	t->used = 0;
 	return TD_OK;
 }
 
-static void tab_free(pair_tab *t)
+static void ctab_free(ctab *t)
 {
-	td_big_free(t->v, t->alloc * sizeof *t->v);
+	td_big_free(t->v, t->cap * sizeof *t->v);
 	t->v = NULL;
 }
 
-static inline pair_slot *tab_find_from(const pair_tab *t, uint64_t key, uint64_t h)
+/* The slot of (a, b), or the empty slot where it would go; h is its home. */
+static inline cslot *ctab_find(const ctab *t, uint32_t a, uint32_t b, uint64_t h)
 {
 	for (;;) {
-		pair_slot *s = &t->v[h];
-		if (s->key == key || s->key == 0)
+		cslot *s = &t->v[h];
+		if (!s->count || (s->a == a && s->b == b))
 			return s;
 		if (++h == t->cap)
 			h = 0;
 	}
 }
 
-static inline pair_slot *tab_find(const pair_tab *t, uint64_t key)
+/* Empty slot i, moving back the entries after it that may not stay. */
+static void ctab_delete(ctab *t, uint64_t i)
 {
-	return tab_find_from(t, key, home(t, key));
+	uint64_t k = i;
+	for (;;) {
+		if (++k == t->cap)
+			k = 0;
+		cslot *s = &t->v[k];
+		if (!s->count)
+			break;
+		uint64_t h = home(pkey(s->a, s->b), t->cap);
+		/* it stays if its home lies cyclically in (i, k] */
+		if (i <= k ? (i < h && h <= k) : (i < h || h <= k))
+			continue;
+		t->v[i] = *s;
+		i = k;
+	}
+	t->v[i].count = 0;
+	t->used--;
 }
 
-/* Move the digrams still counted into a table of `cap` slots (those whose
- * count fell to 0 are dropped). */
-static int tab_rehash(pair_tab *t, uint64_t cap)
+/* Move every entry into a table of `cap` slots. */
+static int ctab_resize(ctab *t, uint64_t cap)
 {
-	pair_tab nt;
-	if (tab_init(&nt, cap) != TD_OK)
+	ctab nt;
+	if (ctab_init(&nt, cap) != TD_OK)
 		return TD_ENOMEM;
-	for (uint64_t i = 0; i < t->cap; i++)
-		if (t->v[i].key && t->v[i].count) {
-			*tab_find(&nt, t->v[i].key) = t->v[i];
-			nt.used++;
-		}
-	tab_free(t);
+	for (uint64_t i = 0; i < t->cap; i++) {
+		const cslot *s = &t->v[i];
+		if (s->count)
+			*ctab_find(&nt, s->a, s->b, home(pkey(s->a, s->b), nt.cap)) = *s;
+	}
+	nt.used = t->used;
+	ctab_free(t);
 	*t = nt;
 	return TD_OK;
 }
 
-/* Called when more than 0.7 of the slots would hold keys (zero counts
- * included): a rehash leaves the live ones at 0.4. */
-static int tab_room(pair_tab *t)
-{
-	uint64_t live = 0;
-	for (uint64_t i = 0; i < t->cap; i++)
-		live += t->v[i].key && t->v[i].count;
-	return tab_rehash(t, (live + 1) * 5 / 2);
-}
+/* The hot table: this round's digrams that get a rule, with their counts
+ * as the round began. */
+typedef struct hslot {
+	uint64_t key;   /* pkey(a, b); 0 = empty */
+	uint32_t count;
+	uint32_t rule;  /* the rule made for it this round, or 0 */
+} hslot;
 
-static inline uint64_t pkey(uint32_t a, uint32_t b)
+typedef struct htab {
+	hslot *v;
+	uint64_t cap;
+	uint64_t alloc;  /* slots allocated (>= cap) */
+} htab;
+
+static inline hslot *htab_find(const htab *t, uint64_t key)
 {
-	return (((uint64_t)a << 32) | b) + 1;
+	for (uint64_t h = home(key, t->cap);;) {
+		hslot *s = &t->v[h];
+		if (s->key == key || s->key == 0)
+			return s;
+		if (++h == t->cap)
+			h = 0;
+	}
 }
 
 /* Count updates are queued and applied a batch at a time, each batch's
@@ -131,42 +173,42 @@ typedef struct kbuf {
 	int add;        /* 1: count, 0: uncount */
 } kbuf;
 
-static int kb_flush(pair_tab *t, kbuf *b)
+static int kb_flush(ctab *t, kbuf *b)
 {
 	uint64_t h[KB_N];
 	for (unsigned i = 0; i < b->n; i++) {
-		h[i] = home(t, b->k[i]);
+		h[i] = home(b->k[i], t->cap);
 		__builtin_prefetch(&t->v[h[i]], 1);
 	}
 	int err = TD_OK;
-	if (!b->add) {
-		for (unsigned i = 0; i < b->n; i++) {
-			pair_slot *p = tab_find_from(t, b->k[i], h[i]);
-			assert(p->key == b->k[i] && p->count > 0);
-			p->count--;
+	uint64_t cap = t->cap;
+	for (unsigned i = 0; i < b->n; i++) {
+		uint32_t x = (uint32_t)((b->k[i] - 1) >> 32), y = (uint32_t)(b->k[i] - 1);
+		cslot *p = ctab_find(t, x, y, cap == t->cap ? h[i] : home(b->k[i], t->cap));
+		if (!b->add) {
+			assert(p->count > 0);
+			if (!--p->count)
+				ctab_delete(t, (uint64_t)(p - t->v));
+			continue;
 		}
-	} else {
-		uint64_t cap = t->cap;
-		for (unsigned i = 0; i < b->n; i++) {
-			uint64_t key = b->k[i];
-			pair_slot *p = tab_find_from(t, key, cap == t->cap ? h[i] : home(t, key));
-			if (!p->key) {
-				if ((t->used + 1) * 10 > t->cap * 7) {
-					if ((err = tab_room(t)))
-						break;
-					p = tab_find(t, key);
-				}
-				p->key = key;
-				t->used++;
+		if (!p->count) {
+			/* at most 0.7 full; growing leaves it 0.35 full */
+			if ((t->used + 1) * 10 > t->cap * 7) {
+				if ((err = ctab_resize(t, (t->used + 1) * 2)))
+					break;
+				p = ctab_find(t, x, y, home(b->k[i], t->cap));
 			}
-			p->count++;
+			p->a = x;
+			p->b = y;
+			t->used++;
 		}
+		p->count++;
 	}
 	b->n = 0;
 	return err;
 }
 
-static inline int kb_put(pair_tab *t, kbuf *b, uint64_t key)
+static inline int kb_put(ctab *t, kbuf *b, uint64_t key)
 {
 	b->k[b->n++] = key;
 	return b->n == KB_N ? kb_flush(t, b) : TD_OK;
@@ -176,7 +218,7 @@ static inline int kb_put(pair_tab *t, kbuf *b, uint64_t key)
  * like "aaa" counts the digram once per two symbols, and no digram spans a
  * TD_SPLIT. Exact for a range that starts and ends at the edge of a run of
  * equal symbols (or of the sequence). */
-static int count_range(pair_tab *t, kbuf *b, const uint32_t *s, uint64_t l, uint64_t r)
+static int count_range(ctab *t, kbuf *b, const uint32_t *s, uint64_t l, uint64_t r)
 {
 	uint64_t prev_key = 0;
 	for (uint64_t i = l; i < r; i++) {
@@ -235,8 +277,8 @@ typedef struct span {
 
 /* State kept across rounds. */
 typedef struct rounds {
-	pair_tab t;        /* every digram of the sequence with its count */
-	pair_tab hot;      /* this round's digrams that get a rule */
+	ctab t;            /* every digram of the sequence with its count */
+	htab hot;          /* this round's digrams that get a rule */
 	kbuf kb;           /* count updates not applied yet */
 	uint64_t *left;    /* bit per symbol: it starts a digram in `hot` */
 	uint64_t nleft;    /* words in `left` */
@@ -251,8 +293,8 @@ typedef struct rounds {
 
 static void rounds_free(rounds *st)
 {
-	tab_free(&st->t);
-	tab_free(&st->hot);
+	ctab_free(&st->t);
+	td_big_free(st->hot.v, st->hot.alloc * sizeof *st->hot.v);
 	free(st->left);
 	free(st->rep);
 	free(st->spans);
@@ -266,12 +308,12 @@ static inline int bit(const uint64_t *b, uint64_t i)
 }
 
 /* The digram at s[i], s[i + 1] if it gets a rule this round. */
-static inline pair_slot *hot_at(const rounds *st, const uint32_t *s, uint64_t i)
+static inline hslot *hot_at(const rounds *st, const uint32_t *s, uint64_t i)
 {
 	uint32_t a = s[i], b = s[i + 1];
 	if (a == TD_SPLIT || b == TD_SPLIT || !bit(st->left, a))
 		return NULL;
-	pair_slot *p = tab_find(&st->hot, pkey(a, b));
+	hslot *p = htab_find(&st->hot, pkey(a, b));
 	return p->key ? p : NULL;
 }
 
@@ -286,7 +328,7 @@ static unsigned sym_depth(const rounds *st, uint32_t s, uint32_t nterm)
 static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32_t div, uint32_t nterm,
 			unsigned max_depth)
 {
-	const pair_tab *t = &st->t;
+	const ctab *t = &st->t;
 	uint32_t maxc = 0;
 	for (uint64_t i = 0; i < t->cap; i++)
 		if (t->v[i].count > maxc)
@@ -298,12 +340,14 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 	/* the table is reused from round to round (it is left empty) */
 	uint64_t hcap = nhot * 2 + 64;
 	if (hcap > st->hot.alloc) {
-		tab_free(&st->hot);
-		if (tab_init(&st->hot, hcap + hcap / 2) != TD_OK)
+		td_big_free(st->hot.v, st->hot.alloc * sizeof *st->hot.v);
+		st->hot.alloc = hcap + hcap / 2;
+		if (!(st->hot.v = slots_alloc(st->hot.alloc, sizeof *st->hot.v))) {
+			st->hot.alloc = 0;
 			return TD_ENOMEM;
+		}
 	}
 	st->hot.cap = hcap;
-	st->hot.used = 0;
 	uint64_t words = ((uint64_t)next_id + 63) / 64;
 	if (words > st->nleft) {
 		uint64_t *nl = realloc(st->left, words * sizeof *nl);
@@ -316,19 +360,19 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 	int64_t made = 0;
 	st->hot_sum = 0;
 	for (uint64_t i = 0; i < t->cap; i++) {
-		const pair_slot *p = &t->v[i];
+		const cslot *p = &t->v[i];
 		if (p->count < thr)
 			continue;
-		uint32_t a = (uint32_t)((p->key - 1) >> 32), b = (uint32_t)(p->key - 1);
+		uint32_t a = p->a, b = p->b;
 		unsigned da = sym_depth(st, a, nterm), db = sym_depth(st, b, nterm);
 		if ((da > db ? da : db) + 1 > max_depth)
 			continue;
-		pair_slot *h = tab_find(&st->hot, p->key);
-		h->key = p->key;
+		uint64_t key = pkey(p->a, p->b);
+		hslot *h = htab_find(&st->hot, key);
+		h->key = key;
 		h->count = p->count;
 		h->rule = 0;
-		st->hot.used++;
-		st->left[a >> 6] |= UINT64_C(1) << (a & 63);
+			st->left[a >> 6] |= UINT64_C(1) << (a & 63);
 		st->hot_sum += p->count;
 		made++;
 	}
@@ -347,7 +391,7 @@ static int span_push(rounds *st, uint64_t l, uint64_t r)
 }
 
 /* A new rule for digram h (the first time the pass meets it). */
-static int make_rule(rounds *st, pair_slot *h, uint32_t *next_id, vec32 *pairs, uint32_t nterm)
+static int make_rule(rounds *st, hslot *h, uint32_t *next_id, vec32 *pairs, uint32_t nterm)
 {
 	uint32_t a = (uint32_t)((h->key - 1) >> 32), b = (uint32_t)(h->key - 1);
 	unsigned da = sym_depth(st, a, nterm), db = sym_depth(st, b, nterm);
@@ -377,19 +421,20 @@ static void verify_counts(const rounds *st, const uint32_t *s, uint64_t n)
 	rounds fresh;
 	memset(&fresh, 0, sizeof fresh);
 	fresh.kb.add = 1;
-	if (tab_init(&fresh.t, st->t.cap) || count_range(&fresh.t, &fresh.kb, s, 0, n ? n - 1 : 0) ||
+	if (ctab_init(&fresh.t, st->t.cap) || count_range(&fresh.t, &fresh.kb, s, 0, n ? n - 1 : 0) ||
 	    kb_flush(&fresh.t, &fresh.kb))
 		abort();
 	uint64_t live = 0;
 	for (uint64_t i = 0; i < st->t.cap; i++)
 		if (st->t.v[i].count) {
 			live++;
-			if (tab_find(&fresh.t, st->t.v[i].key)->count != st->t.v[i].count)
+			const cslot *p = &st->t.v[i];
+			if (ctab_find(&fresh.t, p->a, p->b, home(pkey(p->a, p->b), fresh.t.cap))->count != p->count)
 				abort();
 		}
-	if (live != fresh.t.used)
+	if (live != fresh.t.used || live != st->t.used)
 		abort();
-	tab_free(&fresh.t);
+	ctab_free(&fresh.t);
 }
 #endif
 
@@ -422,15 +467,15 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 #ifdef TD_GRAMMAR_VERIFY
 	follow = 1; /* the path to check */
 #endif
-	pair_slot *e_next = n >= 2 ? hot_at(st, s, 0) : NULL;
+	hslot *e_next = n >= 2 ? hot_at(st, s, 0) : NULL;
 	for (uint64_t i = 0; i + 1 < n; i++) {
 		enum { AHEAD = 12 };
 		if (i + AHEAD + 1 < n) {
 			uint32_t a = s[i + AHEAD], b = s[i + AHEAD + 1];
 			if (a != TD_SPLIT && b != TD_SPLIT && bit(st->left, a))
-				__builtin_prefetch(&st->hot.v[home(&st->hot, pkey(a, b))]);
+				__builtin_prefetch(&st->hot.v[home(pkey(a, b), st->hot.cap)]);
 		}
-		pair_slot *e = e_next;
+		hslot *e = e_next;
 		e_next = i + 2 < n ? hot_at(st, s, i + 1) : NULL;
 		if (e && !e->rule && (err = make_rule(st, e, next_id, pairs, nterm)))
 			return err;
@@ -563,7 +608,7 @@ int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_dep
 	const uint32_t div = 8;
 	rounds st;
 	memset(&st, 0, sizeof st);
-	if (tab_init(&st.t, n / 5 * 2 + 1024) != TD_OK || !(st.rep = calloc(n / 64 + 1, sizeof *st.rep)) ||
+	if (ctab_init(&st.t, n / 5 * 3 + 1024) != TD_OK || !(st.rep = calloc(n / 64 + 1, sizeof *st.rep)) ||
 	    (st.kb.add = 1, count_range(&st.t, &st.kb, seq, 0, n ? n - 1 : 0)) != TD_OK ||
 	    kb_flush(&st.t, &st.kb) != TD_OK) {
 		rounds_free(&st);
