@@ -281,6 +281,7 @@ typedef struct rounds {
 	htab hot;          /* this round's digrams that get a rule */
 	kbuf kb;           /* count updates not applied yet */
 	uint64_t *left;    /* bit per symbol: it starts a digram in `hot` */
+	uint64_t *right;   /* bit per symbol: it ends a digram in `hot` */
 	uint64_t nleft;    /* words in `left` */
 	uint64_t *rep;     /* bit per position: a rule replaces the digram there */
 	vec32 reprule;     /* the rule of each replacement, in sequence order */
@@ -296,6 +297,7 @@ static void rounds_free(rounds *st)
 	ctab_free(&st->t);
 	td_big_free(st->hot.v, st->hot.alloc * sizeof *st->hot.v);
 	free(st->left);
+	free(st->right);
 	free(st->rep);
 	free(st->spans);
 	free(st->dep);
@@ -311,7 +313,7 @@ static inline int bit(const uint64_t *b, uint64_t i)
 static inline hslot *hot_at(const rounds *st, const uint32_t *s, uint64_t i)
 {
 	uint32_t a = s[i], b = s[i + 1];
-	if (a == TD_SPLIT || b == TD_SPLIT || !bit(st->left, a))
+	if (a == TD_SPLIT || b == TD_SPLIT || !bit(st->left, a) || !bit(st->right, b))
 		return NULL;
 	hslot *p = htab_find(&st->hot, pkey(a, b));
 	return p->key ? p : NULL;
@@ -355,6 +357,11 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 			return TD_ENOMEM;
 		memset(nl + st->nleft, 0, (words - st->nleft) * sizeof *nl);
 		st->left = nl;
+		uint64_t *nr = realloc(st->right, words * sizeof *nr);
+		if (!nr)
+			return TD_ENOMEM;
+		memset(nr + st->nleft, 0, (words - st->nleft) * sizeof *nr);
+		st->right = nr;
 		st->nleft = words;
 	}
 	int64_t made = 0;
@@ -373,6 +380,7 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 		h->count = p->count;
 		h->rule = 0;
 			st->left[a >> 6] |= UINT64_C(1) << (a & 63);
+		st->right[b >> 6] |= UINT64_C(1) << (b & 63);
 		st->hot_sum += p->count;
 		made++;
 	}
@@ -472,7 +480,7 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 		enum { AHEAD = 12 };
 		if (i + AHEAD + 1 < n) {
 			uint32_t a = s[i + AHEAD], b = s[i + AHEAD + 1];
-			if (a != TD_SPLIT && b != TD_SPLIT && bit(st->left, a))
+			if (b != TD_SPLIT)
 				__builtin_prefetch(&st->hot.v[home(pkey(a, b), st->hot.cap)]);
 		}
 		hslot *e = e_next;
@@ -558,8 +566,9 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 	/* leave `left` and the hot table empty */
 	for (uint64_t j = 0; j < st->hot.cap; j++)
 		if (st->hot.v[j].key) {
-			uint32_t a = (uint32_t)((st->hot.v[j].key - 1) >> 32);
+			uint32_t a = (uint32_t)((st->hot.v[j].key - 1) >> 32), b = (uint32_t)(st->hot.v[j].key - 1);
 			st->left[a >> 6] &= ~(UINT64_C(1) << (a & 63));
+			st->right[b >> 6] &= ~(UINT64_C(1) << (b & 63));
 		}
 	memset(st->hot.v, 0, st->hot.cap * sizeof *st->hot.v);
 #ifdef TD_GRAMMAR_VERIFY
