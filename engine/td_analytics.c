@@ -63,8 +63,9 @@ static void an_free(an *x)
 	free(x->files);
 }
 
-/* Open the scope: checks, tables, its files, the piece flags. */
-static int an_init(an *x, const td_archive *a, td_entry scope)
+/* Open the scope: checks, its files, the piece flags, and the read
+ * tables when the walk reads the grammar (`walk`). */
+static int an_init(an *x, const td_archive *a, td_entry scope, int walk)
 {
 	memset(x, 0, sizeof *x);
 	x->a = a;
@@ -78,15 +79,17 @@ static int an_init(an *x, const td_archive *a, td_entry scope)
 	x->W = a->W;
 	x->T = a->T;
 	x->R = a->R;
-	td_flat_build(a);
 	err = add_files(x, scope, 0);
 	if (err)
 		return err;
 	uint64_t roots = 0;
 	for (size_t i = 0; i < x->nfiles; i++)
 		roots += td_pack_get(&a->e_root, x->files[i] + 1) - td_pack_get(&a->e_root, x->files[i]);
-	if (roots >= a->meta.nroot / 16)
-		td_syms_build_part(a, 1, roots >= a->meta.nroot / 2);
+	/* The walks read rules at random, often: decode them whole once the
+	 * scope is large; root symbols are read in order, a tile at a time
+	 * (the read tables of td_flat_build would cost more than they save). */
+	if (walk && roots >= a->meta.nroot / 16)
+		td_syms_build_part(a, 1, 0);
 	if (a->meta.nlongwords) {
 		uint64_t S = x->T - 2 * x->W;
 		x->piece = calloc(S ? S : 1, 1);
@@ -355,7 +358,7 @@ int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 	an x;
 	rset s = { 0 };
 	uint64_t *freq = NULL;
-	int err = an_init(&x, a, scope);
+	int err = an_init(&x, a, scope, scope != TD_ROOT);
 	if (err)
 		goto out;
 	c->cnt = calloc(x.W ? x.W : 1, sizeof *c->cnt);
@@ -649,6 +652,8 @@ struct scanner {
 	wslot win[TD_PHRASE_MAX];
 	int (*emit)(scanner *sc, const uint32_t *gram, const wslot *first);
 	uint64_t weight;           /* of the sequence being scanned */
+	int offsets;               /* track byte offsets (searches) */
+	uint64_t below;            /* sum of val over the rules the scan met */
 	void *ctx;
 };
 
@@ -741,10 +746,13 @@ static int scan_rule(scanner *sc, uint64_t r, int info)
 	unsigned hn = 0;
 	uint32_t *H = sc->si->head + slot * L;
 	sc->n = 0;
+	sc->below = 0;
 	for (uint32_t j = 0; j < len && !err; j++) {
 		uint64_t y = td_rule_sym(x->a, start + j);
 		if (y >= x->T + x->R)
 			return td_fail(TD_ECORRUPT, "symbol out of range");
+		if (y >= x->T)
+			sc->below += sc->si->val[sc->s->slot[y - x->T] - 1];
 		err = scan_sym(sc, y, 0);
 		if (!info)
 			continue;
@@ -796,14 +804,18 @@ static int scan_file(scanner *sc, td_entry e)
 	uint64_t rs, re, sym[QCHUNK], off = 0;
 	int err = root_range(x, e, &rs, &re);
 	sc->n = 0;
+	sc->below = 0;
 	for (uint64_t i = rs; !err && i < re;) {
 		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
 		td_root_range(x->a, i, k, sym);
 		for (uint64_t j = 0; j < k && !err; j++) {
 			if (sym[j] >= x->T + x->R)
 				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+			if (sym[j] >= x->T)
+				sc->below += sc->si->val[sc->s->slot[sym[j] - x->T] - 1];
 			err = scan_sym(sc, sym[j], off);
-			off += td_sym_len(x->a, sym[j]);
+			if (sc->offsets)
+				off += td_sym_len(x->a, sym[j]);
 		}
 		i += k;
 	}
@@ -907,19 +919,10 @@ static int phrase_rules(scanner *sc, pctx *p)
 	const rset *s = sc->s;
 	int err = TD_OK;
 	for (uint64_t i = 0; i < s->n && !err; i++) {
-		uint64_t r = s->order[i], start, sum = 0;
-		uint32_t len;
 		p->add = 0;
 		sc->weight = 1;
-		err = scan_rule(sc, r, 1);
-		if (!err)
-			err = rhs(sc->x, r, &start, &len);
-		for (uint32_t j = 0; j < len && !err; j++) {
-			uint64_t y = td_rule_sym(sc->x->a, start + j);
-			if (y >= sc->x->T)
-				sum += sc->si->val[s->slot[y - sc->x->T] - 1];
-		}
-		sc->si->val[i] = sum + p->add;
+		err = scan_rule(sc, s->order[i], 1);
+		sc->si->val[i] = sc->below + p->add;
 	}
 	return err;
 }
@@ -927,22 +930,10 @@ static int phrase_rules(scanner *sc, pctx *p)
 /* Occurrences in file e (its rules' counts known). */
 static int phrase_file(scanner *sc, pctx *p, td_entry e, uint64_t *count)
 {
-	const an *x = sc->x;
-	uint64_t rs, re, sym[QCHUNK], sum = 0;
-	int err = root_range(x, e, &rs, &re);
-	for (uint64_t i = rs; !err && i < re;) {
-		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-		td_root_range(x->a, i, k, sym);
-		for (uint64_t j = 0; j < k; j++)
-			if (sym[j] >= x->T && sym[j] < x->T + x->R)
-				sum += sc->si->val[sc->s->slot[sym[j] - x->T] - 1];
-		i += k;
-	}
 	p->add = 0;
 	sc->weight = 1;
-	if (!err)
-		err = scan_file(sc, e);
-	*count = sum + p->add;
+	int err = scan_file(sc, e);
+	*count = sc->below + p->add;
 	return err;
 }
 
@@ -1052,7 +1043,7 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, an 
 {
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	int err = an_init(x, a, scope);
+	int err = an_init(x, a, scope, 1);
 	if (err)
 		return err;
 	*counts = calloc(x->nfiles ? x->nfiles : 1, sizeof **counts);
@@ -1098,8 +1089,10 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, an 
 		err = phrase_file(&sc, &p, x->files[f], &(*counts)[f]);
 		if (!err && out && (*counts)[f]) {
 			sc.emit = search_emit;
+			sc.offsets = 1;
 			err = search_file(&sc, &p, x->files[f]);
 			sc.emit = phrase_emit;
+			sc.offsets = 0;
 		}
 	}
 out:
@@ -1351,7 +1344,7 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	uint64_t *freq = NULL;
 	topk tk = { 0 };
 	uint8_t *longf = NULL;
-	int err = an_init(&x, a, scope);
+	int err = an_init(&x, a, scope, 1);
 	if (err)
 		goto out;
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);

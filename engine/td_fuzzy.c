@@ -22,11 +22,19 @@
  * closer.
  */
 
+typedef struct fnode {
+	uint32_t cp;      /* code point on the edge into the node (bits 0-23), and the
+	                     fewest code points a word below has after it (24-31) */
+	uint32_t first;   /* first child */
+	uint32_t nchild;  /* children (bits 0-23), and the most code points a word
+	                     below has after the node (24-31) */
+	uint32_t word;    /* word id + 1 ending here, or 0 */
+} fnode;
+
+#define LOW24 0xFFFFFFu
+
 typedef struct ftree {
-	uint32_t *cp;     /* code point on the edge into the node */
-	uint32_t *first;  /* first child */
-	uint32_t *nchild;
-	uint32_t *word;   /* word id + 1 ending here, or 0 */
+	fnode *v;
 	uint64_t n, cap;
 } ftree;
 
@@ -37,10 +45,7 @@ void td_fuzzy_free(td_archive *a)
 	ftree *t = atomic_load(&a->fuzzy);
 	if (!t)
 		return;
-	free(t->cp);
-	free(t->first);
-	free(t->nchild);
-	free(t->word);
+	free(t->v);
 	free(t);
 	atomic_store(&a->fuzzy, NULL);
 }
@@ -53,7 +58,7 @@ static uint32_t cp_at(const char *w, size_t len, size_t pos, unsigned *k)
 	*k = td_utf8_decode((const uint8_t *)w + pos, len - pos, &cp);
 	if (!*k) {
 		*k = 1;
-		cp = (uint8_t)w[pos] | 0x80000000u; /* not valid: kept apart from real code points */
+		cp = (uint8_t)w[pos] | 0x800000u; /* not valid: kept apart from real code points */
 	}
 	return cp;
 }
@@ -72,7 +77,7 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 	if (depth > 4 * TD_MAXTOK)
 		return td_fail(TD_ECORRUPT, "vocabulary not sorted");
 	if (len == bpos) {
-		t->word[node] = (uint32_t)lo + 1;
+		t->v[node].word = (uint32_t)lo + 1;
 		lo++;
 	}
 	/* children: one per distinct next code point */
@@ -89,29 +94,21 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 		prev = c;
 	}
 	if (!nch)
-		return TD_OK;
+		return TD_OK; /* a leaf: 0 code points after it */
+	if (nch > LOW24)
+		return td_fail(TD_ELIMIT, "over 2^24 children in the fuzzy tree");
 	if (t->n + nch > t->cap) {
 		uint64_t cap = t->cap * 2 > t->n + nch ? t->cap * 2 : t->n + nch;
-		uint32_t *c1 = realloc(t->cp, cap * 4);
-		if (c1)
-			t->cp = c1;
-		uint32_t *c2 = realloc(t->first, cap * 4);
-		if (c2)
-			t->first = c2;
-		uint32_t *c3 = realloc(t->nchild, cap * 4);
-		if (c3)
-			t->nchild = c3;
-		uint32_t *c4 = realloc(t->word, cap * 4);
-		if (c4)
-			t->word = c4;
-		if (!c1 || !c2 || !c3 || !c4 || cap > UINT32_MAX)
+		fnode *v = cap > UINT32_MAX ? NULL : realloc(t->v, cap * sizeof *v);
+		if (!v)
 			return TD_ENOMEM;
+		t->v = v;
 		t->cap = cap;
 	}
 	uint64_t f = t->n;
 	t->n += nch;
-	t->first[node] = (uint32_t)f;
-	t->nchild[node] = (uint32_t)nch;
+	t->v[node].first = (uint32_t)f;
+	t->v[node].nchild = (uint32_t)nch;
 	uint64_t i = lo, c = 0;
 	while (i < hi) {
 		unsigned k;
@@ -126,13 +123,21 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 				break;
 		}
 		uint64_t nd = f + c++;
-		t->cp[nd] = cp;
-		t->first[nd] = t->nchild[nd] = t->word[nd] = 0;
+		t->v[nd] = (fnode){ cp, 0, 0, 0 };
 		int err = build(b, nd, i, j, bpos + k, depth + 1);
 		if (err)
 			return err;
 		i = j;
 	}
+	/* the lengths left below: from the children's, one code point more */
+	uint32_t mn = t->v[node].word ? 0 : 255, mx = 0;
+	for (uint64_t ch = f; ch < f + nch; ch++) {
+		uint32_t cmn = (t->v[ch].cp >> 24) + 1, cmx = (t->v[ch].nchild >> 24) + 1;
+		mn = cmn < mn ? cmn : mn;
+		mx = cmx > mx ? cmx : mx;
+	}
+	t->v[node].cp = (t->v[node].cp & LOW24) | (mn > 255 ? 255 : mn) << 24;
+	t->v[node].nchild = (t->v[node].nchild & LOW24) | (mx > 255 ? 255 : mx) << 24;
 	return TD_OK;
 }
 
@@ -155,16 +160,13 @@ static int get_tree(const td_archive *a, const ftree **out)
 		if (!t) {
 			err = TD_ENOMEM;
 		} else {
-			t->cap = 1024;
-			t->cp = malloc(t->cap * 4);
-			t->first = malloc(t->cap * 4);
-			t->nchild = malloc(t->cap * 4);
-			t->word = malloc(t->cap * 4);
+			t->cap = a->W + 1024;
+			t->v = malloc(t->cap * sizeof *t->v);
 			t->n = 1;
-			if (!t->cp || !t->first || !t->nchild || !t->word) {
+			if (!t->v) {
 				err = TD_ENOMEM;
 			} else {
-				t->cp[0] = t->first[0] = t->nchild[0] = t->word[0] = 0;
+				t->v[0] = (fnode){ 0, 0, 0, 0 };
 				builder b = { a, t };
 				if (a->W)
 					err = build(&b, 0, 0, a->W, 0, 0);
@@ -172,10 +174,7 @@ static int get_tree(const td_archive *a, const ftree **out)
 			if (!err) {
 				atomic_store_explicit(&((td_archive *)a)->fuzzy, t, memory_order_release);
 			} else {
-				free(t->cp);
-				free(t->first);
-				free(t->nchild);
-				free(t->word);
+				free(t->v);
 				free(t);
 				t = NULL;
 			}
@@ -195,7 +194,7 @@ int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
 	if (nodes)
 		*nodes = t->n;
 	if (bytes)
-		*bytes = t->n * 16;
+		*bytes = t->n * sizeof *t->v;
 	return TD_OK;
 }
 
@@ -234,31 +233,43 @@ static void found(fsearch *s, uint32_t id, uint32_t dist)
 	s->v[s->n++].count = 0;
 }
 
-/* Node nd at depth d (>= 1): its row from its parent's, then its children. */
+/* Node nd at depth d (>= 1): its row from its parent's, then its children.
+ * Values saturate at k + 1, and only the band |j - d| <= k is computed
+ * (cells outside it exceed k; they keep the k + 1 of the initial rows).
+ * A subtree is skipped when no word in it can come within k: for every
+ * cell j, row[j] plus the gap between the query's m - j code points left
+ * and the lengths left below the node (at least that many more edits). */
 static void walk(fsearch *s, uint64_t nd, unsigned d)
 {
-	const ftree *t = s->t;
-	const unsigned m = s->m;
+	const fnode *t = s->t->v;
+	const unsigned m = s->m, k = s->k;
 	const uint32_t *prev = s->rows + (size_t)(d - 1) * (m + 1);
 	uint32_t *row = s->rows + (size_t)d * (m + 1);
-	uint32_t c = t->cp[nd], mn;
-	row[0] = mn = prev[0] + 1;
-	for (unsigned j = 1; j <= m; j++) {
-		uint32_t v = prev[j - 1] + (s->q[j - 1] != c);
-		if (prev[j] + 1 < v)
-			v = prev[j] + 1;
-		if (row[j - 1] + 1 < v)
-			v = row[j - 1] + 1;
-		row[j] = v;
-		if (v < mn)
-			mn = v;
+	const uint32_t c = t[nd].cp & LOW24, rmin = t[nd].cp >> 24, rmax = t[nd].nchild >> 24;
+	uint32_t lb = k + 1;
+	unsigned lo = d > k ? d - k : 0, hi = d + k < m ? d + k : m;
+	if (lo == 0) {
+		row[0] = d;
+		lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
+		lo = 1;
 	}
-	if (t->word[nd] && row[m] <= s->k)
-		found(s, t->word[nd] - 1, row[m]);
-	if (mn > s->k || d >= 4 * TD_MAXTOK)
+	for (unsigned j = lo; j <= hi; j++) {
+		uint32_t v = prev[j - 1] + (s->q[j - 1] != c);
+		uint32_t x = prev[j] + 1, y = row[j - 1] + 1;
+		v = v < x ? v : x;
+		v = v < y ? v : y;
+		v = v < k + 1 ? v : k + 1;
+		row[j] = v;
+		uint32_t left = m - j, gap = left < rmin ? rmin - left : left > rmax ? left - rmax : 0;
+		lb = v + gap < lb ? v + gap : lb;
+	}
+	if (t[nd].word && hi == m && row[m] <= k)
+		found(s, t[nd].word - 1, row[m]);
+	if (lb > k || d >= 4 * TD_MAXTOK)
 		return;
-	for (uint32_t i = 0; i < t->nchild[nd] && !s->err; i++)
-		walk(s, t->first[nd] + i, d + 1);
+	const uint32_t n = t[nd].nchild & LOW24;
+	for (uint32_t i = 0; i < n && !s->err; i++)
+		walk(s, t[nd].first + i, d + 1);
 }
 
 typedef struct fjob {
@@ -270,8 +281,8 @@ static void *fthread(void *p)
 {
 	fjob *j = p;
 	const ftree *t = j->s.t;
-	for (uint32_t i = j->ti; i < t->nchild[0] && !j->s.err; i += j->nt)
-		walk(&j->s, t->first[0] + i, 1);
+	for (uint32_t i = j->ti; i < (t->v[0].nchild & LOW24) && !j->s.err; i += j->nt)
+		walk(&j->s, t->v[0].first + i, 1);
 	return NULL;
 }
 
@@ -282,10 +293,13 @@ static int fsearch_init(fsearch *s, const ftree *t, const uint32_t *q, unsigned 
 	s->q = q;
 	s->m = m;
 	s->k = k;
-	s->rows = malloc((size_t)(4 * TD_MAXTOK + 2) * (m + 1) * sizeof *s->rows);
+	size_t cells = (size_t)(4 * TD_MAXTOK + 2) * (m + 1);
+	s->rows = malloc(cells * sizeof *s->rows);
 	if (!s->rows)
 		return TD_ENOMEM;
-	for (unsigned j = 0; j <= m; j++)
+	for (size_t j = 0; j < cells; j++)
+		s->rows[j] = k + 1;
+	for (unsigned j = 0; j <= m && j <= k; j++)
 		s->rows[j] = j;
 	return TD_OK;
 }
@@ -388,7 +402,7 @@ int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_e
 		err = TD_ECORRUPT;
 	/* the tree, in parallel over the root's children for a large one */
 	unsigned nt = nthreads ? nthreads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (nt < 1 || a->W < 200000)
+	if (nt < 1 || a->W < 1000000 || k < 2)
 		nt = 1;
 	if (nt > 64)
 		nt = 64;
