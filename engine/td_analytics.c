@@ -1213,11 +1213,28 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 
 /* Hash table: n-gram (m word items) -> count. */
 typedef struct gtab {
-	unsigned m;
-	uint32_t *key;   /* m per slot */
-	uint64_t *val;   /* 0 = empty slot */
+	unsigned m, stride; /* words an n-gram; u32s a slot: the count (two), then the words */
+	uint32_t *slot;
 	uint64_t mask, used;
 } gtab;
+
+/* Count of slot i (0 = empty) and its words. */
+static inline uint64_t gval(const gtab *t, uint64_t i)
+{
+	uint64_t v;
+	memcpy(&v, t->slot + i * t->stride, sizeof v);
+	return v;
+}
+
+static inline void gset(gtab *t, uint64_t i, uint64_t v)
+{
+	memcpy(t->slot + i * t->stride, &v, sizeof v);
+}
+
+static inline uint32_t *gkey(const gtab *t, uint64_t i)
+{
+	return t->slot + i * t->stride + 2;
+}
 
 static uint64_t ghash(const uint32_t *g, unsigned m)
 {
@@ -1233,27 +1250,20 @@ static uint64_t ghash(const uint32_t *g, unsigned m)
 static int gtab_grow(gtab *t)
 {
 	uint64_t cap = t->mask ? 2 * (t->mask + 1) : 1 << 16;
-	uint32_t *k = malloc(cap * t->m * sizeof *k);
-	uint64_t *v = calloc(cap, sizeof *v);
-	if (!k || !v) {
-		free(k);
-		free(v);
+	gtab n = { t->m, t->m + 2, calloc(cap, (t->m + 2) * sizeof(uint32_t)), cap - 1, t->used };
+	if (!n.slot)
 		return TD_ENOMEM;
-	}
 	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
-		if (!t->val[i])
+		uint64_t v = gval(t, i);
+		if (!v)
 			continue;
-		uint64_t h = ghash(t->key + i * t->m, t->m) & (cap - 1);
-		while (v[h])
-			h = (h + 1) & (cap - 1);
-		memcpy(k + h * t->m, t->key + i * t->m, t->m * sizeof *k);
-		v[h] = t->val[i];
+		uint64_t h = ghash(gkey(t, i), t->m) & n.mask;
+		while (gval(&n, h))
+			h = (h + 1) & n.mask;
+		memcpy(n.slot + h * n.stride, t->slot + i * t->stride, n.stride * sizeof(uint32_t));
 	}
-	free(t->key);
-	free(t->val);
-	t->key = k;
-	t->val = v;
-	t->mask = cap - 1;
+	free(t->slot);
+	*t = n;
 	return TD_OK;
 }
 
@@ -1263,16 +1273,21 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
 		return TD_OK;
 	if ((t->used + 1) * 2 > t->mask && gtab_grow(t))
 		return TD_ENOMEM;
-	uint64_t h = ghash(g, t->m) & t->mask;
-	while (t->val[h]) {
-		if (!memcmp(t->key + h * t->m, g, t->m * sizeof *g)) {
-			t->val[h] += n;
+	const unsigned m = t->m;
+	uint64_t h = ghash(g, m) & t->mask, v;
+	while ((v = gval(t, h))) {
+		const uint32_t *k = gkey(t, h);
+		unsigned i = 0;
+		while (i < m && k[i] == g[i])
+			i++;
+		if (i == m) {
+			gset(t, h, v + n);
 			return TD_OK;
 		}
 		h = (h + 1) & t->mask;
 	}
-	memcpy(t->key + h * t->m, g, t->m * sizeof *g);
-	t->val[h] = n;
+	memcpy(gkey(t, h), g, m * sizeof *g);
+	gset(t, h, n);
 	t->used++;
 	return TD_OK;
 }
@@ -1322,10 +1337,11 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 {
 	const grank_ctx *g = ctx;
 	const gtab *t = g->t;
-	if (t->val[i] != t->val[j])
-		return t->val[i] > t->val[j] ? -1 : 1;
+	uint64_t vi = gval(t, i), vj = gval(t, j);
+	if (vi != vj)
+		return vi > vj ? -1 : 1;
 	for (unsigned k = 0; k < t->m; k++) {
-		int c = item_cmp(g->a, g->l, t->key[i * t->m + k], t->key[j * t->m + k]);
+		int c = item_cmp(g->a, g->l, gkey(t, i)[k], gkey(t, j)[k]);
 		if (c)
 			return c;
 	}
@@ -1339,7 +1355,7 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	an x;
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	gtab t = { .m = n };
+	gtab t = { .m = n, .stride = n + 2 };
 	td_longw lw = { 0 };
 	uint64_t *freq = NULL;
 	topk tk = { 0 };
@@ -1421,21 +1437,20 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	if ((err = topk_init(&tk, top && top < t.used ? (size_t)top : (size_t)t.used, grank, &g)))
 		goto out;
 	for (uint64_t i = 0; i <= t.mask; i++)
-		if (t.val[i])
+		if (gval(&t, i))
 			topk_offer(&tk, i);
 	topk_sort(&tk);
 	for (size_t i = 0; i < tk.n && !err; i++) {
 		const char *w[TD_PHRASE_MAX];
 		size_t wl[TD_PHRASE_MAX];
 		for (unsigned k = 0; k < n; k++)
-			w[k] = item_bytes(a, &lw, t.key[tk.h[i] * n + k], &wl[k]);
-		err = fn(ctx, w, wl, n, t.val[tk.h[i]]);
+			w[k] = item_bytes(a, &lw, gkey(&t, tk.h[i])[k], &wl[k]);
+		err = fn(ctx, w, wl, n, gval(&t, tk.h[i]));
 	}
 out:
 	free(tk.h);
 	free(longf);
-	free(t.key);
-	free(t.val);
+	free(t.slot);
 	longw_free(&lw);
 	seqinfo_free(&si);
 	rset_free(&s);
