@@ -36,6 +36,7 @@ typedef struct td_grammar {
 int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
 		     td_progress_fn progress, void *ctx, td_grammar *g);
 
+/* Free g's arrays and zero *g (g itself is the caller's). */
 void td_grammar_free(td_grammar *g);
 
 #ifdef __cplusplus

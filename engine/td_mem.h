@@ -13,16 +13,8 @@
  * time costs no memory they would not use, and they meet fewer TLB misses;
  * the slots, which readers touch here and there, get huge pages only when
  * the read hint's sweep or the mount's warm-up fills them all
- * (td_big_alloc_sparse). Measured on the 2-core VM, 2026-11-26: touching 48
- * MiB took 16 ms in 4 KiB pages and 2.2 ms in huge pages (about 80 us a
- * huge page); linuxdoc's first pass with the read hint took 1.8k page
- * faults instead of 12.2k; fresh first passes ran 7-14% faster without the
- * hint (first_pass.sh) and 9-15% with it. That VM sometimes takes 0.5-4
- * ms for a huge page instead (its host backing memory the guest had not
- * used: the first of a few runs touching 64-512 MiB), likely why
- * td_bench's sequential pass with huge pages was bimodal there on
- * 2026-11-25 (360-410 MB/s or 180-280, with more kernel time); nine rounds
- * of first_pass.sh on 2026-11-26 showed no second mode. */
+ * (td_big_alloc_sparse). What it saves, and its cost on some virtual
+ * machines: contrib/bench/NOTES.md ("Read path"). */
 #define TD_BIG_PAGE ((size_t)2 << 20)
 #define TD_BIG_MIN ((size_t)1 << 20)
 

@@ -71,9 +71,8 @@ void td_flat_build(const td_archive *a);
  * as many bytes since open as the archive has terminals and rules (T + R:
  * the tables' size is proportional to it). A one-off read of a small file
  * (`tadoc cat`, `tadoc extract`) then does not pay for tables it would not
- * use (linux-source-6.1: they are 0.14 s of a 0.5 s `tadoc cat` of a
- * 727-byte file), while a long read reads that many bytes (well under a
- * millisecond's worth) at the slower rate first. Rules cached meanwhile
+ * use, while a long read reads only that many bytes at the slower rate
+ * first. Rules cached meanwhile
  * get their f_sym entries when the table is built. Thread-safe. */
 void td_flat_after(const td_archive *a, uint64_t bytes);
 
@@ -119,6 +118,7 @@ typedef struct td_qindex {
  * Thread-safe; freed by td_flat_free. */
 const td_qindex *td_qindex_get(const td_archive *a);
 
+/* Free every table above; for td_archive_close only (no reader may run). */
 void td_flat_free(td_archive *a);
 
 #endif

@@ -16,19 +16,12 @@ _Static_assert(TD_WALK_RING % TD_WALK_FILL == 0, "fills never wrap around the ri
 
 /* How far ahead in the ring a long read prefetches symbol table entries
  * (and, half as far, the bytes they point at): their cache misses then
- * overlap the copies before them. Measured on the 2-core VM: first passes
- * 13-17% faster, warm passes 18-40% (linuxdoc, gcide), with 32 ahead
- * against none; 8 or 16 ahead gained less. Once the tables lay in huge
- * pages (td_rcache.c), 64 ahead made first passes with the read hint
- * another 4-6% faster than 32 (2026-11-26); 48 gained less, 96 no more.
- * Random reads against the ring of 128 (five interleaved runs): 64 bytes,
- * a short read, -5% to +3%; 4 KiB, a long one, -1% to +12%. (Before the
- * symbol table, when a symbol's kind decided where to look, prefetching
- * measured slower.) */
+ * overlap the copies before them (the distances measured:
+ * contrib/bench/NOTES.md, "Read path"). */
 #define TD_WALK_AHEAD 64u
 _Static_assert(TD_WALK_AHEAD < TD_WALK_RING - 2 * TD_WALK_FILL, "prefetch within what a long read keeps decoded");
-/* Reads shorter than this (bytes) do not prefetch: random 64-byte reads
- * measured up to 10% slower with it, 4 KiB reads 12-26% faster. */
+/* Reads shorter than this (bytes) do not prefetch: short random reads are
+ * slower with it, longer ones faster (contrib/bench/NOTES.md). */
 #define TD_WALK_AHEAD_MIN 1024u
 
 /* Position inside one entry's expansion: a stack of rule frames over the

@@ -96,8 +96,8 @@ typedef struct td_gpu_opts {
 	                             (gpu_bench); 1: sleeps
 	                             (cudaDeviceScheduleBlockingSync, blocking
 	                             events), for callers whose cores are busy
-	                             with other work, at 40-80 us more a batch
-	                             on an H100 (gpu_bench -l); 2: spins but
+	                             with other work, at some tens of us more
+	                             a batch (gpu_bench -l); 2: spins but
 	                             yields its core between polls
 	                             (cudaDeviceScheduleYield) */
 } td_gpu_opts;

@@ -1035,9 +1035,9 @@ fail:
 #ifndef TD_GPU_EMU /* tests run the bodies on the host */
 /* 128-thread blocks, at least TD_X_MINBLOCKS per SM (default 7: at most
  * 72 registers, the occupancy the one-level version had; ptxas -v: 80
- * without the bound, a few bytes of spills with it). Measured on the H100
- * (contrib/gpu/results/gpu_extract-diagnostics-h100-2026-11-24.md): 5, 6
- * and no bound ran at the same rate, 10 and 14 12% and 38% slower (spills).
+ * without the bound, a few bytes of spills with it). Measured on the H100:
+ * 5, 6 and no bound ran at the same rate, 10 and 14 12% and 38% slower
+ * (spills; contrib/bench/NOTES.md).
  * To compare, change the default here and rebuild: the kernel object comes
  * from the custom target in gpu/meson.build, which takes no cuda_args. */
 #ifndef TD_X_MINBLOCKS

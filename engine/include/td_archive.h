@@ -77,11 +77,10 @@ int td_archive_warm(const td_archive *a, const volatile int *stop, uint64_t *byt
  * symbols are then read front to back, most of a rule's parts are cached
  * before it (shorter expansions have lower ids), so a rule is one table
  * look-up and one copy a part, and the look-ups of the rules after it are
- * prefetched meanwhile. A first pass over a whole corpus gets 19-38%
- * faster (README, contrib/bench/first_pass.sh). Later passes find the
- * expansions in rule order rather than in the order they read them
- * (td_archive_warm's), 8-13% slower on the 2-core VM; a smaller read
- * leaves the cache to fill with what it meets. Runs at most once per
+ * prefetched meanwhile, so a first pass over a whole corpus is faster
+ * (contrib/bench/NOTES.md). Later passes find the expansions in rule order
+ * rather than in the order they read them (td_archive_warm's), a little
+ * slower; a smaller read leaves the cache to fill with what it meets. Runs at most once per
  * archive, and not after td_archive_warm has started; thread-safe with
  * reads. TD_OK, or TD_ECORRUPT (a damaged section, or a short rule whose
  * lengths do not add up: then on every later call too, while reads of
@@ -90,7 +89,7 @@ int td_archive_will_read(const td_archive *a, uint64_t bytes);
 
 /* Check, once per open archive, the checksums of the large sections that
  * readers use in place (the root sequence, the rules and their offsets):
- * O(archive size), about 10 ms per 100 MB when it is in the page cache.
+ * O(archive size).
  * Every extract, cursor read, count, search and td_archive_warm calls it
  * first, so damage there is TD_ECORRUPT (naming the section) on every read,
  * never wrong bytes; sections stored compressed are checked when first
@@ -156,6 +155,7 @@ typedef struct td_info {
 	uint64_t build_time;
 } td_info;
 
+/* Fill *out (overwritten whole). O(entries); thread-safe. */
 void td_archive_info(const td_archive *a, td_info *out);
 
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION). */

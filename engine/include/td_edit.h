@@ -238,7 +238,8 @@ const uint8_t *td_edit_buffer(const td_edit *ed, uint64_t off, uint64_t len);
 /* How counts over edited files are computed: TD_WORDS_AUTO picks by cost;
  * TD_WORDS_WINDOWS always takes the archive's answer for the interiors;
  * TD_WORDS_SCAN always re-tokenizes the whole file. All give the same
- * numbers; the choice exists for tests and benchmarks. */
+ * numbers; the choice exists for tests and benchmarks. Call before any
+ * concurrent reader (not synchronised). */
 enum td_words_strategy { TD_WORDS_AUTO = 0, TD_WORDS_WINDOWS = 1, TD_WORDS_SCAN = 2 };
 void td_edit_set_words_strategy(td_edit *ed, int strategy);
 

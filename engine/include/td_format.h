@@ -49,16 +49,15 @@ extern "C" {
  * are the frame's content. Only NAMES, WORDS, OTHER (read through their
  * offset arrays, which stay bit-packed) and WORD_FREQ (a packed array read
  * only by whole-corpus counts) are written this way, and readers decode
- * them on first use: names, vocabulary and word counts compress 2-5x with
- * zstd, and were 17-32% of version 1 archives. Version 1 archives (no
- * flags) still open.
+ * them on first use (why: engine/README.md, decision 3). Version 1
+ * archives (no flags) still open.
  *
  * Packed arrays (version 3). Every "packed" section is one td_pack.h
  * array: 8-byte tile headers with a group offset per 8 tiles, and a linear
  * frame for ascending arrays. Versions 1 and 2 stored 16-byte tile headers
  * (td_disk_tile_v1) and no frame line; their tile tables are converted on
  * open (O(tiles), the one exception to an O(1) open) and the GPU leaves
- * them to the CPU. Version 3 archives are 3-6% smaller.
+ * them to the CPU.
  *
  * Coded symbols and words (version 4). ROOT_SYMS and RULE_SYMS are
  * entropy-coded symbol arrays (td_scode.h): a prefix code per context
@@ -70,8 +69,7 @@ extern "C" {
  * empty: readers rebuild the plain words and their offsets when they
  * decode WORDS. td_archive_bytes() gives every section in its version 3
  * form (plain words, FOR-packed offsets and symbols), which gpu/ uploads.
- * Version 4 archives are 14-18% smaller than version 3 (sotu, gcide,
- * linuxdoc). Readers decode tiles where they read them, and a sequence
+ * Readers decode tiles where they read them, and a sequence
  * whole into a flat array once that pays, within the cache budget
  * (td_rcache.h: td_syms_build); version 3 is still written on request
  * (td_writer_opts.format) and read.
@@ -86,7 +84,7 @@ extern "C" {
  * ROOT_SAMPLES[k] is the corpus-wide byte offset at which root element
  * k << meta.sample_shift starts, so a read seeks with one binary search and
  * at most 2^sample_shift length look-ups, instead of storing an offset for
- * every root element (a space decision recorded in the README).
+ * every root element (a space decision: engine/README.md, decision 4).
  */
 
 #define TD_MAGIC "TADOC\0\x1a\x01"

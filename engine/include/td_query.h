@@ -61,6 +61,7 @@ typedef struct td_hits {
 	size_t n, cap;
 } td_hits;
 
+/* Free h's array and reset it to the empty list (it may be reused). */
 void td_hits_free(td_hits *h);
 
 /* Directory-wide hits are written one per line as "PATH:OFFSET" (tadoc
@@ -86,6 +87,9 @@ typedef struct td_count_req {
 	int err;                  /* out */
 } td_count_req;
 
+/* Answer reqs[0..n): each request's own error (as td_count) goes to its
+ * err, its result to count. Returns TD_OK, or TD_ENOMEM when the threads
+ * could not be set up (no request answered then). Thread-safe. */
 int td_count_batch(const td_archive *a, td_count_req *reqs, size_t n, unsigned nthreads);
 
 typedef struct td_search_req {
@@ -96,6 +100,8 @@ typedef struct td_search_req {
 	int err;                  /* out */
 } td_search_req;
 
+/* As td_count_batch, with td_search's results appended to each request's
+ * hits (caller frees each with td_hits_free, also after an error). */
 int td_search_batch(const td_archive *a, td_search_req *reqs, size_t n, unsigned nthreads);
 
 #ifdef __cplusplus

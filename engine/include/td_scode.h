@@ -12,11 +12,10 @@ extern "C" {
 #endif
 
 /*
- * Why. In format 3 the root and rule sequences were FOR tiles, about 20 bits
- * a symbol over an alphabet of a million symbols (linuxdoc); their order-0
- * entropy is 15-17 bits. A prefix code per context, with rare symbols
+ * Why. FOR tiles (format 3) spend several bits a symbol more than the
+ * sequences' order-0 entropy. A prefix code per context, with rare symbols
  * escaped to a fixed-width id, comes within 2% of that entropy and keeps
- * tile-level random access: linuxdoc's symbols take 8.4 MB instead of 10.
+ * tile-level random access (engine/README.md, decision 5).
  *
  * On-disk layout (little-endian, every part 8-byte aligned):
  *
@@ -62,8 +61,8 @@ extern "C" {
  * context, about 100 KB plus 4 bytes a coded symbol) are built on first
  * decode. Where the CPU has AVX-512 (F and BW), td_scode_decode_all and
  * long in-order readers decode 16 tiles in one vector pass, two passes in
- * step (3.2-3.5 ns a symbol on the 2-core VM against 7.7-8.4 for the
- * scalar loop on spam, gcide and linuxdoc); the symbols are the same, and
+ * step (about twice as fast as the scalar loop: contrib/bench/NOTES.md);
+ * the symbols are the same, and
  * a tile the vector pass does not decode exactly is decoded again by the
  * scalar loop. A symbol that does not decode (a damaged description or data)
  * reads as `alphabet`, which every reader rejects as out of range; decoding

@@ -25,8 +25,6 @@
 #include "td_gpu.h"
 #include "td_query.h"
 
-#define COUNT_NAME TD_FS_XATTR_PREFIX "count."
-#define COUNT_NAME_LEN (sizeof COUNT_NAME - 1)
 /* Requests the queue holds; past that, handlers answer inline. */
 #define QUEUE_CAP 65536u
 /* Sequential-read detection (td_fs_file.seq_next): file offsets stay below
@@ -199,12 +197,12 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 {
 	if (r->kind == TD_FS_READ)
 		return CLS_READ;
-	if (r->kind != TD_FS_GETXATTR || !r->name || strncmp(r->name, COUNT_NAME, COUNT_NAME_LEN) != 0)
+	if (r->kind != TD_FS_GETXATTR || !r->name)
 		return CLS_OTHER;
-	const char *w = r->name + COUNT_NAME_LEN;
-	size_t wlen = strlen(w);
-	if (wlen == 0 || !td_is_word(w, wlen))
-		return CLS_OTHER; /* the xattr module gives the error */
+	td_fs_xname x;
+	td_fs_xattr_parse(r->name, &x);
+	if (x.kind != TD_FS_XCOUNT || x.err)
+		return CLS_OTHER; /* the xattr module answers, errors included */
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;
@@ -301,11 +299,8 @@ static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 /* Raise the calling thread (the batcher or a worker) b->raise nice steps
  * above the daemon. With a GPU these threads hand batches to it and the
  * replies back to the kernel while every core runs FUSE threads: each of
- * their wake-ups waited for a time slice (measured on the H200 host,
- * 64 KiB reads at 256 readers: 0.93-1.00x the CPU-only mount without,
- * mean 0.96x over five runs, 0.89-1.21x with 10 steps, mean 1.07x over
- * six; no difference at 64 readers;
- * contrib/bench/results-batcher-h200-2026-11-26-priority.md).
+ * their wake-ups waited for a time slice (what it measured:
+ * contrib/bench/NOTES.md, "Batcher").
  * Lowering a nice value needs root or CAP_SYS_NICE; without, the threads
  * stay as they are and one line is logged. */
 static void raise_thread(td_fs_batch *b)
@@ -606,8 +601,9 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 		i += k;
 	}
 	for (size_t i = 0; i < nc; i++) {
-		const char *w = it[nr + i].r->name + COUNT_NAME_LEN;
-		g->cr[i] = (td_count_req){ .word = w, .len = strlen(w), .scope = it[nr + i].r->e };
+		td_fs_xname x;
+		td_fs_xattr_parse(it[nr + i].r->name, &x);
+		g->cr[i] = (td_count_req){ .word = x.word, .len = x.wlen, .scope = it[nr + i].r->e };
 	}
 	int xerr = TD_OK, cerr = TD_OK;
 	uint64_t t0 = now_ns();

@@ -67,15 +67,11 @@
  * the GPU as soon as it is free (1). gpu_min_read_size (32 KiB) keeps
  * smaller reads on the CPU: the GPU saves a read's extraction, in
  * proportion to its bytes, while its hand-off costs about the same for any
- * read. Measured on an H100 host with 16 cores (sotu, 2026-11-25,
- * contrib/bench/batcher.sh; results-batcher-h100-2026-11-25-*.md): these
- * defaults served 64 KiB reads at 0.98-1.08x of the CPU-only mount up to
- * 64 readers and 1.13x at 256, counts 1.45x at 64 and 3.08x at 256, 4 KiB
- * reads 0.99-1.06x; splitting without the depth gate served 64 KiB reads
- * at 0.74x with 16 readers, and 4 KiB reads sent to the GPU at 0.7-0.9x.
+ * read. (What these defaults and the alternatives measured:
+ * contrib/bench/NOTES.md, "Batcher"; contrib/bench/results/batcher.md.)
  * gpu_bench's batch crossover (CPU threads with nothing else to do
- * against the GPU: 4 KiB extract 100 on an H100) does not apply to a
- * daemon whose cores are busy with FUSE.
+ * against the GPU) does not apply to a daemon whose cores are busy with
+ * FUSE.
  */
 #define TD_FS_GPU_MIN_READS 1
 #define TD_FS_GPU_MIN_COUNTS 1

@@ -63,27 +63,41 @@ int td_fs_getattr(td_fs *fs, td_entry e, struct stat *st)
 	int err = td_archive_stat(fs->a, e, &ts);
 	if (err)
 		return -td_err_errno(err);
-	memset(st, 0, sizeof *st);
-	st->st_ino = td_fs_ino(e);
-	st->st_mode = ts.mode;
-	st->st_nlink = 1;
+	nlink_t nlink = 1;
 	if (S_ISDIR(ts.mode)) {
 		const td_fs_tree *t;
 		int rc = td_fs_tree_get(fs, &t);
 		if (rc)
 			return rc;
-		st->st_nlink = 2 + t->subdirs[e];
+		nlink = 2 + t->subdirs[e];
 	}
+	td_fs_stat_fill(fs, td_fs_ino(e), &ts, nlink, st);
+	return 0;
+}
+
+void td_fs_stat_fill(const td_fs *fs, fuse_ino_t ino, const td_stat *ts, nlink_t nlink, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_ino = (ino_t)ino;
+	st->st_mode = ts->mode;
+	st->st_nlink = nlink;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
-	st->st_size = (off_t)ts.size;
+	st->st_size = (off_t)ts->size;
 	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)((ts.size + 511) / 512);
-	st->st_mtim.tv_sec = ts.mtime_sec;
-	st->st_mtim.tv_nsec = ts.mtime_nsec;
+	st->st_blocks = (blkcnt_t)((ts->size + 511) / 512);
+	st->st_mtim.tv_sec = ts->mtime_sec;
+	st->st_mtim.tv_nsec = ts->mtime_nsec;
 	st->st_atim = st->st_mtim;
 	st->st_ctim = st->st_mtim;
-	return 0;
+}
+
+void td_fs_entry_fill(const td_fs *fs, fuse_ino_t ino, struct fuse_entry_param *ep)
+{
+	ep->ino = ino;
+	ep->generation = 1;
+	ep->attr_timeout = fs->attr_timeout;
+	ep->entry_timeout = fs->entry_timeout;
 }
 
 int td_fs_entry_param(td_fs *fs, td_entry e, struct fuse_entry_param *ep)
@@ -92,9 +106,6 @@ int td_fs_entry_param(td_fs *fs, td_entry e, struct fuse_entry_param *ep)
 	int rc = td_fs_getattr(fs, e, &ep->attr);
 	if (rc)
 		return rc;
-	ep->ino = td_fs_ino(e);
-	ep->generation = 1;
-	ep->attr_timeout = fs->attr_timeout;
-	ep->entry_timeout = fs->entry_timeout;
+	td_fs_entry_fill(fs, td_fs_ino(e), ep);
 	return 0;
 }

@@ -27,6 +27,15 @@ static inline td_entry td_fs_entry(const td_fs *fs, fuse_ino_t ino)
  * from the size. 0 or -errno (EIO for a broken entry, ENOENT out of range). */
 int td_fs_getattr(td_fs *fs, td_entry e, struct stat *st);
 
+/* Fill *st (zeroed first) from ts for inode ino with link count nlink:
+ * owner = the mounting user, st_blocks from the size, atime = ctime = mtime.
+ * Both kinds of mount. */
+void td_fs_stat_fill(const td_fs *fs, fuse_ino_t ino, const td_stat *ts, nlink_t nlink, struct stat *st);
+
+/* Finish *ep (attributes already in ep->attr) for a positive lookup of ino
+ * with the mount's timeouts. */
+void td_fs_entry_fill(const td_fs *fs, fuse_ino_t ino, struct fuse_entry_param *ep);
+
 /* Fill *ep for a positive lookup of e with the mount's timeouts. 0 or -errno. */
 int td_fs_entry_param(td_fs *fs, td_entry e, struct fuse_entry_param *ep);
 

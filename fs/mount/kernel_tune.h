@@ -26,9 +26,8 @@ int td_fs_waiting_path(const td_fs *fs, char *path, size_t len);
 /* In INIT: let the kernel keep fs->max_background background requests in
  * flight (reads: async reads and direct I/O go as background requests),
  * congestion at 3/4 of that. The kernel's default, 12, left concurrent
- * readers waiting in the kernel with cores idle (64 readers of 4 KiB and
- * 64 KiB on 16 cores: 1.5x the reads/s with 256). Needs <fuse_lowlevel.h>
- * for the type. */
+ * readers waiting in the kernel with cores idle (contrib/bench/NOTES.md).
+ * Needs <fuse_lowlevel.h> for the type. */
 struct fuse_conn_info;
 void td_fs_set_background(const td_fs *fs, struct fuse_conn_info *conn);
 

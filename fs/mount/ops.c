@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+#include "dir.h"
 #include "inode.h"
 #include "kernel_tune.h"
 #include "ops.h"
@@ -158,7 +159,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS); /* from now on the kernel opens without asking */
 		return;
 	}
-	td_fs_file *f = td_fs_file_new(fs, e);
+	td_fs_file *f = td_fs_file_new(fs, e, 0);
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -217,93 +218,49 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_open(req, fi);
 }
 
-static void readdir_common(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+static int ro_child(td_fs *fs, const td_fs_listing *l, uint64_t k, int plus, char *namebuf, const char **name,
+		    struct fuse_entry_param *ep)
 {
-	td_fs *fs = FS(req);
-	ENTRY_OR_REPLY(fs, req, ino, dir);
+	td_entry e = l->first + (td_entry)k;
+	size_t nlen = 0;
+	const char *p = td_archive_name(fs->a, e, &nlen);
+	if (!p || nlen == 0 || nlen > TD_MAXNAME)
+		return -EIO;
+	memcpy(namebuf, p, nlen);
+	namebuf[nlen] = '\0';
+	*name = namebuf;
+	if (plus)
+		return td_fs_entry_param(fs, e, ep);
+	td_stat st;
+	int err = td_archive_stat(fs->a, e, &st);
+	if (err)
+		return -td_err_errno(err);
+	ep->attr.st_ino = td_fs_ino(e);
+	ep->attr.st_mode = st.mode;
+	return 0;
+}
+
+int td_fs_ro_listing(td_fs *fs, fuse_ino_t ino, td_fs_listing *l)
+{
+	td_entry dir = td_fs_entry(fs, ino);
+	if (dir == TD_NOENTRY)
+		return -ENOENT;
 	td_entry first;
 	uint32_t count;
 	int err = td_archive_children(fs->a, dir, &first, &count);
-	if (err) {
-		fuse_reply_err(req, td_err_errno(err));
-		return;
-	}
 	td_stat dst;
-	err = td_archive_stat(fs->a, dir, &dst);
-	if (err) {
-		fuse_reply_err(req, td_err_errno(err));
-		return;
-	}
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t pos = 0;
-	char name[TD_MAXNAME + 1];
-	/* Offsets: 0 ".", 1 "..", 2 + k the k-th child; each entry carries the
-	 * offset of the next one. */
-	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; i < (uint64_t)count + 2; i++) {
-		struct fuse_entry_param ep;
-		memset(&ep, 0, sizeof ep);
-		const char *nm;
-		if (i < 2) {
-			nm = i == 0 ? "." : "..";
-			td_entry t = i == 0 ? dir : (dir == TD_ROOT ? TD_ROOT : dst.parent);
-			ep.attr.st_ino = td_fs_ino(t);
-			ep.attr.st_mode = S_IFDIR;
-			/* ep.ino stays 0: the kernel makes no dentry for dots */
-		} else {
-			td_entry e = first + (td_entry)(i - 2);
-			size_t nlen = 0;
-			const char *p = td_archive_name(fs->a, e, &nlen);
-			if (!p || nlen == 0 || nlen > TD_MAXNAME) {
-				free(buf);
-				fuse_reply_err(req, EIO);
-				return;
-			}
-			memcpy(name, p, nlen);
-			name[nlen] = '\0';
-			nm = name;
-			if (plus) {
-				int rc = td_fs_entry_param(fs, e, &ep);
-				if (rc) {
-					free(buf);
-					fuse_reply_err(req, -rc);
-					return;
-				}
-			} else {
-				td_stat st;
-				err = td_archive_stat(fs->a, e, &st);
-				if (err) {
-					free(buf);
-					fuse_reply_err(req, td_err_errno(err));
-					return;
-				}
-				ep.attr.st_ino = td_fs_ino(e);
-				ep.attr.st_mode = st.mode;
-			}
-		}
-		size_t need = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, nm, &ep, (off_t)(i + 1))
-				   : fuse_add_direntry(req, buf + pos, size - pos, nm, &ep.attr, (off_t)(i + 1));
-		if (need > size - pos)
-			break;
-		pos += need;
-	}
-	fuse_reply_buf(req, buf, pos);
-	free(buf);
-}
-
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)fi;
-	readdir_common(req, ino, size, off, 0);
-}
-
-static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)fi;
-	readdir_common(req, ino, size, off, 1);
+	if (!err)
+		err = td_archive_stat(fs->a, dir, &dst);
+	if (err)
+		return -td_err_errno(err);
+	*l = (td_fs_listing){
+		.self = td_fs_ino(dir),
+		.parent = td_fs_ino(dir == TD_ROOT ? TD_ROOT : dst.parent),
+		.n = count,
+		.child = ro_child,
+		.first = first,
+	};
+	return 0;
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -468,8 +425,7 @@ void td_fs_ops_fill(struct fuse_lowlevel_ops *ops)
 	ops->read = op_read;
 	ops->release = op_release;
 	ops->opendir = op_opendir;
-	ops->readdir = op_readdir;
-	ops->readdirplus = op_readdirplus;
+	td_fs_ops_dir(ops);
 	ops->releasedir = op_releasedir;
 	ops->statfs = op_statfs;
 	ops->getxattr = op_getxattr;

@@ -8,6 +8,8 @@
 #include "log.h"
 #include "kernel_tune.h"
 #include "overlay.h"
+#include "inode.h"
+#include "req.h"
 #include "td_compact.h"
 #include "td_err.h"
 #include "td_lock.h"
@@ -120,7 +122,6 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	if (writable)
 		td_edit_set_log(rw->ed, td_journal_log, rw->j);
 	pthread_rwlock_init(&rw->lock, NULL);
-	pthread_mutex_init(&rw->files_mu, NULL);
 	fs->rw = rw;
 	fs->writable = writable;
 	fs->entry_timeout = TD_FS_RW_TIMEOUT;
@@ -142,7 +143,7 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 	td_fs_rw *rw = fs->rw;
 	int rc = 0;
 	if (rw) {
-		td_fs_rw_files_free_all(fs);
+		td_fs_files_free_all(fs);
 		if (rw->j && td_journal_sync(rw->j)) {
 			td_fs_log(TD_CONF_LOG_ERROR, "journal: %s", td_errdetail());
 			rc = -1;
@@ -166,7 +167,6 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 		td_journal_close(rw->j);
 		td_edit_free(rw->ed);
 		pthread_rwlock_destroy(&rw->lock);
-		pthread_mutex_destroy(&rw->files_mu);
 		free(rw);
 		fs->rw = NULL;
 	}
@@ -237,25 +237,14 @@ int td_fs_rw_getattr(td_fs *fs, td_node n, struct stat *st)
 	int err = td_edit_stat(fs->rw->ed, n, &ts);
 	if (err)
 		return err == TD_EINVAL ? -ENOENT : -td_err_errno(err);
-	memset(st, 0, sizeof *st);
-	st->st_ino = (ino_t)n + 1;
-	st->st_mode = ts.mode;
-	st->st_nlink = 1;
+	nlink_t nlink = 1;
 	if (S_ISDIR(ts.mode)) {
 		uint32_t sub = count_subdirs(fs->rw->ed, n);
-		st->st_nlink = sub == UINT32_MAX ? 1 : 2 + sub;
+		nlink = sub == UINT32_MAX ? 1 : 2 + sub;
 	}
 	if (n != TD_ROOT && ts.parent == TD_NOENTRY)
-		st->st_nlink = 0; /* unlinked, still open */
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
-	st->st_size = (off_t)ts.size;
-	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)((ts.size + 511) / 512);
-	st->st_mtim.tv_sec = ts.mtime_sec;
-	st->st_mtim.tv_nsec = ts.mtime_nsec;
-	st->st_atim = st->st_mtim;
-	st->st_ctim = st->st_mtim;
+		nlink = 0; /* unlinked, still open */
+	td_fs_stat_fill(fs, (fuse_ino_t)n + 1, &ts, nlink, st);
 	return 0;
 }
 
@@ -265,10 +254,7 @@ int td_fs_rw_entry(td_fs *fs, td_node n, struct fuse_entry_param *ep)
 	int rc = td_fs_rw_getattr(fs, n, &ep->attr);
 	if (rc)
 		return rc;
-	ep->ino = (fuse_ino_t)n + 1;
-	ep->generation = 1;
-	ep->attr_timeout = fs->attr_timeout;
-	ep->entry_timeout = fs->entry_timeout;
+	td_fs_entry_fill(fs, (fuse_ino_t)n + 1, ep);
 	return 0;
 }
 

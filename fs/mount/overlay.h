@@ -12,7 +12,7 @@
 #include "td_journal.h"
 
 /*
- * A `-o rw` mount (issue 4) serves every request through a td_edit overlay
+ * A `-o rw` mount serves every request through a td_edit overlay
  * of the archive whose changes go to the journal ARCHIVE.journal beside the
  * archive (td_journal.h) before they are applied and answered:
  *   - locking: the archive is flock'ed exclusively for a writable mount and
@@ -44,18 +44,7 @@ typedef struct td_fs_rw {
 	int broken;               /* a change failed half-applied: refuse more */
 	pthread_rwlock_t lock;    /* readers share, changes exclude */
 	td_journal_report rep;    /* what the replay found */
-	pthread_mutex_t files_mu;
-	struct td_fs_wfile *files; /* open files, freed at unmount if never released */
 } td_fs_rw;
-
-/* Open file (fi->fh) of an edit-mode mount. */
-typedef struct td_fs_wfile {
-	td_node node;
-	pthread_mutex_t mu;       /* guards cur; a busy cursor is skipped */
-	td_cursor *cur;
-	int append;               /* opened with O_APPEND */
-	struct td_fs_wfile *prev, *next;
-} td_fs_wfile;
 
 /* Lock the archive (exclusive when `writable`, else shared) and, for a
  * writable mount or an archive that has a journal, open and replay the
@@ -118,12 +107,6 @@ int td_fs_rw_status(td_fs *fs, int err);
 /* Drop the kernel's cached pages and attributes of node n (after a change
  * the kernel did not make itself: insert, delete). Call without the lock. */
 void td_fs_rw_inval(td_fs *fs, td_node n);
-
-/* Open-file state for node n, listed in fs->rw->files; NULL on out of
- * memory. Freed with td_fs_rw_file_free (release) or at unmount. */
-td_fs_wfile *td_fs_rw_file_new(td_fs *fs, td_node n, int append);
-void td_fs_rw_file_free(td_fs *fs, td_fs_wfile *f);
-void td_fs_rw_files_free_all(td_fs *fs);
 
 /* Handler groups (each file fills its own). */
 void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops);    /* overlay_names.c */

@@ -12,58 +12,11 @@
 
 #define FS(req) ((td_fs *)fuse_req_userdata(req))
 
-td_fs_wfile *td_fs_rw_file_new(td_fs *fs, td_node n, int append)
-{
-	td_fs_wfile *f = calloc(1, sizeof *f);
-	if (!f)
-		return NULL;
-	f->cur = td_cursor_new(fs->a);
-	if (!f->cur) {
-		free(f);
-		return NULL;
-	}
-	f->node = n;
-	f->append = append;
-	pthread_mutex_init(&f->mu, NULL);
-	td_fs_rw *rw = fs->rw;
-	pthread_mutex_lock(&rw->files_mu);
-	f->next = rw->files;
-	if (f->next)
-		f->next->prev = f;
-	rw->files = f;
-	pthread_mutex_unlock(&rw->files_mu);
-	return f;
-}
-
-void td_fs_rw_file_free(td_fs *fs, td_fs_wfile *f)
-{
-	if (!f)
-		return;
-	td_fs_rw *rw = fs->rw;
-	pthread_mutex_lock(&rw->files_mu);
-	if (f->prev)
-		f->prev->next = f->next;
-	else
-		rw->files = f->next;
-	if (f->next)
-		f->next->prev = f->prev;
-	pthread_mutex_unlock(&rw->files_mu);
-	td_cursor_free(f->cur);
-	pthread_mutex_destroy(&f->mu);
-	free(f);
-}
-
-void td_fs_rw_files_free_all(td_fs *fs)
-{
-	while (fs->rw->files)
-		td_fs_rw_file_free(fs, fs->rw->files);
-}
-
 /* Answer an open or create with a new file handle for node n. */
 static void reply_opened(fuse_req_t req, td_fs *fs, td_node n, struct fuse_file_info *fi,
 			 const struct fuse_entry_param *ep)
 {
-	td_fs_wfile *f = td_fs_rw_file_new(fs, n, (fi->flags & O_APPEND) != 0);
+	td_fs_file *f = td_fs_file_new(fs, n, (fi->flags & O_APPEND) != 0);
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -75,7 +28,7 @@ static void reply_opened(fuse_req_t req, td_fs *fs, td_node n, struct fuse_file_
 	fi->keep_cache = 1;
 	int r = ep ? fuse_reply_create(req, ep, fi) : fuse_reply_open(req, fi);
 	if (r != 0)
-		td_fs_rw_file_free(fs, f); /* interrupted: no release will come */
+		td_fs_file_free(fs, f); /* interrupted: no release will come */
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -132,7 +85,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	(void)ino;
 	td_fs *fs = FS(req);
 	uint64_t t0 = td_fs_batch_clock();
-	td_fs_wfile *f = (td_fs_wfile *)(uintptr_t)fi->fh;
+	td_fs_file *f = (td_fs_file *)(uintptr_t)fi->fh;
 	if (!f || off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -148,10 +101,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	/* Readahead and threads sharing a descriptor must not wait for each
 	 * other: the read that finds the cursor busy goes without it. */
 	if (pthread_mutex_trylock(&f->mu) == 0) {
-		err = td_edit_read(fs->rw->ed, f->node, (uint64_t)off, buf, size, &got, f->cur);
+		err = td_edit_read(fs->rw->ed, f->e, (uint64_t)off, buf, size, &got, f->cur);
 		pthread_mutex_unlock(&f->mu);
 	} else {
-		err = td_edit_read(fs->rw->ed, f->node, (uint64_t)off, buf, size, &got, NULL);
+		err = td_edit_read(fs->rw->ed, f->e, (uint64_t)off, buf, size, &got, NULL);
 	}
 	td_fs_rw_unlock(fs);
 	if (err)
@@ -166,7 +119,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
 	(void)ino;
 	td_fs *fs = FS(req);
-	td_fs_wfile *f = (td_fs_wfile *)(uintptr_t)fi->fh;
+	td_fs_file *f = (td_fs_file *)(uintptr_t)fi->fh;
 	if (!f || off < 0) {
 		fuse_reply_err(req, EINVAL);
 		return;
@@ -178,21 +131,21 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		 * stale after an insert or delete by another process). Page
 		 * writeback of a shared mapping (writepage) keeps its offset. */
 		td_stat st;
-		int err = td_edit_stat(fs->rw->ed, f->node, &st);
+		int err = td_edit_stat(fs->rw->ed, f->e, &st);
 		if (err)
 			rc = -td_err_errno(err);
 		else
 			at = st.size;
 	}
 	if (rc == 0)
-		rc = td_fs_rw_status(fs, td_edit_write(fs->rw->ed, f->node, at, buf, size));
+		rc = td_fs_rw_status(fs, td_edit_write(fs->rw->ed, f->e, at, buf, size));
 	td_fs_rw_unlock(fs);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	if (at != (uint64_t)off)
-		td_fs_rw_inval(fs, f->node); /* the kernel placed the bytes elsewhere */
+		td_fs_rw_inval(fs, f->e); /* the kernel placed the bytes elsewhere */
 	fuse_reply_write(req, size);
 }
 
@@ -217,7 +170,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	td_fs_rw_file_free(FS(req), (td_fs_wfile *)(uintptr_t)fi->fh);
+	td_fs_file_free(FS(req), (td_fs_file *)(uintptr_t)fi->fh);
 	fi->fh = 0;
 	fuse_reply_err(req, 0);
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "kernel_tune.h"
+#include "dir.h"
 #include "overlay.h"
 #include "td_err.h"
 #include "td_format.h"
@@ -318,77 +319,46 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 }
 
-static void readdir_common(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi, int plus)
+static int rw_child(td_fs *fs, const td_fs_listing *l, uint64_t k, int plus, char *namebuf, const char **name,
+		    struct fuse_entry_param *ep)
 {
-	td_fs *fs = FS(req);
-	dsnap *s = (dsnap *)(uintptr_t)fi->fh;
-	if (!s) {
-		fuse_reply_err(req, EBADF);
-		return;
+	(void)namebuf;
+	const dsnap_ent *d = &((const dsnap *)l->ctx)->v[k];
+	*name = d->name;
+	ep->attr.st_ino = (ino_t)d->node + 1;
+	ep->attr.st_mode = d->type;
+	/* An entry removed since the snapshot is listed without attributes
+	 * (no lookup is counted for it). */
+	if (plus && td_fs_rw_entry(fs, d->node, ep) != 0) {
+		memset(ep, 0, sizeof *ep);
+		ep->attr.st_ino = (ino_t)d->node + 1;
+		ep->attr.st_mode = d->type;
 	}
+	return 0;
+}
+
+int td_fs_rw_listing(td_fs *fs, struct fuse_file_info *fi, off_t off, td_fs_listing *l)
+{
+	dsnap *s = (dsnap *)(uintptr_t)fi->fh;
+	if (!s)
+		return -EBADF;
 	int rc = 0;
 	td_fs_rw_rdlock(fs);
 	if (off == 0 && s->served)
 		rc = dsnap_take(fs, s); /* rewinddir: a fresh listing */
 	td_fs_rw_unlock(fs);
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	char *buf = malloc(size ? size : 1);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	size_t pos = 0;
-	/* Offsets: 0 ".", 1 "..", 2 + k the k-th child of the snapshot. */
-	if (plus)
-		td_fs_rw_rdlock(fs);
-	for (uint64_t i = off < 0 ? 0 : (uint64_t)off; i < (uint64_t)s->n + 2; i++) {
-		struct fuse_entry_param ep;
-		memset(&ep, 0, sizeof ep);
-		const char *nm;
-		if (i < 2) {
-			nm = i == 0 ? "." : "..";
-			ep.attr.st_ino = (ino_t)(i == 0 ? s->dir : s->parent) + 1;
-			ep.attr.st_mode = S_IFDIR;
-		} else {
-			const dsnap_ent *d = &s->v[i - 2];
-			nm = d->name;
-			ep.attr.st_ino = (ino_t)d->node + 1;
-			ep.attr.st_mode = d->type;
-			/* An entry removed since the snapshot is listed without
-			 * attributes (no lookup is counted for it). */
-			if (plus && td_fs_rw_entry(fs, d->node, &ep) != 0) {
-				memset(&ep, 0, sizeof ep);
-				ep.attr.st_ino = (ino_t)d->node + 1;
-				ep.attr.st_mode = d->type;
-			}
-		}
-		size_t need = plus ? fuse_add_direntry_plus(req, buf + pos, size - pos, nm, &ep, (off_t)(i + 1))
-				   : fuse_add_direntry(req, buf + pos, size - pos, nm, &ep.attr, (off_t)(i + 1));
-		if (need > size - pos)
-			break;
-		pos += need;
-	}
-	if (plus)
-		td_fs_rw_unlock(fs);
-	if (pos > 0)
-		s->served = 1;
-	fuse_reply_buf(req, buf, pos);
-	free(buf);
-}
-
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino;
-	readdir_common(req, size, off, fi, 0);
-}
-
-static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
-{
-	(void)ino;
-	readdir_common(req, size, off, fi, 1);
+	if (rc)
+		return rc;
+	*l = (td_fs_listing){
+		.self = (fuse_ino_t)s->dir + 1,
+		.parent = (fuse_ino_t)s->parent + 1,
+		.n = s->n,
+		.child = rw_child,
+		.ctx = s,
+		.lock = &fs->rw->lock,
+		.served = &s->served,
+	};
+	return 0;
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -426,8 +396,6 @@ void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops)
 	ops->rename = op_rename;
 	ops->link = op_link;
 	ops->opendir = op_opendir;
-	ops->readdir = op_readdir;
-	ops->readdirplus = op_readdirplus;
 	ops->releasedir = op_releasedir;
 	ops->fsyncdir = op_fsyncdir;
 }

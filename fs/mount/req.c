@@ -9,7 +9,7 @@
 #include "xattr.h"
 #include "td_err.h"
 
-td_fs_file *td_fs_file_new(td_fs *fs, td_entry e)
+td_fs_file *td_fs_file_new(td_fs *fs, td_entry e, int append)
 {
 	td_fs_file *f = calloc(1, sizeof *f);
 	if (!f)
@@ -20,6 +20,7 @@ td_fs_file *td_fs_file_new(td_fs *fs, td_entry e)
 		return NULL;
 	}
 	f->e = e;
+	f->append = append;
 	pthread_mutex_init(&f->mu, NULL);
 	pthread_mutex_lock(&fs->files_mu);
 	f->next = fs->files;

@@ -10,19 +10,21 @@
 #include "fuse_api.h"
 #include "td_extract.h"
 
-/* An open regular file (kept in fi->fh): its entry and a cursor so that a
+/* An open regular file (kept in fi->fh) of either kind of mount: its entry
+ * (a td_node of the edit overlay on an edit mount) and a cursor so that a
  * sequential reader continues where its last read ended (decision 4). */
 typedef struct td_fs_file {
 	td_entry e;
+	int append;               /* edit mounts: opened with O_APPEND */
 	pthread_mutex_t mu;       /* guards cur; when busy, a read goes without it */
 	td_cursor *cur;
 	_Atomic uint64_t seq_next; /* batcher: where the last read handed in ends */
 	struct td_fs_file *prev, *next; /* fs->files list, under fs->files_mu */
 } td_fs_file;
 
-/* New open-file state for entry e, listed in fs->files; NULL on out of
- * memory. */
-td_fs_file *td_fs_file_new(td_fs *fs, td_entry e);
+/* New open-file state for entry (or edit node) e, listed in fs->files;
+ * NULL on out of memory. Thread-safe. */
+td_fs_file *td_fs_file_new(td_fs *fs, td_entry e, int append);
 
 /* Unlist and free f. The kernel sends release only after every read of the
  * handle was answered, so no queued request still points at f. NULL

@@ -14,9 +14,6 @@
 #include "td_query.h"
 
 #define PREFIX TD_FS_XATTR_PREFIX
-#define PREFIX_LEN (sizeof PREFIX - 1)
-#define SEARCH_NAME PREFIX "search."
-#define MORE_TAG "#more "
 
 /* A few recent search results, so the parts of a long list and the
  * size probe that precedes each getxattr do not search again. Their hits
@@ -152,137 +149,32 @@ static void search_release(td_fs *fs, xresult *r)
 	pthread_mutex_unlock(&fs->xcache->mu);
 }
 
-/* Decimal digits of v into out (no NUL); returns the length (<= 20). */
-size_t fs_u64dec(uint64_t v, char *out)
+static int archive_path(const void *a, uint32_t file, char *buf, size_t cap)
 {
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
+	return td_archive_path(a, file, buf, cap);
 }
 
-int fs_value_u64(uint64_t v, char **val, size_t *len)
-{
-	char *p = malloc(21);
-	if (!p)
-		return -ENOMEM;
-	*len = fs_u64dec(v, p);
-	*val = p;
-	return 0;
-}
-
-/* Parse a part number: 1..19 decimal digits. 0 or -EINVAL. */
-int fs_parse_hit_index(const char *s, uint64_t *out)
-{
-	size_t n = strlen(s);
-	if (n == 0 || (n > 1 && s[0] == '0'))
-		return -EINVAL;
-	uint64_t v = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		unsigned d = (unsigned)(s[i] - '0');
-		v = v > (UINT64_MAX - d) / 10 ? UINT64_MAX : v * 10 + d; /* past any count */
-	}
-	*out = v;
-	return 0;
-}
-
-static int value_search(td_fs *fs, td_entry e, int is_dir, const char *w, size_t wlen, uint64_t first,
-			char **val, size_t *len)
+static int value_search(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, char **val, size_t *len)
 {
 	int rc = 0;
-	xresult *r = search_cached(fs, e, w, wlen, &rc);
+	xresult *r = search_cached(fs, e, x->word, x->wlen, &rc);
 	if (!r)
 		return rc;
-	const td_hits *h = &r->hits;
-	if (first > h->n) {
-		search_release(fs, r);
-		return -ENODATA;
-	}
-	/* Room kept for the continuation line: tag, name, '@', 20 digits, '\n'. */
-	const size_t reserve = (sizeof MORE_TAG - 1) + (sizeof SEARCH_NAME - 1) + wlen + 1 + 20 + 1;
-	char *out = malloc(TD_FS_XATTR_MAX);
-	char *path = is_dir ? malloc(TD_MAXPATH + 1) : NULL;
-	char *line = malloc(2 * (TD_MAXPATH + 1) + 24);
-	if (!out || (is_dir && !path) || !line) {
-		free(out);
-		free(path);
-		free(line);
-		search_release(fs, r);
-		return -ENOMEM;
-	}
-	size_t pos = 0, safe_pos = 0;
-	uint64_t safe_next = first, i = first;
-	td_entry path_of = TD_NOENTRY;
-	size_t plen = 0;
-	for (; i < h->n; i++) {
-		size_t ll = 0;
-		if (is_dir) {
-			if (h->v[i].file != path_of) {
-				int n = td_archive_path(fs->a, h->v[i].file, path, TD_MAXPATH + 1);
-				if (n < 0) {
-					rc = -td_err_errno(n);
-					break;
-				}
-				plen = (size_t)n;
-				path_of = h->v[i].file;
-			}
-			ll = td_path_escape(path, plen, line);
-			line[ll++] = ':';
-		}
-		ll += fs_u64dec(h->v[i].off, line + ll);
-		line[ll++] = '\n';
-		if (pos + ll > TD_FS_XATTR_MAX)
-			break;
-		memcpy(out + pos, line, ll);
-		pos += ll;
-		if (pos + reserve <= TD_FS_XATTR_MAX) {
-			safe_pos = pos;
-			safe_next = i + 1;
-		}
-	}
-	if (rc == 0 && i < h->n) {
-		/* Does not fit: cut at the last line that leaves room for the
-		 * continuation line, and name the part that follows. */
-		pos = safe_pos;
-		memcpy(out + pos, MORE_TAG SEARCH_NAME, sizeof MORE_TAG SEARCH_NAME - 1);
-		pos += sizeof MORE_TAG SEARCH_NAME - 1;
-		memcpy(out + pos, w, wlen);
-		pos += wlen;
-		out[pos++] = '@';
-		pos += fs_u64dec(safe_next, out + pos);
-		out[pos++] = '\n';
-	}
-	free(path);
-	free(line);
+	rc = td_fs_xattr_search_value(&r->hits, x->num, x->word, x->wlen, is_dir ? archive_path : NULL, fs->a, val,
+				      len);
 	search_release(fs, r);
-	if (rc) {
-		free(out);
-		return rc;
-	}
-	if (pos == 0) {
-		free(out);
-		out = NULL;
-	}
-	*val = out;
-	*len = pos;
-	return 0;
+	return rc;
 }
 
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t *len)
 {
 	*val = NULL;
 	*len = 0;
-	if (strncmp(name, PREFIX, PREFIX_LEN) != 0)
+	td_fs_xname x;
+	td_fs_xattr_parse(name, &x);
+	if (x.kind == TD_FS_XNONE)
 		return -ENODATA;
-	const char *rest = name + PREFIX_LEN;
-	if (strcmp(rest, "stats") == 0) /* the batcher's counters, on the root only */
+	if (x.kind == TD_FS_XSTATS) /* the batcher's counters, on the root only */
 		return e == TD_ROOT ? td_fs_batch_stats(fs, val, len) : -ENODATA;
 
 	td_stat st;
@@ -292,8 +184,11 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 	int is_dir = S_ISDIR(st.mode);
 	if (!is_dir && !S_ISREG(st.mode))
 		return -ENODATA;
+	if (x.err)
+		return x.kind == TD_FS_XINSERT || x.kind == TD_FS_XDELETE ? -ENODATA : x.err;
 
-	if (strcmp(rest, "words") == 0) {
+	switch (x.kind) {
+	case TD_FS_XWORDS: {
 		if (!is_dir)
 			return fs_value_u64(st.nwords, val, len);
 		const td_fs_tree *t;
@@ -302,29 +197,18 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 			return rc;
 		return fs_value_u64(t->words[e], val, len);
 	}
-	if (strncmp(rest, "count.", 6) == 0) {
-		const char *w = rest + 6;
-		size_t wlen = strlen(w);
-		if (wlen == 0 || !td_is_word(w, wlen))
-			return -EINVAL;
+	case TD_FS_XCOUNT: {
 		uint64_t n = 0;
-		err = td_count(fs->a, w, wlen, e, &n);
+		err = td_count(fs->a, x.word, x.wlen, e, &n);
 		if (err)
 			return -td_err_errno(err);
 		return fs_value_u64(n, val, len);
 	}
-	if (strncmp(rest, "search.", 7) == 0) {
-		const char *w = rest + 7;
-		const char *at = strrchr(w, '@');
-		size_t wlen = at ? (size_t)(at - w) : strlen(w);
-		uint64_t first = 0;
-		if (at && fs_parse_hit_index(at + 1, &first))
-			return -EINVAL;
-		if (wlen == 0 || !td_is_word(w, wlen))
-			return -EINVAL;
-		return value_search(fs, e, is_dir, w, wlen, first, val, len);
+	case TD_FS_XSEARCH:
+		return value_search(fs, e, is_dir, &x, val, len);
+	default:
+		return -ENODATA;
 	}
-	return -ENODATA;
 }
 
 ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap)

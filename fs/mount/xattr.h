@@ -1,4 +1,4 @@
-/* xattr: the user.tadoc.* extended attributes: word totals, counts, search hits. */
+/* xattr: the user.tadoc.* extended attributes of a read-only mount: word totals, counts, search hits (names: xattr_name.h). */
 #ifndef TD_FS_XATTR_H
 #define TD_FS_XATTR_H
 
@@ -6,25 +6,7 @@
 #include <sys/types.h>
 
 #include "ctx.h"
-
-/* Every attribute tadocfs answers starts with this. */
-#define TD_FS_XATTR_PREFIX "user.tadoc."
-
-/* Largest value the kernel passes through getxattr (XATTR_SIZE_MAX). */
-#define TD_FS_XATTR_MAX 65536u
-
-/* Namespace (man page tadocfs(8) is the user documentation):
- *   user.tadoc.words               word tokens in the file / subtree
- *   user.tadoc.count.WORD          occurrences of WORD (decimal)
- *   user.tadoc.search.WORD         one hit per line, ascending: the byte
- *                                  offset (file) or `path:offset` with path
- *                                  relative to the mount root (directory);
- *                                  in paths '\' is written "\\" and a
- *                                  newline "\n"
- *   user.tadoc.search.WORD@N       the same list from hit N (0-based) on
- * A search value that would exceed TD_FS_XATTR_MAX ends, instead, with the
- * line "#more user.tadoc.search.WORD@N" naming the part that continues it;
- * a value without that line is complete. */
+#include "xattr_name.h"
 
 /* Set up the search-result cache. 0 or -ENOMEM. */
 int td_fs_xattr_init(td_fs *fs);
@@ -43,17 +25,5 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
  * returns the length; otherwise copies into buf. Returns the length or
  * -ERANGE when cap is too small. */
 ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap);
-
-/* Shared value builders of the xattr handlers (read-only and rw mounts). */
-/* N of a continuation name (user.tadoc.search.WORD@N): decimal digits
- * without leading zeros (one name per part); a number past 2^64 - 1 reads
- * as UINT64_MAX, past every hit count (ENODATA, as any N past the end).
- * 0 or -EINVAL. */
-int fs_parse_hit_index(const char *s, uint64_t *out);
-
-/* Decimal digits of v into out (no NUL); returns the length (<= 20). */
-size_t fs_u64dec(uint64_t v, char *out);
-/* *val = malloc'd decimal of v, *len its length. 0 or -ENOMEM. */
-int fs_value_u64(uint64_t v, char **val, size_t *len);
 
 #endif
