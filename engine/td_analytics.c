@@ -267,6 +267,8 @@ typedef struct rset {
 	uint32_t *slot;    /* R: 0 unseen, IN_PROGRESS, else place + 1 */
 	uint32_t *order;
 	uint64_t n, cap;
+	int (*done)(void *ctx, uint64_t r); /* or NULL: called as each rule gets its slot */
+	void *ctx;
 } rset;
 #define IN_PROGRESS UINT32_MAX
 
@@ -312,7 +314,7 @@ static int rset_visit(const an *x, rset *s, uint64_t r, unsigned depth)
 	}
 	s->order[s->n++] = (uint32_t)r;
 	s->slot[r] = (uint32_t)s->n;
-	return TD_OK;
+	return s->done ? s->done(s->ctx, r) : TD_OK;
 }
 
 /* Visit the rule symbol s (a no-op for terminals). */
@@ -635,6 +637,7 @@ typedef struct wslot {
 /* Per reachable rule (by slot): words, first and last L words. */
 typedef struct seqinfo {
 	unsigned m, L;
+	uint64_t cap;   /* slots allocated */
 	uint64_t *nw;   /* words of the rule (pieces count one each) */
 	uint32_t *head; /* L per slot */
 	uint32_t *tail; /* L per slot */
@@ -646,7 +649,7 @@ typedef struct seqinfo {
 typedef struct scanner scanner;
 struct scanner {
 	const an *x;
-	const rset *s;
+	rset *s;
 	seqinfo *si;
 	unsigned n;                /* words in the window, <= L */
 	wslot win[TD_PHRASE_MAX];
@@ -786,7 +789,32 @@ static int seqinfo_init(seqinfo *si, unsigned m, uint64_t n)
 	si->val = calloc(n, sizeof *si->val);
 	si->head = calloc(n * (si->L ? si->L : 1), sizeof *si->head);
 	si->tail = calloc(n * (si->L ? si->L : 1), sizeof *si->tail);
+	si->cap = n;
 	return si->nw && si->val && si->head && si->tail ? TD_OK : TD_ENOMEM;
+}
+
+/* Room for n slots (contents of new slots undefined: scan_rule fills them). */
+static int seqinfo_reserve(seqinfo *si, uint64_t n)
+{
+	if (n <= si->cap)
+		return TD_OK;
+	uint64_t cap = 2 * si->cap > n ? 2 * si->cap : n, l = si->L ? si->L : 1;
+	uint64_t *nw = realloc(si->nw, cap * sizeof *nw);
+	if (nw)
+		si->nw = nw;
+	uint64_t *val = realloc(si->val, cap * sizeof *val);
+	if (val)
+		si->val = val;
+	uint32_t *h = realloc(si->head, cap * l * sizeof *h);
+	if (h)
+		si->head = h;
+	uint32_t *t = realloc(si->tail, cap * l * sizeof *t);
+	if (t)
+		si->tail = t;
+	if (!nw || !val || !h || !t)
+		return TD_ENOMEM;
+	si->cap = cap;
+	return TD_OK;
 }
 
 static void seqinfo_free(seqinfo *si)
@@ -811,6 +839,8 @@ static int scan_file(scanner *sc, td_entry e)
 		for (uint64_t j = 0; j < k && !err; j++) {
 			if (sym[j] >= x->T + x->R)
 				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+			if (sym[j] >= x->T && !sc->s->slot[sym[j] - x->T] && (err = rset_add(x, sc->s, sym[j])))
+				break;
 			if (sym[j] >= x->T)
 				sc->below += sc->si->val[sc->s->slot[sym[j] - x->T] - 1];
 			err = scan_sym(sc, sym[j], off);
@@ -913,21 +943,23 @@ static int tmatch_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 	return t->out ? td_hits_push(t->out, t->file, t->off[0]) : TD_OK;
 }
 
-/* Occurrences of the phrase below rule r (by slot), bottom-up. */
-static int phrase_rules(scanner *sc, pctx *p)
+/* A rule just reached (its parts done): its words, first and last words
+ * and occurrences of the phrase (its parts' plus the runs across them). */
+static int phrase_done(void *ctx, uint64_t r)
 {
-	const rset *s = sc->s;
-	int err = TD_OK;
-	for (uint64_t i = 0; i < s->n && !err; i++) {
-		p->add = 0;
-		sc->weight = 1;
-		err = scan_rule(sc, s->order[i], 1);
-		sc->si->val[i] = sc->below + p->add;
-	}
+	scanner *sc = ctx;
+	pctx *p = sc->ctx;
+	int err = seqinfo_reserve(sc->si, sc->s->n);
+	if (err)
+		return err;
+	p->add = 0;
+	sc->weight = 1;
+	err = scan_rule(sc, r, 1);
+	sc->si->val[sc->s->slot[r] - 1] = sc->below + p->add;
 	return err;
 }
 
-/* Occurrences in file e (its rules' counts known). */
+/* Occurrences in file e (the rules it reaches are visited on the way). */
 static int phrase_file(scanner *sc, pctx *p, td_entry e, uint64_t *count)
 {
 	p->add = 0;
@@ -1065,26 +1097,16 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, an 
 		}
 		return err;
 	}
-	if ((err = rset_init(&s, x->R)))
-		goto out;
-	uint64_t sym[QCHUNK];
-	for (size_t f = 0; f < x->nfiles && !err; f++) {
-		uint64_t rs, re;
-		err = root_range(x, x->files[f], &rs, &re);
-		for (uint64_t i = rs; !err && i < re;) {
-			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(a, i, k, sym);
-			for (uint64_t j = 0; j < k && !err; j++)
-				err = rset_add(x, &s, sym[j]);
-			i += k;
-		}
-	}
-	if (!err)
-		err = seqinfo_init(&si, ph->m, s.n);
-	pctx p = { .ph = ph, .out = out };
+	/* one pass: each file's root symbols, each rule met computed
+	 * bottom-up as the walk first reaches it (rule scans have their own
+	 * window and tally) */
+	pctx p = { .ph = ph, .out = out }, pr = { .ph = ph };
 	scanner sc = { .x = x, .s = &s, .si = &si, .emit = phrase_emit, .ctx = &p };
-	if (!err)
-		err = phrase_rules(&sc, &p);
+	scanner rsc = { .x = x, .s = &s, .si = &si, .emit = phrase_emit, .ctx = &pr };
+	if ((err = rset_init(&s, x->R)) || (err = seqinfo_init(&si, ph->m, 1024)))
+		goto out;
+	s.done = phrase_done;
+	s.ctx = &rsc;
 	for (size_t f = 0; f < x->nfiles && !err; f++) {
 		err = phrase_file(&sc, &p, x->files[f], &(*counts)[f]);
 		if (!err && out && (*counts)[f]) {

@@ -63,36 +63,65 @@ static uint32_t cp_at(const char *w, size_t len, size_t pos, unsigned *k)
 	return cp;
 }
 
+/* Code point at byte pos of a word, ASCII inline. */
+static inline uint32_t cp_fast(const char *w, size_t len, size_t pos, unsigned *k)
+{
+	if ((uint8_t)w[pos] < 0x80) {
+		*k = 1;
+		return (uint8_t)w[pos];
+	}
+	return cp_at(w, len, pos, k);
+}
+
+/* A group of words with the same next code point, while building. */
+typedef struct bgroup {
+	uint64_t lo, hi;
+	uint32_t cp;
+	unsigned k;
+} bgroup;
+
 typedef struct builder {
-	const td_archive *a;
 	ftree *t;
+	const char *words;
+	const uint64_t *off;  /* W + 1 word offsets, flat */
+	bgroup *g;            /* a stack of groups, a run per level */
+	size_t ng, gcap;
 } builder;
 
 /* Fill node `node` for words [lo, hi) that share their first `bpos` bytes. */
 static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpos, unsigned depth)
 {
 	ftree *t = b->t;
-	size_t len;
-	const char *w = td_word_at(b->a, lo, &len);
 	if (depth > 4 * TD_MAXTOK)
 		return td_fail(TD_ECORRUPT, "vocabulary not sorted");
-	if (len == bpos) {
+	if (b->off[lo + 1] - b->off[lo] == bpos) {
 		t->v[node].word = (uint32_t)lo + 1;
 		lo++;
 	}
-	/* children: one per distinct next code point */
-	uint64_t nch = 0;
-	uint32_t prev = UINT32_MAX;
+	/* children: one per distinct next code point, found in one pass */
+	size_t g0 = b->ng;
 	for (uint64_t i = lo; i < hi; i++) {
+		const char *w = b->words + b->off[i];
+		size_t len = b->off[i + 1] - b->off[i];
 		unsigned k;
-		w = td_word_at(b->a, i, &len);
 		if (len <= bpos)
 			return td_fail(TD_ECORRUPT, "vocabulary not sorted");
-		uint32_t c = cp_at(w, len, bpos, &k);
-		if (c != prev)
-			nch++;
-		prev = c;
+		uint32_t c = cp_fast(w, len, bpos, &k);
+		if (b->ng > g0 && b->g[b->ng - 1].cp == c) {
+			b->g[b->ng - 1].hi = i + 1;
+			continue;
+		}
+		if (b->ng == b->gcap) {
+			size_t cap = b->gcap ? 2 * b->gcap : 1024;
+			bgroup *ng = realloc(b->g, cap * sizeof *ng);
+			if (!ng)
+				return TD_ENOMEM;
+			b->g = ng;
+			b->gcap = cap;
+		}
+		b->g[b->ng++] = (bgroup){ i, i + 1, c, k };
 	}
+	uint64_t nch = b->ng - g0;
 	if (!nch)
 		return TD_OK; /* a leaf: 0 code points after it */
 	if (nch > LOW24)
@@ -109,26 +138,15 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 	t->n += nch;
 	t->v[node].first = (uint32_t)f;
 	t->v[node].nchild = (uint32_t)nch;
-	uint64_t i = lo, c = 0;
-	while (i < hi) {
-		unsigned k;
-		w = td_word_at(b->a, i, &len);
-		uint32_t cp = cp_at(w, len, bpos, &k);
-		uint64_t j = i + 1;
-		for (; j < hi; j++) {
-			size_t l2;
-			unsigned k2;
-			const char *w2 = td_word_at(b->a, j, &l2);
-			if (cp_at(w2, l2, bpos, &k2) != cp)
-				break;
-		}
-		uint64_t nd = f + c++;
-		t->v[nd] = (fnode){ cp, 0, 0, 0 };
-		int err = build(b, nd, i, j, bpos + k, depth + 1);
+	for (uint64_t c = 0; c < nch; c++) {
+		bgroup g = b->g[g0 + c]; /* a copy: the stack may move below */
+		t->v[f + c] = (fnode){ g.cp, 0, 0, 0 };
+		int err = build(b, f + c, g.lo, g.hi, bpos + g.k, depth + 1);
 		if (err)
 			return err;
-		i = j;
+		b->ng = g0 + nch; /* what the child pushed is done */
 	}
+	b->ng = g0;
 	/* the lengths left below: from the children's, one code point more */
 	uint32_t mn = t->v[node].word ? 0 : 255, mx = 0;
 	for (uint64_t ch = f; ch < f + nch; ch++) {
@@ -167,9 +185,19 @@ static int get_tree(const td_archive *a, const ftree **out)
 				err = TD_ENOMEM;
 			} else {
 				t->v[0] = (fnode){ 0, 0, 0, 0 };
-				builder b = { a, t };
-				if (a->W)
-					err = build(&b, 0, 0, a->W, 0, 0);
+				builder b = { .t = t, .words = (const char *)td_words(a) };
+				uint64_t *off = malloc((a->W + 1) * sizeof *off);
+				if (!off) {
+					err = TD_ENOMEM;
+				} else {
+					for (uint64_t i = 0; i <= a->W; i++)
+						off[i] = TD_FLAT(a, f_word_off, word_off, i);
+					b.off = off;
+					if (a->W)
+						err = build(&b, 0, 0, a->W, 0, 0);
+				}
+				free(off);
+				free(b.g);
 			}
 			if (!err) {
 				atomic_store_explicit(&((td_archive *)a)->fuzzy, t, memory_order_release);
