@@ -18,11 +18,10 @@
  * or ` #` on a value line. Keys are lower case; a key given twice takes its
  * last value. Enumerated values are case-insensitive.
  *
- * Errors are single lines of the form `FILE:LINE: message`; LINE is 0 for
- * problems with the file as a whole (cannot open, is a directory). Overrides
- * report as `-o:N: message`, N being the 1-based position of the override in
- * the array passed to td_conf_load(). Front ends print the message and exit
- * with status 2.
+ * Errors are single lines: `FILE:LINE: message` for a line of the file,
+ * `config file FILE: message` for the file as a whole (cannot open, is a
+ * directory), and `option -o KEY: message` for an override. Front ends
+ * print the message after their name and exit with status 2.
  *
  * Value syntax: integers are plain decimal digits; sizes are decimal digits
  * optionally followed by a unit K, M, G or T (also KB/KiB, ...; any case;
@@ -173,8 +172,8 @@ int td_conf_find_file(char *buf, size_t len);
 /* Build the effective configuration: defaults, then the config file
  * (`explicit_file` if non-NULL, else td_conf_find_file()), then `n`
  * overrides "key=value" in order (`overrides` may be NULL when n is 0).
- * Returns 0 with *c filled; or -1 with a one-line "FILE:LINE: message" or
- * "-o:N: message" in err (when errlen > 0); *c is then unspecified.
+ * Returns 0 with *c filled; or -1 with a one-line message of the forms
+ * above in err (when errlen > 0); *c is then unspecified.
  * Errors: explicit file missing; file unreadable, a directory, containing a
  * NUL byte or an over-long line; INI syntax error; unknown section; unknown
  * key; bad value; override without '='. */

@@ -200,7 +200,12 @@ static int load_fail(char *err, size_t errlen, const char *where, unsigned line,
 		va_start(ap, fmt);
 		vsnprintf(msg, sizeof msg, fmt, ap);
 		va_end(ap);
-		snprintf(err, errlen, "%s:%u: %s", where, line, msg);
+		if (!where)
+			snprintf(err, errlen, "option -o %s", msg);
+		else if (line == 0)
+			snprintf(err, errlen, "config file %s: %s", where, msg);
+		else
+			snprintf(err, errlen, "%s:%u: %s", where, line, msg);
 	}
 	return -1;
 }
@@ -246,14 +251,14 @@ static int apply_override(td_conf *c, const char *s, unsigned pos,
 	char key[64];
 	char msg[512];
 	if (!s)
-		return load_fail(err, errlen, "-o", pos, "empty option");
+		return load_fail(err, errlen, NULL, pos, "(none): empty option");
 	const char *eq = strchr(s, '=');
 	if (!eq) {
 		if (td_conf_key_find(s) >= 0)
-			return load_fail(err, errlen, "-o", pos,
+			return load_fail(err, errlen, NULL, pos,
 					 "%s: missing value (use %s=VALUE)", s, s);
-		return load_fail(err, errlen, "-o", pos,
-				 "expected key=value, got '%s'", s);
+		return load_fail(err, errlen, NULL, pos,
+				 "%s: expected key=value", s);
 	}
 	const char *a = s, *b = eq;
 	while (a < b && is_blank(*a))
@@ -261,7 +266,7 @@ static int apply_override(td_conf *c, const char *s, unsigned pos,
 	while (b > a && is_blank(b[-1]))
 		b--;
 	if ((size_t)(b - a) >= sizeof key)
-		return load_fail(err, errlen, "-o", pos, "unknown key '%.*s'",
+		return load_fail(err, errlen, NULL, pos, "%.*s: unknown key",
 				 (int)(b - a), a);
 	memcpy(key, a, (size_t)(b - a));
 	key[b - a] = '\0';
@@ -273,9 +278,11 @@ static int apply_override(td_conf *c, const char *s, unsigned pos,
 	size_t len = strlen(val);
 	while (len && is_blank(val[len - 1]))
 		val[--len] = '\0';
+	if (td_conf_key_find(key) < 0)
+		return load_fail(err, errlen, NULL, pos, "%s: unknown key", key);
 	td_conf_origin o = {TD_CONF_SRC_OPTION, pos};
 	if (td_conf_set(c, key, val, o, msg, sizeof msg))
-		return load_fail(err, errlen, "-o", pos, "%s", msg);
+		return load_fail(err, errlen, NULL, pos, "%s", msg);
 	return 0;
 }
 
@@ -287,15 +294,15 @@ int td_conf_load(td_conf *c, const char *explicit_file,
 	td_conf_defaults(c);
 	if (explicit_file) {
 		if (!explicit_file[0])
-			return load_fail(err, errlen, "-o", 0, "config: empty file name");
+			return load_fail(err, errlen, NULL, 0, "config: empty file name");
 		if (load_file(c, explicit_file, true, err, errlen))
 			return -1;
 	} else {
 		char path[TD_CONF_PATH_MAX];
 		int found = td_conf_find_file(path, sizeof path);
 		if (found < 0)
-			return load_fail(err, errlen, "$XDG_CONFIG_HOME", 0,
-					 "config file path too long");
+			return load_fail(err, errlen, "under $XDG_CONFIG_HOME or $HOME", 0,
+					 "path too long");
 		if (found && load_file(c, path, false, err, errlen))
 			return -1;
 	}

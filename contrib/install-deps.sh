@@ -3,9 +3,9 @@
 # Usage: contrib/install-deps.sh [--bench]   (needs root or sudo; skips what is installed)
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc clang libfuse3-dev fuse3 libinih-dev libcriterion-dev
-      libutf8proc-dev libxxhash-dev libzstd-dev python3 attr)
+      libutf8proc-dev libxxhash-dev libzstd-dev libarchive-dev python3 attr)
 if [ "${1:-}" = --bench ] || [ "${1:-}" = --test ]; then
-  pkgs+=(squashfs-tools squashfuse zstd xz-utils time vim nano patch libclang-rt-14-dev ca-certificates)
+  pkgs+=(squashfs-tools squashfuse zstd xz-utils time vim nano patch libclang-rt-14-dev ca-certificates strace)
   [ "$1" = --bench ] && pkgs+=(hyperfine)
   # the real-corpus test fetches with npm; a node install may already bring one
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)

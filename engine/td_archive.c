@@ -449,7 +449,7 @@ int td_data_check_slow(const td_archive *a)
 	pthread_mutex_lock(&m->lazy_mu);
 	if (atomic_load_explicit(&a->data_state, memory_order_relaxed) == 0) {
 		int state = 1;
-		for (unsigned id = 1; id < TD_SEC_MAX && state == 1; id++) {
+		for (unsigned id = 1; id < TD_SEC_MAX && state == 1 && !atomic_load(&a->sums_ok); id++) {
 			const td_disk_section *s = a->sec[id];
 			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD))
 				continue;
@@ -565,7 +565,8 @@ static int setup(td_archive *a, unsigned flags)
 		return bad(TD_SEC_E_CHILD, "children ranges do not cover the tree");
 	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->bytes_size[TD_SEC_NAMES])
 		return bad(TD_SEC_E_ROOT, "ranges do not match the root");
-	return TD_OK;
+	/* Hostile names or shapes are refused here, once, not met by lookups. */
+	return td_tree_check(a);
 }
 
 int td_archive_open(const char *path, unsigned flags, td_archive **out)

@@ -118,6 +118,9 @@ struct td_archive {
 	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */
 	atomic_int data_state;
 	unsigned data_bad;
+	/* 1 once td_archive_check_sums found every section's checksum right:
+	 * td_data_check then only builds what it builds. */
+	atomic_int sums_ok;
 };
 
 void td_fuzzy_free(td_archive *a);
@@ -134,6 +137,15 @@ static inline int td_data_check(const td_archive *a)
 		return TD_OK;
 	return td_data_check_slow(a);
 }
+
+/* Check the entry tree, O(entries), once at open (td_verify.c): names
+ * (not empty, '.' or '..', no '/' or NUL, at most TD_MAXNAME bytes,
+ * sorted and distinct within a directory, as lookup's bisection needs),
+ * types, parents before children and listing them, children ranges, text
+ * ranges against sizes (none for directories; 1..TD_MAXPATH bytes for a
+ * symlink target). Decodes NAMES. TD_OK or TD_ECORRUPT with a detail
+ * naming the entry (number and path). */
+int td_tree_check(const td_archive *a);
 
 /* memcpy for the short copies of most tokens, inlined without over-reading:
  * two possibly overlapping fixed-size moves cover any length in a range. */

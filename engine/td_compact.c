@@ -13,6 +13,7 @@
 
 #include "td_format.h"
 #include "td_lock.h"
+#include "td_tmpfile.h"
 
 #define CHUNK_BYTES (1u << 20)
 
@@ -117,15 +118,18 @@ int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char
 	       const td_writer_opts *opts, int *lock_fd)
 {
 	(void)a;
-	size_t plen = strlen(archive_path);
-	char *tmp = malloc(plen + sizeof(".compact"));
+	size_t cap = strlen(archive_path) + 64;
+	char *tmp = malloc(cap);
 	if (!tmp)
 		return TD_ENOMEM;
-	memcpy(tmp, archive_path, plen);
-	memcpy(tmp + plen, ".compact", sizeof(".compact"));
-	unlink(tmp); /* left over from an interrupted compaction */
-
-	int err = TD_OK;
+	/* the name of earlier versions, left over from an interrupted compaction */
+	snprintf(tmp, cap, "%s.compact", archive_path);
+	unlink(tmp);
+	int err = td_tmp_path(archive_path, "compact", tmp, cap);
+	if (err) {
+		free(tmp);
+		return err;
+	}
 	walk *k = calloc(1, sizeof(*k));
 	if (k)
 		k->buf = malloc(CHUNK_BYTES);

@@ -424,3 +424,29 @@ int td_cursor_read(td_cursor *c, td_entry e, uint64_t off, void *buf, size_t len
 		c->w.valid = 0;
 	return err;
 }
+
+int td_archive_readlink(const td_archive *a, td_entry e, char *buf, size_t cap, size_t *len)
+{
+	td_stat st;
+	int err = td_archive_stat(a, e, &st);
+	if (err)
+		return err;
+	if (!S_ISLNK(st.mode))
+		return td_fail(TD_EINVAL, "entry %u is not a symlink", e);
+	char path[TD_MAXPATH + 1];
+	if (st.size == 0 || st.size > TD_MAXPATH)
+		return td_fail(TD_ECORRUPT, "entry %u '%s': symlink target of %llu bytes", e,
+			       td_archive_path(a, e, path, sizeof path) >= 0 ? path : "?", (unsigned long long)st.size);
+	if (cap <= st.size)
+		return td_fail(TD_EINVAL, "symlink target of %llu bytes does not fit", (unsigned long long)st.size);
+	size_t got = 0;
+	if ((err = td_extract(a, e, 0, buf, (size_t)st.size, &got)))
+		return err;
+	if (got != st.size || memchr(buf, '\0', got))
+		return td_fail(TD_ECORRUPT, "entry %u '%s': symlink target %s", e,
+			       td_archive_path(a, e, path, sizeof path) >= 0 ? path : "?",
+			       got != st.size ? "shorter than its size" : "holds a NUL byte");
+	buf[got] = '\0';
+	*len = got;
+	return TD_OK;
+}

@@ -14,6 +14,7 @@
 #include <xxhash.h>
 
 #include "td_format.h"
+#include "td_tmpfile.h"
 
 #define J_MAGIC "TDJRNL\0\1"
 #define J_VERSION 1u
@@ -390,13 +391,22 @@ static int next_rec(int fd, uint64_t fsize, uint64_t pos, uint64_t expect_seq, u
 	return 1;
 }
 
-/* Copy journal bytes [from, fsize) to PATH.damaged-FROM. */
+/* Copy journal bytes [from, fsize) to a new file PATH.damaged-FROM, or,
+ * when an earlier damage at the same offset was saved there, to the first
+ * free PATH.damaged-FROM.N (N = 1, 2, ...): a saved tail is never
+ * overwritten. `name` gets the name used. */
 static int save_tail(int fd, const char *path, uint64_t from, uint64_t fsize, char *name, size_t cap)
 {
-	snprintf(name, cap, "%s.damaged-%" PRIu64, path, from);
-	int out = open(name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (out < 0)
-		return td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+	int out = -1;
+	for (unsigned seq = 0; out < 0; seq++) {
+		if (seq == 0)
+			snprintf(name, cap, "%s.damaged-%" PRIu64, path, from);
+		else
+			snprintf(name, cap, "%s.damaged-%" PRIu64 ".%u", path, from, seq);
+		out = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (out < 0 && (errno != EEXIST || seq >= 100000))
+			return td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+	}
 	uint8_t buf[65536];
 	int err = TD_OK;
 	for (uint64_t p = from; p < fsize && !err;) {
@@ -408,7 +418,138 @@ static int save_tail(int fd, const char *path, uint64_t from, uint64_t fsize, ch
 	if (!err && fsync(out) != 0)
 		err = td_fail(TD_EIO, "%s: %s", name, strerror(errno));
 	close(out);
+	if (!err)
+		err = sync_dir(name);
 	return err;
+}
+
+/* Phase 1 of td_journal_open: open (or, writable, create) j->path and
+ * check its header. *size gets the file size, *mine 1 when the header
+ * names this archive. Returns TD_OK with j->fd < 0 when a read-only open
+ * finds no journal. */
+static int open_checked(td_journal *j, int ro, uint64_t asize, uint64_t asum, uint64_t *size, int *mine,
+			uint8_t h[J_HDR])
+{
+	int err;
+	j->fd = open(j->path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (j->fd < 0 && errno == ENOENT) {
+		if (ro)
+			return TD_OK;
+		if ((err = write_fresh(j->path, asize, asum)))
+			return err;
+		j->fd = open(j->path, O_RDWR | O_CLOEXEC);
+	}
+	if (j->fd < 0)
+		return td_fail(TD_EIO, "%s: %s", j->path, strerror(errno));
+	struct stat st;
+	if (fstat(j->fd, &st) != 0)
+		return td_fail(TD_EIO, "%s: %s", j->path, strerror(errno));
+	*size = (uint64_t)st.st_size;
+	if (*size < J_HDR || full_pread(j->fd, h, J_HDR, 0) != 0)
+		return td_fail(TD_ECORRUPT, "journal '%s': header cut short (%" PRIu64 " bytes); "
+			       "move the file away to mount without it", j->path, *size);
+	if (memcmp(h, J_MAGIC, 8) != 0 || get32(h + 8) != J_VERSION || get32(h + 12) != J_HDR ||
+	    XXH3_64bits(h, 56) != get64(h + 56))
+		return td_fail(TD_ECORRUPT, "journal '%s': bad header (magic, version or checksum at byte 0)",
+			       j->path);
+	*mine = get64(h + 16) == asize && get64(h + 24) == asum;
+	return TD_OK;
+}
+
+/* What the replay of a journal's records found. */
+typedef struct replay_end {
+	uint64_t pos, seq;        /* end of the intact records; their count */
+	int r;                    /* next_rec's last answer: 0 clean end, -1 damage */
+	const char *why;          /* the damage, when r < 0 */
+	td_edit_rec last;         /* the last intact record */
+} replay_end;
+
+/* Phase 2: read every intact record in order, applying each to ed when
+ * `apply`. TD_OK, TD_ECORRUPT (a record that does not apply), TD_EIO,
+ * TD_ENOMEM. */
+static int replay(td_journal *j, td_edit *ed, uint64_t fsize, int apply, replay_end *re)
+{
+	uint8_t *buf = NULL;
+	size_t cap = 0;
+	int err = TD_OK;
+	td_edit_rec rec;
+	memset(re, 0, sizeof *re);
+	re->pos = J_HDR;
+	while ((re->r = next_rec(j->fd, fsize, re->pos, re->seq + 1, &buf, &cap, &rec, &(uint64_t){ 0 }, &re->why,
+				 &err)) == 1) {
+		uint64_t sz = get32(buf);
+		if (apply) {
+			int e = td_edit_replay(ed, &rec);
+			if (e) {
+				err = td_fail(TD_ECORRUPT,
+					      "journal '%s': record %" PRIu64 " at byte offset %" PRIu64
+					      " does not apply to the archive (%s); nothing was changed",
+					      j->path, re->seq + 1, re->pos, td_strerror(e));
+				break;
+			}
+		}
+		re->last = rec;
+		re->pos += sz;
+		re->seq++;
+	}
+	free(buf);
+	return err;
+}
+
+/* Phase 3, for a journal whose header names another archive: fine only
+ * when it was compacted into this one (its last record is a COMPACT naming
+ * this archive); then, writable, it is emptied. *keep is 1 when the
+ * caller hands j out. */
+static int foreign(td_journal *j, int ro, const replay_end *re, const uint8_t h[J_HDR], const char *archive_path,
+		   uint64_t asize, uint64_t asum, td_journal_report *rep, int *keep)
+{
+	int err;
+	*keep = 0;
+	if (re->r == 0 && re->seq > 0 && re->last.type == TD_REC_COMPACT && re->last.off == asize &&
+	    re->last.len == asum) {
+		if (ro)
+			return TD_OK; /* already folded in, nothing to replay */
+		if ((err = td_journal_reset(j, asize, asum)))
+			return err;
+		rep->reset = 1;
+		say(rep->msg, sizeof rep->msg,
+		    "journal '%s': its %" PRIu64 " records were already compacted into the archive; "
+		    "started a new journal", j->path, re->seq - 1);
+		rep->bytes = J_HDR;
+		*keep = 1;
+		return TD_OK;
+	}
+	return td_fail(TD_ECORRUPT,
+		       "journal '%s' belongs to another archive (size %" PRIu64 ", checksum %016" PRIx64
+		       ") than '%s' (size %" PRIu64 ", checksum %016" PRIx64
+		       "); move the journal away to mount without its edits",
+		       j->path, get64(h + 16), get64(h + 24), archive_path, asize, asum);
+}
+
+/* Phase 4, for damage after the intact records: read-only, report it;
+ * writable, save the tail (save_tail), cut it off and report both. */
+static int repair_tail(td_journal *j, int ro, const replay_end *re, uint64_t fsize, td_journal_report *rep)
+{
+	rep->damaged_off = re->pos;
+	rep->dropped = fsize - re->pos;
+	if (ro) {
+		say(rep->msg, sizeof rep->msg,
+		    "journal '%s': %s at byte offset %" PRIu64 "; replayed the %" PRIu64
+		    " records before it, ignored the last %" PRIu64 " bytes",
+		    j->path, re->why, re->pos, re->seq, fsize - re->pos);
+		return TD_OK;
+	}
+	char saved[4200];
+	int err = save_tail(j->fd, j->path, re->pos, fsize, saved, sizeof saved);
+	if (err)
+		return err;
+	if (ftruncate(j->fd, (off_t)re->pos) != 0 || fsync(j->fd) != 0)
+		return td_fail(TD_EIO, "%s: cannot truncate the damaged tail: %s", j->path, strerror(errno));
+	say(rep->msg, sizeof rep->msg,
+	    "journal '%s': %s at byte offset %" PRIu64 "; kept the %" PRIu64
+	    " records before it, cut off the last %" PRIu64 " bytes (saved in '%s')",
+	    j->path, re->why, re->pos, re->seq, fsize - re->pos, saved);
+	return TD_OK;
 }
 
 int td_journal_open(const char *archive_path, td_edit *ed, unsigned flags, td_journal **out,
@@ -429,126 +570,32 @@ int td_journal_open(const char *archive_path, td_edit *ed, unsigned flags, td_jo
 		return TD_ENOMEM;
 	}
 	j->flags = flags;
-	int ro = (flags & TD_JOURNAL_READONLY) != 0;
-	j->fd = open(j->path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-	if (j->fd < 0 && errno == ENOENT) {
-		if (ro) {
-			td_journal_close(j);
-			return TD_OK;
-		}
-		if ((err = write_fresh(j->path, asize, asum)))
-			goto fail;
-		j->fd = open(j->path, O_RDWR | O_CLOEXEC);
-	}
-	if (j->fd < 0) {
-		err = td_fail(TD_EIO, "%s: %s", j->path, strerror(errno));
-		goto fail;
-	}
-	struct stat st;
-	if (fstat(j->fd, &st) != 0) {
-		err = td_fail(TD_EIO, "%s: %s", j->path, strerror(errno));
-		goto fail;
-	}
-	uint64_t fsize = (uint64_t)st.st_size;
+	j->fd = -1;
+	int ro = (flags & TD_JOURNAL_READONLY) != 0, mine = 0, keep = 0;
+	uint64_t fsize = 0;
 	uint8_t h[J_HDR];
-	if (fsize < J_HDR || full_pread(j->fd, h, J_HDR, 0) != 0) {
-		err = td_fail(TD_ECORRUPT, "journal '%s': header cut short (%" PRIu64 " bytes); "
-			      "move the file away to mount without it", j->path, fsize);
-		goto fail;
-	}
-	if (memcmp(h, J_MAGIC, 8) != 0 || get32(h + 8) != J_VERSION || get32(h + 12) != J_HDR ||
-	    XXH3_64bits(h, 56) != get64(h + 56)) {
-		err = td_fail(TD_ECORRUPT, "journal '%s': bad header (magic, version or checksum at byte 0)",
-			      j->path);
-		goto fail;
-	}
-	int mine = get64(h + 16) == asize && get64(h + 24) == asum;
-
-	uint8_t *buf = NULL;
-	size_t cap = 0;
-	uint64_t pos = J_HDR, seq = 0;
-	const char *why = NULL;
-	td_edit_rec rec, last = { 0 };
-	int r;
-	while ((r = next_rec(j->fd, fsize, pos, seq + 1, &buf, &cap, &rec, &(uint64_t){ 0 }, &why, &err)) == 1) {
-		uint64_t sz = get32(buf);
-		if (mine) {
-			int e = td_edit_replay(ed, &rec);
-			if (e) {
-				err = td_fail(TD_ECORRUPT,
-					      "journal '%s': record %" PRIu64 " at byte offset %" PRIu64
-					      " does not apply to the archive (%s); nothing was changed",
-					      j->path, seq + 1, pos, td_strerror(e));
-				break;
-			}
-		}
-		last = rec;
-		pos += sz;
-		seq++;
-	}
-	free(buf);
-	if (err)
-		goto fail;
+	replay_end re;
+	if (!ro && (err = td_tmp_sweep(archive_path, &rep->swept, rep->swept_msg, sizeof rep->swept_msg)))
+		goto done;
+	if ((err = open_checked(j, ro, asize, asum, &fsize, &mine, h)) || j->fd < 0 ||
+	    (err = replay(j, ed, fsize, mine, &re)))
+		goto done;
 	if (!mine) {
-		/* Another archive's journal: fine only if it was compacted into
-		 * this one (its last record names this archive). */
-		if (r == 0 && seq > 0 && last.type == TD_REC_COMPACT && last.off == asize && last.len == asum &&
-		    !ro) {
-			if ((err = td_journal_reset(j, asize, asum)))
-				goto fail;
-			rep->reset = 1;
-			say(rep->msg, sizeof rep->msg,
-				 "journal '%s': its %" PRIu64 " records were already compacted into the archive; "
-				 "started a new journal", j->path, seq - 1);
-			rep->bytes = J_HDR;
-			*out = j;
-			return TD_OK;
-		}
-		if (r == 0 && seq > 0 && last.type == TD_REC_COMPACT && last.off == asize && last.len == asum) {
-			td_journal_close(j); /* read-only: already folded in, nothing to replay */
-			return TD_OK;
-		}
-		err = td_fail(TD_ECORRUPT,
-			      "journal '%s' belongs to another archive (size %" PRIu64 ", checksum %016" PRIx64
-			      ") than '%s' (size %" PRIu64 ", checksum %016" PRIx64
-			      "); move the journal away to mount without its edits",
-			      j->path, get64(h + 16), get64(h + 24), archive_path, asize, asum);
-		goto fail;
+		err = foreign(j, ro, &re, h, archive_path, asize, asum, rep, &keep);
+		goto done;
 	}
-	rep->records = seq;
-	rep->bytes = pos;
-	j->end = pos;
-	j->seq = seq;
-	if (r < 0) {
-		rep->damaged_off = pos;
-		rep->dropped = fsize - pos;
-		if (ro) {
-			say(rep->msg, sizeof rep->msg,
-				 "journal '%s': %s at byte offset %" PRIu64 "; replayed the %" PRIu64
-				 " records before it, ignored the last %" PRIu64 " bytes",
-				 j->path, why, pos, seq, fsize - pos);
-		} else {
-			char saved[4200];
-			if ((err = save_tail(j->fd, j->path, pos, fsize, saved, sizeof saved)))
-				goto fail;
-			if (ftruncate(j->fd, (off_t)pos) != 0 || fsync(j->fd) != 0) {
-				err = td_fail(TD_EIO, "%s: cannot truncate the damaged tail: %s", j->path,
-					      strerror(errno));
-				goto fail;
-			}
-			say(rep->msg, sizeof rep->msg,
-				 "journal '%s': %s at byte offset %" PRIu64 "; kept the %" PRIu64
-				 " records before it, cut off the last %" PRIu64 " bytes (saved in '%s')",
-				 j->path, why, pos, seq, fsize - pos, saved);
-		}
-	}
-	if (ro) {
+	rep->records = re.seq;
+	rep->bytes = re.pos;
+	j->end = re.pos;
+	j->seq = re.seq;
+	if (re.r < 0 && (err = repair_tail(j, ro, &re, fsize, rep)))
+		goto done;
+	keep = !ro;
+done:
+	if (err || !keep) {
 		td_journal_close(j);
-		return TD_OK;
+		return err;
 	}
 	*out = j;
 	return TD_OK;
-fail:
-	td_journal_close(j);
-	return err;
 }

@@ -1,13 +1,228 @@
-/* td_verify: full checksum and invariant check of an open archive. */
+/* td_verify: the entry tree's check at open, and the full checksum and invariant check of an open archive. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
 #include "td_archive_int.h"
+#include "td_extract.h"
 #include "td_query.h"
 
 #define FAIL(...) td_fail(TD_ECORRUPT, __VA_ARGS__)
+
+/* ---------- the entry tree (at open) ---------- */
+
+/* Entry e for a message: its parent's path (parents come first and were
+ * checked before e), '/', then its name with every byte outside printable
+ * ASCII (and '\') written as \xNN. */
+static const char *entry_label(const td_archive *a, td_entry e, td_entry parent, const char *name, size_t n,
+			       char *buf, size_t cap)
+{
+	int at = e && parent ? td_archive_path(a, parent, buf, cap - 8) : 0;
+	size_t k = at > 0 ? (size_t)at : 0;
+	if (k && k < cap)
+		buf[k++] = '/';
+	for (size_t i = 0; i < n && k + 5 < cap; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (c < 0x20 || c >= 0x7f || c == '\\')
+			k += (size_t)snprintf(buf + k, cap - k, "\\x%02x", c);
+		else
+			buf[k++] = (char)c;
+	}
+	buf[k < cap ? k : cap - 1] = '\0';
+	return buf;
+}
+
+/* Why `name` (n bytes) cannot name an entry below the root, or NULL. */
+static const char *bad_name(const char *name, size_t n)
+{
+	if (n == 0)
+		return "empty name";
+	if (n > TD_MAXNAME)
+		return "name longer than 255 bytes";
+	if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
+		return "name '.' or '..'";
+	if (memchr(name, '/', n))
+		return "name contains '/'";
+	if (memchr(name, '\0', n))
+		return "name contains a NUL byte";
+	return NULL;
+}
+
+#define TREE_FAIL(e, p, nm, nl, why, ...)                                                                        \
+	td_fail(TD_ECORRUPT, "entry %llu '%s': " why, (unsigned long long)(e),                                    \
+		entry_label(a, (td_entry)(e), (td_entry)(p), nm, nl, label, sizeof label), ##__VA_ARGS__)
+
+/* Entries decoded a chunk at a time (td_pack_get_range) for td_tree_check. */
+#define TREE_CHUNK 512u
+
+typedef struct tree_cols {
+	uint64_t base, n;         /* entries [base, base + n) */
+	uint64_t mode[TREE_CHUNK], parent[TREE_CHUNK], size[TREE_CHUNK];
+	uint64_t name[TREE_CHUNK + 1], child[TREE_CHUNK + 1], g[TREE_CHUNK + 1], r[TREE_CHUNK + 1];
+} tree_cols;
+
+static void tree_load(const td_archive *a, tree_cols *t, uint64_t base)
+{
+	uint64_t ne = a->meta.nentries;
+	t->base = base;
+	t->n = ne - base < TREE_CHUNK ? ne - base : TREE_CHUNK;
+	td_pack_get_range(&a->e_mode, base, t->n, t->mode);
+	td_pack_get_range(&a->e_parent, base, t->n, t->parent);
+	td_pack_get_range(&a->e_size, base, t->n, t->size);
+	td_pack_get_range(&a->e_nameoff, base, t->n + 1, t->name);
+	td_pack_get_range(&a->e_child, base, t->n + 1, t->child);
+	td_pack_get_range(&a->e_gstart, base, t->n + 1, t->g);
+	td_pack_get_range(&a->e_root, base, t->n + 1, t->r);
+}
+
+int td_tree_check(const td_archive *a)
+{
+	const uint64_t ne = a->meta.nentries;
+	uint64_t nb;
+	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
+	if (!names)
+		return TD_ECORRUPT; /* the detail names the section */
+	char label[600];
+	if (td_pack_get(&a->e_gstart, 0) != 0 || td_pack_get(&a->e_gstart, ne) != a->meta.total_bytes ||
+	    td_pack_get(&a->e_root, 0) != 0)
+		return FAIL("section 'entry-offsets': the entries' texts do not cover the corpus");
+	tree_cols *t = malloc(sizeof *t);
+	if (!t)
+		return TD_ENOMEM;
+	int err = TD_OK;
+	uint64_t prev_name_end = td_pack_get(&a->e_nameoff, 0);
+	uint64_t cur_p = UINT64_MAX, cur_first = 0, cur_end = 0; /* the last parent seen, its children */
+	for (uint64_t e = 0; e < ne && !err; e++) {
+		if (e == 0 || e - t->base == t->n)
+			tree_load(a, t, e);
+		const uint64_t k = e - t->base;
+		const mode_t m = (mode_t)t->mode[k];
+		const uint64_t lo = t->name[k], hi = t->name[k + 1], p = e ? t->parent[k] : 0;
+		if (lo != prev_name_end || lo > hi || hi > nb || hi - lo > TD_MAXNAME) {
+			err = FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
+			break;
+		}
+		prev_name_end = hi;
+		const char *nm = names + lo;
+		const size_t nl = (size_t)(hi - lo);
+		/* its place: the parent comes first, is a directory, and lists it */
+		if (e && p != cur_p) {
+			if (p >= e || !S_ISDIR(td_pack_get(&a->e_mode, p))) {
+				err = FAIL("entry %llu: parent %llu does not list it", (unsigned long long)e,
+					   (unsigned long long)p);
+				break;
+			}
+			cur_p = p;
+			cur_first = td_pack_get(&a->e_child, p);
+			cur_end = td_pack_get(&a->e_child, p + 1);
+		}
+		if (e && (e < cur_first || e >= cur_end)) {
+			err = FAIL("entry %llu: parent %llu does not list it", (unsigned long long)e, (unsigned long long)p);
+			break;
+		}
+		const char *why = e ? bad_name(nm, nl) : NULL;
+		if (why) {
+			err = TREE_FAIL(e, p, nm, nl, "%s", why);
+			break;
+		}
+		if (!S_ISDIR(m) && !S_ISREG(m) && !S_ISLNK(m)) {
+			err = TREE_FAIL(e, p, nm, nl, "not a file, directory or symlink (mode %o)", (unsigned)m);
+			break;
+		}
+		if (e == 0 && !S_ISDIR(m)) {
+			err = FAIL("entry 0: the root is not a directory");
+			break;
+		}
+		/* names within a directory: sorted, so distinct (lookup bisects) */
+		if (e && e > cur_first) {
+			const uint64_t l0 = k ? t->name[k - 1] : td_pack_get(&a->e_nameoff, e - 1);
+			const size_t pl = (size_t)(lo - l0);
+			int c = memcmp(names + l0, nm, pl < nl ? pl : nl);
+			if (c == 0 && pl == nl) {
+				err = TREE_FAIL(e, p, nm, nl, "name repeats within its directory");
+				break;
+			}
+			if (c > 0 || (c == 0 && pl > nl)) {
+				err = TREE_FAIL(e, p, nm, nl, "names of its directory are not sorted");
+				break;
+			}
+		}
+		/* children: ranges in order; only directories have any */
+		const uint64_t c0 = t->child[k], c1 = t->child[k + 1];
+		if (c1 < c0 || c1 > ne || (c1 > c0 && (!S_ISDIR(m) || c0 <= e))) {
+			err = TREE_FAIL(e, p, nm, nl, "bad children range");
+			break;
+		}
+		/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
+		const uint64_t size = t->size[k], g0 = t->g[k], g1 = t->g[k + 1], r0 = t->r[k], r1 = t->r[k + 1];
+		if (g1 < g0 || r1 < r0)
+			err = TREE_FAIL(e, p, nm, nl, "text offsets out of order");
+		else if (S_ISDIR(m) ? g1 != g0 || r1 != r0 || size != 0 : g1 - g0 != size)
+			err = TREE_FAIL(e, p, nm, nl, "size %llu differs from its text (%llu bytes)",
+					(unsigned long long)size, (unsigned long long)(g1 - g0));
+		else if (S_ISLNK(m) && (size == 0 || size > TD_MAXPATH || r1 == r0))
+			err = TREE_FAIL(e, p, nm, nl, "symlink target of %llu bytes", (unsigned long long)size);
+	}
+	free(t);
+	return err;
+}
+
+/* ---------- every checksum, in parallel ---------- */
+
+typedef struct sums_job {
+	const td_archive *a;
+	unsigned order[TD_SEC_MAX]; /* section ids, largest first */
+	unsigned n;
+	atomic_uint next;
+	atomic_int bad[TD_SEC_MAX];
+} sums_job;
+
+static void *sums_worker(void *arg)
+{
+	sums_job *j = arg;
+	for (unsigned k; (k = atomic_fetch_add(&j->next, 1)) < j->n;) {
+		const td_disk_section *s = j->a->sec[j->order[k]];
+		if (XXH3_64bits(j->a->map + s->off, s->size) != s->sum)
+			atomic_store(&j->bad[j->order[k]], 1);
+	}
+	return NULL;
+}
+
+int td_archive_check_sums(const td_archive *a, unsigned threads)
+{
+	sums_job *j = calloc(1, sizeof *j);
+	if (!j)
+		return TD_ENOMEM;
+	j->a = a;
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		unsigned k = j->n++;
+		for (; k && a->sec[j->order[k - 1]]->size < a->sec[id]->size; k--)
+			j->order[k] = j->order[k - 1];
+		j->order[k] = id;
+	}
+	pthread_t tid[16];
+	unsigned started = 0;
+	threads = threads > 16 ? 16 : threads;
+	while (started + 1 < threads && pthread_create(&tid[started], NULL, sums_worker, j) == 0)
+		started++;
+	sums_worker(j);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	int err = TD_OK;
+	for (unsigned id = 1; id < TD_SEC_MAX && !err; id++)
+		if (atomic_load(&j->bad[id]))
+			err = FAIL("section '%s': checksum mismatch", td_section_name(id));
+	free(j);
+	if (!err)
+		atomic_store(&((td_archive *)a)->sums_ok, 1); /* a cache of this answer */
+	return err;
+}
+
+/* ---------- td_archive_verify ---------- */
 
 /* Depth of rule r (1 = only terminals), memoised in d[]; 0 = not yet,
  * UINT8_MAX = on the stack (a cycle). Returns 0 on corruption. */
@@ -48,7 +263,8 @@ static int check_offsets(const td_pack *p, uint64_t limit, const char *what)
 	return TD_OK;
 }
 
-int td_archive_verify(const td_archive *a)
+/* Phase 1: every section's checksum, then every packed array's tiles. */
+static int verify_sections(const td_archive *a, const td_pack **wf_out, const uint8_t **wb_out)
 {
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
 		const td_disk_section *s = a->sec[id];
@@ -80,7 +296,14 @@ int td_archive_verify(const td_archive *a)
 	    (err = check_offsets(&a->e_gstart, a->meta.total_bytes, "entry offset")) ||
 	    (err = check_offsets(&a->e_child, a->meta.nentries, "children")))
 		return err;
-	/* Dictionary: words are words, sorted and distinct. */
+	*wf_out = wf;
+	*wb_out = wb;
+	return TD_OK;
+}
+
+/* Phase 2: the dictionary's words are words, sorted and distinct. */
+static int verify_words(const td_archive *a, const uint8_t *wb)
+{
 	for (uint64_t w = 0; w < a->W; w++) {
 		uint64_t o0 = td_pack_get(&a->word_off, w), o1 = td_pack_get(&a->word_off, w + 1);
 		if (o1 - o0 > TD_MAXTOK || !td_is_word((const char *)wb + o0, o1 - o0))
@@ -93,43 +316,50 @@ int td_archive_verify(const td_archive *a)
 				return FAIL("words not sorted at %llu", (unsigned long long)w);
 		}
 	}
-	/* Rules: symbols in range, acyclic, bounded depth, lengths add up. */
+	return TD_OK;
+}
+
+/* Phase 3: rules: symbols in range, acyclic, bounded depth, offset
+ * samples and lengths add up, the deepest nesting is the header's. */
+static int verify_rules(const td_archive *a)
+{
 	uint8_t *d = calloc(a->R + 1, 1);
 	if (!d)
 		return TD_ENOMEM;
 	unsigned maxd = 0;
-	for (uint64_t r = 0; r < a->R; r++) {
+	int err = TD_OK;
+	for (uint64_t r = 0; r < a->R && !err; r++) {
 		unsigned k = rule_depth(a, r, d, 1);
 		if (!k) {
-			free(d);
-			return FAIL("rule %llu: bad symbol, cycle or nesting deeper than %u", (unsigned long long)r,
-				    TD_MAXDEPTH);
+			err = FAIL("rule %llu: bad symbol, cycle or nesting deeper than %u", (unsigned long long)r,
+				   TD_MAXDEPTH);
+			break;
 		}
 		maxd = k > maxd ? k : maxd;
 		uint64_t start = 0, sum = 0;
 		uint32_t len = 0;
 		td_rule_rhs(a, r, &start, &len);
 		uint64_t first, ns = td_rule_samples(a, r, len, &first);
-		for (uint32_t i = 0; i < len; i++) {
+		for (uint32_t i = 0; i < len && !err; i++) {
 			if (ns && (i & ((UINT32_C(1) << a->shift) - 1)) == 0 &&
-			    td_pack_get(&a->rule_samples, first + (i >> a->shift)) != sum) {
-				free(d);
-				return FAIL("rule %llu: offset sample %u is wrong", (unsigned long long)r,
-					    i >> a->shift);
-			}
+			    td_pack_get(&a->rule_samples, first + (i >> a->shift)) != sum)
+				err = FAIL("rule %llu: offset sample %u is wrong", (unsigned long long)r, i >> a->shift);
 			sum += td_sym_len(a, td_rule_sym(a, start + i));
 		}
-		if (sum != td_pack_get(&a->rule_len, r)) {
-			free(d);
-			return FAIL("rule %llu: stored length differs from its expansion", (unsigned long long)r);
-		}
+		if (!err && sum != td_pack_get(&a->rule_len, r))
+			err = FAIL("rule %llu: stored length differs from its expansion", (unsigned long long)r);
 	}
 	free(d);
-	if (maxd != a->meta.max_depth)
-		return FAIL("rule depth %u differs from the header's %llu", maxd,
-			    (unsigned long long)a->meta.max_depth);
-	/* Root: symbols in range, samples agree with lengths. */
-	uint64_t g = 0, words = 0;
+	if (!err && maxd != a->meta.max_depth)
+		err = FAIL("rule depth %u differs from the header's %llu", maxd, (unsigned long long)a->meta.max_depth);
+	return err;
+}
+
+/* Phase 4: root symbols in range, samples agree with lengths, the whole
+ * expands to the header's byte count. */
+static int verify_root(const td_archive *a)
+{
+	uint64_t g = 0;
 	for (uint64_t i = 0; i < a->meta.nroot; i++) {
 		uint64_t s = td_syms_get(&a->root_syms, i);
 		if (s >= a->T + a->R)
@@ -141,38 +371,30 @@ int td_archive_verify(const td_archive *a)
 	if (g != a->meta.total_bytes)
 		return FAIL("root expands to %llu bytes, header says %llu", (unsigned long long)g,
 			    (unsigned long long)a->meta.total_bytes);
-	/* Tree: parents first, children ranges, sorted valid names, sizes. */
+	return TD_OK;
+}
+
+/* Phase 5: the tree (td_tree_check), then every entry's text expands to
+ * its size, symlink targets hold no NUL, and the word counts add up. */
+static int verify_texts(const td_archive *a, const td_pack *wf)
+{
+	int err = td_tree_check(a);
+	if (err)
+		return err;
+	uint64_t words = 0;
 	for (uint64_t e = 0; e < a->meta.nentries; e++) {
 		mode_t m = (mode_t)td_pack_get(&a->e_mode, e);
-		if (!S_ISDIR(m) && !S_ISREG(m) && !S_ISLNK(m))
-			return FAIL("entry %llu: bad type", (unsigned long long)e);
-		if (e == 0 && !S_ISDIR(m))
-			return FAIL("root is not a directory");
-		size_t nl;
-		if (!td_archive_name(a, (td_entry)e, &nl))
-			return FAIL("entry %llu: bad name", (unsigned long long)e);
-		uint64_t c0 = td_pack_get(&a->e_child, e), c1 = td_pack_get(&a->e_child, e + 1);
-		if (c1 > c0 && (!S_ISDIR(m) || c0 <= e))
-			return FAIL("entry %llu: bad children range", (unsigned long long)e);
-		for (uint64_t c = c0; c < c1; c++) {
-			if (td_pack_get(&a->e_parent, c) != e)
-				return FAIL("entry %llu: parent does not match", (unsigned long long)c);
-			if (c > c0) {
-				size_t l0, l1;
-				const char *n0 = td_archive_name(a, (td_entry)(c - 1), &l0);
-				const char *n1 = td_archive_name(a, (td_entry)c, &l1);
-				int k = n0 && n1 ? memcmp(n0, n1, l0 < l1 ? l0 : l1) : 1;
-				if (k > 0 || (k == 0 && l0 >= l1))
-					return FAIL("entry %llu: names not sorted or duplicated", (unsigned long long)c);
-			}
-		}
 		uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1), len = 0;
 		for (uint64_t i = rs; i < re; i++)
 			len += td_sym_len(a, td_syms_get(&a->root_syms, i));
-		if (S_ISDIR(m) ? re != rs : len != td_pack_get(&a->e_size, e))
+		if (!S_ISDIR(m) && len != td_pack_get(&a->e_size, e))
 			return FAIL("entry %llu: size differs from its text", (unsigned long long)e);
-		if (td_pack_get(&a->e_gstart, e + 1) - td_pack_get(&a->e_gstart, e) != len)
-			return FAIL("entry %llu: offset table is wrong", (unsigned long long)e);
+		if (S_ISLNK(m)) {
+			char target[TD_MAXPATH + 1];
+			size_t got = 0;
+			if ((err = td_archive_readlink(a, (td_entry)e, target, sizeof target, &got)))
+				return err;
+		}
 		if (S_ISREG(m))
 			words += td_pack_get(&a->e_nwords, e);
 	}
@@ -183,5 +405,16 @@ int td_archive_verify(const td_archive *a)
 		freq += td_pack_get(wf, w);
 	if (freq + a->meta.nlongwords != words)
 		return FAIL("word counts do not add up");
+	return TD_OK;
+}
+
+int td_archive_verify(const td_archive *a)
+{
+	const td_pack *wf = NULL;
+	const uint8_t *wb = NULL;
+	int err;
+	if ((err = verify_sections(a, &wf, &wb)) || (err = verify_words(a, wb)) || (err = verify_rules(a)) ||
+	    (err = verify_root(a)) || (err = verify_texts(a, wf)))
+		return err;
 	return TD_OK;
 }

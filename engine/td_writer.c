@@ -18,6 +18,7 @@
 #include "td_pack.h"
 #include "td_scode.h"
 #include "td_tokenize.h"
+#include "td_tmpfile.h"
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
 
@@ -31,6 +32,7 @@ typedef struct went {
 	uint64_t size, nwords;
 	uint64_t nlong;   /* words longer than TD_MAXTOK (stored as pieces) */
 	uint64_t seqidx;  /* file/link: index among texts in input order */
+	uint64_t seq0;    /* file/link: where its tokens start in the input sequence */
 	int explicit_;    /* added by the caller (not an implicit parent) */
 } went;
 
@@ -391,6 +393,7 @@ static int text_begin(td_writer *w, uint32_t id)
 	w->pend.len = 0;
 	memset(&w->tz, 0, sizeof w->tz);
 	w->ent[id].seqidx = w->ntexts++;
+	w->ent[id].seq0 = w->nseq;
 	return TD_OK;
 }
 
@@ -438,6 +441,41 @@ int td_writer_file_end(td_writer *w)
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "read", w->bytes_in, 0);
 	return err;
+}
+
+int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		       const char *target)
+{
+	if (w->in_file)
+		return td_fail(TD_EINVAL, "a file is still open in the writer");
+	size_t tl = strlen(target);
+	uint32_t *slot = tl ? pi_find(w, target, tl) : NULL;
+	if (!slot || !*slot || w->ent[*slot - 1].type != ENT_FILE || !w->ent[*slot - 1].explicit_)
+		return td_fail(TD_ENOENT, "'%s': no regular file of that name was added before", target);
+	uint32_t src = *slot - 1;
+	int err = td_writer_file_begin(w, path, mode, mtime_sec, mtime_nsec);
+	if (err)
+		return err;
+	/* The same tokens as feeding the same bytes again: each counted once
+	 * more, as dict_add counts a file's tokens. */
+	for (uint64_t i = w->ent[src].seq0; !err && w->seq[i] != TD_SPLIT; i++) {
+		uint32_t tok = w->seq[i];
+		err = seq_push(w, tok);
+		if (!err)
+			w->td.freq[tok]++;
+	}
+	if (err) {
+		w->in_file = 0;
+		return err;
+	}
+	went *e = &w->ent[w->cur];
+	const went *t = &w->ent[src];
+	e->size = t->size;
+	e->nwords = t->nwords;
+	e->nlong = t->nlong;
+	w->nlong += t->nlong;
+	w->bytes_in += t->size;
+	return td_writer_file_end(w);
 }
 
 int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
@@ -568,14 +606,14 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 		if (zerr)
 			return zerr;
 	}
-	char *tmp = malloc(strlen(out_path) + 32);
+	size_t cap = strlen(out_path) + 32;
+	char *tmp = malloc(cap);
 	char *dcopy = strdup(out_path);
-	if (!tmp || !dcopy) {
+	if (!tmp || !dcopy || td_tmp_path(out_path, NULL, tmp, cap)) {
 		free(tmp);
 		free(dcopy);
 		return TD_ENOMEM;
 	}
-	sprintf(tmp, "%s.tmp.%d", out_path, (int)getpid());
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	int err = TD_OK;
 	if (fd < 0) {

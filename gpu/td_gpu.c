@@ -206,7 +206,26 @@ static int td_build_root_pos(td_gpu *g, uint64_t *pos)
 	return TD_OK;
 }
 
-static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
+/* Sections uploaded, in this order; the PL_* names index the plan. */
+enum {
+	PL_E_MODE, PL_E_SIZE, PL_E_ROOT, PL_E_GSTART, PL_E_CHILD, PL_WORD_OFF, PL_WORD_FREQ, PL_OTHER_OFF,
+	PL_RULE_SYMS, PL_RULE_LEN, PL_ROOT_SYMS, PL_ROOT_SAMPLES, PL_RULE_SAMPLES, PL_WORDS, PL_OTHER,
+	PL_RULE_GROUPS, PL_N
+};
+
+/* Where each part of the device block goes (offsets in g->dsec). */
+typedef struct td_layout {
+	td_secplan plan[PL_N];
+	uint64_t mask_off, dfs_off;    /* rule signatures, file order */
+	uint32_t *rxo;                 /* host: short rules' expansion offsets; NULL: none kept */
+	uint64_t rx_off_at, rx_pool_at;
+	uint64_t pos_at;               /* root offsets; 0: not kept */
+	uint64_t total;
+} td_layout;
+
+/* Phase 1: the meta counts into g->d. TD_OK, 1 (an archive version the
+ * kernels do not read: CPU fallback), or an error. */
+static int td_upload_meta(td_gpu *g, const td_archive *a)
 {
 	uint64_t msz = 0;
 	const td_disk_meta *m = td_archive_section(a, TD_SEC_META, &msz);
@@ -227,29 +246,27 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		return td_fail(TD_ECORRUPT, "section 'meta': bad counts");
 	if (td_archive_version(a) < 3)
 		return 1; /* 16-byte tiles the kernels do not read: CPU fallback */
+	return TD_OK;
+}
 
-	td_secplan plan[] = {
-		{TD_SEC_E_MODE, 1, &d->e_mode, 0, 0, 0, {0}},
-		{TD_SEC_E_SIZE, 1, &d->e_size, 0, 0, 0, {0}},
-		{TD_SEC_E_ROOT, 1, &d->e_root, 0, 0, 0, {0}},
-		{TD_SEC_E_GSTART, 1, &d->e_gstart, 0, 0, 0, {0}},
-		{TD_SEC_E_CHILD, 1, &d->e_child, 0, 0, 0, {0}},
-		{TD_SEC_WORD_OFF, 1, &d->word_off, 0, 0, 0, {0}},
-		{TD_SEC_WORD_FREQ, 1, &d->word_freq, 0, 0, 0, {0}},
-		{TD_SEC_OTHER_OFF, 1, &d->other_off, 0, 0, 0, {0}},
-		{TD_SEC_RULE_SYMS, 1, &d->rule_syms, 0, 0, 0, {0}},
-		{TD_SEC_RULE_LEN, 1, &d->rule_len, 0, 0, 0, {0}},
-		{TD_SEC_ROOT_SYMS, 1, &d->root_syms, 0, 0, 0, {0}},
-		{TD_SEC_ROOT_SAMPLES, 1, &d->root_samples, 0, 0, 0, {0}},
-		{TD_SEC_RULE_SAMPLES, 1, &d->rule_samples, 0, 0, 0, {0}},
-		{TD_SEC_WORDS, 0, NULL, 0, 0, 0, {0}},
-		{TD_SEC_OTHER, 0, NULL, 0, 0, 0, {0}},
-		{TD_SEC_RULE_GROUPS, 0, NULL, 0, 0, 0, {0}},
+/* Phase 2: the sections' host views, their checks against the meta counts,
+ * and their places in the device block (L->total so far). */
+static int td_plan_sections(td_gdev *d, const td_archive *a, td_layout *L)
+{
+	static const unsigned ids[PL_N] = {
+		TD_SEC_E_MODE, TD_SEC_E_SIZE, TD_SEC_E_ROOT, TD_SEC_E_GSTART, TD_SEC_E_CHILD,
+		TD_SEC_WORD_OFF, TD_SEC_WORD_FREQ, TD_SEC_OTHER_OFF, TD_SEC_RULE_SYMS, TD_SEC_RULE_LEN,
+		TD_SEC_ROOT_SYMS, TD_SEC_ROOT_SAMPLES, TD_SEC_RULE_SAMPLES, TD_SEC_WORDS, TD_SEC_OTHER,
+		TD_SEC_RULE_GROUPS,
 	};
-	size_t np = sizeof plan / sizeof plan[0];
-	uint64_t total = 0;
-	for (size_t i = 0; i < np; i++) {
-		td_secplan *s = &plan[i];
+	td_pack *dev[PL_N] = {
+		&d->e_mode, &d->e_size, &d->e_root, &d->e_gstart, &d->e_child, &d->word_off, &d->word_freq,
+		&d->other_off, &d->rule_syms, &d->rule_len, &d->root_syms, &d->root_samples, &d->rule_samples,
+		NULL, NULL, NULL,
+	};
+	for (size_t i = 0; i < PL_N; i++) {
+		td_secplan *s = &L->plan[i];
+		*s = (td_secplan){ .id = ids[i], .packed = dev[i] != NULL, .dev = dev[i] };
 		/* sections go up decoded (some may be stored as zstd frames) */
 		s->host = td_archive_bytes(a, s->id, &s->size);
 		if (!s->host) {
@@ -262,35 +279,48 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 			if (r)
 				return r;
 		}
-		s->off = total;
-		total += (s->size + 16 + 255) & ~UINT64_C(255);
+		s->off = L->total;
+		L->total += (s->size + 16 + 255) & ~UINT64_C(255);
 	}
+	const td_secplan *p = L->plan;
 	int r;
-	if ((r = td_need(&plan[0].hview, d->nentries, "e_mode")) || (r = td_need(&plan[1].hview, d->nentries, "e_size")) ||
-	    (r = td_need(&plan[2].hview, d->nentries + 1, "e_root")) ||
-	    (r = td_need(&plan[3].hview, d->nentries, "e_gstart")) ||
-	    (r = td_need(&plan[4].hview, d->nentries + 1, "e_child")) ||
-	    (r = td_need(&plan[5].hview, d->nwords + 1, "word_off")) ||
-	    (r = td_need(&plan[6].hview, d->nwords, "word_freq")) ||
-	    (r = td_need(&plan[7].hview, d->nother + 1, "other_off")) ||
-	    (r = td_need(&plan[9].hview, d->nrules, "rule_len")))
+	if ((r = td_need(&p[PL_E_MODE].hview, d->nentries, "e_mode")) ||
+	    (r = td_need(&p[PL_E_SIZE].hview, d->nentries, "e_size")) ||
+	    (r = td_need(&p[PL_E_ROOT].hview, d->nentries + 1, "e_root")) ||
+	    (r = td_need(&p[PL_E_GSTART].hview, d->nentries, "e_gstart")) ||
+	    (r = td_need(&p[PL_E_CHILD].hview, d->nentries + 1, "e_child")) ||
+	    (r = td_need(&p[PL_WORD_OFF].hview, d->nwords + 1, "word_off")) ||
+	    (r = td_need(&p[PL_WORD_FREQ].hview, d->nwords, "word_freq")) ||
+	    (r = td_need(&p[PL_OTHER_OFF].hview, d->nother + 1, "other_off")) ||
+	    (r = td_need(&p[PL_RULE_LEN].hview, d->nrules, "rule_len")))
 		return r;
-	if (plan[15].size < d->ngroups * sizeof(td_disk_group))
+	if (p[PL_RULE_GROUPS].size < d->ngroups * sizeof(td_disk_group))
 		return td_fail(TD_ECORRUPT, "section 'rule_groups': shorter than %llu groups",
 			       (unsigned long long)d->ngroups);
-	uint64_t mask_off = total;
-	total += (16 * d->nrules + 256) & ~UINT64_C(255);
-	uint64_t dfs_off = total;
-	total += (12 * d->nentries + 256) & ~UINT64_C(255);
+	return TD_OK;
+}
 
-	if (total + TD_WORKSPACE > avail)
+/* Phase 3: room for what is built on the device beside the sections (rule
+ * signatures, file order; short rules' expansions and root offsets when
+ * they fit in avail). TD_OK, 1 (the required parts do not fit: CPU
+ * fallback). L->rxo is malloc'd when expansions are kept. */
+static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
+{
+	const td_gdev *d = &g->d;
+	L->mask_off = L->total;
+	L->total += (16 * d->nrules + 256) & ~UINT64_C(255);
+	L->dfs_off = L->total;
+	L->total += (12 * d->nentries + 256) & ~UINT64_C(255);
+	if (L->total + TD_WORKSPACE > avail)
 		return 1; /* does not fit: CPU fallback */
+
 	/* expansions of short rules, if they fit beside the rest */
 	uint32_t *rxo = malloc(4 * (d->nrules + 1));
-	uint64_t rx_bytes = 0, rx_off_at = 0, rx_pool_at = 0;
+	uint64_t rx_bytes = 0;
 	if (rxo) {
+		const td_pack *rule_len = &L->plan[PL_RULE_LEN].hview;
 		for (uint64_t i = 0; i < d->nrules; i++) {
-			uint64_t l = td_pack_get(&plan[9].hview, i);
+			uint64_t l = td_pack_get(rule_len, i);
 			rxo[i] = (uint32_t)rx_bytes;
 			if (l <= TD_RX_MAX && rx_bytes + l <= TD_RX_CAP)
 				rx_bytes += l;
@@ -298,36 +328,39 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		rxo[d->nrules] = (uint32_t)rx_bytes;
 		uint64_t off_bytes = (4 * (d->nrules + 1) + 256) & ~UINT64_C(255);
 		uint64_t need = off_bytes + ((rx_bytes + 256) & ~UINT64_C(255));
-		if (rx_bytes && total + need + TD_WORKSPACE <= avail) {
-			rx_off_at = total;
-			rx_pool_at = total + off_bytes;
-			total += need;
+		if (rx_bytes && L->total + need + TD_WORKSPACE <= avail) {
+			L->rx_off_at = L->total;
+			L->rx_pool_at = L->total + off_bytes;
+			L->total += need;
+			L->rxo = rxo;
 		} else {
 			free(rxo);
-			rxo = NULL;
 		}
 	}
 
 	/* every root symbol's offset, if it fits beside the rest (and the
 	 * root holds the symbols the meta counts: reads index it by the
 	 * file's root range, which is checked against ROOT_SYMS) */
-	uint64_t pos_at = 0;
-	if (g->o.seek_index >= 0 && plan[10].hview.n == d->nroot &&
-	    total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
-		pos_at = total;
-		total += (8 * (d->nroot + 1) + 256) & ~UINT64_C(255);
+	if (g->o.seek_index >= 0 && L->plan[PL_ROOT_SYMS].hview.n == d->nroot &&
+	    L->total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
+		L->pos_at = L->total;
+		L->total += (8 * (d->nroot + 1) + 256) & ~UINT64_C(255);
 	}
+	return TD_OK;
+}
 
+/* Phase 4: allocate the device block (g->dsec), copy the sections up and
+ * point the device views at them. */
+static int td_copy_sections(td_gpu *g, const td_layout *L)
+{
 	void *dp = NULL;
-	cudaError_t me = cudaMalloc(&dp, total);
-	if (me != cudaSuccess) {
-		free(rxo);
+	cudaError_t me = cudaMalloc(&dp, L->total);
+	if (me != cudaSuccess)
 		return td_cuda_fail(me, "cudaMalloc");
-	}
 	g->dsec = dp;
-	CK(cudaMemset(dp, 0, total));
-	for (size_t i = 0; i < np; i++) {
-		td_secplan *s = &plan[i];
+	CK(cudaMemset(dp, 0, L->total));
+	for (size_t i = 0; i < PL_N; i++) {
+		const td_secplan *s = &L->plan[i];
 		uint8_t *dst = g->dsec + s->off;
 		if (s->size)
 			CK(cudaMemcpy(dst, s->host, s->size, cudaMemcpyHostToDevice));
@@ -339,47 +372,58 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 			*s->dev = v;
 		}
 	}
-	d->words = g->dsec + plan[13].off;
-	d->words_size = plan[13].size;
-	d->other = g->dsec + plan[14].off;
-	d->other_size = plan[14].size;
-	d->groups = (const td_disk_group *)(g->dsec + plan[15].off);
-	d->rule_mask = (const uint64_t *)(g->dsec + mask_off);
-	g->budget = avail - total;
+	td_gdev *d = &g->d;
+	d->words = g->dsec + L->plan[PL_WORDS].off;
+	d->words_size = L->plan[PL_WORDS].size;
+	d->other = g->dsec + L->plan[PL_OTHER].off;
+	d->other_size = L->plan[PL_OTHER].size;
+	d->groups = (const td_disk_group *)(g->dsec + L->plan[PL_RULE_GROUPS].off);
+	d->rule_mask = (const uint64_t *)(g->dsec + L->mask_off);
 	d->rx_off = NULL;
 	d->rx_pool = NULL;
-	if (rxo) {
-		cudaError_t e = cudaMemcpy(g->dsec + rx_off_at, rxo, 4 * (d->nrules + 1), cudaMemcpyHostToDevice);
-		free(rxo);
-		if (e != cudaSuccess)
-			return td_cuda_fail(e, "rule expansions");
-		int *dbad = NULL, bad = 0;
-		CK(cudaMalloc((void **)&dbad, sizeof(int)));
-		d->rx_off = (const uint32_t *)(g->dsec + rx_off_at);
-		d->rx_pool = g->dsec + rx_pool_at;
-		e = cudaMemset(dbad, 0, sizeof(int));
-		if (e == cudaSuccess)
-			e = (cudaError_t)td_gk_rx_fill(d, g->dsec + rx_pool_at, dbad, NULL);
-		if (e == cudaSuccess)
-			e = cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost);
-		cudaFree(dbad);
-		if (e != cudaSuccess)
-			return td_cuda_fail(e, "rule expansions");
-		if (bad) { /* a grammar that does not add up: extract walks it and reports */
-			d->rx_off = NULL;
-			d->rx_pool = NULL;
-		}
-	}
-
 	d->root_pos = NULL;
-	if (pos_at && (r = td_build_root_pos(g, (uint64_t *)(g->dsec + pos_at))))
-		return r;
+	return TD_OK;
+}
 
+/* Phase 5: the short rules' expansions (L->rxo, when kept), written by the
+ * device; a grammar that does not add up keeps none. */
+static int td_build_rule_expansions(td_gpu *g, const td_layout *L)
+{
+	if (!L->rxo)
+		return TD_OK;
+	td_gdev *d = &g->d;
+	cudaError_t e = cudaMemcpy(g->dsec + L->rx_off_at, L->rxo, 4 * (d->nrules + 1), cudaMemcpyHostToDevice);
+	if (e != cudaSuccess)
+		return td_cuda_fail(e, "rule expansions");
+	int *dbad = NULL, bad = 0;
+	CK(cudaMalloc((void **)&dbad, sizeof(int)));
+	d->rx_off = (const uint32_t *)(g->dsec + L->rx_off_at);
+	d->rx_pool = g->dsec + L->rx_pool_at;
+	e = cudaMemset(dbad, 0, sizeof(int));
+	if (e == cudaSuccess)
+		e = (cudaError_t)td_gk_rx_fill(d, g->dsec + L->rx_pool_at, dbad, NULL);
+	if (e == cudaSuccess)
+		e = cudaMemcpy(&bad, dbad, sizeof(int), cudaMemcpyDeviceToHost);
+	cudaFree(dbad);
+	if (e != cudaSuccess)
+		return td_cuda_fail(e, "rule expansions");
+	if (bad) { /* a grammar that does not add up: extract walks it and reports */
+		d->rx_off = NULL;
+		d->rx_pool = NULL;
+	}
+	return TD_OK;
+}
+
+/* Phase 6: the regular files in td_search order, built on the host. */
+static int td_upload_file_order(td_gpu *g, const td_archive *a, uint64_t dfs_off)
+{
+	td_gdev *d = &g->d;
 	uint32_t *files = malloc(12 * d->nentries);
 	if (!files)
 		return td_fail(TD_ENOMEM, "gpu: file order");
 	uint32_t *sub = files + d->nentries;
-	if ((r = td_gpu_file_order(a, (uint32_t)d->nentries, files, sub))) {
+	int r = td_gpu_file_order(a, (uint32_t)d->nentries, files, sub);
+	if (r) {
 		free(files);
 		return r;
 	}
@@ -389,9 +433,13 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		return td_cuda_fail(ce, "file order upload");
 	d->dfs_files = (const uint32_t *)(g->dsec + dfs_off);
 	d->sub = (const uint32_t *)(g->dsec + dfs_off) + d->nentries;
+	return TD_OK;
+}
 
-	/* rule signatures: OR of the children's, iterated to the fixpoint
-	 * (at most max_depth + 1 passes on a well-formed grammar) */
+/* Phase 7: rule signatures: OR of the children's, iterated to the fixpoint
+ * (at most max_depth + 1 passes on a well-formed grammar). */
+static int td_build_rule_masks(td_gpu *g, uint64_t mask_off)
+{
 	int *dchanged = NULL, changed = 1;
 	CK(cudaMalloc((void **)&dchanged, sizeof(int)));
 	unsigned pass = 0;
@@ -403,7 +451,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		}
 		cudaError_t e = cudaMemset(dchanged, 0, sizeof(int));
 		if (e == cudaSuccess)
-			e = (cudaError_t)td_gk_build_masks(d, (uint64_t *)(g->dsec + mask_off), dchanged, NULL);
+			e = (cudaError_t)td_gk_build_masks(&g->d, (uint64_t *)(g->dsec + mask_off), dchanged, NULL);
 		if (e == cudaSuccess)
 			e = cudaMemcpy(&changed, dchanged, sizeof(int), cudaMemcpyDeviceToHost);
 		if (e != cudaSuccess)
@@ -411,6 +459,34 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	}
 	cudaFree(dchanged);
 	return err;
+}
+
+/* Make archive a resident on the device within avail bytes: TD_OK, 1 (it
+ * cannot be: CPU fallback, not an error), or an error (g->dsec may then be
+ * set; td_gpu_close frees it). */
+static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
+{
+	td_layout L;
+	memset(&L, 0, sizeof L);
+	int r = td_upload_meta(g, a);
+	if (r == TD_OK)
+		r = td_plan_sections(&g->d, a, &L);
+	if (r == TD_OK)
+		r = td_plan_extras(g, &L, avail);
+	if (r == TD_OK)
+		r = td_copy_sections(g, &L);
+	if (r == TD_OK) {
+		g->budget = avail - L.total;
+		r = td_build_rule_expansions(g, &L);
+	}
+	free(L.rxo);
+	if (r == TD_OK && L.pos_at)
+		r = td_build_root_pos(g, (uint64_t *)(g->dsec + L.pos_at));
+	if (r == TD_OK)
+		r = td_upload_file_order(g, a, L.dfs_off);
+	if (r == TD_OK)
+		r = td_build_rule_masks(g, L.mask_off);
+	return r;
 }
 
 int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)

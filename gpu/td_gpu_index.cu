@@ -249,43 +249,35 @@ static int td_ix_device(const td_gpu_run *c, const td_index_in *in)
 }
 #endif
 
-/* The GPU builder; see gpu/td_gpu.h. */
-extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
+/* The counts of x and the long groups (malloc'd into *hlg, *nlg of them).
+ * TD_OK or TD_ENOMEM. */
+static int td_ix_setup(const td_index_in *in, td_ix *x, td_disk_group **hlg, size_t *nlg)
 {
-	cudaStream_t st = 0;
-	cudaError_t ce = cudaSuccess;
-	const uint64_t R = in->nrules, ne = in->nentries, nsamp = td_index_nroot_samples(in->nroot, in->sample_shift);
-	td_gpu_run *c = (td_gpu_run *)ctx;
-	if (c)
-		c->ran_on_gpu = 0;
-#ifndef TD_GPU_EMU
-	int dv = td_ix_device(c, in);
-	if (dv < 0)
-		return dv;
-	if (dv > 0)
-		return td_index_build_cpu(NULL, in, out);
-#endif
-	td_ix x;
-	memset(&x, 0, sizeof x);
-	x.W2 = 2 * in->nwords;
-	x.T = in->nterm;
-	x.R = R;
-	x.nsyms = in->nrulesyms;
-	x.ngroups = in->ngroups;
-	x.nroot = in->nroot;
-	x.ne = ne;
-	x.nrsamp = in->nrulesamples;
-	x.nsamp = nsamp;
-	x.shift = in->sample_shift;
-	size_t nlg = 0;
-	td_disk_group *hlg = (td_disk_group *)malloc((in->ngroups + 1) * sizeof *hlg);
-	if (!hlg)
+	memset(x, 0, sizeof *x);
+	x->W2 = 2 * in->nwords;
+	x->T = in->nterm;
+	x->R = in->nrules;
+	x->nsyms = in->nrulesyms;
+	x->ngroups = in->ngroups;
+	x->nroot = in->nroot;
+	x->ne = in->nentries;
+	x->nrsamp = in->nrulesamples;
+	x->nsamp = td_index_nroot_samples(in->nroot, in->sample_shift);
+	x->shift = in->sample_shift;
+	*nlg = 0;
+	*hlg = (td_disk_group *)malloc((in->ngroups + 1) * sizeof **hlg);
+	if (!*hlg)
 		return td_fail(TD_ENOMEM, "gpu index build: host memory");
 	for (uint64_t g = 0; g < in->ngroups; g++)
 		if (in->groups[g].first_sample != UINT64_MAX)
-			hlg[nlg++] = in->groups[g];
-	/* one device block, carved into the arrays (256-byte aligned) */
-	void *blk = NULL;
+			(*hlg)[(*nlg)++] = in->groups[g];
+	return TD_OK;
+}
+
+/* One device block (*blk), carved into x's arrays (256-byte aligned). */
+static cudaError_t td_ix_alloc(const td_index_in *in, size_t nlg, td_ix *x, void **blk)
+{
+	const uint64_t R = x->R, ne = x->ne, nsamp = x->nsamp;
 	uint64_t boff = 0;
 	uint8_t *base = NULL;
 #define TD_IXARRAYS(X)                                                  \
@@ -314,77 +306,149 @@ extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_o
 	X(pending, uint64_t, 1)
 #define TD_IXSIZE(field, type, count) boff += ((uint64_t)(count) * sizeof(type) + 255) & ~UINT64_C(255);
 #define TD_IXCARVE(field, type, count)                                  \
-	x.field = (type *)(base + boff);                                \
+	x->field = (type *)(base + boff);                               \
 	boff += ((uint64_t)(count) * sizeof(type) + 255) & ~UINT64_C(255);
 	TD_IXARRAYS(TD_IXSIZE)
-	TD_IXCK(td_dalloc(&blk, boff));
-	base = (uint8_t *)blk;
+	cudaError_t ce = td_dalloc(blk, boff);
+	if (ce != cudaSuccess)
+		return ce;
+	base = (uint8_t *)*blk;
 	boff = 0;
 	TD_IXARRAYS(TD_IXCARVE)
 #undef TD_IXSIZE
 #undef TD_IXCARVE
 #undef TD_IXARRAYS
-	{
-		TD_IXCK(td_h2d((void *)x.syms, in->rule_syms, in->nrulesyms * 4, st));
-		TD_IXCK(td_h2d((void *)x.groups, in->groups, in->ngroups * sizeof(td_disk_group), st));
-		TD_IXCK(td_h2d((void *)x.term, in->term_len, in->nterm * 2, st));
-		TD_IXCK(td_h2d((void *)x.root, in->root, in->nroot * 4, st));
-		TD_IXCK(td_h2d((void *)x.eroot, in->e_root, (ne + 1) * 8, st));
-		TD_IXCK(td_h2d((void *)x.isfile, in->e_isfile, ne, st));
-		TD_IXCK(td_h2d((void *)x.elong, in->e_longwords, ne * 8, st));
-		TD_IXCK(td_h2d((void *)x.lg, hlg, nlg * sizeof(td_disk_group), st));
-		TD_IXCK(td_dzero(x.freq, R * 8, st));
-		TD_IXCK(td_dzero(x.wfreq, in->nwords * 8, st));
-		TD_IXCK(td_dzero(x.rootlen + in->nroot, 8, st));
-		TD_IXCK(td_dzero(x.rootwc + in->nroot, 8, st));
-		TD_IXCK(td_each(R, td_f_rhs{x}, st));
+	return cudaSuccess;
+}
 
-		/* phase 1, bottom up: launch `it` finishes the level-`it` rules;
-		 * the grammar's depth says how many launches to queue before the
-		 * first look at what is left */
-		uint32_t it = 0, levels = 0;
-		uint64_t pending = R;
-		while (pending) {
-			uint32_t batch = it < in->depth ? in->depth - it : 1;
-			for (uint32_t b = 0; b < batch; b++)
-				TD_IXCK(td_each(R, td_f_up{x, ++it}, st));
-			TD_IXCK(td_dzero(x.pending, 8, st));
-			TD_IXCK(td_each(R, td_f_count_pending{x}, st));
-			TD_IXCK(td_d2h(&pending, x.pending, 8, st));
-			TD_IXCK(td_dsync(st));
-			if (it > TD_MAXDEPTH + 2 && pending) {
-				free(hlg);
-				td_dfree(blk);
-				return td_fail(TD_ECORRUPT, "gpu index build: rules nest deeper than %u levels or refer to themselves",
-					       TD_MAXDEPTH);
-			}
-		}
-		levels = it;
+/* The inputs up to the device, the sums zeroed, each rule's symbols found. */
+static cudaError_t td_ix_upload(const td_ix &x, const td_index_in *in, const td_disk_group *hlg, size_t nlg,
+				cudaStream_t st)
+{
+	cudaError_t ce = cudaSuccess;
+	const uint64_t R = x.R, ne = x.ne;
+	TD_IXCK(td_h2d((void *)x.syms, in->rule_syms, in->nrulesyms * 4, st));
+	TD_IXCK(td_h2d((void *)x.groups, in->groups, in->ngroups * sizeof(td_disk_group), st));
+	TD_IXCK(td_h2d((void *)x.term, in->term_len, in->nterm * 2, st));
+	TD_IXCK(td_h2d((void *)x.root, in->root, in->nroot * 4, st));
+	TD_IXCK(td_h2d((void *)x.eroot, in->e_root, (ne + 1) * 8, st));
+	TD_IXCK(td_h2d((void *)x.isfile, in->e_isfile, ne, st));
+	TD_IXCK(td_h2d((void *)x.elong, in->e_longwords, ne * 8, st));
+	TD_IXCK(td_h2d((void *)x.lg, hlg, nlg * sizeof(td_disk_group), st));
+	TD_IXCK(td_dzero(x.freq, R * 8, st));
+	TD_IXCK(td_dzero(x.wfreq, in->nwords * 8, st));
+	TD_IXCK(td_dzero(x.rootlen + in->nroot, 8, st));
+	TD_IXCK(td_dzero(x.rootwc + in->nroot, 8, st));
+	TD_IXCK(td_each(R, td_f_rhs{x}, st));
+fail:
+	return ce;
+}
 
-		/* phase 2: the root sequence (lengths, words, direct uses) */
-		TD_IXCK(td_each(in->nroot, td_f_root{x}, st));
-		/* phase 1, top down: uses flow from level `lv` to the levels below */
-		for (uint32_t lv = levels; lv >= 1; lv--)
-			TD_IXCK(td_each(R, td_f_down{x, lv}, st));
-		/* phase 2: prefix sums -> offsets, samples, words per file */
-		TD_IXCK(td_dscan(x.rootlen, x.rootlen, in->nroot + 1, st));
-		TD_IXCK(td_dscan(x.rootwc, x.rootwc, in->nroot + 1, st));
-		TD_IXCK(td_each(ne + 1, td_f_entry{x}, st));
-		TD_IXCK(td_each(nsamp, td_f_rootsamp{x}, st));
-		if (in->nrulesamples) {
-			TD_IXCK(td_dzero(x.symlen + in->nrulesyms, 8, st));
-			TD_IXCK(td_each(in->nrulesyms, td_f_symlen{x}, st));
-			TD_IXCK(td_dscan(x.symlen, x.symlen, in->nrulesyms + 1, st));
-			TD_IXCK(td_each(in->nrulesamples, td_f_rulesamp{x, nlg}, st));
-		}
-		TD_IXCK(td_d2h(out->rule_len, x.len, R * 8, st));
-		TD_IXCK(td_d2h(out->rule_samples, x.rsamp, in->nrulesamples * 8, st));
-		TD_IXCK(td_d2h(out->root_samples, x.rootsamp, nsamp * 8, st));
-		TD_IXCK(td_d2h(out->e_gstart, x.gstart, (ne + 1) * 8, st));
-		TD_IXCK(td_d2h(out->word_freq, x.wfreq, in->nwords * 8, st));
-		TD_IXCK(td_d2h(out->e_nwords, x.enw, ne * 8, st));
+/* Phase 1, bottom up: launch `it` finishes the level-`it` rules; the
+ * grammar's depth says how many launches to queue before the first look at
+ * what is left. *levels = the launches made; *too_deep = 1 when rules
+ * nest deeper than TD_MAXDEPTH or refer to themselves. */
+static cudaError_t td_ix_levels_up(const td_ix &x, uint32_t depth, cudaStream_t st, uint32_t *levels, int *too_deep)
+{
+	cudaError_t ce = cudaSuccess;
+	uint32_t it = 0;
+	uint64_t pending = x.R;
+	*too_deep = 0;
+	while (pending) {
+		uint32_t batch = it < depth ? depth - it : 1;
+		for (uint32_t b = 0; b < batch; b++)
+			TD_IXCK(td_each(x.R, td_f_up{x, ++it}, st));
+		TD_IXCK(td_dzero(x.pending, 8, st));
+		TD_IXCK(td_each(x.R, td_f_count_pending{x}, st));
+		TD_IXCK(td_d2h(&pending, x.pending, 8, st));
 		TD_IXCK(td_dsync(st));
+		if (it > TD_MAXDEPTH + 2 && pending) {
+			*too_deep = 1;
+			break;
+		}
 	}
+	*levels = it;
+fail:
+	return ce;
+}
+
+/* Phase 2 over the root, phase 1 top down, then the prefix sums that give
+ * offsets, samples and words per file. */
+static cudaError_t td_ix_down_and_sums(const td_ix &x, const td_index_in *in, uint32_t levels, size_t nlg,
+				       cudaStream_t st)
+{
+	cudaError_t ce = cudaSuccess;
+	/* phase 2: the root sequence (lengths, words, direct uses) */
+	TD_IXCK(td_each(in->nroot, td_f_root{x}, st));
+	/* phase 1, top down: uses flow from level `lv` to the levels below */
+	for (uint32_t lv = levels; lv >= 1; lv--)
+		TD_IXCK(td_each(x.R, td_f_down{x, lv}, st));
+	/* phase 2: prefix sums -> offsets, samples, words per file */
+	TD_IXCK(td_dscan(x.rootlen, x.rootlen, in->nroot + 1, st));
+	TD_IXCK(td_dscan(x.rootwc, x.rootwc, in->nroot + 1, st));
+	TD_IXCK(td_each(x.ne + 1, td_f_entry{x}, st));
+	TD_IXCK(td_each(x.nsamp, td_f_rootsamp{x}, st));
+	if (in->nrulesamples) {
+		TD_IXCK(td_dzero(x.symlen + in->nrulesyms, 8, st));
+		TD_IXCK(td_each(in->nrulesyms, td_f_symlen{x}, st));
+		TD_IXCK(td_dscan(x.symlen, x.symlen, in->nrulesyms + 1, st));
+		TD_IXCK(td_each(in->nrulesamples, td_f_rulesamp{x, nlg}, st));
+	}
+fail:
+	return ce;
+}
+
+/* The indexes back to the host, into out. */
+static cudaError_t td_ix_download(const td_ix &x, const td_index_in *in, td_index_out *out, cudaStream_t st)
+{
+	cudaError_t ce = cudaSuccess;
+	const uint64_t ne = x.ne;
+	TD_IXCK(td_d2h(out->rule_len, x.len, x.R * 8, st));
+	TD_IXCK(td_d2h(out->rule_samples, x.rsamp, in->nrulesamples * 8, st));
+	TD_IXCK(td_d2h(out->root_samples, x.rootsamp, x.nsamp * 8, st));
+	TD_IXCK(td_d2h(out->e_gstart, x.gstart, (ne + 1) * 8, st));
+	TD_IXCK(td_d2h(out->word_freq, x.wfreq, in->nwords * 8, st));
+	TD_IXCK(td_d2h(out->e_nwords, x.enw, ne * 8, st));
+	TD_IXCK(td_dsync(st));
+fail:
+	return ce;
+}
+
+/* The GPU builder; see gpu/td_gpu.h. */
+extern "C" int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
+{
+	cudaStream_t st = 0;
+	cudaError_t ce = cudaSuccess;
+	td_gpu_run *c = (td_gpu_run *)ctx;
+	if (c)
+		c->ran_on_gpu = 0;
+#ifndef TD_GPU_EMU
+	int dv = td_ix_device(c, in);
+	if (dv < 0)
+		return dv;
+	if (dv > 0)
+		return td_index_build_cpu(NULL, in, out);
+#endif
+	td_ix x;
+	td_disk_group *hlg = NULL;
+	size_t nlg = 0;
+	int r = td_ix_setup(in, &x, &hlg, &nlg);
+	if (r)
+		return r;
+	void *blk = NULL;
+	uint32_t levels = 0;
+	int too_deep = 0;
+	TD_IXCK(td_ix_alloc(in, nlg, &x, &blk));
+	TD_IXCK(td_ix_upload(x, in, hlg, nlg, st));
+	TD_IXCK(td_ix_levels_up(x, in->depth, st, &levels, &too_deep));
+	if (too_deep) {
+		free(hlg);
+		td_dfree(blk);
+		return td_fail(TD_ECORRUPT, "gpu index build: rules nest deeper than %u levels or refer to themselves",
+			       TD_MAXDEPTH);
+	}
+	TD_IXCK(td_ix_down_and_sums(x, in, levels, nlg, st));
+	TD_IXCK(td_ix_download(x, in, out, st));
 	free(hlg);
 	td_dfree(blk);
 	if (c)

@@ -14,6 +14,18 @@ Usage:
                                             (16-byte tiles) and mark the
                                             archive version V
   archive_patch.py sections ARCHIVE         print "id offset size" per section
+  archive_patch.py setname ARCHIVE OLD NEW  rename the first entry named OLD to
+                                            NEW (any length; Python escapes
+                                            such as \\x00 are decoded), moving
+                                            the name offsets to match
+  archive_patch.py setcol ARCHIVE SECTION_ID NAME VALUE
+                                            set the per-entry column SECTION_ID
+                                            (a packed array) of the entry
+                                            named NAME to VALUE
+  archive_patch.py replace ARCHIVE SECTION_ID OLD NEW
+                                            replace the bytes OLD by NEW (same
+                                            length, escapes decoded) in a byte
+                                            section (names, words, other)
 
 Layout as in engine/include/td_format.h: a 72-byte little-endian header whose last
 field is the XXH3-64 of the bytes before it, a section table of 32-byte
@@ -21,6 +33,7 @@ entries (id, flags, offset, size, XXH3-64) checksummed in the header. XXH3
 comes from the system's libxxhash through ctypes; zstd frames are decoded
 with the zstd command.
 """
+import codecs
 import ctypes
 import ctypes.util
 import struct
@@ -30,6 +43,7 @@ import sys
 HDR = struct.Struct("<8sIIQIIQQ2QQ")
 SEC = struct.Struct("<IIQQQ")
 NAMES = 2
+E_NAMEOFF = 3
 SECF_ZSTD = 1
 BYTE_SECTIONS = {1, 2, 13, 16, 19}   # meta, names, words, other, rule groups
 TILE = 128
@@ -72,6 +86,27 @@ def unpack_v3(b):
             v += (data >> bit) & ((1 << w) - 1)
         vals.append(v & (2**64 - 1))
     return vals
+
+
+def pack_v3(vals):
+    """Values in the version 3 layout (engine/include/td_pack.h): flat frames
+    (no slope), each tile's data where the one before it ends."""
+    nt = (len(vals) + TILE - 1) // TILE
+    tiles, groups, data, unit = [], [], 0, 0
+    for t in range(nt):
+        part = vals[t * TILE:(t + 1) * TILE]
+        lo = min(part)
+        w = (max(part) - lo).bit_length()
+        if t % 8 == 0:
+            groups.append(unit)
+        for j, v in enumerate(part):
+            data |= (v - lo) << (unit * 128 + j * w)
+        tiles.append(w | (unit - groups[-1]) << 6 | lo << 16)
+        unit += w
+    ds = unit * 16 + 8
+    g = struct.pack("<%dI" % len(groups), *groups)
+    g += b"\0" * (-len(g) % 8)
+    return struct.pack("<4Q", len(vals), nt, ds, 0) + struct.pack("<%dQ" % nt, *tiles) + g + data.to_bytes(ds, "little")
 
 
 def pack_v1(vals):
@@ -137,6 +172,36 @@ class Archive:
         self.b = out
         self.resum()
 
+    def put(self, sid, data):
+        """Replace the bytes of section sid (the archive already plain())."""
+        out, tab = bytearray(self.b[:HDR.size]), []
+        for s, flags, off, size, _ in self.sections():
+            d = data if s == sid else bytes(self.b[off:off + size])
+            tab.append((s, flags, len(out), len(d)))
+            out += d + b"\0" * (-len(d) % 8)
+        self.tab = len(out)
+        for s, flags, off, size in tab:
+            out += SEC.pack(s, flags, off, size, 0)
+        struct.pack_into("<Q", out, 16, len(out))
+        struct.pack_into("<Q", out, 32, self.tab)
+        self.b = out
+        self.resum()
+
+    def get(self, sid):
+        _, (_, _, off, size, _) = self.section(sid)
+        return bytes(self.b[off:off + size])
+
+    def names(self):
+        """Every entry's name, from NAMES and E_NAMEOFF."""
+        blob, offs = self.get(NAMES), unpack_v3(self.get(E_NAMEOFF))
+        return [blob[offs[i]:offs[i + 1]] for i in range(len(offs) - 1)]
+
+    def entry(self, name):
+        try:
+            return self.names().index(name)
+        except ValueError:
+            sys.exit("archive_patch: no entry named %r" % name)
+
     def save(self):
         with open(self.path, "wb") as f:
             f.write(self.b)
@@ -157,6 +222,28 @@ def main():
             sys.exit("archive_patch: name %r not found" % old)
         a.b[at:at + len(old)] = new
         a.resum()
+    elif cmd in ("setname", "setcol", "replace"):
+        a.plain()
+        arg = [codecs.escape_decode(x.encode())[0] for x in sys.argv[3:]]
+        if cmd == "setname":
+            names = a.names()
+            names[a.entry(arg[0])] = arg[1]
+            offs = [0]
+            for n in names:
+                offs.append(offs[-1] + len(n))
+            a.put(NAMES, b"".join(names))
+            a.put(E_NAMEOFF, pack_v3(offs))
+        elif cmd == "setcol":
+            sid = int(arg[0])
+            vals = unpack_v3(a.get(sid))
+            vals[a.entry(arg[1])] = int(arg[2])
+            a.put(sid, pack_v3(vals))
+        else:
+            sid, old, new = int(arg[0]), arg[1], arg[2]
+            data = a.get(sid)
+            if len(old) != len(new) or old not in data:
+                sys.exit("archive_patch: %r not found, or not as long as %r" % (old, new))
+            a.put(sid, data.replace(old, new, 1))
     elif cmd == "flip":
         _, (_, _, off, size, _) = a.section(int(sys.argv[3]))
         a.b[off + size // 2] ^= 0x55

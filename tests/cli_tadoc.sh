@@ -204,6 +204,35 @@ no_crash "ls of an archive with a '..' entry" "$TADOC" ls "$B/dots.tadoc"
 expect_fail "unpack refuses an entry named '..'" "dots.tadoc" "$TADOC" unpack "$B/dots.tadoc" "$B/dots/out/t"
 [ -e "$B/dots/out/evil" ] || [ -e "$B/dots/zz" ] || [ -e "$B/dots/out/zz" ] && not_ok "unpack wrote outside its directory" || ok "nothing written outside the target"
 
+# Hostile entry trees (issue 26), checksums made valid: every class is refused
+# when the archive is opened (ls, verify, unpack), with one message naming the
+# entry and the problem; unpack writes nothing.
+mkdir -p "$B/host/in/d"; echo a >"$B/host/in/a"; echo b >"$B/host/in/b"; echo c >"$B/host/in/d/c"
+ln -s 'ab@#@cd' "$B/host/in/lnk"
+"$TADOC" compress -o "$B/host.tadoc" "$B/host/in" >/dev/null 2>&1
+hostile() { # NAME EXPECTED-MESSAGE PATCH-ARGS...
+	local name=$1 msg=$2; shift 2
+	cp "$B/host.tadoc" "$B/host_$name.tadoc"
+	"$PY" "$TESTS_DIR/archive_patch.py" "$1" "$B/host_$name.tadoc" "${@:2}"
+	expect_fail "ls refuses a hostile archive: $name" "$msg" "$TADOC" ls "$B/host_$name.tadoc"
+	expect_fail "verify refuses a hostile archive: $name" "$msg" "$TADOC" verify "$B/host_$name.tadoc"
+	expect_fail "unpack refuses a hostile archive: $name" "$msg" "$TADOC" unpack "$B/host_$name.tadoc" "$B/host/out_$name"
+	[ -e "$B/host/out_$name" ] && [ -n "$(ls -A "$B/host/out_$name")" ] && not_ok "unpack of hostile archive $name wrote files" || ok "unpack of hostile archive $name wrote nothing"
+}
+hostile empty "entry 2 '': empty name" setname b ''
+hostile dot "entry 2 '.': name '.' or '..'" setname b .
+hostile dotdot "entry 5 'd/..': name '.' or '..'" setname c ..
+hostile slash "entry 2 'x/y': name contains '/'" setname b x/y
+hostile nul "entry 2 'x\x00y': name contains a NUL byte" setname b 'x\x00y'
+hostile dup "entry 2 'a': name repeats within its directory" setname b a
+hostile unsorted "entry 2 'b': names of its directory are not sorted" setname a zz
+hostile linksize "entry 4 'lnk': size 3 differs from its text (7 bytes)" setcol 8 lnk 3
+# a symlink target with a NUL byte is found where targets are read (verify, unpack)
+cp "$B/host.tadoc" "$B/host_linknul.tadoc"
+"$PY" "$TESTS_DIR/archive_patch.py" replace "$B/host_linknul.tadoc" 16 '@#@' '@\x00@'
+expect_fail "verify refuses a symlink target with a NUL byte" "entry 4 'lnk': symlink target holds a NUL byte" "$TADOC" verify "$B/host_linknul.tadoc"
+expect_fail "unpack refuses a symlink target with a NUL byte" "entry 4 'lnk': symlink target holds a NUL byte" "$TADOC" unpack "$B/host_linknul.tadoc" "$B/host/out_linknul"
+
 # --- empty, foreign, truncated and corrupt archives ---------------------------
 : >"$B/empty.tadoc"
 printf 'hello, I am text\n' >"$B/foreign.tadoc"
@@ -284,6 +313,115 @@ expect_fail "count with a damaged words frame" "zwords.tadoc" "$TADOC" count "$B
 expect_fail "search with a damaged words frame" "zwords.tadoc" "$TADOC" search "$B/zwords.tadoc" the
 expect_fail "corpus count with a damaged word-counts frame" "zfreq.tadoc" "$TADOC" count "$B/zfreq.tadoc" the
 check "file count with a damaged word-counts frame (not read)" "$TADOC" count "$B/zfreq.tadoc" the text/crlf.txt
+
+# --- an archive of only empty files: no ratio to speak of -------------------
+mkdir -p "$work/empties/sub"
+: >"$work/empties/a"; : >"$work/empties/sub/b"
+check "compress a tree of empty files" "$TADOC" compress -o "$work/empties.tadoc" "$work/empties"
+line=$("$TADOC" info "$work/empties.tadoc" | grep '^ratio')
+if [ "$line" = "ratio            n/a (no data)" ]; then ok "info of empty files: ratio n/a"
+else not_ok "info of empty files: ratio n/a" "$line"; fi
+
+# --- a tar stream on standard input equals compressing the directory ---------
+# A tree with every kind tar carries: modes, whole-second mtimes (GNU and
+# ustar headers hold seconds), symlinks, a hard link (stored as a regular
+# file), an empty file and directory, binary data larger than a read chunk.
+T=$work/tarsrc
+mkdir -p "$T/d/e" "$T/empty_dir"
+printf 'hello world\nfoo bar\n' >"$T/a.txt"
+: >"$T/empty"
+head -c 700000 /dev/urandom >"$T/d/bin"
+seq 1 200000 >"$T/d/e/nums"
+ln -s ../a.txt "$T/d/lnk"; ln -s nowhere "$T/dangling"
+ln "$T/a.txt" "$T/d/hard"
+chmod 600 "$T/d/e/nums"; chmod 750 "$T/d"; chmod 4755 "$T/empty"
+find "$T" -exec touch -h -d @1700000000 {} +
+touch -h -d @1600000001 "$T/d/e/nums" "$T/d/lnk"
+tarcmp() { # DESC TARFILE|- ARCHIVE-FROM-DIR: compress the stream, compare listing and unpack
+	local d=$1 src=$2 ref=$3 out=$work/fromtar.tadoc u=$work/u-tar ur=$work/u-ref
+	rm -rf "$out" "$u" "$ur"
+	if ! err=$("$TADOC" compress -o "$out" - <"$src" 2>&1); then not_ok "$d: compress" "$err"; return; fi
+	if ! out2=$(diff <("$TADOC" ls -l "$out") <("$TADOC" ls -l "$ref")); then not_ok "$d: ls -l" "$out2"; return; fi
+	"$TADOC" unpack "$out" "$u" && "$TADOC" unpack "$ref" "$ur"
+	if ! out2=$(diff -r --no-dereference "$u" "$ur"); then not_ok "$d: unpacked bytes" "$out2"; return; fi
+	if ! out2=$(diff <(meta "$u") <(meta "$ur")); then not_ok "$d: unpacked metadata" "$out2"; return; fi
+	# word counts (the hard link's words count twice, as in the directory's archive)
+	local w
+	for w in hello 1999 the; do
+		if [ "$("$TADOC" count "$out" "$w")" != "$("$TADOC" count "$ref" "$w")" ]; then
+			not_ok "$d: count $w" "$("$TADOC" count "$out" "$w") vs $("$TADOC" count "$ref" "$w")"; return
+		fi
+	done
+	ok "$d: same listing, bytes, modes, mtimes, links, counts"
+}
+"$TADOC" compress -q -o "$work/fromdir.tadoc" "$T"
+for fmt in gnu ustar pax; do
+	tar --format=$fmt -C "$T" -cf "$work/t-$fmt.tar" .
+	tarcmp "tar --format=$fmt | compress -" "$work/t-$fmt.tar" "$work/fromdir.tadoc"
+done
+zstd -q -c "$work/t-gnu.tar" >"$work/t.tar.zst"
+tarcmp "zstd-compressed tar" "$work/t.tar.zst" "$work/fromdir.tadoc"
+gzip -c "$work/t-gnu.tar" >"$work/t.tar.gz"
+tarcmp "gzip-compressed tar" "$work/t.tar.gz" "$work/fromdir.tadoc"
+# pax keeps nanoseconds: the adversarial tree (odd names, modes, ns mtimes) as
+# well; pre-1970 fractional mtimes are left out (libarchive versions differ on
+# the sign of a negative pax time's fraction).
+A_nofrac=$work/adv_nofrac
+rm -rf "$A_nofrac"; cp -a "$work/tree" "$A_nofrac"
+find "$A_nofrac" -newermt @0 -o -exec touch -h -d @-1000000 {} + 2>/dev/null || true
+"$TADOC" compress -q -o "$work/adv-dir.tadoc" "$A_nofrac"
+tar --format=pax -C "$A_nofrac" -cf "$work/adv.tar" .
+tarcmp "adversarial tree through pax" "$work/adv.tar" "$work/adv-dir.tadoc"
+# `tar cf - DIR` keeps DIR/ in the names
+(cd "$work" && tar -cf - tarsrc) >"$work/named.tar"
+"$TADOC" compress -q -o "$work/named.tadoc" - <"$work/named.tar"
+if [ "$("$TADOC" ls "$work/named.tadoc" | head -1)" = tarsrc ] &&
+   [ "$("$TADOC" cat "$work/named.tadoc" tarsrc/d/hard)" = "$(cat "$T/a.txt")" ]; then ok "tar cf - DIR: entries under DIR/"
+else not_ok "tar cf - DIR: entries under DIR/" "$("$TADOC" ls "$work/named.tadoc" | head -3)"; fi
+
+# Bad streams: one message naming '-', exit 1, no output file.
+tar_bad() { # DESC MESSAGE FILE
+	local d=$1 msg=$2 in=$3 rc=0 o=$work/bad-tar.tadoc
+	rm -f "$o"
+	"$TADOC" compress -o "$o" - <"$in" >"$work/out" 2>"$work/err" || rc=$?
+	if [ "$rc" -eq 1 ] && [ "$(cat "$work/err")" = "$msg" ] && [ ! -e "$o" ] && ! ls "$work"/.bad-tar.tadoc* >/dev/null 2>&1
+	then ok "$d"; else not_ok "$d (exit $rc, output $( [ -e "$o" ] && echo present || echo absent))" "$(cat "$work/err")"; fi
+}
+printf 'hello, I am text\n' >"$work/not.tar"
+tar_bad "compress - of a text file" "tadoc: -: not a tar archive" "$work/not.tar"
+: >"$work/empty.tar"
+tar_bad "compress - of nothing" "tadoc: -: not a tar archive" "$work/empty.tar"
+gzip -c "$work/not.tar" >"$work/not.tar.gz"
+tar_bad "compress - of gzip'd text" "tadoc: -: not a tar archive" "$work/not.tar.gz"
+# cut inside d/bin's data (its header is the 7th block or later; find its offset)
+off=$("$PY" - "$work/t-gnu.tar" <<'PYEOF'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    m = t.getmember("./d/bin")
+    print(m.offset_data + 1000)
+PYEOF
+)
+head -c "$off" "$work/t-gnu.tar" >"$work/cut-data.tar"
+tar_bad "compress - of a tar cut in a file's data" "tadoc: -: truncated tar archive at entry d/bin" "$work/cut-data.tar"
+first=$("$PY" -c 'import sys,tarfile; t=tarfile.open(sys.argv[1]); m=t.getmembers()[1]; print(m.offset, m.name)' "$work/t-gnu.tar")
+head -c "${first%% *}" "$work/t-gnu.tar" >"$work/cut-hdr.tar"
+tar_bad "compress - of a tar cut between entries" \
+	"tadoc: -: truncated tar archive after entry . (no end-of-archive blocks)" "$work/cut-hdr.tar"
+head -c $((${first%% *} + 100)) "$work/t-gnu.tar" >"$work/cut-mid.tar"
+tar_bad "compress - of a tar cut inside a header" "tadoc: -: truncated tar archive after entry ." "$work/cut-mid.tar"
+head -c 300 "$work/t.tar.zst" >"$work/cut.tar.zst"
+tar_bad "compress - of a cut zstd stream" "tadoc: -: truncated before the first tar entry (Truncated zstd input)" "$work/cut.tar.zst"
+"$PY" - "$work/dotdot.tar" "$work/abs.tar" <<'PYEOF'
+import io, sys, tarfile
+for path, name in ((sys.argv[1], "a/../../evil"), (sys.argv[2], "/abs/x")):
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as t:
+        i = tarfile.TarInfo(name); i.size = 3
+        t.addfile(i, io.BytesIO(b"abc"))
+PYEOF
+tar_bad "compress - of an entry with '..'" "tadoc: -: entry 'a/../../evil': a '..' component leads outside the archive" "$work/dotdot.tar"
+"$TADOC" compress -q -o "$work/abs.tadoc" - <"$work/abs.tar"
+if [ "$("$TADOC" cat "$work/abs.tadoc" abs/x)" = abc ]; then ok "compress - strips a leading '/'"; else not_ok "compress - strips a leading '/'"; fi
+expect_fail "compress - with another input" "'-'" "$TADOC" compress -o "$work/x.tadoc" - "$T"
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

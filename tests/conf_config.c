@@ -529,10 +529,10 @@ Test(conf, missing_explicit_file)
 	td_conf c;
 	snprintf(path, sizeof path, "%s/nope.conf", dir);
 	cr_assert_eq(td_conf_load(&c, path, NULL, 0, err, sizeof err), -1);
-	snprintf(want, sizeof want, "%s:0: cannot open: %s", path, strerror(ENOENT));
+	snprintf(want, sizeof want, "config file %s: cannot open: %s", path, strerror(ENOENT));
 	cr_assert_str_eq(err, want);
 	cr_assert_eq(td_conf_load(&c, "", NULL, 0, err, sizeof err), -1);
-	cr_assert_str_eq(err, "-o:0: config: empty file name");
+	cr_assert_str_eq(err, "option -o config: empty file name");
 }
 
 Test(conf, directory_is_an_error)
@@ -542,7 +542,7 @@ Test(conf, directory_is_an_error)
 	snprintf(path, sizeof path, "%s/tadoc/tadocfs.conf", dir);
 	mkparents(path);
 	cr_assert_eq(mkdir(path, 0700), 0);
-	snprintf(want, sizeof want, "%s:0: is a directory", path);
+	snprintf(want, sizeof want, "config file %s: is a directory", path);
 	/* Explicit, and found by the default search: both are errors. */
 	cr_assert_eq(td_conf_load(&c, path, NULL, 0, err, sizeof err), -1);
 	cr_assert_str_eq(err, want);
@@ -558,7 +558,7 @@ Test(conf, unreadable_file)
 	td_conf c;
 	put(path, sizeof path, "tadoc/tadocfs.conf", "gpu = on\n");
 	cr_assert_eq(chmod(path, 0), 0);
-	snprintf(want, sizeof want, "%s:0: cannot open: %s", path, strerror(EACCES));
+	snprintf(want, sizeof want, "config file %s: cannot open: %s", path, strerror(EACCES));
 	cr_assert_eq(td_conf_load(&c, NULL, NULL, 0, err, sizeof err), -1);
 	cr_assert_str_eq(err, want);
 }
@@ -607,15 +607,17 @@ Test(conf, overrides_without_file)
 Test(conf, override_errors)
 {
 	static const struct { const char *ov[3]; const char *want; } t[] = {
-		{{"gpu=on", "foo=1"}, "-o:2: unknown key 'foo'"},
-		{{"foo"}, "-o:1: expected key=value, got 'foo'"},
-		{{"gpu"}, "-o:1: gpu: missing value (use gpu=VALUE)"},
-		{{"gpu=on", "batch_max=", "x"}, "-o:2: batch_max: empty value"},
-		{{"batch_max=0"}, "-o:1: batch_max: value 0 out of range 1..1000000"},
+		{{"gpu=on", "foo=1"}, "option -o foo: unknown key"},
+		{{"foo"}, "option -o foo: expected key=value"},
+		{{"gpu"}, "option -o gpu: missing value (use gpu=VALUE)"},
+		{{"gpu=on", "batch_max=", "x"}, "option -o batch_max: empty value"},
+		{{"batch_max=0"}, "option -o batch_max: value 0 out of range 1..1000000"},
 		{{"a", "b", "cpu_workers=many"},
-		 "-o:1: expected key=value, got 'a'"},
+		 "option -o a: expected key=value"},
 		{{"gpu=on", "log_level=loud"},
-		 "-o:2: log_level: invalid value 'loud' (expected error, warn, info or debug)"},
+		 "option -o log_level: invalid value 'loud' (expected error, warn, info or debug)"},
+		{{"cache_size=lots"},
+		 "option -o cache_size: invalid size 'lots' (expected bytes, optionally with K, M, G or T)"},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		size_t n = 0;

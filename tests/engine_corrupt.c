@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 #include "engine_fixture.h"
 #include "td_archive.h"
@@ -286,6 +287,83 @@ Test(corrupt, flipped_byte_in_each_section_is_ecorrupt)
 
 /* Whole text of every file (NULL for a read that failed) and the count of
  * "the" in it (UINT64_MAX when that failed). */
+/* The small archive with `old` replaced by `new` (same length) in its entry
+ * names, every checksum made right: the NAMES frame decoded, patched,
+ * compressed again and placed after the section table. *len gets the size. */
+static uint8_t *patch_names(const char *old, const char *new, size_t n, size_t *len)
+{
+	uint8_t *b = copy_orig();
+	td_disk_section *t = table(b), *ns = NULL;
+	for (uint32_t i = 0; i < hdr(b)->nsections; i++)
+		if (t[i].id == TD_SEC_NAMES)
+			ns = &t[i];
+	cr_assert(ns && (ns->flags & TD_SECF_ZSTD));
+	size_t fsz = ZSTD_findFrameCompressedSize(b + ns->off, ns->size);
+	unsigned long long raw = ZSTD_getFrameContentSize(b + ns->off, fsz);
+	cr_assert(!ZSTD_isError(fsz) && raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN);
+	char *names = malloc(raw + 1);
+	cr_assert_eq(ZSTD_decompress(names, raw, b + ns->off, fsz), raw);
+	char *at = memmem(names, raw, old, n);
+	cr_assert_not_null(at, "no name '%s' in the small archive", old);
+	memcpy(at, new, n);
+	size_t cap = ZSTD_compressBound(raw) + 8;
+	size_t base = (g_olen + 7) & ~(size_t)7;
+	uint8_t *out = calloc(1, base + cap);
+	memcpy(out, b, g_olen);
+	size_t z = ZSTD_compress(out + base, cap, names, raw, 3);
+	cr_assert(!ZSTD_isError(z));
+	memset(out + base + z, 0, cap - z); /* zstd may use the room past the frame */
+	z = (z + 7) & ~(size_t)7;
+	td_disk_section *nt = table(out);
+	for (uint32_t i = 0; i < hdr(out)->nsections; i++)
+		if (nt[i].id == TD_SEC_NAMES) {
+			nt[i].off = base;
+			nt[i].size = z;
+		}
+	hdr(out)->file_size = base + z;
+	fix_all(out, base + z);
+	free(names);
+	free(b);
+	*len = base + z;
+	return out;
+}
+
+/* Hostile entry trees are refused at open, the message naming the entry
+ * (number and path) and the problem; the fixture's names are "a.txt",
+ * "empty", "link", "sub", then "b.txt" and "bin" in sub. */
+Test(corrupt, hostile_names_are_refused_at_open)
+{
+	static const struct {
+		const char *old, *new, *why;
+		size_t n;
+	} cases[] = {
+		{ "sub", "x/y", "entry 4 'x/y': name contains '/'", 3 },
+		{ "sub", "a\0b", "entry 4 'a\\x00b': name contains a NUL byte", 3 },
+		{ "empty", "a.txt", "entry 2 'a.txt': name repeats within its directory", 5 },
+		{ "bin", "aaa", "entry 6 'sub/aaa': names of its directory are not sorted", 3 },
+		{ "link", "emp\x01", "entry 3 'emp\\x01': names of its directory are not sorted", 4 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		size_t len;
+		uint8_t *b = patch_names(cases[i].old, cases[i].new, cases[i].n, &len);
+		const char *p = put(b, len);
+		td_archive *a = NULL;
+		int err = td_archive_open(p, 0, &a);
+		cr_assert_eq(err, TD_ECORRUPT, "%s -> case %zu: open gave %s", cases[i].old, i, td_strerror(err));
+		cr_assert(strstr(td_errdetail(), cases[i].why), "case %zu: '%s' does not say '%s'", i, td_errdetail(),
+			  cases[i].why);
+		free(b);
+	}
+	/* the patching itself keeps a good archive good */
+	size_t len;
+	uint8_t *b = patch_names("sub", "sub", 3, &len);
+	td_archive *a = NULL;
+	cr_assert_eq(td_archive_open(put(b, len), TD_OPEN_VERIFY, &a), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(td_archive_verify(a), TD_OK, "%s", td_errdetail());
+	td_archive_close(a);
+	free(b);
+}
+
 static void read_all(td_archive *a, uint8_t **text, uint64_t *count, uint32_t n)
 {
 	static uint8_t buf[1 << 20];

@@ -21,7 +21,7 @@ Checks, against the original files and a Python word counter:
 - configuration keys take effect (batch limits with CPU queueing on):
   batch_max, cpu_workers, batch_window_us,
   gpu, log_level (from -o and from a config file, -o winning);
-  bad keys and values give "FILE:LINE: message" or "-o:N: message" and exit
+  bad keys and values give "FILE:LINE: message" or "option -o KEY: message" and exit
   status 2 with nothing mounted;
 - gpu_min_reads=10000 sends no read to the (emulated) GPU, nor does
   gpu_min_read_size=1G with gpu_min_reads=1 (every read is smaller), nor a
@@ -477,11 +477,11 @@ def check_config(archive, files, tmp):
     with open(bad, "w") as fh:
         fh.write("batch_max = 8\n\nbatch_windw_us = 10\n")
     cases = [
-        (["-o", "batch_max=0"], r"^tadocfs: -o:1: .*batch_max"),
-        (["-o", "cpu_workers=two"], r"^tadocfs: -o:1: .*cpu_workers"),
-        (["-o", "gpu=maybe"], r"^tadocfs: -o:1: .*gpu"),
+        (["-o", "batch_max=0"], r"^tadocfs: option -o batch_max: "),
+        (["-o", "cpu_workers=two"], r"^tadocfs: option -o cpu_workers: "),
+        (["-o", "gpu=maybe"], r"^tadocfs: option -o gpu: "),
         (["-o", "config=" + bad], r"^tadocfs: " + re.escape(bad) + r":3: .*batch_windw_us"),
-        (["-o", "config=" + os.path.join(tmp, "missing.conf")], r"^tadocfs: " + re.escape(os.path.join(tmp, "missing.conf")) + r":0: "),
+        (["-o", "config=" + os.path.join(tmp, "missing.conf")], r"^tadocfs: config file " + re.escape(os.path.join(tmp, "missing.conf")) + r": cannot open: No such file or directory$"),
     ]
     for extra, pat in cases:
         r = run([TADOCFS, archive, mnt] + extra)

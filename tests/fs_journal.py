@@ -153,6 +153,24 @@ def main():
         msg = expect_state(N - 1, "torn last record")
         expect_report(msg, off, size // 2, "torn last record")
 
+        log("== damaged twice at the same offset: both saved tails are kept (issue 26)")
+        off, size = recs[-1]
+        reset(pristine[:off + size // 2])
+        first_tail = pristine[off:off + size // 2]
+        expect_state(N - 1, "torn last record, first time")
+        # the same damage again, with different bytes, at the same offset
+        second_tail = pristine[off:off + size // 3] + b"\x01\x02\x03"
+        with open(journal, "ab") as f:
+            f.write(second_tail)
+        msg = expect_state(N - 1, "torn last record, second time")
+        log("  second damage: %s" % msg.strip())
+        first, second = journal + ".damaged-%d" % off, journal + ".damaged-%d.1" % off
+        check(os.path.exists(first) and open(first, "rb").read() == first_tail,
+              "the first saved tail %s is kept as it was" % first)
+        check(os.path.exists(second) and open(second, "rb").read() == second_tail,
+              "the second tail is saved in %s" % second)
+        check(second in msg, "the message names the new file %s: %r" % (second, msg))
+
         log("== garbage appended after the last record")
         junk = bytes(rng.randrange(256) for _ in range(300))
         reset(pristine + junk)

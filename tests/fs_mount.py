@@ -768,13 +768,22 @@ def check_cache_warm(archive, tree, tmp):
 
 
 def check_damaged_sections(archive, tree, tmp):
-    log("== damage in the root sequence or the rules: EIO on reads and counts, never wrong bytes")
+    log("== damage in the root sequence or the rules: refused at mount, naming the section (issue 26);")
+    log("   with -o noverify EIO on reads and counts, never wrong bytes")
     for sid, name in ((21, "root"), (18, "rules")):
         bad = os.path.join(tmp, "damaged_%s.tadoc" % name)
         shutil.copyfile(archive, bad)
         r = run([sys.executable, os.path.join(TESTS_DIR, "archive_patch.py"), "flip", bad, str(sid)])
         check(r.returncode == 0, "archive_patch.py flip %s" % name)
-        mnt = mount(bad, os.path.join(tmp, "mnt_damaged"))  # a plain mount does not read the big sections
+        where = os.path.join(tmp, "mnt_damaged")
+        os.makedirs(where, exist_ok=True)
+        r = run([TADOCFS, bad, where])
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode != 0 and not is_mounted(where), "%s damaged: the mount is refused (exit %d)" % (name, r.returncode))
+        check(len(err.strip().splitlines()) == 1 and "section '%s': checksum mismatch" % name in err and bad in err,
+              "%s damaged: one line naming the archive and the section: %r" % (name, err))
+        log("  %s" % err.strip())
+        mnt = mount(bad, where, "-o", "noverify")  # the big sections are checked by the first read
         eio = wrong = files = 0
         for dirpath, _, names in os.walk(os.fsencode(tree)):
             for n in names:
@@ -913,6 +922,28 @@ def check_max_background(archive, tmp):
             time.sleep(0.05)
 
 
+def check_live_mountpoint(archive, tmp):
+    log("== a second mount: 'already mounted' on the live mountpoint, the lock named once")
+    live = mount(archive, os.path.join(tmp, "mnt_live"), "-o", "rw")
+    other = os.path.join(tmp, "mnt_other")
+    os.makedirs(other, exist_ok=True)
+    cases = [
+        ([archive, live], "tadocfs: %s: already mounted (unmount it first, or use -o nonempty to mount over it)" % live),
+        ([archive, other, "-o", "rw"], "tadocfs: %s: locked by another process "
+         "(already mounted or being compacted by another process)" % os.path.realpath(archive)),
+    ]
+    for args, msg in cases:
+        r = run([TADOCFS, *args])
+        err = r.stderr.decode(errors="replace").strip("\n")
+        check(r.returncode == 1 and err == msg, "tadocfs %s: exit %d, %r; expected %r" % (args, r.returncode, err, msg))
+        check(not is_mounted(other), "tadocfs %s mounted something" % args)
+    unmount(live)
+    for _ in range(200):   # a writable daemon holds the lock until it exits
+        if not daemons_of(archive):
+            break
+        time.sleep(0.05)
+
+
 def check_bad_invocations(archive, tmp):
     log("== bad invocations: one message, non-zero exit, nothing mounted")
     real_tmp = os.path.realpath(tmp) + "/"
@@ -972,8 +1003,11 @@ def check_bad_invocations(archive, tmp):
         ([archive, good_mnt, "-o", "max_background=70000"], 2, "tadocfs: -o max_background=70000: expected"),
         ([archive, good_mnt, "-o", "max_read=1000"], 2, "tadocfs: -o max_read=1000: expected a multiple of 4096"),
         ([archive, good_mnt, "-o", "max_read=2097152"], 2, "tadocfs: -o max_read=2097152: expected a multiple"),
-        ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: -o:1: "),
-        ([archive, good_mnt, "-o", "config=" + os.path.join(tmp, "nope.conf")], 2, "tadocfs: %s" % os.path.join(tmp, "nope.conf")),
+        ([archive, good_mnt, "-o", "batch_max=0"], 2, "tadocfs: option -o batch_max: value 0 out of range 1..1000000"),
+        ([archive, good_mnt, "-o", "cache_size=lots"], 2,
+         "tadocfs: option -o cache_size: invalid size 'lots' (expected bytes, optionally with K, M, G or T)"),
+        ([archive, good_mnt, "-o", "config=" + os.path.join(tmp, "nope.conf")], 2,
+         "tadocfs: config file %s: cannot open: No such file or directory" % os.path.join(tmp, "nope.conf")),
         ([archive, good_mnt, "-o", "config=" + badconf], 2, "tadocfs: %s:2: " % badconf),
     ]
     for args, rc_exp, msg in cases:
@@ -1070,6 +1104,7 @@ def main():
         check_mount_forms(archive, tree, tmp)
         check_max_background(archive, tmp)
         check_bad_invocations(archive, tmp)
+        check_live_mountpoint(archive, tmp)
 
         corpus = find_corpus()
         if corpus:

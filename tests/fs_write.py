@@ -646,6 +646,9 @@ def main():
         compare(shadow, mnt, "after remount")
         check_xattrs(rng, mnt, shadow, nfiles=8)
         run_model(rng, mnt, shadow, 300)
+        for root in (mnt, shadow):
+            with open(os.path.join(root, "journal_only.txt"), "wb") as f:
+                f.write(b"made on the writable mount\n")
         unmount(mnt)
 
         log("== read-only mount of the edited archive")
@@ -653,6 +656,17 @@ def main():
         compare(shadow, mnt, "read-only mount of the edited archive")
         expect_errno(lambda: open(os.path.join(mnt, "new"), "wb"), errno.EROFS, "create on a read-only mount")
         unmount(mnt)
+
+        log("== tadoc cat of a file only the journal holds names the journal")
+        r = run([TADOC, "cat", archive, "journal_only.txt"])
+        want = ("tadoc: %s: journal_only.txt: not in the archive; it is in the uncompacted edits in %s.journal "
+                "(run `tadoc compact %s` to fold them in)\n" % (archive, archive, archive))
+        check(r.returncode == 1 and r.stdout == b"" and r.stderr.decode() == want,
+              "tadoc cat journal_only.txt: exit %d, %r; expected %r" % (r.returncode, r.stderr, want))
+        r = run([TADOC, "cat", archive, "nowhere.txt"])
+        want = "tadoc: %s: nowhere.txt: not found: no 'nowhere.txt' in the archive\n" % archive
+        check(r.returncode == 1 and r.stderr.decode() == want,
+              "tadoc cat nowhere.txt: exit %d, %r; expected %r" % (r.returncode, r.stderr, want))
 
         log("== tadoc compact (journal of %d bytes)" % jbytes)
         t = time.time()
@@ -662,6 +676,9 @@ def main():
         check(os.path.getsize(archive + ".journal") == 64, "the journal is empty after compaction")
         r = run([TADOC, "verify", archive])
         check(r.returncode == 0, "tadoc verify after compaction: %s" % r.stderr)
+        r = run([TADOC, "cat", archive, "journal_only.txt"])
+        check(r.returncode == 0 and r.stdout == b"made on the writable mount\n",
+              "tadoc cat journal_only.txt after compaction: %s" % r.stderr)
         r = run([TADOC, "compact", archive])
         check(r.returncode == 0 and b"nothing to compact" in r.stdout, "second compaction: %s" % r.stdout)
         unpack = os.path.join(tmp, "unpacked")

@@ -15,7 +15,7 @@ mk one; printf 'the cat sat on the mat\n' >"$tmp/one/a.txt"
 mk words; for i in $(seq 40); do printf 'the quick brown fox %d jumps over the lazy dog\r\n' "$i"; done >"$tmp/words/w.txt"
 mk uni; printf 'naïve café 日本語 ٣٤ e\xcc\x81 __init__ \xff\xfe broken \xc3\n' >"$tmp/uni/u.txt"
 mk tree; mkdir -p "$tmp/tree/d1/d2/d3"; echo deep >"$tmp/tree/d1/d2/d3/f"; echo top >"$tmp/tree/top"
-ln -s top "$tmp/tree/link"; : >"$tmp/tree/empty"; printf '\0\1\2' >"$tmp/tree/d1/bin"
+ln -s top "$tmp/tree/link"; ln -s 'to@#@p' "$tmp/tree/odd"; : >"$tmp/tree/empty"; printf '\0\1\2' >"$tmp/tree/d1/bin"
 mk long; head -c 700 /dev/zero | tr '\0' 'x' >"$tmp/long/x"; printf ' ab ab ab ab ab\n' >>"$tmp/long/x"
 mk periodic; for _ in $(seq 300); do printf 'ab '; done >"$tmp/periodic/p"
 
@@ -27,4 +27,20 @@ done
 # Damaged copies: truncated, and a header-only prefix.
 head -c 100 "$out/one.tadoc" >"$out/one-trunc100.tadoc"
 head -c "$(($(stat -c %s "$out/tree.tadoc") / 2))" "$out/tree.tadoc" >"$out/tree-half.tadoc"
+# Hostile entry trees with valid checksums (tests/archive_patch.py): names empty,
+# '.', '..', with '/' or NUL, repeated or unsorted within a directory, a symlink
+# whose size disagrees with its target, a target holding a NUL byte.
+patch=$(dirname "$0")/archive_patch.py
+if command -v python3 >/dev/null && [ -f "$patch" ]; then
+	hostile() { cp "$out/tree.tadoc" "$out/tree-$1.tadoc"; python3 "$patch" "$2" "$out/tree-$1.tadoc" "${@:3}"; }
+	hostile name-empty setname top ''
+	hostile name-dot setname top .
+	hostile name-dotdot setname f ..
+	hostile name-slash setname top t/p
+	hostile name-nul setname top 't\x00p'
+	hostile name-dup setname top odd
+	hostile name-unsorted setname d1 zz
+	hostile link-size setcol 8 link 2
+	hostile link-nul replace 16 '@#@' '@\x00@'
+fi
 ls -l "$out" >&2

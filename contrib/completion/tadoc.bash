@@ -71,7 +71,8 @@ _tadoc()
     if [[ $cur == -* && $dashdash -eq 0 ]]; then
         local opts="-h --help"
         case $cmd in
-            compress) opts+=" -o --output -q --quiet --max-depth --sample-shift --format" ;;
+            # '-': a tar archive on standard input, as the only input
+            compress) opts+=" - -o --output -q --quiet --max-depth --sample-shift --format" ;;
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;

@@ -96,6 +96,16 @@ int td_archive_will_read(const td_archive *a, uint64_t bytes);
  * decoded, and the small ones at open. TD_OK or TD_ECORRUPT. */
 int td_archive_check_data(const td_archive *a);
 
+/* Check the checksum of every section as stored (compressed ones too):
+ * O(archive size) of hashing at memory speed, spread over up to `threads`
+ * threads (one section a thread at a time, largest first; 0 or 1: this
+ * thread only). On success the reads' own first check of the large
+ * sections (td_archive_check_data) no longer hashes them again. For a
+ * mount that refuses a damaged archive before it is ready. Thread-safe.
+ * TD_OK, TD_ECORRUPT (detail: "section 'NAME': checksum mismatch", the
+ * first damaged section in table order), TD_ENOMEM. */
+int td_archive_check_sums(const td_archive *a, unsigned threads);
+
 /* Unmap and free. NULL is accepted. */
 void td_archive_close(td_archive *a);
 

@@ -14,15 +14,17 @@ extern "C" {
 /*
  * Steps, and what a crash after each leaves (never a loss):
  *  1. every live entry of the edited tree is fed to a td_writer (files in
- *     1 MiB chunks through td_edit_read), which writes ARCHIVE.compact
- *     atomically (temp file, fsync, rename, directory fsync);
- *                                   -> old archive + journal (the .compact
- *                                      file is ignored and redone)
- *  2. ARCHIVE.compact is locked and a TD_REC_COMPACT record naming it (size,
+ *     1 MiB chunks through td_edit_read), which writes
+ *     ARCHIVE.compact.tmp.PID (td_tmpfile.h) atomically (temp file, fsync,
+ *     rename, directory fsync);
+ *                                   -> old archive + journal (the
+ *                                      temporaries are removed by the next
+ *                                      writable journal open: td_tmp_sweep)
+ *  2. ARCHIVE.compact.tmp.PID is locked and a TD_REC_COMPACT record naming it (size,
  *     header checksum) is appended to the journal and fsynced;
  *                                   -> old archive + journal: the record
  *                                      names another archive, replay skips it
- *  3. ARCHIVE.compact is renamed over ARCHIVE and the directory fsynced;
+ *  3. ARCHIVE.compact.tmp.PID is renamed over ARCHIVE and the directory fsynced;
  *                                   -> new archive + a journal whose last
  *                                      record names it: td_journal_open
  *                                      empties it instead of replaying

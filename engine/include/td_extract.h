@@ -19,6 +19,14 @@ extern "C" {
  * Thread-safe; allocates nothing. */
 int td_extract(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got);
 
+/* The target of symlink e into buf (NUL-terminated; cap > TD_MAXPATH
+ * always suffices), its length in *len. The target must have the size the
+ * archive states (1..TD_MAXPATH bytes) and hold no NUL byte.
+ * Errors: TD_EINVAL (e is not a symlink, or cap too small), TD_ECORRUPT
+ * (a target that breaks those rules: the detail names the entry).
+ * Thread-safe. */
+int td_archive_readlink(const td_archive *a, td_entry e, char *buf, size_t cap, size_t *len);
+
 /* A cursor remembers where the last read of a file ended, so the next read
  * at exactly that offset continues without descending from the root again.
  * Any other offset re-seeks. One cursor per reader (not thread-safe); many

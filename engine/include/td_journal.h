@@ -43,7 +43,9 @@ extern "C" {
  * is cut short (torn write), fails its checksum, has an impossible size or
  * an out-of-order sequence number. Everything before it is kept and
  * replayed; the bytes from it to the end are copied to
- * "A.journal.damaged-OFFSET" (nothing is thrown away unseen), the journal is
+ * "A.journal.damaged-OFFSET", or "A.journal.damaged-OFFSET.N" (the first
+ * free N from 1) when an earlier damage at the same offset was saved
+ * there (nothing is thrown away unseen, no saved tail overwritten), the journal is
  * truncated there, and the report says which file, which byte offset and
  * why. A record that is intact but does not apply (it names a node or file
  * that does not exist) means the journal does not belong to this archive
@@ -70,13 +72,19 @@ typedef struct td_journal_report {
 	uint64_t dropped;         /* bytes cut off at damaged_off */
 	int reset;                /* 1: an already-compacted journal was emptied */
 	char msg[512];            /* one line for the user; empty when clean */
+	unsigned swept;           /* stale temporaries removed (writable opens) */
+	char swept_msg[512];      /* one line naming them; empty when none */
 } td_journal_report;
 
 /* Open (or create) the journal of the archive file `archive_path` and replay
  * its records into `ed` (which must be a fresh state over that archive),
  * repairing a damaged tail as described above. On success *out appends
  * further records; install it with td_edit_set_log(ed, td_journal_log,
- * *out). With TD_JOURNAL_READONLY the journal (if any) is only replayed,
+ * *out). A writable open is where a writer takes the archive over (the
+ * caller holds its exclusive lock, td_lock.h), so it first removes the
+ * temporaries that crashed writers of the archive left (td_tmp_sweep:
+ * those of processes that no longer run) and reports them in
+ * rep->swept_msg. With TD_JOURNAL_READONLY the journal (if any) is only replayed,
  * never created or repaired, and *out is NULL. rep may be NULL; rep->msg
  * is the line to show the user when not empty.
  * Errors: TD_EIO (detail names the file), TD_EFORMAT (archive header

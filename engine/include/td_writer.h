@@ -57,6 +57,13 @@ int td_writer_file_begin(td_writer *w, const char *path, mode_t mode, int64_t mt
 int td_writer_file_data(td_writer *w, const void *data, size_t len);
 int td_writer_file_end(td_writer *w);
 
+/* Add a regular file at `path` whose bytes are those of the regular file
+ * `target` added (and ended) earlier: what a hard link in a tar stream is
+ * stored as. Same result as adding the bytes again, without them.
+ * Errors: those of add_file, and TD_ENOENT (no such regular file added). */
+int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		       const char *target);
+
 /* Build the grammar and write the archive to `out_path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the
  * directory. The writer is consumed (freed) whatever the result.

@@ -6,9 +6,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "td_edit.h"
 #include "td_err.h"
 #include "td_extract.h"
 #include "td_format.h"
+#include "td_journal.h"
 
 #define MAX_LINK_HOPS 40
 
@@ -24,8 +26,41 @@ td_archive *td_cli_open(const char *path, unsigned flags)
 	return a;
 }
 
+/* Does the journal beside `archive` (ARCHIVE.journal) hold edits under
+ * which `path` exists? 0 when it does not, or when anything fails. */
+static int in_journal(const char *archive, const char *path, char *jpath, size_t cap)
+{
+	struct stat st;
+	if ((size_t)snprintf(jpath, cap, "%s.journal", archive) >= cap || stat(jpath, &st) != 0 || st.st_size == 0)
+		return 0;
+	td_archive *a = NULL;
+	td_edit *ed = NULL;
+	td_journal *j = NULL;
+	td_journal_report rep = { 0 };
+	td_node n;
+	int found = td_archive_open(archive, 0, &a) == TD_OK && td_edit_new(a, &ed) == TD_OK &&
+		    td_journal_open(archive, ed, TD_JOURNAL_READONLY, &j, &rep) == TD_OK &&
+		    td_edit_lookup_path(ed, path, &n) == TD_OK;
+	td_journal_close(j);
+	td_edit_free(ed);
+	td_archive_close(a);
+	return found;
+}
+
 int td_cli_error_in(const char *archive, const char *path, int err)
 {
+	if (err == TD_ENOENT) {
+		char saved[1100], jpath[TD_MAXPATH + 16];
+		const char *d = td_errdetail();
+		snprintf(saved, sizeof saved, "%s", d ? d : "");
+		if (in_journal(archive, path, jpath, sizeof jpath)) {
+			td_cli_clear_detail();
+			td_cli_errorf(archive, "%s: not in the archive; it is in the uncompacted edits in %s "
+				      "(run `tadoc compact %s` to fold them in)", path, jpath, archive);
+			return td_cli_status(err);
+		}
+		td_fail(err, "%s", saved);
+	}
 	size_t n = strlen(archive) + strlen(path) + 3;
 	char *subject = malloc(n);
 	if (!subject)

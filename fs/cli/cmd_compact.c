@@ -20,7 +20,9 @@ static const char compact_help[] =
 	"nothing is rewritten.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
-	"and dropped; every record before it is folded in.\n"
+	"and dropped; every record before it is folded in. Temporary files that an\n"
+	"interrupted compaction left (ARCHIVE.*.tmp.PID of a process that no\n"
+	"longer runs) are removed first, and named.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -42,6 +44,8 @@ int td_cmd_compact(int argc, char **argv)
 	td_writer_opts wo = { 0 };
 	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
 	int err = td_compact_path(archive, &wo, &rep, &rewritten);
+	if (rep.swept_msg[0])
+		td_cli_errorf(archive, "%s", rep.swept_msg);
 	if (rep.msg[0])
 		td_cli_errorf(archive, "%s", rep.msg);
 	if (err)

@@ -15,9 +15,11 @@
 #include "td_format.h"
 #include "td_gpu.h"
 #include "td_writer.h"
+#include "tar_input.h"
 
 static const char help[] =
 	"Usage: tadoc compress [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
+	"       tadoc compress [OPTIONS] -o OUT.tadoc -\n"
 	"\n"
 	"Compress files and directories into one archive. A single directory\n"
 	"argument becomes the archive root (its contents at the top level, like\n"
@@ -25,6 +27,12 @@ static const char help[] =
 	"base name. Regular files, directories and symlinks are stored with their\n"
 	"modes and mtimes; any other file type is an error. OUT is written\n"
 	"atomically (temporary file, fsync, rename).\n"
+	"\n"
+	"With '-' as the only input, a tar archive is read from standard input\n"
+	"(GNU, POSIX ustar or pax; plain or gzip/bzip2/xz/zstd-compressed), e.g.\n"
+	"`tar -C DIR -cf - . | tadoc compress -o OUT -`. Entries keep their tar\n"
+	"names less a leading '/' or './' ('./' itself is the root); a name with\n"
+	"a '..' component is an error; hard links become regular files.\n"
 	"\n"
 	"Options:\n"
 	"  -o, --output FILE     archive to write (required)\n"
@@ -190,9 +198,17 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_usage(argv[0], "empty output file name");
 	if (optind >= argc)
 		return td_cli_usage(argv[0], "no input files or directories");
-	for (int i = optind; i < argc; i++)
+	int from_tar = 0;
+	for (int i = optind; i < argc; i++) {
 		if (!*argv[i])
 			return td_cli_usage(argv[0], "empty input path");
+		if (strcmp(argv[i], "-") == 0)
+			from_tar = 1;
+	}
+	if (from_tar && argc - optind > 1)
+		return td_cli_usage(argv[0], "'-' (a tar archive on standard input) must be the only input");
+	if (from_tar && isatty(STDIN_FILENO))
+		return td_cli_errorf("-", "standard input is a terminal: pipe a tar archive into it");
 	/* Before hours of compressing: can OUT be written where it goes? */
 	char *dir = strdup(out);
 	if (!dir)
@@ -216,7 +232,8 @@ int td_cmd_compress(int argc, char **argv)
 	}
 
 	td_cli_clear_detail();
-	int err = td_compress_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &opts);
+	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &opts)
+			   : td_compress_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &opts);
 	progress_clear(&prog);
 	if (err)
 		return report(out, (const char *const *)(argv + optind), (size_t)(argc - optind), err);

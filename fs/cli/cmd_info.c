@@ -56,7 +56,9 @@ int td_cmd_info(int argc, char **argv)
 	td_cli_outf("format           %u\n", td_archive_version(a));
 	td_cli_outf("archive bytes    %llu\n", (unsigned long long)in.archive_bytes);
 	td_cli_outf("original bytes   %llu\n", (unsigned long long)in.total_bytes);
-	if (in.archive_bytes)
+	if (in.total_bytes == 0)
+		td_cli_outf("ratio            n/a (no data)\n");
+	else if (in.archive_bytes)
 		td_cli_outf("ratio            %.3f\n", (double)in.total_bytes / (double)in.archive_bytes);
 	else
 		td_cli_outf("ratio            -\n");

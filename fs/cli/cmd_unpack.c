@@ -121,16 +121,9 @@ static int write_symlink(struct unpacker *u, int pfd, const char *name, td_entry
 {
 	char target[TD_MAXPATH + 1];
 	size_t got = 0;
-	int err = TD_OK;
-	if (st->size == 0 || st->size > TD_MAXPATH)
-		err = td_fail(TD_ECORRUPT, "symlink target of %llu bytes", (unsigned long long)st->size);
-	if (!err)
-		err = td_extract(u->a, e, 0, target, (size_t)st->size, &got);
-	if (!err && (got != st->size || memchr(target, '\0', got)))
-		err = td_fail(TD_ECORRUPT, "bad symlink target");
+	int err = td_archive_readlink(u->a, e, target, sizeof target, &got);
 	if (err)
 		return td_cli_error_td(u->path, err);
-	target[got] = '\0';
 	if (symlinkat(target, pfd, name) != 0)
 		return fail_sys(u, "cannot create symlink");
 	struct timespec ts[2];

@@ -208,6 +208,8 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 		return CLS_OTHER;
 	if (td_query_fast(b->fs->a, r->e))
 		return CLS_OTHER; /* a look-up or the query index: faster than any round trip */
+	if (!td_fs_xattr_open_to(b->fs, r->e, r->who))
+		return CLS_OTHER; /* the subtree hides files from this caller: the xattr module subtracts them */
 	return CLS_COUNT;
 }
 

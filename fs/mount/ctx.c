@@ -45,6 +45,8 @@ void td_fs_fini(td_fs *fs)
 	free(fs->mountpoint);
 	free(fs->tree.words);
 	free(fs->tree.subdirs);
+	for (int c = 0; c < 3; c++)
+		free(fs->tree.denied[c]);
 	pthread_mutex_destroy(&fs->tree.mu);
 	free(fs->archive_path);
 	td_archive_close(fs->a);

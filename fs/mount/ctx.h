@@ -33,6 +33,9 @@ typedef struct td_fs_tree {
 	int err;                  /* 0, or -errno if the pass failed */
 	uint64_t *words;          /* word tokens in the subtree of entry i */
 	uint32_t *subdirs;        /* subdirectories directly under entry i */
+	/* entries of the subtree of i (i included) that class c + 1
+	 * (xattr_perm.h: owner, group, others) may not read or list */
+	uint32_t *denied[3];
 } td_fs_tree;
 
 struct fuse_session;

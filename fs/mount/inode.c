@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "inode.h"
+#include "xattr_perm.h"
 #include "td_err.h"
 
 static void tree_pass(td_fs *fs, td_fs_tree *t)
@@ -11,7 +12,9 @@ static void tree_pass(td_fs *fs, td_fs_tree *t)
 	uint32_t n = fs->nentries;
 	t->words = calloc(n, sizeof *t->words);
 	t->subdirs = calloc(n, sizeof *t->subdirs);
-	if (!t->words || !t->subdirs) {
+	for (int c = 0; c < 3; c++)
+		t->denied[c] = calloc(n, sizeof *t->denied[c]);
+	if (!t->words || !t->subdirs || !t->denied[0] || !t->denied[1] || !t->denied[2]) {
 		t->err = -ENOMEM;
 		return;
 	}
@@ -27,6 +30,8 @@ static void tree_pass(td_fs *fs, td_fs_tree *t)
 		}
 		if (S_ISREG(st.mode))
 			t->words[i] += st.nwords;
+		for (int c = 0; c < 3; c++)
+			t->denied[c][i] += !td_fs_who_may(c + 1, st.mode);
 		if (i == TD_ROOT)
 			break;
 		if (st.parent >= i) {
@@ -34,6 +39,8 @@ static void tree_pass(td_fs *fs, td_fs_tree *t)
 			return;
 		}
 		t->words[st.parent] += t->words[i];
+		for (int c = 0; c < 3; c++)
+			t->denied[c][st.parent] += t->denied[c][i];
 		if (S_ISDIR(st.mode))
 			t->subdirs[st.parent]++;
 	}

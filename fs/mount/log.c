@@ -2,10 +2,12 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <syslog.h>
 
 #include "fuse_api.h"
 #include "log.h"
+#include "td_err.h"
 
 static atomic_int log_level = TD_CONF_LOG_WARN;
 static atomic_int log_syslog;
@@ -85,4 +87,17 @@ void td_fs_log_detached(void)
 {
 	openlog("tadocfs", LOG_PID, LOG_DAEMON);
 	atomic_store(&log_syslog, 1);
+}
+
+int td_fs_fail_td(const char *subject, int err)
+{
+	const char *d = td_errdetail();
+	size_t sl = strlen(subject);
+	if (d && strncmp(d, subject, sl) == 0 && d[sl] == ':' && d[sl + 1] == ' ')
+		d += sl + 2;
+	if (d && *d && strcmp(d, td_strerror(err)) != 0)
+		fprintf(stderr, "tadocfs: %s: %s (%s)\n", subject, td_strerror(err), d);
+	else
+		fprintf(stderr, "tadocfs: %s: %s\n", subject, td_strerror(err));
+	return 1; /* TD_FS_EXIT_FAIL */
 }

@@ -21,4 +21,10 @@ void td_fs_log(td_conf_log level, const char *fmt, ...) __attribute__((format(pr
  * SIGUSR1). Thread-safe. */
 void td_fs_log_always(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* One line on stderr before the daemon detaches: "tadocfs: SUBJECT:
+ * td_strerror(err) (DETAIL)" with the engine's td_errdetail(), less a
+ * leading "SUBJECT: " the detail already names. Returns 1
+ * (TD_FS_EXIT_FAIL). */
+int td_fs_fail_td(const char *subject, int err);
+
 #endif

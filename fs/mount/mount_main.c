@@ -36,18 +36,11 @@ static int fail(const char *what, const char *problem)
 	return TD_FS_EXIT_FAIL;
 }
 
-static int archive_fail(const char *path, int err)
-{
-	const char *detail = td_errdetail();
-	char msg[1100]; /* a detail is at most 1024 bytes (td_err.c) */
-	if (detail && *detail)
-		snprintf(msg, sizeof msg, "%s (%s)", td_strerror(err), detail);
-	else
-		snprintf(msg, sizeof msg, "%s", td_strerror(err));
-	return fail(path, msg);
-}
+/* Threads that hash the sections at mount: one (more were slower on the
+ * 2-core VM, warm or cold: contrib/bench/results/security.md). */
+#define VERIFY_THREADS 1
 
-static int open_archive(const char *path, int verify, char **abs, td_archive **out)
+static int open_archive(const char *path, const td_fs_opts *o, char **abs, td_archive **out)
 {
 	struct stat st;
 	if (stat(path, &st) != 0)
@@ -59,11 +52,63 @@ static int open_archive(const char *path, int verify, char **abs, td_archive **o
 		return fail(path, strerror(errno));
 	int err = td_archive_open(*abs, 0, out);
 	if (err)
-		return archive_fail(path, err);
-	/* Opening checks what is O(1) to check; -o verify reads everything. */
-	if (verify && (err = td_archive_verify(*out)) != 0)
-		return archive_fail(path, err);
+		return td_fs_fail_td(path, err);
+	/* Opening checks the header, the small sections and the entry tree;
+	 * then every checksum, so a damaged archive is refused here with the
+	 * section named instead of failing reads later (-o noverify skips
+	 * it); -o verify also checks every invariant. */
+	if (!o->noverify && (err = td_archive_check_sums(*out, VERIFY_THREADS)) != 0) {
+		char msg[1200];
+		snprintf(msg, sizeof msg, "%s (%s); not mounted (-o noverify mounts it anyway)", td_strerror(err),
+			 td_errdetail());
+		return fail(path, msg);
+	}
+	if (o->verify && (err = td_archive_verify(*out)) != 0)
+		return td_fs_fail_td(path, err);
 	return TD_FS_EXIT_OK;
+}
+
+/* Is a file system mounted on directory mnt (st: its stat)? Its device
+ * differs from its parent's, or /proc/self/mountinfo lists it (a bind mount
+ * of the same file system). */
+static int is_mountpoint(const char *mnt, const struct stat *st)
+{
+	char *up = malloc(strlen(mnt) + 4);
+	struct stat pst;
+	int differs = 0;
+	if (up) {
+		sprintf(up, "%s/..", mnt);
+		differs = stat(up, &pst) == 0 && pst.st_dev != st->st_dev;
+		free(up);
+	}
+	if (differs)
+		return 1;
+	char *abs = realpath(mnt, NULL);
+	FILE *f = abs ? fopen("/proc/self/mountinfo", "r") : NULL;
+	int found = 0;
+	if (f) {
+		char line[4096], point[4096];
+		while (!found && fgets(line, sizeof line, f)) {
+			/* ID PARENT MAJ:MIN ROOT MOUNTPOINT ...; octal escapes (\040) in paths */
+			if (sscanf(line, "%*s %*s %*s %*s %4095s", point) != 1)
+				continue;
+			char *w = point;
+			for (const char *r = point; *r; w++) {
+				if (r[0] == '\\' && r[1] >= '0' && r[1] <= '3' && r[2] >= '0' && r[2] <= '7' && r[3] >= '0' &&
+				    r[3] <= '7') {
+					*w = (char)((r[1] - '0') * 64 + (r[2] - '0') * 8 + (r[3] - '0'));
+					r += 4;
+				} else {
+					*w = *r++;
+				}
+			}
+			*w = '\0';
+			found = strcmp(point, abs) == 0;
+		}
+		fclose(f);
+	}
+	free(abs);
+	return found;
 }
 
 static int check_mountpoint(const char *mnt, int nonempty)
@@ -94,6 +139,8 @@ static int check_mountpoint(const char *mnt, int nonempty)
 	closedir(d);
 	if (empty && rerr)
 		return fail(mnt, strerror(rerr));
+	if (!empty && is_mountpoint(mnt, &st))
+		return fail(mnt, "already mounted (unmount it first, or use -o nonempty to mount over it)");
 	if (!empty)
 		return fail(mnt, "mountpoint is not empty (use -o nonempty to mount over it)");
 	return TD_FS_EXIT_OK;
@@ -109,7 +156,7 @@ static int check_dev_fuse(void)
 }
 
 /* Defaults, then the config file (-o config=FILE or the default places),
- * then -o KEY=VALUE overrides. Errors print "tadocfs: FILE:LINE: message". */
+ * then -o KEY=VALUE overrides. Errors print "tadocfs: " and the message of td_conf.h. */
 static int load_config(const td_fs_opts *o, td_conf *c)
 {
 	char err[TD_CONF_PATH_MAX + 256];
@@ -203,7 +250,7 @@ int main(int argc, char **argv)
 	/* Everything is checked before anything is mounted. */
 	char *abs = NULL;
 	td_archive *a = NULL;
-	if ((rc = open_archive(o.archive, o.verify, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
+	if ((rc = open_archive(o.archive, &o, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
 	    (rc = check_dev_fuse())) {
 		td_archive_close(a);
 		free(abs);

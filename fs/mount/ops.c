@@ -9,6 +9,8 @@
 #include "dir.h"
 #include "inode.h"
 #include "kernel_tune.h"
+#include "log.h"
+#include "xattr_perm.h"
 #include "ops.h"
 #include "req.h"
 #include "xattr.h"
@@ -112,28 +114,15 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	td_fs *fs = FS(req);
 	ENTRY_OR_REPLY(fs, req, ino, e);
-	td_stat st;
-	int err = td_archive_stat(fs->a, e, &st);
-	if (err) {
-		fuse_reply_err(req, td_err_errno(err));
-		return;
-	}
-	if (!S_ISLNK(st.mode)) {
-		fuse_reply_err(req, EINVAL);
-		return;
-	}
-	if (st.size > TD_MAXPATH) {
-		fuse_reply_err(req, EIO);
-		return;
-	}
 	char target[TD_MAXPATH + 1];
 	size_t got = 0;
-	err = td_extract(fs->a, e, 0, target, (size_t)st.size, &got);
+	int err = td_archive_readlink(fs->a, e, target, sizeof target, &got);
 	if (err) {
+		if (err == TD_ECORRUPT)
+			td_fs_log(TD_CONF_LOG_ERROR, "%s: %s", fs->archive_path, td_errdetail());
 		fuse_reply_err(req, td_err_errno(err));
 		return;
 	}
-	target[got] = '\0';
 	fuse_reply_readlink(req, target);
 }
 
@@ -313,6 +302,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		.e = e,
 		.size = size,
 		.name = name,
+		.who = td_fs_who(fs, req),
 	};
 	td_fs_dispatch(fs, &r);
 }

@@ -99,6 +99,12 @@ static int one_opt(td_fs_opts *o, const char *opt)
 	}
 	if (strcmp(opt, "verify") == 0) {
 		o->verify = 1;
+		o->noverify = 0;
+		return 0;
+	}
+	if (strcmp(opt, "noverify") == 0) {
+		o->noverify = 1;
+		o->verify = 0;
 		return 0;
 	}
 	if (strcmp(opt, "clone_fd") == 0) {
@@ -270,7 +276,8 @@ void td_fs_opts_usage(const char *prog)
 	       "  -o rw              writable: changes go to the journal ARCHIVE.journal\n"
 	       "  -o sync=MODE       journal sync: none, fsync (default: on fsync), always\n"
 	       "  -o nonempty        allow a non-empty mountpoint\n"
-	       "  -o verify          check every checksum and invariant before mounting\n"
+	       "  -o noverify        mount without checking every checksum first\n"
+	       "  -o verify          also check every structural invariant (as tadoc verify)\n"
 	       "  -o max_threads=N   FUSE worker threads (default 16)\n"
 	       "  -o max_read=BYTES  largest read request, 4096..1048576 (default 1048576)\n"
 	       "  -o max_background=N  reads the kernel may have in flight at once (default 256)\n"

@@ -21,16 +21,6 @@
  * as btrfs and find's -noleaf understand it) instead of being counted. */
 #define NLINK_SCAN_MAX 4096
 
-static int fail_td(const char *what, int err)
-{
-	const char *d = td_errdetail();
-	if (d && *d)
-		fprintf(stderr, "tadocfs: %s: %s (%s)\n", what, td_strerror(err), d);
-	else
-		fprintf(stderr, "tadocfs: %s: %s\n", what, td_strerror(err));
-	return 1; /* TD_FS_EXIT_FAIL */
-}
-
 /* A compaction may have replaced the archive file between the first open
  * and the lock: open the locked file again and, when it is not the mapped
  * archive (td_info differs: size, build time, section sizes, counts), serve
@@ -40,7 +30,7 @@ static int reopen_archive(td_fs *fs)
 	td_archive *na = NULL;
 	int err = td_archive_open(fs->archive_path, 0, &na);
 	if (err)
-		return fail_td(fs->archive_path, err);
+		return td_fs_fail_td(fs->archive_path, err);
 	td_info cur, now;
 	memset(&cur, 0, sizeof cur);
 	memset(&now, 0, sizeof now);
@@ -76,7 +66,7 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	*lock_fd = -1;
 	int err = td_lock_archive(fs->archive_path, writable, TD_LOCK_WAIT_MS, lock_fd);
 	if (err)
-		return fail_td(fs->archive_path, err);
+		return td_fs_fail_td(fs->archive_path, err);
 	if (reopen_archive(fs))
 		goto fail_lock;
 	if (!writable && !journal_exists(fs->archive_path))
@@ -91,7 +81,7 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	rw->writable = writable;
 	rw->sync = (int)fs->conf.journal_sync;
 	if ((err = td_edit_new(fs->a, &rw->ed))) {
-		fail_td(fs->archive_path, err);
+		td_fs_fail_td(fs->archive_path, err);
 		goto fail_rw;
 	}
 	unsigned flags = 0;
@@ -106,11 +96,13 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 		if (d && *d)
 			fprintf(stderr, "tadocfs: %s\n", d);
 		else
-			fail_td("journal", err);
+			td_fs_fail_td("journal", err);
 		goto fail_rw;
 	}
 	/* Damage found and dropped (or an already folded-in journal emptied):
 	 * say so before the daemon leaves the terminal. */
+	if (rw->rep.swept_msg[0])
+		td_fs_log(TD_CONF_LOG_WARN, "%s: %s", fs->archive_path, rw->rep.swept_msg);
 	if (rw->rep.msg[0])
 		td_fs_log(TD_CONF_LOG_ERROR, "%s", rw->rep.msg);
 	if (!writable && !td_edit_changed(rw->ed)) {

@@ -43,6 +43,9 @@ typedef struct td_fs_rw {
 	int sync;                 /* td_conf_sync */
 	int broken;               /* a change failed half-applied: refuse more */
 	pthread_rwlock_t lock;    /* readers share, changes exclude */
+	/* 1 + the journal sequence number at which the whole tree was found
+	 * to hide nothing from class c + 1 (xattr_perm.h); 0: not known */
+	_Atomic uint64_t open_at[3];
 	td_journal_report rep;    /* what the replay found */
 } td_fs_rw;
 

@@ -12,11 +12,23 @@
 
 #define FS(req) ((td_fs *)fuse_req_userdata(req))
 
+/* 1 when a handle of node n other than self is a write-only appender's. */
+static int appending(td_fs *fs, td_node n, const td_fs_file *self)
+{
+	int r = 0;
+	pthread_mutex_lock(&fs->files_mu);
+	for (const td_fs_file *f = fs->files; f && !r; f = f->next)
+		r = f != self && f->e == n && f->append == 2;
+	pthread_mutex_unlock(&fs->files_mu);
+	return r;
+}
+
 /* Answer an open or create with a new file handle for node n. */
 static void reply_opened(fuse_req_t req, td_fs *fs, td_node n, struct fuse_file_info *fi,
 			 const struct fuse_entry_param *ep)
 {
-	td_fs_file *f = td_fs_file_new(fs, n, (fi->flags & O_APPEND) != 0);
+	int log_writer = (fi->flags & O_APPEND) && (fi->flags & O_ACCMODE) == O_WRONLY;
+	td_fs_file *f = td_fs_file_new(fs, n, log_writer ? 2 : (fi->flags & O_APPEND) != 0);
 	if (!f) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -26,6 +38,22 @@ static void reply_opened(fuse_req_t req, td_fs *fs, td_node n, struct fuse_file_
 	 * or is announced to it (insert/delete invalidate the inode), so pages
 	 * may stay cached across opens. */
 	fi->keep_cache = 1;
+	/* Each write appears whole to readers. Through the page cache it
+	 * would not: the kernel sends a write(2) in parts at the first page
+	 * it does not hold whole, and a reader of the cache may meet a page it
+	 * zero-filled past the old end. So a write-only O_APPEND handle (a
+	 * log writer's: it cannot be mapped) writes directly (one request up
+	 * to max_write, applied at once under the overlay's lock), and so does
+	 * every handle opened while one is open, reading straight from the
+	 * overlay: a writer's bytes are then seen all or not at all. Such
+	 * handles cannot be mapped shared (ENODEV), like any direct-I/O file
+	 * of FUSE; an O_RDWR | O_APPEND handle keeps the page cache so that
+	 * it can be (its writes may show in parts), and so do handles opened
+	 * before the first appender. */
+	if (log_writer || appending(fs, n, f)) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	}
 	int r = ep ? fuse_reply_create(req, ep, fi) : fuse_reply_open(req, fi);
 	if (r != 0)
 		td_fs_file_free(fs, f); /* interrupted: no release will come */

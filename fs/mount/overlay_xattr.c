@@ -8,6 +8,7 @@
 #include "batcher.h"
 #include "overlay.h"
 #include "xattr_name.h"
+#include "xattr_perm.h"
 #include "td_err.h"
 #include "td_query.h"
 
@@ -26,8 +27,68 @@ static int edit_path(const void *ed, uint32_t file, char *buf, size_t cap)
 	return td_edit_path(ed, file, buf, cap);
 }
 
-/* Value of a read name; caller holds the read lock. */
-static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, char **val, size_t *len)
+/* The edited tree for xattr_perm.h (modes as chmod left them); ctx is the td_edit. */
+static int ev_mode(const void *ctx, uint32_t n, mode_t *mode)
+{
+	td_stat st;
+	int err = td_edit_stat(ctx, n, &st);
+	*mode = st.mode;
+	return err;
+}
+
+static int ev_next(const void *ctx, uint32_t dir, uint64_t *cookie, uint32_t *child)
+{
+	const char *name;
+	size_t len;
+	td_node c;
+	int err = td_edit_dir_next(ctx, dir, cookie, &c, &name, &len);
+	*child = c;
+	return err;
+}
+
+/* 1 when the whole edited tree hides nothing from class who: found by one
+ * walk per change (the journal's sequence number), so that while nothing
+ * is restricted, queries do not walk the tree. Caller holds the read lock. */
+static int open_to(td_fs *fs, const td_fs_tview *v, int who)
+{
+	if (who == TD_FS_WHO_ALL)
+		return 1;
+	td_fs_rw *rw = fs->rw;
+	uint64_t gen = (rw->j ? td_journal_seq(rw->j) : 0) + 1;
+	if (atomic_load(&rw->open_at[who - 1]) == gen)
+		return 1;
+	td_fs_hidden h;
+	if (td_fs_hidden_find(v, TD_ROOT, who, &h))
+		return 0;
+	int open = !h.all && h.n == 0;
+	td_fs_hidden_free(&h);
+	if (open)
+		atomic_store(&rw->open_at[who - 1], gen);
+	return open;
+}
+
+/* A directory's words or count of x's word (x NULL: words), less those of
+ * the hidden roots. */
+static int dir_total(const td_edit *ed, td_node n, const td_fs_xname *x, const td_fs_hidden *hid, uint64_t *out)
+{
+	*out = 0;
+	if (hid->all)
+		return 0;
+	uint64_t total = 0, part = 0;
+	for (size_t i = 0; i <= hid->n; i++) {
+		td_node s = i == 0 ? n : hid->roots[i - 1];
+		int err = x ? td_edit_count(ed, x->word, x->wlen, s, &part) : td_edit_nwords(ed, s, &part);
+		if (err)
+			return -td_err_errno(err);
+		total = i == 0 ? part : total - part;
+	}
+	*out = total;
+	return 0;
+}
+
+/* Value of a read name as class `who` sees it (xattr_perm.h); caller holds
+ * the read lock. */
+static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, int who, char **val, size_t *len)
 {
 	*val = NULL;
 	*len = 0;
@@ -43,28 +104,29 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, char **val, siz
 		return -ENODATA;
 	if (x->err)
 		return x->err;
-	uint64_t v = 0;
-	switch (x->kind) {
-	case TD_FS_XWORDS:
-		if ((err = td_edit_nwords(ed, n, &v)))
-			return -td_err_errno(err);
-		return fs_value_u64(v, val, len);
-	case TD_FS_XCOUNT:
-		if ((err = td_edit_count(ed, x->word, x->wlen, n, &v)))
-			return -td_err_errno(err);
-		return fs_value_u64(v, val, len);
-	case TD_FS_XSEARCH: {
+	if (x->kind != TD_FS_XWORDS && x->kind != TD_FS_XCOUNT && x->kind != TD_FS_XSEARCH)
+		return -ENODATA;
+	if (!is_dir && !td_fs_who_may(who, st.mode))
+		return -EACCES; /* as the kernel says with default_permissions */
+	td_fs_tview v = { .ctx = ed, .nids = td_edit_next_node(ed), .mode = ev_mode, .next = ev_next };
+	td_fs_hidden hid = { 0 };
+	int rc = is_dir && !open_to(fs, &v, who) ? td_fs_hidden_find(&v, n, who, &hid) : 0;
+	if (rc)
+		return rc;
+	uint64_t total = 0;
+	if (x->kind == TD_FS_XSEARCH) {
 		td_hits h = { 0 };
 		err = td_edit_search(ed, x->word, x->wlen, n, &h);
-		int rc = err ? -td_err_errno(err)
-			     : td_fs_xattr_search_value(&h, x->num, x->word, x->wlen, is_dir ? edit_path : NULL, ed,
-							val, len);
+		rc = err ? -td_err_errno(err) : td_fs_hidden_filter(&v, &hid, &h);
+		if (!rc)
+			rc = td_fs_xattr_search_value(&h, x->num, x->word, x->wlen, is_dir ? edit_path : NULL, ed, val,
+						      len);
 		td_hits_free(&h);
-		return rc;
+	} else if (!(rc = dir_total(ed, n, x->kind == TD_FS_XCOUNT ? x : NULL, &hid, &total))) {
+		rc = fs_value_u64(total, val, len);
 	}
-	default:
-		return -ENODATA;
-	}
+	td_fs_hidden_free(&hid);
+	return rc;
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -84,7 +146,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		rc = td_fs_rw_node(ino) == TD_ROOT ? td_fs_batch_stats(fs, &val, &len) : -ENODATA;
 	} else {
 		td_fs_rw_rdlock(fs);
-		rc = xattr_get(fs, td_fs_rw_node(ino), &x, &val, &len);
+		rc = xattr_get(fs, td_fs_rw_node(ino), &x, td_fs_who(fs, req), &val, &len);
 		td_fs_rw_unlock(fs);
 		td_fs_batch_record(fs, 0, t0, 0);
 	}

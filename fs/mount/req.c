@@ -220,7 +220,7 @@ static void run_getxattr(td_fs_req *r)
 {
 	char *val = NULL;
 	size_t len = 0;
-	int rc = td_fs_xattr_get(r->fs, r->e, r->name, &val, &len);
+	int rc = td_fs_xattr_get(r->fs, r->e, r->name, r->who, &val, &len);
 	if (rc)
 		td_fs_reply_err(r, -rc);
 	else

@@ -15,7 +15,7 @@
  * sequential reader continues where its last read ended (decision 4). */
 typedef struct td_fs_file {
 	td_entry e;
-	int append;               /* edit mounts: opened with O_APPEND */
+	int append;               /* edit mounts: opened with O_APPEND (2: write-only, direct I/O) */
 	pthread_mutex_t mu;       /* guards cur; when busy, a read goes without it */
 	td_cursor *cur;
 	_Atomic uint64_t seq_next; /* batcher: where the last read handed in ends */
@@ -49,6 +49,7 @@ struct td_fs_req {
 	uint64_t off;             /* READ: file offset */
 	td_fs_file *file;         /* READ: the open file */
 	const char *name;         /* GETXATTR: attribute name */
+	int who;                  /* GETXATTR: the caller's class (xattr_perm.h) */
 	int heap;                 /* 1 when r (and name, in the same block) is malloc'd */
 	int in_fuse;              /* 1 while run by the FUSE thread that received it */
 	int direct;               /* READ: the reader bypasses the page cache (O_DIRECT) */

@@ -154,19 +154,104 @@ static int archive_path(const void *a, uint32_t file, char *buf, size_t cap)
 	return td_archive_path(a, file, buf, cap);
 }
 
-static int value_search(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, char **val, size_t *len)
+/* The archive's tree for xattr_perm.h; ctx is the td_fs. */
+static int tv_mode(const void *ctx, uint32_t n, mode_t *mode)
+{
+	td_stat st;
+	int err = td_archive_stat(((const td_fs *)ctx)->a, n, &st);
+	*mode = st.mode;
+	return err;
+}
+
+static int tv_next(const void *ctx, uint32_t dir, uint64_t *cookie, uint32_t *child)
+{
+	td_entry first;
+	uint32_t count;
+	int err = td_archive_children(((const td_fs *)ctx)->a, dir, &first, &count);
+	if (err)
+		return err;
+	if (*cookie >= count)
+		return TD_ENOENT;
+	*child = first + (uint32_t)(*cookie)++;
+	return TD_OK;
+}
+
+static int tv_clean(const void *ctx, int who, uint32_t n)
+{
+	const td_fs_tree *t;
+	return who == TD_FS_WHO_ALL || (td_fs_tree_get((td_fs *)ctx, &t) == 0 && t->denied[who - 1][n] == 0);
+}
+
+static td_fs_tview archive_view(const td_fs *fs)
+{
+	return (td_fs_tview){ .ctx = fs, .nids = fs->nentries, .mode = tv_mode, .next = tv_next, .clean = tv_clean };
+}
+
+int td_fs_xattr_open_to(td_fs *fs, td_entry e, int who)
+{
+	return tv_clean(fs, who, e);
+}
+
+static int value_search(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const td_fs_hidden *hid,
+			char **val, size_t *len)
 {
 	int rc = 0;
 	xresult *r = search_cached(fs, e, x->word, x->wlen, &rc);
 	if (!r)
 		return rc;
-	rc = td_fs_xattr_search_value(&r->hits, x->num, x->word, x->wlen, is_dir ? archive_path : NULL, fs->a, val,
-				      len);
+	const td_hits *h = &r->hits;
+	td_hits mine = { 0 };
+	if (hid->all || hid->n) {
+		/* the cache holds the whole subtree's hits: this caller gets a
+		 * copy without those it may not see */
+		td_fs_tview v = archive_view(fs);
+		mine.v = malloc((h->n ? h->n : 1) * sizeof *mine.v);
+		if (!mine.v) {
+			search_release(fs, r);
+			return -ENOMEM;
+		}
+		if (h->n)
+			memcpy(mine.v, h->v, h->n * sizeof *mine.v);
+		mine.n = mine.cap = h->n;
+		if ((rc = td_fs_hidden_filter(&v, hid, &mine))) {
+			td_hits_free(&mine);
+			search_release(fs, r);
+			return rc;
+		}
+		h = &mine;
+	}
+	rc = td_fs_xattr_search_value(h, x->num, x->word, x->wlen, is_dir ? archive_path : NULL, fs->a, val, len);
+	td_hits_free(&mine);
 	search_release(fs, r);
 	return rc;
 }
 
-int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t *len)
+/* A directory's words or count of `word` (NULL: words) as `who` sees them:
+ * the subtree's, less those of its hidden roots. */
+static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hidden *hid, uint64_t *out)
+{
+	const td_fs_tree *t = NULL;
+	int rc = x ? 0 : td_fs_tree_get(fs, &t);
+	if (rc)
+		return rc;
+	*out = 0;
+	if (hid->all)
+		return 0;
+	uint64_t total = 0, part = 0;
+	for (size_t i = 0; i <= hid->n; i++) {
+		td_entry s = i == 0 ? e : hid->roots[i - 1];
+		int err = x ? td_count(fs->a, x->word, x->wlen, s, &part) : TD_OK;
+		if (err)
+			return -td_err_errno(err);
+		if (!x)
+			part = t->words[s];
+		total = i == 0 ? part : total - part;
+	}
+	*out = total;
+	return 0;
+}
+
+int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len)
 {
 	*val = NULL;
 	*len = 0;
@@ -186,29 +271,33 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t 
 		return -ENODATA;
 	if (x.err)
 		return x.kind == TD_FS_XINSERT || x.kind == TD_FS_XDELETE ? -ENODATA : x.err;
-
-	switch (x.kind) {
-	case TD_FS_XWORDS: {
-		if (!is_dir)
-			return fs_value_u64(st.nwords, val, len);
-		const td_fs_tree *t;
-		int rc = td_fs_tree_get(fs, &t);
-		if (rc)
-			return rc;
-		return fs_value_u64(t->words[e], val, len);
-	}
-	case TD_FS_XCOUNT: {
-		uint64_t n = 0;
-		err = td_count(fs->a, x.word, x.wlen, e, &n);
-		if (err)
-			return -td_err_errno(err);
-		return fs_value_u64(n, val, len);
-	}
-	case TD_FS_XSEARCH:
-		return value_search(fs, e, is_dir, &x, val, len);
-	default:
+	if (x.kind != TD_FS_XWORDS && x.kind != TD_FS_XCOUNT && x.kind != TD_FS_XSEARCH)
 		return -ENODATA;
+	if (!is_dir && !td_fs_who_may(who, st.mode))
+		return -EACCES; /* as the kernel says with default_permissions */
+	td_fs_hidden hid = { 0 };
+	td_fs_tview v = archive_view(fs);
+	int rc = is_dir ? td_fs_hidden_find(&v, e, who, &hid) : 0;
+	if (rc)
+		return rc;
+	uint64_t n = 0;
+	switch (x.kind) {
+	case TD_FS_XWORDS:
+		if (!is_dir)
+			rc = fs_value_u64(st.nwords, val, len);
+		else if (!(rc = dir_total(fs, e, NULL, &hid, &n)))
+			rc = fs_value_u64(n, val, len);
+		break;
+	case TD_FS_XCOUNT:
+		if (!(rc = dir_total(fs, e, &x, &hid, &n)))
+			rc = fs_value_u64(n, val, len);
+		break;
+	default:
+		rc = value_search(fs, e, is_dir, &x, &hid, val, len);
+		break;
 	}
+	td_fs_hidden_free(&hid);
+	return rc;
 }
 
 ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap)

@@ -7,6 +7,7 @@
 
 #include "ctx.h"
 #include "xattr_name.h"
+#include "xattr_perm.h"
 
 /* Set up the search-result cache. 0 or -ENOMEM. */
 int td_fs_xattr_init(td_fs *fs);
@@ -15,10 +16,17 @@ int td_fs_xattr_init(td_fs *fs);
 void td_fs_xattr_fini(td_fs *fs);
 
 /* Value of `name` on entry e into *val (malloc'd, caller frees; NULL when
- * *len is 0), never longer than TD_FS_XATTR_MAX. Returns 0 or -errno:
- * ENODATA (not a tadoc name, or not one this entry kind has), EINVAL (empty
- * or non-word WORD, bad part number), ENOMEM, EIO. Thread-safe. */
-int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, char **val, size_t *len);
+ * *len is 0), never longer than TD_FS_XATTR_MAX, as caller class `who`
+ * (xattr_perm.h) sees it: a directory's answer covers only the files that
+ * class may read. Returns 0 or -errno: ENODATA (not a tadoc name, or not
+ * one this entry kind has), EACCES (a file the caller may not read),
+ * EINVAL (empty or non-word WORD, bad part number), ENOMEM, EIO.
+ * Thread-safe. */
+int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len);
+
+/* 1 when the subtree of e hides nothing from class `who` (its answers are
+ * the whole subtree's); 0 otherwise or when the totals cannot be built. */
+int td_fs_xattr_open_to(td_fs *fs, td_entry e, int who);
 
 /* The NUL-separated names listxattr shows for e (the fixed names only; the
  * WORD families are open-ended and documented instead). With cap == 0 just
