@@ -674,6 +674,7 @@ void td_archive_close(td_archive *a)
 		return;
 	td_rcache_free(a);
 	td_flat_free(a);
+	td_fuzzy_free(a);
 	free(atomic_load(&a->scope_roots));
 	/* decoded copies of compressed sections (calloc left the rest NULL) */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)

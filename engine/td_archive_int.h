@@ -99,6 +99,9 @@ struct td_archive {
 	 * qindex_state 0 not tried yet, 1 built, 2 not possible. */
 	_Atomic(const struct td_qindex *) qindex;
 	atomic_int qindex_state;
+	/* The vocabulary's tree for fuzzy search (td_fuzzy.c), or NULL until
+	 * built; td_fuzzy_free frees it at close. */
+	_Atomic(void *) fuzzy;
 	/* Root symbols under each entry (td_query.c), or NULL until built. */
 	_Atomic(uint64_t *) scope_roots;
 	uint64_t rcache_budget;              /* bytes; 0 disables */
@@ -137,6 +140,8 @@ static inline int td_sharded(const td_archive *a)
 {
 	return a->sh != NULL;
 }
+
+void td_fuzzy_free(td_archive *a);
 
 /* TD_OK once every section read in place has matched its checksum (the
  * first call checks them: O(archive size), once per open), else

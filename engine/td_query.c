@@ -1,5 +1,5 @@
 /* td_query: count and search whole words by walking only rules that hold them. */
-#include "td_query.h"
+#include "td_query_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +26,14 @@ int td_is_word(const char *word, size_t len)
 	return 1;
 }
 
-/* Word id by binary search over the sorted WORDS; -1 when absent, -2 when
- * the dictionary does not decode (td_fail has the detail). */
-static int64_t find_word(const td_archive *a, const char *word, size_t len)
+int64_t td_find_word(const td_archive *a, const char *word, size_t len)
 {
 	uint64_t lo = 0, hi = a->W;
 	const uint8_t *words = td_words(a);
 	if (!words)
 		return -2;
+	if (len > TD_MAXTOK)
+		return -1;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		uint64_t o0 = td_pack_get(&a->word_off, mid), o1 = td_pack_get(&a->word_off, mid + 1);
@@ -190,7 +190,7 @@ static int is_file(const td_archive *a, td_entry e)
 	return S_ISREG(td_pack_get(&a->e_mode, e));
 }
 
-static int hit_push(td_hits *h, td_entry e, uint64_t off)
+int td_hits_push(td_hits *h, td_entry e, uint64_t off)
 {
 	if (h->n == h->cap) {
 		size_t cap = h->cap ? h->cap * 2 : 64;
@@ -211,7 +211,7 @@ static void search_sym(qctx *q, td_entry e, uint64_t s, uint64_t base, unsigned 
 {
 	const td_archive *a = q->a;
 	if (s < a->T) {
-		if (s < 2 * a->W && (s >> 1) == q->w && hit_push(q->out, e, base))
+		if (s < 2 * a->W && (s >> 1) == q->w && td_hits_push(q->out, e, base))
 			q->err = TD_ENOMEM;
 		return;
 	}
@@ -234,14 +234,9 @@ static void search_sym(qctx *q, td_entry e, uint64_t s, uint64_t base, unsigned 
 	}
 }
 
-/* Slow path for words longer than TD_MAXTOK (stored as pieces): scan the
- * file's text for maximal word runs equal to the query. */
-static int scan_long(const td_archive *a, td_entry e, const char *word, size_t len, uint64_t *count,
-		     td_hits *out)
+int td_text_words(const td_archive *a, td_entry e, td_text_fn fn, void *ctx)
 {
 	uint64_t size = td_pack_get(&a->e_size, e);
-	if (size < len)
-		return TD_OK;
 	uint8_t *buf = malloc(size ? size : 1);
 	if (!buf)
 		return TD_ENOMEM;
@@ -256,15 +251,39 @@ static int scan_long(const td_archive *a, td_entry e, const char *word, size_t l
 		size_t j = i;
 		while (j < got && (k = td_word_char(buf + j, got - j)))
 			j += k;
-		if (j - i == len && !memcmp(buf + i, word, len)) {
-			(*count)++;
-			if (out)
-				err = hit_push(out, e, i);
-		}
+		err = fn(ctx, buf + i, j - i, i);
 		i = j;
 	}
 	free(buf);
 	return err;
+}
+
+typedef struct long_scan {
+	const char *word;
+	size_t len;
+	uint64_t *count;
+	td_hits *out;
+	td_entry e;
+} long_scan;
+
+static int long_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	long_scan *l = ctx;
+	if (len != l->len || memcmp(w, l->word, len))
+		return TD_OK;
+	(*l->count)++;
+	return l->out ? td_hits_push(l->out, l->e, off) : TD_OK;
+}
+
+/* Slow path for words longer than TD_MAXTOK (stored as pieces): scan the
+ * file's text for maximal word runs equal to the query. */
+static int scan_long(const td_archive *a, td_entry e, const char *word, size_t len, uint64_t *count,
+		     td_hits *out)
+{
+	if (td_pack_get(&a->e_size, e) < len)
+		return TD_OK;
+	long_scan l = { word, len, count, out, e };
+	return td_text_words(a, e, long_fn, &l);
 }
 
 /* Root symbols read at a time. */
@@ -512,7 +531,7 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 		return err;
 	qctx q = { .a = a, .out = out, .word = word, .len = len };
 	if (len <= TD_MAXTOK) {
-		int64_t w = find_word(a, word, len);
+		int64_t w = td_find_word(a, word, len);
 		if (w == -2)
 			return TD_ECORRUPT;
 		if (w < 0)

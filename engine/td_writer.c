@@ -1,4 +1,4 @@
-/* td_writer: collect entries, tokenize, build the grammar and write archive v1. */
+/* td_writer: collect entries, tokenize, build the grammar and indexes, write the archive (format 4, or 3 on request). */
 #include "td_writer.h"
 
 #include <errno.h>
@@ -19,6 +19,11 @@
 #include "td_scode.h"
 #include "td_tokenize.h"
 #include "td_tmpfile.h"
+#include "td_trace.h"
+
+#ifdef TD_WRITER_TRACE
+_Thread_local double td_trace_wall, td_trace_cpu;
+#endif
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
 
@@ -187,6 +192,7 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	w->ent[0].mode = S_IFDIR | 0755;
 	w->ent[0].mtime = time(NULL);
 	w->nent = 1;
+	td_trace("writer start");
 	if (!w->ent[0].path) {
 		td_writer_abort(w);
 		return NULL;
@@ -717,32 +723,82 @@ static int put_syms(const td_writer *w, const uint32_t *v, uint64_t n, uint64_t 
 	return td_scode_encode(v, n, alphabet, (uint32_t)(2 * W), (uint32_t)T, tile_shift, out);
 }
 
-int td_writer_finish(td_writer *w, const char *out_path)
-{
-	int err = TD_OK;
+/* What td_writer_finish builds, phase by phase; every array is freed by
+ * fin_free (NULL ones too). */
+typedef struct fin {
+	td_writer *w;
 	secbuf sb;
-	memset(&sb, 0, sizeof sb);
 	td_grammar g;
-	memset(&g, 0, sizeof g);
-	uint32_t *order = NULL, *words = NULL, *tokmap = NULL, *wmap = NULL, *bfs = NULL, *rorder = NULL,
-		 *rnew = NULL, *nchild = NULL;
-	uint64_t *tmp = NULL, *xlen = NULL;
-	uint16_t *ulen = NULL;
-	uint32_t *rs = NULL, *root = NULL, *topo = NULL;
-	uint64_t *eroot = NULL, *elong = NULL, *ix = NULL;
-	uint8_t *isfile = NULL;
-	uint32_t **kids = NULL;
-	if (w->in_file) {
-		err = td_fail(TD_EINVAL, "a file is still open in the writer");
-		goto out;
-	}
+	uint64_t W, S, T;      /* distinct words, other tokens, terminals (2W + S) */
+	uint16_t *ulen;        /* byte length of each terminal, by final id */
+	uint32_t R;            /* rules */
+	uint32_t *rnew;        /* rule in creation order -> its place in the archive */
+	uint32_t *rs;          /* the rules' symbols in archive order */
+	uint64_t nrsamp;       /* rule offset samples */
+	uint32_t ne;           /* entries */
+	uint32_t *bfs;         /* entry in breadth-first order -> writer entry */
+	uint32_t *nchild;      /* children of each writer entry */
+	uint32_t **kids;
+	uint64_t *col;         /* scratch column */
+} fin;
+
+static void fin_free(fin *f)
+{
+	for (unsigned i = 0; i < TD_SEC_MAX; i++)
+		td_buf_free(&f->sb.b[i]);
+	td_grammar_free(&f->g);
+	if (f->kids)
+		for (uint32_t i = 0; i < f->ne; i++)
+			free(f->kids[i]);
+	free(f->kids);
+	free(f->nchild);
+	free(f->bfs);
+	free(f->ulen);
+	free(f->rnew);
+	free(f->rs);
+	free(f->col);
+}
+
+/* A symbol of the grammar by its id in the archive (rules renumbered). */
+static inline uint32_t remap(const fin *f, uint32_t s)
+{
+	return s < f->T ? s : (uint32_t)(f->T + f->rnew[s - f->T]);
+}
+
+static int nomem(void)
+{
+	return td_fail(TD_ENOMEM, "out of memory while building the archive");
+}
+
+/* The dictionary is not needed once the sequence holds final ids. */
+static void dict_free(tokdict *d)
+{
+	free(d->slot);
+	td_buf_free(&d->bytes);
+	free(d->off);
+	free(d->len);
+	free(d->wordlen);
+	free(d->freq);
+	memset(d, 0, sizeof *d);
+}
+
+/* Phase 1: the distinct words, sorted (word ids), then the other tokens,
+ * sorted; their sections; terminal lengths; the sequence rewritten in
+ * final ids. The dictionary is freed. */
+static int fin_dictionary(fin *f)
+{
+	td_writer *w = f->w;
 	tokdict *d = &w->td;
 	uint32_t nt = d->n;
-	/* 1. Distinct words, sorted; other tokens, sorted. */
-	order = malloc((nt + 1) * sizeof *order);
-	tokmap = malloc((nt + 1) * sizeof *tokmap);
-	if (!order || !tokmap)
-		goto nomem;
+	int err = TD_OK;
+	uint32_t *order = malloc((nt + 1) * sizeof *order);
+	uint32_t *tokmap = malloc((nt + 1) * sizeof *tokmap);
+	uint32_t *words = malloc((nt + 1) * sizeof *words); /* word id -> a token with it */
+	uint64_t *off = NULL;
+	if (!order || !tokmap || !words) {
+		err = nomem();
+		goto out;
+	}
 	uint32_t nw_tok = 0, no = 0;
 	for (uint32_t i = 0; i < nt; i++)
 		if (d->wordlen[i])
@@ -752,15 +808,11 @@ int td_writer_finish(td_writer *w, const char *out_path)
 			order[nw_tok + no++] = i;
 	/* Sort word tokens by their word bytes (then bare before spaced), so
 	 * equal words are adjacent. */
-	uint16_t *wl = d->wordlen;
+	const uint16_t *wl = d->wordlen;
 	sorter s_words = { d->bytes.p, d->off, wl };
 	g_sort = &s_words;
 	qsort(order, nw_tok, sizeof *order, cmp_tok);
-	/* assign word ids */
 	uint64_t W = 0;
-	words = malloc((nw_tok + 1) * sizeof *words); /* word id -> a token with it */
-	if (!words)
-		goto nomem;
 	for (uint32_t k = 0; k < nw_tok; k++) {
 		uint32_t t = order[k];
 		if (k == 0 || cmp_bytes(d->bytes.p + d->off[t], wl[t], d->bytes.p + d->off[words[W - 1]],
@@ -771,8 +823,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	sorter s_other = { d->bytes.p, d->off, d->len };
 	g_sort = &s_other;
 	qsort(order + nw_tok, no, sizeof *order, cmp_tok);
-	uint64_t S = no;
-	uint64_t T = 2 * W + S;
+	uint64_t S = no, T = 2 * W + S;
 	if (T >= TD_SPLIT / 2) {
 		err = td_fail(TD_ELIMIT, "vocabulary too large");
 		goto out;
@@ -780,119 +831,157 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	for (uint32_t k = 0; k < no; k++)
 		tokmap[order[nw_tok + k]] = (uint32_t)(2 * W + k);
 	/* dictionary sections */
-	tmp = malloc((W + S + 2) * sizeof *tmp);
-	if (!tmp)
-		goto nomem;
-	{
-		uint64_t at = 0;
-		if (w->o.format >= 4) {
-			err = front_code(&sb.b[TD_SEC_WORDS], d, words, W);
-		} else {
-			for (uint64_t i = 0; i < W && !err; i++) {
-				tmp[i] = at;
-				err = td_buf_put(&sb.b[TD_SEC_WORDS], d->bytes.p + d->off[words[i]], wl[words[i]]);
-				at += wl[words[i]];
-			}
-			tmp[W] = at;
-			if (!err)
-				err = td_pack_encode(tmp, W + 1, &sb.b[TD_SEC_WORD_OFF]);
-		}
-		if (err)
-			goto out;
-		at = 0;
-		for (uint64_t k = 0; k < S; k++) {
-			uint32_t t = order[nw_tok + k];
-			tmp[k] = at;
-			if ((err = td_buf_put(&sb.b[TD_SEC_OTHER], d->bytes.p + d->off[t], d->len[t])))
-				goto out;
-			at += d->len[t];
-		}
-		tmp[S] = at;
-		if ((err = td_pack_encode(tmp, S + 1, &sb.b[TD_SEC_OTHER_OFF])))
-			goto out;
+	if (!(off = malloc((W > S ? W : S) * sizeof *off + 2 * sizeof *off))) {
+		err = nomem();
+		goto out;
 	}
+	uint64_t at = 0;
+	if (w->o.format >= 4) {
+		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W);
+	} else {
+		for (uint64_t i = 0; i < W && !err; i++) {
+			off[i] = at;
+			err = td_buf_put(&f->sb.b[TD_SEC_WORDS], d->bytes.p + d->off[words[i]], wl[words[i]]);
+			at += wl[words[i]];
+		}
+		off[W] = at;
+		if (!err)
+			err = td_pack_encode(off, W + 1, &f->sb.b[TD_SEC_WORD_OFF]);
+	}
+	if (err)
+		goto out;
+	at = 0;
+	for (uint64_t k = 0; k < S; k++) {
+		uint32_t t = order[nw_tok + k];
+		off[k] = at;
+		if ((err = td_buf_put(&f->sb.b[TD_SEC_OTHER], d->bytes.p + d->off[t], d->len[t])))
+			goto out;
+		at += d->len[t];
+	}
+	off[S] = at;
+	if ((err = td_pack_encode(off, S + 1, &f->sb.b[TD_SEC_OTHER_OFF])))
+		goto out;
 	/* terminal byte lengths by final id */
-	ulen = malloc((T + 1) * sizeof *ulen);
-	if (!ulen)
-		goto nomem;
-	for (uint32_t t = 0; t < nt; t++)
-		ulen[tokmap[t]] = d->len[t];
-	for (uint64_t i = 0; i < W; i++) { /* both variants exist as ids */
-		ulen[2 * i] = wl[words[i]];
-		ulen[2 * i + 1] = (uint16_t)(wl[words[i]] + 1u);
+	if (!(f->ulen = malloc((T + 1) * sizeof *f->ulen))) {
+		err = nomem();
+		goto out;
 	}
-	/* 2. Remap the sequence and build the grammar. */
+	for (uint32_t t = 0; t < nt; t++)
+		f->ulen[tokmap[t]] = d->len[t];
+	for (uint64_t i = 0; i < W; i++) { /* both variants exist as ids */
+		f->ulen[2 * i] = wl[words[i]];
+		f->ulen[2 * i + 1] = (uint16_t)(wl[words[i]] + 1u);
+	}
 	for (uint64_t i = 0; i < w->nseq; i++)
 		if (w->seq[i] != TD_SPLIT)
 			w->seq[i] = tokmap[w->seq[i]];
-	free(w->td.slot);
-	w->td.slot = NULL;
-	err = td_grammar_build(w->seq, w->nseq, (uint32_t)T, w->o.max_depth, w->o.progress, w->o.progress_ctx, &g);
+	f->W = W;
+	f->S = S;
+	f->T = T;
+	dict_free(d);
+out:
+	free(order);
+	free(tokmap);
+	free(words);
+	free(off);
+	return err;
+}
+
+/* Phase 2: the grammar over the sequence (which it consumes). */
+static int fin_grammar(fin *f)
+{
+	td_writer *w = f->w;
+	int err = td_grammar_build(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
+				   w->o.progress_ctx, &f->g);
 	free(w->seq);
 	w->seq = NULL;
-	if (err)
+	return err;
+}
+
+/* Phase 3: rules ordered by right-hand-side length (the groups), then by
+ * expanded byte length, so RULE_LEN ascends inside each group and packs in
+ * linear frames (a few bits a rule instead of ~7); creation order stays the
+ * topological order the index builder gets (through rnew). Writes the
+ * groups and the rule symbols. */
+static int fin_rules(fin *f)
+{
+	const td_grammar *g = &f->g;
+	const uint64_t T = f->T;
+	uint32_t R = f->R = g->nrules;
+	uint64_t shift = f->w->o.sample_shift, step = UINT64_C(1) << shift, nrsamp = 0;
+	int err = TD_OK;
+	uint32_t *rorder = malloc((R + 1) * sizeof *rorder);
+	uint64_t *xlen = malloc((R + 1) * sizeof *xlen);
+	f->rnew = malloc((R + 1) * sizeof *f->rnew);
+	f->rs = malloc((g->rule_off[R] + 1) * sizeof *f->rs);
+	if (!rorder || !xlen || !f->rnew || !f->rs) {
+		err = nomem();
 		goto out;
-	/* 3. Order rules by right-hand-side length (the groups), then by
-	 * expanded byte length, so RULE_LEN ascends inside each group and packs
-	 * in linear frames (a few bits a rule instead of ~7); creation order
-	 * stays the topological order the index builder gets (through rnew). */
-	uint32_t R = g.nrules;
-	uint64_t shift = w->o.sample_shift, step = UINT64_C(1) << shift, nrsamp = 0;
-	rorder = malloc((R + 1) * sizeof *rorder);
-	rnew = malloc((R + 1) * sizeof *rnew);
-	rs = malloc((g.rule_off[R] + 1) * sizeof *rs);
-	xlen = malloc((R + 1) * sizeof *xlen);
-	if (!rorder || !rnew || !rs || !xlen)
-		goto nomem;
+	}
 	for (uint32_t k = 0; k < R; k++) {
 		rorder[k] = k;
 		xlen[k] = 0;
-		for (uint64_t j = g.rule_off[k]; j < g.rule_off[k + 1]; j++)
-			xlen[k] += g.rule_syms[j] < T ? ulen[g.rule_syms[j]] : xlen[g.rule_syms[j] - T];
+		for (uint64_t j = g->rule_off[k]; j < g->rule_off[k + 1]; j++)
+			xlen[k] += g->rule_syms[j] < T ? f->ulen[g->rule_syms[j]] : xlen[g->rule_syms[j] - T];
 	}
-	g_rlen = g.rule_off;
+	g_rlen = g->rule_off;
 	g_xlen = xlen;
 	qsort(rorder, R, sizeof *rorder, cmp_rulelen);
 	for (uint32_t k = 0; k < R; k++)
-		rnew[rorder[k]] = k;
-#define REMAP(s) ((s) < T ? (s) : (uint32_t)(T + rnew[(s) - T]))
-	{
-		uint64_t at = 0, prevlen = UINT64_MAX;
-		td_disk_group grp;
-		for (uint32_t k = 0; k < R && !err; k++) {
-			uint32_t r = rorder[k];
-			uint64_t len = g.rule_off[r + 1] - g.rule_off[r];
-			if (len != prevlen) {
-				memset(&grp, 0, sizeof grp);
-				grp.first_rule = k;
-				grp.len = (uint32_t)len;
-				grp.first_sym = at;
-				grp.first_sample = len > step ? nrsamp : UINT64_MAX;
-				err = td_buf_put(&sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
-				prevlen = len;
-			}
-			if (len > step)
-				nrsamp += (len + step - 1) >> shift;
-			for (uint64_t j = g.rule_off[r]; j < g.rule_off[r + 1]; j++)
-				rs[at++] = REMAP(g.rule_syms[j]);
+		f->rnew[rorder[k]] = k;
+	uint64_t at = 0, prevlen = UINT64_MAX;
+	td_disk_group grp;
+	for (uint32_t k = 0; k < R && !err; k++) {
+		uint32_t r = rorder[k];
+		uint64_t len = g->rule_off[r + 1] - g->rule_off[r];
+		if (len != prevlen) {
+			memset(&grp, 0, sizeof grp);
+			grp.first_rule = k;
+			grp.len = (uint32_t)len;
+			grp.first_sym = at;
+			grp.first_sample = len > step ? nrsamp : UINT64_MAX;
+			err = td_buf_put(&f->sb.b[TD_SEC_RULE_GROUPS], &grp, sizeof grp);
+			prevlen = len;
 		}
-		if (!err)
-			err = put_syms(w, rs, at, W, T, R, TD_RULE_TILE_SHIFT, &sb.b[TD_SEC_RULE_SYMS]);
-		if (err)
-			goto out;
+		if (len > step)
+			nrsamp += (len + step - 1) >> shift;
+		for (uint64_t j = g->rule_off[r]; j < g->rule_off[r + 1]; j++)
+			f->rs[at++] = remap(f, g->rule_syms[j]);
 	}
-	/* 4. Entries in breadth-first order, children sorted by name. */
-	uint32_t ne = w->nent;
-	nchild = calloc(ne, sizeof *nchild);
-	kids = calloc(ne, sizeof *kids);
-	bfs = malloc(ne * sizeof *bfs);
-	if (!nchild || !kids || !bfs)
-		goto nomem;
+	f->nrsamp = nrsamp;
+	if (!err)
+		err = put_syms(f->w, f->rs, at, f->W, T, R, TD_RULE_TILE_SHIFT, &f->sb.b[TD_SEC_RULE_SYMS]);
+out:
+	free(rorder);
+	free(xlen);
+	return err;
+}
+
+/* Phase 4: entries in breadth-first order, children sorted by name; the
+ * entry table's sections. */
+static int fin_entries(fin *f)
+{
+	const td_writer *w = f->w;
+	uint32_t ne = f->ne = w->nent;
+	int err = TD_OK;
+	uint32_t *newidx = malloc(((uint64_t)ne + 1) * sizeof *newidx);
+	f->nchild = calloc(ne, sizeof *f->nchild);
+	f->kids = calloc(ne, sizeof *f->kids);
+	f->bfs = malloc(ne * sizeof *f->bfs);
+	f->col = malloc(((uint64_t)ne + 1) * sizeof *f->col);
+	if (!newidx || !f->nchild || !f->kids || !f->bfs || !f->col) {
+		err = nomem();
+		goto out;
+	}
+	uint32_t *nchild = f->nchild, **kids = f->kids, *bfs = f->bfs;
+	uint64_t *col = f->col;
 	for (uint32_t i = 1; i < ne; i++)
 		nchild[w->ent[i].parent]++;
 	for (uint32_t i = 0; i < ne; i++)
-		if (nchild[i] && !(kids[i] = malloc(nchild[i] * sizeof **kids)))
-			goto nomem;
+		if (nchild[i] && !(kids[i] = malloc(nchild[i] * sizeof **kids))) {
+			err = nomem();
+			goto out;
+		}
 	memset(nchild, 0, ne * sizeof *nchild);
 	for (uint32_t i = 1; i < ne; i++) {
 		uint32_t p = w->ent[i].parent;
@@ -908,179 +997,192 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		for (uint32_t k = 0; k < nchild[e]; k++)
 			bfs[tail++] = kids[e][k];
 	}
-	/* inverse: old -> new index (reuse order[]) */
-	uint32_t *newidx = realloc(order, (ne > nt ? ne : nt + 1) * sizeof *order);
-	if (!newidx)
-		goto nomem;
-	order = newidx;
 	for (uint32_t k = 0; k < ne; k++)
-		order[bfs[k]] = k;
-	{
-		uint64_t *col = realloc(tmp, (ne + 1) * sizeof *col > (W + S + 2) * sizeof *col ?
-					     (ne + 1) * sizeof *col : (W + S + 2) * sizeof *col);
-		if (!col)
-			goto nomem;
-		tmp = col;
-		/* names */
-		uint64_t at = 0;
-		for (uint32_t k = 0; k < ne; k++) {
-			const char *p = w->ent[bfs[k]].path, *nm = strrchr(p, '/');
-			nm = nm ? nm + 1 : p;
-			col[k] = at;
-			if ((err = td_buf_put(&sb.b[TD_SEC_NAMES], nm, strlen(nm))))
-				goto out;
-			at += strlen(nm);
-		}
-		col[ne] = at;
-		if ((err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_NAMEOFF])))
+		newidx[bfs[k]] = k;
+	/* names */
+	uint64_t at = 0;
+	for (uint32_t k = 0; k < ne; k++) {
+		const char *p = w->ent[bfs[k]].path, *nm = strrchr(p, '/');
+		nm = nm ? nm + 1 : p;
+		col[k] = at;
+		if ((err = td_buf_put(&f->sb.b[TD_SEC_NAMES], nm, strlen(nm))))
 			goto out;
-#define COLUMN(sec, expr, count)                                        \
-	do {                                                            \
-		for (uint32_t k = 0; k < (count); k++) {                \
-			const went *E = &w->ent[bfs[k]];                \
-			(void)E;                                        \
-			col[k] = (expr);                                \
-		}                                                       \
-		if ((err = td_pack_encode(col, (count), &sb.b[sec])))   \
-			goto out;                                       \
-	} while (0)
-		COLUMN(TD_SEC_E_PARENT, k ? order[E->parent] : 0, ne);
-		COLUMN(TD_SEC_E_MODE, E->mode, ne);
-		COLUMN(TD_SEC_E_MTIME, (uint64_t)(E->mtime + TD_MTIME_BIAS), ne);
-		COLUMN(TD_SEC_E_MTIMENS, E->nsec, ne);
-		COLUMN(TD_SEC_E_SIZE, E->type == ENT_DIR ? 0 : E->size, ne);
-		/* children ranges: breadth-first, so the children of the k-th
-		 * entry follow those of entries before it */
-		at = 1;
-		for (uint32_t k = 0; k < ne; k++) {
-			col[k] = at;
-			at += w->ent[bfs[k]].type == ENT_DIR ? nchild[bfs[k]] : 0;
-		}
-		col[ne] = at;
-		if ((err = td_pack_encode(col, ne + 1, &sb.b[TD_SEC_E_CHILD])))
-			goto out;
-		/* root sequence in entry order and its ranges */
-		uint64_t nroot = g.file_root[g.nfiles];
-		uint64_t nsamp = td_index_nroot_samples(nroot, (unsigned)shift);
-		root = malloc((nroot + 1) * sizeof *root);
-		eroot = malloc((ne + 1) * sizeof *eroot);
-		elong = malloc((ne + 1) * sizeof *elong);
-		isfile = malloc(ne + 1);
-		topo = malloc((R + 1) * sizeof *topo);
-		/* one block for the builder's outputs */
-		uint64_t nix = (uint64_t)R + nrsamp + nsamp + (ne + 1) + W + ne;
-		ix = malloc((nix + 1) * sizeof *ix);
-		if (!root || !eroot || !elong || !isfile || !topo || !ix)
-			goto nomem;
-		uint64_t ri = 0;
-		for (uint32_t k = 0; k < ne; k++) {
-			const went *E = &w->ent[bfs[k]];
-			eroot[k] = ri;
-			isfile[k] = E->type == ENT_FILE;
-			elong[k] = E->nlong;
-			if (E->type == ENT_DIR)
-				continue;
-			for (uint64_t j = g.file_root[E->seqidx]; j < g.file_root[E->seqidx + 1]; j++)
-				root[ri++] = REMAP(g.root[j]);
-		}
-		eroot[ne] = ri;
-		for (uint32_t k = 0; k < R; k++)
-			topo[k] = rnew[k];
-		/* 5. The derived indexes: the CPU builder or the caller's (GPU). */
-		td_index_in in = {
-			.nwords = W, .nterm = T, .term_len = ulen,
-			.nrules = R, .nrulesyms = g.rule_off[R], .rule_syms = rs,
-			.ngroups = sb.b[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group),
-			.groups = (const td_disk_group *)sb.b[TD_SEC_RULE_GROUPS].p,
-			.nrulesamples = nrsamp, .topo = topo, .depth = g.depth,
-			.nroot = ri, .root = root, .nentries = ne, .e_root = eroot,
-			.e_isfile = isfile, .e_longwords = elong, .sample_shift = (unsigned)shift,
-		};
-		td_index_out io;
-		io.rule_len = ix;
-		io.rule_samples = io.rule_len + R;
-		io.root_samples = io.rule_samples + nrsamp;
-		io.e_gstart = io.root_samples + nsamp;
-		io.word_freq = io.e_gstart + ne + 1;
-		io.e_nwords = io.word_freq + W;
-		if (w->o.progress)
-			w->o.progress(w->o.progress_ctx, "index", 0, 1);
-		err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
-		if (err)
-			goto out;
-		/* the tokenizer counted every file's words: a builder that
-		 * disagrees is broken, and its archive would be wrong */
-		for (uint32_t k = 0; k < ne; k++)
-			if (isfile[k] && io.e_nwords[k] != w->ent[bfs[k]].nwords) {
-				err = td_fail(TD_ECORRUPT, "index builder: '%s' has %llu words, the tokenizer counted %llu",
-					      w->ent[bfs[k]].path, (unsigned long long)io.e_nwords[k],
-					      (unsigned long long)w->ent[bfs[k]].nwords);
-				goto out;
-			}
-		if ((err = td_pack_encode(io.rule_len, R, &sb.b[TD_SEC_RULE_LEN])) ||
-		    (err = td_pack_encode(io.rule_samples, nrsamp, &sb.b[TD_SEC_RULE_SAMPLES])) ||
-		    (err = td_pack_encode(eroot, ne + 1, &sb.b[TD_SEC_E_ROOT])) ||
-		    (err = td_pack_encode(io.e_gstart, ne + 1, &sb.b[TD_SEC_E_GSTART])) ||
-		    (err = put_syms(w, root, ri, W, T, R, TD_ROOT_TILE_SHIFT, &sb.b[TD_SEC_ROOT_SYMS])) ||
-		    (err = td_pack_encode(io.root_samples, nsamp, &sb.b[TD_SEC_ROOT_SAMPLES])) ||
-		    (err = td_pack_encode(io.word_freq, W, &sb.b[TD_SEC_WORD_FREQ])) ||
-		    (err = td_pack_encode(io.e_nwords, ne, &sb.b[TD_SEC_E_NWORDS])))
-			goto out;
-		td_disk_meta m;
-		memset(&m, 0, sizeof m);
-		m.nentries = ne;
-		m.nwords = W;
-		m.nother = S;
-		m.nrules = R;
-		m.nrulesyms = g.rule_off[R];
-		m.ngroups = sb.b[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group);
-		m.nrulesamples = sb.b[TD_SEC_RULE_SAMPLES].len ? td_pack_load64(sb.b[TD_SEC_RULE_SAMPLES].p) : 0;
-		m.nroot = ri;
-		m.sample_shift = shift;
-		m.nsamples = nsamp;
-		m.max_depth = g.depth;
-		m.total_bytes = io.e_gstart[ne];
-		for (uint32_t k = 0; k < ne; k++)
-			m.total_words += io.e_nwords[k];
-		m.build_time = w->o.build_time ? (uint64_t)w->o.build_time : (uint64_t)time(NULL);
-		m.nlongwords = w->nlong;
-		if ((err = td_buf_put(&sb.b[TD_SEC_META], &m, sizeof m)))
-			goto out;
+		at += strlen(nm);
 	}
+	col[ne] = at;
+	if ((err = td_pack_encode(col, ne + 1, &f->sb.b[TD_SEC_E_NAMEOFF])))
+		goto out;
+#define COLUMN(sec, expr)                                                 \
+	do {                                                              \
+		for (uint32_t k = 0; k < ne; k++) {                       \
+			const went *E = &w->ent[bfs[k]];                  \
+			(void)E;                                          \
+			col[k] = (expr);                                  \
+		}                                                         \
+		if ((err = td_pack_encode(col, ne, &f->sb.b[sec])))       \
+			goto out;                                         \
+	} while (0)
+	COLUMN(TD_SEC_E_PARENT, k ? newidx[E->parent] : 0);
+	COLUMN(TD_SEC_E_MODE, E->mode);
+	COLUMN(TD_SEC_E_MTIME, (uint64_t)(E->mtime + TD_MTIME_BIAS));
+	COLUMN(TD_SEC_E_MTIMENS, E->nsec);
+	COLUMN(TD_SEC_E_SIZE, E->type == ENT_DIR ? 0 : E->size);
 #undef COLUMN
-#undef REMAP
-	if (w->o.progress)
-		w->o.progress(w->o.progress_ctx, "write", 1, 1);
-	err = write_archive(&sb, w->o.format, out_path);
-	goto out;
-nomem:
-	err = td_fail(TD_ENOMEM, "out of memory while building the archive");
+	/* children ranges: breadth-first, so the children of the k-th entry
+	 * follow those of entries before it */
+	at = 1;
+	for (uint32_t k = 0; k < ne; k++) {
+		col[k] = at;
+		at += w->ent[bfs[k]].type == ENT_DIR ? nchild[bfs[k]] : 0;
+	}
+	col[ne] = at;
+	err = td_pack_encode(col, ne + 1, &f->sb.b[TD_SEC_E_CHILD]);
 out:
-	for (unsigned i = 0; i < TD_SEC_MAX; i++)
-		td_buf_free(&sb.b[i]);
-	td_grammar_free(&g);
-	if (kids)
-		for (uint32_t i = 0; i < w->nent; i++)
-			free(kids[i]);
-	free(kids);
-	free(nchild);
-	free(order);
-	free(words);
-	free(tokmap);
-	free(wmap);
-	free(bfs);
-	free(rorder);
-	free(xlen);
-	free(rnew);
-	free(tmp);
-	free(ulen);
-	free(rs);
+	free(newidx);
+	return err;
+}
+
+/* Phase 5: the root sequence in entry order, the derived indexes (the CPU
+ * builder or the caller's), checked against the tokenizer's word counts,
+ * and their sections; the meta section. */
+static int fin_indexes(fin *f)
+{
+	const td_writer *w = f->w;
+	const td_grammar *g = &f->g;
+	const uint32_t ne = f->ne, R = f->R, *bfs = f->bfs;
+	const uint64_t W = f->W, T = f->T, shift = w->o.sample_shift;
+	uint64_t nroot = g->file_root[g->nfiles];
+	uint64_t nsamp = td_index_nroot_samples(nroot, (unsigned)shift);
+	int err = TD_OK;
+	uint32_t *root = malloc((nroot + 1) * sizeof *root);
+	uint64_t *eroot = malloc(((uint64_t)ne + 1) * sizeof *eroot);
+	uint64_t *elong = malloc(((uint64_t)ne + 1) * sizeof *elong);
+	uint8_t *isfile = malloc((uint64_t)ne + 1);
+	uint32_t *topo = malloc(((uint64_t)R + 1) * sizeof *topo);
+	/* one block for the builder's outputs */
+	uint64_t nix = (uint64_t)R + f->nrsamp + nsamp + (ne + 1) + W + ne;
+	uint64_t *ix = malloc((nix + 1) * sizeof *ix);
+	if (!root || !eroot || !elong || !isfile || !topo || !ix) {
+		err = nomem();
+		goto out;
+	}
+	uint64_t ri = 0;
+	for (uint32_t k = 0; k < ne; k++) {
+		const went *E = &w->ent[bfs[k]];
+		eroot[k] = ri;
+		isfile[k] = E->type == ENT_FILE;
+		elong[k] = E->nlong;
+		if (E->type == ENT_DIR)
+			continue;
+		for (uint64_t j = g->file_root[E->seqidx]; j < g->file_root[E->seqidx + 1]; j++)
+			root[ri++] = remap(f, g->root[j]);
+	}
+	eroot[ne] = ri;
+	for (uint32_t k = 0; k < R; k++)
+		topo[k] = f->rnew[k];
+	td_buf *sec = f->sb.b;
+	td_index_in in = {
+		.nwords = W, .nterm = T, .term_len = f->ulen,
+		.nrules = R, .nrulesyms = g->rule_off[R], .rule_syms = f->rs,
+		.ngroups = sec[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group),
+		.groups = (const td_disk_group *)sec[TD_SEC_RULE_GROUPS].p,
+		.nrulesamples = f->nrsamp, .topo = topo, .depth = g->depth,
+		.nroot = ri, .root = root, .nentries = ne, .e_root = eroot,
+		.e_isfile = isfile, .e_longwords = elong, .sample_shift = (unsigned)shift,
+	};
+	td_index_out io;
+	io.rule_len = ix;
+	io.rule_samples = io.rule_len + R;
+	io.root_samples = io.rule_samples + f->nrsamp;
+	io.e_gstart = io.root_samples + nsamp;
+	io.word_freq = io.e_gstart + ne + 1;
+	io.e_nwords = io.word_freq + W;
+	if (w->o.progress)
+		w->o.progress(w->o.progress_ctx, "index", 0, 1);
+	err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
+	if (err)
+		goto out;
+	td_trace("index build");
+	/* the tokenizer counted every file's words: a builder that disagrees
+	 * is broken, and its archive would be wrong */
+	for (uint32_t k = 0; k < ne; k++)
+		if (isfile[k] && io.e_nwords[k] != w->ent[bfs[k]].nwords) {
+			err = td_fail(TD_ECORRUPT, "index builder: '%s' has %llu words, the tokenizer counted %llu",
+				      w->ent[bfs[k]].path, (unsigned long long)io.e_nwords[k],
+				      (unsigned long long)w->ent[bfs[k]].nwords);
+			goto out;
+		}
+	if ((err = td_pack_encode(io.rule_len, R, &sec[TD_SEC_RULE_LEN])) ||
+	    (err = td_pack_encode(io.rule_samples, f->nrsamp, &sec[TD_SEC_RULE_SAMPLES])) ||
+	    (err = td_pack_encode(eroot, ne + 1, &sec[TD_SEC_E_ROOT])) ||
+	    (err = td_pack_encode(io.e_gstart, ne + 1, &sec[TD_SEC_E_GSTART])) ||
+	    (err = put_syms(w, root, ri, W, T, R, TD_ROOT_TILE_SHIFT, &sec[TD_SEC_ROOT_SYMS])) ||
+	    (err = td_pack_encode(io.root_samples, nsamp, &sec[TD_SEC_ROOT_SAMPLES])) ||
+	    (err = td_pack_encode(io.word_freq, W, &sec[TD_SEC_WORD_FREQ])) ||
+	    (err = td_pack_encode(io.e_nwords, ne, &sec[TD_SEC_E_NWORDS])))
+		goto out;
+	td_trace("index + root encode");
+	td_disk_meta m;
+	memset(&m, 0, sizeof m);
+	m.nentries = ne;
+	m.nwords = W;
+	m.nother = f->S;
+	m.nrules = R;
+	m.nrulesyms = g->rule_off[R];
+	m.ngroups = sec[TD_SEC_RULE_GROUPS].len / sizeof(td_disk_group);
+	m.nrulesamples = sec[TD_SEC_RULE_SAMPLES].len ? td_pack_load64(sec[TD_SEC_RULE_SAMPLES].p) : 0;
+	m.nroot = ri;
+	m.sample_shift = shift;
+	m.nsamples = nsamp;
+	m.max_depth = g->depth;
+	m.total_bytes = io.e_gstart[ne];
+	for (uint32_t k = 0; k < ne; k++)
+		m.total_words += io.e_nwords[k];
+	m.build_time = w->o.build_time ? (uint64_t)w->o.build_time : (uint64_t)time(NULL);
+	m.nlongwords = w->nlong;
+	err = td_buf_put(&sec[TD_SEC_META], &m, sizeof m);
+out:
 	free(root);
-	free(topo);
 	free(eroot);
 	free(elong);
 	free(isfile);
+	free(topo);
 	free(ix);
+	return err;
+}
+
+int td_writer_finish(td_writer *w, const char *out_path)
+{
+	fin f;
+	memset(&f, 0, sizeof f);
+	f.w = w;
+	int err = TD_OK;
+	if (w->in_file) {
+		err = td_fail(TD_EINVAL, "a file is still open in the writer");
+		goto out;
+	}
+	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct", (unsigned long long)w->bytes_in,
+		 (unsigned long long)w->nseq, w->td.n);
+	if ((err = fin_dictionary(&f)))
+		goto out;
+	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
+	if ((err = fin_grammar(&f)))
+		goto out;
+	td_trace("grammar total: %u rules, %llu root", f.g.nrules, (unsigned long long)f.g.file_root[f.g.nfiles]);
+	if ((err = fin_rules(&f)))
+		goto out;
+	td_trace("rule layout + rule symbols encoded");
+	if ((err = fin_entries(&f)))
+		goto out;
+	td_trace("entries");
+	if ((err = fin_indexes(&f)))
+		goto out;
+	if (w->o.progress)
+		w->o.progress(w->o.progress_ctx, "write", 1, 1);
+	err = write_archive(&f.sb, w->o.format, out_path);
+	td_trace("zstd sections + write");
+out:
+	fin_free(&f);
 	td_writer_abort(w);
 	return err;
 }

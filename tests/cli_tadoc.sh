@@ -159,7 +159,8 @@ if cmp -s "$work/got" "$work/want"; then ok "search escapes '\\' and newline in 
 else not_ok "search escapes '\\' and newline in paths" "$(diff "$work/got" "$work/want" | head -5; cat "$work/err")"; fi
 "$PY" "$TESTS_DIR/oracle.py" search "$work/esc" hello >"$work/want2"
 cmp -s "$work/got" "$work/want2" && ok "... as the oracle writes them" || not_ok "escaped search against the oracle" "$(diff "$work/got" "$work/want2" | head -5)"
-expect_fail "count of two words" "two words" "$TADOC" count "$A" "two words"
+expect_fail "count of words two spaces apart (not a phrase)" "two  words" "$TADOC" count "$A" "two  words"
+expect_fail "count of a phrase with a non-word part" "two, words" "$TADOC" count "$A" "two, words"
 expect_fail "count in a missing path" "no/such/file" "$TADOC" count "$A" the no/such/file
 
 # --- bad inputs to compress -------------------------------------------------

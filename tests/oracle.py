@@ -17,6 +17,15 @@ Usage:
                                      directory scope (no PATH = the corpus)
   oracle.py words FILE...            "= INDEX" per file, then "OFFSET LENGTH"
                                      (bytes) of each of its words
+  oracle.py top [-n N] DIR [PATH]          COUNT<TAB>WORD, count descending, ties by bytes
+  oracle.py vector DIR PATH                every word of PATH, COUNT<TAB>WORD by bytes
+  oracle.py files [-n N] DIR PHRASE [PATH] COUNT<TAB>PATH of the files holding PHRASE
+  oracle.py ngrams [-n LEN] [--top K] DIR [PATH]   COUNT<TAB>W1 W2 ... runs of LEN words
+  oracle.py fuzzy [-k K] DIR WORD [PATH]   DIST<TAB>COUNT<TAB>WORD within Levenshtein K
+  (options before DIR)
+  (count, search and files take a phrase: words separated by single spaces,
+  matched consecutively in a file's sequence of words; a hit is the offset
+  of the first word. Scopes for all: a file, a directory subtree, the corpus.)
   oracle.py queries DIR -o OUT [--seed N] [--max-word N]
                                      write the query file the C tests read
 
@@ -92,10 +101,109 @@ class Corpus:
                 self.index[w].append((rel, off))
 
     def hits(self, word, scope):
+        if b" " in word:
+            return self.phrase_hits(word.split(b" "), scope)
         if scope in self.kind and self.kind[scope] != "d":
             return [(f, off) for f, off in self.index.get(word, ()) if f == scope]
         pre = scope + b"/" if scope else b""
         return [(f, off) for f, off in self.index.get(word, ()) if f.startswith(pre)]
+
+    def files_in(self, scope):
+        """Regular files of scope (a file, a directory subtree, b"" = all), path order."""
+        if scope in self.kind and self.kind[scope] != "d":
+            return [scope] if self.kind[scope] == "f" else []
+        pre = scope + b"/" if scope else b""
+        return sorted((f for f in self.words if f.startswith(pre)), key=lambda r: r.split(b"/"))
+
+    def phrase_hits(self, ws, scope):
+        """Where the words ws follow each other, path order: through the
+        word positions of ws[0] (built on first use)."""
+        if not hasattr(self, "_pos"):
+            self._pos = collections.defaultdict(list)
+            self._seq = {}
+            for rel in sorted(self.words, key=lambda r: r.split(b"/")):
+                self._seq[rel] = [w for w, _ in self.words[rel]]
+                for i, w in enumerate(self._seq[rel]):
+                    self._pos[w].append((rel, i))
+        m = len(ws)
+        inscope = set(self.files_in(scope))
+        return [(f, self.words[f][i][1]) for f, i in self._pos.get(ws[0], ())
+                if f in inscope and self._seq[f][i:i + m] == ws]
+
+    def counter(self, scope):
+        memo = self.__dict__.setdefault("_counters", {})
+        if scope not in memo:
+            memo[scope] = collections.Counter(w for f in self.files_in(scope) for w, _ in self.words[f])
+        return memo[scope]
+
+    def top(self, scope, n):
+        items = sorted(self.counter(scope).items(), key=lambda kv: (-kv[1], kv[0]))
+        return items[:n] if n else items
+
+    def vector(self, scope):
+        return sorted((w, c) for w, c in self.counter(scope).items())
+
+    def files(self, phrase, scope):
+        per = collections.Counter(f for f, _ in self.hits(phrase, scope))
+        return sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def ngrams(self, scope, n, top):
+        c = collections.Counter()
+        for f in self.files_in(scope):
+            ws = [w for w, _ in self.words[f]]
+            c.update(tuple(ws[i:i + n]) for i in range(len(ws) - n + 1))
+        items = sorted(c.items(), key=lambda kv: (-kv[1], b" ".join(kv[0])))
+        return items[:top] if top else items
+
+    def fuzzy(self, word, k, scope):
+        memo = self.__dict__.setdefault("_fuzzy", {})
+        if (word, scope) not in memo:  # every word within 3, by brute force
+            q = word.decode("utf-8", "surrogateescape")
+            out = []
+            for w, c in self.counter(scope).items():
+                t = w.decode("utf-8", "surrogateescape")
+                if abs(len(t) - len(q)) <= 3:
+                    d = levenshtein(q, t)
+                    if d <= 3:
+                        out.append((d, c, w))
+            memo[word, scope] = sorted(out, key=lambda x: (x[0], -x[1], x[2]))
+        return [x for x in memo[word, scope] if x[0] <= k]
+
+
+def levenshtein(a, b):
+    """Edit distance over code points, brute force (the full matrix)."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def esc_path(p):
+    return p.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
+
+
+def render(cmd, c, args):
+    """The exact bytes tadoc CMD prints for these arguments (analytics)."""
+    scope = os.fsencode(args.get("path", "")).strip(b"/")
+    scope = b"" if scope == b"." else scope
+    if cmd == "top":
+        return b"".join(b"%d\t%s\n" % (n, w) for w, n in c.top(scope, args.get("n", 20)))
+    if cmd == "vector":
+        return b"".join(b"%d\t%s\n" % (n, w) for w, n in c.vector(scope))
+    if cmd == "files":
+        items = c.files(os.fsencode(args["word"]), scope)
+        if args.get("n"):
+            items = items[:args["n"]]
+        return b"".join(b"%d\t%s\n" % (n, esc_path(f)) for f, n in items)
+    if cmd == "ngrams":
+        return b"".join(b"%d\t%s\n" % (n, b" ".join(g))
+                        for g, n in c.ngrams(scope, args.get("len", 3), args.get("top", 20)))
+    if cmd == "fuzzy":
+        return b"".join(b"%d\t%d\t%s\n" % m for m in c.fuzzy(os.fsencode(args["word"]), args.get("k", 1), scope))
+    raise ValueError(cmd)
 
 
 def hx(b):
@@ -161,6 +269,28 @@ def main():
         p.add_argument("dir")
         p.add_argument("word")
         p.add_argument("path", nargs="?", default="")
+    p = sub.add_parser("top")
+    p.add_argument("dir")
+    p.add_argument("-n", type=int, default=20)
+    p.add_argument("path", nargs="?", default="")
+    p = sub.add_parser("vector")
+    p.add_argument("dir")
+    p.add_argument("path")
+    p = sub.add_parser("files")
+    p.add_argument("dir")
+    p.add_argument("word")
+    p.add_argument("path", nargs="?", default="")
+    p.add_argument("-n", type=int, default=0)
+    p = sub.add_parser("ngrams")
+    p.add_argument("dir")
+    p.add_argument("-n", dest="len", type=int, default=3)
+    p.add_argument("--top", type=int, default=20)
+    p.add_argument("path", nargs="?", default="")
+    p = sub.add_parser("fuzzy")
+    p.add_argument("dir")
+    p.add_argument("word")
+    p.add_argument("-k", type=int, default=1)
+    p.add_argument("path", nargs="?", default="")
     p = sub.add_parser("words")
     p.add_argument("file", nargs="+")
     p = sub.add_parser("queries")
@@ -177,6 +307,10 @@ def main():
                     print(off, len(w))
         return
     c = Corpus(a.dir)
+    if a.cmd in ("top", "vector", "files", "ngrams", "fuzzy"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        sys.stdout.buffer.write(render(a.cmd, c, vars(a)))
+        return
     if a.cmd == "queries":
         with open(a.out, "w") as out:
             write_queries(c, out, a.seed, a.max_word)

@@ -44,7 +44,7 @@ _tadoc()
         cword=$COMP_CWORD
     fi
 
-    local commands="compress ls cat extract unpack count search info verify mount config insert delete compact add help"
+    local commands="compress ls cat extract unpack count search top vector files ngrams fuzzy info verify mount config insert delete compact add help"
     if [[ $cword -eq 1 ]]; then
         COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
         return
@@ -60,7 +60,7 @@ _tadoc()
         if ((!dashdash)); then
             case $w in
                 --) dashdash=1; continue ;;
-                -o|--output|-c|--config|--max-depth|--sample-shift|--format|-j|--jobs|--shard-size|--memory|--to) skip=1; continue ;;
+                -o|--output|-c|--config|--max-depth|--sample-shift|--format|-n|-k|--top|-j|--jobs|--shard-size|--memory|--to) skip=1; continue ;;
                 -*) continue ;;
             esac
         fi
@@ -78,6 +78,9 @@ _tadoc()
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;
+            top|files) opts+=" -n" ;;
+            ngrams) opts+=" -n --top" ;;
+            fuzzy) opts+=" -k" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
@@ -124,9 +127,19 @@ _tadoc()
             elif [[ $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
             fi
             ;;
-        count|search)
+        count|search|files|fuzzy)
+            case $prev in -n|-k) return ;; esac
             if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
             elif [[ $n -eq 2 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
+            fi
+            ;;
+        top|vector|ngrams)
+            case $prev in
+                -n) [[ $cmd == ngrams ]] && COMPREPLY=($(compgen -W "2 3 4 5 6 7 8" -- "$cur")); return ;;
+                --top) return ;;
+            esac
+            if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
+            elif [[ $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
             fi
             ;;
         unpack|mount)

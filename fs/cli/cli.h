@@ -98,6 +98,11 @@ int td_cmd_extract(int argc, char **argv);
 int td_cmd_unpack(int argc, char **argv);
 int td_cmd_count(int argc, char **argv);
 int td_cmd_search(int argc, char **argv);
+int td_cmd_top(int argc, char **argv);     /* cmd_analytics.c */
+int td_cmd_vector(int argc, char **argv);
+int td_cmd_files(int argc, char **argv);
+int td_cmd_ngrams(int argc, char **argv);
+int td_cmd_fuzzy(int argc, char **argv);
 int td_cmd_info(int argc, char **argv);
 int td_cmd_verify(int argc, char **argv);
 int td_cmd_mount(int argc, char **argv);

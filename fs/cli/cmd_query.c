@@ -6,6 +6,7 @@
 
 #include "td_err.h"
 #include "td_format.h"
+#include "td_analytics.h"
 #include "td_query.h"
 
 static const char count_help[] =
@@ -15,7 +16,9 @@ static const char count_help[] =
 	"below the directory PATH, or in the whole corpus without PATH. A word is\n"
 	"what Python 3 re.findall(r'\\w+') finds in the UTF-8 text (letters,\n"
 	"digits, underscore); matching is exact, case-sensitive and whole-word.\n"
-	"Symlinks inside the archive are followed. WORD must be a single word.\n"
+	"Symlinks inside the archive are followed. WORD may be a phrase: words\n"
+	"separated by single spaces ('of the'), matched consecutively whatever\n"
+	"non-word bytes lie between them.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -28,7 +31,8 @@ static const char search_help[] =
 	"file the lines are bare offsets; without PATH (the whole corpus) or when\n"
 	"PATH is a directory, each line is 'path:offset', files depth first with\n"
 	"names in byte order (a '\\' in a path is written '\\\\', a newline '\\n').\n"
-	"Symlinks inside the archive are followed.\n"
+	"Symlinks inside the archive are followed. WORD may be a phrase (see\n"
+	"'tadoc count --help'); a hit is the offset of its first word.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -47,8 +51,9 @@ static int setup(int argc, char **argv, const char *help, td_archive **a, td_ent
 	if (n > 3)
 		return td_cli_usage(argv[0], "too many arguments");
 	const char *word = argv[first + 1];
-	if (!td_is_word(word, strlen(word)))
-		return td_cli_usage(argv[0], "'%s' is not a single word (letters, digits, underscore)", word);
+	if (!td_phrase_words(word, strlen(word)))
+		return td_cli_usage(argv[0], "'%s' is not a word or a phrase (words separated by single spaces)",
+				    word);
 	*a = td_cli_open(argv[first], 0);
 	if (!*a)
 		return TD_CLI_FAIL;
@@ -78,7 +83,7 @@ int td_cmd_count(int argc, char **argv)
 	const char *word = argv[first + 1];
 	uint64_t count = 0;
 	td_cli_clear_detail();
-	int err = td_count(a, word, strlen(word), scope, &count);
+	int err = td_phrase_count(a, word, strlen(word), scope, &count);
 	if (err)
 		st = argc - first == 3 ? td_cli_error_in(argv[first], argv[first + 2], err)
 				       : td_cli_error_td(argv[first], err);
@@ -102,7 +107,7 @@ int td_cmd_search(int argc, char **argv)
 	td_hits hits;
 	memset(&hits, 0, sizeof hits);
 	td_cli_clear_detail();
-	int err = td_search(a, word, strlen(word), scope, &hits);
+	int err = td_phrase_search(a, word, strlen(word), scope, &hits);
 	td_stat sst;
 	if (!err)
 		err = td_archive_stat(a, scope, &sst);

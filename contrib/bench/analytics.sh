@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# analytics.sh: text analytics on the grammar (issue 23) against the plain-text pipelines a
+# user would write over the original tree, each as a whole process.
+#
+# Usage: contrib/bench/analytics.sh CORPORA OUT.md [NAME...]     (default NAMES: gcide linuxdoc)
+#
+# For each corpus CORPORA/NAME: tadoc top, vector, files W, ngrams, count 'W1 W2' and
+# fuzzy -k 2 W against grep/sort/uniq/awk, tre-agrep -2 -w and ugrep -Z2 -w (each where
+# installed), then contrib/bench/fuzzy_bench (the radix tree's build and query latency).
+# tadoc rows: median wall time and least CPU time (user + sys) of AN_RUNS runs (5); the
+# pipelines run once (they take seconds). On a shared machine the CPU times are the
+# figures to compare; speed-ups are given for both.
+# Env: AN_ARCHIVES=DIR reuses DIR/NAME.tadoc (else compressed into BENCH_WORK); AN_RUNS;
+# BUILD, BENCH_WORK, TADOC as bench_lib.sh.
+set -euo pipefail
+. "$(dirname "$0")/bench_lib.sh"
+
+[ $# -ge 2 ] || { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+CORPORA=$1 OUT=$2
+shift 2
+NAMES=("$@")
+[ ${#NAMES[@]} -gt 0 ] || NAMES=(gcide linuxdoc)
+RUNS=${AN_RUNS:-5}
+bench_setup_bins
+bench_setup_work
+bench_need_gnu_time
+[ -n "$TADOC" ] || die "tadoc not found (build first)"
+FUZZY_BENCH=$(bench_bin fuzzy_bench contrib/bench || true)
+
+# run_cpu CMD...: one run; sets W_SECS (wall) and C_SECS (user + sys of CMD and its
+# children, from getrusage: microseconds, where GNU time rounds to 10 ms).
+run_cpu() {
+	read -r W_SECS C_SECS < <(python3 -c '
+import resource, subprocess, sys, time
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # not zero after a launcher exec
+t = time.monotonic()
+with open(sys.argv[1], "wb") as out, open(sys.argv[2], "wb") as err:
+    subprocess.run(sys.argv[3:], stdout=out, stderr=err)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.4f %.4f" % (time.monotonic() - t, r.ru_utime + r.ru_stime - r0.ru_utime - r0.ru_stime))' "$BENCH_WORK/out.txt" "$BENCH_WORK/err.txt" "$@")
+}
+
+# tadoc_row CMD...: AN_RUNS runs; sets W_MED (median wall) and C_MIN (least CPU).
+tadoc_row() {
+	local ws=() cs=() i
+	for ((i = 0; i < RUNS; i++)); do
+		run_cpu "$@"
+		ws+=("$W_SECS")
+		cs+=("$C_SECS")
+	done
+	W_MED=$(printf '%s\n' "${ws[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	C_MIN=$(printf '%s\n' "${cs[@]}" | sort -g | head -n 1)
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.0001; printf (a / b < 10 ? "%.1fx" : "%.0fx"), a / b }'; }
+ms() { awk -v s="$1" 'BEGIN { printf (s < 0.1 ? "%.1f" : "%.0f"), s * 1000 }'; }
+
+{
+	echo "# Text analytics on the grammar vs plain-text pipelines ($(date -u +%Y-%m-%d))"
+	echo
+	echo "- machine: $(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo), $(nproc) cores," \
+		"$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), load average" \
+		"$(cut -d' ' -f1-3 /proc/loadavg) at the start"
+	echo "- commit: $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
+		"tadoc runs: median wall / least CPU (user + sys, getrusage) of $RUNS; pipelines: one run"
+	echo "- locale: $LC_ALL (grep's \\w is Unicode-aware, like tadoc's words)"
+	echo
+} >"$OUT"
+
+for name in "${NAMES[@]}"; do
+	dir=$CORPORA/$name
+	[ -d "$dir" ] || { log "skip $name: no $dir"; continue; }
+	arch=${AN_ARCHIVES:+$AN_ARCHIVES/$name.tadoc}
+	if [ -z "$arch" ] || [ ! -f "$arch" ]; then
+		arch=$BENCH_WORK/$name.tadoc
+		[ -f "$arch" ] || { log "compress $name"; "$TADOC" compress -q -o "$arch" "$dir"; }
+	fi
+	cat "$arch" >/dev/null
+	find "$dir" -type f -print0 | xargs -0 cat >/dev/null
+	# query words: the 50th most frequent word, and the pair its first file starts with
+	W=$("$TADOC" top -n 50 "$arch" | tail -n 1 | cut -f2)
+	P=$("$TADOC" ngrams -n 2 --top 1 "$arch" | cut -f2)
+	P1=${P% *} P2=${P#* }
+	log "$name: W=$W, phrase '$P'"
+	{
+		echo "## $name ($(du -sh "$dir" | cut -f1) in $(find "$dir" -type f | wc -l) files; archive $(du -h "$arch" | cut -f1))"
+		echo
+		echo "Query word W = \`$W\` (the 50th most frequent), phrase = \`$P\` (the most frequent pair)."
+		echo
+		echo "| analytic | tadoc (ms wall / CPU) | plain-text pipeline | pipeline (ms wall / CPU) | speed-up wall / CPU |"
+		echo "|---|---:|---|---:|---:|"
+	} >>"$OUT"
+	row() { # LABEL TADOC-ARGS-STRING PIPE-LABEL PIPE-COMMAND
+		local label=$1 targs=$2 plabel=$3 pcmd=$4
+		log "$name: $label"
+		eval "tadoc_row \"\$TADOC\" $targs"
+		run_cpu bash -c "$pcmd"
+		echo "| $label | $(ms "$W_MED") / $(ms "$C_MIN") | \`${plabel//|/\\|}\` | $(ms "$W_SECS") / $(ms "$C_SECS") |" \
+			"$(ratio "$W_SECS" "$W_MED") / $(ratio "$C_SECS" "$C_MIN") |" >>"$OUT"
+	}
+	row "top words" "top \"\$arch\"" "grep -rhow '\\w\\+' DIR | sort | uniq -c | sort -rn | head -20" \
+		"grep -rhow '\\w\\+' '$dir' | sort | uniq -c | sort -rn | head -20"
+	row "term vector (corpus)" "vector \"\$arch\" ." "grep -rhow '\\w\\+' DIR | sort | uniq -c" \
+		"grep -rhow '\\w\\+' '$dir' | sort | uniq -c"
+	row "ranked files (W)" "files \"\$arch\" \"\$W\"" "grep -rcw W DIR | sort -t: -k2 -rn" \
+		"grep -rcw '$W' '$dir' | sort -t: -k2 -rn"
+	row "3-grams, top 20" "ngrams \"\$arch\"" "grep -row '\\w\\+' DIR | awk (3-gram per file) | sort -rn | head -20" \
+		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 != f) { a = b = \"\"; f = \$1 } if (a != \"\") n[a \" \" b \" \" w]++; a = b; b = w } END { for (k in n) print n[k] \"\t\" k }' | sort -rn | head -20"
+	row "phrase count" "count \"\$arch\" \"\$P\"" "grep -row '\\w\\+' DIR | awk (pair per file) " \
+		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 == f && p == \"$P1\" && w == \"$P2\") n++; p = w; f = \$1 } END { print n }'"
+	if command -v tre-agrep >/dev/null; then
+		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "tre-agrep -2 -w W FILES" \
+			"find '$dir' -type f -print0 | xargs -0 tre-agrep -2 -w '$W' >/dev/null"
+	fi
+	if command -v ugrep >/dev/null; then
+		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "ugrep -r -Z2 -w -o W DIR | sort | uniq -c" \
+			"ugrep -r -Z2 -w -o -h '$W' '$dir' | sort | uniq -c"
+	fi
+	if [ -n "$FUZZY_BENCH" ]; then
+		log "$name: fuzzy_bench"
+		{
+			echo
+			echo "\`fuzzy_bench\` (the vocabulary's radix tree, built at a process's first query; 1000"
+			echo "vocabulary words with one letter changed; one thread in its CPU time):"
+			echo
+			echo '```'
+			"$FUZZY_BENCH" "$arch" 1000
+			echo '```'
+		} >>"$OUT"
+	fi
+	echo >>"$OUT"
+done
+log "wrote $OUT"

@@ -1,0 +1,1481 @@
+/* td_analytics: top words, term vectors, ranked files, n-grams and phrases computed on the grammar. */
+#include "td_analytics_int.h"
+#include "td_query_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "td_extract.h"
+#include "td_rcache.h"
+#include "td_tokenize.h"
+
+/* A word of a sequence that can match nothing: a piece of a word longer
+ * than TD_MAXTOK (its own word has no id) in a phrase query. */
+#define BREAK UINT32_MAX
+
+/* ---------- the scope: its files, the words stored as pieces ---------- */
+
+typedef struct an {
+	const td_archive *a;
+	uint64_t W, T, R;
+	uint8_t *piece;    /* S flags: other token is a piece of a long word; NULL when none exist */
+	uint8_t *rpiece;   /* R memo: 0 unknown, 1 no piece below, 2 a piece below */
+	td_entry *files;   /* regular files of the scope, path order */
+	size_t nfiles, fcap;
+} an;
+
+static int is_file(const td_archive *a, td_entry e)
+{
+	return S_ISREG(td_pack_get(&a->e_mode, e));
+}
+
+static int add_files(an *x, td_entry e, unsigned depth)
+{
+	if (is_file(x->a, e)) {
+		if (x->nfiles == x->fcap) {
+			size_t cap = x->fcap ? 2 * x->fcap : 256;
+			td_entry *v = realloc(x->files, cap * sizeof *v);
+			if (!v)
+				return TD_ENOMEM;
+			x->files = v;
+			x->fcap = cap;
+		}
+		x->files[x->nfiles++] = e;
+		return TD_OK;
+	}
+	td_entry first;
+	uint32_t n;
+	if (depth > 4096 || td_archive_children(x->a, e, &first, &n) != TD_OK)
+		return TD_OK; /* symlinks count nothing */
+	for (uint32_t i = 0; i < n; i++) {
+		int err = add_files(x, first + i, depth + 1);
+		if (err)
+			return err;
+	}
+	return TD_OK;
+}
+
+static void an_free(an *x)
+{
+	free(x->piece);
+	free(x->rpiece);
+	free(x->files);
+}
+
+/* Open the scope: checks, its files, the piece flags, and the read
+ * tables when the walk reads the grammar (`walk`). */
+static int an_init(an *x, const td_archive *a, td_entry scope, int walk)
+{
+	memset(x, 0, sizeof *x);
+	x->a = a;
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	int err = td_data_check(a);
+	if (err)
+		return err;
+	if (!td_words(a) || !td_other(a))
+		return TD_ECORRUPT;
+	x->W = a->W;
+	x->T = a->T;
+	x->R = a->R;
+	err = add_files(x, scope, 0);
+	if (err)
+		return err;
+	uint64_t roots = 0;
+	for (size_t i = 0; i < x->nfiles; i++)
+		roots += td_pack_get(&a->e_root, x->files[i] + 1) - td_pack_get(&a->e_root, x->files[i]);
+	/* The walks read rules at random, often: decode them whole once the
+	 * scope is large; root symbols are read in order, a tile at a time
+	 * (the read tables of td_flat_build would cost more than they save). */
+	if (walk && roots >= a->meta.nroot / 16)
+		td_syms_build_part(a, 1, 0);
+	if (a->meta.nlongwords) {
+		uint64_t S = x->T - 2 * x->W;
+		x->piece = calloc(S ? S : 1, 1);
+		x->rpiece = calloc(x->R ? x->R : 1, 1);
+		if (!x->piece || !x->rpiece)
+			return TD_ENOMEM;
+		for (uint64_t s = 0; s < S; s++) {
+			uint32_t len;
+			int sp;
+			const uint8_t *b = td_term_bytes(a, 2 * x->W + s, &len, &sp);
+			if (!b)
+				return td_fail(TD_ECORRUPT, "other token %llu out of bounds", (unsigned long long)s);
+			x->piece[s] = len && td_word_char(b, len) != 0;
+		}
+	}
+	return TD_OK;
+}
+
+static int is_piece(const an *x, uint64_t s)
+{
+	return x->piece && s >= 2 * x->W && s < x->T && x->piece[s - 2 * x->W];
+}
+
+static int rhs(const an *x, uint64_t r, uint64_t *start, uint32_t *len)
+{
+	if (td_rule_rhs(x->a, r, start, len))
+		return td_fail(TD_ECORRUPT, "rule table broken");
+	return TD_OK;
+}
+
+/* Whether symbol s expands to a piece of a long word (1), not (0), or <0. */
+static int sym_piece(an *x, uint64_t s, unsigned depth)
+{
+	if (!x->piece)
+		return 0;
+	if (s < x->T)
+		return is_piece(x, s);
+	if (s >= x->T + x->R || depth > TD_MAXDEPTH)
+		return td_fail(TD_ECORRUPT, "symbol out of range or rules nest too deep");
+	uint64_t r = s - x->T;
+	if (x->rpiece[r])
+		return x->rpiece[r] == 2;
+	uint64_t start;
+	uint32_t len;
+	int v = rhs(x, r, &start, &len), p = 0;
+	for (uint32_t i = 0; !v && i < len && !p; i++)
+		p = v = sym_piece(x, td_rule_sym(x->a, start + i), depth + 1);
+	if (v < 0)
+		return v;
+	x->rpiece[r] = p ? 2 : 1;
+	return p;
+}
+
+static int root_range(const an *x, td_entry e, uint64_t *rs, uint64_t *re)
+{
+	*rs = td_pack_get(&x->a->e_root, e);
+	*re = td_pack_get(&x->a->e_root, e + 1);
+	if (*rs > *re || *re > x->a->meta.nroot)
+		return td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
+	return TD_OK;
+}
+
+#define QCHUNK 256u
+
+/* Whether file e holds a word longer than TD_MAXTOK (1), not (0), or <0. */
+static int file_long(an *x, td_entry e)
+{
+	if (!x->piece)
+		return 0;
+	uint64_t rs, re, sym[QCHUNK];
+	int v = root_range(x, e, &rs, &re);
+	for (uint64_t i = rs; !v && i < re;) {
+		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !v; j++)
+			v = sym_piece(x, sym[j], 0);
+		i += k;
+	}
+	return v;
+}
+
+/* ---------- long words ---------- */
+
+static int64_t longw_find(const td_longw *l, const uint8_t *w, size_t len)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->len[i] == len && !memcmp(l->w[i], w, len))
+			return (int64_t)i;
+	return -1;
+}
+
+/* Index of long word w (added with count 0 when new), or <0. */
+static int64_t longw_add(td_longw *l, const uint8_t *w, size_t len)
+{
+	int64_t i = longw_find(l, w, len);
+	if (i >= 0)
+		return i;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		char **nw = realloc(l->w, cap * sizeof *nw);
+		if (nw)
+			l->w = nw;
+		size_t *nl = realloc(l->len, cap * sizeof *nl);
+		if (nl)
+			l->len = nl;
+		uint64_t *nc = realloc(l->count, cap * sizeof *nc);
+		if (nc)
+			l->count = nc;
+		if (!nw || !nl || !nc)
+			return TD_ENOMEM;
+		l->cap = cap;
+	}
+	char *c = malloc(len);
+	if (!c)
+		return TD_ENOMEM;
+	memcpy(c, w, len);
+	l->w[l->n] = c;
+	l->len[l->n] = len;
+	l->count[l->n] = 0;
+	return (int64_t)l->n++;
+}
+
+static void longw_free(td_longw *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->w[i]);
+	free(l->w);
+	free(l->len);
+	free(l->count);
+	memset(l, 0, sizeof *l);
+}
+
+static int longw_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	(void)off;
+	if (len <= TD_MAXTOK)
+		return TD_OK;
+	int64_t i = longw_add(ctx, w, len);
+	if (i < 0)
+		return (int)i;
+	((td_longw *)ctx)->count[i]++;
+	return TD_OK;
+}
+
+/* Bytes of word item v: a word id (< W) or long word W + i. */
+static const char *item_bytes(const td_archive *a, const td_longw *l, uint64_t v, size_t *len)
+{
+	if (v < a->W)
+		return td_word_at(a, v, len);
+	*len = l->len[v - a->W];
+	return l->w[v - a->W];
+}
+
+static int bytes_cmp(const char *p, size_t pl, const char *q, size_t ql)
+{
+	int c = memcmp(p, q, pl < ql ? pl : ql);
+	return c ? c : (pl > ql) - (pl < ql);
+}
+
+/* Byte order of two word items (ids are in byte order already). */
+static int item_cmp(const td_archive *a, const td_longw *l, uint64_t u, uint64_t v)
+{
+	if (u < a->W && v < a->W)
+		return (u > v) - (u < v);
+	size_t ul, vl;
+	const char *p = item_bytes(a, l, u, &ul), *q = item_bytes(a, l, v, &vl);
+	return bytes_cmp(p, ul, q, vl);
+}
+
+/* ---------- reachable rules, post-order ---------- */
+
+/* The rules reachable from a set of root symbols, children before
+ * parents, each with a slot (its place in `order`). */
+typedef struct rset {
+	uint32_t *slot;    /* R: 0 unseen, IN_PROGRESS, else place + 1 */
+	uint32_t *order;
+	uint64_t n, cap;
+	int (*done)(void *ctx, uint64_t r); /* or NULL: called as each rule gets its slot */
+	void *ctx;
+} rset;
+#define IN_PROGRESS UINT32_MAX
+
+static int rset_init(rset *s, uint64_t R)
+{
+	memset(s, 0, sizeof *s);
+	s->slot = calloc(R ? R : 1, sizeof *s->slot);
+	return s->slot ? TD_OK : TD_ENOMEM;
+}
+
+static void rset_free(rset *s)
+{
+	free(s->slot);
+	free(s->order);
+}
+
+static int rset_visit(const an *x, rset *s, uint64_t r, unsigned depth)
+{
+	if (s->slot[r] == IN_PROGRESS || depth > TD_MAXDEPTH)
+		return td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
+	s->slot[r] = IN_PROGRESS;
+	uint64_t start;
+	uint32_t len;
+	int err = rhs(x, r, &start, &len);
+	for (uint32_t i = 0; !err && i < len; i++) {
+		uint64_t c = td_rule_sym(x->a, start + i);
+		if (c >= x->T + x->R)
+			return td_fail(TD_ECORRUPT, "symbol out of range");
+		if (c >= x->T && s->slot[c - x->T] == IN_PROGRESS)
+			return td_fail(TD_ECORRUPT, "rules in a cycle");
+		if (c >= x->T && !s->slot[c - x->T])
+			err = rset_visit(x, s, c - x->T, depth + 1);
+	}
+	if (err)
+		return err;
+	if (s->n == s->cap) {
+		uint64_t cap = s->cap ? 2 * s->cap : 1024;
+		uint32_t *o = realloc(s->order, cap * sizeof *o);
+		if (!o)
+			return TD_ENOMEM;
+		s->order = o;
+		s->cap = cap;
+	}
+	s->order[s->n++] = (uint32_t)r;
+	s->slot[r] = (uint32_t)s->n;
+	return s->done ? s->done(s->ctx, r) : TD_OK;
+}
+
+/* Visit the rule symbol s (a no-op for terminals). */
+static int rset_add(const an *x, rset *s, uint64_t sym)
+{
+	if (sym >= x->T + x->R)
+		return td_fail(TD_ECORRUPT, "symbol out of range");
+	if (sym < x->T || s->slot[sym - x->T])
+		return TD_OK;
+	return rset_visit(x, s, sym - x->T, 0);
+}
+
+/* ---------- word counts of a scope ---------- */
+
+static int counts_add(td_counts *c, uint64_t w, uint64_t n)
+{
+	if (!c->cnt[w] && !c->dense) {
+		if (c->ntouched == c->cap) {
+			uint64_t cap = c->cap ? 2 * c->cap : 1024;
+			uint32_t *t = realloc(c->touched, cap * sizeof *t);
+			if (!t)
+				return TD_ENOMEM;
+			c->touched = t;
+			c->cap = cap;
+		}
+		c->touched[c->ntouched++] = (uint32_t)w;
+	}
+	c->cnt[w] += n;
+	return TD_OK;
+}
+
+void td_counts_free(td_counts *c)
+{
+	free(c->cnt);
+	free(c->touched);
+	longw_free(&c->lw);
+	memset(c, 0, sizeof *c);
+}
+
+int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
+{
+	memset(c, 0, sizeof *c);
+	an x;
+	rset s = { 0 };
+	uint64_t *freq = NULL;
+	int err = an_init(&x, a, scope, scope != TD_ROOT);
+	if (err)
+		goto out;
+	c->cnt = calloc(x.W ? x.W : 1, sizeof *c->cnt);
+	if (!c->cnt) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	if (scope == TD_ROOT) {
+		/* the corpus: WORD_FREQ */
+		const td_pack *wf = td_word_freq(a);
+		if (!wf) {
+			err = TD_ECORRUPT;
+			goto out;
+		}
+		c->dense = 1;
+		for (uint64_t w = 0; w < x.W; w++)
+			c->cnt[w] = td_pack_get(wf, w);
+	} else {
+		/* rule weights top-down from the scope's root symbols, each
+		 * rule's own words weighted by them */
+		if ((err = rset_init(&s, x.R)))
+			goto out;
+		freq = calloc(x.R ? x.R : 1, sizeof *freq);
+		if (!freq) {
+			err = TD_ENOMEM;
+			goto out;
+		}
+		uint64_t sym[QCHUNK];
+		for (size_t f = 0; f < x.nfiles && !err; f++) {
+			uint64_t rs, re;
+			err = root_range(&x, x.files[f], &rs, &re);
+			for (uint64_t i = rs; !err && i < re;) {
+				uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+				td_root_range(a, i, k, sym);
+				for (uint64_t j = 0; j < k && !err; j++) {
+					if (sym[j] < 2 * x.W)
+						err = counts_add(c, sym[j] >> 1, 1);
+					else if (sym[j] >= x.T && !(err = rset_add(&x, &s, sym[j])))
+						freq[sym[j] - x.T]++;
+				}
+				i += k;
+			}
+		}
+		for (uint64_t i = s.n; !err && i-- > 0;) {
+			uint64_t r = s.order[i], f = freq[r], start;
+			uint32_t len;
+			if ((err = rhs(&x, r, &start, &len)))
+				break;
+			for (uint32_t j = 0; j < len && !err; j++) {
+				uint64_t y = td_rule_sym(a, start + j);
+				if (y < 2 * x.W)
+					err = counts_add(c, y >> 1, f);
+				else if (y >= x.T)
+					freq[y - x.T] += f;
+			}
+		}
+	}
+	/* words stored as pieces: from the text of the files that hold them */
+	for (size_t f = 0; f < x.nfiles && !err && x.piece; f++) {
+		int v = file_long(&x, x.files[f]);
+		if (v < 0)
+			err = v;
+		else if (v)
+			err = td_text_words(a, x.files[f], longw_text_fn, &c->lw);
+	}
+out:
+	free(freq);
+	rset_free(&s);
+	an_free(&x);
+	return err;
+}
+
+/* ---------- top words, term vector ---------- */
+
+/* The best `cap` of a stream of items (uint64 handles) under a ranking
+ * (rank(u, v) < 0: u comes first): a heap with the worst kept item on
+ * top, sorted at the end. */
+typedef int (*rank_fn)(uint64_t u, uint64_t v, void *ctx);
+
+typedef struct topk {
+	uint64_t *h;
+	size_t n, cap;
+	rank_fn rank;
+	void *ctx;
+} topk;
+
+static int topk_init(topk *t, size_t cap, rank_fn rank, void *ctx)
+{
+	t->h = malloc((cap ? cap : 1) * sizeof *t->h);
+	t->n = 0;
+	t->cap = cap;
+	t->rank = rank;
+	t->ctx = ctx;
+	return t->h ? TD_OK : TD_ENOMEM;
+}
+
+static void topk_swap(topk *t, size_t i, size_t j)
+{
+	uint64_t x = t->h[i];
+	t->h[i] = t->h[j];
+	t->h[j] = x;
+}
+
+static void topk_offer(topk *t, uint64_t v)
+{
+	if (t->n < t->cap) {
+		size_t i = t->n++;
+		t->h[i] = v;
+		while (i && t->rank(t->h[i], t->h[(i - 1) / 2], t->ctx) > 0) {
+			topk_swap(t, i, (i - 1) / 2);
+			i = (i - 1) / 2;
+		}
+		return;
+	}
+	if (!t->cap || t->rank(v, t->h[0], t->ctx) >= 0)
+		return;
+	t->h[0] = v;
+	for (size_t i = 0;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < t->n && t->rank(t->h[l], t->h[m], t->ctx) > 0)
+			m = l;
+		if (l + 1 < t->n && t->rank(t->h[l + 1], t->h[m], t->ctx) > 0)
+			m = l + 1;
+		if (m == i)
+			return;
+		topk_swap(t, i, m);
+		i = m;
+	}
+}
+
+static int topk_cmp(const void *p, const void *q, void *ctx)
+{
+	const topk *t = ctx;
+	return t->rank(*(const uint64_t *)p, *(const uint64_t *)q, t->ctx);
+}
+
+static void topk_sort(topk *t)
+{
+	qsort_r(t->h, t->n, sizeof *t->h, topk_cmp, t);
+}
+
+typedef struct wrank_ctx {
+	const td_archive *a;
+	const td_counts *c;
+} wrank_ctx;
+
+static uint64_t item_count(const wrank_ctx *w, uint64_t v)
+{
+	return v < w->a->W ? w->c->cnt[v] : w->c->lw.count[v - w->a->W];
+}
+
+/* Words: count descending, then bytes. */
+static int wrank(uint64_t u, uint64_t v, void *ctx)
+{
+	const wrank_ctx *w = ctx;
+	uint64_t cu = item_count(w, u), cv = item_count(w, v);
+	if (cu != cv)
+		return cu > cv ? -1 : 1;
+	return item_cmp(w->a, &w->c->lw, u, v);
+}
+
+int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
+{
+	td_counts c;
+	topk t = { 0 };
+	int err = td_scope_counts(a, scope, &c);
+	uint64_t nt = c.dense ? a->W : c.ntouched, total = nt + c.lw.n;
+	wrank_ctx w = { a, &c };
+	if (!err)
+		err = topk_init(&t, n && n < total ? (size_t)n : (size_t)total, wrank, &w);
+	for (uint64_t i = 0; !err && i < total; i++) {
+		uint64_t v = i < nt ? (c.dense ? i : c.touched[i]) : a->W + (i - nt);
+		if (item_count(&w, v))
+			topk_offer(&t, v);
+	}
+	if (!err)
+		topk_sort(&t);
+	for (size_t i = 0; !err && i < t.n; i++) {
+		size_t len;
+		const char *wb = item_bytes(a, &c.lw, t.h[i], &len);
+		err = fn(ctx, wb, len, item_count(&w, t.h[i]));
+	}
+	free(t.h);
+	td_counts_free(&c);
+	return err;
+}
+
+static int u32_cmp(const void *p, const void *q)
+{
+	uint32_t u = *(const uint32_t *)p, v = *(const uint32_t *)q;
+	return (u > v) - (u < v);
+}
+
+static int longw_cmp_idx(const void *p, const void *q, void *ctx)
+{
+	const td_longw *l = ctx;
+	size_t i = *(const size_t *)p, j = *(const size_t *)q;
+	return bytes_cmp(l->w[i], l->len[i], l->w[j], l->len[j]);
+}
+
+int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
+{
+	td_counts c;
+	int err = td_scope_counts(a, scope, &c);
+	size_t *li = NULL;
+	if (err)
+		goto out;
+	li = malloc((c.lw.n ? c.lw.n : 1) * sizeof *li);
+	if (!li) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < c.lw.n; i++)
+		li[i] = i;
+	qsort_r(li, c.lw.n, sizeof *li, longw_cmp_idx, &c.lw);
+	/* ids in order: the touched ones sorted, or every id when many are */
+	int scan = c.dense || c.ntouched > a->W / 8;
+	if (!scan)
+		qsort(c.touched, c.ntouched, sizeof *c.touched, u32_cmp);
+	uint64_t nid = scan ? a->W : c.ntouched;
+	size_t l = 0;
+	for (uint64_t i = 0; i <= nid && !err; i++) {
+		uint64_t w = 0;
+		size_t wl = 0;
+		const char *wb = NULL;
+		if (i < nid) {
+			w = scan ? i : c.touched[i];
+			if (!c.cnt[w])
+				continue;
+			wb = td_word_at(a, w, &wl);
+		}
+		/* long words that sort before this one (all of them at the end) */
+		while (l < c.lw.n && !err &&
+		       (i == nid || bytes_cmp(c.lw.w[li[l]], c.lw.len[li[l]], wb, wl) < 0)) {
+			err = fn(ctx, c.lw.w[li[l]], c.lw.len[li[l]], c.lw.count[li[l]]);
+			l++;
+		}
+		if (i < nid && !err)
+			err = fn(ctx, wb, wl, c.cnt[w]);
+	}
+out:
+	free(li);
+	td_counts_free(&c);
+	return err;
+}
+
+/* ---------- sequences: phrases and n-grams ---------- */
+
+unsigned td_phrase_words(const char *p, size_t len)
+{
+	unsigned n = 0;
+	size_t i = 0;
+	if (!len)
+		return 0;
+	while (i <= len) {
+		size_t j = i;
+		while (j < len && p[j] != ' ')
+			j++;
+		if (!td_is_word(p + i, j - i) || ++n > TD_PHRASE_MAX)
+			return 0;
+		i = j + 1;
+	}
+	return n;
+}
+
+/* A word of a window: its item, and where it came from (for offsets):
+ * the symbol it lies in, that symbol's byte offset, and the word's index
+ * within the symbol's words. */
+typedef struct wslot {
+	uint32_t id;
+	uint64_t sym, off, k;
+} wslot;
+
+/* Per reachable rule (by slot): words, first and last L words. */
+typedef struct seqinfo {
+	unsigned m, L;
+	uint64_t cap;   /* slots allocated */
+	uint64_t *nw;   /* words of the rule (pieces count one each) */
+	uint32_t *head; /* L per slot */
+	uint32_t *tail; /* L per slot */
+	uint64_t *val;  /* phrase: occurrences; n-grams: weight */
+} seqinfo;
+
+/* What a scan does with each m-word run it meets: `first` is the run's
+ * first word. */
+typedef struct scanner scanner;
+struct scanner {
+	const an *x;
+	rset *s;
+	seqinfo *si;
+	unsigned n;                /* words in the window, <= L */
+	wslot win[TD_PHRASE_MAX];
+	int (*emit)(scanner *sc, const uint32_t *gram, const wslot *first);
+	uint64_t weight;           /* of the sequence being scanned */
+	int offsets;               /* track byte offsets (searches) */
+	uint64_t below;            /* sum of val over the rules the scan met */
+	void *ctx;
+};
+
+static void win_push(scanner *sc, const wslot *w)
+{
+	unsigned L = sc->si->L;
+	if (!L)
+		return;
+	if (sc->n == L) {
+		memmove(sc->win, sc->win + 1, (L - 1) * sizeof *sc->win);
+		sc->n--;
+	}
+	sc->win[sc->n++] = *w;
+}
+
+/* Feed symbol y (at byte offset off of the sequence) to the scan. */
+static int scan_sym(scanner *sc, uint64_t y, uint64_t off)
+{
+	const an *x = sc->x;
+	unsigned m = sc->si->m, L = sc->si->L;
+	uint32_t gram[TD_PHRASE_MAX];
+	if (y < 2 * x->W || is_piece(x, y)) {
+		wslot w = { y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, y, off, 0 };
+		if (sc->n == L) {
+			for (unsigned i = 0; i < L; i++)
+				gram[i] = sc->win[i].id;
+			gram[L] = w.id;
+			int err = sc->emit(sc, gram, L ? &sc->win[0] : &w);
+			if (err)
+				return err;
+		}
+		win_push(sc, &w);
+		return TD_OK;
+	}
+	if (y < x->T || !L)
+		return TD_OK;
+	uint64_t slot = sc->s->slot[y - x->T] - 1;
+	uint64_t N = sc->si->nw[slot];
+	const uint32_t *H = sc->si->head + slot * L, *Tl = sc->si->tail + slot * L;
+	unsigned hn = N < L ? (unsigned)N : L;
+	/* runs that start before y and end at its i-th word */
+	for (unsigned i = 1; i <= hn; i++) {
+		if (sc->n < m - i)
+			continue;
+		unsigned b = sc->n - (m - i);
+		for (unsigned t = 0; t < m - i; t++)
+			gram[t] = sc->win[b + t].id;
+		for (unsigned t = 0; t < i; t++)
+			gram[m - i + t] = H[t];
+		int err = sc->emit(sc, gram, &sc->win[b]);
+		if (err)
+			return err;
+	}
+	if (N >= L) {
+		sc->n = 0;
+		for (unsigned t = 0; t < L; t++) {
+			wslot w = { Tl[t], y, off, N - L + t };
+			sc->win[sc->n++] = w;
+		}
+	} else {
+		for (unsigned t = 0; t < hn; t++) {
+			wslot w = { H[t], y, off, t };
+			win_push(sc, &w);
+		}
+	}
+	return TD_OK;
+}
+
+/* Words of symbol y (a rule must be in the set). */
+static uint64_t sym_nw(const scanner *sc, uint64_t y)
+{
+	const an *x = sc->x;
+	if (y < 2 * x->W || is_piece(x, y))
+		return 1;
+	if (y < x->T)
+		return 0;
+	return sc->si->nw[sc->s->slot[y - x->T] - 1];
+}
+
+/* Scan rule r's right side; with `info`, also fill its nw/head/tail
+ * (its children's are filled). */
+static int scan_rule(scanner *sc, uint64_t r, int info)
+{
+	const an *x = sc->x;
+	uint64_t start, slot = sc->s->slot[r] - 1;
+	uint32_t len;
+	unsigned L = sc->si->L;
+	int err = rhs(x, r, &start, &len);
+	uint64_t nw = 0;
+	unsigned hn = 0;
+	uint32_t *H = sc->si->head + slot * L;
+	sc->n = 0;
+	sc->below = 0;
+	for (uint32_t j = 0; j < len && !err; j++) {
+		uint64_t y = td_rule_sym(x->a, start + j);
+		if (y >= x->T + x->R)
+			return td_fail(TD_ECORRUPT, "symbol out of range");
+		if (y >= x->T)
+			sc->below += sc->si->val[sc->s->slot[y - x->T] - 1];
+		err = scan_sym(sc, y, 0);
+		if (!info)
+			continue;
+		uint64_t yn = sym_nw(sc, y);
+		if (hn < L && yn) {
+			if (y < x->T)
+				H[hn++] = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
+			else {
+				const uint32_t *CH = sc->si->head + (sc->s->slot[y - x->T] - 1) * L;
+				for (uint64_t t = 0; t < yn && hn < L; t++)
+					H[hn++] = CH[t];
+			}
+		}
+		nw += yn;
+	}
+	if (info && !err) {
+		sc->si->nw[slot] = nw;
+		for (unsigned t = 0; t < sc->n; t++)
+			sc->si->tail[slot * L + t] = sc->win[t].id;
+	}
+	return err;
+}
+
+static int seqinfo_init(seqinfo *si, unsigned m, uint64_t n)
+{
+	memset(si, 0, sizeof *si);
+	si->m = m;
+	si->L = m - 1;
+	n = n ? n : 1;
+	si->nw = calloc(n, sizeof *si->nw);
+	si->val = calloc(n, sizeof *si->val);
+	si->head = calloc(n * (si->L ? si->L : 1), sizeof *si->head);
+	si->tail = calloc(n * (si->L ? si->L : 1), sizeof *si->tail);
+	si->cap = n;
+	return si->nw && si->val && si->head && si->tail ? TD_OK : TD_ENOMEM;
+}
+
+/* Room for n slots (contents of new slots undefined: scan_rule fills them). */
+static int seqinfo_reserve(seqinfo *si, uint64_t n)
+{
+	if (n <= si->cap)
+		return TD_OK;
+	uint64_t cap = 2 * si->cap > n ? 2 * si->cap : n, l = si->L ? si->L : 1;
+	uint64_t *nw = realloc(si->nw, cap * sizeof *nw);
+	if (nw)
+		si->nw = nw;
+	uint64_t *val = realloc(si->val, cap * sizeof *val);
+	if (val)
+		si->val = val;
+	uint32_t *h = realloc(si->head, cap * l * sizeof *h);
+	if (h)
+		si->head = h;
+	uint32_t *t = realloc(si->tail, cap * l * sizeof *t);
+	if (t)
+		si->tail = t;
+	if (!nw || !val || !h || !t)
+		return TD_ENOMEM;
+	si->cap = cap;
+	return TD_OK;
+}
+
+static void seqinfo_free(seqinfo *si)
+{
+	free(si->nw);
+	free(si->val);
+	free(si->head);
+	free(si->tail);
+}
+
+/* Feed file e's root symbols to the scan (window reset), with offsets. */
+static int scan_file(scanner *sc, td_entry e)
+{
+	const an *x = sc->x;
+	uint64_t rs, re, sym[QCHUNK], off = 0;
+	int err = root_range(x, e, &rs, &re);
+	sc->n = 0;
+	sc->below = 0;
+	for (uint64_t i = rs; !err && i < re;) {
+		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !err; j++) {
+			if (sym[j] >= x->T + x->R)
+				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+			if (sym[j] >= x->T && !sc->s->slot[sym[j] - x->T] && (err = rset_add(x, sc->s, sym[j])))
+				break;
+			if (sym[j] >= x->T)
+				sc->below += sc->si->val[sc->s->slot[sym[j] - x->T] - 1];
+			err = scan_sym(sc, sym[j], off);
+			if (sc->offsets)
+				off += td_sym_len(x->a, sym[j]);
+		}
+		i += k;
+	}
+	return err;
+}
+
+/* ---------- phrases ---------- */
+
+typedef struct phrase {
+	unsigned m;
+	uint32_t id[TD_PHRASE_MAX];     /* word ids; BREAK for a long word */
+	const char *w[TD_PHRASE_MAX];   /* the words' bytes */
+	size_t len[TD_PHRASE_MAX];
+	int has_long, absent;           /* a word longer than TD_MAXTOK; a word not in the archive */
+} phrase;
+
+static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *ph)
+{
+	memset(ph, 0, sizeof *ph);
+	ph->m = td_phrase_words(p, len);
+	if (!ph->m)
+		return td_fail(TD_ENOTWORD, "'%.*s' is not a word or a phrase of words separated by single spaces",
+			       (int)(len > 64 ? 64 : len), p);
+	size_t i = 0;
+	for (unsigned k = 0; k < ph->m; k++) {
+		size_t j = i;
+		while (j < len && p[j] != ' ')
+			j++;
+		ph->w[k] = p + i;
+		ph->len[k] = j - i;
+		if (j - i > TD_MAXTOK) {
+			ph->has_long = 1;
+			ph->id[k] = BREAK;
+		} else {
+			int64_t w = td_find_word(a, p + i, j - i);
+			if (w < 0)
+				ph->absent = 1;
+			ph->id[k] = w < 0 ? BREAK : (uint32_t)w;
+		}
+		i = j + 1;
+	}
+	return TD_OK;
+}
+
+typedef struct pctx {
+	const phrase *ph;
+	uint64_t add;        /* occurrences found by the scan */
+	/* search: hits of the current file */
+	td_hits *out;
+	td_entry file;
+	uint64_t base;
+} pctx;
+
+static int phrase_emit(scanner *sc, const uint32_t *gram, const wslot *first)
+{
+	(void)first;
+	pctx *p = sc->ctx;
+	if (memcmp(gram, p->ph->id, p->ph->m * sizeof *gram))
+		return TD_OK;
+	p->add += sc->weight;
+	return TD_OK;
+}
+
+/* Long-word phrases: matched on the text of the files with pieces. */
+typedef struct tmatch {
+	const phrase *ph;
+	const uint8_t *w[TD_PHRASE_MAX];
+	size_t len[TD_PHRASE_MAX];
+	uint64_t off[TD_PHRASE_MAX];
+	unsigned n;
+	uint64_t count;
+	td_hits *out;
+	td_entry file;
+} tmatch;
+
+static int tmatch_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	tmatch *t = ctx;
+	unsigned m = t->ph->m;
+	if (t->n == m) {
+		memmove(t->w, t->w + 1, (m - 1) * sizeof *t->w);
+		memmove(t->len, t->len + 1, (m - 1) * sizeof *t->len);
+		memmove(t->off, t->off + 1, (m - 1) * sizeof *t->off);
+		t->n--;
+	}
+	t->w[t->n] = w;
+	t->len[t->n] = len;
+	t->off[t->n++] = off;
+	if (t->n < m)
+		return TD_OK;
+	for (unsigned k = 0; k < m; k++)
+		if (t->len[k] != t->ph->len[k] || memcmp(t->w[k], t->ph->w[k], t->len[k]))
+			return TD_OK;
+	t->count++;
+	return t->out ? td_hits_push(t->out, t->file, t->off[0]) : TD_OK;
+}
+
+/* A rule just reached (its parts done): its words, first and last words
+ * and occurrences of the phrase (its parts' plus the runs across them). */
+static int phrase_done(void *ctx, uint64_t r)
+{
+	scanner *sc = ctx;
+	pctx *p = sc->ctx;
+	int err = seqinfo_reserve(sc->si, sc->s->n);
+	if (err)
+		return err;
+	p->add = 0;
+	sc->weight = 1;
+	err = scan_rule(sc, r, 1);
+	sc->si->val[sc->s->slot[r] - 1] = sc->below + p->add;
+	return err;
+}
+
+/* Occurrences in file e (the rules it reaches are visited on the way). */
+static int phrase_file(scanner *sc, pctx *p, td_entry e, uint64_t *count)
+{
+	p->add = 0;
+	sc->weight = 1;
+	int err = scan_file(sc, e);
+	*count = sc->below + p->add;
+	return err;
+}
+
+/* Byte offset of word k of symbol y within its expansion. */
+static int word_offset(scanner *sc, uint64_t y, uint64_t k, uint64_t *off, unsigned depth)
+{
+	const an *x = sc->x;
+	*off = 0;
+	while (y >= x->T) {
+		uint64_t start;
+		uint32_t len;
+		if (depth++ > TD_MAXDEPTH || rhs(x, y - x->T, &start, &len))
+			return td_fail(TD_ECORRUPT, "rule table broken");
+		uint32_t j = 0;
+		for (; j < len; j++) {
+			uint64_t c = td_rule_sym(x->a, start + j), n = sym_nw(sc, c);
+			if (k < n) {
+				y = c;
+				break;
+			}
+			k -= n;
+			*off += td_sym_len(x->a, c);
+		}
+		if (j == len)
+			return td_fail(TD_ECORRUPT, "rule words do not add up");
+	}
+	return TD_OK;
+}
+
+static int search_emit(scanner *sc, const uint32_t *gram, const wslot *first)
+{
+	pctx *p = sc->ctx;
+	if (memcmp(gram, p->ph->id, p->ph->m * sizeof *gram))
+		return TD_OK;
+	uint64_t o;
+	int err = word_offset(sc, first->sym, first->k, &o, 0);
+	return err ? err : td_hits_push(p->out, p->file, p->base + first->off + o);
+}
+
+/* Hits inside symbol y placed at byte `base` of the file. */
+static int search_sym(scanner *sc, pctx *p, uint64_t y, uint64_t base, unsigned depth)
+{
+	const an *x = sc->x;
+	if (y < x->T || depth > TD_MAXDEPTH)
+		return y < x->T ? TD_OK : td_fail(TD_ECORRUPT, "rules nest too deep");
+	if (!sc->si->val[sc->s->slot[y - x->T] - 1])
+		return TD_OK;
+	uint64_t start;
+	uint32_t len;
+	int err = rhs(x, y - x->T, &start, &len);
+	/* runs across this rule's parts */
+	sc->n = 0;
+	p->base = base;
+	uint64_t off = 0;
+	for (uint32_t j = 0; j < len && !err; j++) {
+		uint64_t c = td_rule_sym(x->a, start + j);
+		err = scan_sym(sc, c, off);
+		off += td_sym_len(x->a, c);
+	}
+	/* runs inside its parts (the window is rebuilt per level) */
+	off = 0;
+	for (uint32_t j = 0; j < len && !err; j++) {
+		uint64_t c = td_rule_sym(x->a, start + j);
+		if (c >= x->T)
+			err = search_sym(sc, p, c, base + off, depth + 1);
+		off += td_sym_len(x->a, c);
+	}
+	return err;
+}
+
+static int hit_cmp(const void *p, const void *q)
+{
+	const td_hit *u = p, *v = q;
+	return (u->off > v->off) - (u->off < v->off);
+}
+
+/* Hits in file e (its rules' counts known), offsets ascending. */
+static int search_file(scanner *sc, pctx *p, td_entry e)
+{
+	const an *x = sc->x;
+	size_t before = p->out->n;
+	p->file = e;
+	p->base = 0;
+	int err = scan_file(sc, e);
+	uint64_t rs, re, sym[QCHUNK], off = 0;
+	if (!err)
+		err = root_range(x, e, &rs, &re);
+	for (uint64_t i = rs; !err && i < re;) {
+		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !err; j++) {
+			if (sym[j] >= x->T)
+				err = search_sym(sc, p, sym[j], off, 0);
+			off += td_sym_len(x->a, sym[j]);
+		}
+		i += k;
+	}
+	if (!err)
+		qsort(p->out->v + before, p->out->n - before, sizeof *p->out->v, hit_cmp);
+	return err;
+}
+
+/* Count a phrase per file of the scope: counts[i] for x->files[i], and,
+ * with out, every hit. */
+static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, an *x, uint64_t **counts,
+		      td_hits *out)
+{
+	rset s = { 0 };
+	seqinfo si = { 0 };
+	int err = an_init(x, a, scope, 1);
+	if (err)
+		return err;
+	*counts = calloc(x->nfiles ? x->nfiles : 1, sizeof **counts);
+	if (!*counts)
+		return TD_ENOMEM;
+	if (ph->absent)
+		return TD_OK;
+	if (ph->has_long) {
+		/* only files with pieces can hold it: their text */
+		for (size_t f = 0; f < x->nfiles && !err; f++) {
+			int v = file_long(x, x->files[f]);
+			if (v <= 0) {
+				err = v;
+				continue;
+			}
+			tmatch t = { .ph = ph, .out = out, .file = x->files[f] };
+			err = td_text_words(a, x->files[f], tmatch_fn, &t);
+			(*counts)[f] = t.count;
+		}
+		return err;
+	}
+	/* one pass: each file's root symbols, each rule met computed
+	 * bottom-up as the walk first reaches it (rule scans have their own
+	 * window and tally) */
+	pctx p = { .ph = ph, .out = out }, pr = { .ph = ph };
+	scanner sc = { .x = x, .s = &s, .si = &si, .emit = phrase_emit, .ctx = &p };
+	scanner rsc = { .x = x, .s = &s, .si = &si, .emit = phrase_emit, .ctx = &pr };
+	if ((err = rset_init(&s, x->R)) || (err = seqinfo_init(&si, ph->m, 1024)))
+		goto out;
+	s.done = phrase_done;
+	s.ctx = &rsc;
+	for (size_t f = 0; f < x->nfiles && !err; f++) {
+		err = phrase_file(&sc, &p, x->files[f], &(*counts)[f]);
+		if (!err && out && (*counts)[f]) {
+			sc.emit = search_emit;
+			sc.offsets = 1;
+			err = search_file(&sc, &p, x->files[f]);
+			sc.emit = phrase_emit;
+			sc.offsets = 0;
+		}
+	}
+out:
+	seqinfo_free(&si);
+	rset_free(&s);
+	return err;
+}
+
+int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
+{
+	phrase ph;
+	*count = 0;
+	int err = phrase_parse(a, p, len, &ph);
+	if (err)
+		return err;
+	if (ph.m == 1)
+		return td_count(a, p, len, scope, count);
+	an x;
+	uint64_t *counts = NULL;
+	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
+	for (size_t f = 0; !err && f < x.nfiles; f++)
+		*count += counts[f];
+	free(counts);
+	an_free(&x);
+	if (err)
+		*count = 0;
+	return err;
+}
+
+int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
+{
+	phrase ph;
+	int err = phrase_parse(a, p, len, &ph);
+	if (err)
+		return err;
+	if (ph.m == 1)
+		return td_search(a, p, len, scope, out);
+	an x;
+	uint64_t *counts = NULL;
+	size_t before = out->n;
+	err = phrase_run(a, &ph, scope, &x, &counts, out);
+	free(counts);
+	an_free(&x);
+	if (err)
+		out->n = before;
+	return err;
+}
+
+/* Ranked files: count descending, then path bytes. */
+typedef struct franked {
+	td_file_count fc;
+	char *path;
+} franked;
+
+static int franked_cmp(const void *p, const void *q)
+{
+	const franked *u = p, *v = q;
+	if (u->fc.count != v->fc.count)
+		return u->fc.count > v->fc.count ? -1 : 1;
+	return strcmp(u->path, v->path);
+}
+
+int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
+		    size_t *n)
+{
+	phrase ph;
+	*out = NULL;
+	*n = 0;
+	int err = phrase_parse(a, p, len, &ph);
+	if (err)
+		return err;
+	an x;
+	uint64_t *counts = NULL;
+	franked *v = NULL;
+	size_t k = 0;
+	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
+	for (size_t f = 0; !err && f < x.nfiles; f++)
+		k += counts[f] != 0;
+	if (!err && k) {
+		v = calloc(k, sizeof *v);
+		*out = malloc(k * sizeof **out);
+		if (!v || !*out)
+			err = TD_ENOMEM;
+	}
+	size_t i = 0;
+	for (size_t f = 0; !err && f < x.nfiles; f++) {
+		if (!counts[f])
+			continue;
+		char buf[TD_MAXPATH + 2];
+		int pl = td_archive_path(a, x.files[f], buf, sizeof buf);
+		if (pl < 0) {
+			err = pl;
+			break;
+		}
+		v[i].fc.file = x.files[f];
+		v[i].fc.count = counts[f];
+		if (!(v[i++].path = strdup(buf)))
+			err = TD_ENOMEM;
+	}
+	if (!err) {
+		qsort(v, k, sizeof *v, franked_cmp);
+		for (i = 0; i < k; i++)
+			(*out)[i] = v[i].fc;
+		*n = k;
+	} else {
+		free(*out);
+		*out = NULL;
+	}
+	for (i = 0; v && i < k; i++)
+		free(v[i].path);
+	free(v);
+	free(counts);
+	an_free(&x);
+	return err;
+}
+
+/* ---------- n-grams ---------- */
+
+/* Hash table: n-gram (m word items) -> count. */
+typedef struct gtab {
+	unsigned m, stride; /* words an n-gram; u32s a slot: the count (two), then the words */
+	uint32_t *slot;
+	uint64_t mask, used;
+} gtab;
+
+/* Count of slot i (0 = empty) and its words. */
+static inline uint64_t gval(const gtab *t, uint64_t i)
+{
+	uint64_t v;
+	memcpy(&v, t->slot + i * t->stride, sizeof v);
+	return v;
+}
+
+static inline void gset(gtab *t, uint64_t i, uint64_t v)
+{
+	memcpy(t->slot + i * t->stride, &v, sizeof v);
+}
+
+static inline uint32_t *gkey(const gtab *t, uint64_t i)
+{
+	return t->slot + i * t->stride + 2;
+}
+
+static uint64_t ghash(const uint32_t *g, unsigned m)
+{
+	uint64_t h = 0x9E3779B97F4A7C15u;
+	for (unsigned i = 0; i < m; i++) {
+		h ^= g[i];
+		h *= 0xff51afd7ed558ccdu;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+static int gtab_grow(gtab *t)
+{
+	uint64_t cap = t->mask ? 2 * (t->mask + 1) : 1 << 16;
+	gtab n = { t->m, t->m + 2, calloc(cap, (t->m + 2) * sizeof(uint32_t)), cap - 1, t->used };
+	if (!n.slot)
+		return TD_ENOMEM;
+	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+		uint64_t v = gval(t, i);
+		if (!v)
+			continue;
+		uint64_t h = ghash(gkey(t, i), t->m) & n.mask;
+		while (gval(&n, h))
+			h = (h + 1) & n.mask;
+		memcpy(n.slot + h * n.stride, t->slot + i * t->stride, n.stride * sizeof(uint32_t));
+	}
+	free(t->slot);
+	*t = n;
+	return TD_OK;
+}
+
+static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
+{
+	if (!n)
+		return TD_OK;
+	if ((t->used + 1) * 2 > t->mask && gtab_grow(t))
+		return TD_ENOMEM;
+	const unsigned m = t->m;
+	uint64_t h = ghash(g, m) & t->mask, v;
+	while ((v = gval(t, h))) {
+		const uint32_t *k = gkey(t, h);
+		unsigned i = 0;
+		while (i < m && k[i] == g[i])
+			i++;
+		if (i == m) {
+			gset(t, h, v + n);
+			return TD_OK;
+		}
+		h = (h + 1) & t->mask;
+	}
+	memcpy(gkey(t, h), g, m * sizeof *g);
+	gset(t, h, n);
+	t->used++;
+	return TD_OK;
+}
+
+static int ngram_emit(scanner *sc, const uint32_t *gram, const wslot *first)
+{
+	(void)first;
+	return gtab_add(sc->ctx, gram, sc->weight);
+}
+
+typedef struct ntext {
+	const td_archive *a;
+	gtab *t;
+	td_longw *lw;
+	uint32_t win[TD_PHRASE_MAX];
+	unsigned n;
+} ntext;
+
+static int ngram_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	(void)off;
+	ntext *nt = ctx;
+	int64_t id = td_find_word(nt->a, (const char *)w, len);
+	if (id < 0) {
+		int64_t i = longw_add(nt->lw, w, len);
+		if (i < 0)
+			return (int)i;
+		id = (int64_t)nt->a->W + i;
+	}
+	unsigned m = nt->t->m;
+	if (nt->n == m) {
+		memmove(nt->win, nt->win + 1, (m - 1) * sizeof *nt->win);
+		nt->n--;
+	}
+	nt->win[nt->n++] = (uint32_t)id;
+	return nt->n == m ? gtab_add(nt->t, nt->win, 1) : TD_OK;
+}
+
+typedef struct grank_ctx {
+	const td_archive *a;
+	const td_longw *l;
+	const gtab *t;
+} grank_ctx;
+
+/* N-grams (slots of the table): count descending, then words. */
+static int grank(uint64_t i, uint64_t j, void *ctx)
+{
+	const grank_ctx *g = ctx;
+	const gtab *t = g->t;
+	uint64_t vi = gval(t, i), vj = gval(t, j);
+	if (vi != vj)
+		return vi > vj ? -1 : 1;
+	for (unsigned k = 0; k < t->m; k++) {
+		int c = item_cmp(g->a, g->l, gkey(t, i)[k], gkey(t, j)[k]);
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+{
+	if (n < 2 || n > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
+	an x;
+	rset s = { 0 };
+	seqinfo si = { 0 };
+	gtab t = { .m = n, .stride = n + 2 };
+	td_longw lw = { 0 };
+	uint64_t *freq = NULL;
+	topk tk = { 0 };
+	uint8_t *longf = NULL;
+	int err = an_init(&x, a, scope, 1);
+	if (err)
+		goto out;
+	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
+	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(&t))) {
+		err = err ? err : TD_ENOMEM;
+		goto out;
+	}
+	uint64_t sym[QCHUNK];
+	for (size_t f = 0; f < x.nfiles && !err; f++) {
+		int v = file_long(&x, x.files[f]);
+		if (v) {
+			err = v < 0 ? v : TD_OK;
+			longf[f] = 1;
+			continue;
+		}
+		uint64_t rs, re;
+		err = root_range(&x, x.files[f], &rs, &re);
+		for (uint64_t i = rs; !err && i < re;) {
+			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+			td_root_range(a, i, k, sym);
+			for (uint64_t j = 0; j < k && !err; j++)
+				err = rset_add(&x, &s, sym[j]);
+			i += k;
+		}
+	}
+	if (err || (err = seqinfo_init(&si, n, s.n)))
+		goto out;
+	/* weights: root occurrences, then top-down */
+	freq = si.val;
+	for (size_t f = 0; f < x.nfiles && !err; f++) {
+		uint64_t rs, re;
+		if (longf[f])
+			continue;
+		err = root_range(&x, x.files[f], &rs, &re);
+		for (uint64_t i = rs; !err && i < re;) {
+			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+			td_root_range(a, i, k, sym);
+			for (uint64_t j = 0; j < k; j++)
+				if (sym[j] >= x.T)
+					freq[s.slot[sym[j] - x.T] - 1]++;
+			i += k;
+		}
+	}
+	for (uint64_t i = s.n; !err && i-- > 0;) {
+		uint64_t start;
+		uint32_t len;
+		if ((err = rhs(&x, s.order[i], &start, &len)))
+			break;
+		for (uint32_t j = 0; j < len; j++) {
+			uint64_t y = td_rule_sym(a, start + j);
+			if (y >= x.T)
+				freq[s.slot[y - x.T] - 1] += freq[i];
+		}
+	}
+	/* bottom-up: each rule's runs across its parts, times its weight */
+	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = &t };
+	for (uint64_t i = 0; i < s.n && !err; i++) {
+		sc.weight = freq[i];
+		err = scan_rule(&sc, s.order[i], 1);
+	}
+	sc.weight = 1;
+	for (size_t f = 0; f < x.nfiles && !err; f++) {
+		if (!longf[f]) {
+			err = scan_file(&sc, x.files[f]);
+			continue;
+		}
+		ntext nt = { .a = a, .t = &t, .lw = &lw };
+		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
+	}
+	if (err)
+		goto out;
+	/* the top ones */
+	grank_ctx g = { a, &lw, &t };
+	if ((err = topk_init(&tk, top && top < t.used ? (size_t)top : (size_t)t.used, grank, &g)))
+		goto out;
+	for (uint64_t i = 0; i <= t.mask; i++)
+		if (gval(&t, i))
+			topk_offer(&tk, i);
+	topk_sort(&tk);
+	for (size_t i = 0; i < tk.n && !err; i++) {
+		const char *w[TD_PHRASE_MAX];
+		size_t wl[TD_PHRASE_MAX];
+		for (unsigned k = 0; k < n; k++)
+			w[k] = item_bytes(a, &lw, gkey(&t, tk.h[i])[k], &wl[k]);
+		err = fn(ctx, w, wl, n, gval(&t, tk.h[i]));
+	}
+out:
+	free(tk.h);
+	free(longf);
+	free(t.slot);
+	longw_free(&lw);
+	seqinfo_free(&si);
+	rset_free(&s);
+	an_free(&x);
+	return err;
+}

@@ -1,0 +1,507 @@
+/* td_fuzzy: edit-distance word search over a pointer-free adaptive radix tree of the vocabulary. */
+#include "td_analytics_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "td_tokenize.h"
+
+/*
+ * The tree (SEBD'20): one node per distinct prefix of the vocabulary, in
+ * code points; a node's children are one contiguous run of the node array
+ * sorted by code point, so a node names them by index and count (no
+ * pointers: the tree is four flat u32 columns, as it would be uploaded to
+ * a GPU or stored in a file), and each node's fan-out is exactly its
+ * children's count (the adaptive part: no fixed 4/16/48/256-way slots).
+ * Built in one pass over the sorted WORDS (a node's subtree is a range of
+ * them). A query walks it depth-first with one row of the Levenshtein
+ * matrix per node and skips a subtree as soon as its row's minimum
+ * exceeds k: every word below shares the prefix, so no word there is
+ * closer.
+ */
+
+typedef struct fnode {
+	uint32_t cp;      /* code point on the edge into the node (bits 0-23), and the
+	                     fewest code points a word below has after it (24-31) */
+	uint32_t first;   /* first child */
+	uint32_t nchild;  /* children (bits 0-23), and the most code points a word
+	                     below has after the node (24-31) */
+	uint32_t word;    /* word id + 1 ending here, or 0 */
+} fnode;
+
+#define LOW24 0xFFFFFFu
+
+typedef struct ftree {
+	fnode *v;
+	uint64_t n, cap;
+} ftree;
+
+static pthread_mutex_t build_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void td_fuzzy_free(td_archive *a)
+{
+	ftree *t = atomic_load(&a->fuzzy);
+	if (!t)
+		return;
+	free(t->v);
+	free(t);
+	atomic_store(&a->fuzzy, NULL);
+}
+
+/* Code point of word w at byte pos (its length in *k); words are valid
+ * UTF-8 of word characters. */
+static uint32_t cp_at(const char *w, size_t len, size_t pos, unsigned *k)
+{
+	uint32_t cp = 0;
+	*k = td_utf8_decode((const uint8_t *)w + pos, len - pos, &cp);
+	if (!*k) {
+		*k = 1;
+		cp = (uint8_t)w[pos] | 0x800000u; /* not valid: kept apart from real code points */
+	}
+	return cp;
+}
+
+/* Code point at byte pos of a word, ASCII inline. */
+static inline uint32_t cp_fast(const char *w, size_t len, size_t pos, unsigned *k)
+{
+	if ((uint8_t)w[pos] < 0x80) {
+		*k = 1;
+		return (uint8_t)w[pos];
+	}
+	return cp_at(w, len, pos, k);
+}
+
+/* A group of words with the same next code point, while building. */
+typedef struct bgroup {
+	uint64_t lo, hi;
+	uint32_t cp;
+	unsigned k;
+} bgroup;
+
+typedef struct builder {
+	ftree *t;
+	const char *words;
+	const uint64_t *off;  /* W + 1 word offsets, flat */
+	bgroup *g;            /* a stack of groups, a run per level */
+	size_t ng, gcap;
+} builder;
+
+/* Fill node `node` for words [lo, hi) that share their first `bpos` bytes. */
+static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpos, unsigned depth)
+{
+	ftree *t = b->t;
+	if (depth > 4 * TD_MAXTOK)
+		return td_fail(TD_ECORRUPT, "vocabulary not sorted");
+	if (b->off[lo + 1] - b->off[lo] == bpos) {
+		t->v[node].word = (uint32_t)lo + 1;
+		lo++;
+	}
+	/* children: one per distinct next code point, found in one pass */
+	size_t g0 = b->ng;
+	for (uint64_t i = lo; i < hi; i++) {
+		const char *w = b->words + b->off[i];
+		size_t len = b->off[i + 1] - b->off[i];
+		unsigned k;
+		if (len <= bpos)
+			return td_fail(TD_ECORRUPT, "vocabulary not sorted");
+		uint32_t c = cp_fast(w, len, bpos, &k);
+		if (b->ng > g0 && b->g[b->ng - 1].cp == c) {
+			b->g[b->ng - 1].hi = i + 1;
+			continue;
+		}
+		if (b->ng == b->gcap) {
+			size_t cap = b->gcap ? 2 * b->gcap : 1024;
+			bgroup *ng = realloc(b->g, cap * sizeof *ng);
+			if (!ng)
+				return TD_ENOMEM;
+			b->g = ng;
+			b->gcap = cap;
+		}
+		b->g[b->ng++] = (bgroup){ i, i + 1, c, k };
+	}
+	uint64_t nch = b->ng - g0;
+	if (!nch)
+		return TD_OK; /* a leaf: 0 code points after it */
+	if (nch > LOW24)
+		return td_fail(TD_ELIMIT, "over 2^24 children in the fuzzy tree");
+	if (t->n + nch > t->cap) {
+		uint64_t cap = t->cap * 2 > t->n + nch ? t->cap * 2 : t->n + nch;
+		fnode *v = cap > UINT32_MAX ? NULL : realloc(t->v, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		t->v = v;
+		t->cap = cap;
+	}
+	uint64_t f = t->n;
+	t->n += nch;
+	t->v[node].first = (uint32_t)f;
+	t->v[node].nchild = (uint32_t)nch;
+	for (uint64_t c = 0; c < nch; c++) {
+		bgroup g = b->g[g0 + c]; /* a copy: the stack may move below */
+		t->v[f + c] = (fnode){ g.cp, 0, 0, 0 };
+		int err = build(b, f + c, g.lo, g.hi, bpos + g.k, depth + 1);
+		if (err)
+			return err;
+		b->ng = g0 + nch; /* what the child pushed is done */
+	}
+	b->ng = g0;
+	/* the lengths left below: from the children's, one code point more */
+	uint32_t mn = t->v[node].word ? 0 : 255, mx = 0;
+	for (uint64_t ch = f; ch < f + nch; ch++) {
+		uint32_t cmn = (t->v[ch].cp >> 24) + 1, cmx = (t->v[ch].nchild >> 24) + 1;
+		mn = cmn < mn ? cmn : mn;
+		mx = cmx > mx ? cmx : mx;
+	}
+	t->v[node].cp = (t->v[node].cp & LOW24) | (mn > 255 ? 255 : mn) << 24;
+	t->v[node].nchild = (t->v[node].nchild & LOW24) | (mx > 255 ? 255 : mx) << 24;
+	return TD_OK;
+}
+
+static int get_tree(const td_archive *a, const ftree **out)
+{
+	ftree *t = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
+	if (t) {
+		*out = t;
+		return TD_OK;
+	}
+	int err = td_data_check(a);
+	if (err)
+		return err;
+	if (!td_words(a))
+		return TD_ECORRUPT;
+	pthread_mutex_lock(&build_mu);
+	t = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
+	if (!t) {
+		t = calloc(1, sizeof *t);
+		if (!t) {
+			err = TD_ENOMEM;
+		} else {
+			t->cap = a->W + 1024;
+			t->v = malloc(t->cap * sizeof *t->v);
+			t->n = 1;
+			if (!t->v) {
+				err = TD_ENOMEM;
+			} else {
+				t->v[0] = (fnode){ 0, 0, 0, 0 };
+				builder b = { .t = t, .words = (const char *)td_words(a) };
+				uint64_t *off = malloc((a->W + 1) * sizeof *off);
+				if (!off) {
+					err = TD_ENOMEM;
+				} else {
+					for (uint64_t i = 0; i <= a->W; i++)
+						off[i] = TD_FLAT(a, f_word_off, word_off, i);
+					b.off = off;
+					if (a->W)
+						err = build(&b, 0, 0, a->W, 0, 0);
+				}
+				free(off);
+				free(b.g);
+			}
+			if (!err) {
+				atomic_store_explicit(&((td_archive *)a)->fuzzy, t, memory_order_release);
+			} else {
+				free(t->v);
+				free(t);
+				t = NULL;
+			}
+		}
+	}
+	pthread_mutex_unlock(&build_mu);
+	*out = t;
+	return err;
+}
+
+int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
+{
+	const ftree *t;
+	int err = get_tree(a, &t);
+	if (err)
+		return err;
+	if (nodes)
+		*nodes = t->n;
+	if (bytes)
+		*bytes = t->n * sizeof *t->v;
+	return TD_OK;
+}
+
+/* ---------- search ---------- */
+
+typedef struct fmatch {
+	uint32_t id;      /* word id, or W + long word index */
+	uint32_t dist;
+	uint64_t count;
+} fmatch;
+
+typedef struct fsearch {
+	const ftree *t;
+	const uint32_t *q;
+	unsigned m, k;
+	uint32_t *rows;   /* (depth + 1) * (m + 1) */
+	fmatch *v;
+	size_t n, cap;
+	int err;
+} fsearch;
+
+static void found(fsearch *s, uint32_t id, uint32_t dist)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 64;
+		fmatch *v = realloc(s->v, cap * sizeof *v);
+		if (!v) {
+			s->err = TD_ENOMEM;
+			return;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n].id = id;
+	s->v[s->n].dist = dist;
+	s->v[s->n++].count = 0;
+}
+
+/* Node nd at depth d (>= 1): its row from its parent's, then its children.
+ * Values saturate at k + 1, and only the band |j - d| <= k is computed
+ * (cells outside it exceed k; they keep the k + 1 of the initial rows).
+ * A subtree is skipped when no word in it can come within k: for every
+ * cell j, row[j] plus the gap between the query's m - j code points left
+ * and the lengths left below the node (at least that many more edits). */
+static void walk(fsearch *s, uint64_t nd, unsigned d)
+{
+	const fnode *t = s->t->v;
+	const unsigned m = s->m, k = s->k;
+	const uint32_t *prev = s->rows + (size_t)(d - 1) * (m + 1);
+	uint32_t *row = s->rows + (size_t)d * (m + 1);
+	const uint32_t c = t[nd].cp & LOW24, rmin = t[nd].cp >> 24, rmax = t[nd].nchild >> 24;
+	uint32_t lb = k + 1;
+	unsigned lo = d > k ? d - k : 0, hi = d + k < m ? d + k : m;
+	if (lo == 0) {
+		row[0] = d;
+		lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
+		lo = 1;
+	}
+	for (unsigned j = lo; j <= hi; j++) {
+		uint32_t v = prev[j - 1] + (s->q[j - 1] != c);
+		uint32_t x = prev[j] + 1, y = row[j - 1] + 1;
+		v = v < x ? v : x;
+		v = v < y ? v : y;
+		v = v < k + 1 ? v : k + 1;
+		row[j] = v;
+		uint32_t left = m - j, gap = left < rmin ? rmin - left : left > rmax ? left - rmax : 0;
+		lb = v + gap < lb ? v + gap : lb;
+	}
+	if (t[nd].word && hi == m && row[m] <= k)
+		found(s, t[nd].word - 1, row[m]);
+	if (lb > k || d >= 4 * TD_MAXTOK)
+		return;
+	const uint32_t n = t[nd].nchild & LOW24;
+	for (uint32_t i = 0; i < n && !s->err; i++)
+		walk(s, t[nd].first + i, d + 1);
+}
+
+typedef struct fjob {
+	fsearch s;
+	unsigned ti, nt;
+} fjob;
+
+static void *fthread(void *p)
+{
+	fjob *j = p;
+	const ftree *t = j->s.t;
+	for (uint32_t i = j->ti; i < (t->v[0].nchild & LOW24) && !j->s.err; i += j->nt)
+		walk(&j->s, t->v[0].first + i, 1);
+	return NULL;
+}
+
+static int fsearch_init(fsearch *s, const ftree *t, const uint32_t *q, unsigned m, unsigned k)
+{
+	memset(s, 0, sizeof *s);
+	s->t = t;
+	s->q = q;
+	s->m = m;
+	s->k = k;
+	size_t cells = (size_t)(4 * TD_MAXTOK + 2) * (m + 1);
+	s->rows = malloc(cells * sizeof *s->rows);
+	if (!s->rows)
+		return TD_ENOMEM;
+	for (size_t j = 0; j < cells; j++)
+		s->rows[j] = k + 1;
+	for (unsigned j = 0; j <= m && j <= k; j++)
+		s->rows[j] = j;
+	return TD_OK;
+}
+
+/* Levenshtein distance of code points a[0..n) and b[0..m), or k + 1 when
+ * it exceeds k. */
+static unsigned lev(const uint32_t *a, unsigned n, const uint32_t *b, unsigned m, unsigned k)
+{
+	if ((n > m ? n - m : m - n) > k)
+		return k + 1;
+	uint32_t *row = malloc((m + 1) * sizeof *row);
+	if (!row)
+		return k + 1;
+	for (unsigned j = 0; j <= m; j++)
+		row[j] = j;
+	for (unsigned i = 1; i <= n; i++) {
+		uint32_t diag = row[0];
+		row[0] = i;
+		for (unsigned j = 1; j <= m; j++) {
+			uint32_t v = diag + (a[i - 1] != b[j - 1]);
+			if (row[j] + 1 < v)
+				v = row[j] + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			diag = row[j];
+			row[j] = v;
+		}
+	}
+	unsigned d = row[m];
+	free(row);
+	return d > k ? k + 1 : d;
+}
+
+/* Code points of w[0..len) into cp (room for len); their number. */
+static unsigned to_cps(const char *w, size_t len, uint32_t *cp)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < len;) {
+		unsigned k;
+		cp[n++] = cp_at(w, len, i, &k);
+		i += k;
+	}
+	return n;
+}
+
+typedef struct fsort {
+	const td_archive *a;
+	const td_longw *l;
+} fsort;
+
+static const char *match_word(const fsort *f, uint32_t id, size_t *len)
+{
+	if (id < f->a->W)
+		return td_word_at(f->a, id, len);
+	*len = f->l->len[id - f->a->W];
+	return f->l->w[id - f->a->W];
+}
+
+/* Distance, then count descending, then word bytes. */
+static int fcmp(const void *p, const void *q, void *ctx)
+{
+	const fmatch *u = p, *v = q;
+	if (u->dist != v->dist)
+		return u->dist < v->dist ? -1 : 1;
+	if (u->count != v->count)
+		return u->count > v->count ? -1 : 1;
+	size_t ul, vl;
+	const char *a = match_word(ctx, u->id, &ul), *b = match_word(ctx, v->id, &vl);
+	int c = memcmp(a, b, ul < vl ? ul : vl);
+	return c ? c : (ul > vl) - (ul < vl);
+}
+
+int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
+	     td_fuzzy_fn fn, void *ctx)
+{
+	if (!td_is_word(word, len))
+		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
+	if (k > TD_FUZZY_MAXK)
+		return td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	const ftree *t;
+	int err = get_tree(a, &t);
+	if (err)
+		return err;
+	uint32_t *q = malloc((len + 1) * sizeof *q);
+	if (!q)
+		return TD_ENOMEM;
+	unsigned m = to_cps(word, len, q);
+	/* the scope's counts: the corpus's are WORD_FREQ; a long word (more
+	 * than TD_MAXTOK bytes, so 64 code points or more) only matters to a
+	 * query of 64 - k code points or more */
+	td_counts c;
+	memset(&c, 0, sizeof c);
+	const td_pack *wf = NULL;
+	int need_long = a->meta.nlongwords && m + k >= TD_MAXTOK / 4 + 1;
+	if (scope != TD_ROOT || need_long)
+		err = td_scope_counts(a, scope, &c);
+	else if (!(wf = td_word_freq(a)))
+		err = TD_ECORRUPT;
+	/* the tree, in parallel over the root's children for a large one */
+	unsigned nt = nthreads ? nthreads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (nt < 1 || a->W < 1000000 || k < 2)
+		nt = 1;
+	if (nt > 64)
+		nt = 64;
+	fjob jobs[64];
+	pthread_t th[64];
+	int created[64] = { 0 };
+	unsigned started = 0;
+	for (unsigned i = 0; i < nt && !err; i++) {
+		jobs[i].ti = i;
+		jobs[i].nt = nt;
+		if ((err = fsearch_init(&jobs[i].s, t, q, m, k))) {
+			free(jobs[i].s.rows);
+			break;
+		}
+		started++;
+		if (nt > 1)
+			created[i] = pthread_create(&th[i], NULL, fthread, &jobs[i]) == 0;
+		if (nt > 1 && !created[i])
+			jobs[i].s.err = TD_ENOMEM;
+	}
+	if (!err && nt == 1)
+		fthread(&jobs[0]);
+	for (unsigned i = 0; i < started; i++)
+		if (created[i])
+			pthread_join(th[i], NULL);
+	fsearch all;
+	memset(&all, 0, sizeof all);
+	for (unsigned i = 0; i < started; i++) {
+		if (jobs[i].s.err)
+			err = jobs[i].s.err;
+		for (size_t j = 0; j < jobs[i].s.n && !err; j++) {
+			found(&all, jobs[i].s.v[j].id, jobs[i].s.v[j].dist);
+			err = all.err;
+		}
+		free(jobs[i].s.v);
+		free(jobs[i].s.rows);
+	}
+	/* the scope's words among them, and its long words */
+	size_t kept = 0;
+	for (size_t i = 0; i < all.n && !err; i++) {
+		uint64_t n = wf ? td_pack_get(wf, all.v[i].id) : c.cnt[all.v[i].id];
+		if (n) {
+			all.v[kept] = all.v[i];
+			all.v[kept++].count = n;
+		}
+	}
+	all.n = kept;
+	for (size_t i = 0; i < c.lw.n && !err; i++) {
+		uint32_t *b = malloc(c.lw.len[i] * sizeof *b);
+		if (!b) {
+			err = TD_ENOMEM;
+			break;
+		}
+		unsigned d = lev(q, m, b, to_cps(c.lw.w[i], c.lw.len[i], b), k);
+		free(b);
+		if (d <= k) {
+			found(&all, (uint32_t)(a->W + i), d);
+			if (!(err = all.err))
+				all.v[all.n - 1].count = c.lw.count[i];
+		}
+	}
+	fsort fs = { a, &c.lw };
+	if (!err)
+		qsort_r(all.v, all.n, sizeof *all.v, fcmp, &fs);
+	for (size_t i = 0; i < all.n && !err; i++) {
+		size_t wl;
+		const char *w = match_word(&fs, all.v[i].id, &wl);
+		err = fn(ctx, all.v[i].dist, w, wl, all.v[i].count);
+	}
+	free(all.v);
+	td_counts_free(&c);
+	free(q);
+	return err;
+}

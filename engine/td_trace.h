@@ -1,0 +1,40 @@
+/* td_trace: phase timers for the archive build, compiled in only with -DTD_WRITER_TRACE. */
+#ifndef TD_TRACE_H
+#define TD_TRACE_H
+
+#ifdef TD_WRITER_TRACE
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+
+extern _Thread_local double td_trace_wall, td_trace_cpu; /* defined in td_writer.c */
+
+/* Print to stderr the wall and CPU seconds since this thread's previous
+ * mark, the process's peak RSS so far, and `fmt`. */
+static inline void td_trace(const char *fmt, ...)
+{
+	struct timespec a, b;
+	struct rusage u;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	getrusage(RUSAGE_SELF, &u);
+	double w = (double)a.tv_sec + a.tv_nsec / 1e9, c = (double)b.tv_sec + b.tv_nsec / 1e9;
+	fprintf(stderr, "trace %8.3f s wall %8.3f s cpu %6ld MB peak  ", td_trace_wall ? w - td_trace_wall : 0,
+		td_trace_cpu ? c - td_trace_cpu : 0, u.ru_maxrss / 1024);
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	td_trace_wall = w;
+	td_trace_cpu = c;
+}
+#else
+static inline void td_trace(const char *fmt, ...)
+{
+	(void)fmt;
+}
+#endif
+
+#endif

@@ -1,0 +1,263 @@
+/* cmd_analytics: `tadoc top`, `vector`, `files`, `ngrams` and `fuzzy`: text analytics on the grammar. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "td_analytics.h"
+#include "td_err.h"
+#include "td_format.h"
+
+static const char top_help[] =
+	"Usage: tadoc top [-n N] ARCHIVE [PATH]\n"
+	"\n"
+	"Print the N most frequent words (default 20; 0 = all) of the file PATH,\n"
+	"of every file below the directory PATH, or of the whole corpus, as\n"
+	"'COUNT<TAB>WORD' lines, count descending, ties by word bytes ascending.\n"
+	"Words are as for 'tadoc count'. Computed on the grammar.\n"
+	"\n"
+	"Options:\n"
+	"  -n N         how many words (0 = all)\n"
+	"  -h, --help   show this help\n";
+
+static const char vector_help[] =
+	"Usage: tadoc vector ARCHIVE PATH\n"
+	"\n"
+	"Print every word of the file PATH, or of every file below the directory\n"
+	"PATH ('.' for the corpus), with its count, as 'COUNT<TAB>WORD' lines\n"
+	"sorted by word bytes (the term vector). The output is streamed.\n"
+	"\n"
+	"Options:\n"
+	"  -h, --help   show this help\n";
+
+static const char files_help[] =
+	"Usage: tadoc files [-n N] ARCHIVE WORD [PATH]\n"
+	"\n"
+	"Print 'COUNT<TAB>PATH' for each file (below the directory PATH, or in the\n"
+	"corpus) that holds WORD, count descending, ties by path bytes ascending:\n"
+	"a ranked inverted index. WORD may be a phrase: words separated by single\n"
+	"spaces, matched consecutively (whatever non-word bytes lie between). In\n"
+	"PATH a '\\' is written '\\\\' and a newline '\\n'.\n"
+	"\n"
+	"Options:\n"
+	"  -n N         print the first N files only (default 0 = all)\n"
+	"  -h, --help   show this help\n";
+
+static const char ngrams_help[] =
+	"Usage: tadoc ngrams [-n LEN] [--top K] ARCHIVE [PATH]\n"
+	"\n"
+	"Print the K most frequent runs of LEN consecutive words (LEN 2..8,\n"
+	"default 3; K default 20, 0 = all) of the file PATH, the directory PATH\n"
+	"or the corpus, as 'COUNT<TAB>W1 W2 W3' lines, count descending, ties\n"
+	"by the words bytes ascending. Consecutive words are adjacent in a file's\n"
+	"sequence of words, whatever non-word bytes lie between; no run spans\n"
+	"two files.\n"
+	"\n"
+	"Options:\n"
+	"  -n LEN       words per run (2..8)\n"
+	"  --top K      how many runs (0 = all)\n"
+	"  -h, --help   show this help\n";
+
+static const char fuzzy_help[] =
+	"Usage: tadoc fuzzy [-k K] ARCHIVE WORD [PATH]\n"
+	"\n"
+	"Print 'DIST<TAB>COUNT<TAB>WORD' for every distinct word of the file PATH,\n"
+	"the directory PATH or the corpus whose Levenshtein distance to WORD\n"
+	"(over Unicode code points) is at most K (0..3, default 1), by distance,\n"
+	"then count descending, then word bytes.\n"
+	"\n"
+	"Options:\n"
+	"  -k K         largest edit distance (0..3)\n"
+	"  -h, --help   show this help\n";
+
+/* What a command takes after its options: ARCHIVE, then WORD when `word`
+ * (1: a single word, 2: a word or phrase), then PATH (required when
+ * `path`, else optional), and the range of its -n/-k value. */
+typedef struct spec {
+	const char *help, *shortopts;
+	int word, path;
+	uint64_t nmin, nmax; /* range of the -n/-k value (nmax 0: any) */
+} spec;
+
+/* The parsed command line: -n/-k value, --top value, the open archive
+ * and scope. */
+typedef struct args {
+	uint64_t n, top;
+	int argc, archi, pathi;
+	char **argv;
+	const char *word;
+	td_archive *a;
+	td_entry scope;
+} args;
+
+/* Parse options and arguments, open ARCHIVE, resolve PATH. Returns -1 to
+ * go on, or an exit status (help printed, or the error reported). */
+static int prepare(int argc, char **argv, const spec *sp, args *ar)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "top", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, sp->shortopts, longopts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			td_cli_out(sp->help, strlen(sp->help));
+			return TD_CLI_OK;
+		case 'n':
+		case 'k':
+			if (td_cli_parse_u64(optarg, &ar->n))
+				return td_cli_usage(argv[0], "-%c needs a non-negative integer, not '%s'", c, optarg);
+			break;
+		case 't':
+			if (!strchr(sp->shortopts, 'n') || td_cli_parse_u64(optarg, &ar->top))
+				return td_cli_usage(argv[0], "--top needs a non-negative integer, not '%s'", optarg);
+			break;
+		default:
+			return td_cli_bad_option(argv[0], c, argv);
+		}
+	}
+	if (sp->nmax && (ar->n < sp->nmin || ar->n > sp->nmax))
+		return td_cli_usage(argv[0], "%s must be %llu..%llu, not %llu", strchr(sp->shortopts, 'k') ? "K" : "LEN",
+				    (unsigned long long)sp->nmin, (unsigned long long)sp->nmax, (unsigned long long)ar->n);
+	int first = optind, np = argc - first, need = 1 + (sp->word != 0) + sp->path;
+	if (np < need)
+		return td_cli_usage(argv[0], "missing %s", np < 1 ? "ARCHIVE" : np < 1 + (sp->word != 0) ? "WORD" : "PATH");
+	if (np > need + !sp->path)
+		return td_cli_usage(argv[0], "too many arguments");
+	ar->argc = argc;
+	ar->argv = argv;
+	ar->archi = first;
+	ar->pathi = first + 1 + (sp->word != 0);
+	if (sp->word) {
+		ar->word = argv[first + 1];
+		size_t wl = strlen(ar->word);
+		if (sp->word == 1 && !td_is_word(ar->word, wl))
+			return td_cli_usage(argv[0], "'%s' is not a single word (letters, digits, underscore)", ar->word);
+		if (sp->word == 2 && !td_phrase_words(ar->word, wl))
+			return td_cli_usage(argv[0], "'%s' is not a word or a phrase (words separated by single spaces)",
+					    ar->word);
+	}
+	ar->a = td_cli_open(argv[first], 0);
+	if (!ar->a)
+		return TD_CLI_FAIL;
+	ar->scope = TD_ROOT;
+	if (ar->pathi < argc) {
+		td_cli_clear_detail();
+		int err = td_cli_resolve(ar->a, argv[ar->pathi], 1, &ar->scope);
+		if (err) {
+			int st = td_cli_error_in(argv[first], argv[ar->pathi], err);
+			td_archive_close(ar->a);
+			return st;
+		}
+	}
+	td_cli_clear_detail();
+	return -1;
+}
+
+/* Report err (if any) and close the archive; the exit status. */
+static int finish(args *ar, int err)
+{
+	int st = TD_CLI_OK;
+	if (err)
+		st = ar->pathi < ar->argc ? td_cli_error_in(ar->argv[ar->archi], ar->argv[ar->pathi], err)
+					  : td_cli_error_td(ar->argv[ar->archi], err);
+	td_archive_close(ar->a);
+	return st;
+}
+
+static int print_word(void *ctx, const char *word, size_t len, uint64_t count)
+{
+	(void)ctx;
+	td_cli_outf("%llu\t", (unsigned long long)count);
+	td_cli_out(word, len);
+	td_cli_out("\n", 1);
+	return 0;
+}
+
+int td_cmd_top(int argc, char **argv)
+{
+	static const spec sp = { top_help, "+:hn:", 0, 0, 0, 0 };
+	args ar = { .n = 20 };
+	int st = prepare(argc, argv, &sp, &ar);
+	return st >= 0 ? st : finish(&ar, td_top_words(ar.a, ar.scope, ar.n, print_word, NULL));
+}
+
+int td_cmd_vector(int argc, char **argv)
+{
+	static const spec sp = { vector_help, "+:h", 0, 1, 0, 0 };
+	args ar = { 0 };
+	int st = prepare(argc, argv, &sp, &ar);
+	return st >= 0 ? st : finish(&ar, td_term_vector(ar.a, ar.scope, print_word, NULL));
+}
+
+int td_cmd_files(int argc, char **argv)
+{
+	static const spec sp = { files_help, "+:hn:", 2, 0, 0, 0 };
+	args ar = { 0 };
+	int st = prepare(argc, argv, &sp, &ar);
+	if (st >= 0)
+		return st;
+	td_file_count *v = NULL;
+	size_t k = 0;
+	int err = td_phrase_files(ar.a, ar.word, strlen(ar.word), ar.scope, &v, &k);
+	char path[TD_MAXPATH + 2], esc[2 * (TD_MAXPATH + 2)];
+	for (size_t i = 0; !err && i < k && (!ar.n || i < ar.n); i++) {
+		int pl = td_archive_path(ar.a, v[i].file, path, sizeof path);
+		if (pl < 0) {
+			err = pl;
+			break;
+		}
+		td_cli_outf("%llu\t", (unsigned long long)v[i].count);
+		td_cli_out(esc, td_path_escape(path, (size_t)pl, esc));
+		td_cli_out("\n", 1);
+	}
+	free(v);
+	return finish(&ar, err);
+}
+
+static int print_ngram(void *ctx, const char *const *words, const size_t *lens, unsigned nwords, uint64_t count)
+{
+	(void)ctx;
+	td_cli_outf("%llu\t", (unsigned long long)count);
+	for (unsigned i = 0; i < nwords; i++) {
+		if (i)
+			td_cli_out(" ", 1);
+		td_cli_out(words[i], lens[i]);
+	}
+	td_cli_out("\n", 1);
+	return 0;
+}
+
+int td_cmd_ngrams(int argc, char **argv)
+{
+	static const spec sp = { ngrams_help, "+:hn:", 0, 0, 2, TD_PHRASE_MAX };
+	args ar = { .n = 3, .top = 20 };
+	int st = prepare(argc, argv, &sp, &ar);
+	if (st >= 0)
+		return st;
+	return finish(&ar, td_ngrams(ar.a, ar.scope, (unsigned)ar.n, ar.top, print_ngram, NULL));
+}
+
+static int print_fuzzy(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
+{
+	(void)ctx;
+	td_cli_outf("%u\t%llu\t", dist, (unsigned long long)count);
+	td_cli_out(word, len);
+	td_cli_out("\n", 1);
+	return 0;
+}
+
+int td_cmd_fuzzy(int argc, char **argv)
+{
+	static const spec sp = { fuzzy_help, "+:hk:", 1, 0, 0, TD_FUZZY_MAXK };
+	args ar = { .n = 1 };
+	int st = prepare(argc, argv, &sp, &ar);
+	if (st >= 0)
+		return st;
+	return finish(&ar, td_fuzzy(ar.a, ar.word, strlen(ar.word), (unsigned)ar.n, ar.scope, 0, print_fuzzy, NULL));
+}

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""cli_analytics: tadoc top, vector, files, ngrams, fuzzy and phrases in count/search
+against the independent oracle (tests/oracle.py: collections.Counter over re.findall(r'\\w+'),
+brute-force Levenshtein), per file, per directory and corpus-wide, on the adversarial
+generated tree, the bundled sample (contrib/sample) and sotu (skipped when absent).
+Bad arguments: one message on stderr, exit 2.
+
+Env: TADOC (the binary), TESTS_DIR (this folder); TADOC_CORPORA or ~/.cache/tadoc-corpora
+for sotu.
+"""
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+TADOC = os.environ.get("TADOC") or sys.exit("set TADOC to the tadoc binary")
+TESTS = os.environ.get("TESTS_DIR") or os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(TESTS)
+
+spec = importlib.util.spec_from_file_location("oracle", os.path.join(TESTS, "oracle.py"))
+oracle = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(oracle)
+
+failures = []
+checks = 0
+
+
+def tadoc(*args):
+    return subprocess.run([TADOC] + [os.fsencode(a) if isinstance(a, str) else a for a in args],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+
+
+def same(what, args, want):
+    global checks
+    checks += 1
+    r = tadoc(*args)
+    if r.returncode != 0 or r.stdout != want:
+        got = r.stdout.splitlines()
+        exp = want.splitlines()
+        first = next((i for i in range(min(len(got), len(exp))) if got[i] != exp[i]), min(len(got), len(exp)))
+        failures.append(what)
+        print("FAIL %s: rc %d, %d lines vs %d expected; first difference at line %d: %r vs %r; stderr %r"
+              % (what, r.returncode, len(got), len(exp), first, got[first] if first < len(got) else None,
+                 exp[first] if first < len(exp) else None, r.stderr[:300]), flush=True)
+
+
+def phrases(c, rng, k):
+    """k phrases of 2..4 words taken from the corpus (some across lines and punctuation)."""
+    files = [f for f in c.words if len(c.words[f]) >= 4]
+    out = []
+    for _ in range(k):
+        f = rng.choice(files)
+        ws = c.words[f]
+        m = rng.choice((2, 2, 3, 4))
+        i = rng.randrange(len(ws) - m + 1)
+        p = b" ".join(w for w, _ in ws[i:i + m])
+        if len(p) <= 4096:  # an argument must fit the kernel's limit
+            out.append(p)
+    return out
+
+
+def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
+    arch = os.path.join(work, name + ".tadoc")
+    r = subprocess.run([TADOC, "compress", "-o", arch, tree], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode:
+        failures.append(name + ": compress")
+        print("FAIL compress %s: %r" % (name, r.stderr), flush=True)
+        return
+    c = oracle.Corpus(tree)
+    rng = random.Random(seed)
+    files = sorted(c.words)
+    dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d"]
+    # the files with the longest words and non-ASCII words, then a random sample
+    special = sorted(files, key=lambda f: -max((len(w) for w, _ in c.words[f]), default=0))[:5]
+    special += [f for f in files if any(any(b > 0x7f for b in w) for w, _ in c.words[f])][:5]
+    pick_f = list(dict.fromkeys(special + rng.sample(files, min(nfiles, len(files)))))
+    pick_d = rng.sample(dirs, min(ndirs, len(dirs)))
+    scopes = [b""] + pick_d + pick_f
+    top_words = [w for w, _ in c.top(b"", 30)]
+    vocab = sorted(w for w in c.counter(b"") if len(w) <= 4096)
+    phr = phrases(c, rng, 12) + [b"zzqqxx the", top_words[0] + b" " + top_words[0]]
+    longest = max(((len(w), f, i) for f in files for i, (w, _) in enumerate(c.words[f]) if len(w) <= 4096),
+                  default=None)
+    if longest and longest[0] > 255:
+        _, f, i = longest
+        ws = c.words[f]
+        j = max(0, i - 1)
+        phr.append(b" ".join(w for w, _ in ws[j:j + 2]))  # a phrase holding a word over 255 bytes
+        phr.append(ws[i][0])
+    for s in scopes:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        for n in (0, 3):
+            same(label + " top -n %d" % n, ["top", "-n", str(n), arch] + p,
+                 oracle.render("top", c, {"path": s, "n": n}))
+        same(label + " top", ["top", arch] + p, oracle.render("top", c, {"path": s, "n": 20}))
+        same(label + " vector", ["vector", arch, s or b"."], oracle.render("vector", c, {"path": s}))
+        for ln, top in ((2, 0 if s or not heavy_root else 50), (3, 20), (5, 0 if s else 30), (8, 10)):
+            same(label + " ngrams -n %d --top %d" % (ln, top), ["ngrams", "-n", str(ln), "--top", str(top), arch] + p,
+                 oracle.render("ngrams", c, {"path": s, "len": ln, "top": top}))
+        words_here = [w for w, _ in c.top(s, 3) if len(w) <= 4096] + ([rng.choice(vocab)] if vocab else [])
+        for q in words_here + rng.sample(phr, min(4, len(phr))):
+            same(label + " count %r" % q[:40], ["count", arch, q] + p, b"%d\n" % len(c.hits(q, s)))
+            if s and c.kind.get(s) == "f":
+                want = b"".join(b"%d\n" % o for _, o in c.hits(q, s))
+            else:
+                want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in c.hits(q, s))
+            same(label + " search %r" % q[:40], ["search", arch, q] + p, want)
+        if not s or c.kind.get(s) == "d":
+            for q in words_here[:2] + phr[:3] + phr[-2:]:
+                same(label + " files %r" % q[:40], ["files", arch, q] + p,
+                     oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
+            same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,
+                 oracle.render("files", c, {"path": s, "word": os.fsdecode(top_words[1]), "n": 2}))
+    # fuzzy: accents, CJK, digits, a word not in the corpus, an empty result; K 0..3
+    queries = [b"cafe", "café".encode(), "naive".encode(), "日本語".encode(), "日本".encode(), b"007", b"1e10",
+               "русский".encode(), b"zzqqxxyyzz", "Straße".encode(), b"the", b"x86_64"]
+    queries += [top_words[i] for i in (0, 3, 7) if i < len(top_words)]
+    queries += rng.sample(vocab, min(6, len(vocab)))
+    for q in dict.fromkeys(queries):
+        for k in (0, 1, 2, 3):
+            for s in [b""] + pick_d[:2] + pick_f[:2]:
+                p = [s] if s else []
+                same("%s:%s fuzzy -k %d %r" % (name, os.fsdecode(s) or "(corpus)", k, q[:30]),
+                     ["fuzzy", "-k", str(k), arch, q] + p,
+                     oracle.render("fuzzy", c, {"path": s, "word": os.fsdecode(q), "k": k}))
+
+
+def bad_args(work):
+    global checks
+    arch = os.path.join(work, "sample.tadoc")
+    cases = [
+        ["fuzzy", "-k", "4", arch, "word"],
+        ["fuzzy", "-k", "-1", arch, "word"],
+        ["fuzzy", arch, "two words"],
+        ["fuzzy", arch, ""],
+        ["ngrams", "-n", "1", arch],
+        ["ngrams", "-n", "9", arch],
+        ["ngrams", "--top", "-3", arch],
+        ["top", "-n", "-1", arch],
+        ["files", "-n", "-2", arch, "the"],
+        ["count", arch, ""],
+        ["count", arch, "of  the"],
+        ["count", arch, " the"],
+        ["count", arch, "the "],
+        ["search", arch, "!!"],
+        ["files", arch, "of, the"],
+        ["vector", arch],
+    ]
+    for a in cases:
+        checks += 1
+        r = tadoc(*a)
+        lines = r.stderr.decode(errors="replace").splitlines()
+        if r.returncode != 2 or len(lines) != 1 or r.stdout:
+            failures.append("bad args %r" % a[:3])
+            print("FAIL bad args %r: rc %d stderr %r" % (a, r.returncode, r.stderr), flush=True)
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix="cli_analytics.") as work:
+        adv = os.path.join(work, "adv")
+        subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
+                       stdout=subprocess.DEVNULL)
+        check_corpus("adversarial", adv, work, nfiles=40, ndirs=27)
+        check_corpus("sample", os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
+        bad_args(work)
+        sotu = None
+        for d in (os.environ.get("TADOC_CORPORA"),
+                  os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
+            if d and os.path.isdir(os.path.join(d, "sotu")):
+                sotu = os.path.join(d, "sotu")
+                break
+        if sotu:
+            check_corpus("sotu", sotu, work, nfiles=6, ndirs=3, heavy_root=True)
+        else:
+            print("sotu not available: skipped (set TADOC_CORPORA)")
+    print("%d checks, %d failures" % (checks, len(failures)))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
