@@ -13,8 +13,11 @@ corpora where they are present:
     original bytes read by Python;
   - `tadoc count` / `tadoc search` on files, directories and the root, and
     the mount's user.tadoc.count.* attributes, equal the oracle;
-then a memory bound: a generated corpus 3x larger than `--memory` builds
-with the child's peak RSS (getrusage through wait4) under the bound; and bad
+then `tadoc add` (old shards kept byte for byte; unpack and a mount exact;
+refusals) and kill -9 of it at random moments (the archive always verifies
+and holds the old or the new set of files); a memory bound: a generated
+corpus 3x larger than `--memory` builds with the child's peak RSS
+(getrusage through wait4) under the bound; and bad
 arguments (shard size 0, memory too small for one shard, -j 0) exit 2 with
 one message. Needs $TADOC and $TADOCFS; mounts are skipped without FUSE.
 """
@@ -312,6 +315,50 @@ def check_add(work):
     log("add: old shards kept, unpack and mount exact, refusals")
 
 
+def check_add_kill(work, iters=20):
+    """kill -9 of tadoc add at random moments: the archive always verifies
+    and holds the old set of files or the new one, never a mix."""
+    rnd = random.Random(13)
+    a, extra = os.path.join(work, "killA"), os.path.join(work, "killB")
+    gen_big(a, rnd)
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, "more.txt"), "w") as f:
+        f.write(" ".join(rnd.choice(["alpha", "beta", "gamma"]) for _ in range(200000)))
+    arc = os.path.join(work, "kill.tadoc")
+    compress(a, arc, "--shard-size", 64 << 10)
+    old_ls = tadoc("ls", arc).stdout
+    outcomes = {"old": 0, "new": 0}
+    for i in range(iters):
+        shutil.copyfile(arc, arc + ".orig")
+        p = subprocess.Popen([TADOC, "add", "--shard-size", str(64 << 10), arc, os.path.join(extra, "more.txt")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time_s = rnd.uniform(0.0, 0.8)
+        try:
+            p.wait(timeout=time_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        ok = tadoc("verify", arc).returncode == 0
+        ls = tadoc("ls", arc).stdout
+        if ls == old_ls:
+            outcomes["old"] += 1
+        elif set(ls.splitlines()) == set(old_ls.splitlines()) | {b"more.txt"}:
+            outcomes["new"] += 1
+            with open(os.path.join(extra, "more.txt"), "rb") as f:
+                check(tadoc("cat", arc, "more.txt").stdout == f.read(), "add kill %d: more.txt differs" % i)
+            os.replace(arc + ".orig", arc)  # back to the old set for the next round
+        else:
+            check(False, "add kill %d: neither the old nor the new set of files" % i)
+        check(ok, "add kill %d (after %.2f s): the archive does not verify" % (i, time_s))
+        if os.path.exists(arc + ".orig"):
+            os.unlink(arc + ".orig")
+        for f in os.listdir(work):  # what a killed add leaves: its temporaries
+            if f.startswith("kill.tadoc.tmp.") or f.startswith(".tadoc-shard."):
+                os.unlink(os.path.join(work, f))
+    check(outcomes["old"] > 0 or outcomes["new"] > 0, "add kill: no outcome")
+    log("add kill -9: %d iterations, old set %d, new set %d, always verifies" % (iters, outcomes["old"], outcomes["new"]))
+
+
 def real_corpus(name):
     for d in (os.environ.get("TADOC_CORPORA"),
               os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tadoc-corpora")):
@@ -333,6 +380,7 @@ def main():
         gen_big(adv, random.Random(7))
         check_tree(adv, 64 << 10, work, "adversarial")
         check_add(work)
+        check_add_kill(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
             src = real_corpus(name)
             if not src or os.environ.get("SHARD_REAL") == "0":
