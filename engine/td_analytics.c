@@ -8,6 +8,7 @@
 
 #include "td_extract.h"
 #include "td_rcache.h"
+#include "td_shard.h"
 #include "td_tokenize.h"
 
 /* A word of a sequence that can match nothing: a piece of a word longer
@@ -356,6 +357,8 @@ void td_counts_free(td_counts *c)
 
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	memset(c, 0, sizeof *c);
 	an x;
 	rset s = { 0 };
@@ -524,6 +527,8 @@ static int wrank(uint64_t u, uint64_t v, void *ctx)
 
 int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	td_counts c;
 	topk t = { 0 };
 	int err = td_scope_counts(a, scope, &c);
@@ -563,6 +568,8 @@ static int longw_cmp_idx(const void *p, const void *q, void *ctx)
 
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	size_t *li = NULL;
@@ -1125,6 +1132,8 @@ out:
 
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	phrase ph;
 	*count = 0;
 	int err = phrase_parse(a, p, len, &ph);
@@ -1146,6 +1155,8 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 
 int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	phrase ph;
 	int err = phrase_parse(a, p, len, &ph);
 	if (err)
@@ -1180,6 +1191,8 @@ static int franked_cmp(const void *p, const void *q)
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	phrase ph;
 	*out = NULL;
 	*n = 0;
@@ -1372,6 +1385,8 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 
 int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	if (n < 2 || n > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
 	an x;

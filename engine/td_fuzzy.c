@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "td_shard.h"
 #include "td_tokenize.h"
 
 /*
@@ -215,6 +216,8 @@ static int get_tree(const td_archive *a, const ftree **out)
 
 int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	const ftree *t;
 	int err = get_tree(a, &t);
 	if (err)
@@ -403,6 +406,8 @@ static int fcmp(const void *p, const void *q, void *ctx)
 int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
 	     td_fuzzy_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
 	if (!td_is_word(word, len))
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
 	if (k > TD_FUZZY_MAXK)

@@ -515,6 +515,13 @@ void td_shard_fill_info(const td_archive *a, td_info *o)
 	}
 }
 
+int td_shard_unsupported(const td_archive *a)
+{
+	(void)a;
+	return td_fail(TD_EUNSUPP, "not yet for a format 5 archive (shards): compress it with --format 4, "
+				   "or run 'tadoc compact --format 4 ARCHIVE'");
+}
+
 const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n)
 {
 	*n = a->sh->n;

@@ -30,6 +30,10 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n);
 int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n);
 
+/* TD_EUNSUPP with a message: the analytics (td_analytics.h: top words,
+ * vectors, phrases, n-grams, fuzzy words) do not read shards yet. */
+int td_shard_unsupported(const td_archive *a);
+
 /* The version 5 forms of the public calls of the same names. */
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
 int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);

@@ -62,11 +62,12 @@ fi
 "$PY" "$TESTS_DIR/gen_adversarial.py" "$work/tree"
 A=$work/adv.tadoc
 # Format 4 (one grammar): the corruption checks below patch its sections by
-# id; format 5 (the default) has its own tests (shard.py).
+# id; format 5 has its own tests (shard.py).
 check "compress the adversarial tree" "$TADOC" compress --format 4 -o "$A" "$work/tree"
 check "verify it" "$TADOC" verify "$A"
 A5=$work/adv5.tadoc
-check "compress the adversarial tree (format 5)" "$TADOC" compress -o "$A5" "$work/tree"
+check "compress the adversarial tree (format 5)" "$TADOC" compress --format 5 -o "$A5" "$work/tree"
+expect_fail "top on a format 5 archive" "format 5" "$TADOC" top "$A5"
 check "verify it (format 5)" "$TADOC" verify "$A5"
 [ "$("$TADOC" count "$A5" the)" = "$("$TADOC" count "$A" the)" ] && ok "format 5 count equals format 4" || not_ok "format 5 count differs"
 check "info on it" "$TADOC" info "$A"

@@ -41,10 +41,13 @@ static const char help[] =
 	"  -o, --output FILE     archive to write (required)\n"
 	"      --max-depth N     bound on grammar rule nesting (1..64, default 32)\n"
 	"      --sample-shift K  root offset sample every 2^K elements (1..16, default 5)\n"
-	"      --format N        archive format to write: 5 (default), shards built in\n"
-	"                        parallel in bounded memory; 4, one grammar over the\n"
-	"                        whole corpus, which tadoc releases before format 5\n"
-	"                        read; or 3 (10-20% larger than 4)\n"
+	"      --format N        archive format to write: 4 (default), one grammar\n"
+	"                        over the whole corpus; 5 (the default when -j,\n"
+	"                        --shard-size or --memory is given), shards built in\n"
+	"                        parallel in bounded memory (top, vector, files,\n"
+	"                        ngrams, fuzzy and phrase counts do not read them\n"
+	"                        yet); or 3, which tadoc releases before format 4\n"
+	"                        read (10-20% larger than 4)\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per shard (K/M/G suffixes; default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM;\n"
@@ -175,6 +178,7 @@ int td_cmd_compress(int argc, char **argv)
 	};
 	const char *out = NULL;
 	uint64_t v;
+	int format_given = 0, shard_opt = 0;
 	int quiet = 0;
 	td_build_opts bo;
 	td_build_opts_init(&bo);
@@ -210,23 +214,27 @@ int td_cmd_compress(int argc, char **argv)
 			if (td_cli_parse_u64(optarg, &v) || v < 3 || v > TD_VERSION_SHARDED)
 				return td_cli_usage(argv[0], "--format '%s': expected 3, 4 or 5", optarg);
 			bo.format = (unsigned)v;
+			format_given = 1;
 			break;
 		case 'j':
 			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > 4096)
 				return td_cli_usage(argv[0], "-j '%s': expected a number of threads from 1 to 4096",
 						    optarg);
 			bo.jobs = (unsigned)v;
+			shard_opt = 1;
 			break;
 		case OPT_SHARD:
 			if (td_conf_parse_size(optarg, &v) || v == 0)
 				return td_cli_usage(argv[0], "--shard-size '%s': expected a size above 0 (e.g. 64M)",
 						    optarg);
 			bo.shard_size = v;
+			shard_opt = 1;
 			break;
 		case OPT_MEMORY:
 			if (td_conf_parse_size(optarg, &v) || v == 0)
 				return td_cli_usage(argv[0], "--memory '%s': expected a size above 0 (e.g. 4G)", optarg);
 			bo.memory = v;
+			shard_opt = 1;
 			break;
 		case 'h':
 			td_cli_out(help, sizeof help - 1);
@@ -237,6 +245,8 @@ int td_cmd_compress(int argc, char **argv)
 	}
 	if (!out)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
+	if (!format_given) /* format 5 on request until the analytics read shards */
+		bo.format = shard_opt ? TD_VERSION_SHARDED : TD_VERSION;
 	if (bo.format == TD_VERSION_SHARDED) {
 		uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
 		if (mem < td_build_memory_min(bo.shard_size))
