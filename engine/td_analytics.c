@@ -1132,8 +1132,8 @@ out:
 
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
+	if (td_sharded(a)) /* one word: the shards count it; phrases: not yet */
+		return td_is_word(p, len) ? td_count(a, p, len, scope, count) : td_shard_unsupported(a);
 	phrase ph;
 	*count = 0;
 	int err = phrase_parse(a, p, len, &ph);
@@ -1156,7 +1156,7 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_is_word(p, len) ? td_search(a, p, len, scope, out) : td_shard_unsupported(a);
 	phrase ph;
 	int err = phrase_parse(a, p, len, &ph);
 	if (err)
