@@ -502,7 +502,8 @@ static int topk_cmp(const void *p, const void *q, void *ctx)
 
 static void topk_sort(topk *t)
 {
-	qsort_r(t->h, t->n, sizeof *t->h, topk_cmp, t);
+	if (t->n > 1)
+		qsort_r(t->h, t->n, sizeof *t->h, topk_cmp, t);
 }
 
 typedef struct wrank_ctx {
@@ -582,10 +583,11 @@ int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx
 	}
 	for (size_t i = 0; i < c.lw.n; i++)
 		li[i] = i;
-	qsort_r(li, c.lw.n, sizeof *li, longw_cmp_idx, &c.lw);
+	if (c.lw.n > 1)
+		qsort_r(li, c.lw.n, sizeof *li, longw_cmp_idx, &c.lw);
 	/* ids in order: the touched ones sorted, or every id when many are */
 	int scan = c.dense || c.ntouched > a->W / 8;
-	if (!scan)
+	if (!scan && c.ntouched > 1)
 		qsort(c.touched, c.ntouched, sizeof *c.touched, u32_cmp);
 	uint64_t nid = scan ? a->W : c.ntouched;
 	size_t l = 0;
@@ -1070,7 +1072,7 @@ static int search_file(scanner *sc, pctx *p, td_entry e)
 		}
 		i += k;
 	}
-	if (!err)
+	if (!err && p->out->n - before > 1)
 		qsort(p->out->v + before, p->out->n - before, sizeof *p->out->v, hit_cmp);
 	return err;
 }
@@ -1228,7 +1230,8 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 			err = TD_ENOMEM;
 	}
 	if (!err) {
-		qsort(v, k, sizeof *v, franked_cmp);
+		if (k > 1)
+			qsort(v, k, sizeof *v, franked_cmp);
 		for (i = 0; i < k; i++)
 			(*out)[i] = v[i].fc;
 		*n = k;

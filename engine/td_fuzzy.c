@@ -498,7 +498,7 @@ int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_e
 		}
 	}
 	fsort fs = { a, &c.lw };
-	if (!err)
+	if (!err && all.n > 1)
 		qsort_r(all.v, all.n, sizeof *all.v, fcmp, &fs);
 	for (size_t i = 0; i < all.n && !err; i++) {
 		size_t wl;
