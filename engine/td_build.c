@@ -18,6 +18,7 @@
 #include "td_archive_int.h"
 #include "td_format.h"
 #include "td_pack.h"
+#include "td_pathtab.h"
 #include "td_scode.h"
 #include "td_shard.h"
 
@@ -71,8 +72,7 @@ struct td_build {
 	td_writer *one;           /* formats 3 and 4: everything goes here */
 	gent *ent;
 	uint32_t nent, capent;
-	uint32_t *slot;           /* path -> entry + 1 */
-	uint64_t mask;
+	td_pathtab pt;            /* path -> entry */
 	piece *pc;
 	uint64_t npc, cappc;
 	job **jobs;               /* every shard, in order */
@@ -382,59 +382,25 @@ static int piece_open(td_build *b, uint32_t e, uint64_t start)
 
 /* ------------------------------------------------------------ the tree */
 
-static uint32_t *slot_find(td_build *b, const char *path, size_t len)
+static const char *gent_path(void *ctx, uint32_t e)
 {
-	uint64_t h = XXH3_64bits(path, len) & b->mask;
-	for (;;) {
-		uint32_t *s = &b->slot[h];
-		if (!*s)
-			return s;
-		const char *p = b->ent[*s - 1].path;
-		if (strlen(p) == len && !memcmp(p, path, len))
-			return s;
-		h = (h + 1) & b->mask;
-	}
+	return ((td_build *)ctx)->ent[e].path;
 }
 
-static int slot_grow(td_build *b)
+static int gent_is_dir(void *ctx, uint32_t e)
 {
-	uint64_t oldcap = b->mask + 1;
-	uint32_t *old = b->slot;
-	if (!(b->slot = calloc(2 * oldcap, sizeof *old))) {
-		b->slot = old;
-		return TD_ENOMEM;
-	}
-	b->mask = 2 * oldcap - 1;
-	for (uint64_t i = 0; i < oldcap; i++)
-		if (old[i]) {
-			const char *p = b->ent[old[i] - 1].path;
-			*slot_find(b, p, strlen(p)) = old[i];
-		}
-	free(old);
-	return TD_OK;
+	return ((td_build *)ctx)->ent[e].type == G_DIR;
 }
 
-/* Find or create `path` (len bytes) and its parents, as td_writer does. */
-static int get_entry(td_build *b, const char *path, size_t len, int type, uint32_t *out, int *created)
+static uint32_t gent_count(void *ctx)
 {
-	*created = 0;
-	if (len == 0) {
-		*out = 0;
-		return TD_OK;
-	}
-	uint32_t *s = slot_find(b, path, len);
-	if (*s) {
-		*out = *s - 1;
-		return TD_OK;
-	}
-	uint32_t parent;
-	int pc;
-	const char *slash = memrchr(path, '/', len);
-	int err = get_entry(b, path, slash ? (size_t)(slash - path) : 0, G_DIR, &parent, &pc);
-	if (err)
-		return err;
-	if (b->ent[parent].type != G_DIR)
-		return td_fail(TD_ENOTDIR, "parent of '%.*s' is not a directory", (int)len, path);
+	return ((td_build *)ctx)->nent;
+}
+
+/* An implicit parent, as td_writer makes one. */
+static int gent_add(void *ctx, const char *path, size_t len, uint32_t parent, int type)
+{
+	td_build *b = ctx;
 	if (b->nent == b->capent) {
 		gent *v = realloc(b->ent, 2 * b->capent * sizeof *v);
 		if (!v)
@@ -442,8 +408,6 @@ static int get_entry(td_build *b, const char *path, size_t len, int type, uint32
 		b->ent = v;
 		b->capent *= 2;
 	}
-	if ((uint64_t)b->nent * 2 >= b->mask && slot_grow(b))
-		return TD_ENOMEM;
 	gent *e = &b->ent[b->nent];
 	memset(e, 0, sizeof *e);
 	if (!(e->path = strndup(path, len)))
@@ -453,11 +417,11 @@ static int get_entry(td_build *b, const char *path, size_t len, int type, uint32
 	e->mode = S_IFDIR | 0755;
 	e->mtime = b->ent[parent].mtime;
 	e->last_shard = UINT32_MAX;
-	*slot_find(b, path, len) = b->nent + 1;
-	*out = b->nent++;
-	*created = 1;
+	b->nent++;
 	return TD_OK;
 }
+
+static const td_pathtab_ops gent_ops = {gent_path, gent_is_dir, gent_count, gent_add, G_DIR};
 
 static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int64_t mtime, uint32_t nsec,
 		     uint32_t *out)
@@ -466,7 +430,7 @@ static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int
 		return td_fail(TD_EINVAL, "a file is still open in the builder");
 	int err = td_writer_check_path(path), created;
 	uint32_t id;
-	if (err || (err = get_entry(b, path, strlen(path), type, &id, &created)))
+	if (err || (err = td_pathtab_get(&b->pt, &gent_ops, b, path, strlen(path), type, &id, &created)))
 		return err;
 	gent *e = &b->ent[id];
 	if (!created && e->from_base)
@@ -498,8 +462,8 @@ static int load_base(td_build *b, const td_archive *a)
 		return TD_ENOMEM;
 	b->ent = v;
 	b->capent = cap;
-	while (b->mask < 2 * (uint64_t)ne)
-		if (slot_grow(b))
+	while (b->pt.mask < 2 * (uint64_t)ne)
+		if (td_pathtab_grow(&b->pt, &gent_ops, b))
 			return TD_ENOMEM;
 	td_shard_table(a, &b->base_n);
 	char *buf = malloc(TD_MAXPATH + 2);
@@ -541,7 +505,7 @@ static int load_base(td_build *b, const td_archive *a)
 			break;
 		}
 		if (e)
-			*slot_find(b, g->path, strlen(g->path)) = e + 1;
+			*td_pathtab_find(&b->pt, g->path, strlen(g->path), &gent_ops, b) = e + 1;
 		for (uint64_t k = 0; k < np && !err; k++) {
 			if (p[k].shard >= b->base_n) {
 				err = td_fail(TD_ECORRUPT, "entry %u: piece in no shard", e);
@@ -622,15 +586,13 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	b->tmpbase = malloc(strlen(dir) + 64);
 	b->ent = calloc(64, sizeof *b->ent);
-	b->slot = calloc(1024, sizeof *b->slot);
 	b->th = calloc(o.jobs, sizeof *b->th);
-	if (!b->tmpbase || !b->ent || !b->slot || !b->th || !(b->ent[0].path = strdup(""))) {
+	if (!b->tmpbase || !b->ent || td_pathtab_init(&b->pt) || !b->th || !(b->ent[0].path = strdup(""))) {
 		td_build_abort(b);
 		return TD_ENOMEM;
 	}
 	sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
 	b->capent = 64;
-	b->mask = 1023;
 	b->ent[0].type = G_DIR;
 	b->ent[0].mode = S_IFDIR | 0755;
 	b->ent[0].mtime = o.build_time;
@@ -824,7 +786,7 @@ void td_build_abort(td_build *b)
 	for (uint32_t i = 0; i < b->nent; i++)
 		free(b->ent[i].path);
 	free(b->ent);
-	free(b->slot);
+	td_pathtab_free(&b->pt);
 	free(b->pc);
 	free(b->th);
 	free(b->tmpbase);

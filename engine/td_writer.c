@@ -16,6 +16,7 @@
 #include "td_format.h"
 #include "td_grammar.h"
 #include "td_pack.h"
+#include "td_pathtab.h"
 #include "td_scode.h"
 #include "td_tokenize.h"
 #include "td_tmpfile.h"
@@ -53,17 +54,11 @@ typedef struct tokdict {
 	uint32_t n, cap;
 } tokdict;
 
-/* Path index: path -> entry id + 1. */
-typedef struct pathidx {
-	uint32_t *slot;
-	uint64_t mask;
-} pathidx;
-
 struct td_writer {
 	td_writer_opts o;
 	went *ent;
 	uint32_t nent, capent;
-	pathidx pi;
+	td_pathtab pi;            /* path -> entry */
 	tokdict td;
 	uint32_t *seq;
 	uint64_t nseq, capseq;
@@ -180,13 +175,11 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 		w->o.format = TD_VERSION;
 	/* entry 0: the root directory */
 	w->ent = calloc(64, sizeof *w->ent);
-	w->pi.slot = calloc(1024, sizeof *w->pi.slot);
-	if (!w->ent || !w->pi.slot) {
+	if (td_pathtab_init(&w->pi) || !w->ent) {
 		td_writer_abort(w);
 		return NULL;
 	}
 	w->capent = 64;
-	w->pi.mask = 1023;
 	w->ent[0].path = strdup("");
 	w->ent[0].type = ENT_DIR;
 	w->ent[0].mode = S_IFDIR | 0755;
@@ -207,7 +200,7 @@ void td_writer_abort(td_writer *w)
 	for (uint32_t i = 0; i < w->nent; i++)
 		free(w->ent[i].path);
 	free(w->ent);
-	free(w->pi.slot);
+	td_pathtab_free(&w->pi);
 	free(w->td.slot);
 	td_buf_free(&w->td.bytes);
 	free(w->td.off);
@@ -219,39 +212,46 @@ void td_writer_abort(td_writer *w)
 	free(w);
 }
 
-static uint32_t *pi_find(td_writer *w, const char *path, size_t len)
+static const char *ent_path(void *ctx, uint32_t e)
 {
-	uint64_t h = hbytes(path, len) & w->pi.mask;
-	for (;;) {
-		uint32_t *s = &w->pi.slot[h];
-		if (!*s)
-			return s;
-		const char *p = w->ent[*s - 1].path;
-		if (strlen(p) == len && !memcmp(p, path, len))
-			return s;
-		h = (h + 1) & w->pi.mask;
-	}
+	return ((td_writer *)ctx)->ent[e].path;
 }
 
-static int pi_grow(td_writer *w)
+static int ent_is_dir(void *ctx, uint32_t e)
 {
-	uint64_t cap = (w->pi.mask + 1) * 2;
-	uint32_t *old = w->pi.slot;
-	uint64_t oldcap = w->pi.mask + 1;
-	w->pi.slot = calloc(cap, sizeof *old);
-	if (!w->pi.slot) {
-		w->pi.slot = old;
-		return TD_ENOMEM;
+	return ((td_writer *)ctx)->ent[e].type == ENT_DIR;
+}
+
+static uint32_t ent_count(void *ctx)
+{
+	return ((td_writer *)ctx)->nent;
+}
+
+/* An implicit parent: a directory with its parent's mtime until added. */
+static int ent_add(void *ctx, const char *path, size_t len, uint32_t parent, int type)
+{
+	td_writer *w = ctx;
+	if (w->nent == w->capent) {
+		went *ne = realloc(w->ent, 2 * w->capent * sizeof *ne);
+		if (!ne)
+			return TD_ENOMEM;
+		w->ent = ne;
+		w->capent *= 2;
 	}
-	w->pi.mask = cap - 1;
-	for (uint64_t i = 0; i < oldcap; i++)
-		if (old[i]) {
-			const char *p = w->ent[old[i] - 1].path;
-			*pi_find(w, p, strlen(p)) = old[i];
-		}
-	free(old);
+	went *e = &w->ent[w->nent];
+	memset(e, 0, sizeof *e);
+	e->path = strndup(path, len);
+	if (!e->path)
+		return TD_ENOMEM;
+	e->parent = parent;
+	e->type = type;
+	e->mode = S_IFDIR | 0755;
+	e->mtime = w->ent[parent].mtime;
+	w->nent++;
 	return TD_OK;
 }
+
+static const td_pathtab_ops ent_ops = {ent_path, ent_is_dir, ent_count, ent_add, ENT_DIR};
 
 static int check_path(const char *path)
 {
@@ -286,52 +286,6 @@ int td_writer_check_path(const char *path)
 	return check_path(path);
 }
 
-/* Find or create the entry for `path` (len bytes), creating parents. */
-static int get_entry(td_writer *w, const char *path, size_t len, int type, uint32_t *out, int *created)
-{
-	if (len == 0) {
-		*out = 0;
-		*created = 0;
-		return TD_OK;
-	}
-	uint32_t *s = pi_find(w, path, len);
-	if (*s) {
-		*out = *s - 1;
-		*created = 0;
-		return TD_OK;
-	}
-	uint32_t parent;
-	int pc;
-	const char *slash = memrchr(path, '/', len);
-	int err = get_entry(w, path, slash ? (size_t)(slash - path) : 0, ENT_DIR, &parent, &pc);
-	if (err)
-		return err;
-	if (w->ent[parent].type != ENT_DIR)
-		return td_fail(TD_ENOTDIR, "parent of '%.*s' is not a directory", (int)len, path);
-	if (w->nent == w->capent) {
-		went *ne = realloc(w->ent, 2 * w->capent * sizeof *ne);
-		if (!ne)
-			return TD_ENOMEM;
-		w->ent = ne;
-		w->capent *= 2;
-	}
-	if ((uint64_t)w->nent * 2 >= w->pi.mask && pi_grow(w))
-		return TD_ENOMEM;
-	went *e = &w->ent[w->nent];
-	memset(e, 0, sizeof *e);
-	e->path = strndup(path, len);
-	if (!e->path)
-		return TD_ENOMEM;
-	e->parent = parent;
-	e->type = type;
-	e->mode = S_IFDIR | 0755;
-	e->mtime = w->ent[parent].mtime;
-	*pi_find(w, path, len) = w->nent + 1;
-	*out = w->nent++;
-	*created = 1;
-	return TD_OK;
-}
-
 static int add_entry(td_writer *w, const char *path, int type, uint32_t mode, int64_t mtime, uint32_t nsec,
 		     uint32_t *out)
 {
@@ -342,7 +296,7 @@ static int add_entry(td_writer *w, const char *path, int type, uint32_t mode, in
 		return err;
 	uint32_t id;
 	int created;
-	err = get_entry(w, path, strlen(path), type, &id, &created);
+	err = td_pathtab_get(&w->pi, &ent_ops, w, path, strlen(path), type, &id, &created);
 	if (err)
 		return err;
 	went *e = &w->ent[id];
@@ -460,7 +414,7 @@ int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtim
 	if (w->in_file)
 		return td_fail(TD_EINVAL, "a file is still open in the writer");
 	size_t tl = strlen(target);
-	uint32_t *slot = tl ? pi_find(w, target, tl) : NULL;
+	uint32_t *slot = tl ? td_pathtab_find(&w->pi, target, tl, &ent_ops, w) : NULL;
 	if (!slot || !*slot || w->ent[*slot - 1].type != ENT_FILE || !w->ent[*slot - 1].explicit_)
 		return td_fail(TD_ENOENT, "'%s': no regular file of that name was added before", target);
 	uint32_t src = *slot - 1;
