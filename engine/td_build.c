@@ -247,21 +247,28 @@ static void report(td_build *b)
 
 /* ------------------------------------------------------------ shards */
 
+/* With mu held: wait up to 200 ms for a worker's signal, then report
+ * progress (mu released meanwhile); mu is held again on return. */
+static void wait_report(td_build *b)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 200000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+	pthread_mutex_unlock(&b->mu);
+	report(b);
+	pthread_mutex_lock(&b->mu);
+}
+
 static int shard_start(td_build *b)
 {
 	pthread_mutex_lock(&b->mu);
 	while (b->inflight >= b->max_inflight && !b->werr) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
-		pthread_mutex_unlock(&b->mu);
-		report(b);
-		pthread_mutex_lock(&b->mu);
+		wait_report(b);
 	}
 	int err = b->werr;
 	if (!err)
@@ -1161,17 +1168,7 @@ int td_build_finish(td_build *b, const char *out_path)
 	/* wait for every shard, reporting progress meanwhile */
 	pthread_mutex_lock(&b->mu);
 	while (!err && b->inflight > 0) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
-		pthread_mutex_unlock(&b->mu);
-		report(b);
-		pthread_mutex_lock(&b->mu);
+		wait_report(b);
 	}
 	pthread_mutex_unlock(&b->mu);
 	stop_workers(b);
