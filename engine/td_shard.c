@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "td_query_int.h"
+
 /* Where a shard's local file entry lies in the global tree. */
 typedef struct rev_ent {
 	uint32_t e;               /* global entry, TD_NOENTRY if none */
@@ -230,19 +232,29 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 	return err;
 }
 
-int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
+/* The pieces a question about `word` over `scope` reads (none for a
+ * symbolic link); *dir: scope is a directory. */
+static int word_scope(const td_archive *a, const char *word, size_t len, td_entry scope, int *dir, uint64_t *first,
+		      uint64_t *n)
 {
-	*count = 0;
+	*dir = 0;
+	*first = *n = 0;
 	if (!td_is_word(word, len))
 		return TD_ENOTWORD;
 	td_stat st;
 	int err = td_archive_stat(a, scope, &st);
-	if (err)
+	if (err || S_ISLNK(st.mode))
 		return err;
-	if (S_ISLNK(st.mode))
-		return TD_OK;
+	*dir = S_ISDIR(st.mode);
+	return pieces_of(a, scope, first, n);
+}
+
+int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
+{
+	*count = 0;
 	uint64_t first, n, sum = 0;
-	if ((err = pieces_of(a, scope, &first, &n)))
+	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
+	if (err)
 		return err;
 	for (uint64_t k = 0; k < n; k++) {
 		const td_disk_piece *p = &a->sh->pieces[first + k];
@@ -340,34 +352,12 @@ static int cmp_rhit(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
-static int hits_push(td_hits *h, td_entry e, uint64_t off)
-{
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 64;
-		td_hit *v = realloc(h->v, cap * sizeof *v);
-		if (!v)
-			return TD_ENOMEM;
-		h->v = v;
-		h->cap = cap;
-	}
-	h->v[h->n++] = (td_hit){ e, off };
-	return TD_OK;
-}
-
 int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
 {
-	if (!td_is_word(word, len))
-		return TD_ENOTWORD;
-	td_stat st;
-	int err = td_archive_stat(a, scope, &st);
+	uint64_t first, n;
+	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
 	if (err)
 		return err;
-	if (S_ISLNK(st.mode))
-		return TD_OK;
-	uint64_t first, n;
-	if ((err = pieces_of(a, scope, &first, &n)))
-		return err;
-	int dir = S_ISDIR(st.mode);
 	const rev_map *r = NULL;
 	if (dir && !(r = rev_get(a)))
 		return td_fail(TD_ENOMEM, "search: the shards' entry map");
@@ -394,7 +384,7 @@ int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry 
 				e = x.e;
 				start = x.start;
 			}
-			err = hits_push(out, e, h.v[i].off + start);
+			err = td_hits_push(out, e, h.v[i].off + start);
 		}
 	}
 	td_hits_free(&h);
