@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "td_archive.h"
+#include "td_build.h"
 
 /* Exit statuses of tadoc, documented in tadoc(1). */
 enum td_cli_exit {
@@ -70,6 +71,12 @@ int td_cli_finish(int status);
 /* Strict unsigned decimal: one or more ASCII digits, nothing else, no
  * overflow. Returns 0 and sets *out, or -1. */
 int td_cli_parse_u64(const char *s, uint64_t *out);
+
+/* One option of the sharded builder given to CMD: which is 'j' (-j THREADS,
+ * 1 to 4096), 's' (--shard-size SIZE) or 'm' (--memory SIZE), sizes above 0
+ * as td_conf_parse_size reads them. Sets the field of *bo and returns
+ * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
+int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts *bo);
 
 /* --- archives --- */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "td_conf.h"
 #include "td_err.h"
 
 static char out_buf[1 << 16];
@@ -192,4 +193,23 @@ int td_cli_parse_u64(const char *s, uint64_t *out)
 	}
 	*out = v;
 	return 0;
+}
+
+int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts *bo)
+{
+	uint64_t v;
+	if (which == 'j') {
+		if (td_cli_parse_u64(arg, &v) || v < 1 || v > 4096)
+			return td_cli_usage(cmd, "-j '%s': expected a number of threads from 1 to 4096", arg);
+		bo->jobs = (unsigned)v;
+	} else if (which == 's') {
+		if (td_conf_parse_size(arg, &v) || v == 0)
+			return td_cli_usage(cmd, "--shard-size '%s': expected a size above 0 (e.g. 64M)", arg);
+		bo->shard_size = v;
+	} else {
+		if (td_conf_parse_size(arg, &v) || v == 0)
+			return td_cli_usage(cmd, "--memory '%s': expected a size above 0 (e.g. 4G)", arg);
+		bo->memory = v;
+	}
+	return TD_CLI_OK;
 }

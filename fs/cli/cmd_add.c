@@ -103,21 +103,10 @@ int td_cmd_add(int argc, char **argv)
 			to = optarg;
 			break;
 		case 'j':
-			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > 4096)
-				return td_cli_usage(argv[0], "-j '%s': expected a number of threads from 1 to 4096",
-						    optarg);
-			bo.jobs = (unsigned)v;
-			break;
 		case OPT_SHARD:
-			if (td_conf_parse_size(optarg, &v) || v == 0)
-				return td_cli_usage(argv[0], "--shard-size '%s': expected a size above 0 (e.g. 64M)",
-						    optarg);
-			bo.shard_size = v;
-			break;
 		case OPT_MEMORY:
-			if (td_conf_parse_size(optarg, &v) || v == 0)
-				return td_cli_usage(argv[0], "--memory '%s': expected a size above 0 (e.g. 4G)", optarg);
-			bo.memory = v;
+			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == OPT_SHARD ? 's' : 'm', optarg, &bo))
+				return TD_CLI_USAGE;
 			break;
 		case 'h':
 			td_cli_out(add_help, strlen(add_help));

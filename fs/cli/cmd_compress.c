@@ -217,23 +217,10 @@ int td_cmd_compress(int argc, char **argv)
 			format_given = 1;
 			break;
 		case 'j':
-			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > 4096)
-				return td_cli_usage(argv[0], "-j '%s': expected a number of threads from 1 to 4096",
-						    optarg);
-			bo.jobs = (unsigned)v;
-			shard_opt = 1;
-			break;
 		case OPT_SHARD:
-			if (td_conf_parse_size(optarg, &v) || v == 0)
-				return td_cli_usage(argv[0], "--shard-size '%s': expected a size above 0 (e.g. 64M)",
-						    optarg);
-			bo.shard_size = v;
-			shard_opt = 1;
-			break;
 		case OPT_MEMORY:
-			if (td_conf_parse_size(optarg, &v) || v == 0)
-				return td_cli_usage(argv[0], "--memory '%s': expected a size above 0 (e.g. 4G)", optarg);
-			bo.memory = v;
+			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == OPT_SHARD ? 's' : 'm', optarg, &bo))
+				return TD_CLI_USAGE;
 			shard_opt = 1;
 			break;
 		case 'h':
