@@ -188,8 +188,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)ino, (void)datasync, (void)fi;
 	td_fs *fs = FS(req);
 	int rc = 0;
-	/* The journal holds every change of every file: syncing it makes this
-	 * file's changes (and the names leading to it) durable. */
+	/* The journal holds every change of every file and directory: syncing
+	 * it makes this one's changes (and the names leading to it) durable.
+	 * Serves fsync and fsyncdir. */
 	if (fs->rw->j && fs->rw->sync != TD_CONF_SYNC_NONE && td_journal_sync(fs->rw->j))
 		rc = EIO;
 	fuse_reply_err(req, rc);
@@ -219,6 +220,7 @@ void td_fs_rw_ops_io(struct fuse_lowlevel_ops *ops)
 	ops->write = op_write;
 	ops->flush = op_flush;
 	ops->fsync = op_fsync;
+	ops->fsyncdir = op_fsync;
 	ops->release = op_release;
 	ops->fallocate = op_fallocate;
 }

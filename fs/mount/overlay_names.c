@@ -372,16 +372,6 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
-static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
-{
-	(void)ino, (void)datasync, (void)fi;
-	td_fs *fs = FS(req);
-	int rc = 0;
-	if (fs->rw->j && fs->rw->sync != TD_CONF_SYNC_NONE && td_journal_sync(fs->rw->j))
-		rc = EIO;
-	fuse_reply_err(req, rc);
-}
-
 void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops)
 {
 	ops->lookup = op_lookup;
@@ -397,5 +387,4 @@ void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops)
 	ops->link = op_link;
 	ops->opendir = op_opendir;
 	ops->releasedir = op_releasedir;
-	ops->fsyncdir = op_fsyncdir;
 }
