@@ -266,9 +266,8 @@ static void reply_run(td_fs_batch *b, bitem *it, size_t k, uint64_t start, const
 		atomic_fetch_add_explicit(&b->st.merged, k - 1, memory_order_relaxed);
 }
 
-/* Serve items on this thread: reads sorted and merged, then read through
- * the first open file's cursor; everything else through td_fs_req_run. */
-static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+/* Move the reads of it[0..n) to the front, sorted by cmp_read; their count. */
+static size_t reads_first(bitem *it, size_t n)
 {
 	size_t nr = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -280,6 +279,14 @@ static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 	}
 	if (nr > 1)
 		qsort(it, nr, sizeof *it, cmp_read);
+	return nr;
+}
+
+/* Serve items on this thread: reads sorted and merged, then read through
+ * the first open file's cursor; everything else through td_fs_req_run. */
+static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+{
+	size_t nr = reads_first(it, n);
 	for (size_t i = 0; i < nr;) {
 		uint64_t end;
 		size_t k = read_run(it + i, nr - i, &end);
@@ -548,16 +555,7 @@ static void gres_dispatch(td_fs_batch *b, gres *g)
 static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 {
 	bitem *it = j->it;
-	size_t n = j->n, nr = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (it[i].cls == CLS_READ) {
-			bitem t = it[nr];
-			it[nr++] = it[i];
-			it[i] = t;
-		}
-	}
-	if (nr > 1)
-		qsort(it, nr, sizeof *it, cmp_read);
+	size_t n = j->n, nr = reads_first(it, n);
 	size_t nruns = 0, bytes = 0;
 	for (size_t i = 0; i < nr;) {
 		uint64_t end;
