@@ -19,14 +19,13 @@ without /dev/fuse.
 import os
 import random
 import re
-import shutil
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import check, cleanup, compress, finish, log, mount, skip_without_fuse, unmount  # noqa: E402
+from fs_write_lib import teardown, check, compress, finish, log, mount, skip_without_fuse, unmount  # noqa: E402
 
 LINE = re.compile(rb"^w(\d) (\d+) (x*) end$")
 
@@ -112,8 +111,7 @@ def main():
               "the file holds exactly every line written, each writer's in order")
         unmount(mnt)
     finally:
-        cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
     finish()
 
 

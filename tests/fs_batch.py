@@ -54,31 +54,13 @@ import time
 TADOC = os.environ.get("TADOC", "tadoc")
 TADOCFS = os.environ.get("TADOCFS", "tadocfs")
 TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fs_write_lib import check, failures, log, run  # noqa: E402
 GPU = os.environ.get("TD_TEST_GPU") == "1"
 SLACK_US = float(os.environ.get("TD_BATCH_SLACK_US", "15"))
 WORD = re.compile(rb"\w+")
 
-failures = []
 mounted = []
-
-
-def log(msg):
-    print(msg, flush=True)
-
-
-def check(cond, what):
-    if cond:
-        return True
-    failures.append(what)
-    log("FAIL: " + what)
-    return False
-
-
-def run(cmd, **kw):
-    kw.setdefault("stdout", subprocess.PIPE)
-    kw.setdefault("stderr", subprocess.PIPE)
-    kw.setdefault("timeout", 300)
-    return subprocess.run(cmd, **kw)
 
 
 def is_mounted(mnt):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import (TADOC, check, cleanup, compress, diff_trees, finish, log, make_corpus, mount,  # noqa: E402
+from fs_write_lib import (teardown, TADOC, check, compress, diff_trees, finish, log, make_corpus, mount,  # noqa: E402
                           run, skip_without_fuse, snapshot, unmount)
 
 
@@ -116,8 +116,7 @@ def main():
         log("  " + err.strip().splitlines()[0])
         tree_is_right("after the planted temporaries")
     finally:
-        cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
     finish()
 
 

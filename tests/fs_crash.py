@@ -20,14 +20,13 @@ Exit 77 without /dev/fuse.
 import errno
 import os
 import random
-import shutil
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import (TADOC, check, cleanup, compress, daemon_stderr, finish, kill_daemon, log, mount,  # noqa: E402
+from fs_write_lib import (teardown, TADOC, check, compress, daemon_stderr, finish, kill_daemon, log, mount,  # noqa: E402
                           random_text, run, skip_without_fuse, unmount)
 
 ITERS = int(os.environ.get("FS_CRASH_ITERS", "50"))
@@ -253,8 +252,7 @@ def main():
         check(read_tree(mnt) == model, "after compaction the tree equals the acknowledged state")
         unmount(mnt)
     finally:
-        cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
     finish()
 
 

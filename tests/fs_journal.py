@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import (TADOC, check, cleanup, compress, daemon_stderr, diff_trees, finish, log,  # noqa: E402
+from fs_write_lib import (teardown, TADOC, check, compress, daemon_stderr, diff_trees, finish, log,  # noqa: E402
                           mount, random_text, run, skip_without_fuse, snapshot, unmount)
 
 HDR = 64
@@ -221,8 +221,7 @@ def main():
         reset(pristine)
         expect_state(N, "intact journal")
     finally:
-        cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
     finish()
 
 

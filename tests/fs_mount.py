@@ -35,51 +35,17 @@ import time
 TADOC = os.environ.get("TADOC", "tadoc")
 TADOCFS = os.environ.get("TADOCFS", "tadocfs")
 TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fs_write_lib import check, failures, is_mounted, log, proc_mounts, run  # noqa: E402
+from oracle import words_of  # noqa: E402
 TESTS_DIR = os.environ.get("TESTS_DIR", os.path.dirname(os.path.abspath(__file__)))
 SRC_ROOT = os.path.dirname(os.path.abspath(TESTS_DIR))
 XATTR_MAX = 65536
-WORD = re.compile(r"\w+")
 
-failures = []
 mounted = []
 
 
-def log(msg):
-    print(msg, flush=True)
-
-
-def check(cond, what):
-    if cond:
-        return True
-    failures.append(what)
-    log("FAIL: " + what)
-    return False
-
-
-def run(cmd, **kw):
-    kw.setdefault("stdout", subprocess.PIPE)
-    kw.setdefault("stderr", subprocess.PIPE)
-    kw.setdefault("timeout", 300)
-    return subprocess.run(cmd, **kw)
-
-
 # ---------------------------------------------------------------- mounts
-
-def proc_mounts():
-    """Set of mountpoints (decoded octal escapes) of fuse.tadocfs mounts."""
-    out = set()
-    with open("/proc/mounts", "rb") as f:
-        for line in f:
-            parts = line.split(b" ")
-            if len(parts) >= 3 and parts[2].startswith(b"fuse"):
-                mp = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), parts[1])
-                out.add(os.fsdecode(mp))
-    return out
-
-
-def is_mounted(mnt):
-    return os.path.realpath(mnt) in proc_mounts()
-
 
 def unmount(mnt):
     if not is_mounted(mnt):
@@ -119,17 +85,6 @@ def mount(archive, mnt, *extra, env=None):
 
 # ---------------------------------------------------------------- oracle
 
-def words_of(data):
-    """[(word bytes, byte offset)] by Python's \\w on surrogateescape text."""
-    text = data.decode("utf-8", "surrogateescape")
-    res = []
-    ci = bi = 0
-    for m in WORD.finditer(text):
-        s = m.start()
-        bi += len(text[ci:s].encode("utf-8", "surrogateescape"))
-        ci = s
-        res.append((m.group().encode("utf-8", "surrogateescape"), bi))
-    return res
 
 
 def archive_order(root):

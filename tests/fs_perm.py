@@ -25,7 +25,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
-from fs_write_lib import TADOC, check, cleanup, compress, finish, log, mount, run, unmount  # noqa: E402
+from fs_write_lib import teardown, TADOC, check, compress, finish, log, mount, run, unmount  # noqa: E402
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 GROUPED = ["setpriv", "--reuid=65534", "--regid=65534", "--groups=0", "--"]   # the mount's group (root's, 0)
@@ -214,8 +214,7 @@ def main():
               "hostile archive: exit %s, %r" % (rc, err))
         log("  " + err.strip())
     finally:
-        cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        teardown(tmp)
     finish()
 
 

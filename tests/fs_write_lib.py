@@ -21,7 +21,8 @@ import time
 TADOC = os.environ.get("TADOC", "tadoc")
 TADOCFS = os.environ.get("TADOCFS", "tadocfs")
 TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
-WORD = re.compile(r"\w+")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from oracle import words_of  # noqa: E402,F401  (re-exported to the tests)
 
 failures = []
 _daemons = {}  # mountpoint -> Popen
@@ -46,6 +47,12 @@ def finish():
         sys.exit(1)
     log("all checks passed")
     sys.exit(0)
+
+
+def teardown(tmp):
+    """At the end of a test, whatever happened: unmount what is still mounted, remove tmp."""
+    cleanup()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def skip_without_fuse():
@@ -250,18 +257,6 @@ def compare(shadow_root, mnt, what):
 
 # ---------------------------------------------------------------- oracle
 
-def words_of(data):
-    """[(word bytes, byte offset)] by Python's \\w on surrogateescape text
-    (decision 2: invalid bytes separate words)."""
-    text = data.decode("utf-8", "surrogateescape")
-    res = []
-    ci = bi = 0
-    for m in WORD.finditer(text):
-        s = m.start()
-        bi += len(text[ci:s].encode("utf-8", "surrogateescape"))
-        ci = s
-        res.append((m.group().encode("utf-8", "surrogateescape"), bi))
-    return res
 
 
 VOCAB = ["whale", "sea", "Ishmael", "ship", "the", "of", "and", "harpoon", "Queequeg", "naïve",
