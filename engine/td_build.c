@@ -17,6 +17,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
 #include "td_scode.h"
@@ -810,22 +811,6 @@ typedef struct sec {
 	td_buf b;
 } sec;
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-	while (n) {
-		ssize_t k = write(fd, s, n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		s += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Append file `path` to fd at *off (8-byte aligned after it). */
 static int append_file(int fd, const char *path, uint64_t size, uint64_t *off)
 {
@@ -838,7 +823,7 @@ static int append_file(int fd, const char *path, uint64_t size, uint64_t *off)
 		if (k < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP)) {
 			static __thread uint8_t buf[1 << 16];
 			k = read(in, buf, sizeof buf);
-			if (k > 0 && write_all(fd, buf, (size_t)k))
+			if (k > 0 && td_write_all(fd, buf, (size_t)k))
 				k = -1;
 		}
 		if (k < 0 && errno == EINTR)
@@ -853,7 +838,7 @@ static int append_file(int fd, const char *path, uint64_t size, uint64_t *off)
 	*off += size;
 	static const uint8_t zero[8];
 	size_t pad = (size_t)((8 - (*off & 7)) & 7);
-	if (pad && write_all(fd, zero, pad))
+	if (pad && td_write_all(fd, zero, pad))
 		return -1;
 	*off += pad;
 	return 0;
@@ -1031,24 +1016,6 @@ out:
 	return err;
 }
 
-static int compress_names(td_buf *b)
-{
-	size_t bound = ZSTD_compressBound(b->len);
-	td_buf z = { 0 };
-	if (!(z.p = malloc(bound ? bound : 1)))
-		return TD_ENOMEM;
-	z.cap = bound;
-	size_t n = ZSTD_compress(z.p, bound, b->p, b->len, 19);
-	if (ZSTD_isError(n)) {
-		free(z.p);
-		return td_fail(TD_ENOMEM, "zstd: %s", ZSTD_getErrorName(n));
-	}
-	z.len = n;
-	td_buf_free(b);
-	*b = z;
-	return TD_OK;
-}
-
 static int write_container(td_build *b, const char *out_path)
 {
 	enum { NSEC = TD_SEC_MAX + TD_SEC5_N };
@@ -1077,7 +1044,7 @@ static int write_container(td_build *b, const char *out_path)
 	/* the shards, in order, after room for the header */
 	td_disk_header h;
 	memset(&h, 0, sizeof h);
-	if (write_all(fd, &h, sizeof h))
+	if (td_write_all(fd, &h, sizeof h))
 		goto ioerr;
 	uint64_t off = sizeof h;
 	if (b->base_n) { /* the base's shards, byte for byte */
@@ -1088,7 +1055,7 @@ static int write_container(td_build *b, const char *out_path)
 			tab[i] = bt[i];
 			tab[i].off = off;
 			size_t pad = (size_t)((8 - (bt[i].size & 7)) & 7);
-			if (write_all(fd, b->o.base->map + bt[i].off, bt[i].size) || write_all(fd, zero, pad))
+			if (td_write_all(fd, b->o.base->map + bt[i].off, bt[i].size) || td_write_all(fd, zero, pad))
 				goto ioerr;
 			off += bt[i].size + pad;
 		}
@@ -1100,7 +1067,7 @@ static int write_container(td_build *b, const char *out_path)
 			goto ioerr;
 		unlink(j->tmp);
 	}
-	if ((err = tree_sections(b, s, tab)) || (err = compress_names(&s[TD_SEC_NAMES].b)))
+	if ((err = tree_sections(b, s, tab)) || (err = td_buf_zstd(&s[TD_SEC_NAMES].b, 19)))
 		goto out;
 	td_disk_section dtab[NSEC];
 	uint32_t ns = 0;
@@ -1108,7 +1075,7 @@ static int write_container(td_build *b, const char *out_path)
 		if ((err = td_buf_align(&s[i].b, 8)))
 			goto out;
 		dtab[ns++] = (td_disk_section){ s[i].id, s[i].flags, off, s[i].b.len, XXH3_64bits(s[i].b.p, s[i].b.len) };
-		if (write_all(fd, s[i].b.p, s[i].b.len))
+		if (td_write_all(fd, s[i].b.p, s[i].b.len))
 			goto ioerr;
 		off += s[i].b.len;
 	}
@@ -1120,7 +1087,7 @@ static int write_container(td_build *b, const char *out_path)
 	h.sectab_sum = XXH3_64bits(dtab, ns * sizeof *dtab);
 	h.file_size = off + ns * sizeof *dtab;
 	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
-	if (write_all(fd, dtab, ns * sizeof *dtab) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd))
+	if (td_write_all(fd, dtab, ns * sizeof *dtab) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd))
 		goto ioerr;
 	if (close(fd)) {
 		fd = -1;

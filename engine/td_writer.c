@@ -15,6 +15,7 @@
 
 #include "td_format.h"
 #include "td_grammar.h"
+#include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
 #include "td_scode.h"
@@ -526,48 +527,13 @@ typedef struct secbuf {
 	td_buf b[TD_SEC_MAX];
 } secbuf;
 
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *s = p;
-	while (n) {
-		ssize_t k = write(fd, s, n);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		s += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
-/* Replace section `id` by one zstd frame (TD_SECF_ZSTD in td_format.h).
- * Level 19: names and dictionary are a few MB, so this costs about a second
- * and saves 5-25% of the archive. */
-static int compress_blob(secbuf *sb, unsigned id)
-{
-	td_buf *b = &sb->b[id];
-	size_t bound = ZSTD_compressBound(b->len);
-	td_buf z = { 0 };
-	if (!(z.p = malloc(bound)))
-		return TD_ENOMEM;
-	z.cap = bound;
-	size_t n = ZSTD_compress(z.p, bound, b->p, b->len, 19);
-	if (ZSTD_isError(n)) {
-		free(z.p);
-		return td_fail(TD_ENOMEM, "zstd: %s", ZSTD_getErrorName(n));
-	}
-	z.len = n;
-	td_buf_free(b);
-	*b = z;
-	return TD_OK;
-}
-
 static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 {
+	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
+	 * frame each. Level 19: names and dictionary are a few MB, so this
+	 * costs about a second and saves 5-25% of the archive. */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		int zerr = td_sec_zstd(id) ? compress_blob(sb, id) : TD_OK;
+		int zerr = td_sec_zstd(id) ? td_buf_zstd(&sb->b[id], 19) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -609,12 +575,12 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 	h.sectab_sum = XXH3_64bits(tab, ns * sizeof *tab);
 	h.file_size = off + ns * sizeof *tab;
 	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
-	if (write_all(fd, &h, sizeof h))
+	if (td_write_all(fd, &h, sizeof h))
 		goto ioerr;
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
-		if (write_all(fd, sb->b[id].p, sb->b[id].len))
+		if (td_write_all(fd, sb->b[id].p, sb->b[id].len))
 			goto ioerr;
-	if (write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
+	if (td_write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
 		goto ioerr;
 	if (close(fd)) {
 		fd = -1;
