@@ -17,6 +17,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_mem.h"
 #include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
@@ -210,9 +211,10 @@ static void *worker(void *p)
 			b->qtail = NULL;
 		pthread_mutex_unlock(&b->mu);
 		int err = job_run(j);
-#ifdef __GLIBC__
+#if defined(__GLIBC__) && !TD_ASAN
 		/* the writer's tables were freed into this thread's arena:
-		 * give them back, so the bound holds for the process's RSS */
+		 * give them back, so the bound holds for the process's RSS
+		 * (not under AddressSanitizer: its allocator is not glibc's) */
 		malloc_trim(0);
 #endif
 		if (err)

@@ -8,14 +8,9 @@
 /* Under AddressSanitizer every table comes from calloc, at its exact size,
  * so a read past its end is reported instead of landing in the rest of a
  * 2 MiB mapping. */
-#if defined(__SANITIZE_ADDRESS__)
+#if TD_ASAN
 #define BIG_MIN SIZE_MAX
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BIG_MIN SIZE_MAX
-#endif
-#endif
-#ifndef BIG_MIN
+#else
 #define BIG_MIN TD_BIG_MIN
 #endif
 

@@ -15,6 +15,19 @@
  * the read hint's sweep or the mount's warm-up fills them all
  * (td_big_alloc_sparse). What it saves, and its cost on some virtual
  * machines: contrib/bench/NOTES.md ("Read path"). */
+/* TD_ASAN: 1 in a build under AddressSanitizer (whose allocator replaces
+ * glibc's: no malloc_trim, no big mappings of our own), else 0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TD_ASAN 1
+#endif
+#endif
+#ifndef TD_ASAN
+#define TD_ASAN 0
+#endif
+
 #define TD_BIG_PAGE ((size_t)2 << 20)
 #define TD_BIG_MIN ((size_t)1 << 20)
 
