@@ -116,6 +116,8 @@ static int is_piece(const an *x, uint64_t s)
 
 static int rhs(const an *x, uint64_t r, uint64_t *start, uint32_t *len)
 {
+	*start = 0;
+	*len = 0;
 	if (td_rule_rhs(x->a, r, start, len))
 		return td_fail(TD_ECORRUPT, "rule table broken");
 	return TD_OK;

@@ -180,7 +180,7 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 		return TD_EISDIR;
 	if (off >= st.size || len == 0)
 		return TD_OK;
-	uint64_t first, n;
+	uint64_t first = 0, n = 0;
 	if ((err = pieces_of(a, e, &first, &n)))
 		return err;
 	if (n == 0)
@@ -252,7 +252,7 @@ static int word_scope(const td_archive *a, const char *word, size_t len, td_entr
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
 	*count = 0;
-	uint64_t first, n, sum = 0;
+	uint64_t first = 0, n = 0, sum = 0;
 	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
 	if (err)
 		return err;
@@ -313,7 +313,7 @@ static const rev_map *rev_get(const td_archive *a)
 		r->ents[i].e = TD_NOENTRY;
 	for (td_entry e = 0; e < ne; e++) {
 		td_stat st;
-		uint64_t first, n;
+		uint64_t first = 0, n = 0;
 		if (td_archive_stat(a, e, &st) || S_ISDIR(st.mode) || pieces_of(a, e, &first, &n))
 			continue;
 		for (uint64_t k = 0; k < n; k++) {
@@ -354,7 +354,7 @@ static int cmp_rhit(const void *x, const void *y)
 
 int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
 {
-	uint64_t first, n;
+	uint64_t first = 0, n = 0;
 	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
 	if (err)
 		return err;
@@ -414,7 +414,7 @@ int td_shard_query_fast(const td_archive *a, td_entry scope)
 {
 	if (scope == TD_ROOT)
 		return 1;
-	uint64_t first, n;
+	uint64_t first = 0, n = 0;
 	if (scope >= a->meta.nentries || pieces_of(a, scope, &first, &n))
 		return 0;
 	for (uint64_t k = 0; k < n; k++) {
@@ -520,7 +520,7 @@ const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n)
 
 int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n)
 {
-	uint64_t first;
+	uint64_t first = 0;
 	int err = pieces_of(a, e, &first, n);
 	*p = err ? NULL : a->sh->pieces + first;
 	return err;
@@ -552,7 +552,7 @@ static int path_of(const td_archive *x, td_entry e, char *buf, size_t cap)
  * TD_NOENTRY. */
 static td_entry dir_local(const td_archive *a, td_entry d, uint32_t s)
 {
-	uint64_t first, n;
+	uint64_t first = 0, n = 0;
 	if (pieces_of(a, d, &first, &n))
 		return TD_NOENTRY;
 	for (uint64_t k = 0; k < n; k++)
@@ -583,7 +583,7 @@ int td_shard_verify(const td_archive *a)
 	}
 	for (td_entry e = 0; e < a->meta.nentries && !err; e++) {
 		td_stat st;
-		uint64_t first, n, at = 0, words = 0;
+		uint64_t first = 0, n = 0, at = 0, words = 0;
 		if ((err = td_archive_stat(a, e, &st)) || (err = pieces_of(a, e, &first, &n)))
 			break;
 		if (!S_ISDIR(st.mode) && n == 0) {
