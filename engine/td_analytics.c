@@ -1061,7 +1061,7 @@ static int search_file(scanner *sc, pctx *p, td_entry e)
 	p->file = e;
 	p->base = 0;
 	int err = scan_file(sc, e);
-	uint64_t rs, re, sym[QCHUNK], off = 0;
+	uint64_t rs = 0, re = 0, sym[QCHUNK], off = 0;
 	if (!err)
 		err = root_range(x, e, &rs, &re);
 	for (uint64_t i = rs; !err && i < re;) {
