@@ -64,13 +64,29 @@ static void an_free(an *x)
 	free(x->files);
 }
 
-/* Open the scope: checks, its files, the piece flags, and the read
- * tables when the walk reads the grammar (`walk`). */
-static int an_init(an *x, const td_archive *a, td_entry scope, int walk)
+/* Copy a given file list (td_analytics_set.h) as the scope's files. */
+static int add_list(an *x, const td_entry *list, size_t n)
+{
+	x->files = malloc((n ? n : 1) * sizeof *x->files);
+	if (!x->files)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (list[i] >= x->a->meta.nentries || !is_file(x->a, list[i]))
+			return td_fail(TD_EINVAL, "entry %u is not a regular file", list[i]);
+		x->files[i] = list[i];
+	}
+	x->nfiles = x->fcap = n;
+	return TD_OK;
+}
+
+/* Open the scope (or, with list, the files list[0..nlist)): checks, its
+ * files, the piece flags, and the read tables when the walk reads the
+ * grammar (`walk`). */
+static int an_init_list(an *x, const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, int walk)
 {
 	memset(x, 0, sizeof *x);
 	x->a = a;
-	if (scope >= a->meta.nentries)
+	if (!list && scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
 	int err = td_data_check(a);
 	if (err)
@@ -80,7 +96,7 @@ static int an_init(an *x, const td_archive *a, td_entry scope, int walk)
 	x->W = a->W;
 	x->T = a->T;
 	x->R = a->R;
-	err = add_files(x, scope, 0);
+	err = list ? add_list(x, list, nlist) : add_files(x, scope, 0);
 	if (err)
 		return err;
 	uint64_t roots = 0;
@@ -215,6 +231,11 @@ static int64_t longw_add(td_longw *l, const uint8_t *w, size_t len)
 	return (int64_t)l->n++;
 }
 
+int64_t td_counts_extra(td_counts *c, const uint8_t *w, size_t len)
+{
+	return longw_add(&c->lw, w, len);
+}
+
 static void longw_free(td_longw *l)
 {
 	for (size_t i = 0; i < l->n; i++)
@@ -332,7 +353,7 @@ static int rset_add(const an *x, rset *s, uint64_t sym)
 
 /* ---------- word counts of a scope ---------- */
 
-static int counts_add(td_counts *c, uint64_t w, uint64_t n)
+int td_counts_add(td_counts *c, uint64_t w, uint64_t n)
 {
 	if (!c->cnt[w] && !c->dense) {
 		if (c->ntouched == c->cap) {
@@ -361,11 +382,16 @@ int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 {
 	if (td_sharded(a))
 		return td_shard_unsupported(a);
+	return td_list_counts(a, scope, NULL, 0, c);
+}
+
+int td_list_counts(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, td_counts *c)
+{
 	memset(c, 0, sizeof *c);
 	an x;
 	rset s = { 0 };
 	uint64_t *freq = NULL;
-	int err = an_init(&x, a, scope, scope != TD_ROOT);
+	int err = an_init_list(&x, a, scope, list, nlist, list || scope != TD_ROOT);
 	if (err)
 		goto out;
 	c->cnt = calloc(x.W ? x.W : 1, sizeof *c->cnt);
@@ -373,7 +399,7 @@ int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 		err = TD_ENOMEM;
 		goto out;
 	}
-	if (scope == TD_ROOT) {
+	if (scope == TD_ROOT && !list) {
 		/* the corpus: WORD_FREQ */
 		const td_pack *wf = td_word_freq(a);
 		if (!wf) {
@@ -402,7 +428,7 @@ int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 				td_root_range(a, i, k, sym);
 				for (uint64_t j = 0; j < k && !err; j++) {
 					if (sym[j] < 2 * x.W)
-						err = counts_add(c, sym[j] >> 1, 1);
+						err = td_counts_add(c, sym[j] >> 1, 1);
 					else if (sym[j] >= x.T && !(err = rset_add(&x, &s, sym[j])))
 						freq[sym[j] - x.T]++;
 				}
@@ -417,7 +443,7 @@ int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 			for (uint32_t j = 0; j < len && !err; j++) {
 				uint64_t y = td_rule_sym(a, start + j);
 				if (y < 2 * x.W)
-					err = counts_add(c, y >> 1, f);
+					err = td_counts_add(c, y >> 1, f);
 				else if (y >= x.T)
 					freq[y - x.T] += f;
 			}
@@ -533,8 +559,20 @@ int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn,
 	if (td_sharded(a))
 		return td_shard_unsupported(a);
 	td_counts c;
-	topk t = { 0 };
 	int err = td_scope_counts(a, scope, &c);
+	if (err) {
+		td_counts_free(&c);
+		return err;
+	}
+	return td_counts_top(a, &c, n, fn, ctx);
+}
+
+int td_counts_top(const td_archive *a, td_counts *cp, uint64_t n, td_word_fn fn, void *ctx)
+{
+	td_counts c = *cp;
+	memset(cp, 0, sizeof *cp);
+	topk t = { 0 };
+	int err = TD_OK;
 	uint64_t nt = c.dense ? a->W : c.ntouched, total = nt + c.lw.n;
 	wrank_ctx w = { a, &c };
 	if (!err)
@@ -575,9 +613,19 @@ int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx
 		return td_shard_unsupported(a);
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
+	if (err) {
+		td_counts_free(&c);
+		return err;
+	}
+	return td_counts_vector(a, &c, fn, ctx);
+}
+
+int td_counts_vector(const td_archive *a, td_counts *cp, td_word_fn fn, void *ctx)
+{
+	td_counts c = *cp;
+	memset(cp, 0, sizeof *cp);
+	int err = TD_OK;
 	size_t *li = NULL;
-	if (err)
-		goto out;
 	li = malloc((c.lw.n ? c.lw.n : 1) * sizeof *li);
 	if (!li) {
 		err = TD_ENOMEM;
@@ -1081,12 +1129,12 @@ static int search_file(scanner *sc, pctx *p, td_entry e)
 
 /* Count a phrase per file of the scope: counts[i] for x->files[i], and,
  * with out, every hit. */
-static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, an *x, uint64_t **counts,
-		      td_hits *out)
+static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, const td_entry *list, size_t nlist,
+		      an *x, uint64_t **counts, td_hits *out)
 {
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	int err = an_init(x, a, scope, 1);
+	int err = an_init_list(x, a, scope, list, nlist, 1);
 	if (err)
 		return err;
 	*counts = calloc(x->nfiles ? x->nfiles : 1, sizeof **counts);
@@ -1147,7 +1195,7 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 		return td_count(a, p, len, scope, count);
 	an x;
 	uint64_t *counts = NULL;
-	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
+	err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, NULL);
 	for (size_t f = 0; !err && f < x.nfiles; f++)
 		*count += counts[f];
 	free(counts);
@@ -1170,7 +1218,7 @@ int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry sc
 	an x;
 	uint64_t *counts = NULL;
 	size_t before = out->n;
-	err = phrase_run(a, &ph, scope, &x, &counts, out);
+	err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, out);
 	free(counts);
 	an_free(&x);
 	if (err)
@@ -1192,41 +1240,33 @@ static int franked_cmp(const void *p, const void *q)
 	return strcmp(u->path, v->path);
 }
 
-int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
-		    size_t *n)
+int td_rank_files(const uint64_t *counts, const uint32_t *ids, size_t nfiles, td_set_path_fn path, const void *pctx,
+		  td_file_count **out, size_t *n)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
-	phrase ph;
 	*out = NULL;
 	*n = 0;
-	int err = phrase_parse(a, p, len, &ph);
-	if (err)
-		return err;
-	an x;
-	uint64_t *counts = NULL;
 	franked *v = NULL;
 	size_t k = 0;
-	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
-	for (size_t f = 0; !err && f < x.nfiles; f++)
+	int err = TD_OK;
+	for (size_t f = 0; f < nfiles; f++)
 		k += counts[f] != 0;
-	if (!err && k) {
+	if (k) {
 		v = calloc(k, sizeof *v);
 		*out = malloc(k * sizeof **out);
 		if (!v || !*out)
 			err = TD_ENOMEM;
 	}
 	size_t i = 0;
-	for (size_t f = 0; !err && f < x.nfiles; f++) {
+	for (size_t f = 0; !err && f < nfiles; f++) {
 		if (!counts[f])
 			continue;
 		char buf[TD_MAXPATH + 2];
-		int pl = td_archive_path(a, x.files[f], buf, sizeof buf);
+		int pl = path(pctx, ids[f], buf, sizeof buf);
 		if (pl < 0) {
 			err = pl;
 			break;
 		}
-		v[i].fc.file = x.files[f];
+		v[i].fc.file = ids[f];
 		v[i].fc.count = counts[f];
 		if (!(v[i++].path = strdup(buf)))
 			err = TD_ENOMEM;
@@ -1244,6 +1284,30 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 	for (i = 0; v && i < k; i++)
 		free(v[i].path);
 	free(v);
+	return err;
+}
+
+static int entry_path(const void *a, uint32_t e, char *buf, size_t cap)
+{
+	return td_archive_path(a, e, buf, cap);
+}
+
+int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
+		    size_t *n)
+{
+	if (td_sharded(a))
+		return td_shard_unsupported(a);
+	phrase ph;
+	*out = NULL;
+	*n = 0;
+	int err = phrase_parse(a, p, len, &ph);
+	if (err)
+		return err;
+	an x;
+	uint64_t *counts = NULL;
+	err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, NULL);
+	if (!err)
+		err = td_rank_files(counts, x.files, x.nfiles, entry_path, a, out, n);
 	free(counts);
 	an_free(&x);
 	return err;
@@ -1392,6 +1456,12 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 {
 	if (td_sharded(a))
 		return td_shard_unsupported(a);
+	return td_ngrams_list(a, scope, NULL, 0, NULL, n, top, fn, ctx);
+}
+
+int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
+		   unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+{
 	if (n < 2 || n > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
 	an x;
@@ -1402,7 +1472,7 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	uint64_t *freq = NULL;
 	topk tk = { 0 };
 	uint8_t *longf = NULL;
-	int err = an_init(&x, a, scope, 1);
+	int err = an_init_list(&x, a, scope, list, nlist, 1);
 	if (err)
 		goto out;
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
@@ -1472,6 +1542,10 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 		ntext nt = { .a = a, .t = &t, .lw = &lw };
 		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
 	}
+	for (size_t i = 0; texts && i < texts->n && !err; i++) {
+		ntext nt = { .a = a, .t = &t, .lw = &lw };
+		err = texts->words(texts->ctx, i, ngram_text_fn, &nt);
+	}
 	if (err)
 		goto out;
 	/* the top ones */
@@ -1497,5 +1571,42 @@ out:
 	seqinfo_free(&si);
 	rset_free(&s);
 	an_free(&x);
+	return err;
+}
+
+/* ---------- a given list of files and texts (td_analytics_set.c) ---------- */
+
+int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
+		   const td_texts *texts, uint64_t *counts, td_hits *out)
+{
+	phrase ph;
+	int err = phrase_parse(a, p, len, &ph);
+	if (err)
+		return err;
+	an x;
+	uint64_t *c = NULL;
+	size_t before = out ? out->n : 0;
+	err = phrase_run(a, &ph, TD_ROOT, list, nlist, &x, &c, out);
+	for (size_t f = 0; !err && f < nlist; f++)
+		counts[f] = c[f];
+	/* hits name the file's place in the list (they come in list order) */
+	for (size_t h = before, f = 0; !err && out && h < out->n; h++) {
+		while (f < nlist && list[f] != out->v[h].file)
+			f++;
+		if (f == nlist) {
+			err = td_fail(TD_ECORRUPT, "phrase hit outside the files searched");
+			break;
+		}
+		out->v[h].file = (td_entry)f;
+	}
+	for (size_t i = 0; !err && texts && i < texts->n; i++) {
+		tmatch t = { .ph = &ph, .out = out, .file = (td_entry)(nlist + i) };
+		err = texts->words(texts->ctx, i, tmatch_fn, &t);
+		counts[nlist + i] = t.count;
+	}
+	free(c);
+	an_free(&x);
+	if (err && out)
+		out->n = before;
 	return err;
 }

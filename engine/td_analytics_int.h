@@ -3,7 +3,9 @@
 #define TD_ANALYTICS_INT_H
 
 #include "td_analytics.h"
+#include "td_analytics_set.h"
 #include "td_archive_int.h"
+#include "td_query_int.h"
 
 /* Words longer than TD_MAXTOK bytes met in a scope (stored as pieces, so
  * without a word id): their bytes and counts. */
@@ -30,6 +32,43 @@ typedef struct td_counts {
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c);
 void td_counts_free(td_counts *c);
 
+/* The same over the regular files list[0..nlist) instead (list NULL: the
+ * scope). Not for sharded archives. */
+int td_list_counts(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, td_counts *c);
+
+/* Add n to word id w's count. TD_OK or TD_ENOMEM. */
+int td_counts_add(td_counts *c, uint64_t w, uint64_t n);
+
+/* Index of word w (any length) among c's long words, added with count 0
+ * when new; <0 (TD_ENOMEM) on failure. For words without a word id. */
+int64_t td_counts_extra(td_counts *c, const uint8_t *w, size_t len);
+
+/* td_top_words / td_term_vector / td_fuzzy over given counts; they take
+ * *c over (freed and zeroed when they return). */
+int td_counts_top(const td_archive *a, td_counts *c, uint64_t n, td_word_fn fn, void *ctx);
+int td_counts_vector(const td_archive *a, td_counts *c, td_word_fn fn, void *ctx);
+int td_counts_fuzzy(const td_archive *a, td_counts *c, const char *word, size_t len, unsigned k, unsigned nthreads,
+		    td_fuzzy_fn fn, void *ctx);
+
+/* Texts the caller supplies (an edited file's current bytes): words(ctx,
+ * i, fn, fctx) calls fn with every word of text i, in order. */
+typedef struct td_texts {
+	size_t n;
+	int (*words)(void *ctx, size_t i, td_text_fn fn, void *fctx);
+	void *ctx;
+} td_texts;
+
+/* td_ngrams over the files list[0..nlist) (NULL: the scope) and texts. */
+int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
+		   unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
+
+/* Occurrences of phrase p in each of the files list[0..nlist) and then
+ * each text, into counts[0 .. nlist + texts->n); with out, every hit is
+ * appended with td_hit.file = that index, in index order, offsets
+ * ascending. */
+int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
+		   const td_texts *texts, uint64_t *counts, td_hits *out);
+
 /* Bytes of word id w (< W), its length in *len. WORDS must be decoded
  * (td_scope_counts does it). */
 static inline const char *td_word_at(const td_archive *a, uint64_t w, size_t *len)
@@ -38,5 +77,10 @@ static inline const char *td_word_at(const td_archive *a, uint64_t w, size_t *le
 	*len = (size_t)(o1 - o0);
 	return (const char *)td_words(a) + o0;
 }
+
+/* The files with a non-zero counts[i] (file ids[i]) ranked: count
+ * descending, ties by path() bytes. *out malloc'd (NULL when *n is 0). */
+int td_rank_files(const uint64_t *counts, const uint32_t *ids, size_t nfiles, td_set_path_fn path, const void *pctx,
+		  td_file_count **out, size_t *n);
 
 #endif

@@ -403,33 +403,57 @@ static int fcmp(const void *p, const void *q, void *ctx)
 	return c ? c : (ul > vl) - (ul < vl);
 }
 
+static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, td_counts *given,
+		    unsigned nthreads, td_fuzzy_fn fn, void *ctx);
+
 int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
 	     td_fuzzy_fn fn, void *ctx)
 {
 	if (td_sharded(a))
 		return td_shard_unsupported(a);
+	return fuzzy_in(a, word, len, k, scope, NULL, nthreads, fn, ctx);
+}
+
+int td_counts_fuzzy(const td_archive *a, td_counts *c, const char *word, size_t len, unsigned k, unsigned nthreads,
+		    td_fuzzy_fn fn, void *ctx)
+{
+	return fuzzy_in(a, word, len, k, TD_ROOT, c, nthreads, fn, ctx);
+}
+
+/* td_fuzzy over the scope's counts, or over *given (taken over: freed). */
+static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, td_counts *given,
+		    unsigned nthreads, td_fuzzy_fn fn, void *ctx)
+{
+	td_counts c;
+	memset(&c, 0, sizeof c);
+	if (given) {
+		c = *given;
+		memset(given, 0, sizeof *given);
+	}
+	int err = TD_OK;
 	if (!td_is_word(word, len))
-		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
-	if (k > TD_FUZZY_MAXK)
-		return td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
-	if (scope >= a->meta.nentries)
-		return td_fail(TD_EINVAL, "no entry %u", scope);
+		err = td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
+	else if (k > TD_FUZZY_MAXK)
+		err = td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
+	else if (scope >= a->meta.nentries)
+		err = td_fail(TD_EINVAL, "no entry %u", scope);
 	const ftree *t;
-	int err = get_tree(a, &t);
-	if (err)
+	uint32_t *q = NULL;
+	if (!err && !(err = get_tree(a, &t)) && !(q = malloc((len + 1) * sizeof *q)))
+		err = TD_ENOMEM;
+	if (err) {
+		td_counts_free(&c);
 		return err;
-	uint32_t *q = malloc((len + 1) * sizeof *q);
-	if (!q)
-		return TD_ENOMEM;
+	}
 	unsigned m = to_cps(word, len, q);
 	/* the scope's counts: the corpus's are WORD_FREQ; a long word (more
 	 * than TD_MAXTOK bytes, so 64 code points or more) only matters to a
 	 * query of 64 - k code points or more */
-	td_counts c;
-	memset(&c, 0, sizeof c);
 	const td_pack *wf = NULL;
 	int need_long = a->meta.nlongwords && m + k >= TD_MAXTOK / 4 + 1;
-	if (scope != TD_ROOT || need_long)
+	if (given)
+		; /* the caller's counts */
+	else if (scope != TD_ROOT || need_long)
 		err = td_scope_counts(a, scope, &c);
 	else if (!(wf = td_word_freq(a)))
 		err = TD_ECORRUPT;
