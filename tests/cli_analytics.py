@@ -166,12 +166,7 @@ def main():
         check_corpus("adversarial", adv, work, nfiles=40, ndirs=27)
         check_corpus("sample", os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
         bad_args(work)
-        sotu = None
-        for d in (os.environ.get("TADOC_CORPORA"),
-                  os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
-            if d and os.path.isdir(os.path.join(d, "sotu")):
-                sotu = os.path.join(d, "sotu")
-                break
+        sotu = oracle.real_corpus("sotu")
         if sotu:
             check_corpus("sotu", sotu, work, nfiles=6, ndirs=3, heavy_root=True)
         else:

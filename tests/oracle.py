@@ -170,6 +170,16 @@ class Corpus:
         return [x for x in memo[word, scope] if x[0] <= k]
 
 
+def real_corpus(name):
+    """The directory of fetched corpus `name` (TADOC_CORPORA, else
+    ~/.cache/tadoc-corpora), or None when it is not there."""
+    for d in (os.environ.get("TADOC_CORPORA"),
+              os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
+        if d and os.path.isdir(os.path.join(d, name)):
+            return os.path.join(d, name)
+    return None
+
+
 def levenshtein(a, b):
     """Edit distance over code points, brute force (the full matrix)."""
     prev = list(range(len(b) + 1))

@@ -201,8 +201,8 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 		return CLS_OTHER;
 	td_fs_xname x;
 	td_fs_xattr_parse(r->name, &x);
-	if (x.kind != TD_FS_XCOUNT || x.err)
-		return CLS_OTHER; /* the xattr module answers, errors included */
+	if (x.kind != TD_FS_XCOUNT || x.err || x.nwords != 1)
+		return CLS_OTHER; /* the xattr module answers, errors and phrases included */
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;

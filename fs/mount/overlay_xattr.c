@@ -9,6 +9,7 @@
 #include "overlay.h"
 #include "xattr_name.h"
 #include "xattr_perm.h"
+#include "xattr_value.h"
 #include "td_err.h"
 #include "td_query.h"
 
@@ -86,9 +87,69 @@ static int dir_total(const td_edit *ed, td_node n, const td_fs_xname *x, const t
 	return 0;
 }
 
+/* Current text of a changed file, for the engine (td_set_read_fn); ctx is
+ * an rtext. */
+typedef struct rtext {
+	const td_edit *ed;
+	td_cursor *cur;
+} rtext;
+
+static int read_text(void *ctx, uint32_t id, uint64_t off, void *buf, size_t len, size_t *got)
+{
+	const rtext *r = ctx;
+	return td_edit_read(r->ed, id, off, buf, len, got, r->cur);
+}
+
+static int id_cmp(const void *p, const void *q)
+{
+	const td_set_file *u = p, *v = q;
+	return (u->id > v->id) - (u->id < v->id);
+}
+
+/* Phrases, top, vector, files, ngrams, fuzzy: over the files of n's
+ * subtree the caller sees, as they read now: an unchanged file is its
+ * archive entry, a changed one its current text. Files go in node order,
+ * as td_edit_search lists hits. */
+static int value_set(const td_edit *ed, const td_fs_tview *v, td_node n, int is_dir, const td_fs_xname *x,
+		     const char *name, const td_fs_hidden *hid, char **val, size_t *len)
+{
+	uint32_t *ids = NULL;
+	size_t nf = 0;
+	int rc = td_fs_visible_files(v, n, hid, &ids, &nf);
+	td_set_file *f = rc ? NULL : malloc((nf ? nf : 1) * sizeof *f);
+	rtext rt = { ed, td_cursor_new(td_edit_archive(ed)) };
+	if (!rc && (!f || !rt.cur))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < nf; i++) {
+		const td_piece *pc;
+		size_t np;
+		td_entry base;
+		td_stat st;
+		int err = td_edit_pieces(ed, ids[i], &pc, &np, &base);
+		if (!err)
+			err = td_edit_stat(ed, ids[i], &st);
+		if (err) {
+			rc = -td_err_errno(err);
+			break;
+		}
+		f[i] = (td_set_file){ .id = ids[i], .entry = np == 0 ? base : TD_NOENTRY, .size = st.size };
+	}
+	if (!rc && nf > 1)
+		qsort(f, nf, sizeof *f, id_cmp);
+	td_fileset set = { .f = f, .n = nf, .read = read_text, .rctx = &rt };
+	td_fs_xsrc src = { .a = td_edit_archive(ed), .set = &set, .path = edit_path, .pctx = ed };
+	if (!rc)
+		rc = td_fs_xattr_value(&src, x, name, is_dir, val, len);
+	td_cursor_free(rt.cur);
+	free(f);
+	free(ids);
+	return rc;
+}
+
 /* Value of a read name as class `who` sees it (xattr_perm.h); caller holds
  * the read lock. */
-static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, int who, char **val, size_t *len)
+static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, const char *name, int who, char **val,
+		     size_t *len)
 {
 	*val = NULL;
 	*len = 0;
@@ -104,7 +165,7 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, int who, char *
 		return -ENODATA;
 	if (x->err)
 		return x->err;
-	if (x->kind != TD_FS_XWORDS && x->kind != TD_FS_XCOUNT && x->kind != TD_FS_XSEARCH)
+	if (x->kind < TD_FS_XWORDS)
 		return -ENODATA;
 	if (!is_dir && !td_fs_who_may(who, st.mode))
 		return -EACCES; /* as the kernel says with default_permissions */
@@ -114,7 +175,10 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, int who, char *
 	if (rc)
 		return rc;
 	uint64_t total = 0;
-	if (x->kind == TD_FS_XSEARCH) {
+	int edit_words = x->kind == TD_FS_XWORDS || ((x->kind == TD_FS_XCOUNT || x->kind == TD_FS_XSEARCH) && x->nwords == 1);
+	if (!edit_words) {
+		rc = value_set(ed, &v, n, is_dir, x, name, &hid, val, len);
+	} else if (x->kind == TD_FS_XSEARCH) {
 		td_hits h = { 0 };
 		err = td_edit_search(ed, x->word, x->wlen, n, &h);
 		rc = err ? -td_err_errno(err) : td_fs_hidden_filter(&v, &hid, &h);
@@ -146,7 +210,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		rc = td_fs_rw_node(ino) == TD_ROOT ? td_fs_batch_stats(fs, &val, &len) : -ENODATA;
 	} else {
 		td_fs_rw_rdlock(fs);
-		rc = xattr_get(fs, td_fs_rw_node(ino), &x, td_fs_who(fs, req), &val, &len);
+		rc = xattr_get(fs, td_fs_rw_node(ino), &x, name, td_fs_who(fs, req), &val, &len);
 		td_fs_rw_unlock(fs);
 		td_fs_batch_record(fs, 0, t0, 0);
 	}

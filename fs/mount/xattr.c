@@ -9,6 +9,8 @@
 #include "batcher.h"
 #include "inode.h"
 #include "xattr.h"
+#include "xattr_value.h"
+#include "td_analytics.h"
 #include "td_err.h"
 #include "td_format.h"
 #include "td_query.h"
@@ -105,7 +107,7 @@ static xresult *search_cached(td_fs *fs, td_entry scope, const char *w, size_t w
 	r->wlen = wlen;
 	r->scope = scope;
 	r->refs = 1;
-	int err = td_search(fs->a, w, wlen, scope, &r->hits);
+	int err = td_phrase_search(fs->a, w, wlen, scope, &r->hits);
 	if (err) {
 		td_hits_free(&r->hits);
 		free(word);
@@ -226,7 +228,7 @@ static int value_search(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x,
 	return rc;
 }
 
-/* A directory's words or count of `word` (NULL: words) as `who` sees them:
+/* A directory's words or count of x's phrase (x NULL: words) as `who` sees them:
  * the subtree's, less those of its hidden roots. */
 static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hidden *hid, uint64_t *out)
 {
@@ -240,7 +242,7 @@ static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hi
 	uint64_t total = 0, part = 0;
 	for (size_t i = 0; i <= hid->n; i++) {
 		td_entry s = i == 0 ? e : hid->roots[i - 1];
-		int err = x ? td_count(fs->a, x->word, x->wlen, s, &part) : TD_OK;
+		int err = x ? td_phrase_count(fs->a, x->word, x->wlen, s, &part) : TD_OK;
 		if (err)
 			return -td_err_errno(err);
 		if (!x)
@@ -249,6 +251,32 @@ static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hi
 	}
 	*out = total;
 	return 0;
+}
+
+/* top, vector, files, ngrams, fuzzy: over the entry, or, when the subtree
+ * hides files from the caller, over the files it sees. */
+static int value_analytics(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const char *name,
+			   const td_fs_hidden *hid, char **val, size_t *len)
+{
+	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a };
+	if (!hid->all && !hid->n)
+		return td_fs_xattr_value(&src, x, name, is_dir, val, len);
+	td_fs_tview v = archive_view(fs);
+	uint32_t *ids = NULL;
+	size_t n = 0;
+	int rc = td_fs_visible_files(&v, e, hid, &ids, &n);
+	td_set_file *f = rc ? NULL : malloc((n ? n : 1) * sizeof *f);
+	if (!rc && !f)
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < n; i++)
+		f[i] = (td_set_file){ .id = ids[i], .entry = ids[i] };
+	td_fileset set = { .f = f, .n = n };
+	src.set = &set;
+	if (!rc)
+		rc = td_fs_xattr_value(&src, x, name, is_dir, val, len);
+	free(f);
+	free(ids);
+	return rc;
 }
 
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len)
@@ -271,7 +299,7 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val
 		return -ENODATA;
 	if (x.err)
 		return x.kind == TD_FS_XINSERT || x.kind == TD_FS_XDELETE ? -ENODATA : x.err;
-	if (x.kind != TD_FS_XWORDS && x.kind != TD_FS_XCOUNT && x.kind != TD_FS_XSEARCH)
+	if (x.kind < TD_FS_XWORDS || x.kind == TD_FS_XINSERT || x.kind == TD_FS_XDELETE)
 		return -ENODATA;
 	if (!is_dir && !td_fs_who_may(who, st.mode))
 		return -EACCES; /* as the kernel says with default_permissions */
@@ -292,8 +320,11 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val
 		if (!(rc = dir_total(fs, e, &x, &hid, &n)))
 			rc = fs_value_u64(n, val, len);
 		break;
-	default:
+	case TD_FS_XSEARCH:
 		rc = value_search(fs, e, is_dir, &x, &hid, val, len);
+		break;
+	default:
+		rc = value_analytics(fs, e, is_dir, &x, name, &hid, val, len);
 		break;
 	}
 	td_fs_hidden_free(&hid);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "xattr_name.h"
+#include "td_analytics.h"
 #include "td_err.h"
 #include "td_format.h"
 
@@ -81,33 +82,158 @@ static int family(const char *rest, const char *fam, const char **arg)
 	return 1;
 }
 
+/* The "@N" tail of a list name: x->num (0 without one) and x->blen; the
+ * length of arg before it. */
+static size_t list_tail(td_fs_xname *x, const char *name, const char *arg)
+{
+	const char *at = strrchr(arg, '@');
+	size_t n = at ? (size_t)(at - arg) : strlen(arg);
+	x->blen = (size_t)(arg - name) + n;
+	if (at && parse_hit_index(at + 1, &x->num))
+		x->err = -EINVAL;
+	return n;
+}
+
+/* x->word = a phrase of n bytes at p (EINVAL unless one). */
+static void phrase(td_fs_xname *x, const char *p, size_t n)
+{
+	x->word = p;
+	x->wlen = n;
+	x->nwords = td_phrase_words(p, n);
+	if (!x->nwords)
+		x->err = -EINVAL;
+}
+
+/* The decimal number of n bytes at s into *out (no digits, a sign or any
+ * other byte: EINVAL). */
+static void number(td_fs_xname *x, const char *s, size_t n, uint64_t *out)
+{
+	if (td_fs_xattr_dec(s, n, out))
+		x->err = -EINVAL;
+}
+
 void td_fs_xattr_parse(const char *name, td_fs_xname *x)
 {
 	memset(x, 0, sizeof *x);
 	if (strncmp(name, PREFIX, PREFIX_LEN) != 0)
 		return;
 	const char *rest = name + PREFIX_LEN, *arg;
+	size_t n;
 	if (strcmp(rest, "stats") == 0) {
 		x->kind = TD_FS_XSTATS;
 	} else if (strcmp(rest, "words") == 0) {
 		x->kind = TD_FS_XWORDS;
 	} else if (family(rest, "count.", &arg)) {
 		x->kind = TD_FS_XCOUNT;
-		x->word = arg;
-		x->wlen = strlen(arg);
-		if (x->wlen == 0 || !td_is_word(arg, x->wlen))
-			x->err = -EINVAL;
+		phrase(x, arg, strlen(arg));
 	} else if (family(rest, "search.", &arg)) {
 		x->kind = TD_FS_XSEARCH;
-		const char *at = strrchr(arg, '@');
-		x->word = arg;
-		x->wlen = at ? (size_t)(at - arg) : strlen(arg);
-		if ((at && parse_hit_index(at + 1, &x->num)) || x->wlen == 0 || !td_is_word(arg, x->wlen))
+		n = list_tail(x, name, arg);
+		phrase(x, arg, n);
+	} else if (family(rest, "files.", &arg)) {
+		x->kind = TD_FS_XFILES;
+		n = list_tail(x, name, arg);
+		phrase(x, arg, n);
+	} else if (family(rest, "top.", &arg)) {
+		x->kind = TD_FS_XTOP;
+		n = list_tail(x, name, arg);
+		number(x, arg, n, &x->n);
+	} else if (strcmp(rest, "vector") == 0 || strncmp(rest, "vector@", 7) == 0) {
+		x->kind = TD_FS_XVECTOR;
+		list_tail(x, name, rest + 6);
+	} else if (family(rest, "ngrams.", &arg)) {
+		/* LEN.K */
+		x->kind = TD_FS_XNGRAMS;
+		n = list_tail(x, name, arg);
+		const char *dot = memchr(arg, '.', n);
+		uint64_t len = 0;
+		number(x, arg, dot ? (size_t)(dot - arg) : n, &len);
+		number(x, dot ? dot + 1 : arg, dot ? n - (size_t)(dot + 1 - arg) : 0, &x->n);
+		if (len < 2 || len > TD_PHRASE_MAX)
+			x->err = -EINVAL;
+		x->len = (unsigned)len;
+	} else if (family(rest, "fuzzy.", &arg)) {
+		/* K.WORD */
+		x->kind = TD_FS_XFUZZY;
+		n = list_tail(x, name, arg);
+		const char *dot = memchr(arg, '.', n);
+		number(x, arg, dot ? (size_t)(dot - arg) : n, &x->n);
+		if (x->n > TD_FUZZY_MAXK)
+			x->err = -EINVAL;
+		x->word = dot ? dot + 1 : arg + n;
+		x->wlen = dot ? n - (size_t)(dot + 1 - arg) : 0;
+		x->nwords = 1;
+		if (!td_is_word(x->word, x->wlen))
 			x->err = -EINVAL;
 	} else if (family(rest, "insert.", &arg) || family(rest, "delete.", &arg)) {
 		x->kind = rest[0] == 'i' ? TD_FS_XINSERT : TD_FS_XDELETE;
 		x->err = td_fs_xattr_dec(arg, strlen(arg), &x->num);
 	}
+}
+
+int td_fs_lines_init(td_fs_lines *l, const char *name, size_t nlen, uint64_t first)
+{
+	memset(l, 0, sizeof *l);
+	l->out = malloc(TD_FS_XATTR_MAX);
+	if (!l->out)
+		return -ENOMEM;
+	l->name = name;
+	l->nlen = nlen;
+	l->first = l->safe_next = first;
+	/* room kept for the continuation line: tag, name, '@', 20 digits, '\n' */
+	l->reserve = (sizeof MORE_TAG - 1) + nlen + 1 + 20 + 1;
+	return 0;
+}
+
+int td_fs_lines_add(td_fs_lines *l, const char *line, size_t len)
+{
+	if (l->full)
+		return 1;
+	if (l->i++ < l->first)
+		return 0;
+	if (l->pos + len > TD_FS_XATTR_MAX) {
+		l->full = 1;
+		return 1;
+	}
+	memcpy(l->out + l->pos, line, len);
+	l->pos += len;
+	if (l->pos + l->reserve <= TD_FS_XATTR_MAX) {
+		l->safe_pos = l->pos;
+		l->safe_next = l->i;
+	}
+	return 0;
+}
+
+int td_fs_lines_end(td_fs_lines *l, char **val, size_t *len)
+{
+	*val = NULL;
+	*len = 0;
+	int rc = 0;
+	if (!l->full && l->i < l->first) {
+		rc = -ENODATA;
+	} else if (l->full && l->safe_next == l->first) {
+		rc = -E2BIG; /* not even one line fits */
+	} else if (l->full) {
+		/* cut at the last line that leaves room for the continuation
+		 * line, and name the part that follows */
+		size_t pos = l->safe_pos;
+		memcpy(l->out + pos, MORE_TAG, sizeof MORE_TAG - 1);
+		pos += sizeof MORE_TAG - 1;
+		memcpy(l->out + pos, l->name, l->nlen);
+		pos += l->nlen;
+		l->out[pos++] = '@';
+		pos += fs_u64dec(l->safe_next, l->out + pos);
+		l->out[pos++] = '\n';
+		l->pos = pos;
+	}
+	if (rc == 0 && l->pos > 0) {
+		*val = l->out;
+		*len = l->pos;
+		l->out = NULL;
+	}
+	free(l->out);
+	l->out = NULL;
+	return rc;
 }
 
 int td_fs_xattr_search_value(const td_hits *h, uint64_t first, const char *w, size_t wlen, td_fs_xpath_fn pathf,
@@ -118,21 +244,23 @@ int td_fs_xattr_search_value(const td_hits *h, uint64_t first, const char *w, si
 	if (first > h->n)
 		return -ENODATA;
 	int is_dir = pathf != NULL;
-	/* Room kept for the continuation line: tag, name, '@', 20 digits, '\n'. */
-	const size_t reserve = (sizeof MORE_TAG - 1) + (sizeof SEARCH_NAME - 1) + wlen + 1 + 20 + 1;
-	char *out = malloc(TD_FS_XATTR_MAX);
+	size_t nlen = sizeof SEARCH_NAME - 1 + wlen;
+	char *name = malloc(nlen);
 	char *path = is_dir ? malloc(TD_MAXPATH + 1) : NULL;
 	char *line = malloc(2 * (TD_MAXPATH + 1) + 24);
+	td_fs_lines l = { 0 };
 	int rc = 0;
-	if (!out || (is_dir && !path) || !line) {
+	if (!name || (is_dir && !path) || !line || td_fs_lines_init(&l, name, nlen, first)) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	size_t pos = 0, safe_pos = 0;
-	uint64_t safe_next = first, i = first;
+	memcpy(name, SEARCH_NAME, sizeof SEARCH_NAME - 1);
+	memcpy(name + sizeof SEARCH_NAME - 1, w, wlen);
+	/* lines before `first` are counted, not built */
+	l.i = first;
 	uint32_t path_of = UINT32_MAX;
 	size_t plen = 0;
-	for (; i < h->n; i++) {
+	for (uint64_t i = first; i < h->n && !l.full; i++) {
 		size_t ll = 0;
 		if (is_dir) {
 			if (h->v[i].file != path_of) {
@@ -149,34 +277,13 @@ int td_fs_xattr_search_value(const td_hits *h, uint64_t first, const char *w, si
 		}
 		ll += fs_u64dec(h->v[i].off, line + ll);
 		line[ll++] = '\n';
-		if (pos + ll > TD_FS_XATTR_MAX)
-			break;
-		memcpy(out + pos, line, ll);
-		pos += ll;
-		if (pos + reserve <= TD_FS_XATTR_MAX) {
-			safe_pos = pos;
-			safe_next = i + 1;
-		}
-	}
-	if (rc == 0 && i < h->n) {
-		/* Does not fit: cut at the last line that leaves room for the
-		 * continuation line, and name the part that follows. */
-		pos = safe_pos;
-		memcpy(out + pos, MORE_TAG SEARCH_NAME, sizeof MORE_TAG SEARCH_NAME - 1);
-		pos += sizeof MORE_TAG SEARCH_NAME - 1;
-		memcpy(out + pos, w, wlen);
-		pos += wlen;
-		out[pos++] = '@';
-		pos += fs_u64dec(safe_next, out + pos);
-		out[pos++] = '\n';
-	}
-	if (rc == 0 && pos > 0) {
-		*val = out;
-		*len = pos;
-		out = NULL;
+		td_fs_lines_add(&l, line, ll);
 	}
 out:
-	free(out);
+	if (rc == 0 && l.out)
+		rc = td_fs_lines_end(&l, val, len);
+	free(l.out);
+	free(name);
 	free(path);
 	free(line);
 	return rc;

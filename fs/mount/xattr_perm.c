@@ -161,3 +161,74 @@ int td_fs_hidden_filter(const td_fs_tview *v, const td_fs_hidden *h, td_hits *hi
 	free(hid);
 	return rc;
 }
+
+/* A directory being walked and where its listing stands. */
+typedef struct frame {
+	uint32_t dir;
+	uint64_t cookie;
+} frame;
+
+int td_fs_visible_files(const td_fs_tview *v, uint32_t scope, const td_fs_hidden *h, uint32_t **ids, size_t *n)
+{
+	*ids = NULL;
+	*n = 0;
+	if (h->all)
+		return 0;
+	mode_t m;
+	int err = v->mode(v->ctx, scope, &m);
+	if (err)
+		return -td_err_errno(err);
+	idstack out = { 0 };
+	if (!S_ISDIR(m)) {
+		int rc = S_ISREG(m) ? spush(&out, scope) : 0;
+		*ids = out.v;
+		*n = out.n;
+		return rc;
+	}
+	uint8_t *hid = calloc(((size_t)v->nids + 7) / 8, 1);
+	frame *st = malloc(64 * sizeof *st);
+	size_t depth = 0, cap = 64;
+	int rc = hid && st ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < h->n; i++)
+		if (h->roots[i] < v->nids)
+			hid[h->roots[i] / 8] |= (uint8_t)(1u << (h->roots[i] % 8));
+	if (rc == 0)
+		st[depth++] = (frame){ scope, 0 };
+	while (rc == 0 && depth) {
+		uint32_t child;
+		err = v->next(v->ctx, st[depth - 1].dir, &st[depth - 1].cookie, &child);
+		if (err == TD_ENOENT) {
+			depth--;
+			continue;
+		}
+		if (err || (err = v->mode(v->ctx, child, &m))) {
+			rc = -td_err_errno(err);
+			break;
+		}
+		if (child < v->nids && (hid[child / 8] >> (child % 8) & 1u))
+			continue;
+		if (S_ISREG(m)) {
+			rc = spush(&out, child);
+		} else if (S_ISDIR(m)) {
+			if (depth == cap) {
+				frame *ns = realloc(st, 2 * cap * sizeof *ns);
+				if (!ns) {
+					rc = -ENOMEM;
+					break;
+				}
+				st = ns;
+				cap *= 2;
+			}
+			st[depth++] = (frame){ child, 0 };
+		}
+	}
+	free(st);
+	free(hid);
+	if (rc) {
+		free(out.v);
+		return rc;
+	}
+	*ids = out.v;
+	*n = out.n;
+	return 0;
+}

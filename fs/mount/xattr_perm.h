@@ -72,6 +72,12 @@ int td_fs_hidden_find(const td_fs_tview *v, uint32_t scope, int who, td_fs_hidde
 
 void td_fs_hidden_free(td_fs_hidden *h);
 
+/* The regular files a caller sees under `scope` (scope itself when it is
+ * one): every one not under a hidden root of h, in depth-first order of
+ * the view's children (the archive's path order). *ids is malloc'd
+ * (caller frees; NULL when *n is 0). 0 or -errno. */
+int td_fs_visible_files(const td_fs_tview *v, uint32_t scope, const td_fs_hidden *h, uint32_t **ids, size_t *n);
+
 /* Drop from *hits every hit in a file under a hidden root (hits keep their
  * order). 0 or -ENOMEM. */
 int td_fs_hidden_filter(const td_fs_tview *v, const td_fs_hidden *h, td_hits *hits);

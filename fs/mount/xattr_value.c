@@ -1,0 +1,182 @@
+/* xattr_value: analytics values from the engine, one `tadoc` output line at a time (see xattr_value.h). */
+#include "xattr_value.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "td_err.h"
+#include "td_format.h"
+
+/* A line under construction, and the value it goes to. */
+typedef struct vctx {
+	td_fs_lines l;
+	char *b;
+	size_t n, cap;
+	int err;                  /* -ENOMEM while building a line */
+} vctx;
+
+/* Returned to the engine to stop a walk once the value is full. */
+#define STOP 1
+
+static int put(vctx *v, const char *s, size_t n)
+{
+	if (v->n + n > v->cap) {
+		size_t cap = v->cap ? v->cap : 256;
+		while (cap < v->n + n)
+			cap *= 2;
+		char *b = realloc(v->b, cap);
+		if (!b) {
+			v->err = -ENOMEM;
+			return -1;
+		}
+		v->b = b;
+		v->cap = cap;
+	}
+	memcpy(v->b + v->n, s, n);
+	v->n += n;
+	return 0;
+}
+
+static int put_u64(vctx *v, uint64_t x)
+{
+	char d[20];
+	return put(v, d, fs_u64dec(x, d));
+}
+
+/* The line built so far goes to the value. */
+static int line_end(vctx *v)
+{
+	if (v->err || put(v, "\n", 1))
+		return STOP;
+	int full = td_fs_lines_add(&v->l, v->b, v->n);
+	v->n = 0;
+	return full ? STOP : 0;
+}
+
+/* COUNT<TAB>WORD */
+static int word_line(void *ctx, const char *word, size_t len, uint64_t count)
+{
+	vctx *v = ctx;
+	if (v->l.i < v->l.first) /* a line before the part: counted only */
+		return td_fs_lines_add(&v->l, "", 0) ? STOP : 0;
+	if (put_u64(v, count) || put(v, "\t", 1) || put(v, word, len))
+		return STOP;
+	return line_end(v);
+}
+
+/* COUNT<TAB>W1 W2 ... */
+static int ngram_line(void *ctx, const char *const *words, const size_t *lens, unsigned nwords, uint64_t count)
+{
+	vctx *v = ctx;
+	if (v->l.i < v->l.first)
+		return td_fs_lines_add(&v->l, "", 0) ? STOP : 0;
+	if (put_u64(v, count) || put(v, "\t", 1))
+		return STOP;
+	for (unsigned i = 0; i < nwords; i++)
+		if ((i && put(v, " ", 1)) || put(v, words[i], lens[i]))
+			return STOP;
+	return line_end(v);
+}
+
+/* DIST<TAB>COUNT<TAB>WORD */
+static int fuzzy_line(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
+{
+	vctx *v = ctx;
+	if (v->l.i < v->l.first)
+		return td_fs_lines_add(&v->l, "", 0) ? STOP : 0;
+	if (put_u64(v, dist) || put(v, "\t", 1) || put_u64(v, count) || put(v, "\t", 1) || put(v, word, len))
+		return STOP;
+	return line_end(v);
+}
+
+/* COUNT<TAB>PATH for each ranked file. */
+static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, size_t n)
+{
+	char *path = malloc(TD_MAXPATH + 2), *esc = malloc(2 * (TD_MAXPATH + 2));
+	int rc = path && esc ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < n && !v->l.full; i++) {
+		if (v->l.i < v->l.first) {
+			td_fs_lines_add(&v->l, "", 0);
+			continue;
+		}
+		int pl = src->path(src->pctx, fc[i].file, path, TD_MAXPATH + 2);
+		if (pl < 0) {
+			rc = -td_err_errno(pl);
+			break;
+		}
+		if (put_u64(v, fc[i].count) || put(v, "\t", 1) || put(v, esc, td_path_escape(path, (size_t)pl, esc)))
+			break;
+		line_end(v);
+	}
+	free(path);
+	free(esc);
+	return rc;
+}
+
+int td_fs_xattr_value(const td_fs_xsrc *src, const td_fs_xname *x, const char *name, int is_dir, char **val,
+		      size_t *len)
+{
+	*val = NULL;
+	*len = 0;
+	const td_archive *a = src->a;
+	const td_fileset *s = src->set;
+	int err = TD_OK, rc = 0;
+	if (x->kind == TD_FS_XCOUNT || x->kind == TD_FS_XSEARCH) {
+		if (!s)
+			return -EINVAL; /* xattr.c answers these over a scope */
+		if (x->kind == TD_FS_XCOUNT) {
+			uint64_t n = 0;
+			err = td_set_phrase_count(a, s, x->word, x->wlen, &n);
+			return err ? -td_err_errno(err) : fs_value_u64(n, val, len);
+		}
+		td_hits h = { 0 };
+		err = td_set_phrase_search(a, s, x->word, x->wlen, &h);
+		rc = err ? -td_err_errno(err)
+			 : td_fs_xattr_search_value(&h, x->num, x->word, x->wlen, is_dir ? src->path : NULL, src->pctx,
+						    val, len);
+		td_hits_free(&h);
+		return rc;
+	}
+	vctx v = { 0 };
+	if (td_fs_lines_init(&v.l, name, x->blen, x->num))
+		return -ENOMEM;
+	switch (x->kind) {
+	case TD_FS_XTOP:
+		err = s ? td_set_top_words(a, s, x->n, word_line, &v) : td_top_words(a, src->scope, x->n, word_line, &v);
+		break;
+	case TD_FS_XVECTOR:
+		err = s ? td_set_term_vector(a, s, word_line, &v) : td_term_vector(a, src->scope, word_line, &v);
+		break;
+	case TD_FS_XNGRAMS:
+		err = s ? td_set_ngrams(a, s, x->len, x->n, ngram_line, &v)
+			: td_ngrams(a, src->scope, x->len, x->n, ngram_line, &v);
+		break;
+	case TD_FS_XFUZZY:
+		err = s ? td_set_fuzzy(a, s, x->word, x->wlen, (unsigned)x->n, fuzzy_line, &v)
+			: td_fuzzy(a, x->word, x->wlen, (unsigned)x->n, src->scope, 0, fuzzy_line, &v);
+		break;
+	case TD_FS_XFILES: {
+		td_file_count *fc = NULL;
+		size_t n = 0;
+		err = s ? td_set_phrase_files(a, s, x->word, x->wlen, src->path, src->pctx, &fc, &n)
+			: td_phrase_files(a, x->word, x->wlen, src->scope, &fc, &n);
+		if (!err)
+			rc = files_lines(&v, src, fc, n);
+		free(fc);
+		break;
+	}
+	default:
+		rc = -ENODATA;
+		break;
+	}
+	if (err != TD_OK && err != STOP)
+		rc = -td_err_errno(err);
+	if (!rc)
+		rc = v.err;
+	if (!rc)
+		rc = td_fs_lines_end(&v.l, val, len);
+	free(v.l.out);
+	free(v.b);
+	return rc;
+}

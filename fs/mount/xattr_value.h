@@ -1,0 +1,34 @@
+/* xattr_value: the values of the analytics names (top, vector, files, ngrams, fuzzy, phrases) over a scope or a file set, for both kinds of mount. */
+#ifndef TD_FS_XATTR_VALUE_H
+#define TD_FS_XATTR_VALUE_H
+
+#include <stddef.h>
+
+#include "td_analytics_set.h"
+#include "xattr_name.h"
+
+/* What a value is computed over: the archive scope `scope` (set NULL: the
+ * td_analytics.h functions, the CLI's answers) or the file set `set` (a
+ * scope less what the caller may not read, or an edited tree:
+ * td_analytics_set.h). `path` names a file of a directory answer: an
+ * archive entry, or a set file id. */
+typedef struct td_fs_xsrc {
+	const td_archive *a;
+	td_entry scope;
+	const td_fileset *set;
+	td_fs_xpath_fn path;
+	const void *pctx;
+} td_fs_xsrc;
+
+/* Value of the parsed name x (kinds TOP, VECTOR, FILES, NGRAMS, FUZZY; and
+ * COUNT and SEARCH over a set) of `name` into *val (malloc'd, caller frees;
+ * NULL when *len is 0), byte-equal to the matching `tadoc` command's
+ * output over the same files, cut into parts as xattr_name.h says.
+ * is_dir: a directory answer (search lines carry paths). Returns 0 or
+ * -errno: ENODATA (a part past the end), EINVAL, E2BIG (one line longer
+ * than a value), ENOMEM, EIO, EOPNOTSUPP (an archive the analytics do not
+ * read yet). Thread-safe as the engine calls it makes. */
+int td_fs_xattr_value(const td_fs_xsrc *src, const td_fs_xname *x, const char *name, int is_dir, char **val,
+		      size_t *len);
+
+#endif

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""fs_analytics: the analytics extended attributes of a real mount (issue 23, items 7 and 9).
+
+On the adversarial generated tree and sotu (skipped when absent), mounted
+read-only: user.tadoc.top.N, vector, files.PHRASE, ngrams.LEN.K,
+fuzzy.K.WORD and the phrases of count/search, per file, per directory and
+at the root, read with os.getxattr (parts joined through their
+"#more NAME@N" lines) and with getfattr, each equal to the `tadoc` command's
+output on the archive and to the independent oracle (tests/oracle.py:
+collections.Counter over re.findall(r'\\w+'), brute-force Levenshtein).
+A value over 64 KiB is cut into parts that each fit and join to the whole.
+Bad names give EINVAL. On a writable mount, after random edits (inserts,
+deletes, overwrites, new files, unlinks, renames), every attribute equals
+the oracle over the mount's current files.
+
+Environment: TADOC, TADOCFS, TADOC_CORPORA (sotu). Exit 77 without
+/dev/fuse or root.
+"""
+import errno
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+from fs_write_lib import teardown, TADOC, check, compress, finish, log, mount, unmount  # noqa: E402
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+MAXV = 65536
+NAME_MAX = 255
+
+
+def getx(path, name):
+    """The whole value of a list attribute: its parts joined (each <= 64 KiB).
+    A part that is one line too long for any value gives E2BIG (as getxattr
+    does for a value over the kernel's limit): it is stepped over (@N+1)."""
+    out, parts = b"", 0
+    while True:
+        try:
+            v = os.getxattr(path, name)
+        except OSError as e:
+            if e.errno != errno.E2BIG or "@" not in name:
+                raise
+            base, n = name.rsplit("@", 1)
+            name = "%s@%d" % (base, int(n) + 1)
+            out += b"<E2BIG>\n"
+            continue
+        parts += 1
+        if len(v) > MAXV:
+            raise AssertionError("part of %s over 64 KiB: %d" % (name, len(v)))
+        i = v.rfind(b"\n", 0, len(v) - 1) + 1
+        if v[i:].startswith(b"#more "):
+            out += v[:i]
+            name = os.fsdecode(v[i + 6:].rstrip(b"\n"))
+            continue
+        return out + v, parts
+
+
+def getfattr(path, name):
+    r = subprocess.run(["getfattr", "--only-values", "--absolute-names", "-n", name, path], capture_output=True)
+    return r.stdout if r.returncode == 0 else None
+
+
+def cli(*args):
+    r = subprocess.run([TADOC] + [os.fsencode(a) if isinstance(a, str) else a for a in args],
+                       capture_output=True, timeout=600)
+    return r.stdout if r.returncode == 0 else None
+
+
+def queries(c, scope, rng, is_dir):
+    """(name, oracle bytes, CLI argv or None) for one scope."""
+    s = scope
+    p = [s] if s else []
+    top = [w for w, _ in c.top(s, 3)]
+    vocab = sorted(w for w in c.counter(s) if len(w) <= 60)
+    out = []
+    for n in (0, 1, 7, 20):
+        out.append(("top.%d" % n, oracle.render("top", c, {"path": s, "n": n}), ["top", "-n", str(n)] + p))
+    out.append(("vector", oracle.render("vector", c, {"path": s}), ["vector", s or b"."]))
+    for ln, k in ((2, 10), (3, 20), (4, 0 if s else 15), (8, 5)):
+        out.append(("ngrams.%d.%d" % (ln, k), oracle.render("ngrams", c, {"path": s, "len": ln, "top": k}),
+                    ["ngrams", "-n", str(ln), "--top", str(k)] + p))
+    fq = [w for w in top if len(w) <= 60][:2] + rng.sample(vocab, min(2, len(vocab))) + [b"zzqqxx", "café".encode()]
+    for w in dict.fromkeys(fq):
+        for k in (0, 1, 2, 3):
+            out.append(("fuzzy.%d.%s" % (k, os.fsdecode(w)),
+                        oracle.render("fuzzy", c, {"path": s, "word": os.fsdecode(w), "k": k}),
+                        ["fuzzy", "-k", str(k), w] + p))
+    phr = []
+    files = [f for f in c.files_in(s) if len(c.words[f]) >= 3]
+    for _ in range(4):
+        if not files:
+            break
+        ws = c.words[rng.choice(files)]
+        m = rng.choice((2, 2, 3))
+        i = rng.randrange(len(ws) - m + 1)
+        phr.append(b" ".join(w for w, _ in ws[i:i + m]))
+    phr += [w for w in top[:1]] + [b"zzqqxx the"]
+    for q in dict.fromkeys(phr):
+        if len(q) > NAME_MAX - 20:
+            continue
+        hits = c.hits(q, s)
+        out.append(("count." + os.fsdecode(q), b"%d" % len(hits), None))
+        if is_dir:
+            want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in hits)
+            out.append(("files." + os.fsdecode(q), oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}),
+                        ["files", q] + p))
+        else:
+            want = b"".join(b"%d\n" % o for _, o in hits)
+        out.append(("search." + os.fsdecode(q), want, ["search", q] + p))
+    return out
+
+
+def check_scopes(label, c, mnt, arch, scopes, rng, use_cli=True, sort_search=False):
+    bad = n = 0
+    for s in scopes:
+        is_dir = not s or c.kind.get(s) == "d"
+        path = os.path.join(mnt, os.fsdecode(s))
+        for i, (name, want, argv) in enumerate(queries(c, s, rng, is_dir)):
+            n += 1
+            try:
+                got, _ = getx(path, "user.tadoc." + name)
+            except OSError as e:
+                bad += not check(False, "%s %r %s: %s" % (label, s, name, e))
+                continue
+            if sort_search and name.startswith("search."):
+                got, want = sorted(got.splitlines()), sorted(want.splitlines())
+            if b"<E2BIG>\n" in got:   # lines longer than a value can be: the rest must be equal
+                want = b"".join(x if len(x) < MAXV - 400 else b"<E2BIG>\n" for x in want.splitlines(True))
+            bad += not check(got == want, "%s %r %s: %r..., oracle %r..." % (label, s, name, got[:200], want[:200]))
+            if use_cli and argv is not None:
+                ref = cli(*cli_args(argv, arch))
+                if ref and b"<E2BIG>\n" in got:
+                    ref = b"".join(x if len(x) < MAXV - 400 else b"<E2BIG>\n" for x in ref.splitlines(True))
+                bad += not check(ref == got, "%s %r %s: xattr differs from tadoc %s" % (label, s, name, argv[0]))
+            if i % 5 == 0 and len(want) < MAXV - 100:  # getfattr reads the same bytes
+                full = "user.tadoc." + name
+                bad += not check(getfattr(path, full) == os.getxattr(path, full),
+                                 "%s %r %s: getfattr differs" % (label, s, name))
+    log("  %s: %d attributes over %d scopes equal the oracle%s%s" %
+        (label, n, len(scopes), " and tadoc" if use_cli else "", "" if not bad else " (%d differ)" % bad))
+
+
+def cli_args(argv, arch):
+    """tadoc argv with ARCHIVE inserted where each command takes it."""
+    cmd, rest = argv[0], list(argv[1:])
+    if cmd == "vector":
+        return [cmd, arch] + rest
+    opts = []
+    while rest and isinstance(rest[0], str) and rest[0].startswith("-"):
+        opts += rest[:2]
+        rest = rest[2:]
+    return [cmd] + opts + [arch] + rest
+
+
+def check_more(mnt, arch, c):
+    """The root's vector is over 64 KiB: parts that fit, joined = tadoc vector."""
+    want = cli("vector", arch, ".")
+    got, parts = getx(mnt, "user.tadoc.vector")
+    check(len(want) > MAXV and parts > 1 and got == want,
+          "vector of the root: %d bytes in %d parts, tadoc %d bytes" % (len(got), parts, len(want)))
+    first = os.getxattr(mnt, "user.tadoc.vector")
+    last = first.rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    check(last.startswith(b"#more user.tadoc.vector@") and len(first) <= MAXV,
+          "first part ends with %r (%d bytes)" % (last, len(first)))
+    got, parts = getx(mnt, "user.tadoc.top.0")
+    check(got == oracle.render("top", c, {"path": b"", "n": 0}) and parts > 1, "top.0 of the root in %d parts" % parts)
+    try:
+        os.getxattr(mnt, "user.tadoc.vector@999999999")
+        check(False, "vector@999999999: no ENODATA")
+    except OSError as e:
+        check(e.errno == errno.ENODATA, "vector@999999999: %s" % e)
+    log("  #more: the root's vector comes in %d parts of at most 64 KiB, joined equal to tadoc vector" % parts)
+
+
+def check_einval(mnt, afile):
+    bad = ["top.-1", "top.x", "top.", "top.1x", "top. 3", "ngrams.1.5", "ngrams.9.5", "ngrams.3", "ngrams.3.-2",
+           "ngrams.x.2", "ngrams.3.2.1", "fuzzy.4.word", "fuzzy.1.", "fuzzy.1.two words", "fuzzy.-1.word",
+           "fuzzy.x.word", "fuzzy.word", "count.", "count.of  the", "count. the", "count.the ", "count.a-b",
+           "search.!!", "search.of, the", "files.", "files.a  b", "vector@x", "top.3@01", "count.a b c d e f g h i"]
+    n = 0
+    for where in (mnt, afile):
+        for name in bad:
+            try:
+                os.getxattr(where, "user.tadoc." + name)
+                ok = False
+            except OSError as e:
+                ok = e.errno == errno.EINVAL
+            n += check(ok, "%s on %s: not EINVAL" % (name, where))
+    log("  %d malformed names give EINVAL (file and directory)" % n)
+
+
+def read_only(label, tree, work, rng, nfiles, ndirs):
+    arch = os.path.join(work, label + ".tadoc")
+    compress(tree, arch)
+    c = oracle.Corpus(tree)
+    mnt = os.path.join(work, "mnt-" + label)
+    mount(arch, mnt, "ro")
+    try:
+        files = sorted(c.words)
+        dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
+        special = [f for f in files if any(any(b > 0x7f for b in w) for w, _ in c.words[f])][:3]
+        scopes = [b""] + rng.sample(dirs, min(ndirs, len(dirs))) + \
+            list(dict.fromkeys(special + rng.sample(files, min(nfiles, len(files)))))
+        scopes = [s for s in scopes if b"\n" not in s]
+        check_scopes("%s (ro)" % label, c, mnt, arch, scopes, rng)
+        if label == "sotu":
+            check_more(mnt, arch, c)
+        check_einval(mnt, os.path.join(mnt, os.fsdecode(files[0])))
+    finally:
+        unmount(mnt)
+
+
+def random_edits(mnt, rng, n):
+    """Random content and namespace changes through the mount."""
+    words = ["alpha", "beta", "the", "of", "café", "日本", "x86_64", "zzqqxx", "new", "Word", "007"]
+    files = []
+    for dp, dn, fn in os.walk(mnt):
+        files += [os.path.join(dp, f) for f in fn if os.path.isfile(os.path.join(dp, f))
+                  and not os.path.islink(os.path.join(dp, f))]
+    files.sort()
+    for i in range(n):
+        f = rng.choice(files)
+        op = rng.randrange(6)
+        text = (" ".join(rng.choice(words) for _ in range(rng.randint(1, 6))) + rng.choice([" ", "\n", ", "])).encode()
+        size = os.path.getsize(f)
+        if op == 0:      # insert through the xattr
+            off = rng.randint(0, size)
+            os.setxattr(f, "user.tadoc.insert.%d" % off, text)
+        elif op == 1 and size:    # delete
+            off = rng.randrange(size)
+            os.setxattr(f, "user.tadoc.delete.%d" % off, b"%d" % rng.randint(1, 40))
+        elif op == 2:    # overwrite in place
+            with open(f, "r+b") as h:
+                h.seek(rng.randint(0, size))
+                h.write(text)
+        elif op == 3:    # append
+            with open(f, "ab") as h:
+                h.write(text)
+        elif op == 4:    # a new file
+            d = os.path.dirname(f)
+            nf = os.path.join(d, "new%d.txt" % i)
+            with open(nf, "wb") as h:
+                h.write(text * rng.randint(1, 3))
+            files.append(nf)
+        elif len(files) > 4:      # unlink or rename
+            files.remove(f)
+            if rng.random() < 0.5:
+                os.unlink(f)
+            else:
+                nf = f + ".moved"
+                os.rename(f, nf)
+                files.append(nf)
+
+
+def writable(tree, work, rng):
+    arch = os.path.join(work, "w.tadoc")
+    compress(tree, arch)
+    mnt = os.path.join(work, "mnt-w")
+    mount(arch, mnt, "rw")
+    try:
+        random_edits(mnt, rng, 60)
+        c = oracle.Corpus(mnt)   # the mount's current files
+        files = sorted(c.words)
+        dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
+        edited = [f for f in files if b"new" in f or f.endswith(b".moved")][:4]
+        scopes = [b""] + rng.sample(dirs, min(4, len(dirs))) + edited + rng.sample(files, min(4, len(files)))
+        scopes = [s for s in dict.fromkeys(scopes) if b"\n" not in s]
+        check_scopes("adversarial after 60 random edits (rw)", c, mnt, arch, scopes, rng, use_cli=False,
+                     sort_search=True)
+        check_einval(mnt, os.path.join(mnt, os.fsdecode(files[0])))
+    finally:
+        unmount(mnt)
+
+
+def main():
+    if not os.path.exists("/dev/fuse") or os.geteuid() != 0 or not shutil.which("getfattr"):
+        print("SKIP: needs /dev/fuse, root and getfattr")
+        sys.exit(77)
+    work = tempfile.mkdtemp(prefix="tadoc-fs-analytics-")
+    try:
+        rng = random.Random(23)
+        adv = os.path.join(work, "adv")
+        subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
+                       stdout=subprocess.DEVNULL)
+        log("== read-only mounts")
+        read_only("adversarial", adv, work, rng, nfiles=12, ndirs=8)
+        sotu = oracle.real_corpus("sotu")
+        if sotu:
+            read_only("sotu", sotu, work, rng, nfiles=3, ndirs=2)
+        else:
+            log("  sotu not available: skipped (set TADOC_CORPORA)")
+        log("== writable mount after random edits")
+        writable(adv, work, rng)
+    finally:
+        teardown(work)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
