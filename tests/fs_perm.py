@@ -6,7 +6,9 @@ An `allow_other` mount of a tree with 0600 files, 0700 and 0711 directories
 0640 file. For callers of every class - an unprivileged user
 (setpriv --reuid=65534 --regid=65534 --clear-groups), the same user with the
 mount's group as a supplementary group, and root - every directory-scope
-user.tadoc.words / count.WORD / search.WORD equals the oracle
+user.tadoc.words / count.WORD / search.WORD, and the analytics of issue 23
+(top.N, vector, ngrams.LEN.K, files.PHRASE, fuzzy.K.WORD - a word only an
+unreadable file holds must not show - and phrases in count/search), equals the oracle
 (tests/oracle.py) run over a copy of exactly the files that caller may read
 through directories it may list and search (root: everything); file-scope
 attributes of a file the caller may not read give EACCES. On a writable
@@ -44,7 +46,7 @@ TREE = {
     "blind/z": (0o644, "alpha hi in a directory nobody may list\n"),
     "docs/": (0o755, None),
     "docs/a.txt": (0o644, "alpha text hi\n"),
-    "docs/b.txt": (0o600, "secret alpha alpha\n"),
+    "docs/b.txt": (0o600, "secret alpha alpha classified\n"),
     "docs/deep/": (0o750, None),
     "docs/deep/c.txt": (0o644, "text secret hi\n"),
 }
@@ -137,6 +139,52 @@ def check_class(mnt, copy, who, label, writable=False):
         (label, "" if not bad else " (%d differ)" % bad))
 
 
+PHRASES = ["hi text", "secret text", "alpha alpha", "alpha text hi"]
+FUZZY = [("tap", 1), ("secrat", 1), ("classifyed", 2), ("alpah", 2), ("hi", 3)]
+
+
+def analytics_names(scope):
+    """(attribute, oracle render arguments) of the analytics checked per scope."""
+    s = os.fsencode(scope)
+    out = [("top.0", ("top", {"path": s, "n": 0})), ("top.2", ("top", {"path": s, "n": 2})),
+           ("vector", ("vector", {"path": s})), ("ngrams.2.0", ("ngrams", {"path": s, "len": 2, "top": 0})),
+           ("ngrams.3.4", ("ngrams", {"path": s, "len": 3, "top": 4}))]
+    out += [("fuzzy.%d.%s" % (k, w), ("fuzzy", {"path": s, "word": w, "k": k})) for w, k in FUZZY]
+    out += [("files." + p, ("files", {"path": s, "word": p})) for p in PHRASES + ["secret", "top"]]
+    return out
+
+
+def check_analytics(mnt, copy, who, label, writable=False):
+    bad = n = 0
+    for scope in DIRS:
+        path = os.path.join(mnt, scope) if scope else mnt
+        d = os.path.join(copy, scope) if scope else copy
+        c = oracle.Corpus(copy) if os.path.isdir(d) else None
+        for name, (cmd, args) in analytics_names(scope):
+            n += 1
+            got = getx(who, path, "user.tadoc." + name)
+            if got == "EACCES":
+                bad += not check(c is None, "%s: %s of %r refused although visible" % (label, name, scope))
+                continue
+            want = oracle.render(cmd, c, args).decode() if c else ""
+            bad += not check(got == want, "%s: %s of %r: %r, oracle %r" % (label, name, scope, got, want))
+        for p in PHRASES:
+            n += 2
+            hits = c.hits(p.encode(), os.fsencode(scope)) if c else []
+            got = getx(who, path, "user.tadoc.count." + p)
+            if got == "EACCES":
+                continue
+            bad += not check(got == str(len(hits)), "%s: count.%s of %r: %r, oracle %d" % (label, p, scope, got,
+                                                                                          len(hits)))
+            got = getx(who, path, "user.tadoc.search." + p)
+            want = "".join("%s:%d\n" % (f.decode(), off) for f, off in hits)
+            if writable:
+                got, want = sorted(got.splitlines()), sorted(want.splitlines())
+            bad += not check(got == want, "%s: search.%s of %r: %r, oracle %r" % (label, p, scope, got, want))
+    log("  %s: %d analytics answers (top, vector, ngrams, fuzzy, files, phrases) equal the oracle over the "
+        "visible files%s" % (label, n, "" if not bad else " (%d differ)" % bad))
+
+
 def check_files(mnt, who, cls, label):
     for path, (mode, text) in TREE.items():
         if text is None:
@@ -177,6 +225,9 @@ def main():
         check_class(mnt, copies["other"], NOBODY, "nobody")
         check_class(mnt, copies["group"], GROUPED, "nobody in the mount's group")
         check_class(mnt, copies["all"], [], "root")
+        check_analytics(mnt, copies["other"], NOBODY, "nobody")
+        check_analytics(mnt, copies["group"], GROUPED, "nobody in the mount's group")
+        check_analytics(mnt, copies["all"], [], "root")
         check_files(mnt, NOBODY, "other", "nobody")
         check_files(mnt, GROUPED, "group", "group")
         unmount(mnt)
@@ -184,6 +235,7 @@ def main():
         log("== writable allow_other mount: chmod changes the answer at once")
         mount(archive, mnt, "rw", "allow_other")
         check_class(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
+        check_analytics(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
         before = getx(NOBODY, mnt, "user.tadoc.count.secret")
         os.chmod(os.path.join(mnt, "secret.txt"), 0o644)
         os.chmod(os.path.join(mnt, "docs/b.txt"), 0o644)
@@ -198,6 +250,7 @@ def main():
         check(after == str(want) and after != before,
               "after chmod: count.secret %r -> %r, oracle %d" % (before, after, want))
         check_class(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
+        check_analytics(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
         os.chmod(os.path.join(mnt, "pub.txt"), 0o600)
         got = getx(NOBODY, mnt, "user.tadoc.count.public")
         check(got == "0", "after chmod 600 pub.txt: count.public %r, not 0" % got)
