@@ -156,8 +156,9 @@ def cli_args(argv, arch):
     return [cmd] + opts + [arch] + rest
 
 
-def check_more(mnt, arch, c):
-    """The root's vector is over 64 KiB: parts that fit, joined = tadoc vector."""
+def check_more(mnt, arch, c, how):
+    """The root's vector is over 64 KiB: parts that fit, joined = tadoc vector
+    (parts cut from the cached whole list, or each computed again)."""
     want = cli("vector", arch, ".")
     got, parts = getx(mnt, "user.tadoc.vector")
     check(len(want) > MAXV and parts > 1 and got == want,
@@ -173,7 +174,8 @@ def check_more(mnt, arch, c):
         check(False, "vector@999999999: no ENODATA")
     except OSError as e:
         check(e.errno == errno.ENODATA, "vector@999999999: %s" % e)
-    log("  #more: the root's vector comes in %d parts of at most 64 KiB, joined equal to tadoc vector" % parts)
+    log("  #more (%s): the root's vector comes in %d parts of at most 64 KiB, joined equal to tadoc vector"
+        % (how, parts))
 
 
 def check_einval(mnt, afile):
@@ -208,10 +210,16 @@ def read_only(label, tree, work, rng, nfiles, ndirs):
         scopes = [s for s in scopes if b"\n" not in s]
         check_scopes("%s (ro)" % label, c, mnt, arch, scopes, rng)
         if label == "sotu":
-            check_more(mnt, arch, c)
+            check_more(mnt, arch, c, "list cache")
         check_einval(mnt, os.path.join(mnt, os.fsdecode(files[0])))
     finally:
         unmount(mnt)
+    if label == "sotu":
+        mount(arch, mnt, "ro", "cache_size=0")
+        try:
+            check_more(mnt, arch, c, "cache_size=0: each part computed")
+        finally:
+            unmount(mnt)
 
 
 def random_edits(mnt, rng, n):

@@ -445,7 +445,7 @@ def check_xattrs(mnt, o, heavy_words):
 
     # errno of malformed and unknown names
     f = os.path.join(mnt, "fsx", "agg", "f1.txt")
-    for name in ["user.tadoc.count.", "user.tadoc.count.two words", "user.tadoc.count.a-b",
+    for name in ["user.tadoc.count.", "user.tadoc.count.two  words", "user.tadoc.count.two ", "user.tadoc.count.a-b",
                  "user.tadoc.search.", "user.tadoc.search.x@", "user.tadoc.search.x@1x",
                  "user.tadoc.search.@3", "user.tadoc.count.hello@1"]:
         check(get_errno(f, name) == errno.EINVAL, "EINVAL for %r (got %s)" % (name, get_errno(f, name)))

@@ -7,9 +7,13 @@
 # For each corpus CORPORA/NAME: tadoc top, vector, files W, ngrams, count 'W1 W2' and
 # fuzzy -k 2 W against grep/sort/uniq/awk, tre-agrep -2 -w and ugrep -Z2 -w (each where
 # installed), then contrib/bench/fuzzy_bench (the radix tree's build and query latency).
-# tadoc rows: median wall time and least CPU time (user + sys) of AN_RUNS runs (5); the
-# pipelines run once (they take seconds). On a shared machine the CPU times are the
-# figures to compare; speed-ups are given for both.
+# Each analytic also as its extended attribute on a read-only tadocfs mount of the archive
+# (`getfattr --only-values -n user.tadoc.NAME MNT`, a whole process; the vector through
+# all its #more parts), when tadocfs and getfattr are there.
+# tadoc and getfattr rows: median wall time and least CPU time of AN_RUNS runs (5): tadoc's
+# user + sys; getfattr's the daemon's (its threads' run time, /proc/PID/task/*/schedstat),
+# which does the work; the pipelines run once (they take seconds). On a shared machine
+# the CPU times are the figures to compare; speed-ups are given for both.
 # Env: AN_ARCHIVES=DIR reuses DIR/NAME.tadoc (else compressed into BENCH_WORK); AN_RUNS;
 # BUILD, BENCH_WORK, TADOC as bench_lib.sh.
 set -euo pipefail
@@ -26,6 +30,40 @@ bench_setup_work
 bench_need_gnu_time
 [ -n "$TADOC" ] || die "tadoc not found (build first)"
 FUZZY_BENCH=$(bench_bin fuzzy_bench contrib/bench || true)
+XATTR=1
+{ [ -n "$TADOCFS" ] && command -v getfattr >/dev/null && command -v mountpoint >/dev/null; } ||
+	{ XATTR=; log "no tadocfs or getfattr: no getfattr column"; }
+MNT=$BENCH_WORK/an-mnt
+DAEMON=
+an_umount() {
+	if [ -n "$DAEMON" ] && mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount "$MNT" 2>/dev/null || umount -l "$MNT" || true
+	fi
+	DAEMON=
+}
+trap an_umount EXIT
+
+# daemon_ns: nanoseconds the mount daemon's threads have run.
+daemon_ns() { cat /proc/"$DAEMON"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+
+# xattr_row NAME [all]: AN_RUNS getfattr processes reading user.tadoc.NAME on the mount's
+# root (all: every #more part); sets X_MED (median wall) and X_CMIN (least daemon CPU).
+xattr_row() {
+	local name=$1 all=${2:-} ws=() cs=() i n0
+	for ((i = 0; i < RUNS; i++)); do
+		n0=$(daemon_ns)
+		if [ -n "$all" ]; then
+			run_cpu bash -c 'n=$1; while [ -n "$n" ]; do v=$(getfattr --only-values --absolute-names -n "$n" "$2"); l=${v##*$'"'\\n'"'}; n=; [ "${l#\#more }" = "$l" ] || n=${l#\#more }; done' \
+				_ "user.tadoc.$name" "$MNT"
+		else
+			run_cpu getfattr --only-values --absolute-names -n "user.tadoc.$name" "$MNT"
+		fi
+		ws+=("$W_SECS")
+		cs+=("$(awk -v a="$n0" -v b="$(daemon_ns)" 'BEGIN { printf "%.6f", (b - a) / 1e9 }')")
+	done
+	X_MED=$(printf '%s\n' "${ws[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	X_CMIN=$(printf '%s\n' "${cs[@]}" | sort -g | head -n 1)
+}
 
 # run_cpu CMD...: one run; sets W_SECS (wall) and C_SECS (user + sys of CMD and its
 # children, from getrusage: microseconds, where GNU time rounds to 10 ms).
@@ -87,33 +125,47 @@ for name in "${NAMES[@]}"; do
 		echo
 		echo "Query word W = \`$W\` (the 50th most frequent), phrase = \`$P\` (the most frequent pair)."
 		echo
-		echo "| analytic | tadoc (ms wall / CPU) | plain-text pipeline | pipeline (ms wall / CPU) | speed-up wall / CPU |"
-		echo "|---|---:|---|---:|---:|"
+		echo "| analytic | tadoc (ms wall / CPU) | getfattr (ms wall / daemon CPU) | plain-text pipeline | pipeline (ms wall / CPU) | speed-up tadoc wall / CPU | speed-up getfattr wall / CPU |"
+		echo "|---|---:|---:|---|---:|---:|---:|"
 	} >>"$OUT"
-	row() { # LABEL TADOC-ARGS-STRING PIPE-LABEL PIPE-COMMAND
-		local label=$1 targs=$2 plabel=$3 pcmd=$4
+	an_umount
+	if [ -n "$XATTR" ]; then
+		mkdir -p "$MNT"
+		"$TADOCFS" "$arch" "$MNT" -o ro
+		for ((i = 0; i < 200; i++)); do mountpoint -q "$MNT" && break; sleep 0.05; done
+		DAEMON=$(pgrep -n -f "^$TADOCFS $arch $MNT" || true)
+		[ -n "$DAEMON" ] || die "tadocfs did not mount $arch"
+		getfattr -n user.tadoc.words "$MNT" >/dev/null
+	fi
+	row() { # LABEL TADOC-ARGS-STRING XATTR-NAME PIPE-LABEL PIPE-COMMAND
+		local label=$1 targs=$2 xname=$3 plabel=$4 pcmd=$5 xcell="n/a" xratio="n/a"
 		log "$name: $label"
 		eval "tadoc_row \"\$TADOC\" $targs"
+		if [ -n "$XATTR" ] && [ -n "$xname" ]; then
+			xattr_row "$xname" "$([ "$xname" = vector ] && echo all)"
+			xcell="$(ms "$X_MED") / $(ms "$X_CMIN")"
+		fi
 		run_cpu bash -c "$pcmd"
-		echo "| $label | $(ms "$W_MED") / $(ms "$C_MIN") | \`${plabel//|/\\|}\` | $(ms "$W_SECS") / $(ms "$C_SECS") |" \
-			"$(ratio "$W_SECS" "$W_MED") / $(ratio "$C_SECS" "$C_MIN") |" >>"$OUT"
+		[ "$xcell" = n/a ] || xratio="$(ratio "$W_SECS" "$X_MED") / $(ratio "$C_SECS" "$X_CMIN")"
+		echo "| $label | $(ms "$W_MED") / $(ms "$C_MIN") | $xcell | \`${plabel//|/\\|}\` | $(ms "$W_SECS") / $(ms "$C_SECS") |" \
+			"$(ratio "$W_SECS" "$W_MED") / $(ratio "$C_SECS" "$C_MIN") | $xratio |" >>"$OUT"
 	}
-	row "top words" "top \"\$arch\"" "grep -rhow '\\w\\+' DIR | sort | uniq -c | sort -rn | head -20" \
+	row "top words" "top \"\$arch\"" "top.20" "grep -rhow '\\w\\+' DIR | sort | uniq -c | sort -rn | head -20" \
 		"grep -rhow '\\w\\+' '$dir' | sort | uniq -c | sort -rn | head -20"
-	row "term vector (corpus)" "vector \"\$arch\" ." "grep -rhow '\\w\\+' DIR | sort | uniq -c" \
+	row "term vector (corpus)" "vector \"\$arch\" ." "vector" "grep -rhow '\\w\\+' DIR | sort | uniq -c" \
 		"grep -rhow '\\w\\+' '$dir' | sort | uniq -c"
-	row "ranked files (W)" "files \"\$arch\" \"\$W\"" "grep -rcw W DIR | sort -t: -k2 -rn" \
+	row "ranked files (W)" "files \"\$arch\" \"\$W\"" "files.$W" "grep -rcw W DIR | sort -t: -k2 -rn" \
 		"grep -rcw '$W' '$dir' | sort -t: -k2 -rn"
-	row "3-grams, top 20" "ngrams \"\$arch\"" "grep -row '\\w\\+' DIR | awk (3-gram per file) | sort -rn | head -20" \
+	row "3-grams, top 20" "ngrams \"\$arch\"" "ngrams.3.20" "grep -row '\\w\\+' DIR | awk (3-gram per file) | sort -rn | head -20" \
 		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 != f) { a = b = \"\"; f = \$1 } if (a != \"\") n[a \" \" b \" \" w]++; a = b; b = w } END { for (k in n) print n[k] \"\t\" k }' | sort -rn | head -20"
-	row "phrase count" "count \"\$arch\" \"\$P\"" "grep -row '\\w\\+' DIR | awk (pair per file) " \
+	row "phrase count" "count \"\$arch\" \"\$P\"" "count.$P" "grep -row '\\w\\+' DIR | awk (pair per file) " \
 		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 == f && p == \"$P1\" && w == \"$P2\") n++; p = w; f = \$1 } END { print n }'"
 	if command -v tre-agrep >/dev/null; then
-		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "tre-agrep -2 -w W FILES" \
+		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "fuzzy.2.$W" "tre-agrep -2 -w W FILES" \
 			"find '$dir' -type f -print0 | xargs -0 tre-agrep -2 -w '$W' >/dev/null"
 	fi
 	if command -v ugrep >/dev/null; then
-		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "ugrep -r -Z2 -w -o W DIR | sort | uniq -c" \
+		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "fuzzy.2.$W" "ugrep -r -Z2 -w -o W DIR | sort | uniq -c" \
 			"ugrep -r -Z2 -w -o -h '$W' '$dir' | sort | uniq -c"
 	fi
 	if [ -n "$FUZZY_BENCH" ]; then
@@ -128,6 +180,7 @@ for name in "${NAMES[@]}"; do
 			echo '```'
 		} >>"$OUT"
 	fi
+	an_umount
 	echo >>"$OUT"
 done
 log "wrote $OUT"

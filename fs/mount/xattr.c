@@ -30,14 +30,45 @@ typedef struct xresult {
 	td_hits hits;
 } xresult;
 
+/* A few recent whole analytics lists (top, vector, files, ngrams, fuzzy)
+ * of scopes that hide nothing from their caller, so that the #more parts
+ * of a long list are cut from it instead of computed again. They take at
+ * most a quarter of conf.cache_size together; a longer list is computed
+ * again for each part, holding one part at a time. */
+#define LCACHE_SLOTS 4
+
+typedef struct xlist {
+	td_entry scope;
+	char *name;               /* the name without "@N" */
+	size_t nlen;
+	td_fs_xlist l;
+} xlist;
+
 struct td_fs_xcache {
 	pthread_mutex_t mu;
 	uint64_t clock;
-	xresult *slot[XCACHE_SLOTS];
+	void *slot[XCACHE_SLOTS];     /* xresult */
 	uint64_t used[XCACHE_SLOTS];
 	uint64_t bytes;           /* hit bytes held by the slots */
 	uint64_t budget;          /* most hit bytes the slots may hold */
+	void *lslot[LCACHE_SLOTS];    /* xlist */
+	uint64_t lused[LCACHE_SLOTS];
+	uint64_t lbytes, lbudget; /* list bytes held, and the most they may be */
 };
+
+static uint64_t xlist_bytes(const xlist *x)
+{
+	return x->l.len + (x->l.n + 1) * sizeof *x->l.start + x->nlen;
+}
+
+static void xlist_free(xlist *x)
+{
+	if (x) {
+		td_fs_xlist_free(&x->l);
+		free(x->name);
+		free(x);
+	}
+}
 
 static uint64_t xresult_bytes(const xresult *r)
 {
@@ -54,6 +85,45 @@ static void xresult_put(xresult *r)
 	}
 }
 
+/* Drop one kept item; its bytes. */
+static uint64_t drop_result(void *p)
+{
+	uint64_t n = xresult_bytes(p);
+	xresult_put(p);
+	return n;
+}
+
+static uint64_t drop_list(void *p)
+{
+	uint64_t n = xlist_bytes(p);
+	xlist_free(p);
+	return n;
+}
+
+/* Evict the least recently used of slot[0..n) until one is free and `need`
+ * more bytes fit the budget; that slot's index (marked used, its bytes
+ * counted). need <= budget. Caller holds the cache mutex. */
+static int lru_place(td_fs_xcache *c, void **slot, uint64_t *used, int n, uint64_t *bytes, uint64_t need,
+		     uint64_t budget, uint64_t (*drop)(void *))
+{
+	for (;;) {
+		int victim = -1, empty = -1;
+		for (int i = 0; i < n; i++) {
+			if (!slot[i])
+				empty = i;
+			else if (victim < 0 || used[i] < used[victim])
+				victim = i;
+		}
+		if (empty >= 0 && *bytes + need <= budget) {
+			used[empty] = ++c->clock;
+			*bytes += need;
+			return empty;
+		}
+		*bytes -= drop(slot[victim]);
+		slot[victim] = NULL;
+	}
+}
+
 int td_fs_xattr_init(td_fs *fs)
 {
 	td_fs_xcache *c = calloc(1, sizeof *c);
@@ -61,6 +131,7 @@ int td_fs_xattr_init(td_fs *fs)
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
 	c->budget = fs->conf.cache_size;
+	c->lbudget = fs->conf.cache_size / 4;
 	fs->xcache = c;
 	return 0;
 }
@@ -72,6 +143,8 @@ void td_fs_xattr_fini(td_fs *fs)
 		return;
 	for (int i = 0; i < XCACHE_SLOTS; i++)
 		xresult_put(c->slot[i]);
+	for (int i = 0; i < LCACHE_SLOTS; i++)
+		xlist_free(c->lslot[i]);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	fs->xcache = NULL;
@@ -118,27 +191,9 @@ static xresult *search_cached(td_fs *fs, td_entry scope, const char *w, size_t w
 	uint64_t need = xresult_bytes(r);
 	if (need > 0 && need <= c->budget) {
 		pthread_mutex_lock(&c->mu);
-		/* Evict least recently used slots until one is free and the new
-		 * result fits the budget. */
-		for (;;) {
-			int victim = -1, empty = -1;
-			for (int i = 0; i < XCACHE_SLOTS; i++) {
-				if (!c->slot[i])
-					empty = i;
-				else if (victim < 0 || c->used[i] < c->used[victim])
-					victim = i;
-			}
-			if (empty >= 0 && c->bytes + need <= c->budget) {
-				c->slot[empty] = r;
-				c->used[empty] = ++c->clock;
-				c->bytes += need;
-				r->refs++;
-				break;
-			}
-			c->bytes -= xresult_bytes(c->slot[victim]);
-			xresult_put(c->slot[victim]);
-			c->slot[victim] = NULL;
-		}
+		int i = lru_place(c, c->slot, c->used, XCACHE_SLOTS, &c->bytes, need, c->budget, drop_result);
+		c->slot[i] = r;
+		r->refs++;
 		pthread_mutex_unlock(&c->mu);
 	}
 	return r;
@@ -253,14 +308,58 @@ static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hi
 	return 0;
 }
 
+/* The part `name` of a list over the open scope e from the list cache,
+ * computing the whole list into it when absent. 1 when the list does not
+ * fit the cache (nothing done), else 0 or -errno. */
+static int list_cached(td_fs *fs, const td_fs_xsrc *src, td_entry e, const td_fs_xname *x, const char *name,
+		       char **val, size_t *len)
+{
+	td_fs_xcache *c = fs->xcache;
+	if (!c->lbudget)
+		return 1;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < LCACHE_SLOTS; i++) {
+		xlist *l = c->lslot[i];
+		if (l && l->scope == e && l->nlen == x->blen && memcmp(l->name, name, x->blen) == 0) {
+			c->lused[i] = ++c->clock;
+			int rc = td_fs_xlist_part(&l->l, name, x->blen, x->num, val, len);
+			pthread_mutex_unlock(&c->mu);
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	xlist *l = calloc(1, sizeof *l);
+	if (!l || !(l->name = malloc(x->blen ? x->blen : 1))) {
+		free(l);
+		return -ENOMEM;
+	}
+	memcpy(l->name, name, x->blen);
+	l->nlen = x->blen;
+	l->scope = e;
+	int rc = td_fs_xattr_list_all(src, x, c->lbudget, &l->l);
+	if (rc == 0)
+		rc = td_fs_xlist_part(&l->l, name, x->blen, x->num, val, len);
+	uint64_t need = xlist_bytes(l);
+	if (rc == 0 && need <= c->lbudget) {
+		pthread_mutex_lock(&c->mu);
+		c->lslot[lru_place(c, c->lslot, c->lused, LCACHE_SLOTS, &c->lbytes, need, c->lbudget, drop_list)] = l;
+		l = NULL;
+		pthread_mutex_unlock(&c->mu);
+	}
+	xlist_free(l);
+	return rc;
+}
+
 /* top, vector, files, ngrams, fuzzy: over the entry, or, when the subtree
  * hides files from the caller, over the files it sees. */
 static int value_analytics(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const char *name,
 			   const td_fs_hidden *hid, char **val, size_t *len)
 {
 	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a };
-	if (!hid->all && !hid->n)
-		return td_fs_xattr_value(&src, x, name, is_dir, val, len);
+	if (!hid->all && !hid->n) {
+		int rc = x->kind >= TD_FS_XTOP ? list_cached(fs, &src, e, x, name, val, len) : 1;
+		return rc != 1 ? rc : td_fs_xattr_value(&src, x, name, is_dir, val, len);
+	}
 	td_fs_tview v = archive_view(fs);
 	uint32_t *ids = NULL;
 	size_t n = 0;

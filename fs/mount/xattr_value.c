@@ -8,12 +8,17 @@
 #include "td_err.h"
 #include "td_format.h"
 
-/* A line under construction, and the value it goes to. */
+/* A line under construction, and the value it goes to: a part (l), or,
+ * with all, the whole list (every line kept while it stays within limit). */
 typedef struct vctx {
 	td_fs_lines l;
 	char *b;
 	size_t n, cap;
 	int err;                  /* -ENOMEM while building a line */
+	td_fs_xlist *all;
+	uint64_t limit, scap;
+	size_t tcap;
+	int over;                 /* the list outgrew limit */
 } vctx;
 
 /* Returned to the engine to stop a walk once the value is full. */
@@ -44,12 +49,48 @@ static int put_u64(vctx *v, uint64_t x)
 	return put(v, d, fs_u64dec(x, d));
 }
 
+/* Keep the line built so far in the whole list. */
+static int keep(vctx *v)
+{
+	td_fs_xlist *a = v->all;
+	if (a->len + v->n > v->limit) {
+		v->over = 1;
+		return STOP;
+	}
+	if (a->n + 2 > v->scap) {
+		uint64_t cap = v->scap ? 2 * v->scap : 1024;
+		uint64_t *st = realloc(a->start, cap * sizeof *st);
+		if (!st)
+			goto nomem;
+		a->start = st;
+		v->scap = cap;
+	}
+	if (a->len + v->n > v->tcap) {
+		size_t cap = v->tcap ? v->tcap : 65536;
+		while (cap < a->len + v->n)
+			cap *= 2;
+		char *t = realloc(a->text, cap);
+		if (!t)
+			goto nomem;
+		a->text = t;
+		v->tcap = cap;
+	}
+	a->start[a->n++] = a->len;
+	memcpy(a->text + a->len, v->b, v->n);
+	a->len += v->n;
+	a->start[a->n] = a->len;
+	return 0;
+nomem:
+	v->err = -ENOMEM;
+	return STOP;
+}
+
 /* The line built so far goes to the value. */
 static int line_end(vctx *v)
 {
 	if (v->err || put(v, "\n", 1))
 		return STOP;
-	int full = td_fs_lines_add(&v->l, v->b, v->n);
+	int full = v->all ? keep(v) : td_fs_lines_add(&v->l, v->b, v->n);
 	v->n = 0;
 	return full ? STOP : 0;
 }
@@ -114,6 +155,46 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 	return rc;
 }
 
+/* Run the engine for list name x, its lines into v. 0 or -errno. */
+static int compute(const td_fs_xsrc *src, const td_fs_xname *x, vctx *v)
+{
+	const td_archive *a = src->a;
+	const td_fileset *s = src->set;
+	int err = TD_OK, rc = 0;
+	switch (x->kind) {
+	case TD_FS_XTOP:
+		err = s ? td_set_top_words(a, s, x->n, word_line, v) : td_top_words(a, src->scope, x->n, word_line, v);
+		break;
+	case TD_FS_XVECTOR:
+		err = s ? td_set_term_vector(a, s, word_line, v) : td_term_vector(a, src->scope, word_line, v);
+		break;
+	case TD_FS_XNGRAMS:
+		err = s ? td_set_ngrams(a, s, x->len, x->n, ngram_line, v)
+			: td_ngrams(a, src->scope, x->len, x->n, ngram_line, v);
+		break;
+	case TD_FS_XFUZZY:
+		err = s ? td_set_fuzzy(a, s, x->word, x->wlen, (unsigned)x->n, fuzzy_line, v)
+			: td_fuzzy(a, x->word, x->wlen, (unsigned)x->n, src->scope, 0, fuzzy_line, v);
+		break;
+	case TD_FS_XFILES: {
+		td_file_count *fc = NULL;
+		size_t n = 0;
+		err = s ? td_set_phrase_files(a, s, x->word, x->wlen, src->path, src->pctx, &fc, &n)
+			: td_phrase_files(a, x->word, x->wlen, src->scope, &fc, &n);
+		if (!err)
+			rc = files_lines(v, src, fc, n);
+		free(fc);
+		break;
+	}
+	default:
+		rc = -ENODATA;
+		break;
+	}
+	if (err != TD_OK && err != STOP)
+		rc = -td_err_errno(err);
+	return rc ? rc : v->err;
+}
+
 int td_fs_xattr_value(const td_fs_xsrc *src, const td_fs_xname *x, const char *name, int is_dir, char **val,
 		      size_t *len)
 {
@@ -141,42 +222,47 @@ int td_fs_xattr_value(const td_fs_xsrc *src, const td_fs_xname *x, const char *n
 	vctx v = { 0 };
 	if (td_fs_lines_init(&v.l, name, x->blen, x->num))
 		return -ENOMEM;
-	switch (x->kind) {
-	case TD_FS_XTOP:
-		err = s ? td_set_top_words(a, s, x->n, word_line, &v) : td_top_words(a, src->scope, x->n, word_line, &v);
-		break;
-	case TD_FS_XVECTOR:
-		err = s ? td_set_term_vector(a, s, word_line, &v) : td_term_vector(a, src->scope, word_line, &v);
-		break;
-	case TD_FS_XNGRAMS:
-		err = s ? td_set_ngrams(a, s, x->len, x->n, ngram_line, &v)
-			: td_ngrams(a, src->scope, x->len, x->n, ngram_line, &v);
-		break;
-	case TD_FS_XFUZZY:
-		err = s ? td_set_fuzzy(a, s, x->word, x->wlen, (unsigned)x->n, fuzzy_line, &v)
-			: td_fuzzy(a, x->word, x->wlen, (unsigned)x->n, src->scope, 0, fuzzy_line, &v);
-		break;
-	case TD_FS_XFILES: {
-		td_file_count *fc = NULL;
-		size_t n = 0;
-		err = s ? td_set_phrase_files(a, s, x->word, x->wlen, src->path, src->pctx, &fc, &n)
-			: td_phrase_files(a, x->word, x->wlen, src->scope, &fc, &n);
-		if (!err)
-			rc = files_lines(&v, src, fc, n);
-		free(fc);
-		break;
-	}
-	default:
-		rc = -ENODATA;
-		break;
-	}
-	if (err != TD_OK && err != STOP)
-		rc = -td_err_errno(err);
-	if (!rc)
-		rc = v.err;
+	rc = compute(src, x, &v);
 	if (!rc)
 		rc = td_fs_lines_end(&v.l, val, len);
 	free(v.l.out);
 	free(v.b);
+	return rc;
+}
+
+int td_fs_xattr_list_all(const td_fs_xsrc *src, const td_fs_xname *x, uint64_t limit, td_fs_xlist *l)
+{
+	memset(l, 0, sizeof *l);
+	if (x->kind < TD_FS_XTOP)
+		return -EINVAL;
+	vctx v = { .all = l, .limit = limit };
+	int rc = compute(src, x, &v);
+	free(v.b);
+	if (!rc && !l->start) /* no line */
+		rc = (l->start = calloc(1, sizeof *l->start)) ? 0 : -ENOMEM;
+	if (rc || v.over) {
+		td_fs_xlist_free(l);
+		return rc ? rc : 1;
+	}
+	return 0;
+}
+
+void td_fs_xlist_free(td_fs_xlist *l)
+{
+	free(l->text);
+	free(l->start);
+	memset(l, 0, sizeof *l);
+}
+
+int td_fs_xlist_part(const td_fs_xlist *l, const char *name, size_t blen, uint64_t first, char **val, size_t *len)
+{
+	td_fs_lines p;
+	if (td_fs_lines_init(&p, name, blen, first))
+		return -ENOMEM;
+	p.i = first < l->n ? first : l->n;
+	for (uint64_t i = p.i; i < l->n && !p.full; i++)
+		td_fs_lines_add(&p, l->text + l->start[i], (size_t)(l->start[i + 1] - l->start[i]));
+	int rc = td_fs_lines_end(&p, val, len);
+	free(p.out);
 	return rc;
 }

@@ -31,4 +31,25 @@ typedef struct td_fs_xsrc {
 int td_fs_xattr_value(const td_fs_xsrc *src, const td_fs_xname *x, const char *name, int is_dir, char **val,
 		      size_t *len);
 
+/* A whole list value: every line of it, for the parts to be cut from. */
+typedef struct td_fs_xlist {
+	char *text;
+	size_t len;
+	uint64_t *start;          /* line i is text[start[i] .. start[i + 1]) */
+	uint64_t n;               /* lines */
+} td_fs_xlist;
+
+/* Every line of list name x (kinds TOP..FUZZY) over src into *l, no cut.
+ * Returns 0, 1 when the list would exceed `limit` bytes (*l empty: cut
+ * parts with td_fs_xattr_value instead, which holds one part at a time),
+ * or -errno as td_fs_xattr_value. */
+int td_fs_xattr_list_all(const td_fs_xsrc *src, const td_fs_xname *x, uint64_t limit, td_fs_xlist *l);
+
+void td_fs_xlist_free(td_fs_xlist *l);
+
+/* The part of list l named name[0..blen) from line `first`: what
+ * td_fs_xattr_value gives for the same name. 0 or -errno (ENODATA, E2BIG,
+ * ENOMEM). */
+int td_fs_xlist_part(const td_fs_xlist *l, const char *name, size_t blen, uint64_t first, char **val, size_t *len);
+
 #endif
