@@ -192,12 +192,46 @@ static int file_long(an *x, td_entry e)
 
 /* ---------- long words ---------- */
 
+static uint64_t longw_hash(const uint8_t *w, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ w[i]) * 0x100000001b3u;
+	return h;
+}
+
 static int64_t longw_find(const td_longw *l, const uint8_t *w, size_t len)
 {
-	for (size_t i = 0; i < l->n; i++)
-		if (l->len[i] == len && !memcmp(l->w[i], w, len))
-			return (int64_t)i;
-	return -1;
+	if (!l->slot)
+		return -1;
+	for (uint64_t h = longw_hash(w, len) & l->hmask;; h = (h + 1) & l->hmask) {
+		uint64_t v = l->slot[h];
+		if (!v)
+			return -1;
+		if (l->len[v - 1] == len && !memcmp(l->w[v - 1], w, len))
+			return (int64_t)(v - 1);
+	}
+}
+
+/* Room in the hash table for one more word. */
+static int longw_rehash(td_longw *l)
+{
+	if (l->slot && (l->n + 1) * 2 <= l->hmask + 1)
+		return TD_OK;
+	size_t cap = l->slot ? 2 * (l->hmask + 1) : 64;
+	uint64_t *slot = calloc(cap, sizeof *slot);
+	if (!slot)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < l->n; i++) {
+		uint64_t h = longw_hash((const uint8_t *)l->w[i], l->len[i]) & (cap - 1);
+		while (slot[h])
+			h = (h + 1) & (cap - 1);
+		slot[h] = i + 1;
+	}
+	free(l->slot);
+	l->slot = slot;
+	l->hmask = cap - 1;
+	return TD_OK;
 }
 
 /* Index of long word w (added with count 0 when new), or <0. */
@@ -206,6 +240,8 @@ static int64_t longw_add(td_longw *l, const uint8_t *w, size_t len)
 	int64_t i = longw_find(l, w, len);
 	if (i >= 0)
 		return i;
+	if (longw_rehash(l))
+		return TD_ENOMEM;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 16;
 		char **nw = realloc(l->w, cap * sizeof *nw);
@@ -221,13 +257,17 @@ static int64_t longw_add(td_longw *l, const uint8_t *w, size_t len)
 			return TD_ENOMEM;
 		l->cap = cap;
 	}
-	char *c = malloc(len);
+	char *c = malloc(len ? len : 1);
 	if (!c)
 		return TD_ENOMEM;
 	memcpy(c, w, len);
 	l->w[l->n] = c;
 	l->len[l->n] = len;
 	l->count[l->n] = 0;
+	uint64_t h = longw_hash(w, len) & l->hmask;
+	while (l->slot[h])
+		h = (h + 1) & l->hmask;
+	l->slot[h] = l->n + 1;
 	return (int64_t)l->n++;
 }
 
@@ -243,6 +283,7 @@ static void longw_free(td_longw *l)
 	free(l->w);
 	free(l->len);
 	free(l->count);
+	free(l->slot);
 	memset(l, 0, sizeof *l);
 }
 

@@ -7,13 +7,16 @@
 #include "td_archive_int.h"
 #include "td_query_int.h"
 
-/* Words longer than TD_MAXTOK bytes met in a scope (stored as pieces, so
- * without a word id): their bytes and counts. */
+/* Words without a word id met in a scope: longer than TD_MAXTOK bytes
+ * (stored as pieces), or in a text a set supplies (td_analytics_set.h):
+ * their bytes and counts, found through a hash table. */
 typedef struct td_longw {
 	char **w;
 	size_t *len;
 	uint64_t *count;
 	size_t n, cap;
+	uint64_t *slot;    /* hash table: index + 1 per slot, 0 empty; hmask + 1 slots */
+	size_t hmask;
 } td_longw;
 
 /* Word counts of a scope: cnt[w] for every word id (0 when absent), the
