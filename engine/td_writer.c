@@ -45,8 +45,20 @@ typedef struct went {
 } went;
 
 /* Token dictionary: distinct token byte strings. */
+/* A slot of the dictionary's hash table holds what a look-up compares
+ * before the token's bytes, so a hit touches the slot, the bytes and the
+ * count, and a miss mostly the slot alone. */
+_Static_assert(TD_MAXTOK <= UINT8_MAX, "a word's length fits a dslot");
+typedef struct dslot {
+	uint64_t off;      /* token start in bytes */
+	uint32_t id1;      /* token id + 1; 0 = empty */
+	uint16_t len;      /* 1..TD_MAXTOK + 1 */
+	uint8_t wordlen;   /* 0..TD_MAXTOK */
+	uint8_t tag;       /* hash bits above the index bits */
+} dslot;
+
 typedef struct tokdict {
-	uint32_t *slot;   /* hash -> token id + 1 */
+	dslot *slot;      /* hash -> token */
 	uint64_t mask;
 	td_buf bytes;
 	uint64_t *off;    /* token start in bytes */
@@ -93,17 +105,22 @@ static int seq_push(td_writer *w, uint32_t v)
 	return TD_OK;
 }
 
+static inline uint8_t dtag(uint64_t hash)
+{
+	return (uint8_t)(hash >> 56);
+}
+
 static int dict_grow(tokdict *d)
 {
 	uint64_t cap = d->mask ? (d->mask + 1) * 2 : 1 << 16;
-	uint32_t *slot = calloc(cap, sizeof *slot);
+	dslot *slot = calloc(cap, sizeof *slot);
 	if (!slot)
 		return TD_ENOMEM;
 	for (uint32_t i = 0; i < d->n; i++) {
-		uint64_t h = hbytes(d->bytes.p + d->off[i], d->len[i]) & (cap - 1);
-		while (slot[h])
+		uint64_t hash = hbytes(d->bytes.p + d->off[i], d->len[i]), h = hash & (cap - 1);
+		while (slot[h].id1)
 			h = (h + 1) & (cap - 1);
-		slot[h] = i + 1;
+		slot[h] = (dslot){ d->off[i], i + 1, d->len[i], (uint8_t)d->wordlen[i], dtag(hash) };
 	}
 	free(d->slot);
 	d->slot = slot;
@@ -117,17 +134,18 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 {
 	if ((uint64_t)d->n * 2 >= d->mask && dict_grow(d))
 		return TD_ENOMEM;
-	uint64_t h = hbytes(s, t->len) & d->mask;
+	uint64_t hash = hbytes(s, t->len), h = hash & d->mask;
+	uint8_t tag = dtag(hash);
+	uint8_t wlen = (uint8_t)(t->kind == TD_TOK_WORD ? t->wordlen : 0);
 	for (;;) {
-		uint32_t v = d->slot[h];
-		if (!v)
+		const dslot *e = &d->slot[h];
+		if (!e->id1)
 			break;
 		/* A piece of a long word and a word can have the same bytes: the
 		 * kind is part of the key. */
-		if (d->len[v - 1] == t->len && d->wordlen[v - 1] == (t->kind == TD_TOK_WORD ? t->wordlen : 0) &&
-		    !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
-			*id = v - 1;
-			d->freq[v - 1] += count;
+		if (e->tag == tag && e->len == t->len && e->wordlen == wlen && !memcmp(d->bytes.p + e->off, s, t->len)) {
+			*id = e->id1 - 1;
+			d->freq[e->id1 - 1] += count;
 			return TD_OK;
 		}
 		h = (h + 1) & d->mask;
@@ -157,7 +175,7 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 	d->freq[i] = count;
 	if (td_buf_put(&d->bytes, s, t->len))
 		return TD_ENOMEM;
-	d->slot[h] = i + 1;
+	d->slot[h] = (dslot){ d->off[i], i + 1, (uint16_t)t->len, wlen, tag };
 	*id = i;
 	return TD_OK;
 }
@@ -492,11 +510,44 @@ static int cmp_bytes(const uint8_t *a, size_t la, const uint8_t *b, size_t lb)
 	return c ? c : (la > lb) - (la < lb);
 }
 
+/* A token to sort: its first 8 bytes as a big-endian number (zeros past
+ * its end), so most comparisons need no look-up of its bytes. */
+typedef struct skey {
+	uint64_t key;
+	uint32_t id;
+} skey;
+
 static int cmp_tok(const void *x, const void *y)
 {
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	const skey *p = x, *q = y;
+	if (p->key != q->key)
+		return p->key < q->key ? -1 : 1;
+	uint32_t a = p->id, b = q->id;
 	return cmp_bytes(g_sort->bytes + g_sort->off[a], g_sort->len[a], g_sort->bytes + g_sort->off[b],
 			 g_sort->len[b]);
+}
+
+/* Sort ids[0..n) by their tokens' bytes under s (len: the bytes that
+ * count); ties in any order. Returns TD_ENOMEM or TD_OK. */
+static int sort_tokens(const sorter *s, uint32_t *ids, uint32_t n)
+{
+	skey *k = malloc((n ? n : 1) * sizeof *k);
+	if (!k)
+		return TD_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = s->bytes + s->off[ids[i]];
+		uint32_t len = s->len[ids[i]];
+		uint64_t key = 0;
+		for (uint32_t j = 0; j < 8; j++)
+			key = key << 8 | (j < len ? p[j] : 0);
+		k[i] = (skey){ key, ids[i] };
+	}
+	g_sort = s;
+	qsort(k, n, sizeof *k, cmp_tok);
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = k[i].id;
+	free(k);
+	return TD_OK;
 }
 
 static _Thread_local const went *g_ents;
@@ -769,8 +820,10 @@ static int fin_dictionary(fin *f)
 	 * equal words are adjacent. */
 	const uint16_t *wl = d->wordlen;
 	sorter s_words = { d->bytes.p, d->off, wl };
-	g_sort = &s_words;
-	qsort(order, nw_tok, sizeof *order, cmp_tok);
+	if (sort_tokens(&s_words, order, nw_tok)) {
+		err = nomem();
+		goto out;
+	}
 	uint64_t W = 0;
 	for (uint32_t k = 0; k < nw_tok; k++) {
 		uint32_t t = order[k];
@@ -780,8 +833,10 @@ static int fin_dictionary(fin *f)
 		tokmap[t] = (uint32_t)(2 * (W - 1) + (d->len[t] > wl[t]));
 	}
 	sorter s_other = { d->bytes.p, d->off, d->len };
-	g_sort = &s_other;
-	qsort(order + nw_tok, no, sizeof *order, cmp_tok);
+	if (sort_tokens(&s_other, order + nw_tok, no)) {
+		err = nomem();
+		goto out;
+	}
 	uint64_t S = no, T = 2 * W + S;
 	if (T >= TD_SPLIT / 2) {
 		err = td_fail(TD_ELIMIT, "vocabulary too large");
