@@ -45,20 +45,8 @@ typedef struct went {
 } went;
 
 /* Token dictionary: distinct token byte strings. */
-/* A slot of the dictionary's hash table holds what a look-up compares
- * before the token's bytes, so a hit touches the slot, the bytes and the
- * count, and a miss mostly the slot alone. */
-_Static_assert(TD_MAXTOK <= UINT8_MAX, "a word's length fits a dslot");
-typedef struct dslot {
-	uint64_t off;      /* token start in bytes */
-	uint32_t id1;      /* token id + 1; 0 = empty */
-	uint16_t len;      /* 1..TD_MAXTOK + 1 */
-	uint8_t wordlen;   /* 0..TD_MAXTOK */
-	uint8_t tag;       /* hash bits above the index bits */
-} dslot;
-
 typedef struct tokdict {
-	dslot *slot;      /* hash -> token */
+	uint32_t *slot;   /* hash -> token id + 1 */
 	uint64_t mask;
 	td_buf bytes;
 	uint64_t *off;    /* token start in bytes */
@@ -105,22 +93,17 @@ static int seq_push(td_writer *w, uint32_t v)
 	return TD_OK;
 }
 
-static inline uint8_t dtag(uint64_t hash)
-{
-	return (uint8_t)(hash >> 56);
-}
-
 static int dict_grow(tokdict *d)
 {
 	uint64_t cap = d->mask ? (d->mask + 1) * 2 : 1 << 16;
-	dslot *slot = calloc(cap, sizeof *slot);
+	uint32_t *slot = calloc(cap, sizeof *slot);
 	if (!slot)
 		return TD_ENOMEM;
 	for (uint32_t i = 0; i < d->n; i++) {
-		uint64_t hash = hbytes(d->bytes.p + d->off[i], d->len[i]), h = hash & (cap - 1);
-		while (slot[h].id1)
+		uint64_t h = hbytes(d->bytes.p + d->off[i], d->len[i]) & (cap - 1);
+		while (slot[h])
 			h = (h + 1) & (cap - 1);
-		slot[h] = (dslot){ d->off[i], i + 1, d->len[i], (uint8_t)d->wordlen[i], dtag(hash) };
+		slot[h] = i + 1;
 	}
 	free(d->slot);
 	d->slot = slot;
@@ -134,18 +117,17 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 {
 	if ((uint64_t)d->n * 2 >= d->mask && dict_grow(d))
 		return TD_ENOMEM;
-	uint64_t hash = hbytes(s, t->len), h = hash & d->mask;
-	uint8_t tag = dtag(hash);
-	uint8_t wlen = (uint8_t)(t->kind == TD_TOK_WORD ? t->wordlen : 0);
+	uint64_t h = hbytes(s, t->len) & d->mask;
 	for (;;) {
-		const dslot *e = &d->slot[h];
-		if (!e->id1)
+		uint32_t v = d->slot[h];
+		if (!v)
 			break;
 		/* A piece of a long word and a word can have the same bytes: the
 		 * kind is part of the key. */
-		if (e->tag == tag && e->len == t->len && e->wordlen == wlen && !memcmp(d->bytes.p + e->off, s, t->len)) {
-			*id = e->id1 - 1;
-			d->freq[e->id1 - 1] += count;
+		if (d->len[v - 1] == t->len && d->wordlen[v - 1] == (t->kind == TD_TOK_WORD ? t->wordlen : 0) &&
+		    !memcmp(d->bytes.p + d->off[v - 1], s, t->len)) {
+			*id = v - 1;
+			d->freq[v - 1] += count;
 			return TD_OK;
 		}
 		h = (h + 1) & d->mask;
@@ -175,7 +157,7 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 	d->freq[i] = count;
 	if (td_buf_put(&d->bytes, s, t->len))
 		return TD_ENOMEM;
-	d->slot[h] = (dslot){ d->off[i], i + 1, (uint16_t)t->len, wlen, tag };
+	d->slot[h] = i + 1;
 	*id = i;
 	return TD_OK;
 }
