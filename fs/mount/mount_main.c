@@ -22,6 +22,7 @@
 #include "td_archive.h"
 #include "td_conf.h"
 #include "td_err.h"
+#include "td_gpu.h"
 
 #ifndef TADOC_VERSION
 #define TADOC_VERSION "0.1.0"
@@ -163,6 +164,16 @@ static int load_config(const td_fs_opts *o, td_conf *c)
 	if (td_conf_load(c, o->config, (const char *const *)o->conf_keys, o->nconf, err, sizeof err) != 0) {
 		fprintf(stderr, "tadocfs: %s\n", err);
 		return TD_FS_EXIT_USAGE;
+	}
+	/* a device gpu_devices names must exist (td_conf cannot know which do) */
+	if (c->gpu != TD_CONF_GPU_OFF && c->gpu_devices) {
+		int n = td_gpu_device_count();
+		for (unsigned d = 0; d < 64; d++)
+			if ((c->gpu_devices >> d & 1) && (int)d >= n) {
+				td_conf_where(c, TD_CONF_KEY_GPU_DEVICES, err, sizeof err);
+				fprintf(stderr, "tadocfs: %s: gpu_devices: device %u does not exist (%d found)\n", err, d, n);
+				return TD_FS_EXIT_USAGE;
+			}
 	}
 	return TD_FS_EXIT_OK;
 }
