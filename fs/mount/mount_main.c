@@ -171,7 +171,8 @@ static int load_config(const td_fs_opts *o, td_conf *c)
 		for (unsigned d = 0; d < 64; d++)
 			if ((c->gpu_devices >> d & 1) && (int)d >= n) {
 				td_conf_where(c, TD_CONF_KEY_GPU_DEVICES, err, sizeof err);
-				fprintf(stderr, "tadocfs: %s: gpu_devices: device %u does not exist (%d found)\n", err, d, n);
+				fprintf(stderr, "tadocfs: %s: %sdevice %u does not exist (%d found)\n", err,
+					c->origin[TD_CONF_KEY_GPU_DEVICES].src == TD_CONF_SRC_FILE ? "gpu_devices: " : "", d, n);
 				return TD_FS_EXIT_USAGE;
 			}
 	}
