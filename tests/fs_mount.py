@@ -941,7 +941,7 @@ def check_bad_invocations(archive, tmp):
         f.write("batch_max = 12\nno_such_key = 1\n")
     nodev = os.path.join(tmp, "nodev.conf")
     with open(nodev, "w") as f:
-        f.write("gpu = auto\ngpu_devices = 0:63\n")
+        f.write("gpu = auto\ngpu_devices = 63\n")
 
     cases = [
         ([missing, good_mnt], 1, "tadocfs: %s: No such file or directory" % missing),
