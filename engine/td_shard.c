@@ -542,6 +542,20 @@ int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out)
 	return TD_OK;
 }
 
+int td_archive_entry_shard(const td_archive *a, td_entry e, uint32_t *shard)
+{
+	*shard = UINT32_MAX;
+	if (!a->sh)
+		return td_fail(TD_EINVAL, "not a sharded archive");
+	if (e >= td_archive_nentries(a))
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	uint64_t first = 0, n = 0;
+	int err = pieces_of(a, e, &first, &n);
+	if (!err && n)
+		*shard = a->sh->pieces[first].shard;
+	return err;
+}
+
 /* Entry e's path in archive x, for messages and checks. */
 static int path_of(const td_archive *x, td_entry e, char *buf, size_t cap)
 {

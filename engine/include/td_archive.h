@@ -189,6 +189,13 @@ typedef struct td_shard_info {
 /* TD_OK or TD_EINVAL (no shard i). Thread-safe. */
 int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out);
 
+/* The shard holding the first piece of entry e (the start of a file, the
+ * first shard with anything under a directory) into *shard; UINT32_MAX
+ * when e has no piece (an empty directory). For partitioning work by
+ * shard (python/tadoc/dask.py). Thread-safe. TD_OK, TD_EINVAL (a version
+ * 1-4 archive, or no entry e), TD_ECORRUPT. */
+int td_archive_entry_shard(const td_archive *a, td_entry e, uint32_t *shard);
+
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
  * for gpu/ uploads and tools; NULL when absent. Of a version 5 archive, the
  * container's sections (its grammar sections are empty: td_format.h). */
