@@ -29,15 +29,47 @@ class TadocError(OSError):
     """An engine error: errno (td_err_errno: ENOENT, EINVAL, EIO for a damaged
     archive, ...), strerror (td_strerror plus the engine's detail),
     filename (the archive), filename2 (the path inside it, when there is
-    one), and td_err (the engine's td_err code)."""
+    one), and td_err (the engine's td_err code). As OSError(errno, ...)
+    does, it is made an instance of the matching built-in subclass too:
+    TadocError(ENOENT, ...) is a FileNotFoundError, EISDIR an
+    IsADirectoryError, ENOTDIR a NotADirectoryError."""
 
-    def __init__(self, err, message, archive=None, path=None, td_err=None):
-        super().__init__(err, message, archive, None, path)
+    def __new__(cls, err=None, message=None, archive=None, path=None, td_err=None):
+        if cls is TadocError and err in _SUBCLASSES:
+            cls = _SUBCLASSES[err]
+        return super().__new__(cls, err, message)
+
+    def __init__(self, err=None, message=None, archive=None, path=None, td_err=None):
+        super().__init__(err, message)
+        self.errno, self.strerror = err, message
+        self.filename, self.filename2 = archive, path
         self.td_err = td_err
+
+    def __reduce__(self):  # pickles (Dask sends a worker's errors to the client)
+        return (TadocError, (self.errno, self.strerror, self.filename, self.filename2, self.td_err))
 
     def __str__(self):
         where = ": ".join(os.fsdecode(x) for x in (self.filename, self.filename2) if x is not None)
-        return "%s: %s" % (where, self.strerror) if where else self.strerror
+        return "%s: %s" % (where, self.strerror) if where else str(self.strerror)
+
+
+class _NotFound(TadocError, FileNotFoundError):
+    pass
+
+
+class _IsADirectory(TadocError, IsADirectoryError):
+    pass
+
+
+class _NotADirectory(TadocError, NotADirectoryError):
+    pass
+
+
+TadocError.__module__ = "tadoc"
+_SUBCLASSES = {errno.ENOENT: _NotFound, errno.EISDIR: _IsADirectory, errno.ENOTDIR: _NotADirectory}
+for _c in _SUBCLASSES.values():
+    _c.__name__ = _c.__qualname__ = "TadocError"
+    _c.__module__ = "tadoc"
 
 
 class td_stat(Structure):

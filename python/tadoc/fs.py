@@ -19,6 +19,7 @@ import os
 import stat as _stat
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.archive import AbstractArchiveFileSystem
 from fsspec.spec import AbstractBufferedFile
 from fsspec.utils import DEFAULT_BLOCK_SIZE
@@ -36,7 +37,7 @@ def _local_path(fo, target_protocol, target_options):
         raise ValueError("tadoc: fo must be the path or URL of an archive (it is memory-mapped), not %r" % (fo,))
     proto = target_protocol or fsspec.utils.infer_storage_options(fo).get("protocol", "file")
     if proto in ("file", "local"):
-        return fsspec.implementations.local.LocalFileSystem._strip_protocol(fo)
+        return LocalFileSystem._strip_protocol(fo)
     url = fo if "://" in fo else "%s://%s" % (proto, fo)
     try:
         return fsspec.open_local(url, **(target_options or {}))
