@@ -81,12 +81,18 @@ class td_hit(Structure):
     _fields_ = [("file", c_uint32), ("off", c_uint64)]
 
 
+assert ctypes.sizeof(td_hit) == 16  # archive.py's _unpack_pairs reads them as pairs of uint64
+
+
 class td_hits(Structure):
     _fields_ = [("v", POINTER(td_hit)), ("n", c_size_t), ("cap", c_size_t)]
 
 
 class td_file_count(Structure):
     _fields_ = [("file", c_uint32), ("count", c_uint64)]
+
+
+assert ctypes.sizeof(td_file_count) == 16
 
 
 class td_shard_info(Structure):

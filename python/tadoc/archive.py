@@ -1,4 +1,5 @@
 """tadoc.Archive: one open archive (read-only), its files, counts, searches and analytics."""
+import array
 import collections
 import ctypes
 import errno
@@ -36,6 +37,15 @@ def _word_b(w):
     if isinstance(w, str):
         return w.encode("utf-8", "surrogateescape")
     raise TypeError("expected str or bytes, not %s" % type(w).__name__)
+
+
+def _unpack_pairs(v, n):
+    """Lists of the entries and the 64-bit values of n {td_entry, uint64}
+    structs (td_hit, td_file_count: 16 bytes each, 4 of them padding)."""
+    if not n:
+        return [], []
+    arr = array.array("Q", ctypes.string_at(v, 16 * n))
+    return [x & 0xFFFFFFFF for x in arr[0::2]], arr[1::2].tolist()
 
 
 class Archive:
@@ -430,8 +440,7 @@ class Archive:
             try:
                 if err:
                     raise self._err(err, None if path is None else _b(path))
-                files = [hits.v[i].file for i in range(hits.n)]
-                offs = [hits.v[i].off for i in range(hits.n)]
+                files, offs = _unpack_pairs(hits.v, hits.n)
             finally:
                 self._L.td_hits_free(ctypes.byref(hits))
             paths = self._paths(h, files, isinstance(path, bytes))
@@ -500,8 +509,7 @@ class Archive:
                 if err:
                     raise self._err(err, None if path is None else _b(path))
                 m = k.value if not n or n < 0 else min(n, k.value)
-                files = [v[i].file for i in range(m)]
-                counts = [v[i].count for i in range(m)]
+                files, counts = _unpack_pairs(v, m)
             finally:
                 _lib.libc_free(ctypes.cast(v, ctypes.c_void_p))
             paths = self._paths(h, files, isinstance(path, bytes))

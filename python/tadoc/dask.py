@@ -30,8 +30,8 @@ and errors, map count_one / search_one / top_one yourself
 future's status.
 """
 import collections
-import functools
 import os
+import pickle
 import threading
 
 import dask
@@ -81,47 +81,62 @@ def top_one(archive, n=0):
     return _archive(archive).top(n)
 
 
-def _bag(archives):
-    paths = _paths(archives)
-    return db.from_sequence(paths, npartitions=max(1, len(paths)))
+def _search_packed(archive, word):
+    return pickle.dumps(search_one(archive, word), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _top_part(part):
-    total = collections.Counter()
-    for counts in part:
-        for w, c in counts:
-            total[w] += c
-    return total
+def _top_counter(archive):
+    return collections.Counter(dict(top_one(archive, 0)))
 
 
-def _top_merge(counters, n):
+def _add_counters(*counters):
     total = collections.Counter()
     for c in counters:
         total.update(c)
+    return total
+
+
+def _top_packed(total, n):
     items = sorted(total.items(), key=lambda kv: (-kv[1], kv[0].encode("utf-8", "surrogateescape")))
-    return items[:n] if n else items
+    return pickle.dumps(items[:n] if n else items, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# Results of many small items (hits, words) travel as one pickled bytes
+# object: distributed serializes a plain list item by item, which costs
+# seconds for a hundred thousand hits. Counters (a dict subclass) are
+# pickled whole.
+FAN_IN = 8
 
 
 def count(word, archives, scheduler=None):
     """Occurrences of a word or phrase summed over the archives (one task
     per archive on the current distributed client, else Dask's default
     scheduler; scheduler= overrides). Returns an int."""
-    return int(_bag(archives).map(count_one, word).sum().compute(scheduler=scheduler))
+    parts = [dask.delayed(count_one, pure=False)(a, word) for a in _paths(archives)]
+    return int(dask.delayed(sum)(parts).compute(scheduler=scheduler)) if parts else 0
 
 
 def search(word, archives, scheduler=None):
     """Every occurrence as (archive, path, offset), archives in the order
     given, then path order, offsets ascending."""
-    return _bag(archives).map(search_one, word).flatten().compute(scheduler=scheduler)
+    parts = [dask.delayed(_search_packed, pure=False)(a, word) for a in _paths(archives)]
+    out = []
+    for blob in dask.compute(*parts, scheduler=scheduler):
+        out += pickle.loads(blob)
+    return out
 
 
 def top(n, archives, scheduler=None):
     """The n most frequent words over all the archives (n = 0: all) as
     (word, count), count descending, ties by word bytes: each task
-    computes its archive's complete word counts on the grammar, the
-    reduction adds them up."""
-    job = _bag(archives).map(top_one, 0).reduction(_top_part, functools.partial(_top_merge, n=n))
-    return job.compute(scheduler=scheduler)
+    computes its archive's complete word counts on the grammar, a tree of
+    reductions adds them up."""
+    level = [dask.delayed(_top_counter, pure=False)(a) for a in _paths(archives)]
+    if not level:
+        return []
+    while len(level) > 1:
+        level = [dask.delayed(_add_counters, pure=False)(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
+    return pickle.loads(dask.delayed(_top_packed, pure=False)(level[0], n).compute(scheduler=scheduler))
 
 
 # --- a bag of (path, text) ----------------------------------------------------
