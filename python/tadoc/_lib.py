@@ -106,6 +106,10 @@ class td_info(Structure):
         ("section_bytes", c_uint64 * 32), ("build_time", c_uint64)]
 
 
+class td_word_counts(Structure):
+    _fields_ = [("words", c_void_p), ("len", c_size_t), ("count", POINTER(c_uint64)), ("n", c_size_t)]
+
+
 WORD_FN = CFUNCTYPE(c_int, c_void_p, POINTER(c_char), c_size_t, c_uint64)
 NGRAM_FN = CFUNCTYPE(c_int, c_void_p, POINTER(POINTER(c_char)), POINTER(c_size_t), c_uint, c_uint64)
 FUZZY_FN = CFUNCTYPE(c_int, c_void_p, c_uint, POINTER(c_char), c_size_t, c_uint64)
@@ -141,6 +145,9 @@ _PROTOS = {
     "td_hits_free": (None, [POINTER(td_hits)]),
     "td_word_total": (c_int, [_A, _E, POINTER(c_uint64)]),
     "td_top_words": (c_int, [_A, _E, c_uint64, WORD_FN, c_void_p]),
+    "td_top_words_collect": (c_int, [_A, _E, c_uint64, POINTER(td_word_counts)]),
+    "td_term_vector_collect": (c_int, [_A, _E, POINTER(td_word_counts)]),
+    "td_word_counts_free": (None, [POINTER(td_word_counts)]),
     "td_term_vector": (c_int, [_A, _E, WORD_FN, c_void_p]),
     "td_phrase_files": (c_int, [_A, c_char_p, c_size_t, _E, POINTER(POINTER(td_file_count)), POINTER(c_size_t)]),
     "td_ngrams": (c_int, [_A, _E, c_uint, c_uint64, NGRAM_FN, c_void_p]),
