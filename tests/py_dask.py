@@ -33,9 +33,14 @@ from py_common import check, same, raises, log
 
 
 def main():
+    try:
+        import dask  # noqa: F401
+        from distributed import Client, LocalCluster
+    except ImportError as e:  # Debian: python3-dask, python3-distributed (contrib/install-deps.sh)
+        log("skip: %s (install python3-dask and python3-distributed)" % e)
+        sys.exit(77)
     import tadoc
     import tadoc.dask as td
-    from distributed import Client, LocalCluster
 
     work = tempfile.mkdtemp(prefix="py_dask.")
     cluster = client = None

@@ -31,8 +31,13 @@ import tempfile
 import py_common as C
 from py_common import check, same, raises, log
 
-import fsspec
-import tadoc  # noqa: F401  (registers the protocol)
+try:
+    import fsspec
+    import dask.bag  # noqa: F401
+except ImportError as e:  # Debian: python3-fsspec, python3-dask (contrib/install-deps.sh)
+    log("skip: %s (install python3-fsspec and python3-dask)" % e)
+    sys.exit(77)
+import tadoc  # noqa: E402,F401  (registers the protocol)
 
 rng = random.Random(2025)
 
