@@ -159,6 +159,7 @@ def analytics(a, c, files, name, fmt):
         log("%s: analytics on format 5 are not supported by the engine yet (EOPNOTSUPP): "
             "checked the error only" % name)
         raises(lambda: a.vector(), tadoc.TadocError, errno.EOPNOTSUPP, ["format 5", a.path], "%s: vector" % name)
+        raises(lambda: a.word_counts(), tadoc.TadocError, errno.EOPNOTSUPP, ["format 5"], "%s: word_counts" % name)
         return
     enc = lambda items: [(w.encode("utf-8", "surrogateescape"), n) for w, n in items]  # noqa: E731
     top = [w for w, _ in c.top(b"", 10)]
@@ -170,6 +171,7 @@ def analytics(a, c, files, name, fmt):
                 continue
             same(enc(a.top(n, sp)), c.top(s, n), "%s top %d" % (label, n))
         same(enc(a.vector(sp)), c.vector(s), "%s vector" % label)
+        same(sorted(enc(a.word_counts(sp).items())), c.vector(s), "%s word_counts" % label)
         for ln, k in ((2, 20), (3, 5), (5, 0 if s else 10)):
             same([(tuple(x.encode() for x in g), n) for g, n in a.ngrams(ln, k, sp)], c.ngrams(s, ln, k),
                  "%s ngrams %d %d" % (label, ln, k))

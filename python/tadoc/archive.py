@@ -48,6 +48,14 @@ def _unpack_pairs(v, n):
     return [x & 0xFFFFFFFF for x in arr[0::2]], arr[1::2].tolist()
 
 
+def _split_counts(wc):
+    """The words and counts of a td_word_counts, as two lists."""
+    if not wc.n:
+        return [], []
+    words = ctypes.string_at(wc.words, wc.len).decode("utf-8", "surrogateescape").split("\n")
+    return words[:wc.n], array.array("Q", ctypes.string_at(wc.count, 8 * wc.n)).tolist()
+
+
 class Archive:
     """A tadoc archive opened read-only (memory-mapped; opening costs O(files),
     not O(size)).
@@ -475,8 +483,7 @@ class Archive:
             if err:
                 raise self._err(err, None if path is None else _b(path))
             try:
-                words = ctypes.string_at(wc.words, wc.len).decode("utf-8", "surrogateescape").split("\n")
-                counts = array.array("Q", ctypes.string_at(wc.count, 8 * wc.n)).tolist() if wc.n else []
+                words, counts = _split_counts(wc)
             finally:
                 self._L.td_word_counts_free(ctypes.byref(wc))
         finally:
@@ -495,6 +502,25 @@ class Archive:
         """Every word of the scope with its count, (word, count) in byte order
         of the words (the term vector)."""
         return self._word_list(self._L.td_term_vector_collect, path)
+
+    def word_counts(self, path=None):
+        """{word: count} of every word of the scope (the term vector as a
+        dict, in word byte order)."""
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            wc = _lib.td_word_counts()
+            _lib.clear_detail()
+            err = self._L.td_term_vector_collect(h, scope, ctypes.byref(wc))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            try:
+                words, counts = _split_counts(wc)
+            finally:
+                self._L.td_word_counts_free(ctypes.byref(wc))
+        finally:
+            self._leave()
+        return dict(zip(words, counts))
 
     def files(self, word_or_phrase, n=0, path=None):
         """(file path, count) of every file (under `path`) holding the word or

@@ -30,6 +30,7 @@ and errors, map count_one / search_one / top_one yourself
 future's status.
 """
 import collections
+import heapq
 import os
 import pickle
 import threading
@@ -85,26 +86,38 @@ def _search_packed(archive, word):
     return pickle.dumps(search_one(archive, word), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _top_counter(archive):
-    return collections.Counter(dict(top_one(archive, 0)))
+def word_counts_one(archive):
+    """{word: count} of every word of one archive (its term vector)."""
+    return _archive(archive).word_counts()
 
 
-def _add_counters(*counters):
-    total = collections.Counter()
-    for c in counters:
-        total.update(c)
-    return total
+def _counts_packed(archive):
+    return pickle.dumps(word_counts_one(archive), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _top_packed(total, n):
-    items = sorted(total.items(), key=lambda kv: (-kv[1], kv[0].encode("utf-8", "surrogateescape")))
+def _add_counts(*blobs):
+    parts = sorted((pickle.loads(b) for b in blobs), key=len, reverse=True)
+    total = parts[0]
+    get = total.get
+    for d in parts[1:]:
+        for w, c in d.items():
+            total[w] = get(w, 0) + c
+    return pickle.dumps(total, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _top_packed(blob, n):
+    total = pickle.loads(blob)
+    items = total.items()
+    if n and len(total) > n:  # only the words that can be among the first n need sorting
+        least = heapq.nlargest(n, total.values())[-1]
+        items = [kv for kv in items if kv[1] >= least]
+    items = sorted(items, key=lambda kv: (-kv[1], kv[0].encode("utf-8", "surrogateescape")))
     return pickle.dumps(items[:n] if n else items, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # Results of many small items (hits, words) travel as one pickled bytes
 # object: distributed serializes a plain list item by item, which costs
-# seconds for a hundred thousand hits. Counters (a dict subclass) are
-# pickled whole.
+# seconds for a hundred thousand hits.
 FAN_IN = 8
 
 
@@ -131,11 +144,11 @@ def top(n, archives, scheduler=None):
     (word, count), count descending, ties by word bytes: each task
     computes its archive's complete word counts on the grammar, a tree of
     reductions adds them up."""
-    level = [dask.delayed(_top_counter, pure=False)(a) for a in _paths(archives)]
+    level = [dask.delayed(_counts_packed, pure=False)(a) for a in _paths(archives)]
     if not level:
         return []
     while len(level) > 1:
-        level = [dask.delayed(_add_counters, pure=False)(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
+        level = [dask.delayed(_add_counts, pure=False)(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
     return pickle.loads(dask.delayed(_top_packed, pure=False)(level[0], n).compute(scheduler=scheduler))
 
 
@@ -198,4 +211,4 @@ def read_text(archives, encoding="utf-8", errors="strict", partition_bytes=32 <<
         _read_parts, encoding, errors, with_archive)
 
 
-__all__ = ["read_text", "count", "search", "top", "count_one", "search_one", "top_one", "dask"]
+__all__ = ["read_text", "count", "search", "top", "count_one", "search_one", "top_one", "word_counts_one"]
