@@ -99,6 +99,10 @@ class td_shard_info(Structure):
     _fields_ = [("nfiles", c_uint64), ("input_bytes", c_uint64), ("archive_bytes", c_uint64)]
 
 
+class td_disk_piece(Structure):
+    _fields_ = [("shard", c_uint32), ("local", c_uint32), ("start", c_uint64)]
+
+
 class td_info(Structure):
     _fields_ = [(n, c_uint64) for n in (
         "archive_bytes", "total_bytes", "nentries", "nfiles", "ndirs", "nsymlinks", "nwords", "nother",
@@ -132,7 +136,7 @@ _PROTOS = {
     "td_archive_version": (c_uint32, [_A]),
     "td_archive_nshards": (c_uint32, [_A]),
     "td_archive_shard_info": (c_int, [_A, c_uint32, POINTER(td_shard_info)]),
-    "td_archive_entry_shard": (c_int, [_A, _E, POINTER(c_uint32)]),
+    "td_archive_pieces": (c_int, [_A, _E, POINTER(POINTER(td_disk_piece)), POINTER(c_uint64)]),
     "td_archive_info": (None, [_A, POINTER(td_info)]),
     "td_archive_check_data": (c_int, [_A]),
     "td_extract": (c_int, [_A, _E, c_uint64, c_void_p, c_size_t, POINTER(c_size_t)]),

@@ -337,13 +337,15 @@ class Archive:
         h = self._enter()
         try:
             e = self._resolve(h, pb)
-            s = ctypes.c_uint32()
-            err = self._L.td_archive_entry_shard(h, e, ctypes.byref(s))
+            pc = ctypes.POINTER(_lib.td_disk_piece)()
+            n = ctypes.c_uint64()
+            err = self._L.td_archive_pieces(h, e, ctypes.byref(pc), ctypes.byref(n))
             if err:
                 raise self._err(err, pb)
+            shard = pc[0].shard if n.value else None
         finally:
             self._leave()
-        return None if s.value == 0xFFFFFFFF else s.value
+        return shard
 
     # --- reading --------------------------------------------------------
     def read(self, path, offset=0, size=-1):
