@@ -144,6 +144,17 @@ def cli_count(tadoc, archives, workers, word):
         return sum(ex.map(one, archives))
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
 def timed(fn, runs):
     out = None
     times = []
@@ -235,7 +246,7 @@ def main():
     lines.append("## Run: %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(names)))
     lines.append("")
     lines.append("- machine: %s, %d cores, load average %s at the end" % (
-        platform.processor() or platform.machine(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
+        cpu_model(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
     lines.append("- commit %s; dask %s, distributed %s; %d runs a job (median), warm page cache" % (
         commit, dask.__version__, distributed.__version__, a.runs))
     lines.append("- input: %d corpora, %d files, %.1f MB of text; archives %.1f MB (`tadoc compress %s`)" % (
