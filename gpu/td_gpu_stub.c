@@ -124,11 +124,6 @@ int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
 	return td_index_build_cpu(NULL, in, out);
 }
 
-int td_gpu_writer_opts(td_writer_opts *opts)
-{
-	(void)opts;
-	return 0;
-}
 
 int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
 			td_edit_rec *out, uint32_t *perm)
