@@ -282,6 +282,19 @@ int td_gpu_build_indexes_shared(void *ctx, const td_index_in *in, td_index_out *
  * GPU and on the CPU so far (either pointer may be NULL). Thread-safe. */
 void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu);
 
+/* ---- digram counts (the grammar's rounds; not used by the writer yet) ---- */
+
+/* Count every digram of `seq` (n symbols, each file ended by TD_SPLIT =
+ * UINT32_MAX) on device 0 as engine/td_grammar.c's count table holds them:
+ * the pair (seq[i], seq[i+1]) counts unless either is TD_SPLIT, and in a
+ * run of one repeated symbol every other pair from the run's start counts.
+ * On success *ndistinct digrams in ascending order of (a << 32 | b) in
+ * *keys with their counts in *counts (malloc'd, the caller frees; NULL and
+ * 0 when there is none). TD_OK, TD_ENOMEM (host), TD_EIO (a CUDA call
+ * failed, device memory included; detail has the CUDA message), TD_ENOGPU
+ * (built without CUDA). Thread-safe (each call has its own device memory). */
+int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32_t **counts, uint64_t *ndistinct);
+
 /* ---- insert/append batches (td_edit_batch.h) ---- */
 
 /* Resolve an insert/append batch on the GPU: same contract, same out[] and

@@ -148,3 +148,13 @@ int td_gpu_edit_apply_batch(void *ctx, td_edit *ed, const td_edit_rec *recs, siz
 	}
 	return td_edit_apply_batch(ed, recs, n, mode, napplied);
 }
+
+int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32_t **counts, uint64_t *ndistinct)
+{
+	(void)seq;
+	(void)n;
+	*keys = NULL;
+	*counts = NULL;
+	*ndistinct = 0;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
