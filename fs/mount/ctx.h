@@ -69,6 +69,7 @@ typedef struct td_fs {
 	struct td_fs_rw *rw;      /* edit overlay (overlay.h); NULL: plain archive */
 	char *mountpoint;         /* absolute, for td_fs_tune_readahead; NULL: unknown */
 	atomic_int ra_tuned;
+	int bg_verify;            /* check every checksum after the mount (not -o noverify) */
 	pthread_t warm_thread;    /* td_fs_warm_start, when warm_started */
 	int warm_started;
 	volatile int warm_stop;   /* set (atomically) by td_fs_warm_stop */

@@ -114,18 +114,55 @@ int td_fs_waiting_path(const td_fs *fs, char *path, size_t len)
 	return 0;
 }
 
+static double ms_since(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* Every checksum, at this thread's normal priority and without any lock a
+ * reader takes (td_archive_check_sums marks what matched, so the readers'
+ * own checks skip it): damage is logged soon after the mount, and reads of
+ * the damaged part give EIO (they check before they read) either way. */
+static void bg_verify(td_fs *fs)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int err = td_archive_check_sums(fs->a, 1, &fs->warm_stop);
+	if (__atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED))
+		return; /* unmounting: part checked, nothing to say */
+	if (err)
+		td_fs_log(TD_CONF_LOG_WARN, "verify: %s: %s (%s); reads of the damaged part give EIO", fs->archive_path,
+			  td_strerror(err), td_errdetail());
+	else
+		td_fs_log(TD_CONF_LOG_INFO, "verify: every checksum matches (%.1f ms after the mount)", ms_since(&t0));
+}
+
 static void *warm_main(void *arg)
 {
 	td_fs *fs = arg;
-	/* Idle priority: it runs only on otherwise idle cores. */
+	if (fs->bg_verify)
+		bg_verify(fs);
+	if (!fs->conf.cache_warm || fs->conf.cache_size == 0 || __atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED))
+		return NULL;
+	/* What readers wait for (the large sections' checks, the dictionary:
+	 * per archive or, format 5, per shard, under its lock) is done at this
+	 * normal priority: a reader that comes first builds it, one that comes
+	 * meanwhile waits for a thread that gets its share of the CPU. At idle
+	 * priority, on a busy machine, it would wait for a thread that gets
+	 * none. A damaged archive's warm-up stops here (logged above). */
+	if (td_archive_check_data(fs->a) != TD_OK)
+		return NULL;
+	/* Then idle priority: the rule cache fill runs only on otherwise idle
+	 * cores. */
 	struct sched_param sp = {.sched_priority = 0};
 	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
-	struct timespec t0, t1;
+	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	uint64_t bytes = 0;
 	int err = td_archive_warm(fs->a, &fs->warm_stop, &bytes);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+	double ms = ms_since(&t0);
 	if (err)
 		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: %s: %s: %s", fs->archive_path, td_strerror(err), td_errdetail());
 	else if (bytes)
@@ -138,12 +175,13 @@ static void *warm_main(void *arg)
 
 void td_fs_warm_start(td_fs *fs)
 {
-	if (!fs->conf.cache_warm || fs->conf.cache_size == 0 || fs->warm_started)
+	int warm = fs->conf.cache_warm && fs->conf.cache_size != 0;
+	if ((!warm && !fs->bg_verify) || fs->warm_started)
 		return;
 	__atomic_store_n(&fs->warm_stop, 0, __ATOMIC_RELAXED);
 	int rc = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
 	if (rc)
-		td_fs_log(TD_CONF_LOG_WARN, "cache_warm: cannot start a thread: %s", strerror(rc));
+		td_fs_log(TD_CONF_LOG_WARN, "%s: cannot start a thread: %s", warm ? "cache_warm" : "verify", strerror(rc));
 	else
 		fs->warm_started = 1;
 }
