@@ -8,6 +8,8 @@
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "ctx.h"
@@ -121,10 +123,10 @@ static double ms_since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
-/* Every checksum, at this thread's normal priority and without any lock a
- * reader takes (td_archive_check_sums marks what matched, so the readers'
- * own checks skip it): damage is logged soon after the mount, and reads of
- * the damaged part give EIO (they check before they read) either way. */
+/* Every checksum, without any lock a reader takes (td_archive_check_sums
+ * marks what matched, so the readers' own checks skip it): damage is
+ * logged soon after the mount, and reads of the damaged part give EIO
+ * (they check before they read) either way. */
 static void bg_verify(td_fs *fs)
 {
 	struct timespec t0;
@@ -139,25 +141,50 @@ static void bg_verify(td_fs *fs)
 		td_fs_log(TD_CONF_LOG_INFO, "verify: every checksum matches (%.1f ms after the mount)", ms_since(&t0));
 }
 
+/* The background work starts once no request has come for QUIET_MS: the
+ * burst of requests right after a mount (an automount's first `ls`, a
+ * script's first `cat`) does not share the CPU, the memory map's lock
+ * (page faults, mmap) and the disk with an O(archive) pass; readers check
+ * what they read themselves meanwhile. Measured on the busy 2-core VM:
+ * contrib/bench/results/mount-ready.md. */
+#define QUIET_MS 50
+
+/* 0 once the mount has been quiet for QUIET_MS, 1 when stopped first. */
+static int wait_quiet(td_fs *fs)
+{
+	struct timespec nap = {.tv_sec = 0, .tv_nsec = 10 * 1000 * 1000};
+	while (!__atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED)) {
+		uint64_t last = atomic_load_explicit(&fs->last_op_ms, memory_order_relaxed);
+		if (td_fs_coarse_ms() - last >= QUIET_MS)
+			return 0;
+		nanosleep(&nap, NULL);
+	}
+	return 1;
+}
+
 static void *warm_main(void *arg)
 {
 	td_fs *fs = arg;
-	if (fs->bg_verify)
-		bg_verify(fs);
-	if (!fs->conf.cache_warm || fs->conf.cache_size == 0 || __atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED))
+	int warm = fs->conf.cache_warm && fs->conf.cache_size != 0;
+	if (wait_quiet(fs))
 		return NULL;
-	/* What readers wait for (the large sections' checks, the dictionary:
-	 * per archive or, format 5, per shard, under its lock) is done at this
-	 * normal priority: a reader that comes first builds it, one that comes
-	 * meanwhile waits for a thread that gets its share of the CPU. At idle
-	 * priority, on a busy machine, it would wait for a thread that gets
-	 * none. A damaged archive's warm-up stops here (logged above). */
-	if (td_archive_check_data(fs->a) != TD_OK)
-		return NULL;
-	/* Then idle priority: the rule cache fill runs only on otherwise idle
-	 * cores. */
+	/* First what a reader would wait for (the large sections' checks and
+	 * the dictionary: per archive or, format 5, per shard, under its
+	 * lock), at the lowest normal priority: a reader that comes first
+	 * does it itself; one that comes meanwhile waits for a thread that
+	 * still gets some CPU. At idle priority, on a busy machine, it could
+	 * wait for a thread that gets none. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+	if (warm && td_archive_check_data(fs->a) != TD_OK)
+		warm = 0; /* damaged: the checksum pass names it below */
+	/* Then, at idle priority, only on otherwise idle cores: the checksum
+	 * pass (no lock a reader takes) and the rule cache fill. */
 	struct sched_param sp = {.sched_priority = 0};
 	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	if (fs->bg_verify)
+		bg_verify(fs);
+	if (!warm || __atomic_load_n(&fs->warm_stop, __ATOMIC_RELAXED))
+		return NULL;
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	uint64_t bytes = 0;
@@ -178,6 +205,7 @@ void td_fs_warm_start(td_fs *fs)
 	int warm = fs->conf.cache_warm && fs->conf.cache_size != 0;
 	if ((!warm && !fs->bg_verify) || fs->warm_started)
 		return;
+	td_fs_busy(fs); /* the mount itself: its first requests are on their way */
 	__atomic_store_n(&fs->warm_stop, 0, __ATOMIC_RELAXED);
 	int rc = pthread_create(&fs->warm_thread, NULL, warm_main, fs);
 	if (rc)
