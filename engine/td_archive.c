@@ -612,6 +612,7 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 		return TD_ENOMEM;
 	pthread_mutex_init(&a->lazy_mu, NULL);
 	pthread_mutex_init(&a->check_mu, NULL);
+	pthread_mutex_init(&a->flat_mu, NULL);
 	a->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (a->fd < 0) {
 		int e = errno;
@@ -675,6 +676,7 @@ int td_archive_open_mem(const uint8_t *map, uint64_t size, unsigned flags, td_ar
 		return TD_ENOMEM;
 	pthread_mutex_init(&a->lazy_mu, NULL);
 	pthread_mutex_init(&a->check_mu, NULL);
+	pthread_mutex_init(&a->flat_mu, NULL);
 	a->fd = -1;
 	a->borrowed = 1;
 	a->map = map;
@@ -714,6 +716,7 @@ void td_archive_close(td_archive *a)
 	td_shard_free(a);
 	pthread_mutex_destroy(&a->lazy_mu);
 	pthread_mutex_destroy(&a->check_mu);
+	pthread_mutex_destroy(&a->flat_mu);
 	if (a->map && !a->borrowed)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)

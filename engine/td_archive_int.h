@@ -121,6 +121,7 @@ struct td_archive {
 	atomic_int data_state;
 	unsigned data_bad;
 	pthread_mutex_t check_mu;
+	pthread_mutex_t flat_mu;             /* td_rcache.c's table builds */
 	/* Bit id set once section id's checksum matched (by td_data_check or,
 	 * lock-free, td_archive_check_sums on a background thread): a check
 	 * skips it. */
