@@ -724,6 +724,19 @@ void td_archive_close(td_archive *a)
 	free(a);
 }
 
+int td_archive_same_file(const td_archive *a, const char *path)
+{
+	td_disk_header h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	int same = fstat(fd, &st) == 0 && (uint64_t)st.st_size == a->size &&
+		   pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(&h, a->map, sizeof h) == 0;
+	close(fd);
+	return same;
+}
+
 void td_archive_set_cache(td_archive *a, uint64_t bytes)
 {
 	a->rcache_budget = bytes;

@@ -114,6 +114,13 @@ int td_archive_check_data(const td_archive *a);
  * mismatch"), TD_ENOMEM. */
 int td_archive_check_sums(const td_archive *a, unsigned threads, const volatile int *stop);
 
+/* 1 when the file at `path` holds the archive `a` maps (the same size and
+ * header; the header's checksum covers the section table, which holds
+ * every section's checksum), 0 when not or when it cannot be read: O(1),
+ * for a caller that must know whether the file was replaced since it was
+ * opened. Thread-safe. */
+int td_archive_same_file(const td_archive *a, const char *path);
+
 /* Unmap and free. NULL is accepted. */
 void td_archive_close(td_archive *a);
 

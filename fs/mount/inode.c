@@ -63,9 +63,11 @@ int td_fs_tree_get(td_fs *fs, const td_fs_tree **out)
 }
 
 /* Subdirectories directly under directory e: from the subtree totals once
- * they are built, else by a look at e's children (O(children)): the first
+ * they are built (or for a directory of more than SUBDIR_SCAN_MAX
+ * children), else by a look at e's children (O(children)): the first
  * `ls -l` after the mount does not wait for the pass over every entry
  * (O(entries), 83k on linux-source), which only the xattrs need. */
+#define SUBDIR_SCAN_MAX 65536u
 static int subdirs_of(td_fs *fs, td_entry e, nlink_t *n)
 {
 	if (atomic_load_explicit(&fs->tree.done, memory_order_acquire)) {
@@ -79,6 +81,14 @@ static int subdirs_of(td_fs *fs, td_entry e, nlink_t *n)
 	int err = td_archive_children(fs->a, e, &first, &count);
 	if (err)
 		return -td_err_errno(err);
+	if (count > SUBDIR_SCAN_MAX) { /* the pass pays for itself */
+		const td_fs_tree *t;
+		int rc = td_fs_tree_get(fs, &t);
+		if (rc)
+			return rc;
+		*n = t->subdirs[e];
+		return 0;
+	}
 	nlink_t k = 0;
 	for (uint32_t i = 0; i < count; i++) {
 		td_stat cs;
