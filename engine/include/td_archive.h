@@ -31,7 +31,7 @@ enum td_open_flags {
 /* Map `path` and validate header, section table and the checksums of the
  * small sections (metadata, rule groups, the entry tables: a few bytes per
  * file) and the entry tree (td_tree_check). Cost is O(1) in corpus size
- * (O(files) for the entry tables, about 2 ms for 80k files) unless
+ * (O(files) for the entry tables and the tree) unless
  * TD_OPEN_VERIFY; the large sections are checked by the first read
  * (td_archive_check_data); a format 5 archive's shards are opened and
  * checked each on its first touch. On success *out owns
