@@ -138,7 +138,7 @@ static void bg_verify(td_fs *fs)
 		td_fs_log(TD_CONF_LOG_WARN, "verify: %s: %s (%s); reads of the damaged part give EIO", fs->archive_path,
 			  td_strerror(err), td_errdetail());
 	else
-		td_fs_log(TD_CONF_LOG_INFO, "verify: every checksum matches (%.1f ms after the mount)", ms_since(&t0));
+		td_fs_log(TD_CONF_LOG_INFO, "verify: every checksum matches (checked in %.1f ms)", ms_since(&t0));
 }
 
 /* The background work starts once no request has come for QUIET_MS: the
