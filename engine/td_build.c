@@ -86,6 +86,7 @@ struct td_build {
 	uint32_t fe;
 	uint64_t fpos;            /* bytes of it so far */
 	int fopen_in_shard;       /* a piece of it is open in cur's writer */
+	int fpart;                /* a part of a kept file (td_build_file_part) */
 	uint64_t over;            /* bytes past the shard size in this piece */
 	/* workers */
 	pthread_t *th;
@@ -98,7 +99,14 @@ struct td_build {
 	uint64_t done_bytes;      /* text of finished shards (under mu) */
 	int werr;                 /* first worker failure seen (under mu) */
 	char *tmpbase;
-	uint32_t base_n;          /* shards kept from opts.base; new ones follow */
+	/* shards kept from another archive (opts.base or opts.keep_from),
+	 * byte for byte: shard i of the new archive is src's keep_src[i]
+	 * (i < base_n); new ones follow */
+	const td_archive *src;
+	uint32_t base_n;
+	uint32_t *keep_src;       /* new index -> src's */
+	uint32_t *keep_map;       /* src's index -> new, UINT32_MAX dropped */
+	uint32_t src_n;           /* src's shards */
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -355,7 +363,7 @@ static const char *shard_path(td_build *b, uint32_t e)
 	return buf;
 }
 
-static int piece_add(td_build *b, uint32_t e, uint64_t start)
+static int pc_push(td_build *b, piece p)
 {
 	if (b->npc == b->cappc) {
 		uint64_t cap = b->cappc ? 2 * b->cappc : 1024;
@@ -365,8 +373,14 @@ static int piece_add(td_build *b, uint32_t e, uint64_t start)
 		b->pc = v;
 		b->cappc = cap;
 	}
-	b->pc[b->npc] = (piece){ e, b->cur->idx, 0, start, 0, 0 };
-	return job_push_path(b->cur, shard_path(b, e), b->npc++);
+	b->pc[b->npc++] = p;
+	return TD_OK;
+}
+
+static int piece_add(td_build *b, uint32_t e, uint64_t start)
+{
+	int err = pc_push(b, (piece){ e, b->cur->idx, 0, start, 0, 0 });
+	return err ? err : job_push_path(b->cur, shard_path(b, e), b->npc - 1);
 }
 
 /* A piece of file or symlink e starting at byte `start` goes to the
@@ -458,12 +472,78 @@ static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int
 
 /* ------------------------------------------------------------ API */
 
+/* Keep the shards of src flagged in keep (NULL: all of them), in order,
+ * as the new archive's first shards. */
+static int keep_setup(td_build *b, const td_archive *src, const uint8_t *keep)
+{
+	if (td_archive_version(src) != TD_VERSION_SHARDED || !td_sharded(src))
+		return td_fail(TD_EINVAL, "format %u: keeping shards needs a format 5 archive", td_archive_version(src));
+	b->src = src;
+	td_shard_table(src, &b->src_n);
+	b->keep_map = malloc((b->src_n + 1) * sizeof *b->keep_map);
+	b->keep_src = malloc((b->src_n + 1) * sizeof *b->keep_src);
+	if (!b->keep_map || !b->keep_src)
+		return TD_ENOMEM;
+	b->base_n = 0;
+	for (uint32_t i = 0; i < b->src_n; i++) {
+		b->keep_map[i] = UINT32_MAX;
+		if (!keep || keep[i]) {
+			b->keep_map[i] = b->base_n;
+			b->keep_src[b->base_n++] = i;
+		}
+	}
+	return TD_OK;
+}
+
+/* Entry e (named path) gets the pieces of src's entry `from` that lie in
+ * kept shards; with all, every piece must. *dropped (may be NULL) gets
+ * whether some were not kept, and *words (may be NULL) the words of the
+ * kept ones then (their shards' counts). */
+static int kept_pieces(td_build *b, uint32_t e, td_entry from, int all, const char *path, int *dropped,
+		       uint64_t *words)
+{
+	const td_disk_piece *p;
+	uint64_t np, w = 0;
+	int err = td_shard_pieces(b->src, from, &p, &np), drop = 0;
+	for (uint64_t k = 0; k < np && !err; k++) {
+		if (p[k].shard >= b->src_n)
+			return td_fail(TD_ECORRUPT, "entry %u: piece in no shard", from);
+		uint32_t ns = b->keep_map[p[k].shard];
+		if (ns == UINT32_MAX) {
+			if (all)
+				return td_fail(TD_EINVAL, "'%s': its text is in shard %u, which is not kept", path,
+					       p[k].shard);
+			drop = 1;
+			continue;
+		}
+		err = pc_push(b, (piece){ e, ns, p[k].local, p[k].start, 0, 0 });
+	}
+	if (!err && drop && words) {
+		/* the words of the kept pieces: each one's count in its shard */
+		for (uint64_t k = 0; k < np && !err; k++) {
+			td_archive *sub;
+			td_stat st;
+			if (b->keep_map[p[k].shard] == UINT32_MAX)
+				continue;
+			if (!(err = td_shard_sub(b->src, p[k].shard, &sub)) && !(err = td_archive_stat(sub, p[k].local, &st)))
+				w += st.nwords;
+		}
+		*words = w;
+	}
+	if (dropped)
+		*dropped = drop;
+	return err;
+}
+
 /* The base archive's tree, its pieces and the slot index: entry e of the
  * base is entry e here (breadth-first, so parents come first). */
 static int load_base(td_build *b, const td_archive *a)
 {
 	if (td_archive_version(a) != TD_VERSION_SHARDED || !td_sharded(a))
 		return td_fail(TD_EINVAL, "format %u: adding needs a format 5 archive", td_archive_version(a));
+	int err = keep_setup(b, a, NULL);
+	if (err)
+		return err;
 	uint32_t ne = td_archive_nentries(a), cap = 64;
 	while (cap < ne + 64)
 		cap *= 2;
@@ -475,17 +555,13 @@ static int load_base(td_build *b, const td_archive *a)
 	while (b->pt.mask < 2 * (uint64_t)ne)
 		if (td_pathtab_grow(&b->pt, &gent_ops, b))
 			return TD_ENOMEM;
-	td_shard_table(a, &b->base_n);
 	char *buf = malloc(TD_MAXPATH + 2);
 	if (!buf)
 		return TD_ENOMEM;
-	int err = TD_OK;
 	for (td_entry e = 0; e < ne && !err; e++) {
 		td_stat st;
-		const td_disk_piece *p;
-		uint64_t np;
 		int len = td_archive_path(a, e, buf, TD_MAXPATH + 2);
-		if (len < 0 || (err = td_archive_stat(a, e, &st)) || (err = td_shard_pieces(a, e, &p, &np))) {
+		if (len < 0 || (err = td_archive_stat(a, e, &st))) {
 			err = err ? err : td_fail(TD_ECORRUPT, "entry %u: no path", e);
 			break;
 		}
@@ -516,23 +592,7 @@ static int load_base(td_build *b, const td_archive *a)
 		}
 		if (e)
 			*td_pathtab_find(&b->pt, g->path, strlen(g->path), &gent_ops, b) = e + 1;
-		for (uint64_t k = 0; k < np && !err; k++) {
-			if (p[k].shard >= b->base_n) {
-				err = td_fail(TD_ECORRUPT, "entry %u: piece in no shard", e);
-				break;
-			}
-			if (b->npc == b->cappc) {
-				uint64_t c = b->cappc ? 2 * b->cappc : 1024;
-				piece *pv = realloc(b->pc, c * sizeof *pv);
-				if (!pv) {
-					err = TD_ENOMEM;
-					break;
-				}
-				b->pc = pv;
-				b->cappc = c;
-			}
-			b->pc[b->npc++] = (piece){ e, p[k].shard, p[k].local, p[k].start, 0, 0 };
-		}
+		err = kept_pieces(b, e, e, 1, buf, NULL, NULL);
 	}
 	free(buf);
 	return err;
@@ -608,7 +668,11 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	b->ent[0].mtime = o.build_time;
 	b->ent[0].last_shard = UINT32_MAX;
 	b->nent = 1;
-	if (o.base && (err = load_base(b, o.base))) {
+	if (o.base && o.keep_from) {
+		td_build_abort(b);
+		return td_fail(TD_EINVAL, "base and keep_from are exclusive");
+	}
+	if ((o.base && (err = load_base(b, o.base))) || (o.keep_from && (err = keep_setup(b, o.keep_from, o.keep)))) {
 		td_build_abort(b);
 		return err;
 	}
@@ -647,6 +711,7 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 	if (b->cur && b->cur_bytes >= b->o.shard_size)
 		shard_close(b);
 	b->in_file = 1;
+	b->fpart = 0;
 	b->fe = id;
 	b->fpos = 0;
 	b->fopen_in_shard = 0;
@@ -662,6 +727,7 @@ static int fpiece_begin(td_build *b)
 		err = td_writer_file_begin(b->cur->w, shard_path(b, b->fe), 0644, b->o.build_time, 0);
 	if (err)
 		return err;
+	b->ent[b->fe].last_shard = b->cur->idx;
 	b->fopen_in_shard = 1;
 	b->over = 0;
 	return TD_OK;
@@ -734,7 +800,9 @@ int td_build_file_end(td_build *b)
 		err = td_writer_file_end(b->cur->w);
 	b->fopen_in_shard = 0;
 	b->in_file = 0;
-	b->ent[b->fe].size = b->fpos;
+	if (!b->fpart)
+		b->ent[b->fe].size = b->fpos;
+	b->fpart = 0;
 	return err;
 }
 
@@ -769,6 +837,64 @@ int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint3
 	return TD_OK;
 }
 
+int td_build_add_kept(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec, td_entry from)
+{
+	if (b->one || !b->src || b->o.base)
+		return td_fail(TD_EINVAL, "'%s': the builder keeps no shards", path);
+	td_stat st;
+	int err = worker_err(b);
+	if (err || (err = td_archive_stat(b->src, from, &st)))
+		return err;
+	if ((mode & S_IFMT) != (st.mode & S_IFMT))
+		return td_fail(TD_EINVAL, "'%s': not of the type of entry %u", path, from);
+	int type = S_ISDIR(st.mode) ? G_DIR : S_ISLNK(st.mode) ? G_LINK : G_FILE;
+	uint32_t id = 0;
+	mode_t m = type == G_LINK ? S_IFLNK | 0777 : (st.mode & S_IFMT) | (mode & 07777);
+	if (path[0] == '\0') {
+		if (type != G_DIR || b->ent[0].explicit_)
+			return td_fail(TD_EINVAL, "the root kept twice, or from a file");
+		b->ent[0].explicit_ = 1;
+		b->ent[0].mode = m;
+		b->ent[0].mtime = mtime_sec;
+		b->ent[0].nsec = mtime_nsec;
+	} else if ((err = add_entry(b, path, type, m, mtime_sec, mtime_nsec, &id))) {
+		return err;
+	}
+	int dropped = 0;
+	uint64_t words = st.nwords;
+	if ((err = kept_pieces(b, id, from, type == G_LINK, path, &dropped, &words)))
+		return err;
+	if (type != G_DIR) {
+		b->ent[id].size = st.size;
+		b->ent[id].base_words = words;
+	}
+	return TD_OK;
+}
+
+int td_build_file_part(td_build *b, const char *path, uint64_t start)
+{
+	if (b->one || b->in_file)
+		return td_fail(TD_EINVAL, "'%s': no part of a kept file can be added here", path);
+	int err = worker_err(b);
+	if (err)
+		return err;
+	uint32_t *slot = path[0] ? td_pathtab_find(&b->pt, path, strlen(path), &gent_ops, b) : NULL;
+	if (!slot || !*slot || b->ent[*slot - 1].type != G_FILE || b->ent[*slot - 1].from_base ||
+	    start >= b->ent[*slot - 1].size)
+		return td_fail(TD_EINVAL, "'%s': no kept file with a byte %llu", path, (unsigned long long)start);
+	uint32_t id = *slot - 1;
+	/* a file's pieces are in distinct shards; a full shard takes no more */
+	if (b->cur && (b->cur_bytes >= b->o.shard_size || b->ent[id].last_shard == b->cur->idx))
+		shard_close(b);
+	b->in_file = 1;
+	b->fpart = 1;
+	b->fe = id;
+	b->fpos = start;
+	b->fopen_in_shard = 0;
+	b->over = 0;
+	return TD_OK;
+}
+
 static void stop_workers(td_build *b)
 {
 	pthread_mutex_lock(&b->mu);
@@ -800,6 +926,8 @@ void td_build_abort(td_build *b)
 	free(b->pc);
 	free(b->th);
 	free(b->tmpbase);
+	free(b->keep_src);
+	free(b->keep_map);
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv);
 	free(b);
@@ -928,6 +1056,16 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 			sorted[pstart[k] + fill[k]++] = b->pc[i];
 		}
 		free(fill);
+		/* a compacted file's kept pieces came first, its rebuilt parts
+		 * later: a file's pieces go in the order of their bytes */
+		for (uint32_t k = 0; k < ne; k++)
+			if (b->ent[bfs[k]].type != G_DIR)
+				for (uint64_t i = pstart[k] + 1; i < pstart[k + 1]; i++)
+					for (uint64_t j = i; j > pstart[k] && sorted[j - 1].start > sorted[j].start; j--) {
+						piece t = sorted[j];
+						sorted[j] = sorted[j - 1];
+						sorted[j - 1] = t;
+					}
 	}
 	for (uint32_t e = 0; e < ne; e++)
 		if (b->ent[e].type == G_FILE) {
@@ -1051,15 +1189,16 @@ static int write_container(td_build *b, const char *out_path)
 	uint64_t off = sizeof h;
 	if (b->base_n) { /* the base's shards, byte for byte */
 		uint32_t n;
-		const td_disk_shard *bt = td_shard_table(b->o.base, &n);
+		const td_disk_shard *bt = td_shard_table(b->src, &n);
 		static const uint8_t zero[8];
 		for (uint32_t i = 0; i < b->base_n; i++) {
-			tab[i] = bt[i];
+			const td_disk_shard *o = &bt[b->keep_src[i]];
+			tab[i] = *o;
 			tab[i].off = off;
-			size_t pad = (size_t)((8 - (bt[i].size & 7)) & 7);
-			if (td_write_all(fd, b->o.base->map + bt[i].off, bt[i].size) || td_write_all(fd, zero, pad))
+			size_t pad = (size_t)((8 - (o->size & 7)) & 7);
+			if (td_write_all(fd, b->src->map + o->off, o->size) || td_write_all(fd, zero, pad))
 				goto ioerr;
-			off += bt[i].size + pad;
+			off += o->size + pad;
 		}
 	}
 	for (uint32_t i = 0; i < b->njobs; i++) {

@@ -66,6 +66,13 @@ typedef struct td_build_opts {
 	 * entries; adding a path the base has is TD_EEXIST naming it. The
 	 * base must stay open until finish. NULL: a new archive. */
 	const td_archive *base;
+	/* A version 5 archive whose shards flagged in keep (one byte per
+	 * shard; NULL = all) the new archive holds byte for byte, in their
+	 * order, before the shards built here (per-shard compaction,
+	 * td_compact.h); entries reach them through td_build_add_kept. Must
+	 * stay open until finish; exclusive with base. */
+	const td_archive *keep_from;
+	const uint8_t *keep;
 	/* Called from the adding thread: phase "compress", the text bytes of
 	 * the finished shards and total_bytes. May be NULL. */
 	td_progress_fn progress;
@@ -102,6 +109,26 @@ int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint3
 int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
 int td_build_file_data(td_build *b, const void *data, size_t len);
 int td_build_file_end(td_build *b);
+
+/* Add entry `from` of opts.keep_from at path (or the root, path ""),
+ * with mode's permission bits and the mtime given (its type is from's),
+ * without its text: its pieces in the kept shards are kept (a symlink's
+ * one piece must be). A file has from's size; each range of it whose
+ * pieces were in shards not kept must then be given again, in any order,
+ * with td_build_file_part (the archive does not verify otherwise). A
+ * directory's pieces in other shards are dropped; files added below it
+ * later give it more. Errors as the add calls, TD_EINVAL (no keep_from, a
+ * type that differs, a symlink in a shard not kept: detail names the
+ * path), TD_ECORRUPT (from's pieces). */
+int td_build_add_kept(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      td_entry from);
+
+/* Feed bytes of file `path` (added with td_build_add_kept) from byte
+ * `start` up to the start of its next kept piece or its end, as
+ * td_build_file_data / td_build_file_end do for a file begun with
+ * file_begin: they become new pieces of it (never two in one shard).
+ * TD_EINVAL (no such kept file, start past its size, a file open). */
+int td_build_file_part(td_build *b, const char *path, uint64_t start);
 
 /* Wait for every shard and write the archive to out_path atomically (a
  * temporary file in the same directory, fsync, rename, fsync of the

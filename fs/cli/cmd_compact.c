@@ -12,7 +12,7 @@
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact [--format 4|5] ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] [-j N] [--shard-size SIZE] [--memory SIZE] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -21,7 +21,10 @@ static const char compact_help[] =
 	"journal or the new archive: never a loss. Fails while the archive is\n"
 	"mounted (writable or read-only). When the journal holds no changes,\n"
 	"nothing is rewritten, unless --format asks for another format.\n"
-	"A format 5 archive (shards) is rebuilt as format 5, others as format 4.\n"
+	"A format 5 archive (shards) stays format 5 and is compacted per shard:\n"
+	"only the shards holding text of edited, deleted or moved files are\n"
+	"rebuilt (on -j threads); the others are copied byte for byte. Others\n"
+	"become format 4.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
 	"and dropped; every record before it is folded in. Temporary files that an\n"
@@ -31,20 +34,29 @@ static const char compact_help[] =
 	"Options:\n"
 	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
 	"                   the archive even when there are no edits\n"
+	"  -j, --jobs N          threads building shards (default: online cores)\n"
+	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
 	"  -h, --help       show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'F' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard-size", required_argument, NULL, 'S' },
+		{ "memory", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	td_writer_opts wo = { 0 };
+	td_build_opts bo;
+	td_build_opts_init(&bo);
+	bo.format = 0; /* the archive's */
 	uint64_t v;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			td_cli_out(compact_help, strlen(compact_help));
@@ -52,7 +64,13 @@ int td_cmd_compact(int argc, char **argv)
 		case 'F':
 			if (td_cli_parse_u64(optarg, &v) || (v != TD_VERSION && v != TD_VERSION_SHARDED))
 				return td_cli_usage(argv[0], "--format '%s': expected 4 or 5", optarg);
-			wo.format = (unsigned)v;
+			bo.format = (unsigned)v;
+			break;
+		case 'j':
+		case 'S':
+		case 'M':
+			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == 'S' ? 's' : 'm', optarg, &bo))
+				return TD_CLI_USAGE;
 			break;
 		default:
 			return td_cli_bad_option(argv[0], c, argv);
@@ -61,6 +79,9 @@ int td_cmd_compact(int argc, char **argv)
 	int first = optind;
 	if (argc - first != 1)
 		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	if (td_cli_build_check(argv[0], &bo))
+		return TD_CLI_USAGE;
+	bo.build_time = td_cli_source_date();
 	const char *archive = argv[first];
 	struct stat before, after;
 	if (stat(archive, &before) != 0)
@@ -68,7 +89,9 @@ int td_cmd_compact(int argc, char **argv)
 	td_journal_report rep = { 0 };
 	int rewritten = 0;
 	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
-	int err = td_compact_path(archive, &wo, &rep, &rewritten);
+	bo.writer = wo;
+	td_compact_stats cs;
+	int err = td_compact_path_build(archive, &bo, &rep, &rewritten, &cs);
 	if (rep.swept_msg[0])
 		td_cli_errorf(archive, "%s", rep.swept_msg);
 	if (rep.msg[0])
@@ -84,5 +107,8 @@ int td_cmd_compact(int argc, char **argv)
 	td_cli_outf("%s: folded %llu journal records in; %llu -> %llu bytes\n", archive,
 		    (unsigned long long)rep.records, (unsigned long long)before.st_size,
 		    (unsigned long long)after.st_size);
+	if (cs.shards_before)
+		td_cli_outf("%s: shards: %u kept of %u, %u built\n", archive, cs.shards_kept, cs.shards_before,
+			    cs.shards_built);
 	return TD_CLI_OK;
 }

@@ -185,9 +185,6 @@ int td_cmd_compress(int argc, char **argv)
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
 	td_gpu_writer_opts(&opts); /* indexes built on the GPU when there is one */
-	const char *sde = getenv("SOURCE_DATE_EPOCH"); /* reproducible builds */
-	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
-		bo.build_time = (int64_t)v;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:j:qh", longopts, NULL)) != -1) {
@@ -234,15 +231,9 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
 	if (!format_given) /* format 5 on request until the analytics read shards */
 		bo.format = shard_opt ? TD_VERSION_SHARDED : TD_VERSION;
-	if (bo.format == TD_VERSION_SHARDED) {
-		uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
-		if (mem < td_build_memory_min(bo.shard_size))
-			return td_cli_usage(argv[0],
-					    "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB "
-					    "(lower --shard-size or raise --memory)",
-					    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
-					    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
-	}
+	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))
+		return TD_CLI_USAGE;
+	bo.build_time = td_cli_source_date();
 	if (!*out)
 		return td_cli_usage(argv[0], "empty output file name");
 	if (optind >= argc)
