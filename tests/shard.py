@@ -14,7 +14,9 @@ corpora where they are present:
   - `tadoc count` / `tadoc search` on files, directories and the root, and
     the mount's user.tadoc.count.* attributes, equal the oracle;
 then `tadoc add` (old shards kept byte for byte; unpack and a mount exact;
-refusals) and kill -9 of it at random moments (the archive always verifies
+refusals); `tadoc compact` of an archive edited through a writable mount
+(only the shards holding edited text rebuilt, the others byte for byte; the
+result equals the shadow tree and the oracle) and kill -9 of it at random moments (the archive always verifies
 and holds the old or the new set of files); a memory bound: a generated
 corpus 3x larger than `--memory` builds with the child's peak RSS
 (getrusage through wait4) under the bound; and bad
@@ -314,6 +316,130 @@ def check_add(work):
     check(r.returncode != 0 and b"compact --format 5" in r.stderr, "add to format 4: %r" % r.stderr)
     log("add: old shards kept, unpack and mount exact, refusals")
 
+def shard_images(arc):
+    """The shard images of a format 5 archive, in order: they follow the
+    header (8-byte aligned), their sizes from `tadoc info`."""
+    with open(arc, "rb") as f:
+        data = f.read()
+    at = int.from_bytes(data[12:16], "little")  # header_size
+    out = []
+    for line in shard_lines(arc):
+        n = int(line.split()[7])
+        out.append(data[at:at + n])
+        at += (n + 7) & ~7
+    return out
+
+
+def gen_unique(root, rnd):
+    """Files whose every 32-byte window is their own (random tokens), two
+    of them larger than a 64 KiB shard, a symlink."""
+    def text(n):
+        toks = []
+        while sum(map(len, toks)) + len(toks) < n:
+            toks.append("".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randrange(3, 10))))
+        return "".join(t + rnd.choice(" \n  ,") for t in toks)
+    for d in ("a", "b", "c"):
+        os.makedirs(os.path.join(root, d), exist_ok=True)
+        for i in range(16):
+            with open(os.path.join(root, d, "f%02d.txt" % i), "w") as f:
+                f.write(text(rnd.randrange(2000, 30000)))
+    for name in ("a/big.txt", "c/huge.txt"):
+        with open(os.path.join(root, name), "w") as f:
+            f.write(text(200000))
+    os.symlink("../a/f00.txt", os.path.join(root, "c", "link"))
+
+
+def shard_owners(images, contents, work):
+    """For each shard image: the files (of contents: path -> bytes) it
+    holds a piece of, found by the pieces' bytes after unpacking it."""
+    out = []
+    for i, img in enumerate(images):
+        p, d = os.path.join(work, "img%d" % i), os.path.join(work, "img%d.d" % i)
+        with open(p, "wb") as f:
+            f.write(img)
+        check(tadoc("unpack", p, d).returncode == 0, "compact: unpack of shard image %d" % i)
+        own = set()
+        for fn in files_of(d):
+            with open(os.path.join(d, fn), "rb") as f:
+                c = f.read()
+            for path, t in contents.items():
+                if (len(c) >= 32 and c in t) or (len(c) < 32 and (t.startswith(c) or t.endswith(c))):
+                    own.add(path)
+        out.append(own)
+        os.unlink(p)
+        shutil.rmtree(d)
+    return out
+
+
+def check_compact(work):
+    """tadoc compact of a format 5 archive edited through a writable mount
+    rebuilds exactly the shards holding text of the edited, deleted or moved
+    files (found from the old shard images' bytes); the other images are in
+    the new archive byte for byte; the result equals the shadow tree
+    (unpack, a mount, modes, the oracle's counts)."""
+    if not have_fuse():
+        log("compact: no FUSE, skipped")
+        return
+    rnd = random.Random(23)
+    src, shadow = os.path.join(work, "cmpS"), os.path.join(work, "cmpW")
+    gen_unique(src, rnd)
+    shutil.copytree(src, shadow, symlinks=True)
+    arc = os.path.join(work, "cmp.tadoc")
+    compress(src, arc, "--shard-size", 64 << 10)
+    contents = {}
+    for fn in files_of(src):
+        with open(os.path.join(src, fn), "rb") as f:
+            contents[fn] = f.read()
+    old = shard_images(arc)
+    old_sums = [l.split()[-1] for l in shard_lines(arc)]
+    owners = shard_owners(old, contents, work)
+    mnt = os.path.join(work, "mnt-cmp")
+    L.mount(arc, mnt, "rw")
+    try:
+        for root in (mnt, shadow):
+            with open(os.path.join(root, "a/f03.txt"), "a") as f:  # append
+                f.write("appended words here\n")
+            fd = os.open(os.path.join(root, "c/huge.txt"), os.O_WRONLY)  # overwrite inside a big file
+            os.pwrite(fd, b"OVERWRITTEN middle text", 100000)
+            os.close(fd)
+            os.unlink(os.path.join(root, "b/f07.txt"))  # delete
+            os.rename(os.path.join(root, "b/f11.txt"), os.path.join(root, "c/moved.txt"))  # another directory
+            os.rename(os.path.join(root, "a/f09.txt"), os.path.join(root, "a/renamed.txt"))  # same directory
+            os.chmod(os.path.join(root, "b/f02.txt"), 0o600)
+            with open(os.path.join(root, "b/new.txt"), "w") as f:
+                f.write("a new file with new words\n")
+            os.mkdir(os.path.join(root, "newdir"))
+            with open(os.path.join(root, "newdir/inner.txt"), "w") as f:
+                f.write("inner text\n" * 50)
+    finally:
+        L.unmount(mnt)
+    changed = {"a/f03.txt", "c/huge.txt", "b/f07.txt", "b/f11.txt"}
+    dirty = [i for i, own in enumerate(owners) if own & changed]
+    kept = [i for i in range(len(old)) if i not in dirty]
+    check(0 < len(dirty) < len(old) // 2, "compact: %d of %d shards hold the edited files" % (len(dirty), len(old)))
+    r = tadoc("compact", "--shard-size", 64 << 10, "-j", 2, arc)
+    check(r.returncode == 0 and b"%d kept of %d" % (len(kept), len(old)) in r.stdout,
+          "compact: %r %r (expected %d of %d shards kept)" % (r.stdout, r.stderr, len(kept), len(old)))
+    check(tadoc("verify", arc).returncode == 0, "compact: verify")
+    new = shard_images(arc)
+    new_sums = [l.split()[-1] for l in shard_lines(arc)]
+    check(new[:len(kept)] == [old[i] for i in kept] and new_sums[:len(kept)] == [old_sums[i] for i in kept],
+          "compact: the unedited shards are not the first ones, byte for byte")
+    check(not any(old[i] in new for i in dirty), "compact: an edited shard is still there")
+    out = os.path.join(work, "u-cmp")
+    check(tadoc("unpack", arc, out).returncode == 0, "compact: unpack")
+    r = subprocess.run(["diff", "-r", "--no-dereference", shadow, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0, "compact: unpack differs from the shadow: %s" % r.stdout[:500])
+    for fn in files_of(shadow):
+        m0, m1 = os.lstat(os.path.join(shadow, fn)).st_mode, os.lstat(os.path.join(out, fn)).st_mode
+        check(m0 == m1, "compact: %s has mode %o, the shadow %o" % (fn, m1, m0))
+    shutil.rmtree(out)
+    corpus = oracle.Corpus(shadow)
+    words, scopes = check_queries(arc, shadow, corpus, rnd, "compact")
+    check_mount(arc, shadow, corpus, words, scopes, work, "compact")
+    log("compact: %d of %d shards rebuilt (%s), %d kept byte for byte, %d in all now; equals the shadow"
+        % (len(dirty), len(old), dirty, len(kept), len(new)))
+
 
 def check_add_kill(work, iters=20):
     """kill -9 of tadoc add at random moments: the archive always verifies
@@ -380,6 +506,7 @@ def main():
         gen_big(adv, random.Random(7))
         check_tree(adv, 64 << 10, work, "adversarial")
         check_add(work)
+        check_compact(work)
         check_add_kill(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
             src = real_corpus(name)
