@@ -41,6 +41,7 @@ typedef struct gent {
 	uint64_t size;
 	uint32_t last_shard;      /* directories: the last shard given a piece, UINT32_MAX none */
 	uint8_t from_base;        /* in opts.base (tadoc add) */
+	uint64_t first_pc;        /* files: the index of its first piece in td_build.pc */
 	uint64_t base_words;      /* its word count there */
 } gent;
 
@@ -65,6 +66,7 @@ typedef struct job {
 	uint64_t *nwords;         /* out: its words */
 	uint64_t size, sum, nfiles, input_bytes;
 	int err;
+	int done;                 /* built (or failed): under td_build.mu */
 	char why[600];
 	struct job *next;         /* the queue */
 } job;
@@ -229,6 +231,7 @@ static void *worker(void *p)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
 		pthread_mutex_lock(&b->mu);
 		j->err = err;
+		j->done = 1;
 		if (err && !b->werr)
 			b->werr = err;
 		b->inflight--;
@@ -618,6 +621,8 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	if (o.format != TD_VERSION_SHARDED) {
 		td_writer_opts wo = o.writer;
 		wo.format = o.format;
+		if (!wo.build_time)
+			wo.build_time = o.build_time;
 		if (!wo.progress) {
 			wo.progress = o.progress;
 			wo.progress_ctx = o.progress_ctx;
@@ -722,6 +727,8 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 /* Open the current file's next piece in the current shard. */
 static int fpiece_begin(td_build *b)
 {
+	if (b->fpos == 0)
+		b->ent[b->fe].first_pc = b->npc;
 	int err = piece_open(b, b->fe, b->fpos);
 	if (!err)
 		err = td_writer_file_begin(b->cur->w, shard_path(b, b->fe), 0644, b->o.build_time, 0);
@@ -893,6 +900,77 @@ int td_build_file_part(td_build *b, const char *path, uint64_t start)
 	b->fopen_in_shard = 0;
 	b->over = 0;
 	return TD_OK;
+}
+
+/* The text of piece i (of file t) into buf (cap bytes), *len its size:
+ * from the filling shard's writer, or from a built shard's file once its
+ * worker is done. */
+static int piece_text(td_build *b, uint64_t i, uint8_t *buf, uint64_t cap, uint64_t *len)
+{
+	const piece *p = &b->pc[i];
+	job *j = b->jobs[p->shard - b->base_n];
+	const char *sp = shard_path(b, p->e);
+	if (j == b->cur)
+		return td_writer_file_text(j->w, sp, buf, cap, len);
+	pthread_mutex_lock(&b->mu);
+	while (!j->done)
+		wait_report(b);
+	int err = j->err;
+	pthread_mutex_unlock(&b->mu);
+	if (err)
+		return worker_err(b);
+	td_archive *a;
+	td_entry e;
+	td_stat st;
+	size_t got = 0;
+	if ((err = td_archive_open(j->tmp, 0, &a)))
+		return err;
+	if (!(err = td_archive_lookup_path(a, sp, &e)) && !(err = td_archive_stat(a, e, &st))) {
+		if (st.size > cap)
+			err = td_fail(TD_ECORRUPT, "shard %u: a piece larger than its file", j->idx);
+		else if (!(err = td_extract(a, e, 0, buf, (size_t)st.size, &got)) && got != st.size)
+			err = td_fail(TD_ECORRUPT, "shard %u: a piece shorter than it says", j->idx);
+	}
+	td_archive_close(a);
+	*len = got;
+	return err;
+}
+
+int td_build_add_copy(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const char *target)
+{
+	if (b->one)
+		return td_writer_add_copy(b->one, path, mode, mtime_sec, mtime_nsec, target);
+	if (b->in_file)
+		return td_fail(TD_EINVAL, "a file is still open in the builder");
+	size_t tl = strlen(target);
+	uint32_t *slot = tl ? td_pathtab_find(&b->pt, target, tl, &gent_ops, b) : NULL;
+	if (!slot || !*slot || b->ent[*slot - 1].type != G_FILE || !b->ent[*slot - 1].explicit_ ||
+	    b->ent[*slot - 1].from_base || b->ent[*slot - 1].first_pc >= b->npc)
+		return td_fail(TD_ENOENT, "'%s': no regular file of that name was added before", target);
+	uint32_t t = *slot - 1;
+	uint64_t size = b->ent[t].size, got = 0;
+	/* the whole file at once (a hard link's target is held, never the
+	 * corpus): its pieces, in order, from first_pc (only directories'
+	 * pieces come between them) */
+	uint8_t *buf = malloc(size ? size : 1);
+	if (!buf)
+		return TD_ENOMEM;
+	int err = TD_OK;
+	for (uint64_t i = b->ent[t].first_pc; i < b->npc && got < size && !err; i++) {
+		uint64_t n = 0;
+		if (b->pc[i].e != t)
+			continue;
+		err = piece_text(b, i, buf + got, size - got, &n);
+		got += n;
+	}
+	if (!err && got != size)
+		err = td_fail(TD_ECORRUPT, "'%s': its pieces hold %llu of its %llu bytes", target,
+			      (unsigned long long)got, (unsigned long long)size);
+	if (!err)
+		err = td_build_add_file(b, path, mode, mtime_sec, mtime_nsec, buf, (size_t)size);
+	free(buf);
+	return err;
 }
 
 static void stop_workers(td_build *b)

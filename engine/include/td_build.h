@@ -110,6 +110,16 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 int td_build_file_data(td_build *b, const void *data, size_t len);
 int td_build_file_end(td_build *b);
 
+/* As td_writer_add_copy (a hard link of a tar stream): a regular file at
+ * path with the bytes of the regular file `target` added earlier, read
+ * back from its pieces (the shard filling, or a built shard's file once
+ * its worker is done: the adding thread may wait) and added as if given
+ * again: the archive is the one adding those bytes gives. The target's
+ * text is held in memory meanwhile. Errors as td_build_add_file, and
+ * TD_ENOENT (no such regular file added). */
+int td_build_add_copy(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const char *target);
+
 /* Add entry `from` of opts.keep_from at path (or the root, path ""),
  * with mode's permission bits and the mtime given (its type is from's),
  * without its text: its pieces in the kept shards are kept (a symlink's

@@ -71,6 +71,12 @@ int td_writer_file_end(td_writer *w);
 int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
 		       const char *target);
 
+/* The bytes of the file or symlink `path` added (and ended) earlier, from
+ * its tokens, into buf (cap bytes); *len gets their number (its size).
+ * For td_build's hard links (td_build_add_copy). TD_ENOENT (no such
+ * ended file), TD_ERANGE (cap below its size). Not thread-safe. */
+int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_t cap, uint64_t *len);
+
 /* Build the grammar and write the archive to `out_path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the
  * directory. The writer is consumed (freed) whatever the result.

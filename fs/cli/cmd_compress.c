@@ -257,9 +257,10 @@ int td_cmd_compress(int argc, char **argv)
 	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
 	struct stat dst;
 	int derr = stat(d, &dst) ? errno : !S_ISDIR(dst.st_mode) ? ENOTDIR : access(d, W_OK | X_OK) ? errno : 0;
-	free(dir);
-	if (derr)
+	if (derr) {
+		free(dir);
 		return td_cli_error_sys(out, derr);
+	}
 
 	struct progress prog;
 	memset(&prog, 0, sizeof prog);
@@ -277,12 +278,13 @@ int td_cmd_compress(int argc, char **argv)
 	td_cli_clear_detail();
 	if (bo.format != TD_VERSION_SHARDED)
 		opts.format = bo.format;
-	else if (!from_tar)
+	else
 		opts.progress = NULL; /* shards: the builder's progress */
 	bo.writer = opts;
-	/* a tar stream goes through one td_writer (format 4) for now */
-	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &opts)
+	bo.tmp_dir = d; /* shards wait beside the output */
+	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &bo)
 			   : td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
+	free(dir);
 	progress_clear(&prog);
 	if (err)
 		return report(out, (const char *const *)(argv + optind), (size_t)(argc - optind), err);
