@@ -244,6 +244,9 @@ def check_memory(work):
 
 
 def check_bad_args(work):
+    """Bad input (issue 22 item 9): one message naming the option or the
+    file and the problem, a non-zero exit, and an existing archive left as
+    it was (compress -o over it, add, compact, a bad tar stream)."""
     src = os.path.join(work, "tiny")
     os.makedirs(src, exist_ok=True)
     with open(os.path.join(src, "a"), "w") as f:
@@ -255,7 +258,57 @@ def check_bad_args(work):
         msg = r.stderr.decode(errors="replace")
         check(r.returncode == 2 and what in msg and msg.count("\n") == 1 and not os.path.exists(out),
               "compress %s: exit %d, %r" % (opts, r.returncode, msg))
-    log("bad arguments: exit 2 with one message")
+    # an archive that exists: every refusal leaves its bytes (and journal) as they were
+    old = os.path.join(work, "old.tadoc")
+    compress(src, old, "--shard-size", "64K")
+    with open(old, "rb") as f:
+        before = f.read()
+
+    def unchanged(what):
+        with open(old, "rb") as f:
+            check(f.read() == before, "%s changed the archive" % what)
+        left = [n for n in os.listdir(work) if n.startswith("old.tadoc.") or n.startswith(".tadoc-shard.")]
+        check(not left, "%s left %s behind" % (what, left))
+
+    for cmd in (["compress", "-q", "-o", old], ["add", old], ["compact", old]):
+        for opts, what in ((["--shard-size", "0"], "--shard-size '0'"), (["--memory", "1M"], "--memory 1 MiB is too small"),
+                           (["--shard-size", "1G", "--memory", "2G"], "too small for shards of 1024 MiB")):
+            args = cmd[:1] + opts + cmd[1:] + ([src] if cmd[0] != "compact" else [])
+            r = tadoc(*args)
+            msg = r.stderr.decode(errors="replace")
+            check(r.returncode == 2 and what in msg and msg.count("\n") == 1,
+                  "%s: exit %d, %r" % (" ".join(map(str, args)), r.returncode, msg))
+            unchanged(" ".join(map(str, args)))
+    with open(os.path.join(work, "not.tar"), "wb") as f:
+        f.write(b"hello, I am text\n" * 100)
+    with open(os.path.join(work, "not.tar"), "rb") as stdin:
+        r = subprocess.run([TADOC, "compress", "-q", "--format", "5", "-o", old, "-"], stdin=stdin,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(r.returncode == 1 and r.stderr == b"tadoc: -: not a tar archive\n", "compress - of text over an archive: %d %r"
+          % (r.returncode, r.stderr))
+    unchanged("compress - of text")
+    # a tar cut inside a file's data, into an existing archive
+    big = os.path.join(work, "tarsrc")
+    gen_big(big, random.Random(3))
+    tarred = subprocess.run(["tar", "-C", big, "-cf", "-", "."], stdout=subprocess.PIPE, check=True).stdout
+    r = subprocess.run([TADOC, "compress", "-q", "--format", "5", "--shard-size", "64K", "-o", old, "-"],
+                       input=tarred[:len(tarred) // 2], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    msg = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and msg.startswith("tadoc: -: truncated tar archive at entry ") and msg.count("\n") == 1,
+          "compress - of a cut tar over an archive: %d %r" % (r.returncode, msg))
+    unchanged("compress - of a cut tar")
+    # tadoc add to a format 4 archive: says how to convert, names it, leaves it
+    a4 = os.path.join(work, "old4.tadoc")
+    compress(src, a4, "--format", 4)
+    with open(a4, "rb") as f:
+        b4 = f.read()
+    r = tadoc("add", a4, src)
+    msg = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and a4 in msg and "format 4" in msg and "tadoc compact --format 5" in msg
+          and msg.count("\n") == 1, "add to format 4: %d %r" % (r.returncode, msg))
+    with open(a4, "rb") as f:
+        check(f.read() == b4, "a refused add changed the format 4 archive")
+    log("bad arguments and input: one message, exit 2 (usage) or 1, the archive untouched")
 
 
 def shard_lines(arc):
