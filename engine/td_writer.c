@@ -184,7 +184,7 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	w->ent[0].path = strdup("");
 	w->ent[0].type = ENT_DIR;
 	w->ent[0].mode = S_IFDIR | 0755;
-	w->ent[0].mtime = time(NULL);
+	w->ent[0].mtime = w->o.build_time ? w->o.build_time : (int64_t)time(NULL); /* unless given */
 	w->nent = 1;
 	td_trace("writer start");
 	if (!w->ent[0].path) {

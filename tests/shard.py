@@ -16,7 +16,8 @@ corpora where they are present:
 then `tadoc add` (old shards kept byte for byte; unpack and a mount exact;
 refusals); `tadoc compact` of an archive edited through a writable mount
 (only the shards holding edited text rebuilt, the others byte for byte; the
-result equals the shadow tree and the oracle) and kill -9 of it at random moments (the archive always verifies
+result equals the shadow tree and the oracle; with SOURCE_DATE_EPOCH two
+compactions a second apart, at -j 2 and -j 1, give the same bytes) and kill -9 of it at random moments (the archive always verifies
 and holds the old or the new set of files); a memory bound: a generated
 corpus 3x larger than `--memory` builds with the child's peak RSS
 (getrusage through wait4) under the bound; and bad
@@ -30,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -470,7 +472,17 @@ def check_compact(work):
     dirty = [i for i, own in enumerate(owners) if own & changed]
     kept = [i for i in range(len(old)) if i not in dirty]
     check(0 < len(dirty) < len(old) // 2, "compact: %d of %d shards hold the edited files" % (len(dirty), len(old)))
-    r = tadoc("compact", "--shard-size", 64 << 10, "-j", 2, arc)
+    # reproducible: the same edits compacted a second apart with
+    # SOURCE_DATE_EPOCH give the same bytes (a copy of the archive and journal)
+    arc2 = os.path.join(work, "cmp2.tadoc")
+    shutil.copyfile(arc, arc2)
+    shutil.copyfile(arc + ".journal", arc2 + ".journal")
+    sde = dict(os.environ, SOURCE_DATE_EPOCH="1600000000")
+    r = tadoc("compact", "--shard-size", 64 << 10, "-j", 2, arc, env=sde)
+    time.sleep(1.1)
+    r2 = tadoc("compact", "--shard-size", 64 << 10, "-j", 1, arc2, env=sde)
+    with open(arc, "rb") as f1, open(arc2, "rb") as f2:
+        check(r2.returncode == 0 and f1.read() == f2.read(), "compact: not reproducible (-j 2 and -j 1, a second apart)")
     check(r.returncode == 0 and b"%d kept of %d" % (len(kept), len(old)) in r.stdout,
           "compact: %r %r (expected %d of %d shards kept)" % (r.stdout, r.stderr, len(kept), len(old)))
     check(tadoc("verify", arc).returncode == 0, "compact: verify")

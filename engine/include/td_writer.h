@@ -29,8 +29,11 @@ typedef struct td_writer_opts {
 	 * never depends on gpu/. The archive bytes are the same either way. */
 	td_index_fn index_build;
 	void *index_ctx;
-	/* The build time written into the archive, seconds since the epoch;
-	 * 0 = now (td_build.h passes one time to every shard). */
+	/* The build time written into the archive, seconds since the epoch,
+	 * and the root's mtime unless the root is added; 0 = now (td_build.h
+	 * passes one time to every shard; the CLI takes SOURCE_DATE_EPOCH):
+	 * the only time not from the input, so the same input and build time
+	 * give the same bytes. */
 	int64_t build_time;
 } td_writer_opts;
 
