@@ -252,7 +252,7 @@ static int sync_dir_of(const char *path)
 }
 
 int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, const char *archive_path,
-		     const td_build_opts *opts, td_compact_stats *stats, int *lock_fd)
+		     const td_compact_opts *opts, td_compact_stats *stats, int *lock_fd)
 {
 	if (stats)
 		memset(stats, 0, sizeof *stats);
@@ -280,16 +280,21 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	k->ed = ed;
 	/* the format asked for, else the archive's: version 5 stays sharded */
 	td_build_opts bo;
-	if (opts)
-		bo = *opts;
-	else
+	if (opts) {
+		bo = opts->build;
+	} else {
 		td_build_opts_init(&bo);
+		bo.format = 0;
+	}
 	unsigned fmt = bo.format ? bo.format : td_archive_version(a);
 	bo.format = fmt >= TD_VERSION_SHARDED ? TD_VERSION_SHARDED : fmt == 3 ? 3 : TD_VERSION;
 	bo.base = NULL;
 	bo.keep_from = NULL;
 	bo.keep = NULL;
-	if (bo.format == TD_VERSION_SHARDED && td_archive_version(a) == TD_VERSION_SHARDED && td_sharded(a)) {
+	int v5 = bo.format == TD_VERSION_SHARDED && td_archive_version(a) == TD_VERSION_SHARDED && td_sharded(a);
+	if (v5 && stats)
+		stats->shards_before = td_archive_nshards(a);
+	if (v5 && !(opts && opts->full)) {
 		/* per shard: keep the shards no edit touched, byte for byte */
 		k->a = a;
 		if ((err = plan_shards(k)))
@@ -302,11 +307,8 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 			k->keep_sh[i] = !k->dirty[i];
 		bo.keep_from = a;
 		bo.keep = k->keep_sh;
-		if (stats) {
-			stats->shards_before = k->nshards;
-			for (uint32_t i = 0; i < k->nshards; i++)
-				stats->shards_kept += k->keep_sh[i];
-		}
+		for (uint32_t i = 0; stats && i < k->nshards; i++)
+			stats->shards_kept += k->keep_sh[i];
 	}
 	char *dir = strdup(archive_path);
 	if (!dir) {
@@ -331,7 +333,7 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	k->w = NULL;
 	if (err)
 		goto out;
-	if (stats) {
+	if (stats && stats->shards_before) {
 		td_archive *na;
 		if (td_archive_open(tmp, 0, &na) == TD_OK) {
 			uint32_t n = td_archive_nshards(na);
@@ -392,27 +394,28 @@ out:
 	return err;
 }
 
-/* The td_build options of a compaction asked for with writer options. */
-static void build_opts_of(const td_writer_opts *opts, td_build_opts *bo)
+/* The options of a compaction asked for with writer options. */
+static void compact_opts_of(const td_writer_opts *opts, td_compact_opts *co)
 {
-	td_build_opts_init(bo);
-	bo->format = 0;
+	memset(co, 0, sizeof *co);
+	td_build_opts_init(&co->build);
+	co->build.format = 0;
 	if (opts) {
-		bo->writer = *opts;
-		bo->format = opts->format;
-		bo->build_time = opts->build_time;
+		co->build.writer = *opts;
+		co->build.format = opts->format;
+		co->build.build_time = opts->build_time;
 	}
 }
 
 int td_compact(const td_archive *a, const td_edit *ed, td_journal *j, const char *archive_path,
 	       const td_writer_opts *opts, int *lock_fd)
 {
-	td_build_opts bo;
-	build_opts_of(opts, &bo);
-	return td_compact_build(a, ed, j, archive_path, &bo, NULL, lock_fd);
+	td_compact_opts co;
+	compact_opts_of(opts, &co);
+	return td_compact_build(a, ed, j, archive_path, &co, NULL, lock_fd);
 }
 
-int td_compact_path_build(const char *archive_path, const td_build_opts *opts, td_journal_report *rep,
+int td_compact_path_build(const char *archive_path, const td_compact_opts *opts, td_journal_report *rep,
 			  int *rewritten, td_compact_stats *stats)
 {
 	int lock = -1;
@@ -423,16 +426,16 @@ int td_compact_path_build(const char *archive_path, const td_build_opts *opts, t
 		*rewritten = 0;
 	if (stats)
 		memset(stats, 0, sizeof *stats);
-	unsigned fmt = opts ? opts->format : 0;
+	unsigned fmt = opts ? opts->build.format : 0;
 	int err = td_lock_archive(archive_path, 1, TD_LOCK_WAIT_MS, &lock);
 	if (err)
 		return err;
 	if ((err = td_archive_open(archive_path, 0, &a)) || (err = td_edit_new(a, &ed)) ||
 	    (err = td_journal_open(archive_path, ed, 0, &j, rep)))
 		goto out;
-	if (td_journal_seq(j) == 0 && !td_edit_changed(ed) &&
+	if (td_journal_seq(j) == 0 && !td_edit_changed(ed) && !(opts && opts->full) &&
 	    !(fmt && (fmt >= TD_VERSION_SHARDED) != (td_archive_version(a) >= TD_VERSION_SHARDED)))
-		goto out; /* nothing to fold in, and no change of format asked for */
+		goto out; /* nothing to fold in, and no change of format or repack asked for */
 	err = td_compact_build(a, ed, j, archive_path, opts, stats, &lock);
 	if (!err && rewritten)
 		*rewritten = 1;
@@ -447,7 +450,7 @@ out:
 int td_compact_path(const char *archive_path, const td_writer_opts *opts, td_journal_report *rep,
 		    int *rewritten)
 {
-	td_build_opts bo;
-	build_opts_of(opts, &bo);
-	return td_compact_path_build(archive_path, &bo, rep, rewritten, NULL);
+	td_compact_opts co;
+	compact_opts_of(opts, &co);
+	return td_compact_path_build(archive_path, &co, rep, rewritten, NULL);
 }

@@ -502,8 +502,15 @@ def check_compact(work):
     corpus = oracle.Corpus(shadow)
     words, scopes = check_queries(arc, shadow, corpus, rnd, "compact")
     check_mount(arc, shadow, corpus, words, scopes, work, "compact")
-    log("compact: %d of %d shards rebuilt (%s), %d kept byte for byte, %d in all now; equals the shadow"
-        % (len(dirty), len(old), dirty, len(kept), len(new)))
+    # --full: a repack without edits rebuilds every shard, same tree
+    r = tadoc("compact", "--full", "--shard-size", 256 << 10, arc)
+    check(r.returncode == 0 and b"0 kept of %d" % len(new) in r.stdout, "compact --full: %r %r" % (r.stdout, r.stderr))
+    check(tadoc("verify", arc).returncode == 0 and len(shard_lines(arc)) < len(new), "compact --full: verify, fewer shards")
+    check(tadoc("unpack", arc, out).returncode == 0, "compact --full: unpack")
+    r = subprocess.run(["diff", "-r", "--no-dereference", shadow, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0, "compact --full: unpack differs from the shadow: %s" % r.stdout[:500])
+    log("compact: %d of %d shards rebuilt (%s), %d kept byte for byte, %d in all now; equals the shadow; "
+        "--full repacks into %d" % (len(dirty), len(old), dirty, len(kept), len(new), len(shard_lines(arc))))
 
 
 def check_add_kill(work, iters=20):

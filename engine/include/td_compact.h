@@ -58,9 +58,16 @@ typedef struct td_compact_stats {
 	uint32_t shards_built;    /* built from the files of the others and new files */
 } td_compact_stats;
 
-/* td_compact with builder options: format (0 = the archive's, as above),
- * jobs, shard_size, memory and build_time are used (base, keep_from and
- * tmp_dir are set here). Version 5 into version 5 is per shard: a shard is
+/* How to compact: the builder's options (format, 0 = the archive's as
+ * above; jobs, shard_size, memory, build_time, writer; base, keep_from and
+ * tmp_dir are set here), and full: rebuild every shard (repack the archive
+ * at shard_size, as a compress of the edited tree would). */
+typedef struct td_compact_opts {
+	td_build_opts build;
+	int full;
+} td_compact_opts;
+
+/* td_compact with td_compact_opts (NULL: defaults, format the archive's). Version 5 into version 5 is per shard: a shard is
  * rebuilt only when it holds text of a file or symlink that was edited,
  * deleted or moved to another directory, or another piece of a file that
  * has a piece in such a shard; every other shard is copied byte for byte
@@ -68,7 +75,7 @@ typedef struct td_compact_stats {
  * rebuilt shards and new files go, in tree order, into new shards after
  * the kept ones. stats may be NULL. Errors as td_compact. */
 int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, const char *archive_path,
-		     const td_build_opts *opts, td_compact_stats *stats, int *lock_fd);
+		     const td_compact_opts *opts, td_compact_stats *stats, int *lock_fd);
 
 /* `tadoc compact ARCHIVE`: take the exclusive lock (TD_EBUSY while a
  * writable mount holds it), open the archive, replay its journal (rep, which
@@ -79,9 +86,10 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 int td_compact_path(const char *archive_path, const td_writer_opts *opts, td_journal_report *rep,
 		    int *rewritten);
 
-/* td_compact_path with builder options and stats (as td_compact_build;
- * stats stays zero when nothing is rewritten). */
-int td_compact_path_build(const char *archive_path, const td_build_opts *opts, td_journal_report *rep,
+/* td_compact_path with td_compact_opts and stats (as td_compact_build;
+ * stats stays zero when nothing is rewritten). With opts->full the archive
+ * is rewritten even without edits. */
+int td_compact_path_build(const char *archive_path, const td_compact_opts *opts, td_journal_report *rep,
 			  int *rewritten, td_compact_stats *stats);
 
 #ifdef __cplusplus

@@ -12,7 +12,7 @@
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact [--format 4|5] [-j N] [--shard-size SIZE] [--memory SIZE] ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] [--full] [-j N] [--shard-size SIZE] [--memory SIZE] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -20,7 +20,8 @@ static const char compact_help[] =
 	"the journal. A crash at any point leaves either the old archive with its\n"
 	"journal or the new archive: never a loss. Fails while the archive is\n"
 	"mounted (writable or read-only). When the journal holds no changes,\n"
-	"nothing is rewritten, unless --format asks for another format.\n"
+	"nothing is rewritten, unless --format asks for another format or --full\n"
+	"for a repack.\n"
 	"A format 5 archive (shards) stays format 5 and is compacted per shard:\n"
 	"only the shards holding text of edited, deleted or moved files are\n"
 	"rebuilt (on -j threads); the others are copied byte for byte. Others\n"
@@ -32,17 +33,20 @@ static const char compact_help[] =
 	"longer runs) are removed first, and named.\n"
 	"\n"
 	"Options:\n"
-	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
-	"                   the archive even when there are no edits\n"
+	"      --format N        write format N: 5 (shards) or 4 (one grammar);\n"
+	"                        converts the archive even when there are no edits\n"
+	"      --full            rebuild every shard (repack at --shard-size: merges\n"
+	"                        the small shards compactions leave); also without edits\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
-	"  -h, --help       show this help\n";
+	"  -h, --help            show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'F' },
+		{ "full", no_argument, NULL, 'f' },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "shard-size", required_argument, NULL, 'S' },
 		{ "memory", required_argument, NULL, 'M' },
@@ -50,6 +54,8 @@ int td_cmd_compact(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	td_writer_opts wo = { 0 };
+	td_compact_opts co;
+	memset(&co, 0, sizeof co);
 	td_build_opts bo;
 	td_build_opts_init(&bo);
 	bo.format = 0; /* the archive's */
@@ -65,6 +71,9 @@ int td_cmd_compact(int argc, char **argv)
 			if (td_cli_parse_u64(optarg, &v) || (v != TD_VERSION && v != TD_VERSION_SHARDED))
 				return td_cli_usage(argv[0], "--format '%s': expected 4 or 5", optarg);
 			bo.format = (unsigned)v;
+			break;
+		case 'f':
+			co.full = 1;
 			break;
 		case 'j':
 		case 'S':
@@ -90,8 +99,9 @@ int td_cmd_compact(int argc, char **argv)
 	int rewritten = 0;
 	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
 	bo.writer = wo;
+	co.build = bo;
 	td_compact_stats cs;
-	int err = td_compact_path_build(archive, &bo, &rep, &rewritten, &cs);
+	int err = td_compact_path_build(archive, &co, &rep, &rewritten, &cs);
 	if (rep.swept_msg[0])
 		td_cli_errorf(archive, "%s", rep.swept_msg);
 	if (rep.msg[0])
