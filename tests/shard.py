@@ -14,15 +14,18 @@ corpora where they are present:
   - `tadoc count` / `tadoc search` on files, directories and the root, and
     the mount's user.tadoc.count.* attributes, equal the oracle;
 then `tadoc add` (old shards kept byte for byte; unpack and a mount exact;
-refusals); `tadoc compact` of an archive edited through a writable mount
-(only the shards holding edited text rebuilt, the others byte for byte; the
-result equals the shadow tree and the oracle; with SOURCE_DATE_EPOCH two
-compactions a second apart, at -j 2 and -j 1, give the same bytes) and kill -9 of it at random moments (the archive always verifies
-and holds the old or the new set of files); a memory bound: a generated
-corpus 3x larger than `--memory` builds with the child's peak RSS
-(getrusage through wait4) under the bound; and bad
-arguments (shard size 0, memory too small for one shard, -j 0) exit 2 with
-one message. Needs $TADOC and $TADOCFS; mounts are skipped without FUSE.
+refusals) and kill -9 of it at random moments (the archive always verifies
+and holds the old or the new set of files); `tadoc compact` of an archive
+edited through a writable mount (only the shards holding edited text
+rebuilt, the others byte for byte; the result equals the shadow tree and
+the oracle; with SOURCE_DATE_EPOCH two compactions a second apart, at -j 2
+and -j 1, give the same bytes; --full repacks); a memory bound: a
+generated corpus 3x larger than `--memory` builds (from the directory and
+from a tar stream on stdin, the same bytes) with the child's peak RSS
+(getrusage through wait4) under the bound; and bad arguments and input
+(shard size 0, memory too small for one shard, -j 0, a bad tar stream, add
+to format 4) exit non-zero with one message, an existing archive untouched.
+Needs $TADOC and $TADOCFS; mounts are skipped without FUSE.
 """
 import os
 import random
@@ -210,7 +213,8 @@ def gen_corpus(root, nbytes, rnd):
 
 def check_memory(work):
     """A corpus 3x the bound builds under it (peak RSS of the child, by
-    getrusage through wait4)."""
+    getrusage through wait4), from the directory and from a tar stream on
+    standard input (the same archive bytes)."""
     src = os.path.join(work, "mem")
     bound = 28 << 20
     subprocess.run([sys.executable, os.path.abspath(__file__), "--gen", src, str(3 * bound)], check=True)
@@ -226,21 +230,41 @@ def check_memory(work):
               "    os.execv(sys.argv[1], sys.argv[1:])\n"
               "_, st, ru = os.wait4(pid, 0)\n"
               "print(os.waitstatus_to_exitcode(st), ru.ru_maxrss)\n")
-    r = subprocess.run([sys.executable, "-S", "-c", helper, shutil.which(TADOC) or TADOC, "compress", "-q", "-j", "2",
-                        "--shard-size", "512K", "--memory", str(bound), "-o", arc, src],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out = r.stdout.split()
-    status, rss = (int(out[0]), int(out[1]) * 1024) if len(out) == 2 else (-1, 0)
-    err = r.stderr
+    def peak(stdin, *args):
+        r = subprocess.run([sys.executable, "-S", "-c", helper, shutil.which(TADOC) or TADOC, "compress", "-q", "-j", "2",
+                            "--shard-size", "512K", "--memory", str(bound), "-o", arc] + list(args),
+                           stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           env=dict(os.environ, SOURCE_DATE_EPOCH="1700000000"))
+        out = r.stdout.split()
+        return ((int(out[0]), int(out[1]) * 1024) if len(out) == 2 else (-1, 0)), r.stderr
+
+    (status, rss), err = peak(subprocess.DEVNULL, src)
     check(status == 0, "memory: compress failed: %r" % err)
     r = subprocess.run(["ldd", shutil.which(TADOC) or TADOC], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    limit = bound
     if b"libasan" in r.stdout or b"libtsan" in r.stdout:
         log("memory: a sanitizer build (shadow memory, quarantine): the bound is not checked")
-        bound = float("inf")
-    check(rss < bound, "memory: peak RSS %.1f MiB over the bound of %.1f MiB" % (rss / 2**20, bound / 2**20))
+        limit = float("inf")
+    check(rss < limit, "memory: peak RSS %.1f MiB over the bound of %.1f MiB" % (rss / 2**20, bound / 2**20))
     check(tadoc("verify", arc).returncode == 0, "memory: verify")
     log("memory: %.1f MB corpus, --memory 28 MiB, peak RSS %.1f MiB (this test's own %.1f MiB, not counted)"
         % (n / 1e6, rss / 2**20, own / 2**20))
+    with open(arc, "rb") as f:
+        from_dir = f.read()
+    # the same corpus as a tar stream on standard input: streamed, not held
+    tarf = os.path.join(work, "mem.tar")
+    subprocess.run(["tar", "--sort=name", "--format=pax", "-C", src, "-cf", tarf, "."], check=True)
+    with open(tarf, "rb") as stdin:
+        (status, rss_tar), err = peak(stdin, "-")
+    check(status == 0, "memory: compress - failed: %r" % err)
+    check(rss_tar < limit, "memory: tar stream: peak RSS %.1f MiB over the bound of %.1f MiB"
+          % (rss_tar / 2**20, bound / 2**20))
+    with open(arc, "rb") as f:
+        same = f.read() == from_dir
+    check(same, "memory: the tar stream's archive differs from the directory's")
+    log("memory: the same corpus as a %.1f MB tar stream on stdin: peak RSS %.1f MiB, the same archive bytes"
+        % (os.path.getsize(tarf) / 1e6, rss_tar / 2**20))
+    os.unlink(tarf)
     shutil.rmtree(src)
     os.unlink(arc)
 
