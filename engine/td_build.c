@@ -727,7 +727,7 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 /* Open the current file's next piece in the current shard. */
 static int fpiece_begin(td_build *b)
 {
-	if (b->fpos == 0)
+	if (b->fpos == 0 && !b->fpart)
 		b->ent[b->fe].first_pc = b->npc;
 	int err = piece_open(b, b->fe, b->fpos);
 	if (!err)
