@@ -496,6 +496,34 @@ def check_compact(work):
     dirty = [i for i, own in enumerate(owners) if own & changed]
     kept = [i for i in range(len(old)) if i not in dirty]
     check(0 < len(dirty) < len(old) // 2, "compact: %d of %d shards hold the edited files" % (len(dirty), len(old)))
+    # kill -9 of the compaction at random moments: the archive always
+    # verifies and is the old one (its journal kept) or the new one
+    old_ls = tadoc("ls", arc).stdout
+    saved = os.path.join(work, "cmp-saved")
+    shutil.copyfile(arc, saved)
+    shutil.copyfile(arc + ".journal", saved + ".journal")
+    kills = {"old": 0, "new": 0}
+    for i in range(8):
+        p = subprocess.Popen([TADOC, "compact", "--shard-size", str(64 << 10), arc], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            p.wait(timeout=rnd.uniform(0.0, 0.6))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        check(tadoc("verify", arc).returncode == 0, "compact kill %d: the archive does not verify" % i)
+        if tadoc("ls", arc).stdout == old_ls and os.path.getsize(arc + ".journal") == os.path.getsize(saved + ".journal"):
+            kills["old"] += 1
+        else:
+            r = tadoc("ls", arc).stdout
+            check(b"newdir/inner.txt" in r and b"b/f07.txt" not in r, "compact kill %d: neither old nor new" % i)
+            kills["new"] += 1
+        shutil.copyfile(saved, arc)
+        shutil.copyfile(saved + ".journal", arc + ".journal")
+    for f in os.listdir(work):  # a killed build's shard files (the next compact sweeps ARCHIVE.*.tmp.PID)
+        if f.startswith(".tadoc-shard."):
+            os.unlink(os.path.join(work, f))
+    log("compact kill -9: 8 iterations, old %d, new %d, always verifies" % (kills["old"], kills["new"]))
     # reproducible: the same edits compacted a second apart with
     # SOURCE_DATE_EPOCH give the same bytes (a copy of the archive and journal)
     arc2 = os.path.join(work, "cmp2.tadoc")
