@@ -307,12 +307,15 @@ static int shard_start(td_build *b)
 	wo.progress = NULL;
 	wo.build_time = b->o.build_time;
 	j->w = td_writer_new(&wo);
-	j->tmp = malloc(strlen(b->tmpbase) + 16);
+	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {
 		job_free(j);
 		goto nomem;
 	}
-	sprintf(j->tmp, "%s%u", b->tmpbase, j->idx);
+	if (b->o.tmp_target) /* td_tmpfile.h's shape: td_tmp_sweep removes it once this process is gone */
+		sprintf(j->tmp, "%s%u.tmp.%ld", b->tmpbase, j->idx, (long)getpid());
+	else
+		sprintf(j->tmp, "%s%u", b->tmpbase, j->idx);
 	int e = td_writer_add_dir(j->w, "", 0755, b->o.build_time, 0);
 	if (e) {
 		job_free(j);
@@ -659,14 +662,17 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	b->tmpbase = malloc(strlen(dir) + 64);
+	b->tmpbase = malloc(strlen(o.tmp_target ? o.tmp_target : dir) + 64);
 	b->ent = calloc(64, sizeof *b->ent);
 	b->th = calloc(o.jobs, sizeof *b->th);
 	if (!b->tmpbase || !b->ent || td_pathtab_init(&b->pt) || !b->th || !(b->ent[0].path = strdup(""))) {
 		td_build_abort(b);
 		return TD_ENOMEM;
 	}
-	sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
+	if (o.tmp_target)
+		sprintf(b->tmpbase, "%s.shard%p.", o.tmp_target, (void *)b);
+	else
+		sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
 	b->capent = 64;
 	b->ent[0].type = G_DIR;
 	b->ent[0].mode = S_IFDIR | 0755;

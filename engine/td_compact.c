@@ -317,6 +317,7 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	}
 	char *slash = strrchr(dir, '/');
 	bo.tmp_dir = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	bo.tmp_target = archive_path;
 	err = td_build_new(&bo, &k->w);
 	free(dir);
 	if (err)

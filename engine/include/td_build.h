@@ -61,6 +61,10 @@ typedef struct td_build_opts {
 	 * file system: td_build_paths uses the output's directory); NULL =
 	 * $TMPDIR or /tmp. */
 	const char *tmp_dir;
+	/* Or (first) beside this file, the output or the archive compacted or
+	 * added to: shard N waits in TMP_TARGET.shardX.N.tmp.PID (td_tmpfile.h),
+	 * which td_tmp_sweep removes after a crash. */
+	const char *tmp_target;
 	/* A version 5 archive to add to (tadoc add): the new archive holds its
 	 * tree and its shards, byte for byte, then the shards of the added
 	 * entries; adding a path the base has is TD_EEXIST naming it. The

@@ -160,6 +160,7 @@ int td_cmd_add(int argc, char **argv)
 	}
 	char *slash = strrchr(dir, '/');
 	bo.tmp_dir = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	bo.tmp_target = archive;
 	bo.writer = wo;
 	bo.base = a;
 	uint32_t old_shards = td_archive_nshards(a);

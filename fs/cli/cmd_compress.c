@@ -282,6 +282,7 @@ int td_cmd_compress(int argc, char **argv)
 		opts.progress = NULL; /* shards: the builder's progress */
 	bo.writer = opts;
 	bo.tmp_dir = d; /* shards wait beside the output */
+	bo.tmp_target = out;
 	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &bo)
 			   : td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
 	free(dir);
