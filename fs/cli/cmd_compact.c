@@ -12,7 +12,8 @@
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact [--format 4|5] [--full] [-j N] [--shard-size SIZE] [--memory SIZE] ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] [--full] [-j N] [--shard-size SIZE] [--memory SIZE]\n"
+	"                     [--gpu auto|on|off] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -40,6 +41,9 @@ static const char compact_help[] =
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
+	"      --gpu WORD        index builds on the GPU: auto (default) when one is\n"
+	"                        usable, on (an error without one), off (CPU only);\n"
+	"                        the archive's bytes are the same either way\n"
 	"  -h, --help            show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
@@ -50,6 +54,7 @@ int td_cmd_compact(int argc, char **argv)
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "shard-size", required_argument, NULL, 'S' },
 		{ "memory", required_argument, NULL, 'M' },
+		{ "gpu", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -59,6 +64,7 @@ int td_cmd_compact(int argc, char **argv)
 	td_build_opts bo;
 	td_build_opts_init(&bo);
 	bo.format = 0; /* the archive's */
+	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	uint64_t v;
 	int c;
 	opterr = 0;
@@ -81,6 +87,10 @@ int td_cmd_compact(int argc, char **argv)
 			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == 'S' ? 's' : 'm', optarg, &bo))
 				return TD_CLI_USAGE;
 			break;
+		case 'G':
+			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
+				return TD_CLI_USAGE;
+			break;
 		default:
 			return td_cli_bad_option(argv[0], c, argv);
 		}
@@ -97,7 +107,8 @@ int td_cmd_compact(int argc, char **argv)
 		return td_cli_error_sys(archive, errno);
 	td_journal_report rep = { 0 };
 	int rewritten = 0;
-	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
+	if (td_cli_gpu_setup(argv[0], &wo, gpu))
+		return TD_CLI_FAIL;
 	bo.writer = wo;
 	co.build = bo;
 	td_compact_stats cs;
@@ -114,6 +125,7 @@ int td_cmd_compact(int argc, char **argv)
 	}
 	if (stat(archive, &after) != 0)
 		return td_cli_error_sys(archive, errno);
+	td_cli_gpu_report(gpu);
 	td_cli_outf("%s: folded %llu journal records in; %llu -> %llu bytes\n", archive,
 		    (unsigned long long)rep.records, (unsigned long long)before.st_size,
 		    (unsigned long long)after.st_size);
