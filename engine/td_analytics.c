@@ -359,9 +359,9 @@ void td_counts_free(td_counts *c)
 
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
 	memset(c, 0, sizeof *c);
+	if (td_sharded(a))
+		return td_fail(TD_EINVAL, "word counts by id of a format 5 archive: ask its shards");
 	an x;
 	rset s = { 0 };
 	uint64_t *freq = NULL;
@@ -531,7 +531,7 @@ static int wrank(uint64_t u, uint64_t v, void *ctx)
 int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_top_words(a, scope, n, fn, ctx);
 	td_counts c;
 	topk t = { 0 };
 	int err = td_scope_counts(a, scope, &c);
@@ -572,7 +572,7 @@ static int longw_cmp_idx(const void *p, const void *q, void *ctx)
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_term_vector(a, scope, fn, ctx);
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	size_t *li = NULL;
@@ -1136,8 +1136,8 @@ out:
 
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
-	if (td_sharded(a)) /* one word: the shards count it; phrases: not yet */
-		return td_is_word(p, len) ? td_count(a, p, len, scope, count) : td_shard_unsupported(a);
+	if (td_sharded(a))
+		return td_shard_phrase_count(a, p, len, scope, count);
 	phrase ph;
 	*count = 0;
 	int err = phrase_parse(a, p, len, &ph);
@@ -1160,7 +1160,7 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
 {
 	if (td_sharded(a))
-		return td_is_word(p, len) ? td_search(a, p, len, scope, out) : td_shard_unsupported(a);
+		return td_shard_phrase_search(a, p, len, scope, out);
 	phrase ph;
 	int err = phrase_parse(a, p, len, &ph);
 	if (err)
@@ -1192,11 +1192,35 @@ static int franked_cmp(const void *p, const void *q)
 	return strcmp(u->path, v->path);
 }
 
+int td_rank_files(const td_archive *a, td_file_count *v, size_t k)
+{
+	franked *f = k > 1 ? calloc(k, sizeof *f) : NULL;
+	int err = k > 1 && !f ? TD_ENOMEM : TD_OK;
+	for (size_t i = 0; i < k && f && !err; i++) {
+		char buf[TD_MAXPATH + 2];
+		int pl = td_archive_path(a, v[i].file, buf, sizeof buf);
+		f[i].fc = v[i];
+		if (pl < 0)
+			err = pl;
+		else if (!(f[i].path = strdup(buf)))
+			err = TD_ENOMEM;
+	}
+	if (!err && f) {
+		qsort(f, k, sizeof *f, franked_cmp);
+		for (size_t i = 0; i < k; i++)
+			v[i] = f[i].fc;
+	}
+	for (size_t i = 0; f && i < k; i++)
+		free(f[i].path);
+	free(f);
+	return err;
+}
+
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_phrase_files(a, p, len, scope, out, n);
 	phrase ph;
 	*out = NULL;
 	*n = 0;
@@ -1205,45 +1229,23 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 		return err;
 	an x;
 	uint64_t *counts = NULL;
-	franked *v = NULL;
 	size_t k = 0;
 	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
 	for (size_t f = 0; !err && f < x.nfiles; f++)
 		k += counts[f] != 0;
-	if (!err && k) {
-		v = calloc(k, sizeof *v);
-		*out = malloc(k * sizeof **out);
-		if (!v || !*out)
-			err = TD_ENOMEM;
-	}
-	size_t i = 0;
-	for (size_t f = 0; !err && f < x.nfiles; f++) {
-		if (!counts[f])
-			continue;
-		char buf[TD_MAXPATH + 2];
-		int pl = td_archive_path(a, x.files[f], buf, sizeof buf);
-		if (pl < 0) {
-			err = pl;
-			break;
-		}
-		v[i].fc.file = x.files[f];
-		v[i].fc.count = counts[f];
-		if (!(v[i++].path = strdup(buf)))
-			err = TD_ENOMEM;
-	}
+	if (!err && k && !(*out = malloc(k * sizeof **out)))
+		err = TD_ENOMEM;
+	for (size_t f = 0, i = 0; !err && f < x.nfiles; f++)
+		if (counts[f])
+			(*out)[i++] = (td_file_count){ x.files[f], counts[f] };
+	if (!err)
+		err = td_rank_files(a, *out, k);
 	if (!err) {
-		if (k > 1)
-			qsort(v, k, sizeof *v, franked_cmp);
-		for (i = 0; i < k; i++)
-			(*out)[i] = v[i].fc;
 		*n = k;
 	} else {
 		free(*out);
 		*out = NULL;
 	}
-	for (i = 0; v && i < k; i++)
-		free(v[i].path);
-	free(v);
 	free(counts);
 	an_free(&x);
 	return err;
@@ -1388,25 +1390,20 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 	return 0;
 }
 
-int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+/* Count every run of n words of `scope` into t (grown from empty) and the
+ * long words met into lw. */
+static int ngram_table(const td_archive *a, td_entry scope, unsigned n, gtab *t, td_longw *lw)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
-	if (n < 2 || n > TD_PHRASE_MAX)
-		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
 	an x;
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	gtab t = { .m = n, .stride = n + 2 };
-	td_longw lw = { 0 };
 	uint64_t *freq = NULL;
-	topk tk = { 0 };
 	uint8_t *longf = NULL;
 	int err = an_init(&x, a, scope, 1);
 	if (err)
 		goto out;
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
-	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(&t))) {
+	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(t))) {
 		err = err ? err : TD_ENOMEM;
 		goto out;
 	}
@@ -1458,7 +1455,7 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 		}
 	}
 	/* bottom-up: each rule's runs across its parts, times its weight */
-	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = &t };
+	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = t };
 	for (uint64_t i = 0; i < s.n && !err; i++) {
 		sc.weight = freq[i];
 		err = scan_rule(&sc, s.order[i], 1);
@@ -1469,9 +1466,27 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 			err = scan_file(&sc, x.files[f]);
 			continue;
 		}
-		ntext nt = { .a = a, .t = &t, .lw = &lw };
+		ntext nt = { .a = a, .t = t, .lw = lw };
 		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
 	}
+out:
+	free(longf);
+	seqinfo_free(&si);
+	rset_free(&s);
+	an_free(&x);
+	return err;
+}
+
+int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+{
+	if (td_sharded(a))
+		return td_shard_ngrams(a, scope, n, top, fn, ctx);
+	if (n < 2 || n > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
+	gtab t = { .m = n, .stride = n + 2 };
+	td_longw lw = { 0 };
+	topk tk = { 0 };
+	int err = ngram_table(a, scope, n, &t, &lw);
 	if (err)
 		goto out;
 	/* the top ones */
@@ -1491,11 +1506,140 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	}
 out:
 	free(tk.h);
-	free(longf);
 	free(t.slot);
 	longw_free(&lw);
-	seqinfo_free(&si);
-	rset_free(&s);
-	an_free(&x);
 	return err;
+}
+
+/* ---------- sorted runs of a scope (for merging shards) ---------- */
+
+void td_grams_free(td_grams *g)
+{
+	free(g->key);
+	free(g->cnt);
+	longw_free(&g->lw);
+	memset(g, 0, sizeof *g);
+}
+
+static int grams_cmp(const void *p, const void *q, void *ctx)
+{
+	const td_grams *g = ctx;
+	const uint32_t *u = g->key + *(const uint64_t *)p * g->m, *v = g->key + *(const uint64_t *)q * g->m;
+	for (unsigned k = 0; k < g->m; k++) {
+		int c = item_cmp(g->a, &g->lw, u[k], v[k]);
+		if (c)
+			return c;
+	}
+	return 0;
+}
+
+/* Room for n runs in g (keys and counts). */
+static int grams_alloc(td_grams *g, uint64_t n)
+{
+	g->key = malloc((n ? n : 1) * g->m * sizeof *g->key);
+	g->cnt = malloc((n ? n : 1) * sizeof *g->cnt);
+	return g->key && g->cnt ? TD_OK : TD_ENOMEM;
+}
+
+/* Put g's n runs (unsorted) in byte order through an index. */
+static int grams_sort(td_grams *g)
+{
+	uint64_t *ix = malloc((g->n ? g->n : 1) * sizeof *ix);
+	uint32_t *key = malloc((g->n ? g->n : 1) * g->m * sizeof *key);
+	uint64_t *cnt = malloc((g->n ? g->n : 1) * sizeof *cnt);
+	if (!ix || !key || !cnt) {
+		free(ix);
+		free(key);
+		free(cnt);
+		return TD_ENOMEM;
+	}
+	for (uint64_t i = 0; i < g->n; i++)
+		ix[i] = i;
+	if (g->n > 1)
+		qsort_r(ix, g->n, sizeof *ix, grams_cmp, g);
+	for (uint64_t i = 0; i < g->n; i++) {
+		memcpy(key + i * g->m, g->key + ix[i] * g->m, g->m * sizeof *key);
+		cnt[i] = g->cnt[ix[i]];
+	}
+	free(ix);
+	free(g->key);
+	free(g->cnt);
+	g->key = key;
+	g->cnt = cnt;
+	return TD_OK;
+}
+
+int td_scope_grams(const td_archive *a, td_entry scope, unsigned m, td_grams *g)
+{
+	memset(g, 0, sizeof *g);
+	g->a = a;
+	g->W = a->W;
+	g->m = m;
+	int err;
+	if (m == 1) {
+		td_counts c;
+		if ((err = td_scope_counts(a, scope, &c))) {
+			td_counts_free(&c);
+			return err;
+		}
+		uint64_t nt = c.dense ? a->W : c.ntouched;
+		g->lw = c.lw;
+		memset(&c.lw, 0, sizeof c.lw);
+		if (!(err = grams_alloc(g, nt + g->lw.n))) {
+			/* ids are in byte order already: only the long words need the sort */
+			if (!c.dense && c.ntouched > 1)
+				qsort(c.touched, c.ntouched, sizeof *c.touched, u32_cmp);
+			for (uint64_t i = 0; i < nt; i++) {
+				uint64_t w = c.dense ? i : c.touched[i];
+				if (c.cnt[w]) {
+					g->key[g->n] = (uint32_t)w;
+					g->cnt[g->n++] = c.cnt[w];
+				}
+			}
+			for (size_t i = 0; i < g->lw.n; i++) {
+				g->key[g->n] = (uint32_t)(a->W + i);
+				g->cnt[g->n++] = g->lw.count[i];
+			}
+			if (g->lw.n)
+				err = grams_sort(g);
+		}
+		td_counts_free(&c);
+	} else {
+		if (m > TD_PHRASE_MAX)
+			return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
+		gtab t = { .m = m, .stride = m + 2 };
+		if (!(err = ngram_table(a, scope, m, &t, &g->lw)) && !(err = grams_alloc(g, t.used))) {
+			for (uint64_t i = 0; t.mask && i <= t.mask; i++) {
+				uint64_t v = gval(&t, i);
+				if (!v)
+					continue;
+				memcpy(g->key + g->n * m, gkey(&t, i), m * sizeof *g->key);
+				g->cnt[g->n++] = v;
+			}
+			err = grams_sort(g);
+		}
+		free(t.slot);
+	}
+	if (err)
+		td_grams_free(g);
+	return err;
+}
+
+const char *td_grams_word(const td_grams *g, uint64_t i, unsigned k, size_t *len)
+{
+	uint64_t v = g->key[i * g->m + k];
+	if (v < g->W)
+		return td_word_at(g->a, v, len);
+	*len = g->lw.len[v - g->W];
+	return g->lw.w[v - g->W];
+}
+
+int64_t td_longw_intern(td_longw *l, const char *w, size_t len)
+{
+	return longw_add(l, (const uint8_t *)w, len);
+}
+
+void td_longw_free(td_longw *l)
+{
+	longw_free(l);
 }

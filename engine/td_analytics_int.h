@@ -30,6 +30,57 @@ typedef struct td_counts {
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c);
 void td_counts_free(td_counts *c);
 
+/* The distinct runs of m consecutive words (m = 1: the words) of a scope
+ * with their counts, in byte order of the words (joined by spaces, which
+ * is word-by-word byte order): run i is the items key[i*m .. i*m+m) (an
+ * item below W is a word id of `a`, W + j is long word j of lw) counted
+ * cnt[i] times. Built for merging the shards of a version 5 archive by
+ * word bytes (their ids differ). */
+typedef struct td_grams {
+	const td_archive *a;
+	uint64_t W;
+	unsigned m;
+	uint64_t n;
+	uint32_t *key;
+	uint64_t *cnt;
+	td_longw lw;
+} td_grams;
+
+/* Fill g (m in 1..TD_PHRASE_MAX) for `scope` of a format 1-4 archive.
+ * Errors as td_ngrams; g is empty after an error. Free with td_grams_free. */
+int td_scope_grams(const td_archive *a, td_entry scope, unsigned m, td_grams *g);
+void td_grams_free(td_grams *g);
+
+/* Bytes of word k of run i of g. */
+const char *td_grams_word(const td_grams *g, uint64_t i, unsigned k, size_t *len);
+
+/* Sort v[0..k) by count descending, then path ascending (a ranked
+ * inverted index). TD_OK, TD_ENOMEM, TD_ECORRUPT. */
+int td_rank_files(const td_archive *a, td_file_count *v, size_t k);
+
+/* Index of w[0..len) in l (added with count 0 when new), or a negative
+ * td_err; td_longw_free frees the list. */
+int64_t td_longw_intern(td_longw *l, const char *w, size_t len);
+void td_longw_free(td_longw *l);
+
+/* The version 5 forms of td_analytics.h's calls (td_shard_an.c):
+ * per-shard answers merged by word bytes, with the runs across the cuts
+ * of files split over shards added. */
+int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx);
+int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx);
+int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
+int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count);
+int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out);
+int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
+			  size_t *n);
+
+/* A word of the scope met where a shard's own answer is wrong (td_shard_an.c):
+ * sign +1 for a word of the file that no shard holds whole, -1 for the
+ * fragments the shards count instead. */
+typedef int (*td_cutword_fn)(void *ctx, const char *w, size_t len, int sign);
+/* Every such word of the files of `scope` split over shards mid-word. */
+int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, void *ctx);
+
 /* Bytes of word id w (< W), its length in *len. WORDS must be decoded
  * (td_scope_counts does it). */
 static inline const char *td_word_at(const td_archive *a, uint64_t w, size_t *len)

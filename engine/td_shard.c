@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "td_analytics_int.h"
 #include "td_query_int.h"
 
 /* Where a shard's local file entry lies in the global tree. */
@@ -232,40 +233,12 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 	return err;
 }
 
-/* The pieces a question about `word` over `scope` reads (none for a
- * symbolic link); *dir: scope is a directory. */
-static int word_scope(const td_archive *a, const char *word, size_t len, td_entry scope, int *dir, uint64_t *first,
-		      uint64_t *n)
-{
-	*dir = 0;
-	*first = *n = 0;
-	if (!td_is_word(word, len))
-		return TD_ENOTWORD;
-	td_stat st;
-	int err = td_archive_stat(a, scope, &st);
-	if (err || S_ISLNK(st.mode))
-		return err;
-	*dir = S_ISDIR(st.mode);
-	return pieces_of(a, scope, first, n);
-}
-
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
 	*count = 0;
-	uint64_t first = 0, n = 0, sum = 0;
-	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
-	if (err)
-		return err;
-	for (uint64_t k = 0; k < n; k++) {
-		const td_disk_piece *p = &a->sh->pieces[first + k];
-		td_archive *s;
-		uint64_t c = 0;
-		if ((err = td_shard_sub(a, p->shard, &s)) || (err = td_count(s, word, len, p->local, &c)))
-			return err;
-		sum += c;
-	}
-	*count = sum;
-	return TD_OK;
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	return td_shard_phrase_count(a, word, len, scope, count); /* with the words cut in two */
 }
 
 /* Path order (depth-first, names sorted) of the global tree and the map
@@ -352,62 +325,121 @@ static int cmp_rhit(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
-int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
+int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entry *e, uint64_t *start)
 {
+	const rev_map *r = rev_get(a);
+	if (!r)
+		return td_fail(TD_ENOMEM, "the shards' entry map");
+	rev_ent x = { TD_NOENTRY, 0 };
+	if (shard < a->sh->n && local < r->nloc[shard])
+		x = r->ents[r->base[shard] + local];
+	if (x.e == TD_NOENTRY)
+		return td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", shard, local);
+	*e = x.e;
+	*start = x.start;
+	return TD_OK;
+}
+
+int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
+{
+	if (out->n - before < 2)
+		return TD_OK;
+	const rev_map *r = rev_get(a);
+	size_t m = out->n - before;
+	rhit *t = r ? malloc(m * sizeof *t) : NULL;
+	if (!t)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < m; i++)
+		t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file, out->v[before + i].off };
+	qsort(t, m, sizeof *t, cmp_rhit);
+	for (size_t i = 0; i < m; i++)
+		out->v[before + i] = (td_hit){ t[i].e, t[i].off };
+	free(t);
+	return TD_OK;
+}
+
+int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, void *ctx, td_hits *out)
+{
+	td_stat st;
 	uint64_t first = 0, n = 0;
-	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
-	if (err)
+	int err = td_archive_stat(a, scope, &st);
+	if (err || S_ISLNK(st.mode))
 		return err;
-	const rev_map *r = NULL;
-	if (dir && !(r = rev_get(a)))
-		return td_fail(TD_ENOMEM, "search: the shards' entry map");
+	if ((err = pieces_of(a, scope, &first, &n)))
+		return err;
+	int dir = S_ISDIR(st.mode);
 	size_t before = out->n;
 	td_hits h = { 0 };
 	for (uint64_t k = 0; k < n && !err; k++) {
 		const td_disk_piece *p = &a->sh->pieces[first + k];
 		td_archive *s;
 		h.n = 0;
-		if ((err = td_shard_sub(a, p->shard, &s)) || (err = td_search(s, word, len, p->local, &h)))
+		if ((err = td_shard_sub(a, p->shard, &s)) || (err = fn(ctx, s, p->local, &h)))
 			break;
 		for (size_t i = 0; i < h.n && !err; i++) {
 			td_entry e = scope;
 			uint64_t start = p->start;
-			if (dir) {
-				rev_ent x = { TD_NOENTRY, 0 };
-				if (h.v[i].file < r->nloc[p->shard])
-					x = r->ents[r->base[p->shard] + h.v[i].file];
-				if (x.e == TD_NOENTRY) {
-					err = td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", p->shard,
-						      h.v[i].file);
-					break;
-				}
-				e = x.e;
-				start = x.start;
-			}
-			err = td_hits_push(out, e, h.v[i].off + start);
+			if (dir)
+				err = td_shard_global(a, p->shard, h.v[i].file, &e, &start);
+			if (!err)
+				err = td_hits_push(out, e, h.v[i].off + start);
 		}
 	}
 	td_hits_free(&h);
-	if (!err && dir && out->n - before > 1) {
-		/* shards name their entries by number, not by name: put the
-		 * hits in the tree's path order */
-		size_t m = out->n - before;
-		rhit *t = malloc(m * sizeof *t);
-		if (!t) {
-			err = TD_ENOMEM;
-		} else {
-			for (size_t i = 0; i < m; i++)
-				t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file,
-					       out->v[before + i].off };
-			qsort(t, m, sizeof *t, cmp_rhit);
-			for (size_t i = 0; i < m; i++)
-				out->v[before + i] = (td_hit){ t[i].e, t[i].off };
-			free(t);
-		}
-	}
+	/* shards name their entries by number, not by name: put the hits in
+	 * the tree's path order */
+	if (!err && dir)
+		err = td_shard_sort_hits(a, out, before);
 	if (err)
 		out->n = before;
 	return err;
+}
+
+int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
+{
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	return td_shard_phrase_search(a, word, len, scope, out);
+}
+
+int td_shard_split_files(const td_archive *a, td_entry scope, td_entry **out, size_t *nout)
+{
+	const td_shards *sh = a->sh;
+	*out = NULL;
+	*nout = 0;
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	size_t n = 0, cap = 0;
+	td_entry *v = NULL;
+	for (td_entry e = 0; e < a->meta.nentries; e++) {
+		uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
+		if (hi <= lo + 1 || !S_ISREG(td_pack_get(&a->e_mode, e)))
+			continue;
+		/* under the scope? (its ancestors, up to the root) */
+		td_entry x = e;
+		unsigned depth = 0;
+		while (x != scope && x != TD_ROOT && depth++ < 4096) {
+			td_stat st;
+			if (td_archive_stat(a, x, &st))
+				break;
+			x = st.parent;
+		}
+		if (x != scope)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			td_entry *nv = realloc(v, cap * sizeof *nv);
+			if (!nv) {
+				free(v);
+				return TD_ENOMEM;
+			}
+			v = nv;
+		}
+		v[n++] = e;
+	}
+	*out = v;
+	*nout = n;
+	return TD_OK;
 }
 
 int td_shard_query_fast(const td_archive *a, td_entry scope)
@@ -503,13 +535,6 @@ void td_shard_fill_info(const td_archive *a, td_info *o)
 		for (unsigned id = 1; id < TD_SEC_MAX; id++)
 			o->section_bytes[id] += x.section_bytes[id];
 	}
-}
-
-int td_shard_unsupported(const td_archive *a)
-{
-	(void)a;
-	return td_fail(TD_EUNSUPP, "not yet for a format 5 archive (shards): compress it with --format 4, "
-				   "or run 'tadoc compact --format 4 ARCHIVE'");
 }
 
 const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n)
