@@ -1253,19 +1253,12 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 
 /* ---------- n-grams ---------- */
 
-/* Hash table: n-gram (m word items) -> count. */
-typedef struct gtab {
-	unsigned m, stride; /* words an n-gram; u32s a slot: the count (two), then the words */
-	uint32_t *slot;
-	uint64_t mask, used;
-} gtab;
+/* Hash table: n-gram (m word items) -> count (td_analytics_int.h). */
+typedef td_gtab gtab;
 
-/* Count of slot i (0 = empty) and its words. */
 static inline uint64_t gval(const gtab *t, uint64_t i)
 {
-	uint64_t v;
-	memcpy(&v, t->slot + i * t->stride, sizeof v);
-	return v;
+	return td_gtab_val(t, i);
 }
 
 static inline void gset(gtab *t, uint64_t i, uint64_t v)
@@ -1511,127 +1504,41 @@ out:
 	return err;
 }
 
-/* ---------- sorted runs of a scope (for merging shards) ---------- */
+/* ---------- for merging shards ---------- */
 
-void td_grams_free(td_grams *g)
+int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw)
 {
-	free(g->key);
-	free(g->cnt);
-	longw_free(&g->lw);
-	memset(g, 0, sizeof *g);
+	if (m < 2 || m > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
+	memset(t, 0, sizeof *t);
+	t->m = m;
+	t->stride = m + 2;
+	return ngram_table(a, scope, m, t, lw);
 }
 
-static int grams_cmp(const void *p, const void *q, void *ctx)
+int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n)
 {
-	const td_grams *g = ctx;
-	const uint32_t *u = g->key + *(const uint64_t *)p * g->m, *v = g->key + *(const uint64_t *)q * g->m;
-	for (unsigned k = 0; k < g->m; k++) {
-		int c = item_cmp(g->a, &g->lw, u[k], v[k]);
-		if (c)
-			return c;
+	if (!t->stride) {
+		t->stride = t->m + 2;
+		if (gtab_grow(t))
+			return TD_ENOMEM;
 	}
-	return 0;
+	return gtab_add(t, g, n);
 }
 
-/* Room for n runs in g (keys and counts). */
-static int grams_alloc(td_grams *g, uint64_t n)
+int64_t td_gtab_find(const td_gtab *t, const uint32_t *g)
 {
-	g->key = malloc((n ? n : 1) * g->m * sizeof *g->key);
-	g->cnt = malloc((n ? n : 1) * sizeof *g->cnt);
-	return g->key && g->cnt ? TD_OK : TD_ENOMEM;
+	if (!t->mask)
+		return -1;
+	for (uint64_t h = ghash(g, t->m) & t->mask; gval(t, h); h = (h + 1) & t->mask)
+		if (!memcmp(gkey(t, h), g, t->m * sizeof *g))
+			return (int64_t)h;
+	return -1;
 }
 
-/* Put g's n runs (unsorted) in byte order through an index. */
-static int grams_sort(td_grams *g)
+void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v)
 {
-	uint64_t *ix = malloc((g->n ? g->n : 1) * sizeof *ix);
-	uint32_t *key = malloc((g->n ? g->n : 1) * g->m * sizeof *key);
-	uint64_t *cnt = malloc((g->n ? g->n : 1) * sizeof *cnt);
-	if (!ix || !key || !cnt) {
-		free(ix);
-		free(key);
-		free(cnt);
-		return TD_ENOMEM;
-	}
-	for (uint64_t i = 0; i < g->n; i++)
-		ix[i] = i;
-	if (g->n > 1)
-		qsort_r(ix, g->n, sizeof *ix, grams_cmp, g);
-	for (uint64_t i = 0; i < g->n; i++) {
-		memcpy(key + i * g->m, g->key + ix[i] * g->m, g->m * sizeof *key);
-		cnt[i] = g->cnt[ix[i]];
-	}
-	free(ix);
-	free(g->key);
-	free(g->cnt);
-	g->key = key;
-	g->cnt = cnt;
-	return TD_OK;
-}
-
-int td_scope_grams(const td_archive *a, td_entry scope, unsigned m, td_grams *g)
-{
-	memset(g, 0, sizeof *g);
-	g->a = a;
-	g->W = a->W;
-	g->m = m;
-	int err;
-	if (m == 1) {
-		td_counts c;
-		if ((err = td_scope_counts(a, scope, &c))) {
-			td_counts_free(&c);
-			return err;
-		}
-		uint64_t nt = c.dense ? a->W : c.ntouched;
-		g->lw = c.lw;
-		memset(&c.lw, 0, sizeof c.lw);
-		if (!(err = grams_alloc(g, nt + g->lw.n))) {
-			/* ids are in byte order already: only the long words need the sort */
-			if (!c.dense && c.ntouched > 1)
-				qsort(c.touched, c.ntouched, sizeof *c.touched, u32_cmp);
-			for (uint64_t i = 0; i < nt; i++) {
-				uint64_t w = c.dense ? i : c.touched[i];
-				if (c.cnt[w]) {
-					g->key[g->n] = (uint32_t)w;
-					g->cnt[g->n++] = c.cnt[w];
-				}
-			}
-			for (size_t i = 0; i < g->lw.n; i++) {
-				g->key[g->n] = (uint32_t)(a->W + i);
-				g->cnt[g->n++] = g->lw.count[i];
-			}
-			if (g->lw.n)
-				err = grams_sort(g);
-		}
-		td_counts_free(&c);
-	} else {
-		if (m > TD_PHRASE_MAX)
-			return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
-		gtab t = { .m = m, .stride = m + 2 };
-		if (!(err = ngram_table(a, scope, m, &t, &g->lw)) && !(err = grams_alloc(g, t.used))) {
-			for (uint64_t i = 0; t.mask && i <= t.mask; i++) {
-				uint64_t v = gval(&t, i);
-				if (!v)
-					continue;
-				memcpy(g->key + g->n * m, gkey(&t, i), m * sizeof *g->key);
-				g->cnt[g->n++] = v;
-			}
-			err = grams_sort(g);
-		}
-		free(t.slot);
-	}
-	if (err)
-		td_grams_free(g);
-	return err;
-}
-
-const char *td_grams_word(const td_grams *g, uint64_t i, unsigned k, size_t *len)
-{
-	uint64_t v = g->key[i * g->m + k];
-	if (v < g->W)
-		return td_word_at(g->a, v, len);
-	*len = g->lw.len[v - g->W];
-	return g->lw.w[v - g->W];
+	gset(t, i, v);
 }
 
 int64_t td_longw_intern(td_longw *l, const char *w, size_t len)

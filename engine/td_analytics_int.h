@@ -5,6 +5,8 @@
 #include "td_analytics.h"
 #include "td_archive_int.h"
 
+#include <string.h>
+
 /* Words longer than TD_MAXTOK bytes met in a scope (stored as pieces, so
  * without a word id): their bytes and counts. */
 typedef struct td_longw {
@@ -30,29 +32,40 @@ typedef struct td_counts {
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c);
 void td_counts_free(td_counts *c);
 
-/* The distinct runs of m consecutive words (m = 1: the words) of a scope
- * with their counts, in byte order of the words (joined by spaces, which
- * is word-by-word byte order): run i is the items key[i*m .. i*m+m) (an
- * item below W is a word id of `a`, W + j is long word j of lw) counted
- * cnt[i] times. Built for merging the shards of a version 5 archive by
- * word bytes (their ids differ). */
-typedef struct td_grams {
-	const td_archive *a;
-	uint64_t W;
-	unsigned m;
-	uint64_t n;
-	uint32_t *key;
-	uint64_t *cnt;
-	td_longw lw;
-} td_grams;
+/* A hash table of runs of m word items -> count (0: an empty slot).
+ * Slot i (0..mask) holds the count in two u32s, then the m items. */
+typedef struct td_gtab {
+	unsigned m, stride;
+	uint32_t *slot;
+	uint64_t mask, used;
+} td_gtab;
 
-/* Fill g (m in 1..TD_PHRASE_MAX) for `scope` of a format 1-4 archive.
- * Errors as td_ngrams; g is empty after an error. Free with td_grams_free. */
-int td_scope_grams(const td_archive *a, td_entry scope, unsigned m, td_grams *g);
-void td_grams_free(td_grams *g);
+static inline uint64_t td_gtab_val(const td_gtab *t, uint64_t i)
+{
+	uint64_t v;
+	memcpy(&v, t->slot + i * t->stride, sizeof v);
+	return v;
+}
 
-/* Bytes of word k of run i of g. */
-const char *td_grams_word(const td_grams *g, uint64_t i, unsigned k, size_t *len);
+static inline const uint32_t *td_gtab_key(const td_gtab *t, uint64_t i)
+{
+	return t->slot + i * t->stride + 2;
+}
+
+/* Every run of m (2..TD_PHRASE_MAX) words of `scope` of a format 1-4
+ * archive into t (items: word ids of a, or a->W + j for long word j of
+ * lw, which the caller frees). Errors as td_ngrams. Free t->slot. */
+int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw);
+
+/* Add n to run g of t (t zeroed with m set, or filled before; n > 0).
+ * TD_OK or TD_ENOMEM. */
+int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n);
+
+/* Slot of run g, or -1. */
+int64_t td_gtab_find(const td_gtab *t, const uint32_t *g);
+
+/* Set slot i's count (0 empties it: only once no more finds follow). */
+void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v);
 
 /* Sort v[0..k) by count descending, then path ascending (a ranked
  * inverted index). TD_OK, TD_ENOMEM, TD_ECORRUPT. */

@@ -339,13 +339,16 @@ static int scope_pieces(const td_archive *a, td_entry scope, const td_disk_piece
 	return td_shard_pieces(a, scope, p, n);
 }
 
-/* ---------- merging sorted runs by bytes ---------- */
+/* ---------- merging the shards' runs by bytes ---------- */
 
-/* The cuts' runs as one more sorted stream: items index lw, counts are
- * signed (two's complement). */
+/* The cuts' runs: items index lw, each with its sign. */
 typedef struct corr {
-	td_grams g;
-	uint64_t cap;
+	unsigned m;
+	uint64_t n, cap;
+	uint32_t *key;
+	int *sign;
+	td_longw lw;
+	uint32_t *map; /* lw index -> global id */
 } corr;
 
 static int corr_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
@@ -353,26 +356,25 @@ static int corr_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, un
 	(void)e;
 	(void)base;
 	corr *c = ctx;
-	td_grams *g = &c->g;
-	if (g->n == c->cap) {
+	if (c->n == c->cap) {
 		uint64_t cap = c->cap ? 2 * c->cap : 64;
-		uint32_t *k = realloc(g->key, cap * m * sizeof *k);
+		uint32_t *k = realloc(c->key, cap * m * sizeof *k);
 		if (k)
-			g->key = k;
-		uint64_t *n = realloc(g->cnt, cap * sizeof *n);
-		if (n)
-			g->cnt = n;
-		if (!k || !n)
+			c->key = k;
+		int *sg = realloc(c->sign, cap * sizeof *sg);
+		if (sg)
+			c->sign = sg;
+		if (!k || !sg)
 			return TD_ENOMEM;
 		c->cap = cap;
 	}
 	for (unsigned k = 0; k < m; k++) {
-		int64_t i = td_longw_intern(&g->lw, (const char *)buf + t[k].s, (size_t)(t[k].e - t[k].s));
+		int64_t i = td_longw_intern(&c->lw, (const char *)buf + t[k].s, (size_t)(t[k].e - t[k].s));
 		if (i < 0)
 			return (int)i;
-		g->key[g->n * m + k] = (uint32_t)i;
+		c->key[c->n * m + k] = (uint32_t)i;
 	}
-	g->cnt[g->n++] = (uint64_t)(int64_t)sign;
+	c->sign[c->n++] = sign;
 	return TD_OK;
 }
 
@@ -382,189 +384,347 @@ static int bytes_cmp(const char *p, size_t pl, const char *q, size_t ql)
 	return c ? c : (pl > ql) - (pl < ql);
 }
 
-/* Run i of g against run j of h, by bytes. */
-static int run_cmp(const td_grams *g, uint64_t i, const td_grams *h, uint64_t j)
-{
-	for (unsigned k = 0; k < g->m; k++) {
-		size_t gl, hl;
-		const char *gw = td_grams_word(g, i, k, &gl), *hw = td_grams_word(h, j, k, &hl);
-		int c = bytes_cmp(gw, gl, hw, hl);
-		if (c)
-			return c;
-	}
-	return 0;
-}
+/* One piece's answer: word counts (m = 1) or a run table (m >= 2) with
+ * its long words; items are the shard's word ids, then W + long word. */
+typedef struct part {
+	const td_archive *s;
+	td_counts c;
+	td_gtab t;
+	td_longw lw;
+	uint32_t *map; /* item -> global id */
+} part;
 
-static int corr_cmp(const void *p, const void *q, void *ctx)
-{
-	const td_grams *g = ctx;
-	return run_cmp(g, *(const uint64_t *)p, g, *(const uint64_t *)q);
-}
-
-/* Sort the cuts' runs by bytes. */
-static int corr_sort(corr *c)
-{
-	td_grams *g = &c->g;
-	uint64_t n = g->n, m = g->m, *ix = malloc((n ? n : 1) * sizeof *ix), *cnt = malloc((n ? n : 1) * sizeof *cnt);
-	uint32_t *key = malloc((n ? n : 1) * m * sizeof *key);
-	int err = ix && cnt && key ? TD_OK : TD_ENOMEM;
-	for (uint64_t i = 0; !err && i < n; i++)
-		ix[i] = i;
-	if (!err && n > 1)
-		qsort_r(ix, n, sizeof *ix, corr_cmp, g);
-	for (uint64_t i = 0; !err && i < n; i++) {
-		memcpy(key + i * m, g->key + ix[i] * m, m * sizeof *key);
-		cnt[i] = g->cnt[ix[i]];
-	}
-	if (!err) {
-		free(g->key);
-		free(g->cnt);
-		g->key = key;
-		g->cnt = cnt;
-		key = NULL;
-		cnt = NULL;
-	}
-	free(ix);
-	free(cnt);
-	free(key);
-	return err;
-}
-
-/* The merged runs of a scope: every shard's, plus the cuts'. */
+/* A scope's runs over all its pieces and cuts, by global ids: the ids
+ * of the words met, in byte order (gw/gl give their bytes), so that
+ * rankings compare integers. */
 typedef struct merged {
-	td_grams *g;   /* ng streams; the last is the cuts' */
-	size_t ng;
+	unsigned m;
+	part *p;
+	size_t np;
 	corr c;
+	const char **gw;
+	uint32_t *gl;
+	uint64_t nid;
+	uint64_t *cnt;   /* m == 1: count per global id */
+	td_gtab t;       /* m >= 2: the runs */
 } merged;
 
 static void merged_free(merged *mg)
 {
-	for (size_t i = 0; i + 1 < mg->ng; i++)
-		td_grams_free(&mg->g[i]);
-	free(mg->g);
-	td_grams_free(&mg->c.g);
-}
-
-/* Gather the runs of m words of scope's pieces and cuts. */
-static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
-{
-	memset(mg, 0, sizeof *mg);
-	const td_disk_piece *p;
-	uint64_t n;
-	int err = scope_pieces(a, scope, &p, &n);
-	if (err)
-		return err;
-	if (!(mg->g = calloc(n + 1, sizeof *mg->g)))
-		return TD_ENOMEM;
-	for (uint64_t k = 0; k < n && !err; k++) {
-		td_archive *s;
-		if (!(err = td_shard_sub(a, p[k].shard, &s)) && !(err = td_scope_grams(s, p[k].local, m, &mg->g[k])))
-			mg->ng++;
+	for (size_t i = 0; i < mg->np; i++) {
+		td_counts_free(&mg->p[i].c);
+		free(mg->p[i].t.slot);
+		td_longw_free(&mg->p[i].lw);
+		free(mg->p[i].map);
 	}
-	mg->c.g.m = m;
-	if (!err && n > 1 && !(err = fix_scope(a, scope, m, corr_run, &mg->c)))
-		err = corr_sort(&mg->c);
-	return err;
+	free(mg->p);
+	free(mg->c.key);
+	free(mg->c.sign);
+	free(mg->c.map);
+	td_longw_free(&mg->c.lw);
+	free(mg->gw);
+	free(mg->gl);
+	free(mg->cnt);
+	free(mg->t.slot);
 }
 
-/* Each distinct run of the merged streams in byte order with its total
- * count (runs totalling 0 are left out). */
-typedef int (*merged_fn)(void *ctx, const char *const *w, const size_t *len, unsigned m, uint64_t count);
-
-typedef struct head {
-	const td_grams *g;
-	uint64_t i;
-} head;
-
-static int head_less(const head *x, const head *y)
+static const td_longw *part_lw(const merged *mg, const part *p)
 {
-	return run_cmp(x->g, x->i, y->g, y->i) < 0;
+	return mg->m == 1 ? &p->c.lw : &p->lw;
 }
 
-static void sift_down(head *h, size_t n, size_t i)
+/* A source of words for the global ids: a piece's word ids in use
+ * (ascending: byte order), or every long and cut word (`xw`, sorted). */
+typedef struct vsrc {
+	const part *p;
+	uint32_t *ids;
+	uint64_t n, i;
+} vsrc;
+
+typedef struct xword {
+	const char *w;
+	size_t len;
+	uint32_t *slot; /* where its global id goes */
+} xword;
+
+static int xword_cmp(const void *p, const void *q)
+{
+	const xword *u = p, *v = q;
+	return bytes_cmp(u->w, u->len, v->w, v->len);
+}
+
+static const char *vsrc_word(const vsrc *v, const xword *xw, uint64_t i, size_t *len)
+{
+	if (!v->p) {
+		*len = xw[i].len;
+		return xw[i].w;
+	}
+	return td_word_at(v->p->s, v->ids[i], len);
+}
+
+typedef struct vheap {
+	vsrc *src;
+	const xword *xw;
+} vheap;
+
+static int vless(const vheap *vh, size_t x, size_t y)
+{
+	size_t xl, yl;
+	const char *xp = vsrc_word(&vh->src[x], vh->xw, vh->src[x].i, &xl);
+	const char *yp = vsrc_word(&vh->src[y], vh->xw, vh->src[y].i, &yl);
+	return bytes_cmp(xp, xl, yp, yl) < 0;
+}
+
+static void vdown(const vheap *vh, size_t *h, size_t n, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		if (l < n && head_less(&h[l], &h[m]))
+		if (l < n && vless(vh, h[l], h[m]))
 			m = l;
-		if (l + 1 < n && head_less(&h[l + 1], &h[m]))
+		if (l + 1 < n && vless(vh, h[l + 1], h[m]))
 			m = l + 1;
 		if (m == i)
 			return;
-		head t = h[i];
+		size_t t = h[i];
 		h[i] = h[m];
 		h[m] = t;
 		i = m;
 	}
 }
 
-static int merged_walk(merged *mg, merged_fn fn, void *ctx)
+/* Mark the items piece p uses (map[item] = 0; the rest ~0). */
+static int part_used(const merged *mg, part *p)
 {
-	size_t nh = 0;
-	head *h = malloc((mg->ng + 1) * sizeof *h);
-	if (!h)
+	uint64_t W = p->s->W, items = W + part_lw(mg, p)->n;
+	if (!(p->map = malloc((items ? items : 1) * sizeof *p->map)))
 		return TD_ENOMEM;
-	for (size_t i = 0; i < mg->ng; i++)
-		if (mg->g[i].n)
-			h[nh++] = (head){ &mg->g[i], 0 };
-	if (mg->c.g.n)
-		h[nh++] = (head){ &mg->c.g, 0 };
-	for (size_t i = nh / 2; i-- > 0;)
-		sift_down(h, nh, i);
-	int err = TD_OK;
-	const unsigned m = mg->c.g.m;
-	while (nh && !err) {
-		head top = h[0];
-		const char *w[TD_PHRASE_MAX];
-		size_t wl[TD_PHRASE_MAX];
-		for (unsigned k = 0; k < m; k++)
-			w[k] = td_grams_word(top.g, top.i, k, &wl[k]);
-		uint64_t total = 0;
-		/* every stream's copies of this run (a stream may repeat one: the cuts') */
-		while (nh && !run_cmp(h[0].g, h[0].i, top.g, top.i)) {
-			total += h[0].g->cnt[h[0].i];
-			if (++h[0].i == h[0].g->n)
-				h[0] = h[--nh];
-			sift_down(h, nh, 0);
+	memset(p->map, 0xff, (items ? items : 1) * sizeof *p->map);
+	if (mg->m == 1) {
+		uint64_t nt = p->c.dense ? W : p->c.ntouched;
+		for (uint64_t i = 0; i < nt; i++) {
+			uint64_t w = p->c.dense ? i : p->c.touched[i];
+			if (p->c.cnt[w])
+				p->map[w] = 0;
 		}
-		if (total)
-			err = fn(ctx, w, wl, m, total);
+		for (uint64_t i = W; i < items; i++)
+			p->map[i] = 0;
+		return TD_OK;
 	}
+	for (uint64_t i = 0; p->t.mask && i <= p->t.mask; i++)
+		if (td_gtab_val(&p->t, i))
+			for (unsigned k = 0; k < mg->m; k++)
+				p->map[td_gtab_key(&p->t, i)[k]] = 0;
+	return TD_OK;
+}
+
+/* Give every word met a global id in byte order (one k-way merge). */
+static int merged_ids(merged *mg)
+{
+	size_t nsrc = 0, nx = mg->c.lw.n;
+	vsrc *src = calloc(mg->np + 1, sizeof *src);
+	size_t *h = malloc((mg->np + 1) * sizeof *h);
+	xword *xw = NULL;
+	int err = src && h ? TD_OK : TD_ENOMEM;
+	if (!err && !(mg->c.map = malloc((mg->c.lw.n ? mg->c.lw.n : 1) * sizeof *mg->c.map)))
+		err = TD_ENOMEM;
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		part *p = &mg->p[k];
+		if ((err = part_used(mg, p)))
+			break;
+		nx += part_lw(mg, p)->n;
+		vsrc *v = &src[nsrc++];
+		v->p = p;
+		for (uint64_t w = 0; w < p->s->W; w++)
+			v->n += p->map[w] == 0;
+		if (!(v->ids = malloc((v->n ? v->n : 1) * sizeof *v->ids))) {
+			err = TD_ENOMEM;
+			break;
+		}
+		for (uint64_t w = 0, j = 0; w < p->s->W; w++)
+			if (p->map[w] == 0)
+				v->ids[j++] = (uint32_t)w;
+	}
+	/* the long and cut words, sorted */
+	if (!err && !(xw = malloc((nx ? nx : 1) * sizeof *xw)))
+		err = TD_ENOMEM;
+	nx = 0;
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		const td_longw *l = part_lw(mg, &mg->p[k]);
+		for (size_t i = 0; i < l->n; i++)
+			xw[nx++] = (xword){ l->w[i], l->len[i], &mg->p[k].map[mg->p[k].s->W + i] };
+	}
+	for (size_t i = 0; !err && i < mg->c.lw.n; i++)
+		xw[nx++] = (xword){ mg->c.lw.w[i], mg->c.lw.len[i], &mg->c.map[i] };
+	if (!err) {
+		if (nx > 1)
+			qsort(xw, nx, sizeof *xw, xword_cmp);
+		src[nsrc++] = (vsrc){ NULL, NULL, nx, 0 };
+	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < nsrc; k++)
+		total += src[k].n;
+	if (!err && (!(mg->gw = malloc((total ? total : 1) * sizeof *mg->gw)) ||
+		     !(mg->gl = malloc((total ? total : 1) * sizeof *mg->gl))))
+		err = TD_ENOMEM;
+	vheap vh = { src, xw };
+	size_t nh = 0;
+	for (size_t k = 0; k < nsrc && !err; k++)
+		if (src[k].n)
+			h[nh++] = k;
+	for (size_t i = nh / 2; !err && i-- > 0;)
+		vdown(&vh, h, nh, i);
+	uint64_t nid = 0;
+	while (nh && !err) {
+		vsrc *v = &src[h[0]];
+		size_t len;
+		const char *w = vsrc_word(v, xw, v->i, &len);
+		if (!nid || bytes_cmp(mg->gw[nid - 1], mg->gl[nid - 1], w, len)) { /* equal words: one id */
+			mg->gw[nid] = w;
+			mg->gl[nid++] = (uint32_t)len;
+		}
+		if (v->p)
+			v->p->map[v->ids[v->i]] = (uint32_t)(nid - 1);
+		else
+			*xw[v->i].slot = (uint32_t)(nid - 1);
+		if (++v->i == v->n)
+			h[0] = h[--nh];
+		vdown(&vh, h, nh, 0);
+	}
+	mg->nid = nid;
+	for (size_t k = 0; src && k < nsrc; k++)
+		free(src[k].ids);
+	free(src);
 	free(h);
+	free(xw);
+	return err;
+}
+
+/* Sum the pieces' and the cuts' runs by global id. */
+static int merged_sum(merged *mg)
+{
+	const unsigned m = mg->m;
+	int err = TD_OK;
+	if (m == 1) {
+		if (!(mg->cnt = calloc(mg->nid ? mg->nid : 1, sizeof *mg->cnt)))
+			return TD_ENOMEM;
+		for (size_t k = 0; k < mg->np; k++) {
+			const part *p = &mg->p[k];
+			uint64_t W = p->s->W, nt = p->c.dense ? W : p->c.ntouched;
+			for (uint64_t i = 0; i < nt; i++) {
+				uint64_t w = p->c.dense ? i : p->c.touched[i];
+				if (p->c.cnt[w])
+					mg->cnt[p->map[w]] += p->c.cnt[w];
+			}
+			for (size_t i = 0; i < p->c.lw.n; i++)
+				mg->cnt[p->map[W + i]] += p->c.lw.count[i];
+		}
+		for (uint64_t i = 0; i < mg->c.n; i++)
+			mg->cnt[mg->c.map[mg->c.key[i]]] += (uint64_t)(int64_t)mg->c.sign[i];
+		return TD_OK;
+	}
+	mg->t.m = m;
+	uint32_t g[TD_PHRASE_MAX];
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		const part *p = &mg->p[k];
+		for (uint64_t i = 0; p->t.mask && i <= p->t.mask && !err; i++) {
+			uint64_t v = td_gtab_val(&p->t, i);
+			if (!v)
+				continue;
+			for (unsigned j = 0; j < m; j++)
+				g[j] = p->map[td_gtab_key(&p->t, i)[j]];
+			err = td_gtab_add(&mg->t, g, v);
+		}
+	}
+	/* the cuts: what the file has first, then what only the pieces had
+	 * (found before any count drops to 0, which would empty its slot) */
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		int64_t *slot = pass ? malloc((mg->c.n ? mg->c.n : 1) * sizeof *slot) : NULL;
+		if (pass && !slot)
+			return TD_ENOMEM;
+		for (uint64_t i = 0; i < mg->c.n && !err; i++) {
+			if ((mg->c.sign[i] > 0) == pass)
+				continue;
+			for (unsigned j = 0; j < m; j++)
+				g[j] = mg->c.map[mg->c.key[i * m + j]];
+			if (!pass)
+				err = td_gtab_add(&mg->t, g, 1);
+			else if ((slot[i] = td_gtab_find(&mg->t, g)) < 0)
+				err = td_fail(TD_ECORRUPT, "a run at a shard cut is in no shard");
+		}
+		for (uint64_t i = 0; pass && i < mg->c.n && !err; i++)
+			if (mg->c.sign[i] < 0)
+				td_gtab_set(&mg->t, (uint64_t)slot[i], td_gtab_val(&mg->t, (uint64_t)slot[i]) - 1);
+		free(slot);
+	}
+	return err;
+}
+
+/* Gather and sum the runs of m words of scope's pieces and cuts. */
+static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
+{
+	memset(mg, 0, sizeof *mg);
+	mg->m = m;
+	mg->c.m = m;
+	const td_disk_piece *p;
+	uint64_t n;
+	int err = scope_pieces(a, scope, &p, &n);
+	if (err)
+		return err;
+	if (!(mg->p = calloc(n + 1, sizeof *mg->p)))
+		return TD_ENOMEM;
+	for (uint64_t k = 0; k < n && !err; k++) {
+		td_archive *s;
+		part *pt = &mg->p[mg->np++];
+		if ((err = td_shard_sub(a, p[k].shard, &s)))
+			break;
+		pt->s = s;
+		err = m == 1 ? td_scope_counts(s, p[k].local, &pt->c) : td_scope_gtab(s, p[k].local, m, &pt->t, &pt->lw);
+	}
+	if (!err && n > 1)
+		err = fix_scope(a, scope, m, corr_run, &mg->c);
+	if (!err)
+		err = merged_ids(mg);
+	if (!err)
+		err = merged_sum(mg);
 	return err;
 }
 
 /* ---------- top words, term vector, n-grams ---------- */
 
-/* The best K of a stream in byte order, ranked by count descending then
- * bytes: as the stream is in byte order, a later run with the same count
- * ranks after an earlier one. A heap with the worst kept on top. */
+/* The best K runs by count descending, then global ids (byte order): a
+ * heap with the worst kept on top. */
 typedef struct kept {
-	uint64_t count, seq;
-	char *w;        /* the words, each followed by a NUL */
-	size_t len[TD_PHRASE_MAX];
+	uint64_t count;
+	uint32_t id[TD_PHRASE_MAX];
 } kept;
 
 typedef struct best {
 	kept *h;
-	size_t n, cap;  /* cap 0: all */
-	size_t alloc;
-	uint64_t seq;
+	size_t n, cap, alloc; /* cap 0: all */
+	unsigned m;
 } best;
 
-/* x ranks after y. */
-static int worse(const kept *x, const kept *y)
+static int ids_cmp(const uint32_t *x, const uint32_t *y, unsigned m)
 {
-	return x->count != y->count ? x->count < y->count : x->seq > y->seq;
+	for (unsigned k = 0; k < m; k++)
+		if (x[k] != y[k])
+			return x[k] < y[k] ? -1 : 1;
+	return 0;
+}
+
+/* x ranks after y. */
+static int worse(const kept *x, const kept *y, unsigned m)
+{
+	return x->count != y->count ? x->count < y->count : ids_cmp(x->id, y->id, m) > 0;
 }
 
 static void best_down(best *b, size_t i)
 {
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		if (l < b->n && worse(&b->h[l], &b->h[m]))
+		if (l < b->n && worse(&b->h[l], &b->h[m], b->m))
 			m = l;
-		if (l + 1 < b->n && worse(&b->h[l + 1], &b->h[m]))
+		if (l + 1 < b->n && worse(&b->h[l + 1], &b->h[m], b->m))
 			m = l + 1;
 		if (m == i)
 			return;
@@ -575,43 +735,28 @@ static void best_down(best *b, size_t i)
 	}
 }
 
-static int best_fn(void *ctx, const char *const *w, const size_t *len, unsigned m, uint64_t count)
+static int best_offer(best *b, const uint32_t *id, uint64_t count)
 {
-	best *b = ctx;
-	kept k = { count, b->seq++, NULL, { 0 } };
-	if (b->cap && b->n == b->cap && !worse(&b->h[0], &k))
-		return TD_OK;
-	size_t all = 0;
-	for (unsigned i = 0; i < m; i++)
-		all += len[i] + 1;
-	if (!(k.w = malloc(all)))
-		return TD_ENOMEM;
-	char *p = k.w;
-	for (unsigned i = 0; i < m; i++) {
-		memcpy(p, w[i], len[i]);
-		p[len[i]] = 0;
-		p += len[i] + 1;
-		k.len[i] = len[i];
-	}
-	if (b->cap && b->n == b->cap) { /* replaces the worst kept */
-		free(b->h[0].w);
-		b->h[0] = k;
-		best_down(b, 0);
+	kept k = { count, { 0 } };
+	memcpy(k.id, id, b->m * sizeof *id);
+	if (b->cap && b->n == b->cap) { /* replaces the worst kept, if better */
+		if (worse(&b->h[0], &k, b->m)) {
+			b->h[0] = k;
+			best_down(b, 0);
+		}
 		return TD_OK;
 	}
 	if (b->n == b->alloc) {
 		size_t cap = b->alloc ? 2 * b->alloc : 1024;
 		kept *h = realloc(b->h, cap * sizeof *h);
-		if (!h) {
-			free(k.w);
+		if (!h)
 			return TD_ENOMEM;
-		}
 		b->h = h;
 		b->alloc = cap;
 	}
 	size_t i = b->n++;
 	b->h[i] = k;
-	while (i && worse(&b->h[(i - 1) / 2], &b->h[i])) {
+	while (i && worse(&b->h[(i - 1) / 2], &b->h[i], b->m)) {
 		kept t = b->h[i];
 		b->h[i] = b->h[(i - 1) / 2];
 		b->h[(i - 1) / 2] = t;
@@ -620,37 +765,48 @@ static int best_fn(void *ctx, const char *const *w, const size_t *len, unsigned 
 	return TD_OK;
 }
 
-static int kept_cmp(const void *p, const void *q)
+static int kept_cmp(const void *p, const void *q, void *ctx)
 {
 	const kept *x = p, *y = q;
-	return worse(y, x) ? -1 : worse(x, y) ? 1 : 0;
+	unsigned m = *(const unsigned *)ctx;
+	return worse(y, x, m) ? -1 : worse(x, y, m) ? 1 : 0;
 }
 
-/* The K best runs of m words of scope, best first. */
-static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, best *b)
+/* The K best runs of m words of scope (K = 0: all), best first: fn per run. */
+static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
 {
-	memset(b, 0, sizeof *b);
-	b->cap = K > (1u << 26) ? 0 : (size_t)K;
-	if (b->cap && !(b->h = malloc(b->cap * sizeof *b->h)))
-		return TD_ENOMEM;
-	b->alloc = b->cap;
+	best b = { .m = m };
+	b.cap = K > (1u << 26) ? 0 : (size_t)K;
 	merged mg;
 	int err = merged_init(&mg, a, scope, m);
-	if (!err)
-		err = merged_walk(&mg, best_fn, b);
+	if (!err && b.cap && !(b.h = malloc(b.cap * sizeof *b.h)))
+		err = TD_ENOMEM;
+	b.alloc = b.cap;
+	if (m == 1) {
+		for (uint32_t i = 0; i < mg.nid && !err; i++)
+			if (mg.cnt[i])
+				err = best_offer(&b, &i, mg.cnt[i]);
+	} else {
+		for (uint64_t i = 0; mg.t.mask && i <= mg.t.mask && !err; i++)
+			if (td_gtab_val(&mg.t, i))
+				err = best_offer(&b, td_gtab_key(&mg.t, i), td_gtab_val(&mg.t, i));
+	}
+	if (!err && b.n > 1)
+		qsort_r(b.h, b.n, sizeof *b.h, kept_cmp, &b.m);
+	if (!err && K && b.n > K)
+		b.n = (size_t)K;
+	for (size_t i = 0; i < b.n && !err; i++) {
+		const char *w[TD_PHRASE_MAX];
+		size_t wl[TD_PHRASE_MAX];
+		for (unsigned k = 0; k < m; k++) {
+			w[k] = mg.gw[b.h[i].id[k]];
+			wl[k] = mg.gl[b.h[i].id[k]];
+		}
+		err = fn(ctx, w, wl, m, b.h[i].count);
+	}
+	free(b.h);
 	merged_free(&mg);
-	if (!err && b->n > 1)
-		qsort(b->h, b->n, sizeof *b->h, kept_cmp);
-	if (!err && K && b->n > K)
-		b->n = (size_t)K;
 	return err;
-}
-
-static void best_free(best *b)
-{
-	for (size_t i = 0; i < b->n; i++)
-		free(b->h[i].w);
-	free(b->h);
 }
 
 /* The one shard of a scope held whole by one shard, or NULL (then *local
@@ -669,6 +825,18 @@ static int one_shard(const td_archive *a, td_entry scope, td_archive **s, td_ent
 	return TD_OK;
 }
 
+typedef struct word_ctx {
+	td_word_fn fn;
+	void *ctx;
+} word_ctx;
+
+static int word_fn(void *ctx, const char *const *w, const size_t *len, unsigned m, uint64_t count)
+{
+	(void)m;
+	const word_ctx *v = ctx;
+	return v->fn(v->ctx, w[0], len[0], count);
+}
+
 int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
 	td_archive *s;
@@ -676,24 +844,8 @@ int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_
 	int err = one_shard(a, scope, &s, &local);
 	if (err || s)
 		return err ? err : td_top_words(s, local, n, fn, ctx);
-	best b;
-	err = best_runs(a, scope, 1, n, &b);
-	for (size_t i = 0; i < b.n && !err; i++)
-		err = fn(ctx, b.h[i].w, b.h[i].len[0], b.h[i].count);
-	best_free(&b);
-	return err;
-}
-
-typedef struct vec_ctx {
-	td_word_fn fn;
-	void *ctx;
-} vec_ctx;
-
-static int vec_fn(void *ctx, const char *const *w, const size_t *len, unsigned m, uint64_t count)
-{
-	(void)m;
-	const vec_ctx *v = ctx;
-	return v->fn(v->ctx, w[0], len[0], count);
+	word_ctx v = { fn, ctx };
+	return best_runs(a, scope, 1, n, word_fn, &v);
 }
 
 int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
@@ -703,11 +855,12 @@ int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, voi
 	int err = one_shard(a, scope, &s, &local);
 	if (err || s)
 		return err ? err : td_term_vector(s, local, fn, ctx);
-	/* streamed: the shards' words in byte order, merged */
+	/* global ids are in byte order: the counts in id order */
 	merged mg;
-	vec_ctx v = { fn, ctx };
-	if (!(err = merged_init(&mg, a, scope, 1)))
-		err = merged_walk(&mg, vec_fn, &v);
+	err = merged_init(&mg, a, scope, 1);
+	for (uint64_t i = 0; i < mg.nid && !err; i++)
+		if (mg.cnt[i])
+			err = fn(ctx, mg.gw[i], mg.gl[i], mg.cnt[i]);
 	merged_free(&mg);
 	return err;
 }
@@ -721,19 +874,7 @@ int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t to
 	int err = one_shard(a, scope, &s, &local);
 	if (err || s)
 		return err ? err : td_ngrams(s, local, n, top, fn, ctx);
-	best b;
-	err = best_runs(a, scope, n, top, &b);
-	for (size_t i = 0; i < b.n && !err; i++) {
-		const char *w[TD_PHRASE_MAX];
-		const char *p = b.h[i].w;
-		for (unsigned k = 0; k < n; k++) {
-			w[k] = p;
-			p += b.h[i].len[k] + 1;
-		}
-		err = fn(ctx, w, b.h[i].len, n, b.h[i].count);
-	}
-	best_free(&b);
-	return err;
+	return best_runs(a, scope, n, top, fn, ctx);
 }
 
 /* ---------- phrases ---------- */
