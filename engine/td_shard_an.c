@@ -756,7 +756,7 @@ static int best_offer(best *b, const uint32_t *id, uint64_t count)
 	}
 	size_t i = b->n++;
 	b->h[i] = k;
-	while (i && worse(&b->h[(i - 1) / 2], &b->h[i], b->m)) {
+	while (i && worse(&b->h[i], &b->h[(i - 1) / 2], b->m)) { /* the worst rises to the top */
 		kept t = b->h[i];
 		b->h[i] = b->h[(i - 1) / 2];
 		b->h[(i - 1) / 2] = t;
