@@ -325,6 +325,12 @@ static int cmp_rhit(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
+static int cmp_hit_off(const void *x, const void *y)
+{
+	const td_hit *a = x, *b = y;
+	return (a->off > b->off) - (a->off < b->off);
+}
+
 int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entry *e, uint64_t *start)
 {
 	const rev_map *r = rev_get(a);
@@ -344,8 +350,14 @@ int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
 {
 	if (out->n - before < 2)
 		return TD_OK;
+	size_t m = out->n - before, same = 1;
+	for (size_t i = before + 1; i < out->n && same; i++)
+		same = out->v[i].file == out->v[before].file;
+	if (same) { /* one file: by offset, without the tree's path order */
+		qsort(out->v + before, m, sizeof *out->v, cmp_hit_off);
+		return TD_OK;
+	}
 	const rev_map *r = rev_get(a);
-	size_t m = out->n - before;
 	rhit *t = r ? malloc(m * sizeof *t) : NULL;
 	if (!t)
 		return TD_ENOMEM;
