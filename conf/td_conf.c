@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-enum kind { K_GPU, K_BOOL, K_SYNC, K_LOG, K_INT, K_SIZE };
+enum kind { K_GPU, K_BOOL, K_SYNC, K_LOG, K_INT, K_SIZE, K_DEVS };
 
 struct keydef {
 	const char *name;
@@ -18,6 +18,7 @@ struct keydef {
 static const struct keydef keys[TD_CONF_NKEYS] = {
 	[TD_CONF_KEY_GPU] = {"gpu", K_GPU, 0, 0},
 	[TD_CONF_KEY_GPU_DEVICE] = {"gpu_device", K_INT, 0, 2147483647},
+	[TD_CONF_KEY_GPU_DEVICES] = {"gpu_devices", K_DEVS, 0, 63},
 	[TD_CONF_KEY_GPU_MEM_CAP] = {"gpu_mem_cap", K_SIZE, 0, 0},
 	[TD_CONF_KEY_BATCH_WINDOW_US] = {"batch_window_us", K_INT, 0, 1000000},
 	[TD_CONF_KEY_BATCH_MAX] = {"batch_max", K_INT, 1, 1000000},
@@ -187,6 +188,30 @@ static int parse_bool(const char *v)
 	return -1;
 }
 
+/* "all" (0), or device numbers 0..63 separated by ':' or ',' into a mask. */
+static int parse_devs(const char *v, uint64_t *mask)
+{
+	*mask = 0;
+	if (!strcasecmp(v, "all"))
+		return 0;
+	const char *p = v;
+	for (;;) {
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		unsigned d = 0;
+		while (isdigit((unsigned char)*p) && d < 1000)
+			d = d * 10 + (unsigned)(*p++ - '0');
+		if (d > 63)
+			return -1;
+		*mask |= UINT64_C(1) << d;
+		if (!*p)
+			return 0;
+		if (*p != ':' && *p != ',')
+			return -1;
+		p++;
+	}
+}
+
 static int parse_gpu(const char *v)
 {
 	int g = parse_enum(v, gpu_names, 3);
@@ -275,6 +300,13 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
 		default: assert(!"integer key without a field"); break;
 		}
 		break;
+	case K_DEVS:
+		if (parse_devs(value, &u))
+			return fail(msg, msglen,
+				    "%s: invalid value '%s' (expected all, or device numbers 0..63 separated by ':')",
+				    d->name, value);
+		c->gpu_devices = u;
+		break;
 	case K_SIZE:
 		if (td_conf_parse_size(value, &u))
 			return fail(msg, msglen,
@@ -320,6 +352,14 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	switch (k) {
 	case TD_CONF_KEY_GPU: return snprintf(buf, len, "%s", td_conf_gpu_name(c->gpu));
 	case TD_CONF_KEY_GPU_DEVICE: return snprintf(buf, len, "%d", c->gpu_device);
+	case TD_CONF_KEY_GPU_DEVICES: {
+		char list[256] = "all";
+		size_t n = 0;
+		for (unsigned d = 0; d < 64; d++)
+			if (c->gpu_devices >> d & 1)
+				n += (size_t)snprintf(list + n, sizeof list - n, "%s%u", n ? ":" : "", d);
+		return snprintf(buf, len, "%s", list);
+	}
 	case TD_CONF_KEY_GPU_MEM_CAP: return format_size(c->gpu_mem_cap, buf, len);
 	case TD_CONF_KEY_BATCH_WINDOW_US: return snprintf(buf, len, "%u", (unsigned)c->batch_window_us);
 	case TD_CONF_KEY_BATCH_MAX: return snprintf(buf, len, "%u", (unsigned)c->batch_max);
@@ -340,26 +380,30 @@ int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len)
 	return -1;
 }
 
+int td_conf_where(const td_conf *c, td_conf_key k, char *buf, size_t len)
+{
+	if ((unsigned)k >= TD_CONF_NKEYS)
+		return -1;
+	switch (c->origin[k].src) {
+	case TD_CONF_SRC_FILE: return snprintf(buf, len, "%s:%u", c->file, c->origin[k].line);
+	case TD_CONF_SRC_OPTION: return snprintf(buf, len, "option -o %s", keys[k].name);
+	default: return snprintf(buf, len, "default");
+	}
+}
+
 int td_conf_print(const td_conf *c, FILE *out)
 {
 	if (fprintf(out, "# tadocfs effective configuration\n# config file: %s\n[tadocfs]\n",
 		    c->file[0] ? c->file : "(none)") < 0)
 		return -1;
 	for (int k = 0; k < TD_CONF_NKEYS; k++) {
-		char val[64];
+		char val[256];
 		char src[TD_CONF_PATH_MAX + 32];
 		td_conf_format(c, (td_conf_key)k, val, sizeof val);
-		switch (c->origin[k].src) {
-		case TD_CONF_SRC_FILE:
-			snprintf(src, sizeof src, "%s:%u", c->file, c->origin[k].line);
-			break;
-		case TD_CONF_SRC_OPTION:
+		if (c->origin[k].src == TD_CONF_SRC_OPTION)
 			snprintf(src, sizeof src, "-o");
-			break;
-		default:
-			snprintf(src, sizeof src, "default");
-			break;
-		}
+		else
+			td_conf_where(c, (td_conf_key)k, src, sizeof src);
 		if (fprintf(out, "%-17s = %-8s ; %s\n", keys[k].name, val, src) < 0)
 			return -1;
 	}

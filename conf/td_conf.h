@@ -71,6 +71,7 @@ typedef enum td_conf_log {
 typedef enum td_conf_key {
 	TD_CONF_KEY_GPU = 0,
 	TD_CONF_KEY_GPU_DEVICE,
+	TD_CONF_KEY_GPU_DEVICES,
 	TD_CONF_KEY_GPU_MEM_CAP,
 	TD_CONF_KEY_BATCH_WINDOW_US,
 	TD_CONF_KEY_BATCH_MAX,
@@ -104,7 +105,12 @@ typedef struct td_conf_origin {
 /* The effective configuration. Plain data: copy it freely. */
 typedef struct td_conf {
 	td_conf_gpu gpu;            /* gpu = auto|on|off            (auto) */
-	int gpu_device;             /* gpu_device = 0..2147483647   (0) */
+	int gpu_device;             /* gpu_device = 0..2147483647   (0): the device
+	                               of a version 1-4 archive */
+	uint64_t gpu_devices;       /* gpu_devices = all | N[:N...] (all): the devices
+	                               a version 5 archive's shards spread over,
+	                               N in 0..63 (',' also separates, except in
+	                               -o); bit N = device N, 0 = all visible */
 	uint64_t gpu_mem_cap;       /* gpu_mem_cap = size, 0 = no cap (0) */
 	uint32_t batch_window_us;   /* batch_window_us = 0..1000000 (200) */
 	uint32_t batch_max;         /* batch_max = 1..1000000       (1024) */
@@ -157,6 +163,10 @@ int td_conf_set(td_conf *c, const char *key, const char *value,
  * "1000") into buf. Returns the length snprintf would write, or -1 for a bad
  * key. Sizes print with the largest exact unit. */
 int td_conf_format(const td_conf *c, td_conf_key k, char *buf, size_t len);
+
+/* Where the value of `k` came from, for messages: "FILE:LINE",
+ * "option -o KEY" or "default" into buf. Returns snprintf's length. */
+int td_conf_where(const td_conf *c, td_conf_key k, char *buf, size_t len);
 
 /* Parse a size ("4096", "64K", "1GiB", "2t") into *out. Returns 0, or -1 when
  * the syntax is wrong or the value does not fit in 64 bits. */

@@ -370,34 +370,26 @@ int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
 	return TD_OK;
 }
 
-int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, void *ctx, td_hits *out)
+/* Append the hits of scope's pieces pc[0..n) (per[k]: td_search of piece
+ * k on its shard) to out as td_search reports them; dir: scope is a
+ * directory. On error out is as before. */
+static int search_merge(const td_archive *a, td_entry scope, int dir, const td_disk_piece *pc, const td_hits *per,
+			uint64_t n, td_hits *out)
 {
-	td_stat st;
-	uint64_t first = 0, n = 0;
-	int err = td_archive_stat(a, scope, &st);
-	if (err || S_ISLNK(st.mode))
-		return err;
-	if ((err = pieces_of(a, scope, &first, &n)))
-		return err;
-	int dir = S_ISDIR(st.mode);
 	size_t before = out->n;
-	td_hits h = { 0 };
+	int err = TD_OK;
 	for (uint64_t k = 0; k < n && !err; k++) {
-		const td_disk_piece *p = &a->sh->pieces[first + k];
-		td_archive *s;
-		h.n = 0;
-		if ((err = td_shard_sub(a, p->shard, &s)) || (err = fn(ctx, s, p->local, &h)))
-			break;
-		for (size_t i = 0; i < h.n && !err; i++) {
+		const td_disk_piece *p = &pc[k];
+		const td_hits *h = &per[k];
+		for (size_t i = 0; i < h->n && !err; i++) {
 			td_entry e = scope;
 			uint64_t start = p->start;
 			if (dir)
-				err = td_shard_global(a, p->shard, h.v[i].file, &e, &start);
+				err = td_shard_global(a, p->shard, h->v[i].file, &e, &start);
 			if (!err)
-				err = td_hits_push(out, e, h.v[i].off + start);
+				err = td_hits_push(out, e, h->v[i].off + start);
 		}
 	}
-	td_hits_free(&h);
 	/* shards name their entries by number, not by name: put the hits in
 	 * the tree's path order */
 	if (!err && dir)
@@ -407,11 +399,54 @@ int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, vo
 	return err;
 }
 
+int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, void *ctx, td_hits *out)
+{
+	td_stat st;
+	uint64_t first = 0, n = 0;
+	int err = td_archive_stat(a, scope, &st);
+	if (err || S_ISLNK(st.mode))
+		return err;
+	if ((err = pieces_of(a, scope, &first, &n)))
+		return err;
+	td_hits *per = calloc(n ? n : 1, sizeof *per);
+	if (!per)
+		return td_fail(TD_ENOMEM, "search: hits per shard");
+	const td_disk_piece *pc = a->sh->pieces + first;
+	for (uint64_t k = 0; k < n && !err; k++) {
+		td_archive *s;
+		if (!(err = td_shard_sub(a, pc[k].shard, &s)))
+			err = fn(ctx, s, pc[k].local, &per[k]);
+	}
+	if (!err)
+		err = search_merge(a, scope, S_ISDIR(st.mode), pc, per, n, out);
+	for (uint64_t k = 0; k < n; k++)
+		td_hits_free(&per[k]);
+	free(per);
+	return err;
+}
+
 int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
 {
 	if (!td_is_word(word, len))
 		return TD_ENOTWORD;
-	return td_shard_phrase_search(a, word, len, scope, out);
+	return td_shard_phrase_search(a, word, len, scope, out); /* with the words cut in two */
+}
+
+int td_archive_search_merge(const td_archive *a, td_entry scope, const td_hits *per, uint64_t n, td_hits *out)
+{
+	if (!a->sh)
+		return td_fail(TD_EINVAL, "search merge: not a version 5 archive");
+	td_stat st;
+	uint64_t first = 0, np = 0;
+	int err = td_archive_stat(a, scope, &st);
+	if (!err)
+		err = pieces_of(a, scope, &first, &np);
+	if (err)
+		return err;
+	if (np != n)
+		return td_fail(TD_EINVAL, "search merge: %llu answers for %llu pieces", (unsigned long long)n,
+			       (unsigned long long)np);
+	return search_merge(a, scope, S_ISDIR(st.mode), a->sh->pieces + first, per, n, out);
 }
 
 int td_shard_split_files(const td_archive *a, td_entry scope, td_entry **out, size_t *nout)
@@ -561,6 +596,26 @@ int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, ui
 	int err = pieces_of(a, e, &first, n);
 	*p = err ? NULL : a->sh->pieces + first;
 	return err;
+}
+
+int td_archive_shard(const td_archive *a, uint32_t i, const td_archive **out)
+{
+	*out = NULL;
+	if (!a->sh || i >= a->sh->n)
+		return td_fail(TD_EINVAL, "no shard %u", i);
+	td_archive *s = NULL;
+	int err = td_shard_sub(a, i, &s);
+	*out = s;
+	return err;
+}
+
+int td_archive_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n)
+{
+	*p = NULL;
+	*n = 0;
+	if (!a->sh || e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no pieces of entry %u", e);
+	return td_shard_pieces(a, e, p, n);
 }
 
 uint32_t td_archive_nshards(const td_archive *a)

@@ -1,5 +1,6 @@
 /* td_gpu: host side of the GPU engine: upload, buffers, streams, batches, CPU fallback. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +47,8 @@ struct td_gpu {
 	pthread_mutex_t lock;
 	td_gdev d;
 	uint8_t *dsec;                 /* device: sections, then rule masks */
+	uint64_t sec_bytes;            /* bytes of dsec */
+	td_gmulti *multi;              /* a version 5 archive: its shards' handles */
 	uint64_t budget;               /* device bytes left for batch buffers */
 	uint64_t round_bytes;          /* extract output bytes per round */
 	uint64_t round_hits;           /* search hits per round */
@@ -79,6 +82,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->device = 0;
+	o->devices = TD_GPU_DEVICES_ALL;
 	o->mem_cap = 0;
 	o->cpu_threads = 0;
 	o->nstreams = 4;
@@ -478,6 +482,7 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	if (r == TD_OK)
 		r = td_copy_sections(g, &L);
 	if (r == TD_OK) {
+		g->sec_bytes = L.total;
 		g->budget = avail - L.total;
 		r = td_build_rule_expansions(g, &L);
 	}
@@ -491,77 +496,94 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	return r;
 }
 
-int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
+/* Defaults and bounds applied to the caller's options. */
+static void td_opts_norm(const td_gpu_opts *opts, td_gpu_opts *o)
+{
+	if (opts)
+		*o = *opts;
+	else
+		td_gpu_opts_default(o);
+	if (o->nstreams == 0)
+		o->nstreams = 4;
+	if (o->nstreams > TD_GPU_MAXSTREAMS)
+		o->nstreams = TD_GPU_MAXSTREAMS;
+	if (o->xchunk == 0)
+		o->xchunk = TD_GX_CHUNK;
+	o->xchunk = o->xchunk < 16 ? 16 : o->xchunk > TD_MIB ? (uint32_t)TD_MIB : o->xchunk;
+	if (o->xcoop == 0)
+		o->xcoop = TD_GX_COOP;
+	if (o->xseg) { /* a power of two in [TD_GX_SEG_MIN, 1 MiB] */
+		uint32_t s = TD_GX_SEG_MIN;
+		while (s < o->xseg && s < TD_MIB)
+			s <<= 1;
+		o->xseg = s;
+	}
+	if (o->piece_bytes == 0)
+		o->piece_bytes = TD_PIECE_BYTES;
+	if (o->zc_bytes == 0)
+		o->zc_bytes = TD_ZC_BYTES;
+}
+
+int td_gpu_device_count(void)
+{
+	int n = 0;
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return n;
+}
+
+uint64_t td_gpu_avail(const td_gpu_opts *o, int dev)
+{
+	size_t fre = 0, tot = 0;
+	if (cudaSetDevice(dev) != cudaSuccess || cudaMemGetInfo(&fre, &tot) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 0;
+	}
+	return o->mem_cap ? (o->mem_cap < fre ? o->mem_cap : fre) : (fre > TD_RESERVE ? fre - TD_RESERVE : 0);
+}
+
+int td_gpu_open_dev(const td_archive *a, const td_gpu_opts *o, uint64_t avail, uint64_t ws, td_gpu **out,
+		    uint64_t *used)
 {
 	double t0 = td_now();
 	*out = NULL;
-	if (!a)
-		return td_fail(TD_EINVAL, "gpu: no archive");
-	int cerr = td_archive_check_data(a); /* what is uploaded must be what was written */
-	if (cerr)
-		return cerr;
-	td_gpu_opts o;
-	if (opts)
-		o = *opts;
-	else
-		td_gpu_opts_default(&o);
-	if (o.nstreams == 0)
-		o.nstreams = 4;
-	if (o.nstreams > TD_GPU_MAXSTREAMS)
-		o.nstreams = TD_GPU_MAXSTREAMS;
-	if (o.xchunk == 0)
-		o.xchunk = TD_GX_CHUNK;
-	o.xchunk = o.xchunk < 16 ? 16 : o.xchunk > TD_MIB ? (uint32_t)TD_MIB : o.xchunk;
-	if (o.xcoop == 0)
-		o.xcoop = TD_GX_COOP;
-	if (o.xseg) { /* a power of two in [TD_GX_SEG_MIN, 1 MiB] */
-		uint32_t s = TD_GX_SEG_MIN;
-		while (s < o.xseg && s < TD_MIB)
-			s <<= 1;
-		o.xseg = s;
-	}
-	if (o.piece_bytes == 0)
-		o.piece_bytes = TD_PIECE_BYTES;
-	if (o.zc_bytes == 0)
-		o.zc_bytes = TD_ZC_BYTES;
-	int ndev = 0;
-	cudaError_t e = cudaGetDeviceCount(&ndev);
-	if (e != cudaSuccess)
-		return td_fail(TD_ENOGPU, "no GPU: %s", cudaGetErrorString(e));
-	if (ndev == 0)
-		return td_fail(TD_ENOGPU, "no GPU: no CUDA device");
-	if (o.device < 0 || o.device >= ndev)
-		return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
-	CK(cudaSetDevice(o.device));
+	if (used)
+		*used = 0;
+	cudaError_t e;
+	CK(cudaSetDevice(o->device));
 	/* best effort: a context made earlier in this process may keep its
 	 * mode (the blocking events below still sleep); a refusal must not
 	 * linger as the thread's last error, which the launchers return */
-	if (o.blocking_sync &&
-	    cudaSetDeviceFlags(o.blocking_sync == 1 ? cudaDeviceScheduleBlockingSync : cudaDeviceScheduleYield) != cudaSuccess)
+	if (o->blocking_sync &&
+	    cudaSetDeviceFlags(o->blocking_sync == 1 ? cudaDeviceScheduleBlockingSync : cudaDeviceScheduleYield) != cudaSuccess)
 		(void)cudaGetLastError();
 
 	td_gpu *g = calloc(1, sizeof *g);
 	if (!g)
 		return td_fail(TD_ENOMEM, "gpu: handle");
 	g->a = a;
-	g->o = o;
+	g->o = *o;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_mutex_init(&g->hlock, NULL);
 	struct cudaDeviceProp prop;
 	int r = TD_OK;
-	if ((e = cudaGetDeviceProperties(&prop, o.device)) != cudaSuccess) {
+	if ((e = cudaGetDeviceProperties(&prop, o->device)) != cudaSuccess) {
 		r = td_cuda_fail(e, "device properties");
 		goto fail;
 	}
 	memcpy(g->name, prop.name, sizeof g->name - 1);
 	g->nsm = prop.multiProcessorCount > 0 ? (unsigned)prop.multiProcessorCount : 1;
-	g->zc = prop.unifiedAddressing && prop.canMapHostMemory && o.zc_bytes != UINT64_MAX;
-	size_t fre = 0, tot = 0;
-	if ((e = cudaMemGetInfo(&fre, &tot)) != cudaSuccess) {
-		r = td_cuda_fail(e, "memory info");
-		goto fail;
+	g->zc = prop.unifiedAddressing && prop.canMapHostMemory && o->zc_bytes != UINT64_MAX;
+	if (avail == UINT64_MAX) {
+		size_t fre = 0, tot = 0;
+		if ((e = cudaMemGetInfo(&fre, &tot)) != cudaSuccess) {
+			r = td_cuda_fail(e, "memory info");
+			goto fail;
+		}
+		avail = o->mem_cap ? (o->mem_cap < fre ? o->mem_cap : fre) : (fre > TD_RESERVE ? fre - TD_RESERVE : 0);
 	}
-	uint64_t avail = o.mem_cap ? (o.mem_cap < fre ? o.mem_cap : fre) : (fre > TD_RESERVE ? fre - TD_RESERVE : 0);
 	r = td_gpu_upload(g, a, avail);
 	if (r < 0)
 		goto fail;
@@ -572,7 +594,9 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 		return TD_OK;
 	}
 	g->resident = 1;
-	g->nst = o.nstreams;
+	if (ws && g->budget > ws)
+		g->budget = ws;
+	g->nst = o->nstreams;
 	for (unsigned i = 0; i < g->nst; i++)
 		if ((e = cudaStreamCreateWithFlags(&g->st[i], cudaStreamNonBlocking)) != cudaSuccess) {
 			g->nst = i;
@@ -580,7 +604,7 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 			goto fail;
 		}
 	for (unsigned i = 0; i < TD_GPU_MAXPIECES; i++)
-		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o.blocking_sync == 1 ? cudaEventBlockingSync : 0))) != cudaSuccess) {
+		if ((e = cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming | (o->blocking_sync == 1 ? cudaEventBlockingSync : 0))) != cudaSuccess) {
 			g->nev = i;
 			r = td_cuda_fail(e, "event");
 			goto fail;
@@ -591,6 +615,8 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
 	g->round_hits = g->budget / 4 / sizeof(td_hit);
 	if (g->round_hits > (UINT64_C(1) << 25))
 		g->round_hits = UINT64_C(1) << 25;
+	if (used)
+		*used = g->sec_bytes + g->budget;
 	g->open_s = td_now() - t0;
 	*out = g;
 	return TD_OK;
@@ -599,10 +625,98 @@ fail:
 	return r;
 }
 
+int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out)
+{
+	double t0 = td_now();
+	*out = NULL;
+	if (!a)
+		return td_fail(TD_EINVAL, "gpu: no archive");
+	int cerr = td_archive_check_data(a); /* what is uploaded must be what was written */
+	if (cerr)
+		return cerr;
+	td_gpu_opts o;
+	td_opts_norm(opts, &o);
+	int ndev = 0;
+	cudaError_t e = cudaGetDeviceCount(&ndev);
+	if (e != cudaSuccess)
+		return td_fail(TD_ENOGPU, "no GPU: %s", cudaGetErrorString(e));
+	if (ndev == 0)
+		return td_fail(TD_ENOGPU, "no GPU: no CUDA device");
+	/* the devices to use, ascending */
+	int devs[64];
+	unsigned nd = 0;
+	if (o.devices == 0) {
+		if (o.device < 0 || o.device >= ndev)
+			return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", o.device, ndev);
+		devs[nd++] = o.device;
+	} else {
+		for (int d = 0; d < 64; d++) {
+			if (!(o.devices >> d & 1))
+				continue;
+			if (d >= ndev) {
+				if (o.devices == TD_GPU_DEVICES_ALL)
+					break;
+				return td_fail(TD_EINVAL, "gpu: device %d does not exist (%d found)", d, ndev);
+			}
+			devs[nd++] = d;
+		}
+	}
+	int first = devs[0];
+	for (unsigned i = 0; i < nd; i++)
+		if (devs[i] == o.device)
+			first = o.device;
+	o.device = first;
+	if (td_archive_version(a) < TD_VERSION_SHARDED) { /* one unit: on `device` if chosen, else the first */
+		int r = td_gpu_open_dev(a, &o, UINT64_MAX, 0, out, NULL);
+		if (r == TD_OK)
+			(*out)->open_s = td_now() - t0;
+		return r;
+	}
+	/* shards: a handle of its own over one sub-handle per resident shard */
+	td_gpu *g = calloc(1, sizeof *g);
+	if (!g)
+		return td_fail(TD_ENOMEM, "gpu: handle");
+	g->a = a;
+	g->o = o;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_mutex_init(&g->hlock, NULL);
+	int r = td_gmulti_open(a, &o, devs, nd, &g->multi);
+	if (r) {
+		td_gpu_close(g);
+		return r;
+	}
+	uint32_t res = 0;
+	unsigned used = 0;
+	td_gmulti_residency(g->multi, &res, NULL, &used);
+	g->resident = res > 0;
+	if (used > 1)
+		snprintf(g->name, sizeof g->name, "%u x %s", used, td_gmulti_name(g->multi));
+	else
+		snprintf(g->name, sizeof g->name, "%s", td_gmulti_name(g->multi));
+	g->open_s = td_now() - t0;
+	*out = g;
+	return TD_OK;
+}
+
+void td_gpu_residency(const td_gpu *g, uint32_t *resident, uint32_t *units, unsigned *ndevices)
+{
+	uint32_t r = g && g->resident, u = g ? 1 : 0;
+	unsigned nd = r;
+	if (g && g->multi)
+		td_gmulti_residency(g->multi, &r, &u, &nd);
+	if (resident)
+		*resident = r;
+	if (units)
+		*units = u;
+	if (ndevices)
+		*ndevices = nd;
+}
+
 void td_gpu_close(td_gpu *g)
 {
 	if (!g)
 		return;
+	td_gmulti_close(g->multi);
 	if (g->resident || g->dsec)
 		cudaSetDevice(g->o.device);
 	for (unsigned i = 0; i < g->nst; i++)
@@ -1016,6 +1130,8 @@ int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n)
 		return td_fail(TD_EINVAL, "gpu: bad batch");
 	if (!g->resident)
 		return td_extract_batch(g->a, reqs, n, g->o.cpu_threads);
+	if (g->multi)
+		return td_gmulti_extract(g->multi, reqs, n);
 	pthread_mutex_lock(&g->lock);
 	cudaSetDevice(g->o.device);
 	int r = td_gpu_extract_locked(g, reqs, n);
@@ -1045,11 +1161,8 @@ static int td_gpu_takes(const td_gpu *g, const td_qview *v, int search)
 	return !((search || v->scope != TD_ROOT) && td_query_fast(g->a, v->scope));
 }
 
-/* Requests idx[0..nc) of reqs (elements of `size` bytes) through the CPU
- * engine's batch call `run` on opts.cpu_threads threads, moved out and
- * back (a search's hit list moves with its request). */
-static int td_cpu_rest(td_gpu *g, void *reqs, size_t size, const size_t *idx, size_t nc,
-		       int (*run)(const td_archive *, void *, size_t, unsigned))
+int td_gpu_cpu_rest(const td_archive *a, unsigned threads, void *reqs, size_t size, const size_t *idx, size_t nc,
+		    int (*run)(const td_archive *, void *, size_t, unsigned))
 {
 	if (!nc)
 		return TD_OK;
@@ -1058,19 +1171,24 @@ static int td_cpu_rest(td_gpu *g, void *reqs, size_t size, const size_t *idx, si
 		return td_fail(TD_ENOMEM, "gpu: requests for the CPU");
 	for (size_t j = 0; j < nc; j++)
 		memcpy(tmp + j * size, (char *)reqs + idx[j] * size, size);
-	int r = run(g->a, tmp, nc, g->o.cpu_threads);
+	int r = run(a, tmp, nc, threads);
 	for (size_t j = 0; j < nc; j++)
 		memcpy((char *)reqs + idx[j] * size, tmp + j * size, size);
 	free(tmp);
 	return r == TD_ENOMEM ? r : TD_OK; /* other errors are the requests' own */
 }
 
-static int td_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads)
+int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return td_extract_batch(a, reqs, n, threads);
+}
+
+int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads)
 {
 	return td_count_batch(a, reqs, n, threads);
 }
 
-static int td_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads)
+int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads)
 {
 	return td_search_batch(a, reqs, n, threads);
 }
@@ -1187,7 +1305,7 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 		if (k < m && map[k] == i)
 			k++;
 	}
-	r = td_cpu_rest(g, reqs, sizeof *reqs, cpu, nc, td_cpu_counts);
+	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
 	return r;
 }
@@ -1198,6 +1316,8 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
 		return td_fail(TD_EINVAL, "gpu: bad batch");
 	if (!g->resident)
 		return td_count_batch(g->a, reqs, n, g->o.cpu_threads);
+	if (g->multi)
+		return td_gmulti_count(g->multi, reqs, n);
 	pthread_mutex_lock(&g->lock);
 	cudaSetDevice(g->o.device);
 	int r = td_gpu_count_locked(g, reqs, n);
@@ -1308,7 +1428,7 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 		if (!gpu)
 			cpu[nc++] = i;
 	}
-	r = td_cpu_rest(g, reqs, sizeof *reqs, cpu, nc, td_cpu_searches);
+	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
 	return r;
 }
@@ -1319,6 +1439,8 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 		return td_fail(TD_EINVAL, "gpu: bad batch");
 	if (!g->resident)
 		return td_search_batch(g->a, reqs, n, g->o.cpu_threads);
+	if (g->multi)
+		return td_gmulti_search(g->multi, reqs, n);
 	pthread_mutex_lock(&g->lock);
 	cudaSetDevice(g->o.device);
 	int r = td_gpu_search_locked(g, reqs, n);

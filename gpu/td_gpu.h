@@ -37,9 +37,23 @@ extern "C" {
  * configured cap), the archive is NOT uploaded: the handle opens in CPU
  * fallback mode, td_gpu_resident() returns 0, and every batch call is served
  * by the CPU engine with opts.cpu_threads threads (same results, CPU speed).
- * A version 5 archive (shards, td_format.h) always opens in CPU fallback
- * mode for now: uploading shards one by one (partial residency) is left
- * to a later step; the CPU engine serves every shard.
+ *
+ * Shards and devices. A version 5 archive (shards, td_format.h) is made
+ * resident shard by shard: each shard (a format 4 grammar with its own
+ * dictionary) is uploaded on its own, to one of the devices of
+ * opts.devices (largest shards first, each to the device with the most
+ * room left), as long as it fits; shards that do not fit are served by the
+ * CPU engine inside the same batch calls (partial residency;
+ * td_gpu_residency() says how many are resident). A batch is split by
+ * shard (a read crossing a cut between pieces of a file into one request
+ * per piece, a count or search over a directory into one per shard
+ * holding part of it), every device runs its part at once on its own host
+ * threads while the CPU serves the shards that are not resident, and the
+ * answers are put together in request order: the same bytes as one device
+ * and as the CPU engine (td_extract_batch, td_count_batch,
+ * td_search_batch on the whole archive). A version 1-4 archive is one
+ * unit: resident on opts.device when opts.devices holds it, else on the
+ * first device of opts.devices, or not at all.
  *
  * Built without CUDA (gpu/td_gpu_stub.c), td_gpu_available() returns 0 and
  * td_gpu_open() returns TD_ENOGPU ("no GPU").
@@ -51,9 +65,15 @@ extern "C" {
 typedef struct td_gpu td_gpu;
 
 typedef struct td_gpu_opts {
-	int device;               /* CUDA device ordinal (default 0) */
-	uint64_t mem_cap;         /* device bytes to use at most; 0 = free memory
-	                             less a 256 MiB reserve */
+	int device;               /* CUDA device ordinal (default 0), used when
+	                             devices is 0 */
+	uint64_t devices;         /* the devices to spread shards over: bit d =
+	                             device ordinal d (0..63); 0 = `device`
+	                             alone; TD_GPU_DEVICES_ALL (the default) =
+	                             every visible device */
+	uint64_t mem_cap;         /* device bytes to use at most, on each
+	                             device; 0 = free memory less a 256 MiB
+	                             reserve */
 	unsigned cpu_threads;     /* CPU threads for fallback work; 0 = one per core */
 	unsigned nstreams;        /* copy/compute streams per batch; 0 = 4 */
 	/* Extract tuning (gpu_bench sweeps both): */
@@ -105,6 +125,8 @@ typedef struct td_gpu_opts {
 	                             (cudaDeviceScheduleYield) */
 } td_gpu_opts;
 
+#define TD_GPU_DEVICES_ALL UINT64_MAX
+
 /* Fill *o with the defaults above. */
 void td_gpu_opts_default(td_gpu_opts *o);
 
@@ -112,9 +134,13 @@ void td_gpu_opts_default(td_gpu_opts *o);
  * Never fails loudly; cheap after the first call. */
 int td_gpu_available(void);
 
+/* Number of visible CUDA devices; 0 without CUDA or without a device. */
+int td_gpu_device_count(void);
+
 /* Open the GPU engine on archive `a` (opts may be NULL: defaults).
  * Returns TD_OK and *out, TD_ENOGPU (no CUDA build or no usable device;
- * detail says which), TD_EINVAL (bad device ordinal), TD_ENOMEM (host),
+ * detail says which), TD_EINVAL (bad device ordinal, or opts.devices names
+ * a device that does not exist; detail says which), TD_ENOMEM (host),
  * TD_ECORRUPT (a section the kernels need is malformed), TD_EIO (a CUDA
  * call failed; detail has the CUDA message). An archive too large for the
  * device is not an error: see "Residency". */
@@ -123,10 +149,17 @@ int td_gpu_open(const td_archive *a, const td_gpu_opts *opts, td_gpu **out);
 /* Release device memory, streams and pinned buffers. NULL accepted. */
 void td_gpu_close(td_gpu *g);
 
-/* 1 if the archive lives on the device, 0 in CPU fallback mode. */
+/* 1 if the archive (of a version 5 archive: at least one shard) lives on
+ * a device, 0 in CPU fallback mode. */
 int td_gpu_resident(const td_gpu *g);
 
-/* Device name ("NVIDIA H100 80GB HBM3"), or "cpu fallback". Never NULL. */
+/* Residency in units (a version 5 archive's shards; 1 for versions 1-4):
+ * *resident of *units live on devices, spread over *ndevices devices (those
+ * holding at least one). Any pointer may be NULL. */
+void td_gpu_residency(const td_gpu *g, uint32_t *resident, uint32_t *units, unsigned *ndevices);
+
+/* Device name ("NVIDIA H100 80GB HBM3"; "2 x NVIDIA H100 80GB HBM3" when
+ * shards are spread over two), or "cpu fallback". Never NULL. */
 const char *td_gpu_device_name(const td_gpu *g);
 
 /* Seconds td_gpu_open() spent uploading sections and building the rule

@@ -10,6 +10,7 @@
 #include "td_pack.h"
 #include "td_archive.h"
 #include "td_query.h"
+#include "td_extract.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,6 +144,50 @@ int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, u
  * skip[i] != 0 are left out. */
 int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream);
+
+/* ---- shards and devices (td_gpu_multi.c) ---- */
+
+struct td_gpu;
+struct td_gpu_opts;
+typedef struct td_gmulti td_gmulti;
+
+/* Device bytes a handle may use on device dev under o (mem_cap, or free
+ * memory less the reserve); 0 when the device cannot say. (td_gpu.c) */
+uint64_t td_gpu_avail(const struct td_gpu_opts *o, int dev);
+
+/* Open a handle of one unit (a version 1-4 archive, or one shard) on
+ * device o->device within avail device bytes (UINT64_MAX: td_gpu_avail),
+ * keeping at most ws bytes (0: all that is left) for batch buffers; *used:
+ * the device bytes it may take (0 when not resident). o is normalised.
+ * Errors as td_gpu_open. (td_gpu.c) */
+int td_gpu_open_dev(const td_archive *a, const struct td_gpu_opts *o, uint64_t avail, uint64_t ws,
+		    struct td_gpu **out, uint64_t *used);
+
+/* Requests idx[0..nc) of reqs (elements of `size` bytes) through the CPU
+ * engine's batch call `run` on archive a with `threads` threads, moved out
+ * and back (a search's hit list moves with its request). TD_OK or
+ * TD_ENOMEM (other errors are the requests' own). (td_gpu.c) */
+int td_gpu_cpu_rest(const td_archive *a, unsigned threads, void *reqs, size_t size, const size_t *idx, size_t nc,
+		    int (*run)(const td_archive *, void *, size_t, unsigned));
+/* td_extract_batch, td_count_batch, td_search_batch in that form. */
+int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned threads);
+int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads);
+int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
+
+/* The shards of version 5 archive a over devices devs[0..ndev) (distinct
+ * ordinals): each shard resident on one of them while it fits, the others
+ * served by the CPU engine. TD_OK, or an error of td_gpu_open. */
+int td_gmulti_open(const td_archive *a, const struct td_gpu_opts *o, const int *devs, unsigned ndev,
+		   td_gmulti **out);
+void td_gmulti_close(td_gmulti *m);
+/* Shards resident, shards, devices holding at least one (NULL: skip). */
+void td_gmulti_residency(const td_gmulti *m, uint32_t *resident, uint32_t *units, unsigned *ndev);
+/* The name of the first device holding a shard, or "cpu fallback". */
+const char *td_gmulti_name(const td_gmulti *m);
+/* The batch calls over the shards: contracts of td_gpu_*_batch. */
+int td_gmulti_extract(td_gmulti *m, td_extract_req *reqs, size_t n);
+int td_gmulti_count(td_gmulti *m, td_count_req *reqs, size_t n);
+int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n);
 
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)

@@ -13,6 +13,23 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->xchunk = 256;
 	o->xcoop = 1024;
 	o->piece_bytes = UINT64_C(32) << 20;
+	o->devices = TD_GPU_DEVICES_ALL;
+}
+
+int td_gpu_device_count(void)
+{
+	return 0;
+}
+
+void td_gpu_residency(const td_gpu *g, uint32_t *resident, uint32_t *units, unsigned *ndevices)
+{
+	(void)g;
+	if (resident)
+		*resident = 0;
+	if (units)
+		*units = 0;
+	if (ndevices)
+		*ndevices = 0;
 }
 
 int td_gpu_link_measure(int device, uint64_t bytes, unsigned host_threads, td_gpu_link *out)

@@ -210,6 +210,7 @@ Test(conf, every_key_parsed)
 		"; all keys\n"
 		"gpu = off\n"
 		"gpu_device = 3\n"
+		"gpu_devices = 1:2\n"
 		"gpu_mem_cap = 2G\n"
 		"batch_window_us = 500\n"
 		"batch_max = 100000\n"
@@ -228,6 +229,7 @@ Test(conf, every_key_parsed)
 		path, sizeof path);
 	cr_assert_eq(c.gpu, TD_CONF_GPU_OFF);
 	cr_assert_eq(c.gpu_device, 3);
+	cr_assert_eq(c.gpu_devices, 6);
 	cr_assert_eq(c.gpu_mem_cap, 2ull << 30);
 	cr_assert_eq(c.batch_window_us, 500);
 	cr_assert_eq(c.batch_max, 100000);
@@ -464,6 +466,35 @@ Test(conf, unknown_key)
 	expect_file_error("gpu = on\n\nread_only = 1\n", 3, "unknown key 'read_only'");
 	expect_file_error("[tadocfs]\nGPU = on\n", 2, "unknown key 'GPU'");
 	expect_file_error("= on\n", 1, "unknown key ''");
+}
+
+Test(conf, gpu_devices)
+{
+	td_conf c;
+	char path[1024], buf[300], want[1100];
+	td_conf_defaults(&c);
+	cr_assert_eq(c.gpu_devices, 0); /* all */
+	cr_assert_eq(td_conf_format(&c, TD_CONF_KEY_GPU_DEVICES, buf, sizeof buf), 3);
+	cr_assert_str_eq(buf, "all");
+	td_conf_where(&c, TD_CONF_KEY_GPU_DEVICES, buf, sizeof buf);
+	cr_assert_str_eq(buf, "default");
+	load_ok(&c, "gpu = on\n\ngpu_devices = 0,2:63\n", path, sizeof path);
+	cr_assert_eq(c.gpu_devices, (1ull << 0) | (1ull << 2) | (1ull << 63));
+	td_conf_format(&c, TD_CONF_KEY_GPU_DEVICES, buf, sizeof buf);
+	cr_assert_str_eq(buf, "0:2:63");
+	td_conf_where(&c, TD_CONF_KEY_GPU_DEVICES, buf, sizeof buf);
+	snprintf(want, sizeof want, "%s:3", path);
+	cr_assert_str_eq(buf, want);
+	load_ok(&c, "gpu_devices = ALL\n", path, sizeof path);
+	cr_assert_eq(c.gpu_devices, 0);
+	const char *msg = "gpu_devices: invalid value '%s' (expected all, or device numbers 0..63 separated by ':')";
+	static const char *const bad[] = {"64", "0:", ":1", "1 2", "-1", "some", "0,,1", "99999999999999999999"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char text[128], m[256];
+		snprintf(text, sizeof text, "gpu_devices = %s\n", bad[i]);
+		snprintf(m, sizeof m, msg, bad[i]);
+		expect_file_error(text, 1, m);
+	}
 }
 
 Test(conf, bad_values)

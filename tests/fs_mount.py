@@ -939,6 +939,9 @@ def check_bad_invocations(archive, tmp):
     badconf = os.path.join(tmp, "bad.conf")
     with open(badconf, "w") as f:
         f.write("batch_max = 12\nno_such_key = 1\n")
+    nodev = os.path.join(tmp, "nodev.conf")
+    with open(nodev, "w") as f:
+        f.write("gpu = auto\ngpu_devices = 63\n")
 
     cases = [
         ([missing, good_mnt], 1, "tadocfs: %s: No such file or directory" % missing),
@@ -969,6 +972,10 @@ def check_bad_invocations(archive, tmp):
         ([archive, good_mnt, "-o", "config=" + os.path.join(tmp, "nope.conf")], 2,
          "tadocfs: config file %s: cannot open: No such file or directory" % os.path.join(tmp, "nope.conf")),
         ([archive, good_mnt, "-o", "config=" + badconf], 2, "tadocfs: %s:2: " % badconf),
+        # no host has 64 GPUs: device 63 does not exist (td_conf cannot know, the mount checks)
+        ([archive, good_mnt, "-o", "gpu_devices=63"], 2, "tadocfs: option -o gpu_devices: device 63 does not exist ("),
+        ([archive, good_mnt, "-o", "config=" + nodev], 2,
+         "tadocfs: %s:2: gpu_devices: device 63 does not exist (" % nodev),
     ]
     for args, rc_exp, msg in cases:
         r = run([TADOCFS, *args])

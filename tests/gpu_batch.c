@@ -5,6 +5,10 @@
  * Exits 77 (skip) with a "no GPU" line when no CUDA device is usable, 0
  * when every batch matched, 1 otherwise. $TD_GPU_MAXBATCH caps batch sizes
  * (default 100000), $TD_GPU_SEED sets the random seed.
+ * $TD_GPU_SHARDED=1 builds the adversarial archive as format 5 with shards
+ * of 1 MiB (files cut between shards) and checks a version 5 archive (built
+ * or given) on every device, on one device, with a memory cap that leaves
+ * only some shards resident (partial residency) and in CPU fallback.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 #include <unistd.h>
 
 #include "td_archive.h"
+#include "td_build.h"
 #include "td_err.h"
 #include "td_extract.h"
 #include "td_format.h"
@@ -81,54 +86,96 @@ static size_t gen_text(uint8_t *buf, size_t n, int kind)
 	return n;
 }
 
-static int build_adversarial(const char *path)
+/* The adversarial corpus goes to a td_writer (format 4) or, with
+ * TD_GPU_SHARDED, to a td_build of 1 MiB shards (format 5). */
+typedef struct sink {
+	td_writer *w;
+	td_build *b;
+} sink;
+
+static int add_file(sink *k, const char *path, const void *data, size_t len)
 {
-	td_writer *w = td_writer_new(NULL);
-	if (!w)
+	return k->b ? td_build_add_file(k->b, path, 0644, 1, 0, data, len)
+		    : td_writer_add_file(k->w, path, 0644, 1, 0, data, len);
+}
+
+static int add_dir(sink *k, const char *path)
+{
+	return k->b ? td_build_add_dir(k->b, path, 0755, 1, 0) : td_writer_add_dir(k->w, path, 0755, 1, 0);
+}
+
+static int add_symlink(sink *k, const char *path, const char *target)
+{
+	return k->b ? td_build_add_symlink(k->b, path, 1, 0, target) : td_writer_add_symlink(k->w, path, 1, 0, target);
+}
+
+static int build_adversarial(const char *path, int sharded)
+{
+	sink k = {NULL, NULL};
+	sink *w = &k;
+	if (sharded) {
+		td_build_opts bo;
+		td_build_opts_init(&bo);
+		bo.shard_size = 1u << 20;
+		bo.jobs = 2;
+		bo.build_time = 1;
+		int r = td_build_new(&bo, &k.b);
+		if (r)
+			return r;
+	} else if (!(k.w = td_writer_new(NULL))) {
 		return TD_ENOMEM;
+	}
 	int err = 0;
 	size_t cap = 6u << 20;
 	uint8_t *buf = malloc(cap);
-	if (!buf)
+	if (!buf) {
+		if (k.b)
+			td_build_abort(k.b);
+		else
+			td_writer_abort(k.w);
 		return TD_ENOMEM;
+	}
 	char name[128];
-	err |= td_writer_add_file(w, "empty", 0644, 1, 0, "", 0);
-	err |= td_writer_add_file(w, "one", 0644, 1, 0, "x", 1);
-	err |= td_writer_add_file(w, "nonl", 0644, 1, 0, "no trailing newline", 19);
+	err |= add_file(w, "empty", "", 0);
+	err |= add_file(w, "one", "x", 1);
+	err |= add_file(w, "nonl", "no trailing newline", 19);
 	/* a word longer than TD_MAXTOK, stored as pieces */
 	memset(buf, 'q', 600);
 	memcpy(buf + 600, " qq ", 4);
 	memset(buf + 604, 'q', 300);
-	err |= td_writer_add_file(w, "longword", 0644, 1, 0, buf, 904);
+	err |= add_file(w, "longword", buf, 904);
 	/* 1 MB of one byte, a long periodic pattern, a big text, binary */
 	memset(buf, 'a', 1 << 20);
-	err |= td_writer_add_file(w, "same", 0644, 1, 0, buf, 1 << 20);
+	err |= add_file(w, "same", buf, 1 << 20);
 	for (size_t i = 0; i < (2u << 20); i++)
 		buf[i] = "abc de fgh\n"[i % 11];
-	err |= td_writer_add_file(w, "periodic", 0644, 1, 0, buf, 2u << 20);
-	err |= td_writer_add_file(w, "big/text", 0644, 1, 0, buf, gen_text(buf, 5u << 20, 0));
-	err |= td_writer_add_file(w, "bin", 0644, 1, 0, buf, gen_text(buf, 100000, 1));
+	err |= add_file(w, "periodic", buf, 2u << 20);
+	err |= add_file(w, "big/text", buf, gen_text(buf, 5u << 20, 0));
+	err |= add_file(w, "bin", buf, gen_text(buf, 100000, 1));
 	/* a deep tree with many small files, symlinks, empty dirs */
 	char dir[96] = "deep"; /* 12 levels of /dN fit */
 	for (int d = 0; d < 12; d++) {
 		snprintf(name, sizeof name, "%s/f%d", dir, d);
-		err |= td_writer_add_file(w, name, 0644, 1, 0, buf, gen_text(buf, below(5000), 0));
+		err |= add_file(w, name, buf, gen_text(buf, below(5000), 0));
 		size_t l = strlen(dir);
 		snprintf(dir + l, sizeof dir - l, "/d%d", d);
 	}
-	err |= td_writer_add_dir(w, "emptydir", 0755, 1, 0);
-	err |= td_writer_add_symlink(w, "link", 1, 0, "big/text");
-	err |= td_writer_add_symlink(w, "deep/link2", 1, 0, "the grammar of the rule");
+	err |= add_dir(w, "emptydir");
+	err |= add_symlink(w, "link", "big/text");
+	err |= add_symlink(w, "deep/link2", "the grammar of the rule");
 	for (int i = 0; i < 3000; i++) {
 		snprintf(name, sizeof name, "many/%02d/t%04d", i % 37, i);
-		err |= td_writer_add_file(w, name, 0644, 1, 0, buf, gen_text(buf, below(3000), 0));
+		err |= add_file(w, name, buf, gen_text(buf, below(3000), 0));
 	}
 	free(buf);
 	if (err) {
-		td_writer_abort(w);
+		if (k.b)
+			td_build_abort(k.b);
+		else
+			td_writer_abort(k.w);
 		return TD_EINVAL;
 	}
-	return td_writer_finish(w, path);
+	return k.b ? td_build_finish(k.b, path) : td_writer_finish(k.w, path);
 }
 
 /* ---- request generators ---- */
@@ -345,11 +392,22 @@ static int run_archive(const char *path, size_t maxbatch)
 	}
 	char *scratch = malloc(1024);
 	static const size_t sizes[] = {1, 7, 100, 1000, 10000, 100000};
-	for (int mode = 0; mode < 3; mode++) {
+	/* format 4: resident, CPU fallback, extract tuning; format 5: on
+	 * every device, on device 0 alone, partly resident, CPU fallback */
+	const int sharded = td_archive_version(a) == TD_VERSION_SHARDED;
+	static const int modes4[] = {0, 1, 2}, modes5[] = {0, 3, 4, 1};
+	const int *modes = sharded ? modes5 : modes4;
+	const int nmodes = sharded ? 4 : 3;
+	for (int mi = 0; mi < nmodes; mi++) {
+		const int mode = modes[mi];
 		td_gpu_opts o;
 		td_gpu_opts_default(&o);
 		if (mode == 1)
 			o.mem_cap = 1; /* forces the CPU fallback */
+		if (mode == 3)
+			o.devices = 1; /* device 0 alone */
+		if (mode == 4)
+			o.mem_cap = 200u << 20; /* room for a few 1 MiB shards' batch buffers */
 		if (mode == 2) { /* extract tuning: odd lane width, shortest warp
 			          * segment, many pieces, no zero copy, seeking by
 			          * the samples (mode 0: adaptive segments, small
@@ -371,8 +429,20 @@ static int run_archive(const char *path, size_t maxbatch)
 		if (td_gpu_resident(g) != (mode != 1))
 			FAIL("%s: resident=%d with mem_cap %llu", path, td_gpu_resident(g),
 			     (unsigned long long)o.mem_cap);
-		printf("%s: %s (%s), opened in %.3f s\n", path, td_gpu_device_name(g),
-		       td_gpu_resident(g) ? "resident" : "CPU fallback", td_gpu_open_seconds(g));
+		uint32_t res = 0, units = 0;
+		unsigned ndev = 0;
+		td_gpu_residency(g, &res, &units, &ndev);
+		if (sharded && (mode == 0 || mode == 3) && res != units)
+			FAIL("%s: %u of %u shards resident without a memory cap", path, res, units);
+		if (sharded && mode == 0 && units >= 2 && td_gpu_device_count() >= 2 && ndev < 2)
+			FAIL("%s: %u shards on %u device(s) of %d", path, units, ndev, td_gpu_device_count());
+		if (sharded && mode == 3 && ndev != 1)
+			FAIL("%s: shards on %u devices with devices = {0}", path, ndev);
+		if (sharded && mode == 4 && units >= 4 && (res == 0 || res == units))
+			FAIL("%s: %u of %u shards resident under mem_cap %llu: not partial", path, res, units,
+			     (unsigned long long)o.mem_cap);
+		printf("%s: %s (%s: %u of %u units on %u device(s)), opened in %.3f s\n", path, td_gpu_device_name(g),
+		       td_gpu_resident(g) ? "resident" : "CPU fallback", res, units, ndev, td_gpu_open_seconds(g));
 		for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
 			size_t n = sizes[s];
 			if (n > maxbatch || (mode == 1 && n > 1000))
@@ -392,7 +462,7 @@ static int run_archive(const char *path, size_t maxbatch)
 			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}
-		if (mode != 1 && maxbatch < 40000) { /* a large round, where batches stay small */
+		if (mode != 1 && (!sharded || mode == 0) && maxbatch < 40000) { /* a large round, where batches stay small */
 			int before = failures;
 			check_extract(g, &c, 40000, 0, 1);
 			check_extract(g, &c, 40000, 1, 1);
@@ -433,6 +503,8 @@ int main(int argc, char **argv)
 		free(list);
 	}
 	if (!any) {
+		const char *sh = getenv("TD_GPU_SHARDED");
+		const int sharded = sh && strcmp(sh, "1") == 0;
 		char dir[] = "/tmp/td_gpu_testXXXXXX";
 		if (!mkdtemp(dir)) {
 			perror("mkdtemp");
@@ -440,7 +512,7 @@ int main(int argc, char **argv)
 		}
 		char path[64];
 		snprintf(path, sizeof path, "%s/adv.tadoc", dir);
-		int r = build_adversarial(path);
+		int r = build_adversarial(path, sharded);
 		if (r) {
 			fprintf(stderr, "building the adversarial archive: %s (%s)\n", td_strerror(r), td_errdetail());
 			return 1;

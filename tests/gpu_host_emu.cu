@@ -11,6 +11,7 @@
 #define TD_GPU_EMU 1
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "td_gpu_kernels.cu"
 
@@ -20,8 +21,13 @@
 
 /* ---- the launchers ---- */
 
+/* The emulated warp (gpu_warp_emu.h) is one per process: launches from the
+ * host threads of several emulated devices take turns. */
+static std::mutex emu_launch;
+
 extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *)
 {
+	std::lock_guard<std::mutex> hold(emu_launch);
 	for (uint64_t r = 0; r < d->nrules; r++)
 		td_mask_rule(*d, mask, changed, r);
 	return 0;
@@ -29,6 +35,7 @@ extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed,
 
 extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *)
 {
+	std::lock_guard<std::mutex> hold(emu_launch);
 	for (uint64_t r = 0; d->rx_off && r < d->nrules; r++)
 		if (td_rx_has(*d, r))
 			td_rx_fill_rule(*d, pool, bad, r);
@@ -38,6 +45,7 @@ extern "C" int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *)
 extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t item0, uint32_t nitems,
 			     uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res, void *)
 {
+	std::lock_guard<std::mutex> hold(emu_launch);
 	for (uint32_t w = 0; w < nwarps; w++)
 		warp_run([&](uint32_t) { td_xc_warp(*d, req, nreq, warp0 + w, out, res); });
 	for (uint32_t w = 0; w < nitems; w += 32)
@@ -50,6 +58,7 @@ extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nr
 extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
 			   uint64_t *count, void *)
 {
+	std::lock_guard<std::mutex> hold(emu_launch);
 	warp_run([&](uint32_t) {
 		for (uint32_t i = 0; i < nreq; i++)
 			td_count_one(*d, qwords, req, i, search, count);
@@ -60,6 +69,7 @@ extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_
 extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *)
 {
+	std::lock_guard<std::mutex> hold(emu_launch);
 	warp_run([&](uint32_t) {
 		for (uint32_t i = 0; i < nreq; i++)
 			if (!skip[i])

@@ -1,5 +1,6 @@
 /* gpu_host_emu_rt: the CUDA runtime calls gpu/td_gpu.c makes, over host memory, for tests/gpu_host_emu.cu. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,15 +8,29 @@
 
 /* Copies happen when queued, so streams and events are always done. */
 
+/* $TD_EMU_NDEV devices (default 1, at most 8): each its own name, the
+ * same host memory; the current device is per thread, as in CUDA. */
+static int emu_ndev(void)
+{
+	const char *e = getenv("TD_EMU_NDEV");
+	int n = e ? atoi(e) : 1;
+	return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+static _Thread_local int emu_cur;
+
 cudaError_t cudaGetDeviceCount(int *n)
 {
-	*n = 1;
+	*n = emu_ndev();
 	return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int dev)
 {
-	return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+	if (dev < 0 || dev >= emu_ndev())
+		return cudaErrorInvalidDevice;
+	emu_cur = dev;
+	return cudaSuccess;
 }
 
 cudaError_t cudaSetDeviceFlags(unsigned flags)
@@ -32,11 +47,11 @@ cudaError_t cudaGetLastError(void)
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev)
 {
 	memset(p, 0, sizeof *p);
-	strcpy(p->name, "emulated device");
+	snprintf(p->name, sizeof p->name, "emulated device %d", dev);
 	p->multiProcessorCount = 4; /* small: adaptive warp segments shrink often */
 	p->unifiedAddressing = 1;   /* host memory is the device's: zero-copy rounds */
 	p->canMapHostMemory = 1;
-	return dev == 0 ? cudaSuccess : cudaErrorInvalidDevice;
+	return dev >= 0 && dev < emu_ndev() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 
 cudaError_t cudaMemGetInfo(size_t *fre, size_t *tot)

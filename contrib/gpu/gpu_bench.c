@@ -9,7 +9,11 @@
  * offsets or by samples (td_gpu_opts.seek_index);
  * -l: only small batches of 4 KiB and 64 KiB reads, 1 to 256 a batch, as
  * median microseconds a batch for each warp segment (td_gpu_opts.xseg) and
- * the adaptive default, against the CPU engine on one thread)
+ * the adaptive default, against the CPU engine on one thread;
+ * -m: only batches of 100k counts, searches and 64-byte reads on 1, 2, 4 ...
+ * devices (a version 5 archive's shards spread over them; a version 1-4
+ * archive on one), each device count's results checked equal to one
+ * device's and to the CPU engine's, byte for byte)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -838,6 +842,180 @@ static void bench_index(const td_archive *a, double budget, FILE *md)
 	ixin_free(&x);
 }
 
+/* ---- -m: one device against several ---- */
+
+static int multi; /* -m */
+
+#define M_N 100000u
+
+/* A dictionary to draw query words from: the archive's, or each shard's. */
+typedef struct mdict {
+	td_pack off;
+	const char *words;
+	uint64_t n;
+} mdict;
+
+static int mdict_of(const td_archive *a, mdict *d)
+{
+	uint64_t sz = 0;
+	const void *p = td_archive_bytes(a, TD_SEC_WORD_OFF, &sz);
+	if (!p || td_pack_view(&d->off, p, sz) || d->off.n < 2)
+		return -1;
+	d->words = td_archive_bytes(a, TD_SEC_WORDS, &sz);
+	d->n = d->off.n - 1;
+	return 0;
+}
+
+/* Results of one device count, kept to compare the next ones with. */
+typedef struct mref {
+	uint64_t *count;
+	int *cerr;
+	td_hits *hits;
+	int *serr;
+	uint8_t *xbytes;
+	uint32_t *xgot;
+} mref;
+
+static void mref_take(mref *r, const batch *t, size_t xbytes)
+{
+	r->count = malloc(t->n * sizeof *r->count);
+	r->cerr = malloc(t->n * sizeof *r->cerr);
+	r->serr = malloc(t->n * sizeof *r->serr);
+	r->hits = calloc(t->n, sizeof *r->hits);
+	r->xgot = malloc(t->n * sizeof *r->xgot);
+	r->xbytes = malloc(xbytes);
+	for (size_t i = 0; i < t->n; i++) {
+		r->count[i] = t->c[i].count;
+		r->cerr[i] = t->c[i].err;
+		r->serr[i] = t->s[i].err;
+		r->hits[i].n = t->s[i].hits.n;
+		r->hits[i].v = malloc((t->s[i].hits.n + 1) * sizeof(td_hit));
+		memcpy(r->hits[i].v, t->s[i].hits.v, t->s[i].hits.n * sizeof(td_hit));
+		r->xgot[i] = t->x[i].err ? UINT32_MAX : t->x[i].got;
+	}
+	memcpy(r->xbytes, t->xbuf, xbytes);
+}
+
+/* How many results differ from r. */
+static size_t mref_diff(const mref *r, const batch *t, size_t xbytes)
+{
+	size_t bad = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		bad += r->cerr[i] != t->c[i].err || r->count[i] != t->c[i].count;
+		bad += r->serr[i] != t->s[i].err || r->hits[i].n != t->s[i].hits.n ||
+		       memcmp(r->hits[i].v, t->s[i].hits.v, r->hits[i].n * sizeof(td_hit)) != 0;
+		bad += r->xgot[i] != (t->x[i].err ? UINT32_MAX : t->x[i].got);
+	}
+	bad += memcmp(r->xbytes, t->xbuf, xbytes) != 0;
+	return bad;
+}
+
+static void mref_free(mref *r)
+{
+	for (size_t i = 0; r->hits && i < M_N; i++)
+		free(r->hits[i].v);
+	free(r->count);
+	free(r->cerr);
+	free(r->serr);
+	free(r->hits);
+	free(r->xbytes);
+	free(r->xgot);
+}
+
+static void bench_multi(bench *b, const char *base, FILE *md)
+{
+	const td_archive *a = b->a;
+	uint32_t nsh = td_archive_nshards(a);
+	mdict *d = calloc(nsh ? nsh : 1, sizeof *d);
+	for (uint32_t i = 0; i < (nsh ? nsh : 1); i++) {
+		const td_archive *s = a;
+		if (nsh && td_archive_shard(a, i, &s))
+			s = NULL;
+		if (!s || mdict_of(s, &d[i])) {
+			fprintf(stderr, "%s: shard %u has no dictionary\n", base, i);
+			free(d);
+			return;
+		}
+	}
+	/* one batch of each kind: words from the dictionary of the shard
+	 * holding the scope's first piece */
+	batch t = {.n = M_N};
+	t.c = calloc(M_N, sizeof *t.c);
+	t.s = calloc(M_N, sizeof *t.s);
+	t.x = calloc(M_N, sizeof *t.x);
+	t.xbuf = malloc((size_t)M_N * 64);
+	for (size_t i = 0; i < M_N; i++) {
+		size_t f = rnd() % b->nfiles;
+		uint32_t sh = 0;
+		const td_disk_piece *pc;
+		uint64_t np = 0;
+		if (nsh && td_archive_pieces(a, b->files[f], &pc, &np) == TD_OK && np)
+			sh = pc[0].shard;
+		const mdict *dd = &d[sh];
+		uint64_t w = rnd() % dd->n;
+		uint64_t o0 = td_pack_get(&dd->off, w), o1 = td_pack_get(&dd->off, w + 1);
+		t.c[i] = (td_count_req){dd->words + o0, (size_t)(o1 - o0), b->files[f], 0, 0};
+		t.s[i] = (td_search_req){dd->words + o0, (size_t)(o1 - o0), b->files[f], {NULL, 0, 0}, 0};
+		f = rnd() % b->nfiles;
+		uint64_t sz = b->fsize[f];
+		t.x[i] = (td_extract_req){.file = b->files[f], .off = sz > 64 ? rnd() % (sz - 64 + 1) : 0, .len = 64,
+					  .buf = t.xbuf + i * 64};
+	}
+	const size_t xbytes = (size_t)M_N * 64;
+	static const int ops[3] = {OP_COUNT, OP_SEARCH, OP_X64};
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	/* the CPU engine first: the reference */
+	double cpu[3];
+	for (int k = 0; k < 3; k++)
+		cpu[k] = measure(b, &t, ops[k], E_CPUALL);
+	mref ref;
+	mref_take(&ref, &t, xbytes);
+	printf("%s: CPU %ld threads: count %.0f, search %.0f, extract 64 B %.0f ops/s\n", base, cores, cpu[0], cpu[1],
+	       cpu[2]);
+	if (md)
+		fprintf(md, "| %s | %u | CPU, %ld threads | | %.0f | %.0f | %.0f | | | | reference |\n", base,
+			nsh ? nsh : 1, cores, cpu[0], cpu[1], cpu[2]);
+	int ndev = td_gpu_device_count();
+	double one[3] = {0, 0, 0};
+	for (int nd = 1; nd <= ndev; nd *= 2) {
+		td_gpu_opts o;
+		td_gpu_opts_default(&o);
+		o.devices = nd >= 64 ? TD_GPU_DEVICES_ALL : (UINT64_C(1) << nd) - 1;
+		td_gpu *g = NULL;
+		int r = td_gpu_open(a, &o, &g);
+		if (r) {
+			fprintf(stderr, "%s: td_gpu_open on %d devices: %s (%s)\n", base, nd, td_strerror(r), td_errdetail());
+			break;
+		}
+		uint32_t res = 0, units = 0;
+		unsigned used = 0;
+		td_gpu_residency(g, &res, &units, &used);
+		b->g = g;
+		double v[3];
+		for (int k = 0; k < 3; k++)
+			v[k] = measure(b, &t, ops[k], E_GPU);
+		if (nd == 1)
+			memcpy(one, v, sizeof one);
+		size_t bad = mref_diff(&ref, &t, xbytes);
+		printf("%s: %d device(s) (%u used, %u of %u units resident, %.2f s open): count %.0f, search %.0f, "
+		       "extract 64 B %.0f ops/s (x%.2f, x%.2f, x%.2f of one device); %s\n",
+		       base, nd, used, res, units, td_gpu_open_seconds(g), v[0], v[1], v[2], v[0] / one[0], v[1] / one[1],
+		       v[2] / one[2], bad ? "DIFFERENT from the CPU engine" : "equal to the CPU engine");
+		if (md)
+			fprintf(md, "| %s | %u | %s%s | %u of %u | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s |\n", base,
+				units, nd == 1 ? "1 x " : "", td_gpu_device_name(g), res, units, v[0], v[1], v[2], v[0] / one[0], v[1] / one[1],
+				v[2] / one[2], bad ? "**differ**" : "equal");
+		fflush(stdout);
+		b->g = NULL;
+		td_gpu_close(g);
+		if (!nsh)
+			break; /* one unit: one device */
+	}
+	mref_free(&ref);
+	free_batch(&t);
+	free(d);
+}
+
 static int extract_only; /* -x */
 static int quick;        /* -q */
 static int small;        /* -s */
@@ -861,6 +1039,15 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			b.fsize[b.nfiles++] = st.size;
 		}
 	}
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	if (multi) {
+		if (b.nfiles)
+			bench_multi(&b, base, md);
+		free(b.files);
+		free(b.fsize);
+		td_archive_close(a);
+		return 0;
+	}
 	uint64_t sz = 0;
 	const void *p = td_archive_bytes(a, TD_SEC_WORD_OFF, &sz); /* built from the words in version 4 */
 	if (!p || td_pack_view(&b.word_off, p, sz) || b.nfiles == 0 || b.word_off.n < 2) {
@@ -873,7 +1060,6 @@ static int bench_archive(const char *path, double budget, FILE *md)
 		fprintf(stderr, "%s: td_gpu_open: %s (%s)\n", path, td_strerror(r), td_errdetail());
 		return 1;
 	}
-	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("## %s: %s, %s, upload + signatures %.3f s; CPU: %ld cores\n\n", base, td_gpu_device_name(b.g),
 	       td_gpu_resident(b.g) ? "resident" : "CPU fallback", td_gpu_open_seconds(b.g), cores);
@@ -949,9 +1135,9 @@ int main(int argc, char **argv)
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:xqslh")) != -1) {
-		if (opt == 'x' || opt == 'q' || opt == 's' || opt == 'l') {
-			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : opt == 's' ? &small : &latency) = 1;
+	while ((opt = getopt(argc, argv, "o:t:xqslmh")) != -1) {
+		if (opt == 'x' || opt == 'q' || opt == 's' || opt == 'l' || opt == 'm') {
+			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : opt == 's' ? &small : opt == 'l' ? &latency : &multi) = 1;
 			continue;
 		}
 		if (opt == 'o')
@@ -959,12 +1145,12 @@ int main(int argc, char **argv)
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...\n");
+			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...\n");
 			return opt == 'h' ? 0 : 2;
 		}
 	}
 	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...\n");
+		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...\n");
 		return 2;
 	}
 	if (!td_gpu_available()) {
@@ -983,6 +1169,12 @@ int main(int argc, char **argv)
 		fprintf(md, "GPU engine benchmark, %s. Ops/s, median of repeated batches; GPU times include host-device transfers.\n",
 			date);
 	}
+	if (md && multi)
+		fprintf(md, "\nBatches of %u requests (count and search of a word of the scope's shard in a random file; "
+			    "64-byte reads at random offsets).\n\n"
+			    "| archive | shards | engine | resident | count ops/s | search ops/s | extract 64 B ops/s | "
+			    "count / 1 device | search / 1 device | extract / 1 device | results |\n"
+			    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n", M_N);
 	int bad = 0;
 	for (int i = optind; i < argc; i++)
 		bad |= bench_archive(argv[i], budget, md);

@@ -3,7 +3,7 @@
 # and the GPU benchmark from what build-and-pack.sh put in .carry/, and write
 # the logs and result tables under $OUT (default ./gpu-results).
 #
-#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench|batcher|tree]...   (default: all)
+#   contrib/gpu/run-on-gpu.sh [all|tests|sanitize|bench|multi|batcher|tree]...   (default: all)
 #
 #   tests     gpu_batch on the adversarial archive (built there) and on every
 #             packed corpus archive: GPU == CPU for batch sizes 1..100k;
@@ -13,7 +13,12 @@
 #             in sequence, in batch and mixed, GPU == CPU == a byte model
 #             ($TD_TEST_ARCHIVES="mobydick sotu" picks some: the CPU reference
 #             of 10k-100k searches over gcide's one 40 MB file takes minutes)
+#             (the adversarial archive also as format 5 with 1 MiB shards:
+#             every device, device 0 alone, partial residency, CPU fallback)
 #   sanitize  compute-sanitizer memcheck and racecheck on small batches
+#   multi     gpu_bench -m on every packed archive ($TD_MULTI_ARCHIVES picks
+#             some): 100k counts, searches and 64-byte reads on 1, 2, 4 ...
+#             devices, each checked equal to the CPU engine -> $OUT/multi-gpu.md
 #   bench     gpu_bench on every packed archive -> $OUT/gpu_bench.md
 #             ($TD_BENCH_ARCHIVES="sotu spam" picks some, $TD_BENCH_T sets
 #             the seconds per cell)
@@ -63,6 +68,8 @@ if has tests; then
 	{
 		echo "== gpu_batch: adversarial archive"
 		gpu_batch || rc=1
+		echo "== gpu_batch: adversarial archive as format 5 (1 MiB shards): every device, device 0, partial residency"
+		TD_GPU_SHARDED=1 gpu_batch || rc=1
 		for a in $(pick "${TD_TEST_ARCHIVES:-}"); do
 			echo "== gpu_batch: $a"
 			gpu_batch "$a" || rc=1
@@ -111,6 +118,11 @@ if has bench; then
 	else
 		echo "no archives packed: nothing to benchmark" | tee "$out/bench.log"
 	fi
+fi
+if has multi; then
+	sel=$(pick "${TD_MULTI_ARCHIVES:-}")
+	gpu_bench -m -t "${TD_BENCH_T:-0.5}" -o "$out/multi-gpu.md" $sel > "$out/multi.log" 2>&1 || rc=1
+	cat "$out/multi-gpu.md"
 fi
 if has batcher; then
 	# The batcher through the mount (contrib/bench/batcher.sh) on one archive

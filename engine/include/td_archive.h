@@ -189,6 +189,19 @@ typedef struct td_shard_info {
 /* TD_OK or TD_EINVAL (no shard i). Thread-safe. */
 int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out);
 
+/* Shard i as an archive of its own (format 4), opened on the first call:
+ * for gpu/, which serves each shard on its own. *out belongs to a (valid
+ * until td_archive_close(a)). TD_OK, TD_EINVAL (no shard i), or the open's
+ * error (detail names the shard). Thread-safe. */
+int td_archive_shard(const td_archive *a, uint32_t i, const td_archive **out);
+
+/* Entry e's pieces in a version 5 archive (td_format.h: a file's pieces
+ * ascending by start, a directory's one per shard holding anything under
+ * it): *p (inside a's tables), *n. TD_OK, TD_EINVAL (not version 5, or no
+ * entry e), TD_ECORRUPT. Thread-safe. */
+struct td_disk_piece;
+int td_archive_pieces(const td_archive *a, td_entry e, const struct td_disk_piece **p, uint64_t *n);
+
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
  * for gpu/ uploads and tools; NULL when absent. Of a version 5 archive, the
  * container's sections (its grammar sections are empty: td_format.h). */

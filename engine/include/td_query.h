@@ -77,6 +77,16 @@ size_t td_path_escape(const char *p, size_t n, char *out);
  * 2^shift root symbols per hit at the root). */
 int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out);
 
+/* td_search's answer over scope in a version 5 archive, from its pieces'
+ * answers (td_archive_pieces): per[k] holds the hits of td_search on piece
+ * k's shard (td_archive_shard) for the piece's entry there, k < n (the
+ * number of scope's pieces). Appends to *out what td_search(a, word, ...,
+ * scope) appends: a file's offsets moved by its pieces' starts, a
+ * directory's hits named in the whole tree and in path order. per[] is left
+ * as is. TD_OK, TD_EINVAL (not version 5, or n is not scope's number of
+ * pieces), TD_ENOMEM, TD_ECORRUPT; out is as before on error. Thread-safe. */
+int td_archive_search_merge(const td_archive *a, td_entry scope, const td_hits *per, uint64_t n, td_hits *out);
+
 /* Batched forms: the same results as calling one request at a time, served
  * by `nthreads` CPU threads (0 = one per core). gpu/ offers identical calls. */
 typedef struct td_count_req {

@@ -366,6 +366,10 @@ static void gpu_opts(const td_conf *c, unsigned nworkers, td_gpu_opts *o)
 {
 	td_gpu_opts_default(o);
 	o->device = c->gpu_device;
+	/* gpu_devices (default all) spreads a version 5 archive's shards; a
+	 * gpu_device given alone keeps it on that device */
+	o->devices = c->gpu_devices ? c->gpu_devices
+		     : c->origin[TD_CONF_KEY_GPU_DEVICE].src != TD_CONF_SRC_DEFAULT ? 0 : TD_GPU_DEVICES_ALL;
 	o->mem_cap = c->gpu_mem_cap;
 	o->cpu_threads = nworkers;
 	o->blocking_sync = 1; /* the batcher sleeps while a batch runs: the FUSE threads need the cores */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "store_ahead.h"
@@ -22,6 +23,7 @@
 #include "td_archive.h"
 #include "td_conf.h"
 #include "td_err.h"
+#include "td_gpu.h"
 
 #ifndef TADOC_VERSION
 #define TADOC_VERSION "0.1.0"
@@ -155,6 +157,39 @@ static int check_dev_fuse(void)
 	return TD_FS_EXIT_OK;
 }
 
+/* The number of visible CUDA devices, asked in a child process (CUDA must
+ * not be set up in this one before fuse_daemonize forks); -1 when it cannot
+ * be asked. */
+static int gpu_count_probe(void)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		int n = td_gpu_device_count();
+		ssize_t w = write(fds[1], &n, sizeof n);
+		(void)w;
+		_exit(0);
+	}
+	close(fds[1]);
+	int n = -1;
+	ssize_t r;
+	do
+		r = read(fds[0], &n, sizeof n);
+	while (r < 0 && errno == EINTR);
+	close(fds[0]);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return r == (ssize_t)sizeof n ? n : -1;
+}
+
 /* Defaults, then the config file (-o config=FILE or the default places),
  * then -o KEY=VALUE overrides. Errors print "tadocfs: " and the message of td_conf.h. */
 static int load_config(const td_fs_opts *o, td_conf *c)
@@ -163,6 +198,17 @@ static int load_config(const td_fs_opts *o, td_conf *c)
 	if (td_conf_load(c, o->config, (const char *const *)o->conf_keys, o->nconf, err, sizeof err) != 0) {
 		fprintf(stderr, "tadocfs: %s\n", err);
 		return TD_FS_EXIT_USAGE;
+	}
+	/* a device gpu_devices names must exist (td_conf cannot know which do) */
+	if (c->gpu != TD_CONF_GPU_OFF && c->gpu_devices) {
+		int n = gpu_count_probe();
+		for (unsigned d = 0; d < 64 && n >= 0; d++)
+			if ((c->gpu_devices >> d & 1) && (int)d >= n) {
+				td_conf_where(c, TD_CONF_KEY_GPU_DEVICES, err, sizeof err);
+				fprintf(stderr, "tadocfs: %s: %sdevice %u does not exist (%d found)\n", err,
+					c->origin[TD_CONF_KEY_GPU_DEVICES].src == TD_CONF_SRC_FILE ? "gpu_devices: " : "", d, n);
+				return TD_FS_EXIT_USAGE;
+			}
 	}
 	return TD_FS_EXIT_OK;
 }

@@ -1,0 +1,778 @@
+/* td_gpu_multi: a version 5 archive on the GPUs: shards resident one by one over the devices, batches split by shard and merged in request order. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sys/stat.h>
+
+#include "td_err.h"
+#include "td_format.h"
+#include "td_gpu.h"
+#include "td_gpu_int.h"
+
+#define TD_MIB (UINT64_C(1) << 20)
+#define TD_UNIT_WS_MIN (64 * TD_MIB)    /* batch buffers of a shard at least */
+#define TD_UNIT_WS_MAX (1536 * TD_MIB)  /* ... and at most (3 extract rounds) */
+#define TD_DEV_THREADS 8u               /* host threads driving one device's shards at most
+                                           (one a shard: their kernels overlap) */
+
+/* One shard: its archive and, when resident, its handle. */
+typedef struct td_unit {
+	const td_archive *a;
+	td_gpu *g;                /* NULL: served by the CPU engine */
+	int slot;                 /* device slot, or -1 (CPU) */
+	uint64_t bytes;           /* image size, for the placement */
+} td_unit;
+
+typedef struct td_batch td_batch;
+static void td_batch_free(td_batch *b, uint32_t units);
+
+struct td_gmulti {
+	const td_archive *a;
+	td_gpu_opts o;
+	uint32_t n;
+	td_unit *u;
+	unsigned ndev;
+	int dev[64];
+	uint32_t nres;
+	unsigned used;            /* devices holding a shard */
+	char name[256];
+	pthread_mutex_t lock;     /* one batch at a time */
+	td_batch *bt[3];   /* each kind's scratch, kept between batches */
+};
+
+/* Placement order: largest shard first, then by number. */
+typedef struct td_order {
+	uint64_t bytes;
+	uint32_t i;
+} td_order;
+
+static int td_cmp_order(const void *x, const void *y)
+{
+	const td_order *a = x, *b = y;
+	if (a->bytes != b->bytes)
+		return a->bytes > b->bytes ? -1 : 1;
+	return (a->i > b->i) - (a->i < b->i);
+}
+
+int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, unsigned ndev, td_gmulti **out)
+{
+	*out = NULL;
+	td_gmulti *m = calloc(1, sizeof *m);
+	if (!m)
+		return td_fail(TD_ENOMEM, "gpu: shards");
+	m->a = a;
+	m->o = *o;
+	m->n = td_archive_nshards(a);
+	m->ndev = ndev > 64 ? 64 : ndev;
+	memcpy(m->dev, devs, m->ndev * sizeof *devs);
+	pthread_mutex_init(&m->lock, NULL);
+	snprintf(m->name, sizeof m->name, "cpu fallback");
+	td_order *order = malloc((m->n + 1) * sizeof *order);
+	m->u = calloc(m->n + 1, sizeof *m->u);
+	if (!order || !m->u) {
+		free(order);
+		td_gmulti_close(m);
+		return td_fail(TD_ENOMEM, "gpu: shards");
+	}
+	int r = TD_OK;
+	for (uint32_t i = 0; i < m->n && r == TD_OK; i++) {
+		td_shard_info si;
+		m->u[i].slot = -1;
+		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK)
+			m->u[i].bytes = si.archive_bytes;
+		order[i] = (td_order){m->u[i].bytes, i};
+	}
+	/* room on each device, and each shard's batch buffers: a share of it */
+	uint64_t left[64];
+	for (unsigned d = 0; d < m->ndev; d++)
+		left[d] = td_gpu_avail(o, m->dev[d]);
+	uint32_t per_dev = m->ndev ? (m->n + m->ndev - 1) / m->ndev : 1;
+	/* largest shards first, each to the device with the most room left */
+	qsort(order, m->n, sizeof *order, td_cmp_order);
+	uint64_t used_mask = 0;
+	for (uint32_t k = 0; k < m->n && r == TD_OK; k++) {
+		td_unit *u = &m->u[order[k].i];
+		unsigned best = 0;
+		for (unsigned d = 1; d < m->ndev; d++)
+			if (left[d] > left[best])
+				best = d;
+		if (!m->ndev || left[best] < u->bytes + TD_UNIT_WS_MIN)
+			continue; /* not on the emptiest device: the CPU serves it */
+		uint64_t ws = left[best] / (4 * (uint64_t)(per_dev ? per_dev : 1));
+		ws = ws < TD_UNIT_WS_MIN ? TD_UNIT_WS_MIN : ws > TD_UNIT_WS_MAX ? TD_UNIT_WS_MAX : ws;
+		td_gpu_opts so = *o;
+		so.device = m->dev[best];
+		so.devices = 0;
+		if (!so.cpu_threads) {
+			/* a shard's copy-out threads: its share of the cores, as
+			 * the shards of a batch run at once (more threads than
+			 * cores, all waiting on their devices, slow them all) */
+			long cores = sysconf(_SC_NPROCESSORS_ONLN);
+			uint32_t at_once = m->n < m->ndev * TD_DEV_THREADS ? m->n : m->ndev * TD_DEV_THREADS;
+			long share = cores / (long)(at_once ? at_once : 1);
+			so.cpu_threads = share > 1 ? (unsigned)share : 1;
+		}
+		uint64_t used = 0;
+		td_gpu *g = NULL;
+		if ((r = td_gpu_open_dev(u->a, &so, left[best], ws, &g, &used)))
+			break;
+		if (!td_gpu_resident(g)) {
+			td_gpu_close(g);
+			continue;
+		}
+		u->g = g;
+		u->slot = (int)best;
+		left[best] -= used < left[best] ? used : left[best];
+		m->nres++;
+		if (!(used_mask >> best & 1)) {
+			used_mask |= UINT64_C(1) << best;
+			m->used++;
+		}
+		if (m->nres == 1)
+			snprintf(m->name, sizeof m->name, "%s", td_gpu_device_name(g));
+	}
+	free(order);
+	if (r) {
+		td_gmulti_close(m);
+		return r;
+	}
+	*out = m;
+	return TD_OK;
+}
+
+void td_gmulti_close(td_gmulti *m)
+{
+	if (!m)
+		return;
+	for (uint32_t i = 0; m->u && i < m->n; i++)
+		td_gpu_close(m->u[i].g);
+	for (int k = 0; k < 3; k++)
+		td_batch_free(m->bt[k], m->n);
+	free(m->u);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+void td_gmulti_residency(const td_gmulti *m, uint32_t *resident, uint32_t *units, unsigned *ndev)
+{
+	if (resident)
+		*resident = m->nres;
+	if (units)
+		*units = m->n;
+	if (ndev)
+		*ndev = m->used;
+}
+
+const char *td_gmulti_name(const td_gmulti *m)
+{
+	return m->name;
+}
+
+/* ---- splitting a batch by shard ---- */
+
+/* The requests of one kind sent to one shard: reqs (elements of the kind's
+ * size), n of them. */
+typedef struct td_sub {
+	char *reqs;
+	size_t n, cap;
+} td_sub;
+
+/* One part of a request: the shard's request at sub[unit].reqs[idx]. */
+typedef struct td_part {
+	uint32_t unit;
+	uint32_t idx;
+} td_part;
+
+/* A batch (or a chunk of one) split by shard: request i's parts are
+ * part[pbeg[i] .. pbeg[i+1]), in piece order; none: the CPU engine answers
+ * request i on the whole archive. */
+typedef struct td_split {
+	size_t size;              /* bytes of one request of this kind */
+	td_sub *sub;              /* per shard */
+	td_part *part;
+	size_t npart, cap_part;
+	size_t *pbeg;             /* n + 1 */
+	size_t cap_pbeg;
+} td_split;
+
+/* Make s an empty split of up to n requests (and about `parts` parts) of
+ * `size` bytes, keeping the memory of its last use. */
+static int td_split_init(td_split *s, uint32_t units, size_t n, size_t size, size_t parts)
+{
+	s->size = size;
+	s->npart = 0;
+	if (!s->sub) { /* on cache lines of its own: each chunk's thread counts in it */
+		size_t bytes = ((units + 1) * sizeof *s->sub + 127) & ~(size_t)127;
+		if (!(s->sub = aligned_alloc(128, bytes)))
+			return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu by shard", n);
+		memset(s->sub, 0, bytes);
+	}
+	for (uint32_t u = 0; u < units; u++)
+		s->sub[u].n = 0;
+	if (n + 1 > s->cap_pbeg) {
+		size_t *p = realloc(s->pbeg, (n + 1) * sizeof *p);
+		if (!p)
+			return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu by shard", n);
+		s->pbeg = p;
+		s->cap_pbeg = n + 1;
+	}
+	if (parts > s->cap_part || !s->part) {
+		td_part *p = realloc(s->part, (parts + 1) * sizeof *p);
+		if (!p)
+			return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu by shard", n);
+		s->part = p;
+		s->cap_part = parts;
+	}
+	return TD_OK;
+}
+
+/* Room for n requests for shard u. */
+static int td_sub_room(td_split *s, uint32_t u, size_t n)
+{
+	td_sub *b = &s->sub[u];
+	if (n <= b->cap)
+		return TD_OK;
+	size_t c = b->cap * 2 > n ? b->cap * 2 : n < 64 ? 64 : n;
+	char *p = realloc(b->reqs, c * s->size);
+	if (!p)
+		return td_fail(TD_ENOMEM, "gpu: shard requests");
+	b->reqs = p;
+	b->cap = c;
+	return TD_OK;
+}
+
+static void td_split_free(td_split *s, uint32_t units)
+{
+	for (uint32_t i = 0; s->sub && i < units; i++)
+		free(s->sub[i].reqs);
+	free(s->sub);
+	free(s->part);
+	free(s->pbeg);
+	memset(s, 0, sizeof *s);
+}
+
+/* Add `req` (s->size bytes) for shard `unit` as the next part of the
+ * request being split. */
+static int td_split_add(td_split *s, uint32_t unit, const void *req)
+{
+	td_sub *b = &s->sub[unit];
+	int r = td_sub_room(s, unit, b->n + 1);
+	if (r)
+		return r;
+	if (s->npart == s->cap_part) {
+		size_t c = 2 * s->cap_part + 16;
+		td_part *p = realloc(s->part, (c + 1) * sizeof *p);
+		if (!p)
+			return td_fail(TD_ENOMEM, "gpu: shard requests");
+		s->part = p;
+		s->cap_part = c;
+	}
+	memcpy(b->reqs + b->n * s->size, req, s->size);
+	s->part[s->npart++] = (td_part){unit, (uint32_t)b->n};
+	b->n++;
+	return TD_OK;
+}
+
+static inline void *td_part_req(const td_split *s, size_t k)
+{
+	const td_part *p = &s->part[k];
+	return s->sub[p->unit].reqs + (size_t)p->idx * s->size;
+}
+
+/* ---- a kind of request ---- */
+
+typedef struct td_kind {
+	unsigned id;              /* 0 extract, 1 count, 2 search: td_gmulti.bt */
+	size_t size;
+	/* Add request q's parts to s (none: the whole archive answers it). */
+	int (*split)(const td_gmulti *m, td_split *s, const void *q);
+	/* Put the answers of parts [k0, k1) of s into q: 1, or 0 when the CPU
+	 * engine must answer q on the whole archive. */
+	int (*merge)(const td_gmulti *m, const td_split *s, size_t k0, size_t k1, void *q);
+	/* One shard's requests: on its handle, or (g NULL) the CPU engine. */
+	int (*run)(td_gpu *g, const td_archive *a, void *reqs, size_t n, unsigned threads);
+	/* The CPU engine's batch call. */
+	int (*cpu)(const td_archive *a, void *reqs, size_t n, unsigned threads);
+	/* Free what a part's answer holds when it is not merged (NULL: nothing). */
+	void (*drop)(void *part);
+} td_kind;
+
+/* ---- host threads ---- */
+
+#define TD_PAR_MAX 8u           /* threads splitting or merging a batch */
+#define TD_PAR_MIN 4096u        /* requests per such thread at least */
+
+typedef struct td_job {
+	void (*fn)(void *, unsigned);
+	void *ctx;
+	unsigned c;
+	pthread_t th;
+	int started;
+} td_job;
+
+static void *td_job_entry(void *arg)
+{
+	td_job *j = arg;
+	j->fn(j->ctx, j->c);
+	return NULL;
+}
+
+/* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread;
+ * the others on threads of their own, or here when one cannot start). */
+static void td_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
+{
+	td_job *j = nt > 1 ? calloc(nt, sizeof *j) : NULL;
+	for (unsigned c = 1; c < nt && j; c++) {
+		j[c] = (td_job){fn, ctx, c, 0, 0};
+		j[c].started = pthread_create(&j[c].th, NULL, td_job_entry, &j[c]) == 0;
+	}
+	fn(ctx, 0);
+	for (unsigned c = 1; c < nt; c++) {
+		if (j && j[c].started)
+			pthread_join(j[c].th, NULL);
+		else
+			fn(ctx, c);
+	}
+	free(j);
+}
+
+/* Threads for splitting and merging a batch of n. */
+static unsigned td_par_threads(size_t n)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nt = n / TD_PAR_MIN;
+	if (cores > 0 && nt > (size_t)cores)
+		nt = (size_t)cores;
+	return nt < 1 ? 1 : nt > TD_PAR_MAX ? TD_PAR_MAX : (unsigned)nt;
+}
+
+/* ---- running the shards' requests: a few host threads per device, one for the CPU ---- */
+
+typedef struct td_worker {
+	td_gmulti *m;
+	td_split *s;
+	const td_kind *k;
+	int slot;                 /* device slot, -1: the shards on the CPU */
+	atomic_uint *next;        /* the slot's next shard to take */
+	int err;
+} td_worker;
+
+static void td_worker_run(td_worker *w)
+{
+	td_gmulti *m = w->m;
+	for (;;) {
+		unsigned i = atomic_fetch_add(w->next, 1);
+		if (i >= m->n)
+			break;
+		td_unit *u = &m->u[i];
+		td_sub *b = &w->s->sub[i];
+		if (u->slot != w->slot || !b->n)
+			continue;
+		int r = w->k->run(u->g, u->a, b->reqs, b->n, m->o.cpu_threads);
+		if (r && !w->err)
+			w->err = r;
+	}
+}
+
+static void td_worker_par(void *ctx, unsigned c)
+{
+	td_worker_run(&((td_worker *)ctx)[c]);
+}
+
+/* Run every shard's requests: each device's shards on TD_DEV_THREADS
+ * threads of their own, the CPU's on one, all at once. */
+static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
+{
+	td_worker w[64 * TD_DEV_THREADS + 1];
+	atomic_uint next[65];
+	unsigned nw = 0;
+	for (int slot = -1; slot < (int)m->ndev; slot++) {
+		atomic_init(&next[slot + 1], 0);
+		size_t busy = 0;
+		for (uint32_t i = 0; i < m->n; i++)
+			busy += m->u[i].slot == slot && s->sub[i].n;
+		unsigned nt = slot < 0 ? 1 : TD_DEV_THREADS;
+		if (busy < nt)
+			nt = (unsigned)busy;
+		for (unsigned t = 0; t < nt; t++)
+			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK};
+	}
+	if (!nw)
+		return TD_OK;
+	td_par(nw, td_worker_par, w);
+	for (unsigned c = 0; c < nw; c++)
+		if (w[c].err)
+			return w[c].err;
+	return TD_OK;
+}
+
+/* ---- one batch: split in chunks on several threads, run, merge ---- */
+
+struct td_batch {
+	td_gmulti *m;
+	const td_kind *k;
+	char *reqs;
+	size_t n;
+	unsigned nt;
+	int merged;               /* the parts' answers were taken (merge frees them) */
+	/* kept from batch to batch (td_gmulti.bt) */
+	td_split cs[TD_PAR_MAX];  /* per chunk */
+	int cerr[TD_PAR_MAX];
+	size_t poff[TD_PAR_MAX];  /* per chunk: where its parts go */
+	size_t *uoff;             /* [chunk][unit]: where its requests go */
+	td_split s;               /* the whole batch */
+	uint8_t *cpu;             /* per request: the CPU engine answers it */
+	size_t *idx;
+	size_t cap;               /* of cpu and idx */
+};
+
+static void td_chunk(const td_batch *b, unsigned c, size_t *i0, size_t *i1)
+{
+	*i0 = b->n * c / b->nt;
+	*i1 = b->n * (c + 1) / b->nt;
+}
+
+static void td_split_chunk(void *ctx, unsigned c)
+{
+	td_batch *b = ctx;
+	size_t i0, i1;
+	td_chunk(b, c, &i0, &i1);
+	/* a copy of this chunk's split: the chunks' counters share cache lines */
+	td_split loc = b->cs[c], *s = &loc;
+	int r = td_split_init(s, b->m->n, i1 - i0, b->k->size, (i1 - i0) + 16);
+	for (size_t i = i0; i < i1 && r == TD_OK; i++) {
+		s->pbeg[i - i0] = s->npart;
+		r = b->k->split(b->m, s, b->reqs + i * b->k->size);
+	}
+	if (r == TD_OK)
+		s->pbeg[i1 - i0] = s->npart;
+	b->cs[c] = loc;
+	b->cerr[c] = r;
+}
+
+/* Chunk c's shard requests and parts into their places in b->s. */
+static void td_place_chunk(void *ctx, unsigned c)
+{
+	td_batch *b = ctx;
+	const td_split *cs = &b->cs[c];
+	const size_t *uo = b->uoff + (size_t)c * b->m->n;
+	for (uint32_t u = 0; u < b->m->n; u++)
+		if (cs->sub[u].n)
+			memcpy(b->s.sub[u].reqs + uo[u] * b->k->size, cs->sub[u].reqs, cs->sub[u].n * b->k->size);
+	for (size_t k = 0; k < cs->npart; k++)
+		b->s.part[b->poff[c] + k] = (td_part){cs->part[k].unit, (uint32_t)(uo[cs->part[k].unit] + cs->part[k].idx)};
+	size_t i0, i1;
+	td_chunk(b, c, &i0, &i1);
+	for (size_t i = i0; i < i1; i++)
+		b->s.pbeg[i] = b->poff[c] + cs->pbeg[i - i0];
+}
+
+static void td_merge_chunk(void *ctx, unsigned c)
+{
+	td_batch *b = ctx;
+	size_t i0, i1;
+	td_chunk(b, c, &i0, &i1);
+	for (size_t i = i0; i < i1; i++)
+		b->cpu[i] = !b->k->merge(b->m, &b->s, b->s.pbeg[i], b->s.pbeg[i + 1], b->reqs + i * b->k->size);
+}
+
+/* Split the batch by shard (chunks on several threads), then gather the
+ * chunks' shard requests into one array per shard. */
+static int td_split_batch(td_batch *b)
+{
+	td_gmulti *m = b->m;
+	if (!b->uoff && !(b->uoff = malloc((size_t)TD_PAR_MAX * (m->n + 1) * sizeof *b->uoff)))
+		return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu", b->n);
+	td_par(b->nt, td_split_chunk, b);
+	size_t parts = 0;
+	for (unsigned c = 0; c < b->nt; c++) {
+		if (b->cerr[c])
+			return b->cerr[c];
+		b->poff[c] = parts;
+		parts += b->cs[c].npart;
+	}
+	int r = td_split_init(&b->s, m->n, b->n, b->k->size, parts);
+	for (uint32_t u = 0; u < m->n && r == TD_OK; u++) {
+		size_t tot = 0;
+		for (unsigned c = 0; c < b->nt; c++) {
+			b->uoff[(size_t)c * m->n + u] = tot;
+			tot += b->cs[c].sub[u].n;
+		}
+		if ((r = td_sub_room(&b->s, u, tot)) == TD_OK)
+			b->s.sub[u].n = tot;
+	}
+	if (r)
+		return r;
+	td_par(b->nt, td_place_chunk, b);
+	b->s.npart = parts;
+	b->s.pbeg[b->n] = parts;
+	return TD_OK;
+}
+
+/* Let go of what this batch's parts hold (unless merged); keep the memory. */
+static void td_batch_done(td_batch *b)
+{
+	for (size_t k = 0; !b->merged && b->k->drop && k < b->s.npart; k++)
+		b->k->drop(td_part_req(&b->s, k));
+	b->s.npart = 0;
+}
+
+static void td_batch_free(td_batch *b, uint32_t units)
+{
+	if (!b)
+		return;
+	for (unsigned c = 0; c < TD_PAR_MAX; c++)
+		td_split_free(&b->cs[c], units);
+	td_split_free(&b->s, units);
+	free(b->uoff);
+	free(b->cpu);
+	free(b->idx);
+	free(b);
+}
+
+static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
+{
+	pthread_mutex_lock(&m->lock);
+	td_batch *b = m->bt[k->id];
+	if (!b && !(b = m->bt[k->id] = calloc(1, sizeof *b))) {
+		pthread_mutex_unlock(&m->lock);
+		return td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
+	}
+	b->m = m;
+	b->k = k;
+	b->reqs = reqs;
+	b->n = n;
+	b->nt = td_par_threads(n);
+	b->merged = 0;
+	b->s.npart = 0;
+	int r = TD_OK;
+	if (n + 1 > b->cap) {
+		uint8_t *c = realloc(b->cpu, n + 1);
+		if (c)
+			b->cpu = c;
+		size_t *x = c ? realloc(b->idx, (n + 1) * sizeof *x) : NULL;
+		if (x) {
+			b->idx = x;
+			b->cap = n + 1;
+		} else {
+			r = td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
+		}
+	}
+	if (r == TD_OK)
+		r = td_split_batch(b);
+	if (r == TD_OK)
+		r = td_run_all(m, &b->s, k);
+	if (r == TD_OK) {
+		td_par(b->nt, td_merge_chunk, b);
+		b->merged = 1;
+	}
+	size_t nc = 0;
+	for (size_t i = 0; i < n && r == TD_OK; i++)
+		if (b->cpu[i])
+			b->idx[nc++] = i;
+	if (r == TD_OK)
+		r = td_gpu_cpu_rest(m->a, m->o.cpu_threads, reqs, k->size, b->idx, nc, k->cpu);
+	td_batch_done(b);
+	pthread_mutex_unlock(&m->lock);
+	return r;
+}
+
+/* ---- extract ---- */
+
+/* Request q as one request per piece of its file that it reads (none for
+ * what the whole archive answers best: errors, empty reads, anything but
+ * a regular file, pieces out of order). */
+static int td_split_extract(const td_gmulti *m, td_split *s, const void *req)
+{
+	const td_extract_req *q = req;
+	td_stat st;
+	if (q->len == 0 || td_archive_stat(m->a, q->file, &st) || !S_ISREG(st.mode) || q->off >= st.size)
+		return TD_OK;
+	const td_disk_piece *pc;
+	uint64_t np = 0;
+	if (td_archive_pieces(m->a, q->file, &pc, &np) || np == 0)
+		return TD_OK;
+	uint64_t lo = 0, hi = np; /* the last piece starting at or before off */
+	while (hi - lo > 1) {
+		uint64_t mid = (lo + hi) / 2;
+		if (pc[mid].start <= q->off)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t off = q->off, end = st.size - q->off < q->len ? st.size : q->off + q->len;
+	size_t first = s->npart;
+	for (uint64_t k = lo; k < np && off < end; k++) {
+		uint64_t pend = k + 1 < np ? pc[k + 1].start : st.size;
+		if (pc[k].start > off || pend > st.size || pc[k].shard >= m->n)
+			break; /* out of order: the whole archive says what is wrong */
+		if (off >= pend)
+			continue;
+		uint64_t e = pend < end ? pend : end;
+		td_extract_req p = {.file = pc[k].local, .off = off - pc[k].start, .len = (uint32_t)(e - off),
+				    .buf = (uint8_t *)q->buf + (off - q->off)};
+		int r = td_split_add(s, pc[k].shard, &p);
+		if (r)
+			return r;
+		off = e;
+	}
+	if (off < end) { /* not covered: drop the parts (their slots stay unused) */
+		for (size_t k = first; k < s->npart; k++)
+			s->sub[s->part[k].unit].n--;
+		s->npart = first;
+	}
+	return TD_OK;
+}
+
+static int td_merge_extract(const td_gmulti *m, const td_split *s, size_t k0, size_t k1, void *req)
+{
+	(void)m;
+	td_extract_req *q = req;
+	uint64_t got = 0;
+	if (k1 == k0)
+		return 0;
+	for (size_t k = k0; k < k1; k++) {
+		const td_extract_req *p = td_part_req(s, k);
+		if (p->err != TD_OK || p->got != p->len)
+			return 0;
+		got += p->got;
+	}
+	q->got = (uint32_t)got;
+	q->err = TD_OK;
+	return 1;
+}
+
+static int td_run_extract(td_gpu *g, const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return g ? td_gpu_extract_batch(g, reqs, n) : td_gpu_cpu_extracts(a, reqs, n, threads);
+}
+
+int td_gmulti_extract(td_gmulti *m, td_extract_req *reqs, size_t n)
+{
+	static const td_kind k = {0, sizeof(td_extract_req), td_split_extract, td_merge_extract, td_run_extract,
+				  td_gpu_cpu_extracts, NULL};
+	return td_gmulti_batch(m, &k, reqs, n);
+}
+
+/* ---- count and search ---- */
+
+/* The pieces a count or search over scope reads, or 0 when the whole
+ * archive answers it (a bad scope, an empty directory). A word that is not
+ * a word, or a symbolic link's piece, makes a part fail (or count nothing,
+ * as the whole archive does), and a failed part sends the request to the
+ * whole archive: the split stays one look-up a request. */
+static uint64_t td_query_pieces(const td_gmulti *m, const char *word, size_t len, td_entry scope,
+				const td_disk_piece **pc)
+{
+	uint64_t np = 0;
+	(void)word;
+	(void)len;
+	if (td_archive_pieces(m->a, scope, pc, &np))
+		return 0;
+	for (uint64_t k = 0; k < np; k++)
+		if ((*pc)[k].shard >= m->n)
+			return 0;
+	return np;
+}
+
+static int td_split_count(const td_gmulti *m, td_split *s, const void *req)
+{
+	const td_count_req *q = req;
+	const td_disk_piece *pc = NULL;
+	uint64_t np = td_query_pieces(m, q->word, q->len, q->scope, &pc);
+	int r = TD_OK;
+	for (uint64_t k = 0; k < np && r == TD_OK; k++) {
+		td_count_req p = {q->word, q->len, pc[k].local, 0, 0};
+		r = td_split_add(s, pc[k].shard, &p);
+	}
+	return r;
+}
+
+static int td_merge_count(const td_gmulti *m, const td_split *s, size_t k0, size_t k1, void *req)
+{
+	(void)m;
+	td_count_req *q = req;
+	uint64_t sum = 0;
+	if (k1 == k0)
+		return 0;
+	for (size_t k = k0; k < k1; k++) {
+		const td_count_req *p = td_part_req(s, k);
+		if (p->err != TD_OK)
+			return 0;
+		sum += p->count;
+	}
+	q->count = sum;
+	q->err = TD_OK;
+	return 1;
+}
+
+static int td_run_count(td_gpu *g, const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return g ? td_gpu_count_batch(g, reqs, n) : td_gpu_cpu_counts(a, reqs, n, threads);
+}
+
+int td_gmulti_count(td_gmulti *m, td_count_req *reqs, size_t n)
+{
+	static const td_kind k = {1, sizeof(td_count_req), td_split_count, td_merge_count, td_run_count,
+				  td_gpu_cpu_counts, NULL};
+	return td_gmulti_batch(m, &k, reqs, n);
+}
+
+static int td_split_search(const td_gmulti *m, td_split *s, const void *req)
+{
+	const td_search_req *q = req;
+	const td_disk_piece *pc = NULL;
+	uint64_t np = td_query_pieces(m, q->word, q->len, q->scope, &pc);
+	int r = TD_OK;
+	for (uint64_t k = 0; k < np && r == TD_OK; k++) {
+		td_search_req p = {q->word, q->len, pc[k].local, {NULL, 0, 0}, 0};
+		r = td_split_add(s, pc[k].shard, &p);
+	}
+	return r;
+}
+
+/* The parts' hits in piece order through td_archive_search_merge; the
+ * parts' hit lists are freed whatever happens. */
+static int td_merge_search(const td_gmulti *m, const td_split *s, size_t k0, size_t k1, void *req)
+{
+	td_search_req *q = req;
+	int ok = k1 > k0;
+	td_hits one[8], *per = k1 - k0 <= 8 ? one : malloc((k1 - k0) * sizeof *per);
+	if (!per)
+		ok = 0;
+	for (size_t k = k0; k < k1; k++) {
+		td_search_req *p = td_part_req(s, k);
+		if (p->err != TD_OK)
+			ok = 0;
+		if (per)
+			per[k - k0] = p->hits;
+	}
+	if (ok && (ok = td_archive_search_merge(m->a, q->scope, per, k1 - k0, &q->hits) == TD_OK))
+		q->err = TD_OK;
+	for (size_t k = k0; k < k1; k++)
+		td_hits_free(&((td_search_req *)td_part_req(s, k))->hits);
+	if (per != one)
+		free(per);
+	return ok;
+}
+
+static void td_drop_search(void *part)
+{
+	td_hits_free(&((td_search_req *)part)->hits);
+}
+
+static int td_run_search(td_gpu *g, const td_archive *a, void *reqs, size_t n, unsigned threads)
+{
+	return g ? td_gpu_search_batch(g, reqs, n) : td_gpu_cpu_searches(a, reqs, n, threads);
+}
+
+int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n)
+{
+	static const td_kind k = {2, sizeof(td_search_req), td_split_search, td_merge_search, td_run_search,
+				  td_gpu_cpu_searches, td_drop_search};
+	return td_gmulti_batch(m, &k, reqs, n);
+}
