@@ -35,7 +35,11 @@ struct td_shards {
 	pthread_mutex_t mu;
 	uint64_t budget;
 	_Atomic(rev_map *) rev;
+	_Atomic(struct splits *) splits;
 };
+
+typedef struct splits splits;
+static void splits_free(splits *x);
 
 static int bad5(const char *what)
 {
@@ -103,6 +107,7 @@ void td_shard_free(td_archive *a)
 		td_archive_close(atomic_load(&sh->sub[i]));
 	free(sh->sub);
 	free(sh->pieces);
+	splits_free(atomic_load(&sh->splits));
 	rev_map *r = atomic_load(&sh->rev);
 	if (r) {
 		free(r->base);
@@ -449,44 +454,125 @@ int td_archive_search_merge(const td_archive *a, td_entry scope, const td_hits *
 	return search_merge(a, scope, S_ISDIR(st.mode), a->sh->pieces + first, per, n, out);
 }
 
-int td_shard_split_files(const td_archive *a, td_entry scope, td_entry **out, size_t *nout)
+/* The files split over several shards, and those of them cut inside a
+ * word (found on first use: one byte read at each cut). */
+struct splits {
+	td_entry *all, *mid;
+	size_t nall, nmid;
+};
+
+static void splits_free(splits *x)
 {
-	const td_shards *sh = a->sh;
+	if (x) {
+		free(x->all);
+		free(x->mid);
+		free(x);
+	}
+}
+
+static int splits_get(const td_archive *a, const splits **out)
+{
+	td_shards *sh = a->sh;
+	splits *x = atomic_load_explicit(&sh->splits, memory_order_acquire);
+	if (x) {
+		*out = x;
+		return TD_OK;
+	}
+	/* built outside the lock (reads open shards, which takes it) */
+	int err = TD_OK;
+	size_t cap = 0;
+	if (!(x = calloc(1, sizeof *x)))
+		return TD_ENOMEM;
+	for (td_entry e = 0; e < a->meta.nentries && !err; e++) {
+		uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
+		if (hi <= lo + 1 || hi > sh->npieces || !S_ISREG(td_pack_get(&a->e_mode, e)))
+			continue;
+		if (x->nall == cap) {
+			cap = cap ? 2 * cap : 16;
+			td_entry *v = realloc(x->all, cap * sizeof *v), *w = v ? realloc(x->mid, cap * sizeof *w) : NULL;
+			if (v)
+				x->all = v;
+			if (w)
+				x->mid = w;
+			if (!v || !w) {
+				err = TD_ENOMEM;
+				break;
+			}
+		}
+		x->all[x->nall++] = e;
+		int mid = 0;
+		for (uint64_t k = lo + 1; k < hi && !mid && !err; k++) {
+			uint8_t b;
+			size_t got;
+			uint64_t c = sh->pieces[k].start;
+			if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL, NULL)))
+				mid = got == 1 && !td_cut_byte(b);
+		}
+		if (mid)
+			x->mid[x->nmid++] = e;
+	}
+	if (err) {
+		splits_free(x);
+		return err;
+	}
+	splits *none = NULL;
+	if (!atomic_compare_exchange_strong(&sh->splits, &none, x)) {
+		splits_free(x);
+		x = none;
+	}
+	*out = x;
+	return TD_OK;
+}
+
+/* 1 when e is scope or under it. */
+static int in_scope(const td_archive *a, td_entry e, td_entry scope)
+{
+	unsigned depth = 0;
+	while (e != scope && e != TD_ROOT && depth++ < 4096) {
+		td_stat st;
+		if (td_archive_stat(a, e, &st))
+			return 0;
+		e = st.parent;
+	}
+	return e == scope;
+}
+
+int td_shard_split_files(const td_archive *a, td_entry scope, int midword, td_entry **out, size_t *nout)
+{
 	*out = NULL;
 	*nout = 0;
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	size_t n = 0, cap = 0;
-	td_entry *v = NULL;
-	for (td_entry e = 0; e < a->meta.nentries; e++) {
-		uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
-		if (hi <= lo + 1 || !S_ISREG(td_pack_get(&a->e_mode, e)))
-			continue;
-		/* under the scope? (its ancestors, up to the root) */
-		td_entry x = e;
-		unsigned depth = 0;
-		while (x != scope && x != TD_ROOT && depth++ < 4096) {
-			td_stat st;
-			if (td_archive_stat(a, x, &st))
-				break;
-			x = st.parent;
-		}
-		if (x != scope)
-			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 16;
-			td_entry *nv = realloc(v, cap * sizeof *nv);
-			if (!nv) {
-				free(v);
-				return TD_ENOMEM;
-			}
-			v = nv;
-		}
-		v[n++] = e;
+	const splits *x;
+	int err = splits_get(a, &x);
+	if (err)
+		return err;
+	const td_entry *src = midword ? x->mid : x->all;
+	size_t ns = midword ? x->nmid : x->nall, n = 0;
+	td_entry *v = ns ? malloc(ns * sizeof *v) : NULL;
+	if (ns && !v)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < ns; i++)
+		if (in_scope(a, src[i], scope))
+			v[n++] = src[i];
+	if (!n) {
+		free(v);
+		v = NULL;
 	}
 	*out = v;
 	*nout = n;
 	return TD_OK;
+}
+
+int td_archive_cut_in_word(const td_archive *a, td_entry scope)
+{
+	const splits *x;
+	if (!a->sh || scope >= a->meta.nentries || splits_get(a, &x))
+		return 0;
+	for (size_t i = 0; i < x->nmid; i++)
+		if (in_scope(a, x->mid[i], scope))
+			return 1;
+	return 0;
 }
 
 int td_shard_query_fast(const td_archive *a, td_entry scope)

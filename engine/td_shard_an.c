@@ -16,7 +16,7 @@
  * "Analytics on shards"):
  *
  * - the builder cuts a file after an ASCII byte that is not a word
- *   character (td_build.c, is_cut_byte), so normally no word is cut and
+ *   character (td_build.c, td_cut_byte), so normally no word is cut and
  *   the only runs missing are those across the cut: the last words of one
  *   piece with the first of the next;
  * - when it finds no such byte within CUT_SLACK past the shard size it
@@ -34,12 +34,6 @@
  * zones is counted at the first one only: its first word must lie at or
  * after the previous zone's end.
  */
-
-/* The bytes the builder cuts after (td_build.c's is_cut_byte). */
-static int is_sep(uint8_t c)
-{
-	return c < 0x80 && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && c != '_';
-}
 
 /* ---------- reading around the cuts ---------- */
 
@@ -124,7 +118,7 @@ static int sync_back(cfile *cf, uint64_t c, uint64_t *out)
 		if (err)
 			return err;
 		for (uint64_t p = c - 1; p > lo; p--)
-			if (is_sep(cf->buf[p - 1 - lo])) {
+			if (td_cut_byte(cf->buf[p - 1 - lo])) {
 				*out = p;
 				return TD_OK;
 			}
@@ -144,7 +138,7 @@ static int sync_fwd(cfile *cf, uint64_t c, uint64_t *out)
 		if (err)
 			return err;
 		for (uint64_t q = at; q < hi; q++)
-			if (is_sep(cf->buf[q - at])) {
+			if (td_cut_byte(cf->buf[q - at])) {
 				*out = q + 1;
 				return TD_OK;
 			}
@@ -231,7 +225,7 @@ static int fix_zone(cfile *cf, zone z, uint64_t pe, unsigned m, run_fn fn, void 
 			return err;
 		uint64_t p = a0;
 		if (a0 > pe)
-			while (p < z.zs && !is_sep(cf->buf[p - 1 - from]))
+			while (p < z.zs && !td_cut_byte(cf->buf[p - 1 - from]))
 				p++;
 		toks t = { 0 };
 		err = tokenize(cf->buf, p - from, z.zs - from, &t);
@@ -251,7 +245,7 @@ static int fix_zone(cfile *cf, zone z, uint64_t pe, unsigned m, run_fn fn, void 
 			return err;
 		uint64_t p = b0;
 		if (b0 < cf->size)
-			while (p > z.ze && !is_sep(cf->buf[p - 1 - z.ze]))
+			while (p > z.ze && !td_cut_byte(cf->buf[p - 1 - z.ze]))
 				p--;
 		if ((err = words_both(cf, z.ze, z.ze, p, &n)))
 			return err;
@@ -293,7 +287,7 @@ static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void
 			continue; /* an empty piece: nothing is cut */
 		if ((err = cf_read(&cf, c - 1, 1)))
 			break;
-		if (!is_sep(cf.buf[0]) && ((err = sync_back(&cf, c, &z.zs)) || (err = sync_fwd(&cf, c, &z.ze))))
+		if (!td_cut_byte(cf.buf[0]) && ((err = sync_back(&cf, c, &z.zs)) || (err = sync_fwd(&cf, c, &z.ze))))
 			break;
 		if (m == 1 && z.zs == z.ze)
 			continue; /* a word never spans a cut at a sync point */
@@ -315,7 +309,7 @@ static int fix_scope(const td_archive *a, td_entry scope, unsigned m, run_fn fn,
 {
 	td_entry *v;
 	size_t n;
-	int err = td_shard_split_files(a, scope, &v, &n);
+	int err = td_shard_split_files(a, scope, m == 1, &v, &n); /* one word spans no cut at a sync point */
 	for (size_t i = 0; i < n && !err; i++)
 		err = fix_file(a, v[i], m, fn, ctx);
 	free(v);
