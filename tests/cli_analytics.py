@@ -7,7 +7,8 @@ format 4 archives and as format 5 archives forced to many shards (so files are s
 shards): the adversarial tree at --shard-size 64K, sotu and spam at 1M, gcide (one 40 MB
 file) at 4M, and a generated file without any ASCII separator, which the builder can only
 cut inside words and UTF-8 characters. Phrases and n-grams across the cuts are checked
-explicitly (the cuts are where `tadoc info` says each shard's input ends).
+explicitly (the cuts are where `tadoc info` says each shard's input ends). Format 5 runs
+with --format5 (meson: cli_analytics_shards).
 Bad arguments: one message on stderr, exit 2.
 
 Env: TADOC (the binary), TESTS_DIR (this folder); TADOC_CORPORA or ~/.cache/tadoc-corpora
@@ -20,6 +21,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 
 TADOC = os.environ.get("TADOC") or sys.exit("set TADOC to the tadoc binary")
 TESTS = os.environ.get("TESTS_DIR") or os.path.dirname(os.path.abspath(__file__))
@@ -90,8 +92,8 @@ def cut_phrases(c, f, cuts):
             out.append(w)  # a word cut in two, and what its halves look like alone
             k = cut - starts[i - 1]
             out += [x for x, _ in oracle.words_of(w[:k]) + oracle.words_of(w[k:]) if len(x) <= 4096]
-        for m in (2, 3, 4):
-            for j in range(max(0, i - m), min(i, len(ws) - m + 1)):
+        for m, j in ((2, i - 1), (3, i - 2), (3, i - 1), (4, i - 3), (4, i - 2)):  # straddling the cut
+            if 0 <= j and j + m <= len(ws):
                 p = b" ".join(w for w, _ in ws[j:j + m])
                 if len(p) <= 4096:
                     out.append(p)
@@ -144,12 +146,12 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
         same(label + " vector", ["vector", arch, s or b"."], oracle.render("vector", c, {"path": s}))
         grams = ((2, 0 if s or not heavy_root else 50), (3, 20), (5, 0 if s else 30), (8, 10))
         if light:
-            grams = ((2, 40), (3, 40), (4, 20), (8, 10))
+            grams = ((2, 20), (3, 20))
         for ln, top in grams:
             same(label + " ngrams -n %d --top %d" % (ln, top), ["ngrams", "-n", str(ln), "--top", str(top), arch] + p,
                  oracle.render("ngrams", c, {"path": s, "len": ln, "top": top}))
         words_here = [w for w, _ in c.top(s, 3) if len(w) <= 4096] + ([rng.choice(vocab)] if vocab else [])
-        for q in words_here + rng.sample(phr, min(4, len(phr))) + cutp:
+        for q in words_here + rng.sample(phr, min(4, len(phr))) + (cutp if s == single or not single else []):
             same(label + " count %r" % q[:40], ["count", arch, q] + p, b"%d\n" % len(c.hits(q, s)))
             if s and c.kind.get(s) == "f":
                 want = b"".join(b"%d\n" % o for _, o in c.hits(q, s))
@@ -231,40 +233,55 @@ def bad_args(work):
             print("FAIL bad args %r: rc %d stderr %r" % (a, r.returncode, r.stderr), flush=True)
 
 
+def corpora_dir():
+    for d in (os.environ.get("TADOC_CORPORA"),
+              os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
+        if d and os.path.isdir(os.path.join(d, "sotu")):
+            return d
+    return None
+
+
+def timed(name, fn, *a, **k):
+    t = time.monotonic()
+    fn(name, *a, **k)
+    print("%s: %.0f s" % (name, time.monotonic() - t), flush=True)
+
+
 def main():
+    """Format 4 archives by default; with --format5, format 5 archives forced to many shards."""
+    f5 = "--format5" in sys.argv[1:]
+    corpora = corpora_dir()
     with tempfile.TemporaryDirectory(prefix="cli_analytics.") as work:
         adv = os.path.join(work, "adv")
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
                        stdout=subprocess.DEVNULL)
-        check_corpus("adversarial", adv, work, nfiles=40, ndirs=27)
-        check_corpus("sample", os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
-        bad_args(work)
-        sotu = None
-        for d in (os.environ.get("TADOC_CORPORA"),
-                  os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
-            if d and os.path.isdir(os.path.join(d, "sotu")):
-                sotu = os.path.join(d, "sotu")
-                break
-        # format 5: many shards, files split over them
-        check_corpus("adversarial-f5", adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
-        mid = os.path.join(work, "midcut")
-        os.mkdir(mid)
-        make_midcut(os.path.join(mid, "nosep.txt"))
-        # 65537: the first cut falls inside a 2-byte character of a word over 255 bytes
-        check_corpus("midcut-f5", mid, work, nfiles=1, ndirs=0, cargs=F5 + ["--shard-size", "65537"],
-                     single=b"nosep.txt")
-        if sotu:
-            check_corpus("sotu", sotu, work, nfiles=6, ndirs=3, heavy_root=True)
-            check_corpus("sotu-f5", sotu, work, nfiles=6, ndirs=3, cargs=F5 + ["--shard-size", "1M"])
-            corpora = os.path.dirname(sotu)
-            if os.path.isdir(os.path.join(corpora, "spam")):
-                check_corpus("spam-f5", os.path.join(corpora, "spam"), work, nfiles=6, ndirs=3,
-                             cargs=F5 + ["--shard-size", "1M"], light=True)
-            if os.path.isdir(os.path.join(corpora, "gcide")):
-                check_corpus("gcide-f5", os.path.join(corpora, "gcide"), work, nfiles=1, ndirs=0,
-                             cargs=F5 + ["--shard-size", "4M"], light=True, single=b"gcide.txt")
+        if not f5:
+            timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27)
+            timed("sample", check_corpus, os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
+            bad_args(work)
+            if corpora:
+                timed("sotu", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3)
+            else:
+                print("sotu not available: skipped (set TADOC_CORPORA)")
         else:
-            print("sotu not available: skipped (set TADOC_CORPORA)")
+            # many shards: files split over them, phrases and n-grams across the cuts
+            timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
+            mid = os.path.join(work, "midcut")
+            os.mkdir(mid)
+            make_midcut(os.path.join(mid, "nosep.txt"))
+            # 65537: the first cut falls inside a 2-byte character of a word over 255 bytes
+            timed("midcut-f5", check_corpus, mid, work, nfiles=1, ndirs=0, cargs=F5 + ["--shard-size", "65537"],
+                  single=b"nosep.txt")
+            if corpora:
+                timed("sotu-f5", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3,
+                      cargs=F5 + ["--shard-size", "1M"])
+                for name, size in (("spam", "1M"), ("gcide", "4M")):
+                    if os.path.isdir(os.path.join(corpora, name)):
+                        timed(name + "-f5", check_corpus, os.path.join(corpora, name), work, nfiles=4,
+                              ndirs=2, cargs=F5 + ["--shard-size", size], light=True,
+                              single=b"gcide.txt" if name == "gcide" else None)
+            else:
+                print("sotu, spam, gcide not available: skipped (set TADOC_CORPORA)")
     print("%d checks, %d failures" % (checks, len(failures)))
     sys.exit(1 if failures else 0)
 
