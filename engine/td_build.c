@@ -558,6 +558,8 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	if (o.format != TD_VERSION_SHARDED) {
 		td_writer_opts wo = o.writer;
 		wo.format = o.format;
+		if (!wo.build_time)
+			wo.build_time = o.build_time; /* SOURCE_DATE_EPOCH: format 4 as well */
 		if (!wo.progress) {
 			wo.progress = o.progress;
 			wo.progress_ctx = o.progress_ctx;

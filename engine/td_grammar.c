@@ -290,6 +290,9 @@ typedef struct rounds {
 	uint64_t hot_sum;  /* the counts of the digrams in `hot`, summed */
 	uint8_t *dep;      /* nesting depth of each rule made so far */
 	uint64_t capdep;
+	uint64_t *cand;    /* pick_hot: slots of the count table that may be hot */
+	uint64_t capcand;
+	uint32_t last_thr; /* the previous round's threshold (0 before the first) */
 } rounds;
 
 static void rounds_free(rounds *st)
@@ -301,6 +304,7 @@ static void rounds_free(rounds *st)
 	free(st->rep);
 	free(st->spans);
 	free(st->dep);
+	free(st->cand);
 	free(st->reprule.v);
 }
 
@@ -331,14 +335,39 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 			unsigned max_depth)
 {
 	const ctab *t = &st->t;
-	uint32_t maxc = 0;
-	for (uint64_t i = 0; i < t->cap; i++)
-		if (t->v[i].count > maxc)
-			maxc = t->v[i].count;
+	/* One scan of the (large) count table finds the largest count and
+	 * lists the slots at or above a guess of the threshold (half the last
+	 * round's); the hot digrams then come from that short list. Only when
+	 * the threshold falls below the guess is the table scanned again. */
+	uint32_t maxc = 0, lo = st->last_thr / 2 > min_count ? st->last_thr / 2 : min_count;
+	uint64_t ncand = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		ncand = 0;
+		for (uint64_t i = 0; i < t->cap; i++) {
+			uint32_t c = t->v[i].count;
+			if (c < lo)
+				continue;
+			uint64_t *nc = room(st->cand, &st->capcand, ncand, sizeof *nc);
+			if (!nc)
+				return TD_ENOMEM;
+			st->cand = nc;
+			st->cand[ncand++] = i;
+			if (c > maxc)
+				maxc = c;
+		}
+		/* the list holds every slot >= thr unless thr < lo; maxc is then
+		 * the largest count (or 0 when nothing reached lo): scan again */
+		if (maxc / div < lo && lo > min_count) {
+			lo = maxc / div > min_count ? maxc / div : min_count;
+			continue;
+		}
+		break;
+	}
 	uint32_t thr = maxc / div > min_count ? maxc / div : min_count;
+	st->last_thr = thr;
 	uint64_t nhot = 0;
-	for (uint64_t i = 0; i < t->cap; i++)
-		nhot += t->v[i].count >= thr;
+	for (uint64_t j = 0; j < ncand; j++)
+		nhot += t->v[st->cand[j]].count >= thr;
 	/* the table is reused from round to round (it is left empty) */
 	uint64_t hcap = nhot * 2 + 64;
 	if (hcap > st->hot.alloc) {
@@ -366,8 +395,8 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 	}
 	int64_t made = 0;
 	st->hot_sum = 0;
-	for (uint64_t i = 0; i < t->cap; i++) {
-		const cslot *p = &t->v[i];
+	for (uint64_t j = 0; j < ncand; j++) {
+		const cslot *p = &t->v[st->cand[j]];
 		if (p->count < thr)
 			continue;
 		uint32_t a = p->a, b = p->b;
@@ -379,7 +408,7 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 		h->key = key;
 		h->count = p->count;
 		h->rule = 0;
-			st->left[a >> 6] |= UINT64_C(1) << (a & 63);
+		st->left[a >> 6] |= UINT64_C(1) << (a & 63);
 		st->right[b >> 6] |= UINT64_C(1) << (b & 63);
 		st->hot_sum += p->count;
 		made++;

@@ -116,6 +116,15 @@ static size_t word_run(const uint8_t *s, size_t n, size_t limit, int *more, int 
 	*more = 0;
 	*atend = 0;
 	while (i < n) {
+		/* ASCII word bytes (most of any text) without a call */
+		if (s[i] < 0x80 && ascii_word[s[i]]) {
+			if (i + 1 > limit) {
+				*more = 1;
+				return i;
+			}
+			i++;
+			continue;
+		}
 		unsigned k = td_word_char(s + i, n - i);
 		if (!k) {
 			if (maybe_incomplete(s + i, n - i))

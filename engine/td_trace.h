@@ -20,13 +20,17 @@ static inline void td_trace(const char *fmt, ...)
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
 	getrusage(RUSAGE_SELF, &u);
 	double w = (double)a.tv_sec + a.tv_nsec / 1e9, c = (double)b.tv_sec + b.tv_nsec / 1e9;
-	fprintf(stderr, "trace %8.3f s wall %8.3f s cpu %6ld MB peak  ", td_trace_wall ? w - td_trace_wall : 0,
-		td_trace_cpu ? c - td_trace_cpu : 0, u.ru_maxrss / 1024);
+	/* one write a line: shard threads trace at the same time */
+	char line[512];
+	int n = snprintf(line, sizeof line, "trace %8.3f s wall %8.3f s cpu %6ld MB peak  ",
+			 td_trace_wall ? w - td_trace_wall : 0, td_trace_cpu ? c - td_trace_cpu : 0, u.ru_maxrss / 1024);
+	if (n < 0 || (size_t)n >= sizeof line)
+		n = 0;
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s\n", line);
 	td_trace_wall = w;
 	td_trace_cpu = c;
 }

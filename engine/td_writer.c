@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,11 +492,44 @@ static int cmp_bytes(const uint8_t *a, size_t la, const uint8_t *b, size_t lb)
 	return c ? c : (la > lb) - (la < lb);
 }
 
+/* A token to sort: its first 8 bytes as a big-endian number (zeros past
+ * its end), so most comparisons need no look-up of its bytes. */
+typedef struct skey {
+	uint64_t key;
+	uint32_t id;
+} skey;
+
 static int cmp_tok(const void *x, const void *y)
 {
-	uint32_t a = *(const uint32_t *)x, b = *(const uint32_t *)y;
+	const skey *p = x, *q = y;
+	if (p->key != q->key)
+		return p->key < q->key ? -1 : 1;
+	uint32_t a = p->id, b = q->id;
 	return cmp_bytes(g_sort->bytes + g_sort->off[a], g_sort->len[a], g_sort->bytes + g_sort->off[b],
 			 g_sort->len[b]);
+}
+
+/* Sort ids[0..n) by their tokens' bytes under s (len: the bytes that
+ * count); ties in any order. Returns TD_ENOMEM or TD_OK. */
+static int sort_tokens(const sorter *s, uint32_t *ids, uint32_t n)
+{
+	skey *k = malloc((n ? n : 1) * sizeof *k);
+	if (!k)
+		return TD_ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		const uint8_t *p = s->bytes + s->off[ids[i]];
+		uint32_t len = s->len[ids[i]];
+		uint64_t key = 0;
+		for (uint32_t j = 0; j < 8; j++)
+			key = key << 8 | (j < len ? p[j] : 0);
+		k[i] = (skey){ key, ids[i] };
+	}
+	g_sort = s;
+	qsort(k, n, sizeof *k, cmp_tok);
+	for (uint32_t i = 0; i < n; i++)
+		ids[i] = k[i].id;
+	free(k);
+	return TD_OK;
 }
 
 static _Thread_local const went *g_ents;
@@ -525,15 +559,19 @@ static int cmp_rulelen(const void *x, const void *y)
 
 typedef struct secbuf {
 	td_buf b[TD_SEC_MAX];
+	uint8_t zdone[TD_SEC_MAX]; /* already one zstd frame (compressed early) */
 } secbuf;
+
+/* zstd level of the TD_SECF_ZSTD sections: names and dictionary are a few
+ * MB, so this costs about a second and saves 5-25% of the archive. */
+enum { SEC_ZSTD_LEVEL = 19 };
 
 static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 {
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
-	 * frame each. Level 19: names and dictionary are a few MB, so this
-	 * costs about a second and saves 5-25% of the archive. */
+	 * frame each (those compressed early already are). */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		int zerr = td_sec_zstd(id) ? td_buf_zstd(&sb->b[id], 19) : TD_OK;
+		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], SEC_ZSTD_LEVEL) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -660,10 +698,44 @@ typedef struct fin {
 	uint32_t *nchild;      /* children of each writer entry */
 	uint32_t **kids;
 	uint64_t *col;         /* scratch column */
+	pthread_t zt;          /* compresses WORDS and OTHER beside the grammar */
+	int zt_on, zt_err;
 } fin;
+
+/* The dictionary sections are final once fin_dictionary has run and are
+ * the bulk of the zstd work (level 19 of a few MB: a fifth of a build's
+ * CPU time): a helper thread compresses them while the grammar is built,
+ * so one shard's build takes that much less wall time. The bytes are what
+ * write_archive would write. */
+static void *zstd_dict_sections(void *arg)
+{
+	fin *f = arg;
+	static const unsigned ids[] = { TD_SEC_WORDS, TD_SEC_OTHER };
+	for (unsigned k = 0; k < sizeof ids / sizeof *ids && !f->zt_err; k++) {
+		f->zt_err = td_buf_zstd(&f->sb.b[ids[k]], SEC_ZSTD_LEVEL);
+		f->sb.zdone[ids[k]] = !f->zt_err;
+	}
+	return NULL;
+}
+
+static void zstd_start(fin *f)
+{
+	/* no thread (e.g. none may be created): write_archive compresses them */
+	f->zt_on = pthread_create(&f->zt, NULL, zstd_dict_sections, f) == 0;
+}
+
+static int zstd_join(fin *f)
+{
+	if (!f->zt_on)
+		return TD_OK;
+	pthread_join(f->zt, NULL);
+	f->zt_on = 0;
+	return f->zt_err ? td_fail(f->zt_err, "zstd of the dictionary sections failed (out of memory)") : TD_OK;
+}
 
 static void fin_free(fin *f)
 {
+	zstd_join(f);
 	for (unsigned i = 0; i < TD_SEC_MAX; i++)
 		td_buf_free(&f->sb.b[i]);
 	td_grammar_free(&f->g);
@@ -730,8 +802,10 @@ static int fin_dictionary(fin *f)
 	 * equal words are adjacent. */
 	const uint16_t *wl = d->wordlen;
 	sorter s_words = { d->bytes.p, d->off, wl };
-	g_sort = &s_words;
-	qsort(order, nw_tok, sizeof *order, cmp_tok);
+	if (sort_tokens(&s_words, order, nw_tok)) {
+		err = nomem();
+		goto out;
+	}
 	uint64_t W = 0;
 	for (uint32_t k = 0; k < nw_tok; k++) {
 		uint32_t t = order[k];
@@ -741,8 +815,10 @@ static int fin_dictionary(fin *f)
 		tokmap[t] = (uint32_t)(2 * (W - 1) + (d->len[t] > wl[t]));
 	}
 	sorter s_other = { d->bytes.p, d->off, d->len };
-	g_sort = &s_other;
-	qsort(order + nw_tok, no, sizeof *order, cmp_tok);
+	if (sort_tokens(&s_other, order + nw_tok, no)) {
+		err = nomem();
+		goto out;
+	}
 	uint64_t S = no, T = 2 * W + S;
 	if (T >= TD_SPLIT / 2) {
 		err = td_fail(TD_ELIMIT, "vocabulary too large");
@@ -1086,6 +1162,7 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	if ((err = fin_dictionary(&f)))
 		goto out;
 	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
+	zstd_start(&f);
 	if ((err = fin_grammar(&f)))
 		goto out;
 	td_trace("grammar total: %u rules, %llu root", f.g.nrules, (unsigned long long)f.g.file_root[f.g.nfiles]);
@@ -1099,7 +1176,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		goto out;
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "write", 1, 1);
-	err = write_archive(&f.sb, w->o.format, out_path);
+	if (!(err = zstd_join(&f)))
+		err = write_archive(&f.sb, w->o.format, out_path);
 	td_trace("zstd sections + write");
 out:
 	fin_free(&f);

@@ -250,10 +250,50 @@ typedef struct td_gpu_run {
  * CPU builder (unless ctx->strict). Built without CUDA: the CPU builder. */
 int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
 
-/* Make `opts` build indexes on the GPU when td_gpu_available() (the CLI's
- * compress and the compaction callers use this); otherwise leave it
- * untouched. Returns 1 when the GPU builder was set, else 0. */
+/* Make `opts` build indexes on the GPU when td_gpu_available() (the
+ * shared builder below); otherwise leave it untouched. Returns 1 when the
+ * GPU builder was set, else 0. Same as td_gpu_writer_use(opts, AUTO). */
 int td_gpu_writer_opts(td_writer_opts *opts);
+
+/* The CLI's --gpu auto|on|off (tadoc compress, compact, add). */
+typedef enum td_gpu_use {
+	TD_GPU_USE_AUTO = 0,      /* the GPU when one is usable, else the CPU */
+	TD_GPU_USE_ON = 1,        /* the GPU; no usable GPU is an error */
+	TD_GPU_USE_OFF = 2,       /* the CPU alone */
+} td_gpu_use;
+
+/* "auto", "on" or "off" into *use: 0, or -1 for any other string. */
+int td_gpu_use_parse(const char *s, td_gpu_use *use);
+
+/* Set `opts`' index builder for `use`: OFF leaves opts untouched (CPU),
+ * AUTO sets td_gpu_build_indexes_shared when td_gpu_available() and
+ * otherwise leaves opts untouched, ON sets it or returns TD_ENOGPU (detail
+ * says why: built without CUDA, or no usable device). TD_OK otherwise. */
+int td_gpu_writer_use(td_writer_opts *opts, td_gpu_use use);
+
+/* A td_index_fn for writers that may run on many threads at once (the
+ * shards of td_build.h): one build at a time runs on the GPU (device 0,
+ * td_gpu_build_indexes with its quiet CPU fallback); a call that finds the
+ * GPU busy builds on the calling thread with td_index_build_cpu. The
+ * output is identical either way. ctx: ignored (NULL). Thread-safe. */
+int td_gpu_build_indexes_shared(void *ctx, const td_index_in *in, td_index_out *out);
+
+/* How many td_gpu_build_indexes_shared calls in this process ran on the
+ * GPU and on the CPU so far (either pointer may be NULL). Thread-safe. */
+void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu);
+
+/* ---- digram counts (the grammar's rounds; not used by the writer yet) ---- */
+
+/* Count every digram of `seq` (n symbols, each file ended by TD_SPLIT =
+ * UINT32_MAX) on device 0 as engine/td_grammar.c's count table holds them:
+ * the pair (seq[i], seq[i+1]) counts unless either is TD_SPLIT, and in a
+ * run of one repeated symbol every other pair from the run's start counts.
+ * On success *ndistinct digrams in ascending order of (a << 32 | b) in
+ * *keys with their counts in *counts (malloc'd, the caller frees; NULL and
+ * 0 when there is none). TD_OK, TD_ENOMEM (host), TD_EIO (a CUDA call
+ * failed, device memory included; detail has the CUDA message), TD_ENOGPU
+ * (built without CUDA). Thread-safe (each call has its own device memory). */
+int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32_t **counts, uint64_t *ndistinct);
 
 /* ---- insert/append batches (td_edit_batch.h) ---- */
 

@@ -124,11 +124,6 @@ int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out)
 	return td_index_build_cpu(NULL, in, out);
 }
 
-int td_gpu_writer_opts(td_writer_opts *opts)
-{
-	(void)opts;
-	return 0;
-}
 
 int td_gpu_edit_resolve(void *ctx, const td_edit *ed, const td_edit_rec *recs, size_t n, int mode,
 			td_edit_rec *out, uint32_t *perm)
@@ -152,4 +147,14 @@ int td_gpu_edit_apply_batch(void *ctx, td_edit *ed, const td_edit_rec *recs, siz
 		return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 	}
 	return td_edit_apply_batch(ed, recs, n, mode, napplied);
+}
+
+int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32_t **counts, uint64_t *ndistinct)
+{
+	(void)seq;
+	(void)n;
+	*keys = NULL;
+	*counts = NULL;
+	*ndistinct = 0;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }

@@ -433,5 +433,51 @@ tar_bad "compress - of an entry with '..'" "tadoc: -: entry 'a/../../evil': a '.
 if [ "$("$TADOC" cat "$work/abs.tadoc" abs/x)" = abc ]; then ok "compress - strips a leading '/'"; else not_ok "compress - strips a leading '/'"; fi
 expect_fail "compress - with another input" "'-'" "$TADOC" compress -o "$work/x.tadoc" - "$T"
 
+# --- --gpu auto|on|off (compress, compact, add) ------------------------------
+# Where the indexes are built does not change a byte. Without a usable GPU (CI),
+# --gpu on fails with one clear message and writes nothing; with one (the GPU
+# machine), every --gpu on build below must equal its --gpu off twin byte for
+# byte: format 4, and format 5 in small shards on 4 threads (the shard threads
+# share the GPU: one index build at a time on it, the others on CPU threads).
+G=$work/gpu; mkdir -p "$G"
+for c in compress compact add; do
+	expect_fail "$c --gpu with a bad word" "--gpu 'maybe': expected auto, on or off" "$TADOC" "$c" --gpu maybe "$G/x.tadoc" "$work/tree"
+	if "$TADOC" "$c" --help 2>&1 | grep -qF -- '--gpu auto|on|off'; then ok "$c --help names --gpu"; else not_ok "$c --help names --gpu"; fi
+done
+expect_fail "compress --gpu without a word" "--gpu" "$TADOC" compress -o "$G/x.tadoc" "$work/tree" --gpu
+gpu_build() { # NAME WORD ARGS...: compress the adversarial tree with --gpu WORD into $G/NAME
+	local name=$1 word=$2; shift 2
+	SOURCE_DATE_EPOCH=1700000000 "$TADOC" compress -q --gpu "$word" "$@" -o "$G/$name" "$work/tree"
+}
+check "compress --gpu off (format 4)" gpu_build off4 off --format 4
+check "compress --gpu auto (format 4)" gpu_build auto4 auto --format 4
+cmp -s "$G/off4" "$G/auto4" && ok "--gpu auto equals --gpu off (format 4)" || not_ok "--gpu auto differs from --gpu off (format 4)"
+check "compress --gpu off (format 5, 64K shards, -j 4)" gpu_build off5 off --format 5 -j 4 --shard-size 64K
+shards=$("$TADOC" info "$G/off5" | awk '$1 == "shards" { print $2 }')
+[ "${shards:-0}" -ge 4 ] && ok "... $shards shards" || not_ok "... only '${shards:-?}' shards (want >= 4)"
+if gpu_build on4 on --format 4 2>"$G/err"; then
+	ok "compress --gpu on (a GPU is usable here)"
+	cmp -s "$G/off4" "$G/on4" && ok "--gpu on equals --gpu off byte for byte (format 4)" || not_ok "--gpu on differs from --gpu off (format 4)"
+	check "compress --gpu on (format 5, 64K shards, -j 4)" gpu_build on5 on --format 5 -j 4 --shard-size 64K
+	cmp -s "$G/off5" "$G/on5" && ok "--gpu on equals --gpu off byte for byte (format 5)" || not_ok "--gpu on differs from --gpu off (format 5)"
+	for w in on off; do
+		cp "$G/off4" "$G/c$w" && cp "$G/off5" "$G/a$w"
+		check "compact --format 5 --gpu $w" env SOURCE_DATE_EPOCH=1700000000 "$TADOC" compact --format 5 --gpu "$w" "$G/c$w"
+		check "add --gpu $w" env SOURCE_DATE_EPOCH=1700000000 "$TADOC" add --gpu "$w" --shard-size 64K "$G/a$w" "$work/tree/text"
+	done
+	cmp -s "$G/con" "$G/coff" && ok "compact --gpu on equals --gpu off" || not_ok "compact --gpu on differs from --gpu off"
+	cmp -s "$G/aon" "$G/aoff" && ok "add --gpu on equals --gpu off" || not_ok "add --gpu on differs from --gpu off"
+else
+	rc=$?
+	[ "$rc" -eq 1 ] && ok "compress --gpu on without a GPU exits 1" || not_ok "compress --gpu on without a GPU exits $rc" "$(cat "$G/err")"
+	grep -qE -e "^tadoc: compress: --gpu on: no (GPU|usable CUDA device)" "$G/err" && [ "$(grep -c . "$G/err")" -eq 1 ] &&
+		ok "... one clear message" || not_ok "... one clear message" "$(cat "$G/err")"
+	[ ! -e "$G/on4" ] && ok "... and writes nothing" || not_ok "... but wrote $G/on4"
+	cp "$G/off4" "$G/c" && cp "$G/off5" "$G/a"
+	expect_fail "compact --gpu on without a GPU" "--gpu on: no" "$TADOC" compact --format 5 --gpu on "$G/c"
+	expect_fail "add --gpu on without a GPU" "--gpu on: no" "$TADOC" add --gpu on "$G/a" "$work/tree/text"
+	cmp -s "$G/off4" "$G/c" && cmp -s "$G/off5" "$G/a" && ok "... the archives untouched" || not_ok "... an archive changed"
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

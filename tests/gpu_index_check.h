@@ -20,6 +20,7 @@
 #include "td_err.h"
 #include "td_format.h"
 #include "td_index.h"
+#include "td_build.h"
 #include "td_writer.h"
 
 static int gic_failures;
@@ -128,30 +129,109 @@ static size_t gic_text(unsigned char *buf, size_t n, int kind)
 	return n;
 }
 
-/* The adversarial corpus into a writer. */
-static int gic_fill(td_writer *w)
+/* Where gic_fill adds: a td_writer (format 4) or a td_build (format 5). */
+typedef struct gic_sink {
+	td_writer *w;
+	td_build *b;
+} gic_sink;
+
+static int gic_dir(const gic_sink *k, const char *path)
+{
+	return k->w ? td_writer_add_dir(k->w, path, 0755, 1, 0) : td_build_add_dir(k->b, path, 0755, 1, 0);
+}
+
+static int gic_file(const gic_sink *k, const char *path, const unsigned char *data, size_t len)
+{
+	return k->w ? td_writer_add_file(k->w, path, 0644, 1, 0, data, len)
+		    : td_build_add_file(k->b, path, 0644, 1, 0, data, len);
+}
+
+static int gic_symlink(const gic_sink *k, const char *path, const char *target)
+{
+	return k->w ? td_writer_add_symlink(k->w, path, 1, 0, target) : td_build_add_symlink(k->b, path, 1, 0, target);
+}
+
+/* The adversarial corpus into a writer or a sharded build. */
+static int gic_fill(const gic_sink *k)
 {
 	size_t cap = 1 << 21;
 	unsigned char *b = (unsigned char *)malloc(cap);
 	int err = 0;
 	if (!b)
 		return TD_ENOMEM;
-	err |= td_writer_add_dir(w, "", 0755, 1, 0); /* the root's mtime: not the clock */
-	err |= td_writer_add_file(w, "empty", 0644, 1, 0, "", 0);
-	err |= td_writer_add_file(w, "big", 0644, 1, 0, b, gic_text(b, 1500000, 0));
+	err |= gic_dir(k, ""); /* the root's mtime: not the clock */
+	err |= gic_file(k, "empty", (const unsigned char *)"", 0);
+	err |= gic_file(k, "big", b, gic_text(b, 1500000, 0));
 	memset(b, 'z', 700); /* one word longer than TD_MAXTOK: three pieces */
 	memcpy(b + 700, " the end", 8);
-	err |= td_writer_add_file(w, "long", 0644, 1, 0, b, 708);
-	err |= td_writer_add_file(w, "bin", 0644, 1, 0, b, gic_text(b, 5000, 1));
-	err |= td_writer_add_symlink(w, "ln", 1, 0, "the rule of the grammar");
-	err |= td_writer_add_dir(w, "d/empty", 0755, 1, 0);
+	err |= gic_file(k, "long", b, 708);
+	err |= gic_file(k, "bin", b, gic_text(b, 5000, 1));
+	err |= gic_symlink(k, "ln", "the rule of the grammar");
+	err |= gic_dir(k, "d/empty");
 	for (int i = 0; i < 400 && !err; i++) {
 		char name[64];
 		snprintf(name, sizeof name, "d/%c/%c/f%03d", 'a' + i % 3, 'a' + i % 5, i);
-		err |= td_writer_add_file(w, name, 0644, 1, 0, b, gic_text(b, gic_rnd() % (i % 50 ? 3000 : 60000), 0));
+		err |= gic_file(k, name, b, gic_text(b, gic_rnd() % (i % 50 ? 3000 : 60000), 0));
 	}
 	free(b);
 	return err;
+}
+
+/* Whole files equal, byte for byte. */
+static int gic_same_file(const char *what, const char *a, const char *b)
+{
+	size_t na = 0, nb = 0;
+	unsigned char *x = gic_slurp(a, &na), *y = gic_slurp(b, &nb);
+	int bad = !x || !y || na != nb || memcmp(x, y, na) != 0;
+	if (bad)
+		fprintf(stderr, "MISMATCH %s: the archives differ (%zu vs %zu bytes)\n", what, na, nb);
+	free(x);
+	free(y);
+	gic_failures += bad;
+	return bad;
+}
+
+/* The adversarial corpus as a format 5 archive of many small shards built
+ * on 4 threads, once with the CPU index builder and once with `fn`, which
+ * the threads call at the same time (td_gpu_build_indexes_shared): the two
+ * files must be equal byte for byte (one build time for both). Returns the
+ * number of mismatches so far. */
+static int gic_run_sharded(td_index_fn fn, void *ctx, const char *tmpdir)
+{
+	char pa[4096], pb[4096];
+	snprintf(pa, sizeof pa, "%s/cpu5.tadoc", tmpdir);
+	snprintf(pb, sizeof pb, "%s/other5.tadoc", tmpdir);
+	for (int pass = 0; pass < 2; pass++) {
+		td_build_opts bo;
+		td_build_opts_init(&bo);
+		bo.format = TD_VERSION_SHARDED;
+		bo.jobs = 4;
+		bo.shard_size = 256 << 10;
+		bo.build_time = 1;
+		bo.writer.sample_shift = 4;
+		bo.writer.index_build = pass ? fn : NULL;
+		bo.writer.index_ctx = pass ? ctx : NULL;
+		gic_rng = 0x243F6A8885A308D3ull;
+		td_build *b = NULL;
+		int err = td_build_new(&bo, &b);
+		gic_sink k = {NULL, b};
+		if (!err)
+			err = gic_fill(&k);
+		if (!err) {
+			err = td_build_finish(b, pass ? pb : pa);
+			b = NULL;
+		}
+		td_build_abort(b);
+		if (err) {
+			fprintf(stderr, "sharded build: %s (%s)\n", td_strerror(err), td_errdetail());
+			return ++gic_failures;
+		}
+	}
+	printf("adversarial, format 5, 256 KiB shards, 4 threads: %s\n",
+	       gic_same_file("format 5", pa, pb) ? "DIFFER" : "identical");
+	unlink(pa);
+	unlink(pb);
+	return gic_failures;
 }
 
 /* Build the adversarial archive twice (CPU builder, then `fn`) and compare;
@@ -172,7 +252,8 @@ static int gic_run(td_index_fn fn, void *ctx, const char *tmpdir, char **dirs, i
 			o.index_build = pass ? fn : NULL;
 			o.index_ctx = pass ? ctx : NULL;
 			td_writer *w = td_writer_new(&o);
-			int err = w ? gic_fill(w) : TD_ENOMEM;
+			gic_sink k = {w, NULL};
+			int err = w ? gic_fill(&k) : TD_ENOMEM;
 			if (!err)
 				err = td_writer_finish(w, pass ? pb : pa);
 			else

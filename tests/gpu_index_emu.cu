@@ -6,12 +6,22 @@
  * memory (gpu/td_gpu_dev.cuh), and everything else - the level-by-level
  * launches, the pending check, the prefix sums, the sample look-ups - is the
  * builder's own code. Archives built through it must equal those of the CPU
- * builder section by section (gpu_index_check.h). Exit 0 when all match.
+ * builder section by section (gpu_index_check.h), and a format 5 archive
+ * whose 4 shard threads share it through td_gpu_build_indexes_shared must
+ * equal the CPU-built one byte for byte. Exit 0 when all match.
  */
 #define TD_GPU_EMU 1
 #include "td_gpu_index.cu"
+/* the shared builder (one GPU build at a time, the other shard threads on
+ * the CPU) over the emulated builder, as `tadoc compress -j N` uses it */
+#include "td_gpu_wopts.c"
 
 #include "gpu_index_check.h"
+
+extern "C" int td_gpu_available(void)
+{
+	return 1; /* the emulated device */
+}
 
 int main(int argc, char **argv)
 {
@@ -21,6 +31,15 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int bad = gic_run(td_gpu_build_indexes, NULL, dir, argv + 1, argc - 1);
+	bad = gic_run_sharded(td_gpu_build_indexes_shared, NULL, dir); /* counts are cumulative */
+	uint64_t on_gpu = 0, on_cpu = 0;
+	td_gpu_build_counts(&on_gpu, &on_cpu);
+	printf("format 5 shards: %llu index builds on the emulated GPU, %llu on CPU threads\n",
+	       (unsigned long long)on_gpu, (unsigned long long)on_cpu);
+	if (on_gpu == 0) {
+		fprintf(stderr, "gpu_index_emu: no shard's indexes went through the GPU builder\n");
+		bad++;
+	}
 	rmdir(dir);
 	printf("gpu_index_emu: %s\n", bad ? "DIFFER" : "all identical");
 	return bad ? 1 : 0;

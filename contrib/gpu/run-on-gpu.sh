@@ -84,6 +84,8 @@ if has tests; then
 		done
 		echo "== gpu_index: adversarial corpus and$dirs"
 		gpu_index $dirs || rc=1
+		echo "== gpu_digram: digram counts == a plain CPU count"
+		[ -x "$(command -v gpu_digram)" ] && { gpu_digram || rc=1; }
 		rm -rf "$tmp"
 	} > "$out/tests.log" 2>&1
 	tail -n 40 "$out/tests.log"

@@ -7,6 +7,7 @@
 
 #include "td_archive.h"
 #include "td_build.h"
+#include "td_gpu.h"
 
 /* Exit statuses of tadoc, documented in tadoc(1). */
 enum td_cli_exit {
@@ -77,6 +78,19 @@ int td_cli_parse_u64(const char *s, uint64_t *out);
  * as td_conf_parse_size reads them. Sets the field of *bo and returns
  * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
 int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts *bo);
+
+/* --gpu WORD given to CMD (auto, on or off): sets *use and returns
+ * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
+int td_cli_gpu_opt(const char *cmd, const char *arg, td_gpu_use *use);
+
+/* Set wo's index builder for `use` (td_gpu_writer_use). TD_CLI_OK, or,
+ * with --gpu on and no usable GPU, prints "tadoc: CMD: --gpu on: ..." and
+ * returns TD_CLI_FAIL. */
+int td_cli_gpu_setup(const char *cmd, td_writer_opts *wo, td_gpu_use use);
+
+/* After a build with --gpu on: one line on stderr saying how many index
+ * builds ran on the GPU and how many on CPU threads. Nothing otherwise. */
+void td_cli_gpu_report(td_gpu_use use);
 
 /* --- archives --- */
 

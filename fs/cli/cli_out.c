@@ -213,3 +213,28 @@ int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts 
 	}
 	return TD_CLI_OK;
 }
+
+int td_cli_gpu_opt(const char *cmd, const char *arg, td_gpu_use *use)
+{
+	if (td_gpu_use_parse(arg, use))
+		return td_cli_usage(cmd, "--gpu '%s': expected auto, on or off", arg);
+	return TD_CLI_OK;
+}
+
+int td_cli_gpu_setup(const char *cmd, td_writer_opts *wo, td_gpu_use use)
+{
+	td_cli_clear_detail();
+	if (td_gpu_writer_use(wo, use) != TD_OK)
+		return td_cli_errorf(cmd, "%s", td_errdetail());
+	return TD_CLI_OK;
+}
+
+void td_cli_gpu_report(td_gpu_use use)
+{
+	uint64_t on_gpu, on_cpu;
+	if (use != TD_GPU_USE_ON)
+		return;
+	td_gpu_build_counts(&on_gpu, &on_cpu);
+	fprintf(stderr, "tadoc: --gpu on: %llu of %llu index builds ran on the GPU, the others on CPU threads\n",
+		(unsigned long long)on_gpu, (unsigned long long)(on_gpu + on_cpu));
+}

@@ -20,7 +20,7 @@
 
 static const char add_help[] =
 	"Usage: tadoc add [--to DIR] [-j N] [--shard-size SIZE] [--memory SIZE]\n"
-	"                 ARCHIVE INPUT...\n"
+	"                 [--gpu auto|on|off] ARCHIVE INPUT...\n"
 	"\n"
 	"Add files and directories to a format 5 archive as new shards, without\n"
 	"rebuilding it: the existing shards are kept byte for byte. Each INPUT\n"
@@ -38,6 +38,9 @@ static const char add_help[] =
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
+"      --gpu auto|on|off index builds on the GPU: auto (default) when one is\n"
+	"                        usable, on (an error without one), off (CPU only);\n"
+	"                        the archive's bytes are the same either way\n"
 	"  -h, --help            show this help\n";
 
 /* 1 when ARCHIVE.journal holds edits; -1 (message printed) on error. An
@@ -78,12 +81,13 @@ static int pending_edits(const char *archive, const td_archive *a)
 
 int td_cmd_add(int argc, char **argv)
 {
-	enum { OPT_TO = 256, OPT_SHARD, OPT_MEMORY };
+	enum { OPT_TO = 256, OPT_SHARD, OPT_MEMORY, OPT_GPU };
 	static const struct option longopts[] = {
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "shard-size", required_argument, NULL, OPT_SHARD },
 		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "gpu", required_argument, NULL, OPT_GPU },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -91,7 +95,7 @@ int td_cmd_add(int argc, char **argv)
 	td_build_opts_init(&bo);
 	td_writer_opts wo;
 	memset(&wo, 0, sizeof wo);
-	td_gpu_writer_opts(&wo);
+	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	wo.progress = NULL;
 	const char *to = NULL;
 	uint64_t v;
@@ -101,6 +105,10 @@ int td_cmd_add(int argc, char **argv)
 		switch (c) {
 		case OPT_TO:
 			to = optarg;
+			break;
+		case OPT_GPU:
+			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
+				return TD_CLI_USAGE;
 			break;
 		case 'j':
 		case OPT_SHARD:
@@ -122,6 +130,8 @@ int td_cmd_add(int argc, char **argv)
 		return td_cli_usage(argv[0], "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB",
 				    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
 				    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
+	if (td_cli_gpu_setup(argv[0], &wo, gpu))
+		return TD_CLI_FAIL;
 	const char *archive = argv[optind];
 	const char *const *inputs = (const char *const *)(argv + optind + 1);
 	size_t ninputs = (size_t)(argc - optind - 1);
@@ -191,6 +201,7 @@ int td_cmd_add(int argc, char **argv)
 		}
 		goto out;
 	}
+	td_cli_gpu_report(gpu);
 	td_archive *n = td_cli_open(archive, 0);
 	if (n && stat(archive, &after) == 0)
 		td_cli_outf("%s: %u new shards (%u in all); %llu -> %llu bytes\n", archive,

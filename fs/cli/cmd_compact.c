@@ -12,7 +12,7 @@
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact [--format 4|5] ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] [--gpu auto|on|off] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -31,16 +31,21 @@ static const char compact_help[] =
 	"Options:\n"
 	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
 	"                   the archive even when there are no edits\n"
+	"      --gpu WORD   index builds on the GPU: auto (default) when one is\n"
+	"                   usable, on (an error without one), off (CPU only);\n"
+	"                   the archive's bytes are the same either way\n"
 	"  -h, --help       show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'F' },
+		{ "gpu", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	td_writer_opts wo = { 0 };
+	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	uint64_t v;
 	int c;
 	opterr = 0;
@@ -53,6 +58,10 @@ int td_cmd_compact(int argc, char **argv)
 			if (td_cli_parse_u64(optarg, &v) || (v != TD_VERSION && v != TD_VERSION_SHARDED))
 				return td_cli_usage(argv[0], "--format '%s': expected 4 or 5", optarg);
 			wo.format = (unsigned)v;
+			break;
+		case 'G':
+			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
+				return TD_CLI_USAGE;
 			break;
 		default:
 			return td_cli_bad_option(argv[0], c, argv);
@@ -67,7 +76,8 @@ int td_cmd_compact(int argc, char **argv)
 		return td_cli_error_sys(archive, errno);
 	td_journal_report rep = { 0 };
 	int rewritten = 0;
-	td_gpu_writer_opts(&wo); /* indexes built on the GPU when there is one */
+	if (td_cli_gpu_setup(argv[0], &wo, gpu))
+		return TD_CLI_FAIL;
 	int err = td_compact_path(archive, &wo, &rep, &rewritten);
 	if (rep.swept_msg[0])
 		td_cli_errorf(archive, "%s", rep.swept_msg);
@@ -81,6 +91,7 @@ int td_cmd_compact(int argc, char **argv)
 	}
 	if (stat(archive, &after) != 0)
 		return td_cli_error_sys(archive, errno);
+	td_cli_gpu_report(gpu);
 	td_cli_outf("%s: folded %llu journal records in; %llu -> %llu bytes\n", archive,
 		    (unsigned long long)rep.records, (unsigned long long)before.st_size,
 		    (unsigned long long)after.st_size);

@@ -21,7 +21,7 @@
 
 static const char help[] =
 	"Usage: tadoc compress [-j N] [--shard-size SIZE] [--memory SIZE] [--format 3|4|5]\n"
-	"                      [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
+	"                      [--gpu auto|on|off] [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
 	"       tadoc compress [OPTIONS] -o OUT.tadoc -\n"
 	"\n"
 	"Compress files and directories into one archive. A single directory\n"
@@ -52,6 +52,9 @@ static const char help[] =
 	"      --shard-size SIZE text bytes per shard (K/M/G suffixes; default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM;\n"
 	"                        one shard needs about 7 times its size plus 24M)\n"
+"      --gpu auto|on|off index builds on the GPU: auto (default) when one is\n"
+	"                        usable, on (an error without one), off (CPU only);\n"
+	"                        the archive's bytes are the same either way\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"
@@ -163,7 +166,7 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 
 int td_cmd_compress(int argc, char **argv)
 {
-	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY };
+	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-depth", required_argument, NULL, OPT_DEPTH },
@@ -172,6 +175,7 @@ int td_cmd_compress(int argc, char **argv)
 		{ "jobs", required_argument, NULL, 'j' },
 		{ "shard-size", required_argument, NULL, OPT_SHARD },
 		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "gpu", required_argument, NULL, OPT_GPU },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -184,7 +188,7 @@ int td_cmd_compress(int argc, char **argv)
 	td_build_opts_init(&bo);
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
-	td_gpu_writer_opts(&opts); /* indexes built on the GPU when there is one */
+	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	const char *sde = getenv("SOURCE_DATE_EPOCH"); /* reproducible builds */
 	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
 		bo.build_time = (int64_t)v;
@@ -197,6 +201,10 @@ int td_cmd_compress(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = 1;
+			break;
+		case OPT_GPU:
+			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
+				return TD_CLI_USAGE;
 			break;
 		case OPT_DEPTH:
 			if (td_cli_parse_u64(optarg, &v) || v < 1 || v > TD_MAXDEPTH)
@@ -258,6 +266,8 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_usage(argv[0], "'-' (a tar archive on standard input) must be the only input");
 	if (from_tar && isatty(STDIN_FILENO))
 		return td_cli_errorf("-", "standard input is a terminal: pipe a tar archive into it");
+	if (td_cli_gpu_setup(argv[0], &opts, gpu))
+		return TD_CLI_FAIL;
 	/* Before hours of compressing: can OUT be written where it goes? */
 	char *dir = strdup(out);
 	if (!dir)
@@ -293,6 +303,8 @@ int td_cmd_compress(int argc, char **argv)
 	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &opts)
 			   : td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
 	progress_clear(&prog);
+	if (!err && !quiet)
+		td_cli_gpu_report(gpu);
 	if (err)
 		return report(out, (const char *const *)(argv + optind), (size_t)(argc - optind), err);
 	return TD_CLI_OK;

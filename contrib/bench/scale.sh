@@ -1,0 +1,115 @@
+#!/bin/bash
+# scale.sh: the scale benchmark (issue 22) on a many-core host, side by side in one run:
+# `tadoc compress --format 5` at -j N (every core; with --gpu on where a GPU is usable) against
+# mksquashfs -comp zstd, tar | zstd -19 -T0 and tar | xz -6 -T0; the same build and mksquashfs
+# pinned to two cores (taskset); mount to first `ls` and first `cat`; `tadoc add` of a small corpus
+# against compressing it alone; `tadoc compact` after 10,000 appends to 10 files against the full
+# build.
+#
+#   contrib/bench/scale.sh CORPUS.tar.xz [SMALL_DIR]
+#
+# CORPUS.tar.xz holds one top directory (e.g. linux/). SMALL_DIR (e.g. sotu) is what `tadoc add`
+# adds; without it that step is skipped.
+# Environment: CARRY (default .carry: build/tadoc, build/tadocfs, lib/, extra/bin with
+# mksquashfs, xz, zstd and GNU time as gtime, extra/lib), JOBS (default: every core),
+# PIN (default 0,1: the cores of the two-core runs; empty skips them), WORK (default /tmp/scale).
+# Results: contrib/bench/results/compress.md ("Many cores").
+set -u
+C=$(cd "${CARRY:-.carry}" && pwd)
+export LD_LIBRARY_PATH=$C/lib:$C/extra/lib PATH=$C/build:$C/extra/bin:$PATH
+J=${JOBS:-$(nproc)} PIN=${PIN-0,1} W=${WORK:-/tmp/scale}
+src=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+small=${2:+$(cd "$2" && pwd)}
+T() {
+	local name=$1; shift
+	local s=$(date +%s.%N)
+	gtime -f "%M" -o $W/rss "$@" > $W/out.log 2>&1
+	local rc=$? e=$(date +%s.%N)
+	printf '%-44s rc=%d wall=%7.1fs peakRSS=%7d MiB\n' "$name" $rc "$(awk "BEGIN{print $e - $s}")" \
+		$(( $(tail -1 $W/rss) / 1024 ))
+	[ $rc = 0 ] || tail -3 $W/out.log | sed 's/^/    /'
+}
+ratio() { printf '%-28s %13d bytes  ratio %.3f\n' "$1" $(stat -c %s "$2") "$(awk "BEGIN{print $in / $(stat -c %s "$2")}")"; }
+
+rm -rf $W; mkdir -p $W/src $W/out $W/mnt; cd $W
+s=$(date +%s); xz -dc -T0 "$src" | tar xf - -C src; echo "untar $(( $(date +%s) - s )) s"
+top=$(ls src | head -1)
+in=$(du -sb --apparent-size src/$top | cut -f1)
+echo "input $top: $in bytes, $(find src/$top -type f | wc -l) files"
+echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(free -g | awk '/Mem/{print $2}') GiB"
+nvidia-smi -L 2>/dev/null | head -2
+echo "tadoc $(cat $C/COMMIT 2>/dev/null)"
+export SOURCE_DATE_EPOCH=1700000000
+gpu=0; tadoc compress --help 2>&1 | grep -q -- '--gpu' && nvidia-smi -L >/dev/null 2>&1 && gpu=1
+
+echo "## all $J cores"
+T "tadoc compress --format 5 -j$J" tadoc compress -q --format 5 -j $J -o out/a.tadoc src/$top
+[ $gpu = 1 ] && T "tadoc compress --format 5 -j$J --gpu on" \
+	tadoc compress -q --format 5 -j $J --gpu on -o out/g.tadoc src/$top
+[ -f out/g.tadoc ] && { cmp -s out/a.tadoc out/g.tadoc && echo "--gpu on == --gpu auto/off: identical" || echo "--gpu on DIFFERS"; }
+T "mksquashfs -comp zstd -processors $J" mksquashfs src/$top out/x.sqfs -comp zstd -processors $J -no-progress -quiet
+T "tar | zstd -19 -T0" bash -c "tar cf - -C src $top | zstd -19 -T0 -q > out/x.tar.zst"
+T "tar | xz -6 -T0" bash -c "tar cf - -C src $top | xz -6 -T0 > out/x.tar.xz"
+T "tadoc verify" tadoc verify out/a.tadoc
+
+if [ -n "$PIN" ]; then
+	echo "## pinned to cores $PIN (taskset)"
+	T "tadoc compress --format 5 -j2 (2 cores)" taskset -c $PIN tadoc compress -q --format 5 -j 2 -o out/p.tadoc src/$top
+	cmp -s out/a.tadoc out/p.tadoc && echo "-j2 == -j$J: identical" || echo "-j2 DIFFERS from -j$J"
+	T "mksquashfs -comp zstd -processors 2 (2 cores)" taskset -c $PIN mksquashfs src/$top out/p.sqfs -comp zstd -processors 2 -no-progress -quiet
+fi
+
+echo "## sizes"
+for f in out/*; do ratio "$(basename $f)" $f; done
+tadoc info out/a.tadoc | sed -n '1,12p'
+
+echo "## mount to first ls / first cat (warm page cache)"
+small_file=$(cd src/$top && find . -type f -size -8k | sort | head -1 | cut -c3-)
+python3 - "$W/out/a.tadoc" "$W/mnt" "$small_file" <<'EOF'
+import os, subprocess, sys, time
+arc, mnt, f = sys.argv[1:4]
+for i in range(3):
+    t0 = time.perf_counter()
+    subprocess.run(["tadocfs", arc, mnt], check=True)
+    names = os.listdir(mnt)
+    t1 = time.perf_counter()
+    with open(os.path.join(mnt, f), "rb") as fh:
+        data = fh.read()
+    t2 = time.perf_counter()
+    subprocess.run(["fusermount3", "-u", mnt]) if subprocess.run(["which", "fusermount3"], capture_output=True).returncode == 0 else subprocess.run(["umount", mnt])
+    print(f"run {i}: mount+first ls {1e3*(t1-t0):.1f} ms ({len(names)} names); first cat of {f} ({len(data)} B) {1e3*(t2-t1):.1f} ms")
+EOF
+
+if [ -n "$small" ]; then
+	echo "## tadoc add $(basename $small) (against compressing it alone)"
+	cp out/a.tadoc out/b.tadoc
+	T "tadoc add $(basename $small)" tadoc add -j $J out/b.tadoc $small
+	T "tadoc compress $(basename $small) alone" tadoc compress -q --format 5 -j $J -o out/s.tadoc $small
+	tadoc ls out/b.tadoc | head -3 | tr '\n' ' '; echo
+fi
+
+echo "## compact after 10,000 appends to 10 files (against the full build above)"
+cp out/a.tadoc out/c.tadoc
+tadocfs out/c.tadoc mnt -o rw || echo "rw mount failed"
+python3 - "$W/mnt" <<'EOF'
+import os, sys
+mnt = sys.argv[1]
+files = []
+for d, _, fs in os.walk(mnt):
+    for f in sorted(fs):
+        p = os.path.join(d, f)
+        if os.path.isfile(p) and not os.path.islink(p):
+            files.append(p)
+    if len(files) >= 400:
+        break
+picked = files[::40][:10]
+for p in picked:
+    for k in range(1000):
+        with open(p, "ab") as fh:
+            fh.write(b"appended line %d of the scale benchmark\n" % k)
+print("appended 1000 records to each of", len(picked), "files")
+EOF
+fusermount3 -u mnt 2>/dev/null || umount mnt
+tadoc info out/c.tadoc 2>/dev/null | grep -i journal
+T "tadoc compact (10 edited files)" tadoc compact -j $J out/c.tadoc
+T "tadoc verify (compacted)" tadoc verify out/c.tadoc
