@@ -4,8 +4,8 @@ against the independent oracle (tests/oracle.py: collections.Counter over re.fin
 brute-force Levenshtein), per file, per directory and corpus-wide, on the adversarial
 generated tree, the bundled sample (contrib/sample) and sotu (skipped when absent), as
 format 4 archives and as format 5 archives forced to many shards (so files are split over
-shards): the adversarial tree at --shard-size 64K, sotu and spam at 1M, gcide (one 40 MB
-file) at 4M, and a generated file without any ASCII separator, which the builder can only
+shards): the adversarial tree at --shard-size 64K, sotu at 1M, and with TD_TEST_HEAVY=1
+also spam at 1M and gcide (one 40 MB file) at 4M; and a generated file without any ASCII separator, which the builder can only
 cut inside words and UTF-8 characters. Phrases and n-grams across the cuts are checked
 explicitly (the cuts are where `tadoc info` says each shard's input ends). Format 5 runs
 with --format5 (meson: cli_analytics_shards).
@@ -275,7 +275,11 @@ def main():
             if corpora:
                 timed("sotu-f5", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3,
                       cargs=F5 + ["--shard-size", "1M"])
-                for name, size in (("spam", "1M"), ("gcide", "4M")):
+                # spam and gcide take about 20 minutes on 2 busy cores: with TD_TEST_HEAVY=1 only
+                heavy = os.environ.get("TD_TEST_HEAVY") == "1"
+                if not heavy:
+                    print("spam-f5, gcide-f5: skipped (TD_TEST_HEAVY=1 runs them)")
+                for name, size in (("spam", "1M"), ("gcide", "4M")) if heavy else ():
                     if os.path.isdir(os.path.join(corpora, name)):
                         timed(name + "-f5", check_corpus, os.path.join(corpora, name), work, nfiles=4,
                               ndirs=2, cargs=F5 + ["--shard-size", size], light=True,
