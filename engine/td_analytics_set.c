@@ -106,7 +106,8 @@ static int split_init(split *sp, const td_archive *a, const td_fileset *s)
 {
 	memset(sp, 0, sizeof *sp);
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_fail(TD_EUNSUPP, "analytics over a file set (hidden or edited files) do not read format 5 "
+					   "archives yet: compact it with 'tadoc compact --format 4 ARCHIVE'");
 	sp->a = a;
 	sp->s = s;
 	size_t n = s->n ? s->n : 1;
@@ -305,7 +306,7 @@ int td_set_phrase_files(const td_archive *a, const td_fileset *s, const char *p,
 	for (size_t f = 0; !err && f < s->n; f++)
 		ids[f] = s->f[f].id;
 	if (!err)
-		err = td_rank_files(c, ids, s->n, path, pctx, out, n);
+		err = td_rank_counts(c, ids, s->n, path, pctx, out, n);
 	free(ids);
 	free(c);
 	return err;
