@@ -32,10 +32,17 @@ typedef struct td_writer_opts {
 	/* The build time written into the archive, seconds since the epoch;
 	 * 0 = now (td_build.h passes one time to every shard). */
 	int64_t build_time;
+	/* Nonzero: the add calls only record each file's bytes (one growing
+	 * buffer) and its place; td_writer_finish tokenizes them, in the same
+	 * order, on the thread that calls it (td_build.h hands that to a
+	 * worker). The archive bytes are the same either way; memory while
+	 * adding is the text itself instead of its tokens. */
+	int defer_tokenize;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
- * not kept), then builds one grammar for the corpus in td_writer_finish().
+ * not kept; with defer_tokenize it is kept and tokenized in finish), then
+ * builds one grammar for the corpus in td_writer_finish().
  * Memory is about 4 bytes per token plus the dictionary and the pair table.
  * Not thread-safe. */
 typedef struct td_writer td_writer;
