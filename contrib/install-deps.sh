@@ -3,7 +3,8 @@
 # Usage: contrib/install-deps.sh [--bench]   (needs root or sudo; skips what is installed)
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc clang libfuse3-dev fuse3 libinih-dev libcriterion-dev
-      libutf8proc-dev libxxhash-dev libzstd-dev libarchive-dev python3 attr)
+      libutf8proc-dev libxxhash-dev libzstd-dev libarchive-dev python3 attr
+      python3-fsspec python3-dask python3-distributed)
 if [ "${1:-}" = --bench ] || [ "${1:-}" = --test ]; then
   pkgs+=(squashfs-tools squashfuse zstd xz-utils time vim nano patch libclang-rt-14-dev ca-certificates strace)
   [ "$1" = --bench ] && pkgs+=(hyperfine)

@@ -450,31 +450,52 @@ static int checked_at_open(unsigned id)
 	return id == TD_SEC_META || id == TD_SEC_RULE_GROUPS || (id >= TD_SEC_E_NAMEOFF && id <= TD_SEC_E_NWORDS);
 }
 
+void td_sec_mark_ok(const td_archive *a, unsigned id)
+{
+	atomic_fetch_or_explicit(&((td_archive *)a)->sec_ok, UINT32_C(1) << id, memory_order_release);
+}
+
+/* Whether section id's checksum is known right (no hashing). */
+static int sec_known_ok(const td_archive *a, unsigned id)
+{
+	return atomic_load_explicit(&a->sums_ok, memory_order_acquire) ||
+	       (atomic_load_explicit(&a->sec_ok, memory_order_acquire) >> id & 1u);
+}
+
 int td_data_check_slow(const td_archive *a)
 {
 	td_archive *m = (td_archive *)a; /* the result is a cache */
-	pthread_mutex_lock(&m->lazy_mu);
+	/* One check for all the first readers; a background
+	 * td_archive_check_sums never holds this lock (it marks sections in
+	 * sec_ok, which the loop skips), so no reader waits for it. */
+	pthread_mutex_lock(&m->check_mu);
 	if (atomic_load_explicit(&a->data_state, memory_order_relaxed) == 0) {
 		int state = 1;
-		for (unsigned id = 1; id < TD_SEC_MAX && state == 1 && !atomic_load(&a->sums_ok); id++) {
+		for (unsigned id = 1; id < TD_SEC_MAX && state == 1; id++) {
 			const td_disk_section *s = a->sec[id];
-			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD))
+			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD) || sec_known_ok(a, id))
 				continue;
 			if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
 				m->data_bad = id;
 				state = -1;
+			} else {
+				td_sec_mark_ok(a, id);
 			}
 		}
 		/* version 4: the word offsets every terminal read needs come
 		 * from the words */
-		if (state == 1 && a->version >= 4 && !build_locked(m, TD_SEC_WORDS)) {
-			m->data_bad = TD_SEC_WORDS;
-			state = -1;
+		if (state == 1 && a->version >= 4) {
+			pthread_mutex_lock(&m->lazy_mu);
+			if (!build_locked(m, TD_SEC_WORDS)) {
+				m->data_bad = TD_SEC_WORDS;
+				state = -1;
+			}
+			pthread_mutex_unlock(&m->lazy_mu);
 		}
 		atomic_store_explicit(&m->data_state, state, memory_order_release);
 	}
 	int state = atomic_load_explicit(&a->data_state, memory_order_relaxed);
-	pthread_mutex_unlock(&m->lazy_mu);
+	pthread_mutex_unlock(&m->check_mu);
 	if (state == 1)
 		return TD_OK;
 	if (a->data_bad == TD_SEC_WORDS)
@@ -590,6 +611,8 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 	if (!a)
 		return TD_ENOMEM;
 	pthread_mutex_init(&a->lazy_mu, NULL);
+	pthread_mutex_init(&a->check_mu, NULL);
+	pthread_mutex_init(&a->flat_mu, NULL);
 	a->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (a->fd < 0) {
 		int e = errno;
@@ -652,6 +675,8 @@ int td_archive_open_mem(const uint8_t *map, uint64_t size, unsigned flags, td_ar
 	if (!a)
 		return TD_ENOMEM;
 	pthread_mutex_init(&a->lazy_mu, NULL);
+	pthread_mutex_init(&a->check_mu, NULL);
+	pthread_mutex_init(&a->flat_mu, NULL);
 	a->fd = -1;
 	a->borrowed = 1;
 	a->map = map;
@@ -690,11 +715,26 @@ void td_archive_close(td_archive *a)
 		free(a->pack_owned[id]);
 	td_shard_free(a);
 	pthread_mutex_destroy(&a->lazy_mu);
+	pthread_mutex_destroy(&a->check_mu);
+	pthread_mutex_destroy(&a->flat_mu);
 	if (a->map && !a->borrowed)
 		munmap((void *)a->map, a->size);
 	if (a->fd >= 0)
 		close(a->fd);
 	free(a);
+}
+
+int td_archive_same_file(const td_archive *a, const char *path)
+{
+	td_disk_header h;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	int same = fstat(fd, &st) == 0 && (uint64_t)st.st_size == a->size &&
+		   pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && memcmp(&h, a->map, sizeof h) == 0;
+	close(fd);
+	return same;
 }
 
 void td_archive_set_cache(td_archive *a, uint64_t bytes)

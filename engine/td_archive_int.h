@@ -115,9 +115,17 @@ struct td_archive {
 	uint64_t sweep_bad;
 	/* The large sections read in place (root, rules, offsets) are
 	 * checksummed once, before the first read or query that uses them
-	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it). */
+	 * (td_data_check): 0 not yet, 1 good, -1 damaged (data_bad names it).
+	 * The first readers wait on check_mu for one check (never on lazy_mu,
+	 * which they take only for the dictionary's build after it). */
 	atomic_int data_state;
 	unsigned data_bad;
+	pthread_mutex_t check_mu;
+	pthread_mutex_t flat_mu;             /* td_rcache.c's table builds */
+	/* Bit id set once section id's checksum matched (by td_data_check or,
+	 * lock-free, td_archive_check_sums on a background thread): a check
+	 * skips it. */
+	_Atomic(uint32_t) sec_ok;
 	/* The mapping belongs to a parent (a shard inside a version 5
 	 * container, td_archive_open_mem): close leaves it and fd alone. */
 	int borrowed;
@@ -125,8 +133,9 @@ struct td_archive {
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;
-	/* 1 once td_archive_check_sums found every section's checksum right:
-	 * td_data_check then only builds what it builds. */
+	/* 1 once every section's checksum is known right (td_archive_check_sums,
+	 * or a shard whose whole image matched its sum in the container's
+	 * table): td_data_check then only builds what it builds. */
 	atomic_int sums_ok;
 };
 
@@ -149,6 +158,13 @@ void td_fuzzy_free(td_archive *a);
  * before they descend into the grammar, so damage is an error, never wrong
  * bytes. */
 int td_data_check_slow(const td_archive *a);
+
+/* XXH3-64 of p[0, n) into *sum and 0, or 1 without a sum once *stop
+ * (may be NULL; relaxed loads) is nonzero, looked at every 16 MiB. */
+int td_hash_stoppable(const uint8_t *p, uint64_t n, const volatile int *stop, uint64_t *sum);
+
+/* Record that section id's checksum matched (lock-free; any thread). */
+void td_sec_mark_ok(const td_archive *a, unsigned id);
 static inline int td_data_check(const td_archive *a)
 {
 	if (atomic_load_explicit(&a->data_state, memory_order_acquire) == 1)

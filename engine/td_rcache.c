@@ -637,7 +637,13 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 	return 0;
 }
 
-static pthread_mutex_t flat_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The archive's table lock (flat tables, coded sequences decoded whole,
+ * the query index): one per archive, so a build in one shard of a format 5
+ * archive never holds up a reader of another. */
+static pthread_mutex_t *flat_lock(const td_archive *a)
+{
+	return &((td_archive *)a)->flat_mu;
+}
 
 /* Bytes of the tables built at the first read (td_flat_build). */
 static uint64_t flat1_bytes(const td_archive *a)
@@ -652,7 +658,7 @@ void td_flat_build(const td_archive *a)
 	if (!atomic_load_explicit(&a->flat, memory_order_acquire) && a->rcache_budget != 0 &&
 	    flat1_bytes(a) <= a->rcache_budget) {
 		uint64_t bytes = flat1_bytes(a);
-		pthread_mutex_lock(&flat_lock);
+		pthread_mutex_lock(flat_lock(a));
 		td_archive *m = (td_archive *)a;
 		if (!atomic_load(&m->flat)) {
 			uint32_t *wo = flatten(&a->word_off), *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
@@ -675,7 +681,7 @@ void td_flat_build(const td_archive *a)
 				td_big_free(rs, flat_bytes(a->rule_syms.n));
 			}
 		}
-		pthread_mutex_unlock(&flat_lock);
+		pthread_mutex_unlock(flat_lock(a));
 	}
 	td_syms_poll(a);
 }
@@ -721,7 +727,7 @@ static void syms_build(const td_archive *a, int want_rules, int want_root)
 {
 	if (!a->rule_syms.coded)
 		return;
-	pthread_mutex_lock(&flat_lock);
+	pthread_mutex_lock(flat_lock(a));
 	td_archive *m = (td_archive *)a;
 	uint64_t used = tables_used(a);
 	/* the rule symbols first: read at random, they matter most */
@@ -729,7 +735,7 @@ static void syms_build(const td_archive *a, int want_rules, int want_root)
 		syms_flatten(a, &a->rule_syms, &m->f_rule_syms, &m->syms_flat, &used);
 	if (want_root)
 		syms_flatten(a, &a->root_syms, &m->f_root_syms, &m->root_flat, &used);
-	pthread_mutex_unlock(&flat_lock);
+	pthread_mutex_unlock(flat_lock(a));
 }
 
 void td_syms_build(const td_archive *a)
@@ -843,9 +849,9 @@ static void qindex_arrays_free(const td_archive *a, const uint32_t *pos_at, cons
 /* Whether the index fits the budget beside the tables built so far. */
 static int qindex_fits(const td_archive *a)
 {
-	pthread_mutex_lock(&flat_lock);
+	pthread_mutex_lock(flat_lock(a));
 	int fits = tables_used(a) + qindex_bytes(a) <= a->rcache_budget;
-	pthread_mutex_unlock(&flat_lock);
+	pthread_mutex_unlock(flat_lock(a));
 	return fits;
 }
 
@@ -862,7 +868,7 @@ const td_qindex *td_qindex_get(const td_archive *a)
 		return NULL;
 	}
 	td_syms_build(a); /* both passes read every symbol twice (the index is checked again below) */
-	pthread_mutex_lock(&flat_lock);
+	pthread_mutex_lock(flat_lock(a));
 	if (!atomic_load(&m->qindex_state)) {
 		td_qindex *x = calloc(1, sizeof *x);
 		uint32_t *pos_at = NULL, *pos = NULL, *par_at = NULL, *par = NULL;
@@ -882,7 +888,7 @@ const td_qindex *td_qindex_get(const td_archive *a)
 		}
 		atomic_store_explicit(&m->qindex_state, ok ? 1 : 2, memory_order_release);
 	}
-	pthread_mutex_unlock(&flat_lock);
+	pthread_mutex_unlock(flat_lock(a));
 	return td_qindex_get(a);
 }
 

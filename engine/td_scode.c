@@ -343,12 +343,16 @@ static const struct td_sc_tab *tables(const td_scode *c)
 	struct td_sc_tab *t = atomic_load_explicit(&c->tab, memory_order_acquire);
 	if (t)
 		return t;
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&mu);
+	/* one build per sequence; a lock stripe by its address, so the first
+	 * reads of two shards (each a sequence of its own) rarely wait for
+	 * each other's build */
+	static pthread_mutex_t mu[64] = {[0 ... 63] = PTHREAD_MUTEX_INITIALIZER};
+	pthread_mutex_t *m = &mu[((uintptr_t)c >> 6) % 64];
+	pthread_mutex_lock(m);
 	t = atomic_load_explicit(&c->tab, memory_order_relaxed);
 	if (!t && (t = tab_build(c)))
 		atomic_store_explicit(&((td_scode *)c)->tab, t, memory_order_release);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(m);
 	return t;
 }
 

@@ -31,7 +31,13 @@ struct td_shards {
 	uint64_t npieces;
 	uint64_t all_bytes;       /* sum of the shard images */
 	_Atomic(td_archive *) *sub;
-	pthread_mutex_t mu;
+	/* open_mu[i] serialises the first touches of shard i alone (one open
+	 * per shard; a reader of another shard never waits for it); img_ok[i]
+	 * is 1 once shard i's whole image matched its sum in the table
+	 * (td_shard_check_sums, lock-free): its sections need no check. */
+	pthread_mutex_t *open_mu;
+	atomic_uchar *img_ok;
+	pthread_mutex_t mu;       /* the reverse map's build */
 	uint64_t budget;
 	_Atomic(rev_map *) rev;
 };
@@ -88,8 +94,15 @@ int td_shard_setup(td_archive *a)
 	    td_pack_get(&sh->piece_off, 0) != 0 || td_pack_get(&sh->piece_off, a->meta.nentries) != sh->npieces)
 		return bad5("piece offsets do not cover the piece table");
 	sh->sub = calloc(sh->n ? sh->n : 1, sizeof *sh->sub);
-	if (!sh->sub)
+	sh->img_ok = calloc(sh->n ? sh->n : 1, sizeof *sh->img_ok);
+	sh->open_mu = malloc((sh->n ? sh->n : 1) * sizeof *sh->open_mu);
+	if (!sh->sub || !sh->img_ok || !sh->open_mu) {
+		free(sh->open_mu);
+		sh->open_mu = NULL;
 		return TD_ENOMEM;
+	}
+	for (uint32_t i = 0; i < sh->n; i++)
+		pthread_mutex_init(&sh->open_mu[i], NULL);
 	return TD_OK;
 }
 
@@ -101,6 +114,10 @@ void td_shard_free(td_archive *a)
 	for (uint32_t i = 0; sh->sub && i < sh->n; i++)
 		td_archive_close(atomic_load(&sh->sub[i]));
 	free(sh->sub);
+	free(sh->img_ok);
+	for (uint32_t i = 0; sh->open_mu && i < sh->n; i++)
+		pthread_mutex_destroy(&sh->open_mu[i]);
+	free(sh->open_mu);
 	free(sh->pieces);
 	rev_map *r = atomic_load(&sh->rev);
 	if (r) {
@@ -137,7 +154,7 @@ int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out)
 		return TD_OK;
 	}
 	int err = TD_OK;
-	pthread_mutex_lock(&sh->mu);
+	pthread_mutex_lock(&sh->open_mu[i]);
 	s = atomic_load_explicit(&sh->sub[i], memory_order_relaxed);
 	if (!s) {
 		const td_disk_shard *d = &sh->tab[i];
@@ -148,10 +165,15 @@ int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out)
 			err = td_fail(err, "shard %u: %s", i, why);
 		} else {
 			td_archive_set_cache(s, shard_budget(sh, i));
-			atomic_store_explicit(&sh->sub[i], s, memory_order_release);
+			/* publish, then look (td_shard_check_sums stores img_ok,
+			 * then looks at sub[i]; both sequentially consistent): one
+			 * of the two sets sums_ok once the image has matched */
+			atomic_store(&sh->sub[i], s);
+			if (atomic_load(&sh->img_ok[i]))
+				atomic_store(&s->sums_ok, 1);
 		}
 	}
-	pthread_mutex_unlock(&sh->mu);
+	pthread_mutex_unlock(&sh->open_mu[i]);
 	*out = s;
 	return err;
 }
@@ -507,6 +529,27 @@ int td_shard_check_data(const td_archive *a)
 		}
 		if (err)
 			return err;
+	}
+	return TD_OK;
+}
+
+int td_shard_check_sums(const td_archive *a, const volatile int *stop)
+{
+	td_shards *sh = a->sh;
+	for (uint32_t i = 0; i < sh->n; i++) {
+		if (atomic_load(&sh->img_ok[i]))
+			continue;
+		const td_disk_shard *d = &sh->tab[i];
+		uint64_t sum;
+		if (td_hash_stoppable(a->map + d->off, d->size, stop, &sum))
+			return TD_STOPPED;
+		if (sum != d->sum)
+			return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
+		/* store, then look (td_shard_sub publishes, then looks) */
+		atomic_store(&sh->img_ok[i], 1);
+		td_archive *s = atomic_load(&sh->sub[i]);
+		if (s)
+			atomic_store(&s->sums_ok, 1);
 	}
 	return TD_OK;
 }

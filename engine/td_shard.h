@@ -41,6 +41,14 @@ int td_shard_query_fast(const td_archive *a, td_entry scope);
 int td_shard_warm(const td_archive *a, const volatile int *stop, uint64_t *bytes);
 int td_shard_will_read(const td_archive *a, uint64_t bytes);
 int td_shard_check_data(const td_archive *a);
+/* Hash every shard's whole image against its sum in the shard table
+ * (O(archive size), no shard opened, no lock held): a shard whose image
+ * matched needs no section check when it is read. Stops soon after *stop
+ * (may be NULL) becomes nonzero, returning TD_STOPPED. Thread-safe with
+ * reads. TD_OK, TD_STOPPED or TD_ECORRUPT ("shard N: checksum mismatch",
+ * the first one). */
+#define TD_STOPPED 1
+int td_shard_check_sums(const td_archive *a, const volatile int *stop);
 int td_shard_verify(const td_archive *a);
 void td_shard_set_cache(td_archive *a, uint64_t bytes);
 void td_shard_fill_info(const td_archive *a, td_info *o);

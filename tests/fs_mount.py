@@ -723,10 +723,10 @@ def check_cache_warm(archive, tree, tmp):
 
 
 def check_damaged_sections(archive, tree, tmp):
-    log("== damage in the root sequence or the rules: refused at mount, naming the section (issue 26);")
-    log("   with -o noverify EIO on reads and counts, never wrong bytes")
+    log("== damage in the root sequence or the rules: mounted at once, the tree lists, reads and counts")
+    log("   give EIO (never wrong bytes); the background check logs the section; -o verify refuses it")
     # patched by section id: a format 4 archive (one grammar); format 5
-    # shards are damaged in shard.py
+    # shards are damaged in fs_ready.py
     f4 = os.path.join(tmp, "adv4.tadoc")
     r = run([TADOC, "compress", "-q", "--format", "4", "-o", f4, tree], timeout=1800)
     check(r.returncode == 0, "compress --format 4: %s" % r.stderr)
@@ -737,31 +737,35 @@ def check_damaged_sections(archive, tree, tmp):
         check(r.returncode == 0, "archive_patch.py flip %s" % name)
         where = os.path.join(tmp, "mnt_damaged")
         os.makedirs(where, exist_ok=True)
-        r = run([TADOCFS, bad, where])
+        r = run([TADOCFS, bad, where, "-o", "verify"])
         err = r.stderr.decode(errors="replace")
-        check(r.returncode != 0 and not is_mounted(where), "%s damaged: the mount is refused (exit %d)" % (name, r.returncode))
+        check(r.returncode != 0 and not is_mounted(where), "%s damaged, -o verify: the mount is refused (exit %d)" % (name, r.returncode))
         check(len(err.strip().splitlines()) == 1 and "section '%s': checksum mismatch" % name in err and bad in err,
-              "%s damaged: one line naming the archive and the section: %r" % (name, err))
+              "%s damaged, -o verify: one line naming the archive and the section: %r" % (name, err))
         log("  %s" % err.strip())
-        mnt = mount(bad, where, "-o", "noverify")  # the big sections are checked by the first read
-        eio = wrong = files = 0
-        for dirpath, _, names in os.walk(os.fsencode(tree)):
-            for n in names:
-                src = os.path.join(dirpath, n)
-                if os.path.islink(src) or os.path.getsize(src) == 0:
-                    continue
-                files += 1
-                rel = os.path.relpath(src, os.fsencode(tree))
-                try:
-                    with open(os.path.join(os.fsencode(mnt), rel), "rb") as f:
-                        data = f.read()
-                    wrong += data != open(src, "rb").read()
-                except OSError as e:
-                    eio += e.errno == errno.EIO
-        check(wrong == 0, "%s damaged: %d files read wrong bytes" % (name, wrong))
-        check(eio == files, "%s damaged: %d of %d non-empty files gave EIO" % (name, eio, files))
-        check(get_errno(mnt, "user.tadoc.count.the") == errno.EIO, "%s damaged: count xattr gives EIO" % name)
-        unmount(mnt)
+        for opts in ((), ("-o", "noverify")):  # checked by the first read either way
+            mnt = mount(bad, where, *opts)
+            check(sorted(os.listdir(mnt)) == sorted(os.listdir(tree)), "%s damaged %s: ls lists the tree" % (name, opts))
+            eio = wrong = files = 0
+            for dirpath, _, names in os.walk(os.fsencode(tree)):
+                for n in names:
+                    src = os.path.join(dirpath, n)
+                    if os.path.islink(src) or os.path.getsize(src) == 0:
+                        continue
+                    files += 1
+                    rel = os.path.relpath(src, os.fsencode(tree))
+                    check(os.stat(os.path.join(os.fsencode(mnt), rel)).st_size == os.path.getsize(src),
+                          "%s damaged: stat of %r" % (name, rel))
+                    try:
+                        with open(os.path.join(os.fsencode(mnt), rel), "rb") as f:
+                            data = f.read()
+                        wrong += data != open(src, "rb").read()
+                    except OSError as e:
+                        eio += e.errno == errno.EIO
+            check(wrong == 0, "%s damaged %s: %d files read wrong bytes" % (name, opts, wrong))
+            check(eio == files, "%s damaged %s: %d of %d non-empty files gave EIO" % (name, opts, eio, files))
+            check(get_errno(mnt, "user.tadoc.count.the") == errno.EIO, "%s damaged %s: count xattr gives EIO" % (name, opts))
+            unmount(mnt)
 
 
 def cmdlines():

@@ -30,9 +30,11 @@ enum td_open_flags {
 
 /* Map `path` and validate header, section table and the checksums of the
  * small sections (metadata, rule groups, the entry tables: a few bytes per
- * file). Cost is O(1) in corpus size (O(files) for the entry tables,
- * under a millisecond for 100k files) unless TD_OPEN_VERIFY; the large
- * sections are checked by the first read (td_archive_check_data). On success *out owns
+ * file) and the entry tree (td_tree_check). Cost is O(1) in corpus size
+ * (O(files) for the entry tables and the tree) unless
+ * TD_OPEN_VERIFY; the large sections are checked by the first read
+ * (td_archive_check_data); a format 5 archive's shards are opened and
+ * checked each on its first touch. On success *out owns
  * the mapping; close with td_archive_close().
  * Errors: TD_ENOENT (no such file), TD_EISDIR, TD_EIO (open/stat/mmap
  * failed; detail has strerror), TD_EFORMAT
@@ -96,15 +98,28 @@ int td_archive_will_read(const td_archive *a, uint64_t bytes);
  * decoded, and the small ones at open. TD_OK or TD_ECORRUPT. */
 int td_archive_check_data(const td_archive *a);
 
-/* Check the checksum of every section as stored (compressed ones too):
- * O(archive size) of hashing at memory speed, spread over up to `threads`
- * threads (one section a thread at a time, largest first; 0 or 1: this
- * thread only). On success the reads' own first check of the large
- * sections (td_archive_check_data) no longer hashes them again. For a
- * mount that refuses a damaged archive before it is ready. Thread-safe.
+/* Check the checksum of every section as stored (compressed ones too)
+ * and, in a format 5 archive, of every shard's whole image: O(archive
+ * size) of hashing at memory speed, spread over up to `threads` threads
+ * (one section a thread at a time, largest first; 0 or 1: this thread
+ * only); no shard is opened and nothing is decoded. It takes no lock that
+ * readers take, so it may run on a background thread beside them: each
+ * section (or shard) that matched is marked, and the readers' own first
+ * check (td_archive_check_data) skips it; a reader never waits for this
+ * call. It stops soon (every 16 MiB hashed) after *stop (may be NULL;
+ * read with relaxed atomic loads) becomes nonzero, and then returns TD_OK
+ * having checked only part (what matched stays marked). Thread-safe.
  * TD_OK, TD_ECORRUPT (detail: "section 'NAME': checksum mismatch", the
- * first damaged section in table order), TD_ENOMEM. */
-int td_archive_check_sums(const td_archive *a, unsigned threads);
+ * first damaged section in table order, or "shard N: checksum
+ * mismatch"), TD_ENOMEM. */
+int td_archive_check_sums(const td_archive *a, unsigned threads, const volatile int *stop);
+
+/* 1 when the file at `path` holds the archive `a` maps (the same size and
+ * header; the header's checksum covers the section table, which holds
+ * every section's checksum), 0 when not or when it cannot be read: O(1),
+ * for a caller that must know whether the file was replaced since it was
+ * opened. Thread-safe. */
+int td_archive_same_file(const td_archive *a, const char *path);
 
 /* Unmap and free. NULL is accepted. */
 void td_archive_close(td_archive *a);

@@ -1,5 +1,6 @@
 /* batcher: the request queue, the batcher thread, CPU workers and GPU batches. */
 #include <assert.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -396,7 +397,10 @@ static void gpu_open(td_fs_batch *b)
 		return;
 	}
 	td_gpu *g = NULL;
-	int err = td_gpu_open(b->fs->a, &o, &g);
+	/* No device: say so before td_gpu_open, which checks the archive's
+	 * data first (format 5: every shard), work no one would use. */
+	int err = td_gpu_available() ? td_gpu_open(b->fs->a, &o, &g)
+				     : td_fail(TD_ENOGPU, "no GPU: no CUDA device, or built without CUDA");
 	if (err) {
 		const char *d = td_errdetail();
 		snprintf(b->gpu_name, sizeof b->gpu_name, "unavailable");
@@ -631,6 +635,22 @@ static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 	atomic_fetch_add_explicit(&b->st.gpu_reqs, n, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->st.gpu_batches, 1, memory_order_relaxed);
 	gres_dispatch(b, g);
+}
+
+/* gpu = auto, before the session's threads start: load the CUDA driver
+ * library here, once (its handle is kept, so the CUDA runtime's own dlopen
+ * on the GPU thread finds it loaded), or learn that there is none. A
+ * library search holds the dynamic loader's lock, which every
+ * pthread_create takes: on the GPU thread it stalled the FUSE thread
+ * that starts a worker for the first requests after the mount (135 ms
+ * on the busy 2-core VM, contrib/bench/results/mount-ready.md). 1 if the
+ * GPU may be tried (always when TADOCFS_GPU_EMULATE=1). */
+static int cuda_driver_loaded(void)
+{
+	const char *emu = getenv("TADOCFS_GPU_EMULATE");
+	if (emu && strcmp(emu, "1") == 0)
+		return 1;
+	return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != NULL;
 }
 
 /* gpu = auto: open the GPU in the background (the batcher thread runs
@@ -1128,6 +1148,9 @@ int td_fs_batch_start(td_fs *fs)
 					batch_free(b);
 					return -ENODEV;
 				}
+			} else if (!cuda_driver_loaded()) {
+				snprintf(b->gpu_name, sizeof b->gpu_name, "unavailable");
+				td_fs_log(TD_CONF_LOG_INFO, "gpu: no CUDA driver (libcuda.so.1); reads are served by the CPU");
 			} else {
 				snprintf(b->gpu_name, sizeof b->gpu_name, "opening");
 				atomic_store(&b->gpu_state, GPU_OPENING);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "ctx.h"
@@ -27,9 +28,10 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf
 	fs->archive_path = strdup(archive_path);
 	if (!fs->archive_path)
 		return -ENOMEM;
-	td_info info;
-	td_archive_info(a, &info);
-	fs->archive_bytes = info.archive_bytes;
+	/* statfs's size: the file's (td_archive_info would open every shard
+	 * of a format 5 archive and walk the tree: not before the mount) */
+	struct stat st;
+	fs->archive_bytes = stat(archive_path, &st) == 0 ? (uint64_t)st.st_size : 0;
 	fs->uid = getuid();
 	fs->gid = getgid();
 	fs->entry_timeout = TD_FS_RO_TIMEOUT;

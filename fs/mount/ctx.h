@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "td_archive.h"
 #include "td_conf.h"
@@ -69,6 +70,8 @@ typedef struct td_fs {
 	struct td_fs_rw *rw;      /* edit overlay (overlay.h); NULL: plain archive */
 	char *mountpoint;         /* absolute, for td_fs_tune_readahead; NULL: unknown */
 	atomic_int ra_tuned;
+	int bg_verify;            /* check every checksum after the mount (not -o noverify) */
+	atomic_uint_fast64_t last_op_ms; /* CLOCK_MONOTONIC_COARSE ms of the latest request (td_fs_busy) */
 	pthread_t warm_thread;    /* td_fs_warm_start, when warm_started */
 	int warm_started;
 	volatile int warm_stop;   /* set (atomically) by td_fs_warm_stop */
@@ -85,6 +88,23 @@ int td_fs_init(td_fs *fs, td_archive *a, const char *archive_path, const td_conf
 
 /* Release everything td_fs_init set up, including the archive. */
 void td_fs_fini(td_fs *fs);
+
+/* Milliseconds on CLOCK_MONOTONIC_COARSE (a few ms of resolution, no
+ * system call). */
+static inline uint64_t td_fs_coarse_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Note that a request came (the background thread starts its work in a
+ * quiet moment: kernel_tune.h). Called at the start of the read-only
+ * handlers; thread-safe. */
+static inline void td_fs_busy(td_fs *fs)
+{
+	atomic_store_explicit(&fs->last_op_ms, td_fs_coarse_ms(), memory_order_relaxed);
+}
 
 /* The subtree totals (lazily computed, thread-safe). 0 or -errno. */
 int td_fs_tree_get(td_fs *fs, const td_fs_tree **out);

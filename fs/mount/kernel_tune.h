@@ -31,11 +31,18 @@ int td_fs_waiting_path(const td_fs *fs, char *path, size_t len);
 struct fuse_conn_info;
 void td_fs_set_background(const td_fs *fs, struct fuse_conn_info *conn);
 
-/* With conf.cache_warm, fill the archive's rule cache from a background
- * thread at idle priority (td_archive_warm), so the first reads after the
- * mount go at the speed of later ones; the FUSE threads never wait for it.
- * Call after the daemon has forked; td_fs_warm_stop stops it (between two
- * rules) and joins it before the archive closes. */
+/* After the mount, on one background thread, once no request has come
+ * for a moment (50 ms: td_fs_busy stamps them): with conf.cache_warm, the
+ * large sections' checks and the dictionary (td_archive_check_data) at
+ * nice 19; then at idle priority: unless -o noverify (fs->bg_verify 0),
+ * every checksum (td_archive_check_sums; damage is logged, and reads of it
+ * give EIO anyway), and with conf.cache_warm the rule cache fill
+ * (td_archive_warm), so the first reads after the mount go at the speed
+ * of later ones. The FUSE threads never wait for it at idle priority: a
+ * reader waits only for a check or build of the archive (format 5: the
+ * shard) it reads, which it would otherwise do itself. Call after the
+ * daemon has forked; td_fs_warm_stop stops the checksum pass and the fill
+ * and joins the thread before the archive closes. */
 void td_fs_warm_start(td_fs *fs);
 void td_fs_warm_stop(td_fs *fs);
 

@@ -21,6 +21,7 @@
 
 /* Resolve ino or answer ENOENT; evaluates to the entry. */
 #define ENTRY_OR_REPLY(fs, req, ino, e)                 \
+	td_fs_busy(fs);                                 \
 	td_entry e = td_fs_entry((fs), (ino));          \
 	if (e == TD_NOENTRY) {                          \
 		fuse_reply_err((req), ENOENT);          \
@@ -231,6 +232,7 @@ static int ro_child(td_fs *fs, const td_fs_listing *l, uint64_t k, int plus, cha
 
 int td_fs_ro_listing(td_fs *fs, fuse_ino_t ino, td_fs_listing *l)
 {
+	td_fs_busy(fs);
 	td_entry dir = td_fs_entry(fs, ino);
 	if (dir == TD_NOENTRY)
 		return -ENOENT;

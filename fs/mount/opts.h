@@ -20,8 +20,8 @@ typedef struct td_fs_opts {
 	int help, version;        /* -h/--help, -V/--version */
 	int rw;                   /* -o rw: writable mount (overlay.h) */
 	int nonempty;             /* -o nonempty: allow a non-empty mountpoint */
-	int noverify;             /* -o noverify: skip the checksums at mount */
-	int verify;               /* -o verify: also every structural invariant */
+	int noverify;             /* -o noverify: no background checksum pass after mounting */
+	int verify;               /* -o verify: every checksum and invariant before mounting */
 	int clone_fd;             /* -o clone_fd */
 	unsigned max_threads;     /* -o max_threads=N (0: default) */
 	unsigned max_read;        /* -o max_read=BYTES, largest read request (0: libfuse's 1 MiB) */

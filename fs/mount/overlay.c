@@ -22,24 +22,20 @@
 #define NLINK_SCAN_MAX 4096
 
 /* A compaction may have replaced the archive file between the first open
- * and the lock: open the locked file again and, when it is not the mapped
- * archive (td_info differs: size, build time, section sizes, counts), serve
- * the locked one. Opening is O(1) (decision 3). */
+ * and the lock: when the locked file is not the mapped archive (its size or
+ * header differs: td_archive_same_file), open it and serve it. */
 static int reopen_archive(td_fs *fs)
 {
+	/* the same file: nothing to do (comparing td_info instead opened the
+	 * archive again and, format 5, every shard twice: not at mount) */
+	if (td_archive_same_file(fs->a, fs->archive_path))
+		return 0;
 	td_archive *na = NULL;
 	int err = td_archive_open(fs->archive_path, 0, &na);
 	if (err)
 		return td_fs_fail_td(fs->archive_path, err);
-	td_info cur, now;
-	memset(&cur, 0, sizeof cur);
-	memset(&now, 0, sizeof now);
-	td_archive_info(fs->a, &cur);
+	td_info now;
 	td_archive_info(na, &now);
-	if (memcmp(&cur, &now, sizeof cur) == 0) {
-		td_archive_close(na);
-		return 0;
-	}
 	td_archive_close(fs->a);
 	fs->a = na;
 	fs->nentries = td_archive_nentries(na);

@@ -1,0 +1,697 @@
+"""tadoc.Archive: one open archive (read-only), its files, counts, searches and analytics."""
+import array
+import collections
+import ctypes
+import errno
+import io
+import os
+import stat as _stat
+import threading
+import weakref
+
+from . import _lib
+from ._lib import TadocError, TD_ROOT, TD_MAXPATH
+
+MAX_LINK_HOPS = 40
+
+StatResult = collections.namedtuple("StatResult", "st_mode st_size st_mtime st_mtime_ns st_nwords")
+StatResult.__doc__ = """An entry's attributes: mode (S_IFREG/S_IFDIR/S_IFLNK and permission bits),
+size in bytes (a symlink: its target's length), mtime (float seconds and
+integer nanoseconds), and its number of word tokens (files; 0 otherwise)."""
+
+
+def _b(s):
+    """str (encoded like os.fsencode) or bytes -> bytes."""
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, str):
+        return os.fsencode(s)
+    if isinstance(s, os.PathLike):
+        return os.fsencode(s)
+    raise TypeError("expected str or bytes, not %s" % type(s).__name__)
+
+
+def _word_b(w):
+    if isinstance(w, bytes):
+        return w
+    if isinstance(w, str):
+        return w.encode("utf-8", "surrogateescape")
+    raise TypeError("expected str or bytes, not %s" % type(w).__name__)
+
+
+def _unpack_pairs(v, n):
+    """Lists of the entries and the 64-bit values of n {td_entry, uint64}
+    structs (td_hit, td_file_count: 16 bytes each, 4 of them padding)."""
+    if not n:
+        return [], []
+    arr = array.array("Q", ctypes.string_at(v, 16 * n))
+    return [x & 0xFFFFFFFF for x in arr[0::2]], arr[1::2].tolist()
+
+
+def _split_counts(wc):
+    """The words and counts of a td_word_counts, as two lists."""
+    if not wc.n:
+        return [], []
+    words = ctypes.string_at(wc.words, wc.len).decode("utf-8", "surrogateescape").split("\n")
+    return words[:wc.n], array.array("Q", ctypes.string_at(wc.count, 8 * wc.n)).tolist()
+
+
+class Archive:
+    """A tadoc archive opened read-only (memory-mapped; opening costs O(files),
+    not O(size)).
+
+    Paths inside the archive are '/'-separated and relative ("" or "." is
+    the root); str paths are encoded as os.fsencode does (so names that are
+    not UTF-8 round-trip), and functions return str paths for str
+    arguments and bytes for bytes, as os.listdir does. Symlinks inside the
+    archive are followed (stat(follow_symlinks=False) and lstat do not).
+
+    Errors raise TadocError (an OSError: errno ENOENT, ENOTDIR, EISDIR,
+    EINVAL, EIO for a damaged archive, ...) carrying the engine's message,
+    the archive's path (filename) and the path inside it (filename2).
+
+    Thread safety: every method may be called from many threads at once
+    (the engine's read calls are thread-safe on one archive and run
+    without the GIL); close() waits for calls in flight, and later calls
+    raise ValueError. A file object from open() is for one thread at a time
+    (as any Python file object).
+
+    Pickling reopens the archive by path (for process pools and Dask).
+    """
+
+    def __init__(self, path, verify=False):
+        self._path = os.fspath(path)
+        L = _lib.lib()
+        self._L = L
+        h = ctypes.c_void_p()
+        _lib.clear_detail()
+        err = L.td_archive_open(_b(self._path), 1 if verify else 0, ctypes.byref(h))
+        if err:
+            raise _lib.error(err, self._path)
+        self._h = h.value
+        self._verify = verify
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._closed = False
+        self._files = weakref.WeakSet()
+
+    # --- lifetime -------------------------------------------------------
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __reduce__(self):
+        return (Archive, (self._path, self._verify))
+
+    def __repr__(self):
+        return "<tadoc.Archive %r%s>" % (self._path, " (closed)" if self._closed else "")
+
+    @property
+    def path(self):
+        """The archive's path, as given."""
+        return self._path
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def close(self):
+        """Close the archive (after the calls in flight return) and every file
+        opened from it. Closing twice is harmless."""
+        if not hasattr(self, "_cond"):
+            return
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            while self._busy:
+                self._cond.wait()
+        for f in list(self._files):
+            f._drop_cursor()
+        self._L.td_archive_close(self._h)
+        self._h = None
+
+    def _enter(self):
+        with self._cond:
+            if self._closed:
+                raise ValueError("I/O operation on a closed tadoc.Archive (%s)" % self._path)
+            self._busy += 1
+        return self._h
+
+    def _leave(self):
+        with self._cond:
+            self._busy -= 1
+            if not self._busy:
+                self._cond.notify_all()
+
+    def _err(self, err, path=None):
+        return _lib.error(err, self._path, path)
+
+    # --- paths ----------------------------------------------------------
+    def _stat_e(self, h, e, path=None):
+        st = _lib.td_stat()
+        err = self._L.td_archive_stat(h, e, ctypes.byref(st))
+        if err:
+            raise self._err(err, path)
+        return st
+
+    def _readlink_e(self, h, e, path):
+        buf = ctypes.create_string_buffer(TD_MAXPATH + 2)
+        n = ctypes.c_size_t()
+        err = self._L.td_archive_readlink(h, e, buf, len(buf), ctypes.byref(n))
+        if err:
+            raise self._err(err, path)
+        return buf.raw[:n.value]
+
+    def _resolve(self, h, path, follow_last=True):
+        """Entry of `path` (bytes), following symlinks as tadoc's CLI does."""
+        todo = path
+        cur = TD_ROOT
+        hops = 0
+        pos = 0
+        L = self._L
+        out = ctypes.c_uint32()
+        while True:
+            while pos < len(todo) and todo[pos:pos + 1] == b"/":
+                pos += 1
+            if pos >= len(todo):
+                return cur
+            end = todo.find(b"/", pos)
+            end = len(todo) if end < 0 else end
+            name = todo[pos:end]
+            last = end == len(todo)
+            if name == b".":
+                pos = end
+                continue
+            if name == b"..":
+                if cur == TD_ROOT:
+                    raise TadocError(errno.EINVAL, "'..' leads outside the archive", self._path, path,
+                                     _lib.TD_EINVAL)
+                cur = self._stat_e(h, cur, path).parent
+                pos = end
+                continue
+            err = L.td_archive_lookup(h, cur, name, len(name), ctypes.byref(out))
+            if err == _lib.TD_ENOENT:
+                raise TadocError(errno.ENOENT, "not found: no '%s' in the archive" % os.fsdecode(name),
+                                 self._path, path, err)
+            if err == _lib.TD_ENOTDIR:
+                raise TadocError(errno.ENOTDIR, "not a directory: a path component before '%s' is not a "
+                                 "directory" % os.fsdecode(name), self._path, path, err)
+            if err:
+                raise self._err(err, path)
+            e = out.value
+            st = self._stat_e(h, e, path)
+            if _stat.S_ISLNK(st.mode) and (not last or follow_last):
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    raise TadocError(errno.ELOOP, "too many levels of symbolic links", self._path, path,
+                                     _lib.TD_ELIMIT)
+                target = self._readlink_e(h, e, path)
+                if target.startswith(b"/"):
+                    raise TadocError(errno.EINVAL, "symlink '%s' points outside the archive (%s)"
+                                     % (os.fsdecode(name), os.fsdecode(target)), self._path, path,
+                                     _lib.TD_EINVAL)
+                todo = target + todo[end:]
+                pos = 0
+                continue
+            if not last and not _stat.S_ISDIR(st.mode):
+                raise TadocError(errno.ENOTDIR, "not a directory: '%s' is not a directory" % os.fsdecode(name),
+                                 self._path, path, _lib.TD_ENOTDIR)
+            cur = e
+            pos = end
+
+    def _scope(self, h, path):
+        if path is None:
+            return TD_ROOT
+        return self._resolve(h, _b(path))
+
+    def _path_of(self, h, e):
+        buf = ctypes.create_string_buffer(TD_MAXPATH + 2)
+        n = self._L.td_archive_path(h, e, buf, len(buf))
+        if n < 0:
+            raise self._err(n)
+        return buf.raw[:n]
+
+    # --- the tree -------------------------------------------------------
+    def ls(self, path=""):
+        """Names of the entries of directory `path` (default the root), in
+        byte order; str for a str path, bytes for bytes."""
+        pb = _b(path)
+        h = self._enter()
+        try:
+            e = self._resolve(h, pb)
+            first, count = ctypes.c_uint32(), ctypes.c_uint32()
+            err = self._L.td_archive_children(h, e, ctypes.byref(first), ctypes.byref(count))
+            if err:
+                raise self._err(err, pb)
+            n = ctypes.c_size_t()
+            names = []
+            for c in range(first.value, first.value + count.value):
+                p = self._L.td_archive_name(h, c, ctypes.byref(n))
+                names.append(ctypes.string_at(p, n.value) if n.value else b"")
+        finally:
+            self._leave()
+        return names if isinstance(path, bytes) else [os.fsdecode(x) for x in names]
+
+    def stat(self, path, follow_symlinks=True):
+        """StatResult of `path` (following a final symlink unless
+        follow_symlinks is False)."""
+        pb = _b(path)
+        h = self._enter()
+        try:
+            st = self._stat_e(h, self._resolve(h, pb, follow_symlinks), pb)
+        finally:
+            self._leave()
+        ns = st.mtime_sec * 1_000_000_000 + st.mtime_nsec
+        return StatResult(st.mode, st.size, ns / 1e9, ns, st.nwords)
+
+    def lstat(self, path):
+        """stat() of `path` itself (a symlink is not followed)."""
+        return self.stat(path, follow_symlinks=False)
+
+    def readlink(self, path):
+        """The target of symlink `path` (str or bytes, as path)."""
+        pb = _b(path)
+        h = self._enter()
+        try:
+            e = self._resolve(h, pb, False)
+            st = self._stat_e(h, e, pb)
+            if not _stat.S_ISLNK(st.mode):
+                raise TadocError(errno.EINVAL, "invalid argument: not a symlink", self._path, pb, _lib.TD_EINVAL)
+            t = self._readlink_e(h, e, pb)
+        finally:
+            self._leave()
+        return t if isinstance(path, bytes) else os.fsdecode(t)
+
+    def walk_entries(self):
+        """Every entry as (path bytes, StatResult) in archive order (breadth
+        first, names in byte order; the root is left out): O(entries)."""
+        h = self._enter()
+        try:
+            L = self._L
+            n = L.td_archive_nentries(h)
+            paths = [b""]
+            ln = ctypes.c_size_t()
+            st = _lib.td_stat()
+            out = []
+            for e in range(1, n):
+                err = L.td_archive_stat(h, e, ctypes.byref(st))
+                if err:
+                    raise self._err(err)
+                p = L.td_archive_name(h, e, ctypes.byref(ln))
+                name = ctypes.string_at(p, ln.value)
+                par = paths[st.parent]
+                full = par + b"/" + name if par else name
+                paths.append(full)
+                ns = st.mtime_sec * 1_000_000_000 + st.mtime_nsec
+                out.append((full, StatResult(st.mode, st.size, ns / 1e9, ns, st.nwords)))
+        finally:
+            self._leave()
+        return out
+
+    def info(self):
+        """Sizes and counts of the archive (tadoc info), as a dict."""
+        h = self._enter()
+        try:
+            inf = _lib.td_info()
+            self._L.td_archive_info(h, ctypes.byref(inf))
+            d = {k: getattr(inf, k) for k, _ in _lib.td_info._fields_ if k != "section_bytes"}
+            d["version"] = self._L.td_archive_version(h)
+            d["nshards"] = self._L.td_archive_nshards(h)
+        finally:
+            self._leave()
+        return d
+
+    def shard_of(self, path):
+        """The shard holding the start of file `path` in a format 5 archive
+        (None for an empty directory); TadocError EINVAL for formats 1-4."""
+        pb = _b(path)
+        h = self._enter()
+        try:
+            e = self._resolve(h, pb)
+            pc = ctypes.POINTER(_lib.td_disk_piece)()
+            n = ctypes.c_uint64()
+            err = self._L.td_archive_pieces(h, e, ctypes.byref(pc), ctypes.byref(n))
+            if err:
+                raise self._err(err, pb)
+            shard = pc[0].shard if n.value else None
+        finally:
+            self._leave()
+        return shard
+
+    # --- reading --------------------------------------------------------
+    def read(self, path, offset=0, size=-1):
+        """Bytes [offset, offset + size) of file `path` (size < 0: to the end;
+        at or past the end: b"")."""
+        if offset < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: negative offset %d" % offset, self._path,
+                             _b(path), _lib.TD_EINVAL)
+        pb = _b(path)
+        h = self._enter()
+        try:
+            e = self._resolve(h, pb)
+            st = self._stat_e(h, e, pb)
+            if _stat.S_ISDIR(st.mode):
+                raise TadocError(errno.EISDIR, "is a directory", self._path, pb, _lib.TD_EISDIR)
+            left = max(0, st.size - offset)
+            n = left if size is None or size < 0 else min(size, left)
+            if n == 0:
+                return b""
+            buf = bytearray(n)
+            cbuf = (ctypes.c_char * n).from_buffer(buf)
+            got = ctypes.c_size_t()
+            done = 0
+            addr = ctypes.addressof(cbuf)
+            _lib.clear_detail()
+            while done < n:
+                err = self._L.td_extract(h, e, offset + done, addr + done, n - done, ctypes.byref(got))
+                if err:
+                    raise self._err(err, pb)
+                if got.value == 0:
+                    break
+                done += got.value
+            del cbuf
+        finally:
+            self._leave()
+        if done < n:
+            del buf[done:]
+        return bytes(buf)
+
+    def open(self, path):
+        """A seekable binary file object (io.BufferedReader) over file `path`;
+        sequential reads continue where the last one ended (a cursor)."""
+        pb = _b(path)
+        h = self._enter()
+        try:
+            e = self._resolve(h, pb)
+            st = self._stat_e(h, e, pb)
+            if _stat.S_ISDIR(st.mode):
+                raise TadocError(errno.EISDIR, "is a directory", self._path, pb, _lib.TD_EISDIR)
+            raw = ArchiveRawFile(self, h, e, st.size, path)
+        finally:
+            self._leave()
+        self._files.add(raw)
+        return io.BufferedReader(raw, buffer_size=256 * 1024)
+
+    # --- words ----------------------------------------------------------
+    def _phrase(self, word):
+        wb = _word_b(word)
+        if not self._L.td_phrase_words(wb, len(wb)):
+            raise TadocError(errno.EINVAL, "not a single word: %r is not a word or a phrase (words separated "
+                             "by single spaces)" % (word,), self._path, None, _lib.TD_ENOTWORD)
+        return wb
+
+    def _paths(self, h, entries, want_bytes):
+        memo = {}
+        out = []
+        for e in entries:
+            p = memo.get(e)
+            if p is None:
+                p = self._path_of(h, e)
+                memo[e] = p = p if want_bytes else os.fsdecode(p)
+            out.append(p)
+        return out
+
+    def count(self, word_or_phrase, path=None):
+        """Occurrences of a word (or a phrase: words separated by single
+        spaces, matched consecutively) in file `path`, the subtree of
+        directory `path`, or the whole corpus (None)."""
+        wb = self._phrase(word_or_phrase)
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = ctypes.c_uint64()
+            _lib.clear_detail()
+            err = self._L.td_phrase_count(h, wb, len(wb), scope, ctypes.byref(n))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return n.value
+
+    def search(self, word_or_phrase, path=None):
+        """Every occurrence as (file path, byte offset of the first word),
+        files in path order, offsets ascending (scope as count())."""
+        wb = self._phrase(word_or_phrase)
+        hits = _lib.td_hits()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_phrase_search(h, wb, len(wb), scope, ctypes.byref(hits))
+            try:
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                files, offs = _unpack_pairs(hits.v, hits.n)
+            finally:
+                self._L.td_hits_free(ctypes.byref(hits))
+            paths = self._paths(h, files, isinstance(path, bytes))
+        finally:
+            self._leave()
+        return list(zip(paths, offs))
+
+    def words(self, path=None):
+        """Number of word tokens in the scope (file, subtree, corpus)."""
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = ctypes.c_uint64()
+            err = self._L.td_word_total(h, scope, ctypes.byref(n))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return n.value
+
+    # --- analytics (td_analytics.h) -------------------------------------
+    def _word_list(self, call, path, *args):
+        """(word, count) pairs of a td_*_collect call: one flat buffer of
+        words separated by newlines (a word never holds one) and an array of
+        counts, split here at C speed instead of one callback a word."""
+        wc = _lib.td_word_counts()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = call(h, scope, *args, ctypes.byref(wc))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            try:
+                words, counts = _split_counts(wc)
+            finally:
+                self._L.td_word_counts_free(ctypes.byref(wc))
+        finally:
+            self._leave()
+        return list(zip(words, counts))
+
+    def top(self, n=20, path=None):
+        """The n most frequent words (n = 0: all) as (word, count), count
+        descending, ties by word bytes ascending; computed on the grammar."""
+        if n < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n, self._path, None,
+                             _lib.TD_EINVAL)
+        return self._word_list(self._L.td_top_words_collect, path, n)
+
+    def vector(self, path=None):
+        """Every word of the scope with its count, (word, count) in byte order
+        of the words (the term vector)."""
+        return self._word_list(self._L.td_term_vector_collect, path)
+
+    def word_counts(self, path=None):
+        """{word: count} of every word of the scope (the term vector as a
+        dict, in word byte order)."""
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            wc = _lib.td_word_counts()
+            _lib.clear_detail()
+            err = self._L.td_term_vector_collect(h, scope, ctypes.byref(wc))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            try:
+                words, counts = _split_counts(wc)
+            finally:
+                self._L.td_word_counts_free(ctypes.byref(wc))
+        finally:
+            self._leave()
+        return dict(zip(words, counts))
+
+    def files(self, word_or_phrase, n=0, path=None):
+        """(file path, count) of every file (under `path`) holding the word or
+        phrase, count descending, ties by path; the first n only (0: all)."""
+        wb = self._phrase(word_or_phrase)
+        v = ctypes.POINTER(_lib.td_file_count)()
+        k = ctypes.c_size_t()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_phrase_files(h, wb, len(wb), scope, ctypes.byref(v), ctypes.byref(k))
+            try:
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                m = k.value if not n or n < 0 else min(n, k.value)
+                files, counts = _unpack_pairs(v, m)
+            finally:
+                _lib.libc_free(ctypes.cast(v, ctypes.c_void_p))
+            paths = self._paths(h, files, isinstance(path, bytes))
+        finally:
+            self._leave()
+        return list(zip(paths, counts))
+
+    def ngrams(self, n=3, top=20, path=None):
+        """The `top` most frequent runs of n consecutive words (2 <= n <= 8;
+        top = 0: all) as (tuple of words, count), count descending, ties by
+        the words joined with spaces."""
+        if not 2 <= n <= _lib.TD_PHRASE_MAX or top < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: n must be 2..%d and top >= 0 (n=%d, top=%d)"
+                             % (_lib.TD_PHRASE_MAX, n, top), self._path, None, _lib.TD_EINVAL)
+        out = []
+
+        def fn(ctx, words, lens, nw, count):
+            out.append((tuple(ctypes.string_at(words[i], lens[i]).decode("utf-8", "surrogateescape")
+                              for i in range(nw)), count))
+            return 0
+
+        cb = _lib.NGRAM_FN(fn)
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_ngrams(h, scope, n, top, cb, None)
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return out
+
+    def fuzzy(self, word, k=1, path=None):
+        """Every distinct word of the scope within Levenshtein distance k
+        (0..3, over code points) of `word`, as (distance, count, word), by
+        distance, then count descending, then word bytes."""
+        wb = _word_b(word)
+        if not isinstance(k, int) or k < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: k must be 0..%d, not %r" % (_lib.TD_FUZZY_MAXK, k),
+                             self._path, None, _lib.TD_EINVAL)
+        out = []
+
+        def fn(ctx, dist, w, n, count):
+            out.append((dist, count, ctypes.string_at(w, n).decode("utf-8", "surrogateescape")))
+            return 0
+
+        cb = _lib.FUZZY_FN(fn)
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_fuzzy(h, wb, len(wb), min(k, 0xFFFFFFFF), scope, 1, cb, None)
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return out
+
+
+class ArchiveRawFile(io.RawIOBase):
+    """The raw, seekable file object under Archive.open() (a td_cursor)."""
+
+    def __init__(self, archive, h, entry, size, name):
+        super().__init__()
+        self._a = archive
+        self._e = entry
+        self._size = size
+        self._pos = 0
+        self._lock = threading.Lock()
+        self._cur = archive._L.td_cursor_new(h)
+        if not self._cur:
+            raise MemoryError("td_cursor_new")
+        self.name = name
+
+    @property
+    def size(self):
+        return self._size
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        self._check()
+        return self._pos
+
+    def _check(self):
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+
+    def seek(self, pos, whence=io.SEEK_SET):
+        self._check()
+        if whence == io.SEEK_SET:
+            new = pos
+        elif whence == io.SEEK_CUR:
+            new = self._pos + pos
+        elif whence == io.SEEK_END:
+            new = self._size + pos
+        else:
+            raise ValueError("invalid whence (%r)" % whence)
+        if new < 0:
+            raise OSError(errno.EINVAL, "negative seek position %d" % new)
+        self._pos = new
+        return new
+
+    def readinto(self, b):
+        self._check()
+        with memoryview(b) as mv, mv.cast("B") as m:
+            n = len(m)
+            if n == 0 or self._pos >= self._size:
+                return 0
+            n = min(n, self._size - self._pos)
+            cbuf = (ctypes.c_char * len(m)).from_buffer(m)
+            got = ctypes.c_size_t()
+            with self._lock:
+                if self._cur is None:
+                    raise ValueError("I/O operation on a file of a closed tadoc.Archive")
+                self._a._enter()
+                try:
+                    _lib.clear_detail()
+                    err = self._a._L.td_cursor_read(self._cur, self._e, self._pos, cbuf, n, ctypes.byref(got))
+                finally:
+                    self._a._leave()
+            del cbuf
+            if err:
+                raise self._a._err(err, _b(self.name))
+            self._pos += got.value
+            return got.value
+
+    def readall(self):
+        self._check()
+        left = max(0, self._size - self._pos)
+        buf = bytearray(left)
+        got = self.readinto(buf) if left else 0
+        while 0 < got < left:
+            n = self.readinto(memoryview(buf)[got:])
+            if not n:
+                break
+            got += n
+        del buf[got:]
+        return bytes(buf)
+
+    def _drop_cursor(self):
+        with self._lock:
+            if self._cur is not None:
+                self._a._L.td_cursor_free(self._cur)
+                self._cur = None
+
+    def close(self):
+        if not self.closed:
+            self._drop_cursor()
+        super().close()
