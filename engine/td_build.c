@@ -41,6 +41,7 @@ typedef struct gent {
 	uint64_t size;
 	uint32_t last_shard;      /* directories: the last shard given a piece, UINT32_MAX none */
 	uint8_t from_base;        /* in opts.base (tadoc add) */
+	uint64_t first_pc;        /* files: the index of its first piece in td_build.pc */
 	uint64_t base_words;      /* its word count there */
 } gent;
 
@@ -65,6 +66,7 @@ typedef struct job {
 	uint64_t *nwords;         /* out: its words */
 	uint64_t size, sum, nfiles, input_bytes;
 	int err;
+	int done;                 /* built (or failed): under td_build.mu */
 	char why[600];
 	struct job *next;         /* the queue */
 } job;
@@ -86,6 +88,7 @@ struct td_build {
 	uint32_t fe;
 	uint64_t fpos;            /* bytes of it so far */
 	int fopen_in_shard;       /* a piece of it is open in cur's writer */
+	int fpart;                /* a part of a kept file (td_build_file_part) */
 	uint64_t over;            /* bytes past the shard size in this piece */
 	/* workers */
 	pthread_t *th;
@@ -98,7 +101,14 @@ struct td_build {
 	uint64_t done_bytes;      /* text of finished shards (under mu) */
 	int werr;                 /* first worker failure seen (under mu) */
 	char *tmpbase;
-	uint32_t base_n;          /* shards kept from opts.base; new ones follow */
+	/* shards kept from another archive (opts.base or opts.keep_from),
+	 * byte for byte: shard i of the new archive is src's keep_src[i]
+	 * (i < base_n); new ones follow */
+	const td_archive *src;
+	uint32_t base_n;
+	uint32_t *keep_src;       /* new index -> src's */
+	uint32_t *keep_map;       /* src's index -> new, UINT32_MAX dropped */
+	uint32_t src_n;           /* src's shards */
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -221,6 +231,7 @@ static void *worker(void *p)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
 		pthread_mutex_lock(&b->mu);
 		j->err = err;
+		j->done = 1;
 		if (err && !b->werr)
 			b->werr = err;
 		b->inflight--;
@@ -297,12 +308,15 @@ static int shard_start(td_build *b)
 	wo.build_time = b->o.build_time;
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
 	j->w = td_writer_new(&wo);
-	j->tmp = malloc(strlen(b->tmpbase) + 16);
+	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {
 		job_free(j);
 		goto nomem;
 	}
-	sprintf(j->tmp, "%s%u", b->tmpbase, j->idx);
+	if (b->o.tmp_target) /* td_tmpfile.h's shape: td_tmp_sweep removes it once this process is gone */
+		sprintf(j->tmp, "%s%u.tmp.%ld", b->tmpbase, j->idx, (long)getpid());
+	else
+		sprintf(j->tmp, "%s%u", b->tmpbase, j->idx);
 	int e = td_writer_add_dir(j->w, "", 0755, b->o.build_time, 0);
 	if (e) {
 		job_free(j);
@@ -356,7 +370,7 @@ static const char *shard_path(td_build *b, uint32_t e)
 	return buf;
 }
 
-static int piece_add(td_build *b, uint32_t e, uint64_t start)
+static int pc_push(td_build *b, piece p)
 {
 	if (b->npc == b->cappc) {
 		uint64_t cap = b->cappc ? 2 * b->cappc : 1024;
@@ -366,8 +380,14 @@ static int piece_add(td_build *b, uint32_t e, uint64_t start)
 		b->pc = v;
 		b->cappc = cap;
 	}
-	b->pc[b->npc] = (piece){ e, b->cur->idx, 0, start, 0, 0 };
-	return job_push_path(b->cur, shard_path(b, e), b->npc++);
+	b->pc[b->npc++] = p;
+	return TD_OK;
+}
+
+static int piece_add(td_build *b, uint32_t e, uint64_t start)
+{
+	int err = pc_push(b, (piece){ e, b->cur->idx, 0, start, 0, 0 });
+	return err ? err : job_push_path(b->cur, shard_path(b, e), b->npc - 1);
 }
 
 /* A piece of file or symlink e starting at byte `start` goes to the
@@ -459,12 +479,78 @@ static int add_entry(td_build *b, const char *path, int type, uint32_t mode, int
 
 /* ------------------------------------------------------------ API */
 
+/* Keep the shards of src flagged in keep (NULL: all of them), in order,
+ * as the new archive's first shards. */
+static int keep_setup(td_build *b, const td_archive *src, const uint8_t *keep)
+{
+	if (td_archive_version(src) != TD_VERSION_SHARDED || !td_sharded(src))
+		return td_fail(TD_EINVAL, "format %u: keeping shards needs a format 5 archive", td_archive_version(src));
+	b->src = src;
+	td_shard_table(src, &b->src_n);
+	b->keep_map = malloc((b->src_n + 1) * sizeof *b->keep_map);
+	b->keep_src = malloc((b->src_n + 1) * sizeof *b->keep_src);
+	if (!b->keep_map || !b->keep_src)
+		return TD_ENOMEM;
+	b->base_n = 0;
+	for (uint32_t i = 0; i < b->src_n; i++) {
+		b->keep_map[i] = UINT32_MAX;
+		if (!keep || keep[i]) {
+			b->keep_map[i] = b->base_n;
+			b->keep_src[b->base_n++] = i;
+		}
+	}
+	return TD_OK;
+}
+
+/* Entry e (named path) gets the pieces of src's entry `from` that lie in
+ * kept shards; with all, every piece must. *dropped (may be NULL) gets
+ * whether some were not kept, and *words (may be NULL) the words of the
+ * kept ones then (their shards' counts). */
+static int kept_pieces(td_build *b, uint32_t e, td_entry from, int all, const char *path, int *dropped,
+		       uint64_t *words)
+{
+	const td_disk_piece *p;
+	uint64_t np, w = 0;
+	int err = td_shard_pieces(b->src, from, &p, &np), drop = 0;
+	for (uint64_t k = 0; k < np && !err; k++) {
+		if (p[k].shard >= b->src_n)
+			return td_fail(TD_ECORRUPT, "entry %u: piece in no shard", from);
+		uint32_t ns = b->keep_map[p[k].shard];
+		if (ns == UINT32_MAX) {
+			if (all)
+				return td_fail(TD_EINVAL, "'%s': its text is in shard %u, which is not kept", path,
+					       p[k].shard);
+			drop = 1;
+			continue;
+		}
+		err = pc_push(b, (piece){ e, ns, p[k].local, p[k].start, 0, 0 });
+	}
+	if (!err && drop && words) {
+		/* the words of the kept pieces: each one's count in its shard */
+		for (uint64_t k = 0; k < np && !err; k++) {
+			td_archive *sub;
+			td_stat st;
+			if (b->keep_map[p[k].shard] == UINT32_MAX)
+				continue;
+			if (!(err = td_shard_sub(b->src, p[k].shard, &sub)) && !(err = td_archive_stat(sub, p[k].local, &st)))
+				w += st.nwords;
+		}
+		*words = w;
+	}
+	if (dropped)
+		*dropped = drop;
+	return err;
+}
+
 /* The base archive's tree, its pieces and the slot index: entry e of the
  * base is entry e here (breadth-first, so parents come first). */
 static int load_base(td_build *b, const td_archive *a)
 {
 	if (td_archive_version(a) != TD_VERSION_SHARDED || !td_sharded(a))
 		return td_fail(TD_EINVAL, "format %u: adding needs a format 5 archive", td_archive_version(a));
+	int err = keep_setup(b, a, NULL);
+	if (err)
+		return err;
 	uint32_t ne = td_archive_nentries(a), cap = 64;
 	while (cap < ne + 64)
 		cap *= 2;
@@ -476,17 +562,13 @@ static int load_base(td_build *b, const td_archive *a)
 	while (b->pt.mask < 2 * (uint64_t)ne)
 		if (td_pathtab_grow(&b->pt, &gent_ops, b))
 			return TD_ENOMEM;
-	td_shard_table(a, &b->base_n);
 	char *buf = malloc(TD_MAXPATH + 2);
 	if (!buf)
 		return TD_ENOMEM;
-	int err = TD_OK;
 	for (td_entry e = 0; e < ne && !err; e++) {
 		td_stat st;
-		const td_disk_piece *p;
-		uint64_t np;
 		int len = td_archive_path(a, e, buf, TD_MAXPATH + 2);
-		if (len < 0 || (err = td_archive_stat(a, e, &st)) || (err = td_shard_pieces(a, e, &p, &np))) {
+		if (len < 0 || (err = td_archive_stat(a, e, &st))) {
 			err = err ? err : td_fail(TD_ECORRUPT, "entry %u: no path", e);
 			break;
 		}
@@ -517,23 +599,7 @@ static int load_base(td_build *b, const td_archive *a)
 		}
 		if (e)
 			*td_pathtab_find(&b->pt, g->path, strlen(g->path), &gent_ops, b) = e + 1;
-		for (uint64_t k = 0; k < np && !err; k++) {
-			if (p[k].shard >= b->base_n) {
-				err = td_fail(TD_ECORRUPT, "entry %u: piece in no shard", e);
-				break;
-			}
-			if (b->npc == b->cappc) {
-				uint64_t c = b->cappc ? 2 * b->cappc : 1024;
-				piece *pv = realloc(b->pc, c * sizeof *pv);
-				if (!pv) {
-					err = TD_ENOMEM;
-					break;
-				}
-				b->pc = pv;
-				b->cappc = c;
-			}
-			b->pc[b->npc++] = (piece){ e, p[k].shard, p[k].local, p[k].start, 0, 0 };
-		}
+		err = kept_pieces(b, e, e, 1, buf, NULL, NULL);
 	}
 	free(buf);
 	return err;
@@ -597,21 +663,28 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	b->tmpbase = malloc(strlen(dir) + 64);
+	b->tmpbase = malloc(strlen(o.tmp_target ? o.tmp_target : dir) + 64);
 	b->ent = calloc(64, sizeof *b->ent);
 	b->th = calloc(o.jobs, sizeof *b->th);
 	if (!b->tmpbase || !b->ent || td_pathtab_init(&b->pt) || !b->th || !(b->ent[0].path = strdup(""))) {
 		td_build_abort(b);
 		return TD_ENOMEM;
 	}
-	sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
+	if (o.tmp_target)
+		sprintf(b->tmpbase, "%s.shard%p.", o.tmp_target, (void *)b);
+	else
+		sprintf(b->tmpbase, "%s/.tadoc-shard.%d.%p.", dir, (int)getpid(), (void *)b);
 	b->capent = 64;
 	b->ent[0].type = G_DIR;
 	b->ent[0].mode = S_IFDIR | 0755;
 	b->ent[0].mtime = o.build_time;
 	b->ent[0].last_shard = UINT32_MAX;
 	b->nent = 1;
-	if (o.base && (err = load_base(b, o.base))) {
+	if (o.base && o.keep_from) {
+		td_build_abort(b);
+		return td_fail(TD_EINVAL, "base and keep_from are exclusive");
+	}
+	if ((o.base && (err = load_base(b, o.base))) || (o.keep_from && (err = keep_setup(b, o.keep_from, o.keep)))) {
 		td_build_abort(b);
 		return err;
 	}
@@ -650,6 +723,7 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 	if (b->cur && b->cur_bytes >= b->o.shard_size)
 		shard_close(b);
 	b->in_file = 1;
+	b->fpart = 0;
 	b->fe = id;
 	b->fpos = 0;
 	b->fopen_in_shard = 0;
@@ -660,11 +734,14 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 /* Open the current file's next piece in the current shard. */
 static int fpiece_begin(td_build *b)
 {
+	if (b->fpos == 0 && !b->fpart)
+		b->ent[b->fe].first_pc = b->npc;
 	int err = piece_open(b, b->fe, b->fpos);
 	if (!err)
 		err = td_writer_file_begin(b->cur->w, shard_path(b, b->fe), 0644, b->o.build_time, 0);
 	if (err)
 		return err;
+	b->ent[b->fe].last_shard = b->cur->idx;
 	b->fopen_in_shard = 1;
 	b->over = 0;
 	return TD_OK;
@@ -737,7 +814,9 @@ int td_build_file_end(td_build *b)
 		err = td_writer_file_end(b->cur->w);
 	b->fopen_in_shard = 0;
 	b->in_file = 0;
-	b->ent[b->fe].size = b->fpos;
+	if (!b->fpart)
+		b->ent[b->fe].size = b->fpos;
+	b->fpart = 0;
 	return err;
 }
 
@@ -772,6 +851,135 @@ int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint3
 	return TD_OK;
 }
 
+int td_build_add_kept(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec, td_entry from)
+{
+	if (b->one || !b->src || b->o.base)
+		return td_fail(TD_EINVAL, "'%s': the builder keeps no shards", path);
+	td_stat st;
+	int err = worker_err(b);
+	if (err || (err = td_archive_stat(b->src, from, &st)))
+		return err;
+	if ((mode & S_IFMT) != (st.mode & S_IFMT))
+		return td_fail(TD_EINVAL, "'%s': not of the type of entry %u", path, from);
+	int type = S_ISDIR(st.mode) ? G_DIR : S_ISLNK(st.mode) ? G_LINK : G_FILE;
+	uint32_t id = 0;
+	mode_t m = type == G_LINK ? S_IFLNK | 0777 : (st.mode & S_IFMT) | (mode & 07777);
+	if (path[0] == '\0') {
+		if (type != G_DIR || b->ent[0].explicit_)
+			return td_fail(TD_EINVAL, "the root kept twice, or from a file");
+		b->ent[0].explicit_ = 1;
+		b->ent[0].mode = m;
+		b->ent[0].mtime = mtime_sec;
+		b->ent[0].nsec = mtime_nsec;
+	} else if ((err = add_entry(b, path, type, m, mtime_sec, mtime_nsec, &id))) {
+		return err;
+	}
+	int dropped = 0;
+	uint64_t words = st.nwords;
+	if ((err = kept_pieces(b, id, from, type == G_LINK, path, &dropped, &words)))
+		return err;
+	if (type != G_DIR) {
+		b->ent[id].size = st.size;
+		b->ent[id].base_words = words;
+	}
+	return TD_OK;
+}
+
+int td_build_file_part(td_build *b, const char *path, uint64_t start)
+{
+	if (b->one || b->in_file)
+		return td_fail(TD_EINVAL, "'%s': no part of a kept file can be added here", path);
+	int err = worker_err(b);
+	if (err)
+		return err;
+	uint32_t *slot = path[0] ? td_pathtab_find(&b->pt, path, strlen(path), &gent_ops, b) : NULL;
+	if (!slot || !*slot || b->ent[*slot - 1].type != G_FILE || b->ent[*slot - 1].from_base ||
+	    start >= b->ent[*slot - 1].size)
+		return td_fail(TD_EINVAL, "'%s': no kept file with a byte %llu", path, (unsigned long long)start);
+	uint32_t id = *slot - 1;
+	/* a file's pieces are in distinct shards; a full shard takes no more */
+	if (b->cur && (b->cur_bytes >= b->o.shard_size || b->ent[id].last_shard == b->cur->idx))
+		shard_close(b);
+	b->in_file = 1;
+	b->fpart = 1;
+	b->fe = id;
+	b->fpos = start;
+	b->fopen_in_shard = 0;
+	b->over = 0;
+	return TD_OK;
+}
+
+/* The text of piece i (of file t) into buf (cap bytes), *len its size:
+ * from the filling shard's writer, or from a built shard's file once its
+ * worker is done. */
+static int piece_text(td_build *b, uint64_t i, uint8_t *buf, uint64_t cap, uint64_t *len)
+{
+	const piece *p = &b->pc[i];
+	job *j = b->jobs[p->shard - b->base_n];
+	const char *sp = shard_path(b, p->e);
+	if (j == b->cur)
+		return td_writer_file_text(j->w, sp, buf, cap, len);
+	pthread_mutex_lock(&b->mu);
+	while (!j->done)
+		wait_report(b);
+	int err = j->err;
+	pthread_mutex_unlock(&b->mu);
+	if (err)
+		return worker_err(b);
+	td_archive *a;
+	td_entry e;
+	td_stat st;
+	size_t got = 0;
+	if ((err = td_archive_open(j->tmp, 0, &a)))
+		return err;
+	if (!(err = td_archive_lookup_path(a, sp, &e)) && !(err = td_archive_stat(a, e, &st))) {
+		if (st.size > cap)
+			err = td_fail(TD_ECORRUPT, "shard %u: a piece larger than its file", j->idx);
+		else if (!(err = td_extract(a, e, 0, buf, (size_t)st.size, &got)) && got != st.size)
+			err = td_fail(TD_ECORRUPT, "shard %u: a piece shorter than it says", j->idx);
+	}
+	td_archive_close(a);
+	*len = got;
+	return err;
+}
+
+int td_build_add_copy(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const char *target)
+{
+	if (b->one)
+		return td_writer_add_copy(b->one, path, mode, mtime_sec, mtime_nsec, target);
+	if (b->in_file)
+		return td_fail(TD_EINVAL, "a file is still open in the builder");
+	size_t tl = strlen(target);
+	uint32_t *slot = tl ? td_pathtab_find(&b->pt, target, tl, &gent_ops, b) : NULL;
+	if (!slot || !*slot || b->ent[*slot - 1].type != G_FILE || !b->ent[*slot - 1].explicit_ ||
+	    b->ent[*slot - 1].from_base || b->ent[*slot - 1].first_pc >= b->npc)
+		return td_fail(TD_ENOENT, "'%s': no regular file of that name was added before", target);
+	uint32_t t = *slot - 1;
+	uint64_t size = b->ent[t].size, got = 0;
+	/* the whole file at once (a hard link's target is held, never the
+	 * corpus): its pieces, in order, from first_pc (only directories'
+	 * pieces come between them) */
+	uint8_t *buf = malloc(size ? size : 1);
+	if (!buf)
+		return TD_ENOMEM;
+	int err = TD_OK;
+	for (uint64_t i = b->ent[t].first_pc; i < b->npc && got < size && !err; i++) {
+		uint64_t n = 0;
+		if (b->pc[i].e != t)
+			continue;
+		err = piece_text(b, i, buf + got, size - got, &n);
+		got += n;
+	}
+	if (!err && got != size)
+		err = td_fail(TD_ECORRUPT, "'%s': its pieces hold %llu of its %llu bytes", target,
+			      (unsigned long long)got, (unsigned long long)size);
+	if (!err)
+		err = td_build_add_file(b, path, mode, mtime_sec, mtime_nsec, buf, (size_t)size);
+	free(buf);
+	return err;
+}
+
 static void stop_workers(td_build *b)
 {
 	pthread_mutex_lock(&b->mu);
@@ -803,6 +1011,8 @@ void td_build_abort(td_build *b)
 	free(b->pc);
 	free(b->th);
 	free(b->tmpbase);
+	free(b->keep_src);
+	free(b->keep_map);
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv);
 	free(b);
@@ -931,6 +1141,16 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 			sorted[pstart[k] + fill[k]++] = b->pc[i];
 		}
 		free(fill);
+		/* a compacted file's kept pieces came first, its rebuilt parts
+		 * later: a file's pieces go in the order of their bytes */
+		for (uint32_t k = 0; k < ne; k++)
+			if (b->ent[bfs[k]].type != G_DIR)
+				for (uint64_t i = pstart[k] + 1; i < pstart[k + 1]; i++)
+					for (uint64_t j = i; j > pstart[k] && sorted[j - 1].start > sorted[j].start; j--) {
+						piece t = sorted[j];
+						sorted[j] = sorted[j - 1];
+						sorted[j - 1] = t;
+					}
 	}
 	for (uint32_t e = 0; e < ne; e++)
 		if (b->ent[e].type == G_FILE) {
@@ -1054,15 +1274,16 @@ static int write_container(td_build *b, const char *out_path)
 	uint64_t off = sizeof h;
 	if (b->base_n) { /* the base's shards, byte for byte */
 		uint32_t n;
-		const td_disk_shard *bt = td_shard_table(b->o.base, &n);
+		const td_disk_shard *bt = td_shard_table(b->src, &n);
 		static const uint8_t zero[8];
 		for (uint32_t i = 0; i < b->base_n; i++) {
-			tab[i] = bt[i];
+			const td_disk_shard *o = &bt[b->keep_src[i]];
+			tab[i] = *o;
 			tab[i].off = off;
-			size_t pad = (size_t)((8 - (bt[i].size & 7)) & 7);
-			if (td_write_all(fd, b->o.base->map + bt[i].off, bt[i].size) || td_write_all(fd, zero, pad))
+			size_t pad = (size_t)((8 - (o->size & 7)) & 7);
+			if (td_write_all(fd, b->src->map + o->off, o->size) || td_write_all(fd, zero, pad))
 				goto ioerr;
-			off += bt[i].size + pad;
+			off += o->size + pad;
 		}
 	}
 	for (uint32_t i = 0; i < b->njobs; i++) {

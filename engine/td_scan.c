@@ -253,6 +253,8 @@ int td_build_paths(const char *out_path, const char *const *inputs, size_t ninpu
 	char *slash = strrchr(odir, '/');
 	if (!o.tmp_dir)
 		o.tmp_dir = slash ? (slash == odir ? "/" : (*slash = 0, odir)) : ".";
+	if (!o.tmp_target)
+		o.tmp_target = out_path;
 	if (o.progress && !o.total_bytes)
 		o.total_bytes = input_bytes(inputs, ninputs);
 	scan s = { 0 };

@@ -638,6 +638,7 @@ int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out)
 	out->nfiles = d->nfiles;
 	out->input_bytes = d->input_bytes;
 	out->archive_bytes = d->size;
+	out->checksum = d->sum;
 	return TD_OK;
 }
 
@@ -713,7 +714,10 @@ int td_shard_verify(const td_archive *a)
 					err = td_fail(TD_ECORRUPT, "entry %u: directory pieces out of order", e);
 				continue;
 			}
-			if (p->start != at || (k && p->shard <= sh->pieces[first + k - 1].shard)) {
+			/* in the order of their bytes, each in another shard than
+			 * the one before (a per-shard compaction puts a kept
+			 * file's rebuilt parts after its kept shards) */
+			if (p->start != at || (k && p->shard == sh->pieces[first + k - 1].shard)) {
 				err = td_fail(TD_ECORRUPT, "entry %u ('%s'): pieces do not follow each other", e, p1);
 				break;
 			}

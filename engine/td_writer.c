@@ -190,7 +190,7 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	w->ent[0].path = strdup("");
 	w->ent[0].type = ENT_DIR;
 	w->ent[0].mode = S_IFDIR | 0755;
-	w->ent[0].mtime = time(NULL);
+	w->ent[0].mtime = w->o.build_time ? w->o.build_time : (int64_t)time(NULL); /* unless given */
 	w->nent = 1;
 	td_trace("writer start");
 	if (!w->ent[0].path) {
@@ -504,6 +504,29 @@ int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtim
 	w->nlong += t->nlong;
 	w->bytes_in += t->size;
 	return td_writer_file_end(w);
+}
+
+int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_t cap, uint64_t *len)
+{
+	size_t pl = strlen(path);
+	uint32_t *slot = pl ? td_pathtab_find(&w->pi, path, pl, &ent_ops, (void *)w) : NULL;
+	if (!slot || !*slot || w->ent[*slot - 1].type == ENT_DIR || (w->in_file && w->cur == *slot - 1))
+		return td_fail(TD_ENOENT, "'%s': no file of that name was added and ended", path);
+	const went *e = &w->ent[*slot - 1];
+	if (e->size > cap)
+		return td_fail(TD_ERANGE, "'%s': %llu bytes, more than %llu", path, (unsigned long long)e->size,
+			       (unsigned long long)cap);
+	uint8_t *o = buf;
+	uint64_t at = 0;
+	for (uint64_t i = e->seq0; i < w->nseq && w->seq[i] != TD_SPLIT; i++) {
+		uint32_t tok = w->seq[i];
+		if (at + w->td.len[tok] > e->size)
+			return td_fail(TD_ECORRUPT, "'%s': its tokens outgrow its size", path);
+		memcpy(o + at, w->td.bytes.p + w->td.off[tok], w->td.len[tok]);
+		at += w->td.len[tok];
+	}
+	*len = at;
+	return TD_OK;
 }
 
 int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,

@@ -73,7 +73,7 @@ _tadoc()
         case $cmd in
             # '-': a tar archive on standard input, as the only input
             compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format" ;;
-            compact) opts+=" --format" ;;
+            compact) opts+=" --format --full -j --jobs --shard-size --memory" ;;
             add) opts+=" --to -j --jobs --shard-size --memory" ;;
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;

@@ -194,11 +194,13 @@ uint32_t td_archive_version(const td_archive *a);
 uint32_t td_archive_nshards(const td_archive *a);
 
 /* Shard i: its file pieces (a file cut between shards counts in each),
- * the text bytes of those pieces and the bytes of its archive image. */
+ * the text bytes of those pieces, the bytes of its archive image and the
+ * image's checksum as the container stores it (XXH3-64). */
 typedef struct td_shard_info {
 	uint64_t nfiles;
 	uint64_t input_bytes;
 	uint64_t archive_bytes;
+	uint64_t checksum;
 } td_shard_info;
 
 /* TD_OK or TD_EINVAL (no shard i). Thread-safe. */

@@ -62,11 +62,22 @@ typedef struct td_build_opts {
 	 * file system: td_build_paths uses the output's directory); NULL =
 	 * $TMPDIR or /tmp. */
 	const char *tmp_dir;
+	/* Or (first) beside this file, the output or the archive compacted or
+	 * added to: shard N waits in TMP_TARGET.shardX.N.tmp.PID (td_tmpfile.h),
+	 * which td_tmp_sweep removes after a crash. */
+	const char *tmp_target;
 	/* A version 5 archive to add to (tadoc add): the new archive holds its
 	 * tree and its shards, byte for byte, then the shards of the added
 	 * entries; adding a path the base has is TD_EEXIST naming it. The
 	 * base must stay open until finish. NULL: a new archive. */
 	const td_archive *base;
+	/* A version 5 archive whose shards flagged in keep (one byte per
+	 * shard; NULL = all) the new archive holds byte for byte, in their
+	 * order, before the shards built here (per-shard compaction,
+	 * td_compact.h); entries reach them through td_build_add_kept. Must
+	 * stay open until finish; exclusive with base. */
+	const td_archive *keep_from;
+	const uint8_t *keep;
 	/* Called from the adding thread: phase "compress", the text bytes of
 	 * the finished shards and total_bytes. May be NULL. */
 	td_progress_fn progress;
@@ -103,6 +114,36 @@ int td_build_add_symlink(td_build *b, const char *path, int64_t mtime_sec, uint3
 int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec);
 int td_build_file_data(td_build *b, const void *data, size_t len);
 int td_build_file_end(td_build *b);
+
+/* As td_writer_add_copy (a hard link of a tar stream): a regular file at
+ * path with the bytes of the regular file `target` added earlier, read
+ * back from its pieces (the shard filling, or a built shard's file once
+ * its worker is done: the adding thread may wait) and added as if given
+ * again: the archive is the one adding those bytes gives. The target's
+ * text is held in memory meanwhile. Errors as td_build_add_file, and
+ * TD_ENOENT (no such regular file added). */
+int td_build_add_copy(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      const char *target);
+
+/* Add entry `from` of opts.keep_from at path (or the root, path ""),
+ * with mode's permission bits and the mtime given (its type is from's),
+ * without its text: its pieces in the kept shards are kept (a symlink's
+ * one piece must be). A file has from's size; each range of it whose
+ * pieces were in shards not kept must then be given again, in any order,
+ * with td_build_file_part (the archive does not verify otherwise). A
+ * directory's pieces in other shards are dropped; files added below it
+ * later give it more. Errors as the add calls, TD_EINVAL (no keep_from, a
+ * type that differs, a symlink in a shard not kept: detail names the
+ * path), TD_ECORRUPT (from's pieces). */
+int td_build_add_kept(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
+		      td_entry from);
+
+/* Feed bytes of file `path` (added with td_build_add_kept) from byte
+ * `start` up to the start of its next kept piece or its end, as
+ * td_build_file_data / td_build_file_end do for a file begun with
+ * file_begin: they become new pieces of it (never two in one shard).
+ * TD_EINVAL (no such kept file, start past its size, a file open). */
+int td_build_file_part(td_build *b, const char *path, uint64_t start);
 
 /* Wait for every shard and write the archive to out_path atomically (a
  * temporary file in the same directory, fsync, rename, fsync of the

@@ -223,7 +223,11 @@ typedef struct td_disk_group {
  * `local` of shard `shard`. A file larger than a shard is cut, after an
  * ASCII byte that is not a word character (so no word and no UTF-8
  * sequence spans a cut, and counts add up), into pieces in consecutive
- * shards. A symlink has one piece (its target). A directory's pieces are
+ * shards. Readers only need the pieces in the order of their bytes, each
+ * in another shard than the one before: a per-shard compaction
+ * (td_compact.h) keeps a file's pieces in kept shards and puts the parts
+ * it rebuilds in new shards after them. A symlink has one piece (its
+ * target). A directory's pieces are
  * the shards that hold anything under it, each with the directory's entry
  * there (start 0), ascending by shard; an empty directory has none. The
  * root's pieces are every shard that holds a file.

@@ -29,8 +29,11 @@ typedef struct td_writer_opts {
 	 * never depends on gpu/. The archive bytes are the same either way. */
 	td_index_fn index_build;
 	void *index_ctx;
-	/* The build time written into the archive, seconds since the epoch;
-	 * 0 = now (td_build.h passes one time to every shard). */
+	/* The build time written into the archive, seconds since the epoch,
+	 * and the root's mtime unless the root is added; 0 = now (td_build.h
+	 * passes one time to every shard; the CLI takes SOURCE_DATE_EPOCH):
+	 * the only time not from the input, so the same input and build time
+	 * give the same bytes. */
 	int64_t build_time;
 	/* Nonzero: the add calls only record each file's bytes (one growing
 	 * buffer) and its place; td_writer_finish tokenizes them, in the same
@@ -77,6 +80,12 @@ int td_writer_file_end(td_writer *w);
  * Errors: those of add_file, and TD_ENOENT (no such regular file added). */
 int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
 		       const char *target);
+
+/* The bytes of the file or symlink `path` added (and ended) earlier, from
+ * its tokens, into buf (cap bytes); *len gets their number (its size).
+ * For td_build's hard links (td_build_add_copy). TD_ENOENT (no such
+ * ended file), TD_ERANGE (cap below its size). Not thread-safe. */
+int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_t cap, uint64_t *len);
 
 /* Build the grammar and write the archive to `out_path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the

@@ -79,6 +79,16 @@ int td_cli_parse_u64(const char *s, uint64_t *out);
  * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
 int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts *bo);
 
+/* Before reading any input: --memory (bo->memory, 0 = the default) must
+ * hold one shard of bo->shard_size; otherwise print the usage error
+ * (both numbers and what to change) and return TD_CLI_USAGE; TD_CLI_OK
+ * otherwise. */
+int td_cli_build_check(const char *cmd, const td_build_opts *bo);
+
+/* SOURCE_DATE_EPOCH (reproducible builds: the one time written into an
+ * archive) when set to a valid number of seconds, else 0 (= now). */
+int64_t td_cli_source_date(void);
+
 /* --gpu WORD given to CMD (auto, on or off): sets *use and returns
  * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
 int td_cli_gpu_opt(const char *cmd, const char *arg, td_gpu_use *use);

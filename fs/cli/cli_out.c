@@ -214,6 +214,27 @@ int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts 
 	return TD_CLI_OK;
 }
 
+int64_t td_cli_source_date(void)
+{
+	uint64_t v;
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
+		return (int64_t)v;
+	return 0;
+}
+
+int td_cli_build_check(const char *cmd, const td_build_opts *bo)
+{
+	uint64_t mem = bo->memory ? bo->memory : td_build_memory_default();
+	if (mem < td_build_memory_min(bo->shard_size))
+		return td_cli_usage(cmd,
+				    "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB "
+				    "(lower --shard-size or raise --memory)",
+				    (unsigned long long)(mem >> 20), (unsigned long long)(bo->shard_size >> 20),
+				    (unsigned long long)((td_build_memory_min(bo->shard_size) + (1 << 20) - 1) >> 20));
+	return TD_CLI_OK;
+}
+
 int td_cli_gpu_opt(const char *cmd, const char *arg, td_gpu_use *use)
 {
 	if (td_gpu_use_parse(arg, use))

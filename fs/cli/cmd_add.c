@@ -98,7 +98,6 @@ int td_cmd_add(int argc, char **argv)
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	wo.progress = NULL;
 	const char *to = NULL;
-	uint64_t v;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
@@ -125,19 +124,14 @@ int td_cmd_add(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		return td_cli_usage(argv[0], argc - optind < 1 ? "missing ARCHIVE" : "no input files or directories");
-	uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
-	if (mem < td_build_memory_min(bo.shard_size))
-		return td_cli_usage(argv[0], "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB",
-				    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
-				    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
+	if (td_cli_build_check(argv[0], &bo))
+		return TD_CLI_USAGE;
+	bo.build_time = td_cli_source_date();
 	if (td_cli_gpu_setup(argv[0], &wo, gpu))
 		return TD_CLI_FAIL;
 	const char *archive = argv[optind];
 	const char *const *inputs = (const char *const *)(argv + optind + 1);
 	size_t ninputs = (size_t)(argc - optind - 1);
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
-		bo.build_time = (int64_t)v;
 
 	int lock = -1;
 	td_cli_clear_detail();
@@ -176,6 +170,7 @@ int td_cmd_add(int argc, char **argv)
 	}
 	char *slash = strrchr(dir, '/');
 	bo.tmp_dir = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+	bo.tmp_target = archive;
 	bo.writer = wo;
 	bo.base = a;
 	uint32_t old_shards = td_archive_nshards(a);

@@ -12,7 +12,8 @@
 #include "td_gpu.h"
 
 static const char compact_help[] =
-	"Usage: tadoc compact [--format 4|5] [--gpu auto|on|off] ARCHIVE\n"
+	"Usage: tadoc compact [--format 4|5] [--full] [-j N] [--shard-size SIZE] [--memory SIZE]\n"
+	"                     [--gpu auto|on|off] ARCHIVE\n"
 	"\n"
 	"Fold the edits recorded in ARCHIVE.journal (the changes made on a\n"
 	"writable tadocfs mount) into a new archive and replace ARCHIVE with it\n"
@@ -20,8 +21,12 @@ static const char compact_help[] =
 	"the journal. A crash at any point leaves either the old archive with its\n"
 	"journal or the new archive: never a loss. Fails while the archive is\n"
 	"mounted (writable or read-only). When the journal holds no changes,\n"
-	"nothing is rewritten, unless --format asks for another format.\n"
-	"A format 5 archive (shards) is rebuilt as format 5, others as format 4.\n"
+	"nothing is rewritten, unless --format asks for another format or --full\n"
+	"for a repack.\n"
+	"A format 5 archive (shards) stays format 5 and is compacted per shard:\n"
+	"only the shards holding text of edited, deleted or moved files are\n"
+	"rebuilt (on -j threads); the others are copied byte for byte. Others\n"
+	"become format 4.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
 	"and dropped; every record before it is folded in. Temporary files that an\n"
@@ -29,27 +34,41 @@ static const char compact_help[] =
 	"longer runs) are removed first, and named.\n"
 	"\n"
 	"Options:\n"
-	"      --format N   write format N: 5 (shards) or 4 (one grammar); converts\n"
-	"                   the archive even when there are no edits\n"
-	"      --gpu WORD   index builds on the GPU: auto (default) when one is\n"
-	"                   usable, on (an error without one), off (CPU only);\n"
-	"                   the archive's bytes are the same either way\n"
-	"  -h, --help       show this help\n";
+	"      --format N        write format N: 5 (shards) or 4 (one grammar);\n"
+	"                        converts the archive even when there are no edits\n"
+	"      --full            rebuild every shard (repack at --shard-size: merges\n"
+	"                        the small shards compactions leave); also without edits\n"
+	"  -j, --jobs N          threads building shards (default: online cores)\n"
+	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
+	"      --gpu WORD        index builds on the GPU: auto (default) when one is\n"
+	"                        usable, on (an error without one), off (CPU only);\n"
+	"                        the archive's bytes are the same either way\n"
+	"  -h, --help            show this help\n";
 
 int td_cmd_compact(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'F' },
+		{ "full", no_argument, NULL, 'f' },
+		{ "jobs", required_argument, NULL, 'j' },
+		{ "shard-size", required_argument, NULL, 'S' },
+		{ "memory", required_argument, NULL, 'M' },
 		{ "gpu", required_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	td_writer_opts wo = { 0 };
+	td_compact_opts co;
+	memset(&co, 0, sizeof co);
+	td_build_opts bo;
+	td_build_opts_init(&bo);
+	bo.format = 0; /* the archive's */
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	uint64_t v;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			td_cli_out(compact_help, strlen(compact_help));
@@ -57,7 +76,16 @@ int td_cmd_compact(int argc, char **argv)
 		case 'F':
 			if (td_cli_parse_u64(optarg, &v) || (v != TD_VERSION && v != TD_VERSION_SHARDED))
 				return td_cli_usage(argv[0], "--format '%s': expected 4 or 5", optarg);
-			wo.format = (unsigned)v;
+			bo.format = (unsigned)v;
+			break;
+		case 'f':
+			co.full = 1;
+			break;
+		case 'j':
+		case 'S':
+		case 'M':
+			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == 'S' ? 's' : 'm', optarg, &bo))
+				return TD_CLI_USAGE;
 			break;
 		case 'G':
 			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
@@ -70,6 +98,9 @@ int td_cmd_compact(int argc, char **argv)
 	int first = optind;
 	if (argc - first != 1)
 		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	if (td_cli_build_check(argv[0], &bo))
+		return TD_CLI_USAGE;
+	bo.build_time = td_cli_source_date();
 	const char *archive = argv[first];
 	struct stat before, after;
 	if (stat(archive, &before) != 0)
@@ -78,7 +109,10 @@ int td_cmd_compact(int argc, char **argv)
 	int rewritten = 0;
 	if (td_cli_gpu_setup(argv[0], &wo, gpu))
 		return TD_CLI_FAIL;
-	int err = td_compact_path(archive, &wo, &rep, &rewritten);
+	bo.writer = wo;
+	co.build = bo;
+	td_compact_stats cs;
+	int err = td_compact_path_build(archive, &co, &rep, &rewritten, &cs);
 	if (rep.swept_msg[0])
 		td_cli_errorf(archive, "%s", rep.swept_msg);
 	if (rep.msg[0])
@@ -95,5 +129,8 @@ int td_cmd_compact(int argc, char **argv)
 	td_cli_outf("%s: folded %llu journal records in; %llu -> %llu bytes\n", archive,
 		    (unsigned long long)rep.records, (unsigned long long)before.st_size,
 		    (unsigned long long)after.st_size);
+	if (cs.shards_before)
+		td_cli_outf("%s: shards: %u kept of %u, %u built\n", archive, cs.shards_kept, cs.shards_before,
+			    cs.shards_built);
 	return TD_CLI_OK;
 }

@@ -35,7 +35,10 @@ static const char help[] =
 	"(GNU, POSIX ustar or pax; plain or gzip/bzip2/xz/zstd-compressed), e.g.\n"
 	"`tar -C DIR -cf - . | tadoc compress -o OUT -`. Entries keep their tar\n"
 	"names less a leading '/' or './' ('./' itself is the root); a name with\n"
-	"a '..' component is an error; hard links become regular files.\n"
+	"a '..' component is an error; hard links become regular files. File data\n"
+	"streams into the builder (any format; with --format 5 in shards within\n"
+	"--memory), and the archive is the one compressing the directory gives\n"
+	"when the tar lists it in name order (`tar --sort=name`).\n"
 	"\n"
 	"Options:\n"
 	"  -o, --output FILE     archive to write (required)\n"
@@ -189,9 +192,6 @@ int td_cmd_compress(int argc, char **argv)
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
-	const char *sde = getenv("SOURCE_DATE_EPOCH"); /* reproducible builds */
-	if (sde && !td_cli_parse_u64(sde, &v) && v > 0 && v < (UINT64_C(1) << 40))
-		bo.build_time = (int64_t)v;
 	int c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:j:qh", longopts, NULL)) != -1) {
@@ -242,15 +242,9 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
 	if (!format_given) /* format 5 on request until the analytics read shards */
 		bo.format = shard_opt ? TD_VERSION_SHARDED : TD_VERSION;
-	if (bo.format == TD_VERSION_SHARDED) {
-		uint64_t mem = bo.memory ? bo.memory : td_build_memory_default();
-		if (mem < td_build_memory_min(bo.shard_size))
-			return td_cli_usage(argv[0],
-					    "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB "
-					    "(lower --shard-size or raise --memory)",
-					    (unsigned long long)(mem >> 20), (unsigned long long)(bo.shard_size >> 20),
-					    (unsigned long long)((td_build_memory_min(bo.shard_size) + (1 << 20) - 1) >> 20));
-	}
+	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))
+		return TD_CLI_USAGE;
+	bo.build_time = td_cli_source_date();
 	if (!*out)
 		return td_cli_usage(argv[0], "empty output file name");
 	if (optind >= argc)
@@ -276,9 +270,10 @@ int td_cmd_compress(int argc, char **argv)
 	const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
 	struct stat dst;
 	int derr = stat(d, &dst) ? errno : !S_ISDIR(dst.st_mode) ? ENOTDIR : access(d, W_OK | X_OK) ? errno : 0;
-	free(dir);
-	if (derr)
+	if (derr) {
+		free(dir);
 		return td_cli_error_sys(out, derr);
+	}
 
 	struct progress prog;
 	memset(&prog, 0, sizeof prog);
@@ -296,12 +291,14 @@ int td_cmd_compress(int argc, char **argv)
 	td_cli_clear_detail();
 	if (bo.format != TD_VERSION_SHARDED)
 		opts.format = bo.format;
-	else if (!from_tar)
+	else
 		opts.progress = NULL; /* shards: the builder's progress */
 	bo.writer = opts;
-	/* a tar stream goes through one td_writer (format 4) for now */
-	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &opts)
+	bo.tmp_dir = d; /* shards wait beside the output */
+	bo.tmp_target = out;
+	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &bo)
 			   : td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
+	free(dir);
 	progress_clear(&prog);
 	if (!err && !quiet)
 		td_cli_gpu_report(gpu);

@@ -15,8 +15,8 @@ static const char info_help[] =
 	"index included), the numbers of files, directories, symlinks, grammar\n"
 	"rules and rule symbols, the grammar depth, the vocabulary (distinct\n"
 	"words) and the number of word tokens. A format 5 archive also lists\n"
-	"its shards: files, input bytes, archive bytes and ratio of each (the\n"
-	"grammar figures are summed over the shards).\n"
+	"its shards: files, input bytes, archive bytes, ratio and image checksum\n"
+	"(XXH3-64) of each (the grammar figures are summed over the shards).\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -89,10 +89,11 @@ int td_cmd_info(int argc, char **argv)
 			td_shard_info si;
 			if (td_archive_shard_info(a, i, &si))
 				continue;
-			td_cli_outf("  shard %-6u files %-8llu input %-12llu archive %-12llu ratio %.3f\n", i,
-				    (unsigned long long)si.nfiles, (unsigned long long)si.input_bytes,
+			td_cli_outf("  shard %-6u files %-8llu input %-12llu archive %-12llu ratio %-7.3f sum %016llx\n",
+				    i, (unsigned long long)si.nfiles, (unsigned long long)si.input_bytes,
 				    (unsigned long long)si.archive_bytes,
-				    si.archive_bytes ? (double)si.input_bytes / (double)si.archive_bytes : 0.0);
+				    si.archive_bytes ? (double)si.input_bytes / (double)si.archive_bytes : 0.0,
+				    (unsigned long long)si.checksum);
 		}
 	}
 	td_cli_outf("sections (bytes, share of the archive; shards: summed)\n");

@@ -15,56 +15,55 @@
 /* Bytes of file data handed to the builder at a time. */
 #define TAR_CHUNK (256u << 10)
 
-/*
- * The builder the entries go to, through these few calls only: a builder
- * with the same add API (the sharded td_build) replaces the writer by
- * renaming them.
- */
-typedef td_writer tar_sink;
+/* The builder the entries go to: td_build (format 5 shards in bounded
+ * memory, or one td_writer for formats 3 and 4). */
+typedef td_build tar_sink;
 
-static tar_sink *sink_new(const td_writer_opts *o)
+static tar_sink *sink_new(const td_build_opts *o, int *err)
 {
-	return td_writer_new(o);
+	td_build *b = NULL;
+	*err = td_build_new(o, &b);
+	return b;
 }
 
 static int sink_dir(tar_sink *s, const char *path, mode_t mode, int64_t sec, uint32_t nsec)
 {
-	return td_writer_add_dir(s, path, mode, sec, nsec);
+	return td_build_add_dir(s, path, mode, sec, nsec);
 }
 
 static int sink_symlink(tar_sink *s, const char *path, int64_t sec, uint32_t nsec, const char *target)
 {
-	return td_writer_add_symlink(s, path, sec, nsec, target);
+	return td_build_add_symlink(s, path, sec, nsec, target);
 }
 
 static int sink_file_begin(tar_sink *s, const char *path, mode_t mode, int64_t sec, uint32_t nsec)
 {
-	return td_writer_file_begin(s, path, mode, sec, nsec);
+	return td_build_file_begin(s, path, mode, sec, nsec);
 }
 
 static int sink_file_data(tar_sink *s, const void *data, size_t len)
 {
-	return td_writer_file_data(s, data, len);
+	return td_build_file_data(s, data, len);
 }
 
 static int sink_file_end(tar_sink *s)
 {
-	return td_writer_file_end(s);
+	return td_build_file_end(s);
 }
 
 static int sink_copy(tar_sink *s, const char *path, mode_t mode, int64_t sec, uint32_t nsec, const char *target)
 {
-	return td_writer_add_copy(s, path, mode, sec, nsec, target);
+	return td_build_add_copy(s, path, mode, sec, nsec, target);
 }
 
 static int sink_finish(tar_sink *s, const char *out_path)
 {
-	return td_writer_finish(s, out_path);
+	return td_build_finish(s, out_path);
 }
 
 static void sink_abort(tar_sink *s)
 {
-	td_writer_abort(s);
+	td_build_abort(s);
 }
 
 /* One tar stream being read. */
@@ -203,16 +202,18 @@ static int add_entry(tar_in *t, struct archive_entry *e)
 	}
 }
 
-int td_cli_tar_compress(int fd, const char *name, const char *out_path, const td_writer_opts *opts)
+int td_cli_tar_compress(int fd, const char *name, const char *out_path, const td_build_opts *opts)
 {
 	tar_in t;
 	memset(&t, 0, sizeof t);
 	t.name = name;
+	int err = TD_OK;
+	t.sink = sink_new(opts, &err);
+	if (err)
+		goto out;
 	t.ar = archive_read_new();
 	t.buf = malloc(TAR_CHUNK);
-	t.sink = sink_new(opts);
-	int err = TD_OK;
-	if (!t.ar || !t.buf || !t.sink) {
+	if (!t.ar || !t.buf) {
 		err = td_fail(TD_ENOMEM, "%s: out of memory", name);
 		goto out;
 	}
