@@ -517,6 +517,12 @@ int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_
 		return td_fail(TD_ERANGE, "'%s': %llu bytes, more than %llu", path, (unsigned long long)e->size,
 			       (unsigned long long)cap);
 	uint8_t *o = buf;
+	if (w->o.defer_tokenize) { /* not tokenized yet: its bytes are held */
+		if (e->size)
+			memcpy(o, w->raw.p + e->raw0, e->size);
+		*len = e->size;
+		return TD_OK;
+	}
 	uint64_t at = 0;
 	for (uint64_t i = e->seq0; i < w->nseq && w->seq[i] != TD_SPLIT; i++) {
 		uint32_t tok = w->seq[i];

@@ -82,7 +82,7 @@ int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtim
 		       const char *target);
 
 /* The bytes of the file or symlink `path` added (and ended) earlier, from
- * its tokens, into buf (cap bytes); *len gets their number (its size).
+ * its tokens (defer_tokenize: its held bytes), into buf (cap bytes); *len gets their number (its size).
  * For td_build's hard links (td_build_add_copy). TD_ENOENT (no such
  * ended file), TD_ERANGE (cap below its size). Not thread-safe. */
 int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_t cap, uint64_t *len);
