@@ -712,6 +712,11 @@ static void write_mixed(int defer, const char *name, const char *text, size_t n)
 		at += c;
 	}
 	cr_assert_eq(td_writer_file_end(w), TD_OK);
+	/* what td_build's hard links read back from the filling shard */
+	static char back[4096];
+	uint64_t nb = 0;
+	cr_assert_eq(td_writer_file_text(w, "d/e/stream", back, sizeof back, &nb), TD_OK, "%s", td_errdetail());
+	assert_same("file_text", "d/e/stream", 0, back, nb, text, n);
 	cr_assert_eq(td_writer_add_copy(w, "copy", 0644, 9, 10, "d/e/stream"), TD_OK, "%s", td_errdetail());
 	cr_assert_eq(td_writer_add_dir(w, "late", 0700, 11, 12), TD_OK);
 	cr_assert_eq(td_writer_finish(w, tdt_path(name)), TD_OK, "%s", td_errdetail());
