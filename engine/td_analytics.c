@@ -359,9 +359,9 @@ void td_counts_free(td_counts *c)
 
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
 	memset(c, 0, sizeof *c);
+	if (td_sharded(a))
+		return td_fail(TD_EINVAL, "word counts by id of a format 5 archive: ask its shards");
 	an x;
 	rset s = { 0 };
 	uint64_t *freq = NULL;
@@ -531,7 +531,7 @@ static int wrank(uint64_t u, uint64_t v, void *ctx)
 int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_top_words(a, scope, n, fn, ctx);
 	td_counts c;
 	topk t = { 0 };
 	int err = td_scope_counts(a, scope, &c);
@@ -572,7 +572,7 @@ static int longw_cmp_idx(const void *p, const void *q, void *ctx)
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_term_vector(a, scope, fn, ctx);
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	size_t *li = NULL;
@@ -1136,8 +1136,8 @@ out:
 
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
-	if (td_sharded(a)) /* one word: the shards count it; phrases: not yet */
-		return td_is_word(p, len) ? td_count(a, p, len, scope, count) : td_shard_unsupported(a);
+	if (td_sharded(a))
+		return td_shard_phrase_count(a, p, len, scope, count);
 	phrase ph;
 	*count = 0;
 	int err = phrase_parse(a, p, len, &ph);
@@ -1160,7 +1160,7 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
 {
 	if (td_sharded(a))
-		return td_is_word(p, len) ? td_search(a, p, len, scope, out) : td_shard_unsupported(a);
+		return td_shard_phrase_search(a, p, len, scope, out);
 	phrase ph;
 	int err = phrase_parse(a, p, len, &ph);
 	if (err)
@@ -1192,11 +1192,35 @@ static int franked_cmp(const void *p, const void *q)
 	return strcmp(u->path, v->path);
 }
 
+int td_rank_files(const td_archive *a, td_file_count *v, size_t k)
+{
+	franked *f = k > 1 ? calloc(k, sizeof *f) : NULL;
+	int err = k > 1 && !f ? TD_ENOMEM : TD_OK;
+	for (size_t i = 0; i < k && f && !err; i++) {
+		char buf[TD_MAXPATH + 2];
+		int pl = td_archive_path(a, v[i].file, buf, sizeof buf);
+		f[i].fc = v[i];
+		if (pl < 0)
+			err = pl;
+		else if (!(f[i].path = strdup(buf)))
+			err = TD_ENOMEM;
+	}
+	if (!err && f) {
+		qsort(f, k, sizeof *f, franked_cmp);
+		for (size_t i = 0; i < k; i++)
+			v[i] = f[i].fc;
+	}
+	for (size_t i = 0; f && i < k; i++)
+		free(f[i].path);
+	free(f);
+	return err;
+}
+
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return td_shard_phrase_files(a, p, len, scope, out, n);
 	phrase ph;
 	*out = NULL;
 	*n = 0;
@@ -1205,45 +1229,23 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 		return err;
 	an x;
 	uint64_t *counts = NULL;
-	franked *v = NULL;
 	size_t k = 0;
 	err = phrase_run(a, &ph, scope, &x, &counts, NULL);
 	for (size_t f = 0; !err && f < x.nfiles; f++)
 		k += counts[f] != 0;
-	if (!err && k) {
-		v = calloc(k, sizeof *v);
-		*out = malloc(k * sizeof **out);
-		if (!v || !*out)
-			err = TD_ENOMEM;
-	}
-	size_t i = 0;
-	for (size_t f = 0; !err && f < x.nfiles; f++) {
-		if (!counts[f])
-			continue;
-		char buf[TD_MAXPATH + 2];
-		int pl = td_archive_path(a, x.files[f], buf, sizeof buf);
-		if (pl < 0) {
-			err = pl;
-			break;
-		}
-		v[i].fc.file = x.files[f];
-		v[i].fc.count = counts[f];
-		if (!(v[i++].path = strdup(buf)))
-			err = TD_ENOMEM;
-	}
+	if (!err && k && !(*out = malloc(k * sizeof **out)))
+		err = TD_ENOMEM;
+	for (size_t f = 0, i = 0; !err && f < x.nfiles; f++)
+		if (counts[f])
+			(*out)[i++] = (td_file_count){ x.files[f], counts[f] };
+	if (!err)
+		err = td_rank_files(a, *out, k);
 	if (!err) {
-		if (k > 1)
-			qsort(v, k, sizeof *v, franked_cmp);
-		for (i = 0; i < k; i++)
-			(*out)[i] = v[i].fc;
 		*n = k;
 	} else {
 		free(*out);
 		*out = NULL;
 	}
-	for (i = 0; v && i < k; i++)
-		free(v[i].path);
-	free(v);
 	free(counts);
 	an_free(&x);
 	return err;
@@ -1251,19 +1253,12 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 
 /* ---------- n-grams ---------- */
 
-/* Hash table: n-gram (m word items) -> count. */
-typedef struct gtab {
-	unsigned m, stride; /* words an n-gram; u32s a slot: the count (two), then the words */
-	uint32_t *slot;
-	uint64_t mask, used;
-} gtab;
+/* Hash table: n-gram (m word items) -> count (td_analytics_int.h). */
+typedef td_gtab gtab;
 
-/* Count of slot i (0 = empty) and its words. */
 static inline uint64_t gval(const gtab *t, uint64_t i)
 {
-	uint64_t v;
-	memcpy(&v, t->slot + i * t->stride, sizeof v);
-	return v;
+	return td_gtab_val(t, i);
 }
 
 static inline void gset(gtab *t, uint64_t i, uint64_t v)
@@ -1388,25 +1383,20 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 	return 0;
 }
 
-int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+/* Count every run of n words of `scope` into t (grown from empty) and the
+ * long words met into lw. */
+static int ngram_table(const td_archive *a, td_entry scope, unsigned n, gtab *t, td_longw *lw)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
-	if (n < 2 || n > TD_PHRASE_MAX)
-		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
 	an x;
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	gtab t = { .m = n, .stride = n + 2 };
-	td_longw lw = { 0 };
 	uint64_t *freq = NULL;
-	topk tk = { 0 };
 	uint8_t *longf = NULL;
 	int err = an_init(&x, a, scope, 1);
 	if (err)
 		goto out;
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
-	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(&t))) {
+	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(t))) {
 		err = err ? err : TD_ENOMEM;
 		goto out;
 	}
@@ -1458,7 +1448,7 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 		}
 	}
 	/* bottom-up: each rule's runs across its parts, times its weight */
-	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = &t };
+	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = t };
 	for (uint64_t i = 0; i < s.n && !err; i++) {
 		sc.weight = freq[i];
 		err = scan_rule(&sc, s.order[i], 1);
@@ -1469,9 +1459,27 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 			err = scan_file(&sc, x.files[f]);
 			continue;
 		}
-		ntext nt = { .a = a, .t = &t, .lw = &lw };
+		ntext nt = { .a = a, .t = t, .lw = lw };
 		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
 	}
+out:
+	free(longf);
+	seqinfo_free(&si);
+	rset_free(&s);
+	an_free(&x);
+	return err;
+}
+
+int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+{
+	if (td_sharded(a))
+		return td_shard_ngrams(a, scope, n, top, fn, ctx);
+	if (n < 2 || n > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
+	gtab t = { .m = n, .stride = n + 2 };
+	td_longw lw = { 0 };
+	topk tk = { 0 };
+	int err = ngram_table(a, scope, n, &t, &lw);
 	if (err)
 		goto out;
 	/* the top ones */
@@ -1491,11 +1499,54 @@ int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_
 	}
 out:
 	free(tk.h);
-	free(longf);
 	free(t.slot);
 	longw_free(&lw);
-	seqinfo_free(&si);
-	rset_free(&s);
-	an_free(&x);
 	return err;
+}
+
+/* ---------- for merging shards ---------- */
+
+int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw)
+{
+	if (m < 2 || m > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
+	memset(t, 0, sizeof *t);
+	t->m = m;
+	t->stride = m + 2;
+	return ngram_table(a, scope, m, t, lw);
+}
+
+int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n)
+{
+	if (!t->stride) {
+		t->stride = t->m + 2;
+		if (gtab_grow(t))
+			return TD_ENOMEM;
+	}
+	return gtab_add(t, g, n);
+}
+
+int64_t td_gtab_find(const td_gtab *t, const uint32_t *g)
+{
+	if (!t->mask)
+		return -1;
+	for (uint64_t h = ghash(g, t->m) & t->mask; gval(t, h); h = (h + 1) & t->mask)
+		if (!memcmp(gkey(t, h), g, t->m * sizeof *g))
+			return (int64_t)h;
+	return -1;
+}
+
+void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v)
+{
+	gset(t, i, v);
+}
+
+int64_t td_longw_intern(td_longw *l, const char *w, size_t len)
+{
+	return longw_add(l, (const uint8_t *)w, len);
+}
+
+void td_longw_free(td_longw *l)
+{
+	longw_free(l);
 }

@@ -5,6 +5,8 @@
 #include "td_analytics.h"
 #include "td_archive_int.h"
 
+#include <string.h>
+
 /* Words longer than TD_MAXTOK bytes met in a scope (stored as pieces, so
  * without a word id): their bytes and counts. */
 typedef struct td_longw {
@@ -29,6 +31,68 @@ typedef struct td_counts {
  * td_analytics.h; free with td_counts_free either way. */
 int td_scope_counts(const td_archive *a, td_entry scope, td_counts *c);
 void td_counts_free(td_counts *c);
+
+/* A hash table of runs of m word items -> count (0: an empty slot).
+ * Slot i (0..mask) holds the count in two u32s, then the m items. */
+typedef struct td_gtab {
+	unsigned m, stride;
+	uint32_t *slot;
+	uint64_t mask, used;
+} td_gtab;
+
+static inline uint64_t td_gtab_val(const td_gtab *t, uint64_t i)
+{
+	uint64_t v;
+	memcpy(&v, t->slot + i * t->stride, sizeof v);
+	return v;
+}
+
+static inline const uint32_t *td_gtab_key(const td_gtab *t, uint64_t i)
+{
+	return t->slot + i * t->stride + 2;
+}
+
+/* Every run of m (2..TD_PHRASE_MAX) words of `scope` of a format 1-4
+ * archive into t (items: word ids of a, or a->W + j for long word j of
+ * lw, which the caller frees). Errors as td_ngrams. Free t->slot. */
+int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw);
+
+/* Add n to run g of t (t zeroed with m set, or filled before; n > 0).
+ * TD_OK or TD_ENOMEM. */
+int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n);
+
+/* Slot of run g, or -1. */
+int64_t td_gtab_find(const td_gtab *t, const uint32_t *g);
+
+/* Set slot i's count (0 empties it: only once no more finds follow). */
+void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v);
+
+/* Sort v[0..k) by count descending, then path ascending (a ranked
+ * inverted index). TD_OK, TD_ENOMEM, TD_ECORRUPT. */
+int td_rank_files(const td_archive *a, td_file_count *v, size_t k);
+
+/* Index of w[0..len) in l (added with count 0 when new), or a negative
+ * td_err; td_longw_free frees the list. */
+int64_t td_longw_intern(td_longw *l, const char *w, size_t len);
+void td_longw_free(td_longw *l);
+
+/* The version 5 forms of td_analytics.h's calls (td_shard_an.c):
+ * per-shard answers merged by word bytes, with the runs across the cuts
+ * of files split over shards added. */
+int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx);
+int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx);
+int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
+int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count);
+int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out);
+int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
+			  size_t *n);
+
+/* A word of the scope met where a shard's own answer is wrong (td_shard_an.c):
+ * sign +1 for a word of the file that no shard holds whole, -1 for the
+ * fragments the shards count instead. */
+typedef int (*td_cutword_fn)(void *ctx, const char *w, size_t len, int sign);
+/* Every such word of the files of `scope` split over shards mid-word. */
+int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, void *ctx);
 
 /* Bytes of word id w (< W), its length in *len. WORDS must be decoded
  * (td_scope_counts does it). */

@@ -755,11 +755,6 @@ static int fpiece_feed(td_build *b, const uint8_t *p, size_t n)
 	return err;
 }
 
-static int is_cut_byte(uint8_t c)
-{
-	return c < 0x80 && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && c != '_';
-}
-
 int td_build_file_data(td_build *b, const void *data, size_t len)
 {
 	if (b->one)
@@ -780,7 +775,7 @@ int td_build_file_data(td_build *b, const void *data, size_t len)
 		 * byte from there, or CUT_SLACK past the size */
 		uint64_t lim = room + (CUT_SLACK - b->over);
 		size_t i = (size_t)room, end = lim < len ? (size_t)lim : len;
-		while (i < end && !is_cut_byte(p[i]))
+		while (i < end && !td_cut_byte(p[i]))
 			i++;
 		if (i == end && end == len) { /* no cut in this chunk yet */
 			b->over += len - room;

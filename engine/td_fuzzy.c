@@ -2,6 +2,7 @@
 #include "td_analytics_int.h"
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -216,8 +217,23 @@ static int get_tree(const td_archive *a, const ftree **out)
 
 int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
 {
-	if (td_sharded(a))
-		return td_shard_unsupported(a);
+	if (td_sharded(a)) { /* one tree a shard */
+		uint64_t sn = 0, sb = 0;
+		for (uint32_t i = 0; i < td_archive_nshards(a); i++) {
+			td_archive *s;
+			uint64_t n1, b1;
+			int err = td_shard_sub(a, i, &s);
+			if (err || (err = td_fuzzy_tree(s, &n1, &b1)))
+				return err;
+			sn += n1;
+			sb += b1;
+		}
+		if (nodes)
+			*nodes = sn;
+		if (bytes)
+			*bytes = sb;
+		return TD_OK;
+	}
 	const ftree *t;
 	int err = get_tree(a, &t);
 	if (err)
@@ -403,11 +419,147 @@ static int fcmp(const void *p, const void *q, void *ctx)
 	return c ? c : (ul > vl) - (ul < vl);
 }
 
+/* ---------- version 5: the shards' matches merged by word ---------- */
+
+typedef struct smatch {
+	char *w;
+	size_t len;
+	unsigned dist;
+	uint64_t count; /* signed sum (two's complement) while gathering */
+} smatch;
+
+typedef struct sgather {
+	smatch *v;
+	size_t n, cap;
+	const uint32_t *q;  /* the query's code points (cut words are measured here) */
+	unsigned m, k;
+} sgather;
+
+static int sg_add(sgather *g, unsigned dist, const char *w, size_t len, uint64_t count)
+{
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		smatch *v = realloc(g->v, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		g->v = v;
+		g->cap = cap;
+	}
+	char *c = malloc(len ? len : 1);
+	if (!c)
+		return TD_ENOMEM;
+	memcpy(c, w, len);
+	g->v[g->n++] = (smatch){ c, len, dist, count };
+	return TD_OK;
+}
+
+static int sg_fuzzy_fn(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
+{
+	return sg_add(ctx, dist, word, len, count);
+}
+
+/* A word of a file cut in two mid-word: counted where it is close enough. */
+static int sg_cut_fn(void *ctx, const char *w, size_t len, int sign)
+{
+	sgather *g = ctx;
+	uint32_t *b = malloc((len ? len : 1) * sizeof *b);
+	if (!b)
+		return TD_ENOMEM;
+	unsigned d = lev(g->q, g->m, b, to_cps(w, len, b), g->k);
+	free(b);
+	return d <= g->k ? sg_add(g, d, w, len, (uint64_t)(int64_t)sign) : TD_OK;
+}
+
+static int sm_bytes(const smatch *u, const smatch *v)
+{
+	int c = memcmp(u->w, v->w, u->len < v->len ? u->len : v->len);
+	return c ? c : (u->len > v->len) - (u->len < v->len);
+}
+
+static int sm_word_cmp(const void *p, const void *q)
+{
+	return sm_bytes(p, q);
+}
+
+/* Distance, then count descending, then word bytes. */
+static int sm_rank_cmp(const void *p, const void *q)
+{
+	const smatch *u = p, *v = q;
+	if (u->dist != v->dist)
+		return u->dist < v->dist ? -1 : 1;
+	if (u->count != v->count)
+		return u->count > v->count ? -1 : 1;
+	return sm_bytes(u, v);
+}
+
+static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope,
+		       unsigned nthreads, td_fuzzy_fn fn, void *ctx)
+{
+	if (!td_is_word(word, len))
+		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
+	if (k > TD_FUZZY_MAXK)
+		return td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	td_stat st;
+	const td_disk_piece *p = NULL;
+	uint64_t n = 0;
+	int err = td_archive_stat(a, scope, &st);
+	if (!err && !S_ISLNK(st.mode))
+		err = td_shard_pieces(a, scope, &p, &n);
+	if (err)
+		return err;
+	if (n == 1) { /* held whole by one shard */
+		td_archive *s;
+		return (err = td_shard_sub(a, p[0].shard, &s)) ? err : td_fuzzy(s, word, len, k, p[0].local, nthreads, fn, ctx);
+	}
+	sgather g = { .k = k };
+	uint32_t *q = malloc((len + 1) * sizeof *q);
+	if (!q)
+		return TD_ENOMEM;
+	g.q = q;
+	g.m = to_cps(word, len, q);
+	/* every shard's matches in its part of the scope, and the words cut in two */
+	for (uint64_t i = 0; i < n && !err; i++) {
+		td_archive *s;
+		if (!(err = td_shard_sub(a, p[i].shard, &s)))
+			err = td_fuzzy(s, word, len, k, p[i].local, nthreads, sg_fuzzy_fn, &g);
+	}
+	if (!err && n > 1)
+		err = td_shard_cut_words(a, scope, sg_cut_fn, &g);
+	/* one line a word, counts summed */
+	size_t kept = 0;
+	if (!err && g.n > 1)
+		qsort(g.v, g.n, sizeof *g.v, sm_word_cmp);
+	for (size_t i = 0; i < g.n && !err;) {
+		smatch x = g.v[i++];
+		while (i < g.n && !sm_bytes(&g.v[i], &x)) {
+			x.count += g.v[i].count;
+			free(g.v[i++].w);
+		}
+		if (x.count)
+			g.v[kept++] = x;
+		else
+			free(x.w);
+	}
+	if (err)
+		kept = 0;
+	if (kept > 1)
+		qsort(g.v, kept, sizeof *g.v, sm_rank_cmp);
+	for (size_t i = 0; i < kept && !err; i++)
+		err = fn(ctx, g.v[i].dist, g.v[i].w, g.v[i].len, g.v[i].count);
+	for (size_t i = 0; i < (err && !kept ? g.n : kept); i++)
+		free(g.v[i].w);
+	free(g.v);
+	free(q);
+	return err;
+}
+
 int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
 	     td_fuzzy_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return td_shard_unsupported(a);
+		return shard_fuzzy(a, word, len, k, scope, nthreads, fn, ctx);
 	if (!td_is_word(word, len))
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
 	if (k > TD_FUZZY_MAXK)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "td_analytics_int.h"
 #include "td_query_int.h"
 
 /* Where a shard's local file entry lies in the global tree. */
@@ -40,7 +41,11 @@ struct td_shards {
 	pthread_mutex_t mu;       /* the reverse map's build */
 	uint64_t budget;
 	_Atomic(rev_map *) rev;
+	_Atomic(struct splits *) splits;
 };
+
+typedef struct splits splits;
+static void splits_free(splits *x);
 
 static int bad5(const char *what)
 {
@@ -119,6 +124,7 @@ void td_shard_free(td_archive *a)
 		pthread_mutex_destroy(&sh->open_mu[i]);
 	free(sh->open_mu);
 	free(sh->pieces);
+	splits_free(atomic_load(&sh->splits));
 	rev_map *r = atomic_load(&sh->rev);
 	if (r) {
 		free(r->base);
@@ -254,40 +260,12 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 	return err;
 }
 
-/* The pieces a question about `word` over `scope` reads (none for a
- * symbolic link); *dir: scope is a directory. */
-static int word_scope(const td_archive *a, const char *word, size_t len, td_entry scope, int *dir, uint64_t *first,
-		      uint64_t *n)
-{
-	*dir = 0;
-	*first = *n = 0;
-	if (!td_is_word(word, len))
-		return TD_ENOTWORD;
-	td_stat st;
-	int err = td_archive_stat(a, scope, &st);
-	if (err || S_ISLNK(st.mode))
-		return err;
-	*dir = S_ISDIR(st.mode);
-	return pieces_of(a, scope, first, n);
-}
-
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
 	*count = 0;
-	uint64_t first = 0, n = 0, sum = 0;
-	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
-	if (err)
-		return err;
-	for (uint64_t k = 0; k < n; k++) {
-		const td_disk_piece *p = &a->sh->pieces[first + k];
-		td_archive *s;
-		uint64_t c = 0;
-		if ((err = td_shard_sub(a, p->shard, &s)) || (err = td_count(s, word, len, p->local, &c)))
-			return err;
-		sum += c;
-	}
-	*count = sum;
-	return TD_OK;
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	return td_shard_phrase_count(a, word, len, scope, count); /* with the words cut in two */
 }
 
 /* Path order (depth-first, names sorted) of the global tree and the map
@@ -374,15 +352,57 @@ static int cmp_rhit(const void *x, const void *y)
 	return (a->off > b->off) - (a->off < b->off);
 }
 
+static int cmp_hit_off(const void *x, const void *y)
+{
+	const td_hit *a = x, *b = y;
+	return (a->off > b->off) - (a->off < b->off);
+}
+
+int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entry *e, uint64_t *start)
+{
+	const rev_map *r = rev_get(a);
+	if (!r)
+		return td_fail(TD_ENOMEM, "the shards' entry map");
+	rev_ent x = { TD_NOENTRY, 0 };
+	if (shard < a->sh->n && local < r->nloc[shard])
+		x = r->ents[r->base[shard] + local];
+	if (x.e == TD_NOENTRY)
+		return td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", shard, local);
+	*e = x.e;
+	*start = x.start;
+	return TD_OK;
+}
+
+int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
+{
+	if (out->n - before < 2)
+		return TD_OK;
+	size_t m = out->n - before, same = 1;
+	for (size_t i = before + 1; i < out->n && same; i++)
+		same = out->v[i].file == out->v[before].file;
+	if (same) { /* one file: by offset, without the tree's path order */
+		qsort(out->v + before, m, sizeof *out->v, cmp_hit_off);
+		return TD_OK;
+	}
+	const rev_map *r = rev_get(a);
+	rhit *t = r ? malloc(m * sizeof *t) : NULL;
+	if (!t)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < m; i++)
+		t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file, out->v[before + i].off };
+	qsort(t, m, sizeof *t, cmp_rhit);
+	for (size_t i = 0; i < m; i++)
+		out->v[before + i] = (td_hit){ t[i].e, t[i].off };
+	free(t);
+	return TD_OK;
+}
+
 /* Append the hits of scope's pieces pc[0..n) (per[k]: td_search of piece
  * k on its shard) to out as td_search reports them; dir: scope is a
  * directory. On error out is as before. */
 static int search_merge(const td_archive *a, td_entry scope, int dir, const td_disk_piece *pc, const td_hits *per,
 			uint64_t n, td_hits *out)
 {
-	const rev_map *r = NULL;
-	if (dir && !(r = rev_get(a)))
-		return td_fail(TD_ENOMEM, "search: the shards' entry map");
 	size_t before = out->n;
 	int err = TD_OK;
 	for (uint64_t k = 0; k < n && !err; k++) {
@@ -391,48 +411,29 @@ static int search_merge(const td_archive *a, td_entry scope, int dir, const td_d
 		for (size_t i = 0; i < h->n && !err; i++) {
 			td_entry e = scope;
 			uint64_t start = p->start;
-			if (dir) {
-				rev_ent x = { TD_NOENTRY, 0 };
-				if (p->shard < a->sh->n && h->v[i].file < r->nloc[p->shard])
-					x = r->ents[r->base[p->shard] + h->v[i].file];
-				if (x.e == TD_NOENTRY) {
-					err = td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", p->shard,
-						      h->v[i].file);
-					break;
-				}
-				e = x.e;
-				start = x.start;
-			}
-			err = td_hits_push(out, e, h->v[i].off + start);
+			if (dir)
+				err = td_shard_global(a, p->shard, h->v[i].file, &e, &start);
+			if (!err)
+				err = td_hits_push(out, e, h->v[i].off + start);
 		}
 	}
-	if (!err && dir && out->n - before > 1) {
-		/* shards name their entries by number, not by name: put the
-		 * hits in the tree's path order */
-		size_t m = out->n - before;
-		rhit *t = malloc(m * sizeof *t);
-		if (!t) {
-			err = TD_ENOMEM;
-		} else {
-			for (size_t i = 0; i < m; i++)
-				t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file,
-					       out->v[before + i].off };
-			qsort(t, m, sizeof *t, cmp_rhit);
-			for (size_t i = 0; i < m; i++)
-				out->v[before + i] = (td_hit){ t[i].e, t[i].off };
-			free(t);
-		}
-	}
+	/* shards name their entries by number, not by name: put the hits in
+	 * the tree's path order */
+	if (!err && dir)
+		err = td_shard_sort_hits(a, out, before);
 	if (err)
 		out->n = before;
 	return err;
 }
 
-int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
+int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, void *ctx, td_hits *out)
 {
+	td_stat st;
 	uint64_t first = 0, n = 0;
-	int dir, err = word_scope(a, word, len, scope, &dir, &first, &n);
-	if (err)
+	int err = td_archive_stat(a, scope, &st);
+	if (err || S_ISLNK(st.mode))
+		return err;
+	if ((err = pieces_of(a, scope, &first, &n)))
 		return err;
 	td_hits *per = calloc(n ? n : 1, sizeof *per);
 	if (!per)
@@ -441,14 +442,21 @@ int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry 
 	for (uint64_t k = 0; k < n && !err; k++) {
 		td_archive *s;
 		if (!(err = td_shard_sub(a, pc[k].shard, &s)))
-			err = td_search(s, word, len, pc[k].local, &per[k]);
+			err = fn(ctx, s, pc[k].local, &per[k]);
 	}
 	if (!err)
-		err = search_merge(a, scope, dir, pc, per, n, out);
+		err = search_merge(a, scope, S_ISDIR(st.mode), pc, per, n, out);
 	for (uint64_t k = 0; k < n; k++)
 		td_hits_free(&per[k]);
 	free(per);
 	return err;
+}
+
+int td_shard_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)
+{
+	if (!td_is_word(word, len))
+		return TD_ENOTWORD;
+	return td_shard_phrase_search(a, word, len, scope, out); /* with the words cut in two */
 }
 
 int td_archive_search_merge(const td_archive *a, td_entry scope, const td_hits *per, uint64_t n, td_hits *out)
@@ -466,6 +474,127 @@ int td_archive_search_merge(const td_archive *a, td_entry scope, const td_hits *
 		return td_fail(TD_EINVAL, "search merge: %llu answers for %llu pieces", (unsigned long long)n,
 			       (unsigned long long)np);
 	return search_merge(a, scope, S_ISDIR(st.mode), a->sh->pieces + first, per, n, out);
+}
+
+/* The files split over several shards, and those of them cut inside a
+ * word (found on first use: one byte read at each cut). */
+struct splits {
+	td_entry *all, *mid;
+	size_t nall, nmid;
+};
+
+static void splits_free(splits *x)
+{
+	if (x) {
+		free(x->all);
+		free(x->mid);
+		free(x);
+	}
+}
+
+static int splits_get(const td_archive *a, const splits **out)
+{
+	td_shards *sh = a->sh;
+	splits *x = atomic_load_explicit(&sh->splits, memory_order_acquire);
+	if (x) {
+		*out = x;
+		return TD_OK;
+	}
+	/* built outside the lock (reads open shards, which takes it) */
+	int err = TD_OK;
+	size_t cap = 0;
+	if (!(x = calloc(1, sizeof *x)))
+		return TD_ENOMEM;
+	for (td_entry e = 0; e < a->meta.nentries && !err; e++) {
+		uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
+		if (hi <= lo + 1 || hi > sh->npieces || !S_ISREG(td_pack_get(&a->e_mode, e)))
+			continue;
+		if (x->nall == cap) {
+			cap = cap ? 2 * cap : 16;
+			td_entry *v = realloc(x->all, cap * sizeof *v), *w = v ? realloc(x->mid, cap * sizeof *w) : NULL;
+			if (v)
+				x->all = v;
+			if (w)
+				x->mid = w;
+			if (!v || !w) {
+				err = TD_ENOMEM;
+				break;
+			}
+		}
+		x->all[x->nall++] = e;
+		int mid = 0;
+		for (uint64_t k = lo + 1; k < hi && !mid && !err; k++) {
+			uint8_t b;
+			size_t got;
+			uint64_t c = sh->pieces[k].start;
+			if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL, NULL)))
+				mid = got == 1 && !td_cut_byte(b);
+		}
+		if (mid)
+			x->mid[x->nmid++] = e;
+	}
+	if (err) {
+		splits_free(x);
+		return err;
+	}
+	splits *none = NULL;
+	if (!atomic_compare_exchange_strong(&sh->splits, &none, x)) {
+		splits_free(x);
+		x = none;
+	}
+	*out = x;
+	return TD_OK;
+}
+
+/* 1 when e is scope or under it. */
+static int in_scope(const td_archive *a, td_entry e, td_entry scope)
+{
+	unsigned depth = 0;
+	while (e != scope && e != TD_ROOT && depth++ < 4096) {
+		td_stat st;
+		if (td_archive_stat(a, e, &st))
+			return 0;
+		e = st.parent;
+	}
+	return e == scope;
+}
+
+int td_shard_split_files(const td_archive *a, td_entry scope, int midword, td_entry **out, size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	const splits *x;
+	int err = splits_get(a, &x);
+	if (err)
+		return err;
+	const td_entry *src = midword ? x->mid : x->all;
+	size_t ns = midword ? x->nmid : x->nall, n = 0;
+	td_entry *v = ns ? malloc(ns * sizeof *v) : NULL;
+	if (ns && !v)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < ns; i++)
+		if (in_scope(a, src[i], scope))
+			v[n++] = src[i];
+	if (!n) {
+		free(v);
+		v = NULL;
+	}
+	*out = v;
+	*nout = n;
+	return TD_OK;
+}
+
+int td_archive_cut_in_word(const td_archive *a, td_entry scope)
+{
+	const splits *x;
+	if (!a->sh || scope >= a->meta.nentries || splits_get(a, &x))
+		return 0;
+	for (size_t i = 0; i < x->nmid; i++)
+		if (in_scope(a, x->mid[i], scope))
+			return 1;
+	return 0;
 }
 
 int td_shard_query_fast(const td_archive *a, td_entry scope)
@@ -582,13 +711,6 @@ void td_shard_fill_info(const td_archive *a, td_info *o)
 		for (unsigned id = 1; id < TD_SEC_MAX; id++)
 			o->section_bytes[id] += x.section_bytes[id];
 	}
-}
-
-int td_shard_unsupported(const td_archive *a)
-{
-	(void)a;
-	return td_fail(TD_EUNSUPP, "not yet for a format 5 archive (shards): compress it with --format 4, "
-				   "or run 'tadoc compact --format 4 ARCHIVE'");
 }
 
 const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n)

@@ -6,6 +6,13 @@
 #include "td_extract.h"
 #include "td_query.h"
 
+/* The bytes td_build cuts a file after: ASCII, not a word character. From
+ * right after one the text tokenizes the same whatever came before. */
+static inline int td_cut_byte(uint8_t c)
+{
+	return c < 0x80 && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') && !(c >= 'a' && c <= 'z') && c != '_';
+}
+
 /* Called by setup() for a version 5 container once its tree is viewed:
  * checks the shard table and the piece map (their checksums and bounds:
  * O(files)) and sets a->sh. Shards are opened on first touch. TD_OK,
@@ -30,9 +37,29 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 const td_disk_shard *td_shard_table(const td_archive *a, uint32_t *n);
 int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, uint64_t *n);
 
-/* TD_EUNSUPP with a message: the analytics (td_analytics.h: top words,
- * vectors, phrases, n-grams, fuzzy words) do not read shards yet. */
-int td_shard_unsupported(const td_archive *a);
+/* The global entry of shard `shard`'s file entry `local`, and the byte of
+ * that global file where the piece starts. TD_OK, TD_ECORRUPT (no file
+ * has that piece), TD_ENOMEM (the map is built on first use). */
+int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entry *e, uint64_t *start);
+
+/* Put hits out->v[before..] (global entries) in path order, offsets
+ * ascending within a file. TD_OK or TD_ENOMEM. */
+int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before);
+
+/* Hits over `scope` gathered from its pieces: fn(ctx, shard, local scope,
+ * hits) appends a shard's hits (local entries, piece offsets), which are
+ * mapped to global entries and file offsets and put in path order.
+ * Nothing for a symbolic link. On error out is as before. */
+typedef int (*td_piece_search_fn)(void *ctx, const td_archive *s, td_entry local, td_hits *h);
+int td_shard_hits(const td_archive *a, td_entry scope, td_piece_search_fn fn, void *ctx, td_hits *out);
+
+/* The regular files of `scope` (itself, or under it) that are split over
+ * several shards (midword: only those cut inside a word somewhere): *out
+ * (malloc'd, caller frees; NULL when none) holds *n. The archive's lists
+ * are found on first use (O(entries), a byte read at each cut), then a
+ * call costs a walk up the tree per split file. TD_OK, TD_EINVAL,
+ * TD_ENOMEM, or a read's error. */
+int td_shard_split_files(const td_archive *a, td_entry scope, int midword, td_entry **out, size_t *n);
 
 /* The version 5 forms of the public calls of the same names. */
 int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);

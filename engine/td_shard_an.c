@@ -1,0 +1,1122 @@
+/* td_shard_an: the analytics of a version 5 archive: per-shard answers merged by word bytes, plus the runs across cuts. */
+#include "td_analytics_int.h"
+#include "td_query_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "td_shard.h"
+#include "td_tokenize.h"
+
+/*
+ * Each shard answers for its pieces as a format 4 archive does (its word
+ * ids are its own: results are merged by word bytes). What no shard sees
+ * lies at the cuts of a file split over shards (engine/README.md,
+ * "Analytics on shards"):
+ *
+ * - the builder cuts a file after an ASCII byte that is not a word
+ *   character (td_build.c, td_cut_byte), so normally no word is cut and
+ *   the only runs missing are those across the cut: the last words of one
+ *   piece with the first of the next;
+ * - when it finds no such byte within CUT_SLACK past the shard size it
+ *   cuts anywhere, even inside a word or a UTF-8 character: the shards
+ *   then count the fragments as words of their own.
+ *
+ * Both are fixed the same way, per "zone": a cut at a sync point (a
+ * position after an ASCII non-word byte, or a file's start or end; the
+ * text tokenizes the same from there whatever precedes it) is the empty
+ * zone [c, c); a cut elsewhere widens to [zs, ze), the nearest sync points
+ * around it. Around each zone the file's text is read (a few words either
+ * side), tokenized as the file (the truth) and piece by piece (what the
+ * shards saw); every run of m words touching the zone is added from the
+ * truth (+1) and taken away from the pieces' view (-1). A run touching two
+ * zones is counted at the first one only: its first word must lie at or
+ * after the previous zone's end.
+ */
+
+/* ---------- reading around the cuts ---------- */
+
+typedef struct ctok {
+	uint64_t s, e; /* word bytes [s, e) of the region */
+} ctok;
+
+typedef struct toks {
+	ctok *v;
+	size_t n, cap;
+} toks;
+
+static int toks_push(toks *t, uint64_t s, uint64_t e)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 64;
+		ctok *v = realloc(t->v, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		t->v = v;
+		t->cap = cap;
+	}
+	t->v[t->n++] = (ctok){ s, e };
+	return TD_OK;
+}
+
+/* The words of buf[from, to) tokenized on their own (as td_text_words). */
+static int tokenize(const uint8_t *buf, uint64_t from, uint64_t to, toks *t)
+{
+	for (uint64_t i = from; i < to;) {
+		unsigned k = td_word_char(buf + i, to - i);
+		if (!k) {
+			i++;
+			continue;
+		}
+		uint64_t j = i;
+		while (j < to && (k = td_word_char(buf + j, to - j)))
+			j += k;
+		int err = toks_push(t, i, j);
+		if (err)
+			return err;
+		i = j;
+	}
+	return TD_OK;
+}
+
+/* A split file being fixed. */
+typedef struct cfile {
+	const td_archive *a;
+	td_entry e;
+	uint64_t size;
+	const td_disk_piece *pc;
+	uint64_t npc;
+	uint8_t *buf;
+	size_t cap;
+} cfile;
+
+/* File bytes [off, off + len) into cf->buf. */
+static int cf_read(cfile *cf, uint64_t off, uint64_t len)
+{
+	if (len > cf->cap) {
+		size_t cap = (size_t)len;
+		uint8_t *b = realloc(cf->buf, cap ? cap : 1);
+		if (!b)
+			return TD_ENOMEM;
+		cf->buf = b;
+		cf->cap = cap;
+	}
+	size_t got = 0;
+	int err = td_shard_read(cf->a, cf->e, off, cf->buf, (size_t)len, &got, NULL, NULL);
+	if (!err && got != len)
+		err = td_fail(TD_ECORRUPT, "entry %u: shorter than its size", cf->e);
+	return err;
+}
+
+/* The greatest sync point < c (c > 0). */
+static int sync_back(cfile *cf, uint64_t c, uint64_t *out)
+{
+	for (uint64_t chunk = 4096;; chunk *= 4) {
+		uint64_t lo = c > chunk ? c - chunk : 0;
+		int err = cf_read(cf, lo, c - lo);
+		if (err)
+			return err;
+		for (uint64_t p = c - 1; p > lo; p--)
+			if (td_cut_byte(cf->buf[p - 1 - lo])) {
+				*out = p;
+				return TD_OK;
+			}
+		if (lo == 0) {
+			*out = 0;
+			return TD_OK;
+		}
+	}
+}
+
+/* The least sync point > c (c < size). */
+static int sync_fwd(cfile *cf, uint64_t c, uint64_t *out)
+{
+	for (uint64_t chunk = 4096, at = c; at < cf->size; chunk *= 4) {
+		uint64_t hi = cf->size - at > chunk ? at + chunk : cf->size;
+		int err = cf_read(cf, at, hi - at);
+		if (err)
+			return err;
+		for (uint64_t q = at; q < hi; q++)
+			if (td_cut_byte(cf->buf[q - at])) {
+				*out = q + 1;
+				return TD_OK;
+			}
+		at = hi;
+	}
+	*out = cf->size;
+	return TD_OK;
+}
+
+typedef struct zone {
+	uint64_t zs, ze;
+} zone;
+
+/* Words of the region's part [from, to) in the pieces' view: tokenized
+ * piece by piece (cuts inside it split the text). */
+static int tokenize_pieces(const cfile *cf, uint64_t A, uint64_t from, uint64_t to, toks *t)
+{
+	uint64_t s = from;
+	for (uint64_t k = 1; k <= cf->npc && s < to; k++) {
+		uint64_t cut = k < cf->npc ? cf->pc[k].start : cf->size;
+		if (cut <= s)
+			continue;
+		uint64_t e = cut < to ? cut : to;
+		int err = tokenize(cf->buf, s - A, e - A, t);
+		if (err)
+			return err;
+		s = e;
+	}
+	return TD_OK;
+}
+
+/* A run of m words near a cut: its words are buf[t[k].s, t[k].e), its first
+ * byte is file offset base + t[0].s; sign +1 (the file has it, no shard
+ * does) or -1 (a shard has it, the file does not). */
+typedef int (*run_fn)(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base,
+		      int sign);
+
+/* Emit the runs of ts (region [A, B)) touching zone z first (none before pe);
+ * with `cuts`, a run must lie within one piece. */
+static int emit_runs(const cfile *cf, const toks *ts, uint64_t A, zone z, uint64_t pe, unsigned m, int sign,
+		     int cuts, run_fn fn, void *ctx)
+{
+	for (size_t i = 0; i + m <= ts->n; i++) {
+		uint64_t s = A + ts->v[i].s, e = A + ts->v[i + m - 1].e;
+		if (s < pe || s >= z.ze || e <= z.zs)
+			continue;
+		if (cuts) {
+			int across = 0;
+			for (uint64_t k = 1; k < cf->npc && !across; k++)
+				across = cf->pc[k].start > s && cf->pc[k].start < e;
+			if (across)
+				continue;
+		}
+		int err = fn(ctx, cf->e, cf->buf, ts->v + i, m, A, sign);
+		if (err)
+			return err;
+	}
+	return TD_OK;
+}
+
+/* Words in the region's part [from, to), in both views (the fewer). */
+static int words_both(const cfile *cf, uint64_t A, uint64_t from, uint64_t to, size_t *n)
+{
+	toks t = { 0 }, p = { 0 };
+	int err = tokenize(cf->buf, from - A, to - A, &t);
+	if (!err)
+		err = tokenize_pieces(cf, A, from, to, &p);
+	*n = t.n < p.n ? t.n : p.n;
+	free(t.v);
+	free(p.v);
+	return err;
+}
+
+/* The runs of m words of zone z of file cf (pe: the previous zone's end). */
+static int fix_zone(cfile *cf, zone z, uint64_t pe, unsigned m, run_fn fn, void *ctx)
+{
+	uint64_t A = z.zs, B = z.ze;
+	int err = TD_OK;
+	size_t n;
+	/* m - 1 words before the zone (or up to pe), starting at a sync point */
+	for (uint64_t back = 1024; m > 1 && A > pe; back *= 4) {
+		uint64_t a0 = z.zs - pe > back ? z.zs - back : pe, from = a0 ? a0 - 1 : 0;
+		if ((err = cf_read(cf, from, z.zs - from)))
+			return err;
+		uint64_t p = a0;
+		if (a0 > pe)
+			while (p < z.zs && !td_cut_byte(cf->buf[p - 1 - from]))
+				p++;
+		toks t = { 0 };
+		err = tokenize(cf->buf, p - from, z.zs - from, &t);
+		n = t.n;
+		free(t.v);
+		if (err)
+			return err;
+		if (n >= m - 1 || a0 == pe) {
+			A = p;
+			break;
+		}
+	}
+	/* m - 1 words after it in both views (or up to the end) */
+	for (uint64_t fwd = 1024; m > 1 && B < cf->size; fwd *= 4) {
+		uint64_t b0 = cf->size - z.ze > fwd ? z.ze + fwd : cf->size;
+		if ((err = cf_read(cf, z.ze, b0 - z.ze)))
+			return err;
+		uint64_t p = b0;
+		if (b0 < cf->size)
+			while (p > z.ze && !td_cut_byte(cf->buf[p - 1 - z.ze]))
+				p--;
+		if ((err = words_both(cf, z.ze, z.ze, p, &n)))
+			return err;
+		if (n >= m - 1 || b0 == cf->size) {
+			B = p;
+			break;
+		}
+	}
+	if ((err = cf_read(cf, A, B - A)))
+		return err;
+	toks t = { 0 }, p = { 0 };
+	if (!(err = tokenize(cf->buf, 0, B - A, &t)) && !(err = tokenize_pieces(cf, A, A, B, &p)) &&
+	    !(err = emit_runs(cf, &t, A, z, pe, m, +1, 0, fn, ctx)))
+		err = emit_runs(cf, &p, A, z, pe, m, -1, 1, fn, ctx);
+	free(t.v);
+	free(p.v);
+	return err;
+}
+
+/* Every run of m words that the shards miscount in split file e. */
+static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void *ctx)
+{
+	cfile cf = { .a = a, .e = e };
+	td_stat st;
+	int err = td_archive_stat(a, e, &st);
+	if (!err)
+		err = td_shard_pieces(a, e, &cf.pc, &cf.npc);
+	if (err)
+		return err;
+	cf.size = st.size;
+	zone *zv = calloc(cf.npc ? cf.npc : 1, sizeof *zv);
+	size_t nz = 0;
+	if (!zv)
+		return TD_ENOMEM;
+	for (uint64_t k = 1; k < cf.npc && !err; k++) {
+		uint64_t c = cf.pc[k].start;
+		zone z = { c, c };
+		if (c == 0 || c >= cf.size)
+			continue; /* an empty piece: nothing is cut */
+		if ((err = cf_read(&cf, c - 1, 1)))
+			break;
+		if (!td_cut_byte(cf.buf[0]) && ((err = sync_back(&cf, c, &z.zs)) || (err = sync_fwd(&cf, c, &z.ze))))
+			break;
+		if (m == 1 && z.zs == z.ze)
+			continue; /* a word never spans a cut at a sync point */
+		if (nz && z.zs < zv[nz - 1].ze) { /* overlaps the last one: one zone */
+			zv[nz - 1].ze = z.ze > zv[nz - 1].ze ? z.ze : zv[nz - 1].ze;
+			continue;
+		}
+		zv[nz++] = z;
+	}
+	for (size_t i = 0; i < nz && !err; i++)
+		err = fix_zone(&cf, zv[i], i ? zv[i - 1].ze : 0, m, fn, ctx);
+	free(zv);
+	free(cf.buf);
+	return err;
+}
+
+/* fix_file over every split file of scope. */
+static int fix_scope(const td_archive *a, td_entry scope, unsigned m, run_fn fn, void *ctx)
+{
+	td_entry *v;
+	size_t n;
+	int err = td_shard_split_files(a, scope, m == 1, &v, &n); /* one word spans no cut at a sync point */
+	for (size_t i = 0; i < n && !err; i++)
+		err = fix_file(a, v[i], m, fn, ctx);
+	free(v);
+	return err;
+}
+
+/* ---------- the scope's pieces ---------- */
+
+/* The pieces of `scope` (none for a symbolic link): its own (a file) or
+ * its directory in each shard that holds part of it. */
+static int scope_pieces(const td_archive *a, td_entry scope, const td_disk_piece **p, uint64_t *n)
+{
+	*p = NULL;
+	*n = 0;
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	td_stat st;
+	int err = td_archive_stat(a, scope, &st);
+	if (err || S_ISLNK(st.mode))
+		return err;
+	return td_shard_pieces(a, scope, p, n);
+}
+
+/* ---------- merging the shards' runs by bytes ---------- */
+
+/* The cuts' runs: items index lw, each with its sign. */
+typedef struct corr {
+	unsigned m;
+	uint64_t n, cap;
+	uint32_t *key;
+	int *sign;
+	td_longw lw;
+	uint32_t *map; /* lw index -> global id */
+} corr;
+
+static int corr_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
+{
+	(void)e;
+	(void)base;
+	corr *c = ctx;
+	if (c->n == c->cap) {
+		uint64_t cap = c->cap ? 2 * c->cap : 64;
+		uint32_t *k = realloc(c->key, cap * m * sizeof *k);
+		if (k)
+			c->key = k;
+		int *sg = realloc(c->sign, cap * sizeof *sg);
+		if (sg)
+			c->sign = sg;
+		if (!k || !sg)
+			return TD_ENOMEM;
+		c->cap = cap;
+	}
+	for (unsigned k = 0; k < m; k++) {
+		int64_t i = td_longw_intern(&c->lw, (const char *)buf + t[k].s, (size_t)(t[k].e - t[k].s));
+		if (i < 0)
+			return (int)i;
+		c->key[c->n * m + k] = (uint32_t)i;
+	}
+	c->sign[c->n++] = sign;
+	return TD_OK;
+}
+
+static int bytes_cmp(const char *p, size_t pl, const char *q, size_t ql)
+{
+	int c = memcmp(p, q, pl < ql ? pl : ql);
+	return c ? c : (pl > ql) - (pl < ql);
+}
+
+/* One piece's answer: word counts (m = 1) or a run table (m >= 2) with
+ * its long words; items are the shard's word ids, then W + long word. */
+typedef struct part {
+	const td_archive *s;
+	td_counts c;
+	td_gtab t;
+	td_longw lw;
+	uint32_t *map; /* item -> global id */
+} part;
+
+/* A scope's runs over all its pieces and cuts, by global ids: the ids
+ * of the words met, in byte order (gw/gl give their bytes), so that
+ * rankings compare integers. */
+typedef struct merged {
+	unsigned m;
+	part *p;
+	size_t np;
+	corr c;
+	const char **gw;
+	uint32_t *gl;
+	uint64_t nid;
+	uint64_t *cnt;   /* m == 1: count per global id */
+	td_gtab t;       /* m >= 2: the runs */
+} merged;
+
+static void merged_free(merged *mg)
+{
+	for (size_t i = 0; i < mg->np; i++) {
+		td_counts_free(&mg->p[i].c);
+		free(mg->p[i].t.slot);
+		td_longw_free(&mg->p[i].lw);
+		free(mg->p[i].map);
+	}
+	free(mg->p);
+	free(mg->c.key);
+	free(mg->c.sign);
+	free(mg->c.map);
+	td_longw_free(&mg->c.lw);
+	free(mg->gw);
+	free(mg->gl);
+	free(mg->cnt);
+	free(mg->t.slot);
+}
+
+static const td_longw *part_lw(const merged *mg, const part *p)
+{
+	return mg->m == 1 ? &p->c.lw : &p->lw;
+}
+
+/* A source of words for the global ids: a piece's word ids in use
+ * (ascending: byte order), or every long and cut word (`xw`, sorted). */
+typedef struct vsrc {
+	const part *p;
+	uint32_t *ids;
+	uint64_t n, i;
+} vsrc;
+
+typedef struct xword {
+	const char *w;
+	size_t len;
+	uint32_t *slot; /* where its global id goes */
+} xword;
+
+static int xword_cmp(const void *p, const void *q)
+{
+	const xword *u = p, *v = q;
+	return bytes_cmp(u->w, u->len, v->w, v->len);
+}
+
+static const char *vsrc_word(const vsrc *v, const xword *xw, uint64_t i, size_t *len)
+{
+	if (!v->p) {
+		*len = xw[i].len;
+		return xw[i].w;
+	}
+	return td_word_at(v->p->s, v->ids[i], len);
+}
+
+typedef struct vheap {
+	vsrc *src;
+	const xword *xw;
+} vheap;
+
+static int vless(const vheap *vh, size_t x, size_t y)
+{
+	size_t xl, yl;
+	const char *xp = vsrc_word(&vh->src[x], vh->xw, vh->src[x].i, &xl);
+	const char *yp = vsrc_word(&vh->src[y], vh->xw, vh->src[y].i, &yl);
+	return bytes_cmp(xp, xl, yp, yl) < 0;
+}
+
+static void vdown(const vheap *vh, size_t *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && vless(vh, h[l], h[m]))
+			m = l;
+		if (l + 1 < n && vless(vh, h[l + 1], h[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		size_t t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Mark the items piece p uses (map[item] = 0; the rest ~0). */
+static int part_used(const merged *mg, part *p)
+{
+	uint64_t W = p->s->W, items = W + part_lw(mg, p)->n;
+	if (!(p->map = malloc((items ? items : 1) * sizeof *p->map)))
+		return TD_ENOMEM;
+	memset(p->map, 0xff, (items ? items : 1) * sizeof *p->map);
+	if (mg->m == 1) {
+		uint64_t nt = p->c.dense ? W : p->c.ntouched;
+		for (uint64_t i = 0; i < nt; i++) {
+			uint64_t w = p->c.dense ? i : p->c.touched[i];
+			if (p->c.cnt[w])
+				p->map[w] = 0;
+		}
+		for (uint64_t i = W; i < items; i++)
+			p->map[i] = 0;
+		return TD_OK;
+	}
+	for (uint64_t i = 0; p->t.mask && i <= p->t.mask; i++)
+		if (td_gtab_val(&p->t, i))
+			for (unsigned k = 0; k < mg->m; k++)
+				p->map[td_gtab_key(&p->t, i)[k]] = 0;
+	return TD_OK;
+}
+
+/* Give every word met a global id in byte order (one k-way merge). */
+static int merged_ids(merged *mg)
+{
+	size_t nsrc = 0, nx = mg->c.lw.n;
+	vsrc *src = calloc(mg->np + 1, sizeof *src);
+	size_t *h = malloc((mg->np + 1) * sizeof *h);
+	xword *xw = NULL;
+	int err = src && h ? TD_OK : TD_ENOMEM;
+	if (!err && !(mg->c.map = malloc((mg->c.lw.n ? mg->c.lw.n : 1) * sizeof *mg->c.map)))
+		err = TD_ENOMEM;
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		part *p = &mg->p[k];
+		if ((err = part_used(mg, p)))
+			break;
+		nx += part_lw(mg, p)->n;
+		vsrc *v = &src[nsrc++];
+		v->p = p;
+		for (uint64_t w = 0; w < p->s->W; w++)
+			v->n += p->map[w] == 0;
+		if (!(v->ids = malloc((v->n ? v->n : 1) * sizeof *v->ids))) {
+			err = TD_ENOMEM;
+			break;
+		}
+		for (uint64_t w = 0, j = 0; w < p->s->W; w++)
+			if (p->map[w] == 0)
+				v->ids[j++] = (uint32_t)w;
+	}
+	/* the long and cut words, sorted */
+	if (!err && !(xw = malloc((nx ? nx : 1) * sizeof *xw)))
+		err = TD_ENOMEM;
+	nx = 0;
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		const td_longw *l = part_lw(mg, &mg->p[k]);
+		for (size_t i = 0; i < l->n; i++)
+			xw[nx++] = (xword){ l->w[i], l->len[i], &mg->p[k].map[mg->p[k].s->W + i] };
+	}
+	for (size_t i = 0; !err && i < mg->c.lw.n; i++)
+		xw[nx++] = (xword){ mg->c.lw.w[i], mg->c.lw.len[i], &mg->c.map[i] };
+	if (!err) {
+		if (nx > 1)
+			qsort(xw, nx, sizeof *xw, xword_cmp);
+		src[nsrc++] = (vsrc){ NULL, NULL, nx, 0 };
+	}
+	uint64_t total = 0;
+	for (size_t k = 0; k < nsrc; k++)
+		total += src[k].n;
+	if (!err && (!(mg->gw = malloc((total ? total : 1) * sizeof *mg->gw)) ||
+		     !(mg->gl = malloc((total ? total : 1) * sizeof *mg->gl))))
+		err = TD_ENOMEM;
+	vheap vh = { src, xw };
+	size_t nh = 0;
+	for (size_t k = 0; k < nsrc && !err; k++)
+		if (src[k].n)
+			h[nh++] = k;
+	for (size_t i = nh / 2; !err && i-- > 0;)
+		vdown(&vh, h, nh, i);
+	uint64_t nid = 0;
+	while (nh && !err) {
+		vsrc *v = &src[h[0]];
+		size_t len;
+		const char *w = vsrc_word(v, xw, v->i, &len);
+		if (!nid || bytes_cmp(mg->gw[nid - 1], mg->gl[nid - 1], w, len)) { /* equal words: one id */
+			mg->gw[nid] = w;
+			mg->gl[nid++] = (uint32_t)len;
+		}
+		if (v->p)
+			v->p->map[v->ids[v->i]] = (uint32_t)(nid - 1);
+		else
+			*xw[v->i].slot = (uint32_t)(nid - 1);
+		if (++v->i == v->n)
+			h[0] = h[--nh];
+		vdown(&vh, h, nh, 0);
+	}
+	mg->nid = nid;
+	for (size_t k = 0; src && k < nsrc; k++)
+		free(src[k].ids);
+	free(src);
+	free(h);
+	free(xw);
+	return err;
+}
+
+/* Sum the pieces' and the cuts' runs by global id. */
+static int merged_sum(merged *mg)
+{
+	const unsigned m = mg->m;
+	int err = TD_OK;
+	if (m == 1) {
+		if (!(mg->cnt = calloc(mg->nid ? mg->nid : 1, sizeof *mg->cnt)))
+			return TD_ENOMEM;
+		for (size_t k = 0; k < mg->np; k++) {
+			const part *p = &mg->p[k];
+			uint64_t W = p->s->W, nt = p->c.dense ? W : p->c.ntouched;
+			for (uint64_t i = 0; i < nt; i++) {
+				uint64_t w = p->c.dense ? i : p->c.touched[i];
+				if (p->c.cnt[w])
+					mg->cnt[p->map[w]] += p->c.cnt[w];
+			}
+			for (size_t i = 0; i < p->c.lw.n; i++)
+				mg->cnt[p->map[W + i]] += p->c.lw.count[i];
+		}
+		for (uint64_t i = 0; i < mg->c.n; i++)
+			mg->cnt[mg->c.map[mg->c.key[i]]] += (uint64_t)(int64_t)mg->c.sign[i];
+		return TD_OK;
+	}
+	mg->t.m = m;
+	uint32_t g[TD_PHRASE_MAX];
+	for (size_t k = 0; k < mg->np && !err; k++) {
+		const part *p = &mg->p[k];
+		for (uint64_t i = 0; p->t.mask && i <= p->t.mask && !err; i++) {
+			uint64_t v = td_gtab_val(&p->t, i);
+			if (!v)
+				continue;
+			for (unsigned j = 0; j < m; j++)
+				g[j] = p->map[td_gtab_key(&p->t, i)[j]];
+			err = td_gtab_add(&mg->t, g, v);
+		}
+	}
+	/* the cuts: what the file has first, then what only the pieces had
+	 * (found before any count drops to 0, which would empty its slot) */
+	for (int pass = 0; pass < 2 && !err; pass++) {
+		int64_t *slot = pass ? malloc((mg->c.n ? mg->c.n : 1) * sizeof *slot) : NULL;
+		if (pass && !slot)
+			return TD_ENOMEM;
+		for (uint64_t i = 0; i < mg->c.n && !err; i++) {
+			if ((mg->c.sign[i] > 0) == pass)
+				continue;
+			for (unsigned j = 0; j < m; j++)
+				g[j] = mg->c.map[mg->c.key[i * m + j]];
+			if (!pass)
+				err = td_gtab_add(&mg->t, g, 1);
+			else if ((slot[i] = td_gtab_find(&mg->t, g)) < 0)
+				err = td_fail(TD_ECORRUPT, "a run at a shard cut is in no shard");
+		}
+		for (uint64_t i = 0; pass && i < mg->c.n && !err; i++)
+			if (mg->c.sign[i] < 0)
+				td_gtab_set(&mg->t, (uint64_t)slot[i], td_gtab_val(&mg->t, (uint64_t)slot[i]) - 1);
+		free(slot);
+	}
+	return err;
+}
+
+/* Gather and sum the runs of m words of scope's pieces and cuts. */
+static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
+{
+	memset(mg, 0, sizeof *mg);
+	mg->m = m;
+	mg->c.m = m;
+	const td_disk_piece *p;
+	uint64_t n;
+	int err = scope_pieces(a, scope, &p, &n);
+	if (err)
+		return err;
+	if (!(mg->p = calloc(n + 1, sizeof *mg->p)))
+		return TD_ENOMEM;
+	for (uint64_t k = 0; k < n && !err; k++) {
+		td_archive *s;
+		part *pt = &mg->p[mg->np++];
+		if ((err = td_shard_sub(a, p[k].shard, &s)))
+			break;
+		pt->s = s;
+		err = m == 1 ? td_scope_counts(s, p[k].local, &pt->c) : td_scope_gtab(s, p[k].local, m, &pt->t, &pt->lw);
+	}
+	if (!err && n > 1)
+		err = fix_scope(a, scope, m, corr_run, &mg->c);
+	if (!err)
+		err = merged_ids(mg);
+	if (!err)
+		err = merged_sum(mg);
+	return err;
+}
+
+/* ---------- top words, term vector, n-grams ---------- */
+
+/* The best K runs by count descending, then global ids (byte order): a
+ * heap with the worst kept on top. */
+typedef struct kept {
+	uint64_t count;
+	uint32_t id[TD_PHRASE_MAX];
+} kept;
+
+typedef struct best {
+	kept *h;
+	size_t n, cap, alloc; /* cap 0: all */
+	unsigned m;
+} best;
+
+static int ids_cmp(const uint32_t *x, const uint32_t *y, unsigned m)
+{
+	for (unsigned k = 0; k < m; k++)
+		if (x[k] != y[k])
+			return x[k] < y[k] ? -1 : 1;
+	return 0;
+}
+
+/* x ranks after y. */
+static int worse(const kept *x, const kept *y, unsigned m)
+{
+	return x->count != y->count ? x->count < y->count : ids_cmp(x->id, y->id, m) > 0;
+}
+
+static void best_down(best *b, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < b->n && worse(&b->h[l], &b->h[m], b->m))
+			m = l;
+		if (l + 1 < b->n && worse(&b->h[l + 1], &b->h[m], b->m))
+			m = l + 1;
+		if (m == i)
+			return;
+		kept t = b->h[i];
+		b->h[i] = b->h[m];
+		b->h[m] = t;
+		i = m;
+	}
+}
+
+static int best_offer(best *b, const uint32_t *id, uint64_t count)
+{
+	kept k = { count, { 0 } };
+	memcpy(k.id, id, b->m * sizeof *id);
+	if (b->cap && b->n == b->cap) { /* replaces the worst kept, if better */
+		if (worse(&b->h[0], &k, b->m)) {
+			b->h[0] = k;
+			best_down(b, 0);
+		}
+		return TD_OK;
+	}
+	if (b->n == b->alloc) {
+		size_t cap = b->alloc ? 2 * b->alloc : 1024;
+		kept *h = realloc(b->h, cap * sizeof *h);
+		if (!h)
+			return TD_ENOMEM;
+		b->h = h;
+		b->alloc = cap;
+	}
+	size_t i = b->n++;
+	b->h[i] = k;
+	while (i && worse(&b->h[i], &b->h[(i - 1) / 2], b->m)) { /* the worst rises to the top */
+		kept t = b->h[i];
+		b->h[i] = b->h[(i - 1) / 2];
+		b->h[(i - 1) / 2] = t;
+		i = (i - 1) / 2;
+	}
+	return TD_OK;
+}
+
+static int kept_cmp(const void *p, const void *q, void *ctx)
+{
+	const kept *x = p, *y = q;
+	unsigned m = *(const unsigned *)ctx;
+	return worse(y, x, m) ? -1 : worse(x, y, m) ? 1 : 0;
+}
+
+/* The K best runs of m words of scope (K = 0: all), best first: fn per run. */
+static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
+{
+	best b = { .m = m };
+	b.cap = K > (1u << 26) ? 0 : (size_t)K;
+	merged mg;
+	int err = merged_init(&mg, a, scope, m);
+	if (!err && b.cap && !(b.h = malloc(b.cap * sizeof *b.h)))
+		err = TD_ENOMEM;
+	b.alloc = b.cap;
+	if (m == 1) {
+		for (uint32_t i = 0; i < mg.nid && !err; i++)
+			if (mg.cnt[i])
+				err = best_offer(&b, &i, mg.cnt[i]);
+	} else {
+		for (uint64_t i = 0; mg.t.mask && i <= mg.t.mask && !err; i++)
+			if (td_gtab_val(&mg.t, i))
+				err = best_offer(&b, td_gtab_key(&mg.t, i), td_gtab_val(&mg.t, i));
+	}
+	if (!err && b.n > 1)
+		qsort_r(b.h, b.n, sizeof *b.h, kept_cmp, &b.m);
+	if (!err && K && b.n > K)
+		b.n = (size_t)K;
+	for (size_t i = 0; i < b.n && !err; i++) {
+		const char *w[TD_PHRASE_MAX];
+		size_t wl[TD_PHRASE_MAX];
+		for (unsigned k = 0; k < m; k++) {
+			w[k] = mg.gw[b.h[i].id[k]];
+			wl[k] = mg.gl[b.h[i].id[k]];
+		}
+		err = fn(ctx, w, wl, m, b.h[i].count);
+	}
+	free(b.h);
+	merged_free(&mg);
+	return err;
+}
+
+/* The one shard of a scope held whole by one shard, or NULL (then *local
+ * is unset): a file in one piece, or a directory in one shard. */
+static int one_shard(const td_archive *a, td_entry scope, td_archive **s, td_entry *local)
+{
+	const td_disk_piece *p;
+	uint64_t n;
+	*s = NULL;
+	int err = scope_pieces(a, scope, &p, &n);
+	if (err || n != 1)
+		return err;
+	if ((err = td_shard_sub(a, p[0].shard, s)))
+		return err;
+	*local = p[0].local;
+	return TD_OK;
+}
+
+typedef struct word_ctx {
+	td_word_fn fn;
+	void *ctx;
+} word_ctx;
+
+static int word_fn(void *ctx, const char *const *w, const size_t *len, unsigned m, uint64_t count)
+{
+	(void)m;
+	const word_ctx *v = ctx;
+	return v->fn(v->ctx, w[0], len[0], count);
+}
+
+int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
+{
+	td_archive *s;
+	td_entry local = 0;
+	int err = one_shard(a, scope, &s, &local);
+	if (err || s)
+		return err ? err : td_top_words(s, local, n, fn, ctx);
+	word_ctx v = { fn, ctx };
+	return best_runs(a, scope, 1, n, word_fn, &v);
+}
+
+int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
+{
+	td_archive *s;
+	td_entry local = 0;
+	int err = one_shard(a, scope, &s, &local);
+	if (err || s)
+		return err ? err : td_term_vector(s, local, fn, ctx);
+	/* global ids are in byte order: the counts in id order */
+	merged mg;
+	err = merged_init(&mg, a, scope, 1);
+	for (uint64_t i = 0; i < mg.nid && !err; i++)
+		if (mg.cnt[i])
+			err = fn(ctx, mg.gw[i], mg.gl[i], mg.cnt[i]);
+	merged_free(&mg);
+	return err;
+}
+
+int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
+{
+	if (n < 2 || n > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
+	td_archive *s;
+	td_entry local = 0;
+	int err = one_shard(a, scope, &s, &local);
+	if (err || s)
+		return err ? err : td_ngrams(s, local, n, top, fn, ctx);
+	return best_runs(a, scope, n, top, fn, ctx);
+}
+
+/* ---------- phrases ---------- */
+
+typedef struct pmatch {
+	const char *w[TD_PHRASE_MAX];
+	size_t len[TD_PHRASE_MAX];
+	unsigned m;
+	int64_t count;
+	td_hits *add, *drop;      /* searches: the hits to add and to take away */
+	int files;                /* files: the file of each match, and its sign */
+	td_entry *fe;
+	int *fsign;
+	size_t nf, fcap;
+} pmatch;
+
+static int pmatch_init(pmatch *pm, const char *p, size_t len)
+{
+	memset(pm, 0, sizeof *pm);
+	pm->m = td_phrase_words(p, len);
+	if (!pm->m)
+		return td_fail(TD_ENOTWORD, "'%.*s' is not a word or a phrase of words separated by single spaces",
+			       (int)(len > 64 ? 64 : len), p);
+	size_t i = 0;
+	for (unsigned k = 0; k < pm->m; k++) {
+		size_t j = i;
+		while (j < len && p[j] != ' ')
+			j++;
+		pm->w[k] = p + i;
+		pm->len[k] = j - i;
+		i = j + 1;
+	}
+	return TD_OK;
+}
+
+static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
+{
+	pmatch *pm = ctx;
+	for (unsigned k = 0; k < m; k++)
+		if (t[k].e - t[k].s != pm->len[k] || memcmp(buf + t[k].s, pm->w[k], pm->len[k]))
+			return TD_OK;
+	pm->count += sign;
+	if (pm->add)
+		return td_hits_push(sign > 0 ? pm->add : pm->drop, e, base + t[0].s);
+	if (pm->files) {
+		if (pm->nf == pm->fcap) {
+			size_t cap = pm->fcap ? 2 * pm->fcap : 16;
+			td_entry *fe = realloc(pm->fe, cap * sizeof *fe);
+			if (fe)
+				pm->fe = fe;
+			int *fs = realloc(pm->fsign, cap * sizeof *fs);
+			if (fs)
+				pm->fsign = fs;
+			if (!fe || !fs)
+				return TD_ENOMEM;
+			pm->fcap = cap;
+		}
+		pm->fe[pm->nf] = e;
+		pm->fsign[pm->nf++] = sign;
+	}
+	return TD_OK;
+}
+
+int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
+{
+	*count = 0;
+	pmatch pm;
+	int err = pmatch_init(&pm, p, len);
+	const td_disk_piece *pc = NULL;
+	uint64_t n = 0, sum = 0;
+	if (!err)
+		err = scope_pieces(a, scope, &pc, &n);
+	for (uint64_t k = 0; k < n && !err; k++) {
+		td_archive *s;
+		uint64_t c = 0;
+		if (!(err = td_shard_sub(a, pc[k].shard, &s)) && !(err = td_phrase_count(s, p, len, pc[k].local, &c)))
+			sum += c;
+	}
+	if (!err && n > 1)
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+	if (!err)
+		*count = sum + (uint64_t)pm.count;
+	return err;
+}
+
+typedef struct psearch {
+	const char *p;
+	size_t len;
+} psearch;
+
+static int phrase_piece_fn(void *ctx, const td_archive *s, td_entry local, td_hits *h)
+{
+	const psearch *ps = ctx;
+	return td_phrase_search(s, ps->p, ps->len, local, h);
+}
+
+static int hit_cmp(const void *p, const void *q)
+{
+	const td_hit *u = p, *v = q;
+	if (u->file != v->file)
+		return u->file < v->file ? -1 : 1;
+	return (u->off > v->off) - (u->off < v->off);
+}
+
+int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
+{
+	pmatch pm;
+	int err = pmatch_init(&pm, p, len);
+	if (err)
+		return err;
+	if (scope >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", scope);
+	size_t before = out->n;
+	td_hits drop = { 0 };
+	psearch ps = { p, len };
+	const td_disk_piece *pc;
+	uint64_t n;
+	pm.add = out;
+	pm.drop = &drop;
+	if (!(err = td_shard_hits(a, scope, phrase_piece_fn, &ps, out)) && !(err = scope_pieces(a, scope, &pc, &n)) &&
+	    n > 1)
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+	if (!err && drop.n) {
+		/* the shards' hits on fragments of a cut word: taken away */
+		size_t m = out->n - before, j = 0, w = before;
+		qsort(out->v + before, m, sizeof *out->v, hit_cmp);
+		qsort(drop.v, drop.n, sizeof *drop.v, hit_cmp);
+		for (size_t i = before; i < out->n; i++) {
+			while (j < drop.n && hit_cmp(&drop.v[j], &out->v[i]) < 0)
+				j++;
+			if (j < drop.n && !hit_cmp(&drop.v[j], &out->v[i])) {
+				j++;
+				continue;
+			}
+			out->v[w++] = out->v[i];
+		}
+		out->n = w;
+	}
+	if (!err)
+		err = td_shard_sort_hits(a, out, before);
+	td_hits_free(&drop);
+	if (err)
+		out->n = before;
+	return err;
+}
+
+static int fc_entry_cmp(const void *p, const void *q)
+{
+	const td_file_count *u = p, *v = q;
+	return (u->file > v->file) - (u->file < v->file);
+}
+
+int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
+			  size_t *nout)
+{
+	*out = NULL;
+	*nout = 0;
+	pmatch pm;
+	int err = pmatch_init(&pm, p, len);
+	const td_disk_piece *pc = NULL;
+	uint64_t n = 0;
+	td_file_count *v = NULL;
+	size_t nv = 0, cap = 0;
+	if (!err)
+		err = scope_pieces(a, scope, &pc, &n);
+	td_stat st;
+	int dir = !err && !td_archive_stat(a, scope, &st) && S_ISDIR(st.mode);
+	/* every shard's files (a split file's pieces add up) */
+	for (uint64_t k = 0; k < n && !err; k++) {
+		td_archive *s;
+		td_file_count *f = NULL;
+		size_t nf = 0;
+		if (!(err = td_shard_sub(a, pc[k].shard, &s)))
+			err = td_phrase_files(s, p, len, pc[k].local, &f, &nf);
+		if (!err && nv + nf > cap) {
+			cap = 2 * (nv + nf);
+			td_file_count *nv2 = realloc(v, cap * sizeof *nv2);
+			if (!nv2)
+				err = TD_ENOMEM;
+			else
+				v = nv2;
+		}
+		for (size_t i = 0; i < nf && !err; i++) {
+			uint64_t start;
+			td_entry e = scope;
+			if (dir)
+				err = td_shard_global(a, pc[k].shard, f[i].file, &e, &start);
+			v[nv++] = (td_file_count){ e, f[i].count };
+		}
+		free(f);
+	}
+	/* and the runs at the cuts */
+	pm.files = 1;
+	if (!err && n > 1)
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+	if (!err && nv + pm.nf > cap) {
+		cap = nv + pm.nf;
+		td_file_count *nv2 = realloc(v, (cap ? cap : 1) * sizeof *nv2);
+		if (!nv2)
+			err = TD_ENOMEM;
+		else
+			v = nv2;
+	}
+	for (size_t i = 0; i < pm.nf && !err; i++)
+		v[nv++] = (td_file_count){ pm.fe[i], (uint64_t)(int64_t)pm.fsign[i] };
+	free(pm.fe);
+	free(pm.fsign);
+	/* one line a file, counts summed, then ranked */
+	size_t k = 0;
+	if (!err && nv > 1)
+		qsort(v, nv, sizeof *v, fc_entry_cmp);
+	for (size_t i = 0; i < nv && !err;) {
+		td_file_count f = v[i++];
+		while (i < nv && v[i].file == f.file)
+			f.count += v[i++].count;
+		if (f.count)
+			v[k++] = f;
+	}
+	if (!err)
+		err = td_rank_files(a, v, k);
+	if (err || !k) {
+		free(v);
+		v = NULL;
+		k = 0;
+	}
+	*out = v;
+	*nout = k;
+	return err;
+}
+
+/* ---------- words at mid-word cuts (fuzzy) ---------- */
+
+typedef struct cw {
+	td_cutword_fn fn;
+	void *ctx;
+} cw;
+
+static int cw_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
+{
+	(void)e;
+	(void)m;
+	(void)base;
+	const cw *c = ctx;
+	return c->fn(c->ctx, (const char *)buf + t[0].s, (size_t)(t[0].e - t[0].s), sign);
+}
+
+int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, void *ctx)
+{
+	cw c = { fn, ctx };
+	return fix_scope(a, scope, 1, cw_run, &c);
+}
