@@ -306,6 +306,7 @@ static int shard_start(td_build *b)
 	wo.format = TD_VERSION;
 	wo.progress = NULL;
 	wo.build_time = b->o.build_time;
+	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
 	j->w = td_writer_new(&wo);
 	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {

@@ -41,6 +41,7 @@ typedef struct went {
 	uint64_t nlong;   /* words longer than TD_MAXTOK (stored as pieces) */
 	uint64_t seqidx;  /* file/link: index among texts in input order */
 	uint64_t seq0;    /* file/link: where its tokens start in the input sequence */
+	uint64_t raw0;    /* defer_tokenize: where its bytes start in raw */
 	int explicit_;    /* added by the caller (not an implicit parent) */
 } went;
 
@@ -72,6 +73,10 @@ struct td_writer {
 	td_tokenizer tz;
 	uint64_t bytes_in;
 	uint64_t nlong;   /* words longer than TD_MAXTOK in files */
+	/* defer_tokenize: the texts' bytes and their entries, in input order */
+	td_buf raw;
+	uint32_t *texts;
+	uint64_t ntext_def, captext_def;
 };
 
 static uint64_t hbytes(const void *p, size_t n)
@@ -211,6 +216,8 @@ void td_writer_abort(td_writer *w)
 	free(w->td.freq);
 	free(w->seq);
 	td_buf_free(&w->pend);
+	td_buf_free(&w->raw);
+	free(w->texts);
 	free(w);
 }
 
@@ -353,15 +360,58 @@ static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *use
 	return TD_OK;
 }
 
-static int text_begin(td_writer *w, uint32_t id)
+/* Start tokenizing text `id`: now, or in finish (defer_tokenize). */
+static void tok_begin(td_writer *w, uint32_t id)
 {
-	w->in_file = 1;
 	w->cur = id;
 	w->pend.len = 0;
 	memset(&w->tz, 0, sizeof w->tz);
 	w->ent[id].seqidx = w->ntexts++;
 	w->ent[id].seq0 = w->nseq;
+}
+
+static int text_begin(td_writer *w, uint32_t id)
+{
+	if (!w->o.defer_tokenize) {
+		w->in_file = 1;
+		tok_begin(w, id);
+		return TD_OK;
+	}
+	w->cur = id;
+	w->ent[id].raw0 = w->raw.len;
+	if (w->ntext_def == w->captext_def) {
+		uint64_t cap = w->captext_def ? 2 * w->captext_def : 256;
+		uint32_t *v = realloc(w->texts, cap * sizeof *v);
+		if (!v)
+			return TD_ENOMEM;
+		w->texts = v;
+		w->captext_def = cap;
+	}
+	w->texts[w->ntext_def++] = id;
+	w->in_file = 1;
 	return TD_OK;
+}
+
+/* defer_tokenize: tokenize every recorded text, in order, as adding it
+ * whole (td_writer_add_file, td_writer_add_symlink) does; then drop the
+ * bytes. */
+static int tokenize_deferred(td_writer *w)
+{
+	int err = TD_OK;
+	for (uint64_t k = 0; k < w->ntext_def && !err; k++) {
+		uint32_t id = w->texts[k];
+		tok_begin(w, id);
+		size_t used;
+		if (w->ent[id].size)
+			err = feed(w, w->raw.p + w->ent[id].raw0, w->ent[id].size, 1, &used);
+		if (!err)
+			err = seq_push(w, TD_SPLIT);
+	}
+	td_buf_free(&w->raw);
+	free(w->texts);
+	w->texts = NULL;
+	w->ntext_def = w->captext_def = 0;
+	return err;
 }
 
 int td_writer_file_begin(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
@@ -377,6 +427,8 @@ int td_writer_file_data(td_writer *w, const void *data, size_t len)
 		return td_fail(TD_EINVAL, "no file open in the writer");
 	w->ent[w->cur].size += len;
 	w->bytes_in += len;
+	if (w->o.defer_tokenize)
+		return td_buf_put(&w->raw, data, len);
 	size_t used;
 	int err;
 	if (w->pend.len == 0) {
@@ -399,11 +451,14 @@ int td_writer_file_end(td_writer *w)
 {
 	if (!w->in_file)
 		return td_fail(TD_EINVAL, "no file open in the writer");
-	size_t used = 0;
-	int err = feed(w, w->pend.p, w->pend.len, 1, &used);
-	w->pend.len = 0;
-	if (!err)
-		err = seq_push(w, TD_SPLIT);
+	int err = TD_OK;
+	if (!w->o.defer_tokenize) {
+		size_t used = 0;
+		err = feed(w, w->pend.p, w->pend.len, 1, &used);
+		w->pend.len = 0;
+		if (!err)
+			err = seq_push(w, TD_SPLIT);
+	}
 	w->in_file = 0;
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "read", w->bytes_in, 0);
@@ -423,6 +478,12 @@ int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtim
 	int err = td_writer_file_begin(w, path, mode, mtime_sec, mtime_nsec);
 	if (err)
 		return err;
+	if (w->o.defer_tokenize) { /* the same bytes again, tokenized in finish */
+		w->ent[w->cur].raw0 = w->ent[src].raw0;
+		w->ent[w->cur].size = w->ent[src].size;
+		w->bytes_in += w->ent[src].size;
+		return td_writer_file_end(w);
+	}
 	/* The same tokens as feeding the same bytes again: each counted once
 	 * more, as dict_add counts a file's tokens. */
 	for (uint64_t i = w->ent[src].seq0; !err && w->seq[i] != TD_SPLIT; i++) {
@@ -456,6 +517,12 @@ int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_
 		return td_fail(TD_ERANGE, "'%s': %llu bytes, more than %llu", path, (unsigned long long)e->size,
 			       (unsigned long long)cap);
 	uint8_t *o = buf;
+	if (w->o.defer_tokenize) { /* not tokenized yet: its bytes are held */
+		if (e->size)
+			memcpy(o, w->raw.p + e->raw0, e->size);
+		*len = e->size;
+		return TD_OK;
+	}
 	uint64_t at = 0;
 	for (uint64_t i = e->seq0; i < w->nseq && w->seq[i] != TD_SPLIT; i++) {
 		uint32_t tok = w->seq[i];
@@ -472,7 +539,9 @@ int td_writer_add_file(td_writer *w, const char *path, mode_t mode, int64_t mtim
 		       const void *data, size_t len)
 {
 	int err = td_writer_file_begin(w, path, mode, mtime_sec, mtime_nsec);
-	if (!err) {
+	if (!err && w->o.defer_tokenize)
+		err = td_writer_file_data(w, data, len);
+	else if (!err) {
 		size_t used;
 		w->ent[w->cur].size = len;
 		w->bytes_in += len;
@@ -489,11 +558,15 @@ int td_writer_add_symlink(td_writer *w, const char *path, int64_t mtime_sec, uin
 	int err = add_entry(w, path, ENT_LINK, S_IFLNK | 0777, mtime_sec, mtime_nsec, &id);
 	if (err)
 		return err;
-	text_begin(w, id);
+	if ((err = text_begin(w, id)))
+		return err;
 	size_t used, len = strlen(target);
 	w->ent[id].size = len;
-	err = feed(w, (const uint8_t *)target, len, 1, &used);
-	if (!err)
+	if (w->o.defer_tokenize)
+		err = td_buf_put(&w->raw, target, len);
+	else
+		err = feed(w, (const uint8_t *)target, len, 1, &used);
+	if (!err && !w->o.defer_tokenize)
 		err = seq_push(w, TD_SPLIT);
 	w->in_file = 0;
 	return err;
@@ -1179,6 +1252,11 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	if (w->in_file) {
 		err = td_fail(TD_EINVAL, "a file is still open in the writer");
 		goto out;
+	}
+	if (w->o.defer_tokenize) {
+		td_trace("read (deferred): %llu bytes", (unsigned long long)w->bytes_in);
+		if ((err = tokenize_deferred(w)))
+			goto out;
 	}
 	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct", (unsigned long long)w->bytes_in,
 		 (unsigned long long)w->nseq, w->td.n);

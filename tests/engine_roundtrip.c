@@ -669,6 +669,93 @@ Test(writer, empty_archive)
 		  td_errdetail());
 }
 
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	cr_assert_not_null(f, "%s", path);
+	char *p = NULL;
+	size_t n = 0, cap = 0, k;
+	do {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1 << 16;
+			p = realloc(p, cap);
+			cr_assert_not_null(p);
+		}
+		n += k = fread(p + n, 1, cap - n, f);
+	} while (k);
+	fclose(f);
+	*len = n;
+	return p;
+}
+
+/* The same entries through a writer that tokenizes as it goes and one
+ * that defers tokenizing to finish (what td_build's shards use). */
+static void write_mixed(int defer, const char *name, const char *text, size_t n)
+{
+	td_writer_opts o;
+	memset(&o, 0, sizeof o);
+	o.build_time = 1700000000;
+	o.defer_tokenize = defer;
+	td_writer *w = td_writer_new(&o);
+	cr_assert_not_null(w);
+	cr_assert_eq(td_writer_add_dir(w, "", 0755, 1700000000, 0), TD_OK);
+	cr_assert_eq(td_writer_add_file(w, "d/whole", 0644, 1, 2, text, n), TD_OK);
+	cr_assert_eq(td_writer_add_symlink(w, "d/link", 3, 4, "whole words here"), TD_OK);
+	cr_assert_eq(td_writer_file_begin(w, "empty", 0600, 5, 6), TD_OK);
+	cr_assert_eq(td_writer_file_end(w), TD_OK);
+	/* streamed in uneven chunks: cuts inside words and inside a word
+	 * longer than TD_MAXTOK */
+	cr_assert_eq(td_writer_file_begin(w, "d/e/stream", 0640, 7, 8), TD_OK);
+	for (size_t at = 0, k = 1; at < n; k = k * 7 % 97 + 1) {
+		size_t c = k < n - at ? k : n - at;
+		cr_assert_eq(td_writer_file_data(w, text + at, c), TD_OK);
+		at += c;
+	}
+	cr_assert_eq(td_writer_file_end(w), TD_OK);
+	/* what td_build's hard links read back from the filling shard */
+	static char back[4096];
+	uint64_t nb = 0;
+	cr_assert_eq(td_writer_file_text(w, "d/e/stream", back, sizeof back, &nb), TD_OK, "%s", td_errdetail());
+	assert_same("file_text", "d/e/stream", 0, back, nb, text, n);
+	cr_assert_eq(td_writer_add_copy(w, "copy", 0644, 9, 10, "d/e/stream"), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(td_writer_add_dir(w, "late", 0700, 11, 12), TD_OK);
+	cr_assert_eq(td_writer_finish(w, tdt_path(name)), TD_OK, "%s", td_errdetail());
+}
+
+Test(writer, deferred_tokenize_same_bytes)
+{
+	char text[4096];
+	size_t n = 0;
+	static const char *const parts[] = {"The quick brown fox, ", "jumps over\n", "the lazy dog. ", "caf\xc3\xa9 ",
+					    "\t12345 ", "x_y z"};
+	for (unsigned i = 0; n + 400 < sizeof text; i++) {
+		if (i % 9 == 4) { /* a word longer than TD_MAXTOK */
+			memset(text + n, 'w', 300);
+			n += 300;
+			text[n++] = ' ';
+		}
+		const char *p = parts[i % 6];
+		memcpy(text + n, p, strlen(p));
+		n += strlen(p);
+	}
+	write_mixed(0, "tok-now.tadoc", text, n);
+	write_mixed(1, "tok-defer.tadoc", text, n);
+	size_t la, lb;
+	char *a = slurp(tdt_path("tok-now.tadoc"), &la), *b = slurp(tdt_path("tok-defer.tadoc"), &lb);
+	cr_assert(a && b);
+	cr_assert(la == lb && !memcmp(a, b, la), "deferred tokenizing wrote other bytes (%zu vs %zu)", la, lb);
+	free(a);
+	free(b);
+	td_archive *ar = tdt_open("tok-defer.tadoc", TD_OPEN_VERIFY);
+	td_entry e;
+	static char got[sizeof text];
+	size_t ng;
+	cr_assert_eq(td_archive_lookup_path(ar, "copy", &e), TD_OK);
+	cr_assert_eq(td_extract(ar, e, 0, got, sizeof got, &ng), TD_OK);
+	assert_same("copy", "copy", 0, got, ng, text, n);
+	td_archive_close(ar);
+}
+
 static int compress_one(const char *in)
 {
 	const char *ins[] = {in};

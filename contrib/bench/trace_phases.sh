@@ -8,10 +8,12 @@
 # thread's previous mark. Shard workers mark dictionary, each grammar round
 # ("round"), inlining, rule layout, entries, index build, index + root
 # encode and zstd sections + write; "writer start" is marked by the thread
-# that adds the files, so its CPU column is that thread's reading and
-# tokenizing of the shard before (the worker's own "read+tokenize" line is
-# its idle time, not work). Prints phase, lines, wall and CPU sums, and the
-# peak RSS seen.
+# that adds the files, so its CPU column is that thread's reading of the
+# shard before (format 5 shards defer tokenizing: the worker's "read
+# (deferred)" line is its idle time, its "read+tokenize" line the
+# tokenizing; a format 3/4 writer tokenizes as it reads, so there
+# "read+tokenize" is idle time). Prints phase, lines, wall and CPU sums, and
+# the peak RSS seen.
 set -eu
 awk '/^trace/ {
 	p = ""

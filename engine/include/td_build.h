@@ -30,8 +30,9 @@ extern "C" {
  * the writer options and build_time: any number of jobs writes the same
  * bytes.
  *
- * Memory: each shard in flight (filling or being built) costs about
- * TD_BUILD_BYTES_PER_BYTE times shard_size (the writer's peak) plus
+ * Memory: each shard in flight (filling, queued: its text; being built:
+ * the writer's peak) costs at most about
+ * TD_BUILD_BYTES_PER_BYTE times shard_size plus
  * TD_BUILD_SHARD_FIXED; at most (memory - TD_BUILD_BASE) / that many are
  * in flight (the adding thread waits for a worker to finish), and memory
  * must hold one (td_build_memory_min).

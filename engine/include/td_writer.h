@@ -35,10 +35,17 @@ typedef struct td_writer_opts {
 	 * the only time not from the input, so the same input and build time
 	 * give the same bytes. */
 	int64_t build_time;
+	/* Nonzero: the add calls only record each file's bytes (one growing
+	 * buffer) and its place; td_writer_finish tokenizes them, in the same
+	 * order, on the thread that calls it (td_build.h hands that to a
+	 * worker). The archive bytes are the same either way; memory while
+	 * adding is the text itself instead of its tokens. */
+	int defer_tokenize;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
- * not kept), then builds one grammar for the corpus in td_writer_finish().
+ * not kept; with defer_tokenize it is kept and tokenized in finish), then
+ * builds one grammar for the corpus in td_writer_finish().
  * Memory is about 4 bytes per token plus the dictionary and the pair table.
  * Not thread-safe. */
 typedef struct td_writer td_writer;
@@ -75,7 +82,7 @@ int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtim
 		       const char *target);
 
 /* The bytes of the file or symlink `path` added (and ended) earlier, from
- * its tokens, into buf (cap bytes); *len gets their number (its size).
+ * its tokens (defer_tokenize: its held bytes), into buf (cap bytes); *len gets their number (its size).
  * For td_build's hard links (td_build_add_copy). TD_ENOENT (no such
  * ended file), TD_ERANGE (cap below its size). Not thread-safe. */
 int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_t cap, uint64_t *len);
