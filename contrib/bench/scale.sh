@@ -12,7 +12,9 @@
 # adds; without it that step is skipped.
 # Environment: CARRY (default .carry: build/tadoc, build/tadocfs, lib/, extra/bin with
 # mksquashfs, xz, zstd and GNU time as gtime, extra/lib), JOBS (default: every core),
-# PIN (default 0,1: the cores of the two-core runs; empty skips them), WORK (default /tmp/scale).
+# PIN (default 0,1: the cores of the two-core runs; empty skips them), WORK (default /tmp/scale),
+# STEPS (default "cores pinned mount add compact": which parts run; without "cores" the tree
+# already unpacked in WORK and its archive out/a.tadoc are reused).
 # Results: contrib/bench/results/compress.md ("Many cores").
 set -u
 C=$(cd "${CARRY:-.carry}" && pwd)
@@ -31,10 +33,15 @@ T() {
 }
 ratio() { printf '%-28s %13d bytes  ratio %.3f\n' "$1" $(stat -c %s "$2") "$(awk "BEGIN{print $in / $(stat -c %s "$2")}")"; }
 
-rm -rf $W; mkdir -p $W/src $W/out $W/mnt; cd $W
-s=$(date +%s); xz -dc -T0 "$src" | tar xf - -C src; echo "untar $(( $(date +%s) - s )) s"
+STEPS=" ${STEPS:-cores pinned mount add compact} "
+step() { [[ $STEPS == *" $1 "* ]]; }
+if step cores || [ ! -d $W/src ]; then
+	rm -rf $W; mkdir -p $W/src $W/out $W/mnt; cd $W
+	s=$(date +%s); xz -dc -T0 "$src" | tar xf - -C src; echo "untar $(( $(date +%s) - s )) s"
+fi
+cd $W
 top=$(ls src | head -1)
-in=$(du -sb --apparent-size src/$top | cut -f1)
+in=$(find src/$top -type f -printf '%s\n' | awk '{s += $1} END {print s}')
 echo "input $top: $in bytes, $(find src/$top -type f | wc -l) files"
 echo "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $(free -g | awk '/Mem/{print $2}') GiB"
 nvidia-smi -L 2>/dev/null | head -2
@@ -42,6 +49,7 @@ echo "tadoc $(cat $C/COMMIT 2>/dev/null)"
 export SOURCE_DATE_EPOCH=1700000000
 gpu=0; tadoc compress --help 2>&1 | grep -q -- '--gpu' && nvidia-smi -L >/dev/null 2>&1 && gpu=1
 
+if step cores; then
 echo "## all $J cores"
 T "tadoc compress --format 5 -j$J" tadoc compress -q --format 5 -j $J -o out/a.tadoc src/$top
 [ $gpu = 1 ] && T "tadoc compress --format 5 -j$J --gpu on" \
@@ -51,8 +59,9 @@ T "mksquashfs -comp zstd -processors $J" mksquashfs src/$top out/x.sqfs -comp zs
 T "tar | zstd -19 -T0" bash -c "tar cf - -C src $top | zstd -19 -T0 -q > out/x.tar.zst"
 T "tar | xz -6 -T0" bash -c "tar cf - -C src $top | xz -6 -T0 > out/x.tar.xz"
 T "tadoc verify" tadoc verify out/a.tadoc
+fi
 
-if [ -n "$PIN" ]; then
+if [ -n "$PIN" ] && step pinned; then
 	echo "## pinned to cores $PIN (taskset)"
 	T "tadoc compress --format 5 -j2 (2 cores)" taskset -c $PIN tadoc compress -q --format 5 -j 2 -o out/p.tadoc src/$top
 	cmp -s out/a.tadoc out/p.tadoc && echo "-j2 == -j$J: identical" || echo "-j2 DIFFERS from -j$J"
@@ -63,6 +72,7 @@ echo "## sizes"
 for f in out/*; do ratio "$(basename $f)" $f; done
 tadoc info out/a.tadoc | sed -n '1,12p'
 
+if step mount; then
 echo "## mount to first ls / first cat (warm page cache)"
 small_file=$(cd src/$top && find . -type f -size -8k | sort | head -1 | cut -c3-)
 python3 - "$W/out/a.tadoc" "$W/mnt" "$small_file" <<'EOF'
@@ -79,8 +89,9 @@ for i in range(3):
     subprocess.run(["fusermount3", "-u", mnt]) if subprocess.run(["which", "fusermount3"], capture_output=True).returncode == 0 else subprocess.run(["umount", mnt])
     print(f"run {i}: mount+first ls {1e3*(t1-t0):.1f} ms ({len(names)} names); first cat of {f} ({len(data)} B) {1e3*(t2-t1):.1f} ms")
 EOF
+fi
 
-if [ -n "$small" ]; then
+if [ -n "$small" ] && step add; then
 	echo "## tadoc add $(basename $small) (against compressing it alone)"
 	cp out/a.tadoc out/b.tadoc
 	T "tadoc add $(basename $small)" tadoc add -j $J out/b.tadoc $small
@@ -88,6 +99,7 @@ if [ -n "$small" ]; then
 	tadoc ls out/b.tadoc | head -3 | tr '\n' ' '; echo
 fi
 
+if step compact; then
 echo "## compact after 10,000 appends to 10 files (against the full build above)"
 cp out/a.tadoc out/c.tadoc
 tadocfs out/c.tadoc mnt -o rw || echo "rw mount failed"
@@ -113,3 +125,4 @@ fusermount3 -u mnt 2>/dev/null || umount mnt
 tadoc info out/c.tadoc 2>/dev/null | grep -i journal
 T "tadoc compact (10 edited files)" tadoc compact -j $J out/c.tadoc
 T "tadoc verify (compacted)" tadoc verify out/c.tadoc
+fi
