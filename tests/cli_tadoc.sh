@@ -67,7 +67,7 @@ check "compress the adversarial tree" "$TADOC" compress --format 4 -o "$A" "$wor
 check "verify it" "$TADOC" verify "$A"
 A5=$work/adv5.tadoc
 check "compress the adversarial tree (format 5)" "$TADOC" compress --format 5 -o "$A5" "$work/tree"
-expect_fail "top on a format 5 archive" "format 5" "$TADOC" top "$A5"
+[ "$("$TADOC" top -n 0 "$A5")" = "$("$TADOC" top -n 0 "$A")" ] && ok "format 5 top words equal format 4" || not_ok "format 5 top words differ"
 check "verify it (format 5)" "$TADOC" verify "$A5"
 [ "$("$TADOC" count "$A5" the)" = "$("$TADOC" count "$A" the)" ] && ok "format 5 count equals format 4" || not_ok "format 5 count differs"
 check "info on it" "$TADOC" info "$A"
