@@ -508,21 +508,7 @@ class Archive:
     def word_counts(self, path=None):
         """{word: count} of every word of the scope (the term vector as a
         dict, in word byte order)."""
-        h = self._enter()
-        try:
-            scope = self._scope(h, path)
-            wc = _lib.td_word_counts()
-            _lib.clear_detail()
-            err = self._L.td_term_vector_collect(h, scope, ctypes.byref(wc))
-            if err:
-                raise self._err(err, None if path is None else _b(path))
-            try:
-                words, counts = _split_counts(wc)
-            finally:
-                self._L.td_word_counts_free(ctypes.byref(wc))
-        finally:
-            self._leave()
-        return dict(zip(words, counts))
+        return dict(self._word_list(self._L.td_term_vector_collect, path))
 
     def files(self, word_or_phrase, n=0, path=None):
         """(file path, count) of every file (under `path`) holding the word or
