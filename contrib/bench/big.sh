@@ -1,6 +1,6 @@
 #!/bin/bash
 # big.sh: a corpus larger than --memory (issue 22): COPIES copies of the `linux` tree under the
-# top-level names linux1..linuxN plus sotu, spam, gcide and linuxdoc (8 copies: about 10.7 GB)
+# top-level names linux1..linuxN plus sotu, spam, gcide and linuxdoc (8 copies: about 10.5 GB)
 # built by `tadoc compress --format 5 --memory MEM` under `nice -n 19`: wall, peak RSS, input and
 # archive bytes, ratio; `tadoc info` and `tadoc verify`; a cold mount (page cache dropped) to the
 # first `ls` answered and the first `cat` of a small file; word counts through
@@ -39,7 +39,7 @@ for d in linux $CORP; do [ -d "$C/$d" ] || { echo "big.sh: $C/$d: missing" >&2; 
 cleanup() {
 	mountpoint -q "$MNT" && { fusermount3 -u "$MNT" || umount -l "$MNT"; }
 	for i in $(seq 1 "$N"); do mountpoint -q "$W/in/linux$i" && umount "$W/in/linux$i"; done
-	[ "${KEEP:-0}" = 1 ] || rm -f "$A"
+	[ "${KEEP:-0}" = 1 ] || rm -rf "$A" "$W/ref.tadoc" "$W/ref"
 }
 trap cleanup EXIT
 mkdir -p "$W/in" "$MNT"
