@@ -250,9 +250,10 @@ typedef struct td_gpu_run {
  * CPU builder (unless ctx->strict). Built without CUDA: the CPU builder. */
 int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
 
-/* Make `opts` build indexes on the GPU when td_gpu_available() (the
- * shared builder below); otherwise leave it untouched. Returns 1 when the
- * GPU builder was set, else 0. Same as td_gpu_writer_use(opts, AUTO). */
+/* Make `opts` build indexes and grammar rounds on the GPU when
+ * td_gpu_available() (the shared builders below); otherwise leave it
+ * untouched. Returns 1 when the GPU builders were set, else 0. Same as
+ * td_gpu_writer_use(opts, AUTO). */
 int td_gpu_writer_opts(td_writer_opts *opts);
 
 /* The CLI's --gpu auto|on|off (tadoc compress, compact, add). */
@@ -266,11 +267,10 @@ typedef enum td_gpu_use {
 int td_gpu_use_parse(const char *s, td_gpu_use *use);
 
 /* Set `opts`' index builder and grammar rounds for `use`: OFF leaves opts
- * untouched (CPU), AUTO sets td_gpu_build_indexes_shared when
- * td_gpu_available() and otherwise leaves opts untouched, ON sets it and
- * td_gpu_grammar_rounds_shared or returns TD_ENOGPU (detail says why:
- * built without CUDA, or no usable device). TD_OK otherwise. AUTO leaves
- * the grammar rounds on the CPU (gpu/README.md says why). */
+ * untouched (CPU), AUTO sets td_gpu_build_indexes_shared and
+ * td_gpu_grammar_rounds_shared when td_gpu_available() and otherwise
+ * leaves opts untouched, ON sets them or returns TD_ENOGPU (detail says
+ * why: built without CUDA, or no usable device). TD_OK otherwise. */
 int td_gpu_writer_use(td_writer_opts *opts, td_gpu_use use);
 
 /* A td_index_fn for writers that may run on many threads at once (the

@@ -1,4 +1,4 @@
-/* td_gpu_digram: every digram of a grammar's input sequence counted on the GPU, as the CPU grammar's count table holds them (a prototype: the writer does not use it yet). */
+/* td_gpu_digram: every digram of a grammar's input sequence counted on the GPU, as the CPU grammar's count table holds them (the count itself: td_gpu_digram.cuh). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -11,10 +11,6 @@
  * build share one CUDA context and one device's memory, and two builds at
  * once would only queue on it (or run it out of memory). A thread that
  * finds the GPU busy builds on its own core: the bytes are the same. */
-/* --gpu auto runs the grammar rounds on the GPU too: off until the GPU
- * rounds measure faster than a CPU thread (contrib/bench/results/compress.md) */
-static const int td_gpu_grammar_auto = 0;
-
 static pthread_mutex_t td_gix_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t td_gix_gpu, td_gix_cpu; /* __atomic builtins: the emulation test compiles this as C++ */
 
@@ -93,10 +89,11 @@ int td_gpu_writer_use(td_writer_opts *opts, td_gpu_use use)
 	}
 	opts->index_build = td_gpu_build_indexes_shared;
 	opts->index_ctx = NULL;
-	if (use == TD_GPU_USE_ON || td_gpu_grammar_auto) {
-		opts->grammar_rounds = td_gpu_grammar_rounds_shared;
-		opts->grammar_ctx = NULL;
-	}
+	/* and the grammar rounds (auto too: faster than CPU rounds beside GPU
+	 * indexes in every measured case but many small shards on many cores,
+	 * within 0.1 s there: contrib/bench/results/compress.md) */
+	opts->grammar_rounds = td_gpu_grammar_rounds_shared;
+	opts->grammar_ctx = NULL;
 	return TD_OK;
 }
 
