@@ -600,7 +600,7 @@ static int setup(td_archive *a, unsigned flags)
 	if (terr)
 		return terr;
 	if (a->version >= TD_VERSION_SHARDED)
-		return td_shard_setup(a);
+		return td_shard_setup(a, flags);
 	return TD_OK;
 }
 

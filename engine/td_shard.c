@@ -28,8 +28,15 @@ struct td_shards {
 	uint32_t n;
 	const td_disk_shard *tab;
 	td_pack piece_off;
-	td_disk_piece *pieces;    /* the packed sections, decoded at open */
+	/* The piece columns, decoded into pieces[] a chunk of PIECE_CHUNK at a
+	 * time on first use (pieces_ready): opening a many-file archive
+	 * decodes none; piece_ok[c] is 1 once chunk c is decoded and checked
+	 * (acquire/release; piece_mu serialises the decodes). */
+	td_pack p_shard, p_local, p_start;
+	td_disk_piece *pieces;
 	uint64_t npieces;
+	atomic_uchar *piece_ok;
+	pthread_mutex_t piece_mu;
 	uint64_t all_bytes;       /* sum of the shard images */
 	_Atomic(td_archive *) *sub;
 	/* open_mu[i] serialises the first touches of shard i alone (one open
@@ -52,7 +59,43 @@ static int bad5(const char *what)
 	return td_fail(TD_ECORRUPT, "shard table: %s", what);
 }
 
-int td_shard_setup(td_archive *a)
+#define PIECE_CHUNK 1024u
+
+/* Decode and check the pieces [lo, hi) (every chunk they touch), once;
+ * TD_OK, or TD_ECORRUPT on every call for a piece that names no shard. */
+static int pieces_ready(const td_shards *sh, uint64_t lo, uint64_t hi)
+{
+	if (hi <= lo)
+		return TD_OK;
+	td_shards *m = (td_shards *)sh; /* the decoded pieces are a cache */
+	for (uint64_t c = lo / PIECE_CHUNK; c <= (hi - 1) / PIECE_CHUNK; c++) {
+		if (atomic_load_explicit(&sh->piece_ok[c], memory_order_acquire))
+			continue;
+		int err = TD_OK;
+		pthread_mutex_lock(&m->piece_mu);
+		if (!atomic_load_explicit(&sh->piece_ok[c], memory_order_relaxed)) {
+			uint64_t b = c * PIECE_CHUNK, n = sh->npieces - b < PIECE_CHUNK ? sh->npieces - b : PIECE_CHUNK;
+			uint64_t v[3][PIECE_CHUNK];
+			td_pack_get_range(&sh->p_shard, b, n, v[0]);
+			td_pack_get_range(&sh->p_local, b, n, v[1]);
+			td_pack_get_range(&sh->p_start, b, n, v[2]);
+			for (uint64_t i = 0; i < n && !err; i++) {
+				if (v[0][i] >= sh->n || v[1][i] >= UINT32_MAX)
+					err = td_fail(TD_ECORRUPT, "shard table: piece %llu names no shard (%llu of %u)",
+						      (unsigned long long)(b + i), (unsigned long long)v[0][i], sh->n);
+				m->pieces[b + i] = (td_disk_piece){ (uint32_t)v[0][i], (uint32_t)v[1][i], v[2][i] };
+			}
+			if (!err)
+				atomic_store_explicit(&m->piece_ok[c], 1, memory_order_release);
+		}
+		pthread_mutex_unlock(&m->piece_mu);
+		if (err)
+			return err;
+	}
+	return TD_OK;
+}
+
+int td_shard_setup(td_archive *a, unsigned flags)
 {
 	if (a->W || a->S || a->R || a->meta.nroot)
 		return bad5("a version 5 container holds a grammar of its own");
@@ -67,6 +110,7 @@ int td_shard_setup(td_archive *a)
 	if (!sh)
 		return TD_ENOMEM;
 	pthread_mutex_init(&sh->mu, NULL);
+	pthread_mutex_init(&sh->piece_mu, NULL);
 	sh->budget = a->rcache_budget;
 	a->sh = sh;
 	const td_disk_section *st = a->sec5[0], *po = a->sec5[1];
@@ -81,20 +125,20 @@ int td_shard_setup(td_archive *a)
 			return td_fail(TD_ECORRUPT, "shard %u: out of bounds", i);
 		sh->all_bytes += d->size;
 	}
-	td_pack ps, pl, pst;
-	if (td_pack_view(&ps, a->map + a->sec5[2]->off, a->sec5[2]->size) ||
-	    td_pack_view(&pl, a->map + a->sec5[3]->off, a->sec5[3]->size) ||
-	    td_pack_view(&pst, a->map + a->sec5[4]->off, a->sec5[4]->size) || ps.n != pl.n || ps.n != pst.n)
+	td_pack *ps = &sh->p_shard, *pl = &sh->p_local, *pst = &sh->p_start;
+	if (td_pack_view(ps, a->map + a->sec5[2]->off, a->sec5[2]->size) ||
+	    td_pack_view(pl, a->map + a->sec5[3]->off, a->sec5[3]->size) ||
+	    td_pack_view(pst, a->map + a->sec5[4]->off, a->sec5[4]->size) || ps->n != pl->n || ps->n != pst->n)
 		return bad5("malformed piece columns");
-	sh->npieces = ps.n;
-	if (!(sh->pieces = malloc((sh->npieces + 1) * sizeof *sh->pieces)))
+	sh->npieces = ps->n;
+	/* decoded on first use (pieces_ready); the pages stay untouched */
+	if (!(sh->pieces = malloc((sh->npieces + 1) * sizeof *sh->pieces)) ||
+	    !(sh->piece_ok = calloc(sh->npieces / PIECE_CHUNK + 1, sizeof *sh->piece_ok)))
 		return TD_ENOMEM;
-	for (uint64_t i = 0; i < sh->npieces; i++) {
-		uint64_t s = td_pack_get(&ps, i), l = td_pack_get(&pl, i);
-		if (s >= sh->n || l >= UINT32_MAX)
-			return bad5("a piece names no shard");
-		sh->pieces[i] = (td_disk_piece){ (uint32_t)s, (uint32_t)l, td_pack_get(&pst, i) };
-	}
+	/* TD_OPEN_VERIFY: every piece now */
+	int perr = (flags & TD_OPEN_VERIFY) ? pieces_ready(sh, 0, sh->npieces) : TD_OK;
+	if (perr)
+		return perr;
 	if (td_pack_view(&sh->piece_off, a->map + po->off, po->size) || sh->piece_off.n != a->meta.nentries + 1 ||
 	    td_pack_get(&sh->piece_off, 0) != 0 || td_pack_get(&sh->piece_off, a->meta.nentries) != sh->npieces)
 		return bad5("piece offsets do not cover the piece table");
@@ -124,6 +168,8 @@ void td_shard_free(td_archive *a)
 		pthread_mutex_destroy(&sh->open_mu[i]);
 	free(sh->open_mu);
 	free(sh->pieces);
+	free(sh->piece_ok);
+	pthread_mutex_destroy(&sh->piece_mu);
 	splits_free(atomic_load(&sh->splits));
 	rev_map *r = atomic_load(&sh->rev);
 	if (r) {
@@ -191,6 +237,9 @@ static int pieces_of(const td_archive *a, td_entry e, uint64_t *first, uint64_t 
 	uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
 	if (lo > hi || hi > sh->npieces)
 		return td_fail(TD_ECORRUPT, "entry %u: bad piece range", e);
+	int err = pieces_ready(sh, lo, hi);
+	if (err)
+		return err;
 	*first = lo;
 	*n = hi - lo;
 	return TD_OK;
@@ -268,6 +317,13 @@ int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry s
 	return td_shard_phrase_count(a, word, len, scope, count); /* with the words cut in two */
 }
 
+/* Why rev_get gave NULL: a piece that names no shard, or memory. */
+static int rev_err(const td_archive *a)
+{
+	int err = pieces_ready(a->sh, 0, a->sh->npieces);
+	return err ? err : td_fail(TD_ENOMEM, "the shards' entry map");
+}
+
 /* Path order (depth-first, names sorted) of the global tree and the map
  * from each shard's file entries to the global ones; built on the first
  * directory search. */
@@ -300,6 +356,8 @@ static const rev_map *rev_get(const td_archive *a)
 			for (uint32_t i = nc; i-- > 0 && top < ne;)
 				stack[top++] = c0 + i;
 	}
+	if (pieces_ready(sh, 0, sh->npieces))
+		goto fail;
 	for (uint64_t i = 0; i < sh->npieces; i++)
 		if (sh->pieces[i].shard < sh->n && sh->pieces[i].local + 1 > r->nloc[sh->pieces[i].shard])
 			r->nloc[sh->pieces[i].shard] = sh->pieces[i].local + 1;
@@ -362,7 +420,7 @@ int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entr
 {
 	const rev_map *r = rev_get(a);
 	if (!r)
-		return td_fail(TD_ENOMEM, "the shards' entry map");
+		return rev_err(a);
 	rev_ent x = { TD_NOENTRY, 0 };
 	if (shard < a->sh->n && local < r->nloc[shard])
 		x = r->ents[r->base[shard] + local];
@@ -385,7 +443,9 @@ int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
 		return TD_OK;
 	}
 	const rev_map *r = rev_get(a);
-	rhit *t = r ? malloc(m * sizeof *t) : NULL;
+	if (!r)
+		return rev_err(a);
+	rhit *t = malloc(m * sizeof *t);
 	if (!t)
 		return TD_ENOMEM;
 	for (size_t i = 0; i < m; i++)
@@ -509,6 +569,8 @@ static int splits_get(const td_archive *a, const splits **out)
 		uint64_t lo = td_pack_get(&sh->piece_off, e), hi = td_pack_get(&sh->piece_off, e + 1);
 		if (hi <= lo + 1 || hi > sh->npieces || !S_ISREG(td_pack_get(&a->e_mode, e)))
 			continue;
+		if ((err = pieces_ready(sh, lo, hi)))
+			break;
 		if (x->nall == cap) {
 			cap = cap ? 2 * cap : 16;
 			td_entry *v = realloc(x->all, cap * sizeof *v), *w = v ? realloc(x->mid, cap * sizeof *w) : NULL;
@@ -793,6 +855,9 @@ int td_shard_verify(const td_archive *a)
 		err = TD_ENOMEM;
 		goto out;
 	}
+	/* every piece, referenced or not */
+	if (!err)
+		err = pieces_ready(sh, 0, sh->npieces);
 	for (uint32_t i = 0; i < sh->n && !err; i++) {
 		const td_disk_shard *d = &sh->tab[i];
 		td_archive *s;

@@ -14,10 +14,12 @@ static inline int td_cut_byte(uint8_t c)
 }
 
 /* Called by setup() for a version 5 container once its tree is viewed:
- * checks the shard table and the piece map (their checksums and bounds:
- * O(files)) and sets a->sh. Shards are opened on first touch. TD_OK,
- * TD_ECORRUPT (detail names the section), TD_ENOMEM. */
-int td_shard_setup(td_archive *a);
+ * checks the shard table and the piece map's checksums and shape, and sets
+ * a->sh. Each piece is decoded and checked (names a shard) on first use,
+ * or here for every piece when flags has TD_OPEN_VERIFY. Shards are
+ * opened on first touch. TD_OK, TD_ECORRUPT (detail names the section),
+ * TD_ENOMEM. */
+int td_shard_setup(td_archive *a, unsigned flags);
 
 /* Close every opened shard and free a->sh (NULL accepted). */
 void td_shard_free(td_archive *a);

@@ -46,10 +46,10 @@ static const char *bad_name(const char *name, size_t n)
 		return "name longer than 255 bytes";
 	if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
 		return "name '.' or '..'";
-	if (memchr(name, '/', n))
-		return "name contains '/'";
-	if (memchr(name, '\0', n))
-		return "name contains a NUL byte";
+	/* one pass (names are short: cheaper than two memchr calls) */
+	for (size_t i = 0; i < n; i++)
+		if (name[i] == '/' || name[i] == '\0')
+			return name[i] == '/' ? "name contains '/'" : "name contains a NUL byte";
 	return NULL;
 }
 

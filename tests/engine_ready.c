@@ -6,10 +6,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "engine_fixture.h"
 #include "td_archive.h"
 #include "td_build.h"
+#include "td_pack.h"
 #include "td_extract.h"
 #include "td_format.h"
 #include "td_query.h"
@@ -169,6 +171,18 @@ static size_t shard_root(const uint8_t *b, uint32_t k, uint32_t *nshards)
 	return 0;
 }
 
+/* Open path (damaged, yet it opens) and check that its root lists. */
+static td_archive *open_lists(const char *path)
+{
+	td_archive *a;
+	cr_assert_eq(td_archive_open(path, 0, &a), TD_OK, "%s", td_errdetail());
+	td_entry first;
+	uint32_t count;
+	cr_assert_eq(td_archive_children(a, TD_ROOT, &first, &count), TD_OK);
+	cr_assert_eq(count, NDIRS);
+	return a;
+}
+
 /* A damaged shard: the archive opens and lists its tree; the checksum pass
  * names the shard; reads of its files give TD_ECORRUPT, every other file
  * reads exact; a count over the root gives TD_ECORRUPT. */
@@ -186,12 +200,7 @@ Test(ready, damaged_shard)
 	cr_assert_eq(tdt_spit(bad, b, len), 0);
 	free(b);
 	for (int pass = 0; pass < 2; pass++) {
-		td_archive *a;
-		cr_assert_eq(td_archive_open(bad, 0, &a), TD_OK, "%s", td_errdetail());
-		td_entry first;
-		uint32_t count;
-		cr_assert_eq(td_archive_children(a, TD_ROOT, &first, &count), TD_OK);
-		cr_assert_eq(count, NDIRS);
+		td_archive *a = open_lists(bad);
 		if (pass == 1) { /* the pass first, then the reads */
 			cr_assert_eq(td_archive_check_sums(a, 1, NULL), TD_ECORRUPT);
 			char want[64];
@@ -217,6 +226,69 @@ Test(ready, damaged_shard)
 		cr_assert_eq(td_count(a, "whale", 5, e, &c), TD_ECORRUPT);
 		td_archive_close(a);
 	}
+}
+
+/* A hostile piece map: the last piece (of the last file, deep in the tree)
+ * names a shard past the table's end. Opening decodes no piece, so the
+ * archive opens and lists; reading that file, td_archive_verify and an
+ * open with TD_OPEN_VERIFY each give TD_ECORRUPT naming the piece. */
+Test(ready, hostile_piece_refused_when_reached)
+{
+	size_t len;
+	uint8_t *b = tdt_slurp(archive(), &len);
+	cr_assert_not_null(b);
+	td_disk_header *h = (td_disk_header *)b;
+	td_disk_section *tab = (td_disk_section *)(b + h->sectab_off), *ps = NULL;
+	uint32_t nshards = 0;
+	for (uint32_t i = 0; i < h->nsections; i++) {
+		if (tab[i].id == TD_SEC5_P_SHARD)
+			ps = &tab[i];
+		if (tab[i].id == TD_SEC5_SHARDS)
+			nshards = (uint32_t)(tab[i].size / sizeof(td_disk_shard));
+	}
+	cr_assert(ps && nshards > 1);
+	td_pack col;
+	cr_assert_eq(td_pack_view(&col, b + ps->off, ps->size), TD_OK);
+	uint64_t np = col.n, *v = malloc(np * sizeof *v);
+	cr_assert(v && np > 1);
+	td_pack_get_range(&col, 0, np, v);
+	v[np - 1] = nshards + 7;
+	td_buf nb = { 0 };
+	cr_assert_eq(td_pack_encode(v, np, &nb), TD_OK);
+	free(v);
+	/* the new column after the old end, the table and header resummed */
+	size_t at = (len + 7) & ~(size_t)7, nlen = at + nb.len;
+	uint8_t *c = calloc(1, nlen);
+	cr_assert_not_null(c);
+	memcpy(c, b, len);
+	memcpy(c + at, nb.p, nb.len);
+	h = (td_disk_header *)c;
+	tab = (td_disk_section *)(c + h->sectab_off);
+	ps = &tab[ps - (td_disk_section *)(b + ((td_disk_header *)b)->sectab_off)];
+	ps->off = at;
+	ps->size = nb.len;
+	ps->sum = XXH3_64bits(c + at, nb.len);
+	h->file_size = nlen;
+	h->sectab_sum = XXH3_64bits(tab, h->nsections * sizeof *tab);
+	h->header_sum = XXH3_64bits(h, offsetof(td_disk_header, header_sum));
+	td_buf_free(&nb);
+	free(b);
+	const char *bad = tdt_path("hostile-piece5.tadoc");
+	cr_assert_eq(tdt_spit(bad, c, nlen), 0);
+	free(c);
+	char want[96];
+	snprintf(want, sizeof want, "piece %llu names no shard", (unsigned long long)(np - 1));
+	td_archive *a = open_lists(bad);
+	int same = 0;
+	for (int k = 0; k < 2; k++) { /* refused again, not half-decoded */
+		cr_assert_eq(read_file(a, NFILES - 1, &same), TD_ECORRUPT);
+		cr_assert(strstr(td_errdetail(), want), "detail: %s", td_errdetail());
+	}
+	cr_assert_eq(td_archive_verify(a), TD_ECORRUPT);
+	cr_assert(strstr(td_errdetail(), want), "detail: %s", td_errdetail());
+	td_archive_close(a);
+	cr_assert_eq(td_archive_open(bad, TD_OPEN_VERIFY, &a), TD_ECORRUPT);
+	cr_assert(strstr(td_errdetail(), want), "detail: %s", td_errdetail());
 }
 
 int main(int argc, char **argv)
