@@ -76,8 +76,10 @@ static void tree_load(const td_archive *a, tree_cols *t, uint64_t base)
 	td_pack_get_range(&a->e_size, base, t->n, t->size);
 	td_pack_get_range(&a->e_nameoff, base, t->n + 1, t->name);
 	td_pack_get_range(&a->e_child, base, t->n + 1, t->child);
-	td_pack_get_range(&a->e_gstart, base, t->n + 1, t->g);
-	td_pack_get_range(&a->e_root, base, t->n + 1, t->r);
+	if (a->version < TD_VERSION_SHARDED) { /* version 5: unused (the text is in the shards) */
+		td_pack_get_range(&a->e_gstart, base, t->n + 1, t->g);
+		td_pack_get_range(&a->e_root, base, t->n + 1, t->r);
+	}
 }
 
 int td_tree_check(const td_archive *a)
@@ -162,7 +164,9 @@ int td_tree_check(const td_archive *a)
 			break;
 		}
 		/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
-		const uint64_t size = t->size[k], g0 = t->g[k], g1 = t->g[k + 1], r0 = t->r[k], r1 = t->r[k + 1];
+		const uint64_t size = t->size[k]; /* g, r: loaded below version 5 only */
+		const uint64_t g0 = sharded ? 0 : t->g[k], g1 = sharded ? 0 : t->g[k + 1];
+		const uint64_t r0 = sharded ? 0 : t->r[k], r1 = sharded ? 0 : t->r[k + 1];
 		if (sharded) {
 			if (S_ISDIR(m) ? size != 0 : S_ISLNK(m) && (size == 0 || size > TD_MAXPATH))
 				err = TREE_FAIL(e, p, nm, nl, "size %llu for its type", (unsigned long long)size);
