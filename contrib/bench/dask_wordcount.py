@@ -243,8 +243,11 @@ def main():
     total = sum(sizes)
     nfiles = sum(len(f) for f in files_by)
     arch_bytes = sum(os.path.getsize(x) for x in archives)
-    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    except OSError:  # no git where it runs (the GPU machine): $BENCH_COMMIT
+        commit = ""
     lines = []
     lines.append("## Run: %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(names)))
     lines.append("")
