@@ -28,7 +28,7 @@ typedef struct td_grammar {
 
 /* Build a grammar from seq[0..n): terminal ids < nterm, each file's tokens
  * followed by one TD_SPLIT, so no rule crosses a file. Each round replaces
- * the digrams that occur at least max(2, most frequent / 8) times (preferring
+ * the digrams that occur at least max(2, most frequent / 2) times (preferring
  * the more frequent of two overlapping digrams) by new rules, never nesting
  * deeper than `max_depth`; rounds go on until no digram repeats. Rules then
  * used once are inlined and unused ones dropped. `seq` is consumed (used as scratch and freed by the caller).

@@ -10,7 +10,7 @@
  * One round, as td_grammar.c's round_once decides it (see gpu/README.md):
  *  1. count every digram afresh (td_dg_count: the CPU's count table holds
  *     exactly these counts) - sorted distinct keys and their counts;
- *  2. the largest count (an atomic max), threshold max(2, max / 8); the
+ *  2. the largest count (an atomic max), threshold max(2, max / TD_GRAMMAR_DIV); the
  *     hot digrams are those at or above it whose rule would not nest deeper
  *     than max_depth (flags, a prefix sum, packed: sorted by key);
  *  3. every position finds its pair among the hot digrams (binary search)
@@ -298,7 +298,7 @@ int td_gr_round(td_gr *g, uint64_t *np, uint32_t nterm, unsigned max_depth, uint
 	TD_GRCK(td_d2h(&maxc, g->maxc, 4, st));
 	TD_GRCK(td_dsync(st));
 	{
-		uint32_t thr = maxc / 8 > 2 ? maxc / 8 : 2;
+		uint32_t thr = maxc / TD_GRAMMAR_DIV > 2 ? maxc / TD_GRAMMAR_DIV : 2;
 		TD_GRCK(td_each(U + 1, td_f_hotflag{g->b.cnt, g->b.vals, g->dep, nterm, thr, max_depth, U, g->b.k}, st));
 	}
 	TD_GRCK(td_dscan(g->b.k, g->b.pos, U + 1, st));

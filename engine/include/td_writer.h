@@ -17,10 +17,15 @@ extern "C" {
  * rounds); called from the compressing thread. */
 typedef void (*td_progress_fn)(void *ctx, const char *phase, uint64_t done, uint64_t total);
 
+/* Each grammar round replaces the digrams seen at least
+ * max(2, most frequent / TD_GRAMMAR_DIV) times; CPU and GPU builders share
+ * this constant (the archive bytes depend on it). */
+#define TD_GRAMMAR_DIV 2u
+
 /* A builder of the grammar's rounds (td_writer_opts.grammar_rounds), e.g.
  * the GPU's (gpu/td_gpu.h): the rounds of the CPU builder exactly (the
  * engine's td_grammar.h: round-based digram replacement, threshold
- * max(2, most frequent / 8), overlaps resolved for the more frequent, the
+ * max(2, most frequent / TD_GRAMMAR_DIV), overlaps resolved for the more frequent, the
  * `max_depth` bound, rule ids in order of first occurrence) over
  * seq[0..*n) (terminals < nterm, each file ended by UINT32_MAX). On TD_OK
  * seq[0..*n) holds the sequence after the last round (*n updated) and
