@@ -983,8 +983,8 @@ out:
 static int fin_grammar(fin *f)
 {
 	td_writer *w = f->w;
-	int err = td_grammar_build(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
-				   w->o.progress_ctx, &f->g);
+	int err = td_grammar_build_mt(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
+				      w->o.progress_ctx, w->o.grammar_cores, &f->g);
 	free(w->seq);
 	w->seq = NULL;
 	return err;
