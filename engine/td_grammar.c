@@ -7,15 +7,26 @@
  * sequence gives) and counts them again once rewritten. A round that would
  * replace a large share of the sequence counts it afresh instead. From the
  * table a round picks the digrams that get a rule into a small table of
- * its own; one pass over the sequence gives them their rules in order of
- * first occurrence and takes the replacement decisions, a second rewrites
- * the sequence in place. Count updates are queued and applied in batches
- * with their slots prefetched (the table is far larger than the caches);
- * a digram whose count falls to 0 leaves the table, so it holds only what
- * the sequence has (about a third as many digrams as positions) and is
- * sized once, at 0.6 slots of 12 bytes a position.
- * The grammar is the same as counting every round from scratch gives: the
- * counts are equal, and rule ids follow the sequence, not the table. */
+ * its own; bitmaps of their first and second symbols flag the positions
+ * that may hold one, and one pass over the flagged positions gives them
+ * their rules in order of first occurrence and takes the replacement
+ * decisions; a second pass rewrites the sequence in place. Count updates
+ * are queued and applied in batches with their slots prefetched (the
+ * table is far larger than the caches); a digram whose count falls to 0
+ * leaves the table, so it holds only what the sequence has (about a third
+ * as many digrams as positions) and is sized once, at 0.6 slots of 12
+ * bytes a position.
+ *
+ * Threads. The count table is cut into parts by hash; with helper threads
+ * (cores a td_build lends while it has no shard for them) each thread
+ * applies the updates of its own parts, so the full counts, the uncounts
+ * and recounts of the stretches and the scan for the round's picks split
+ * without locks; the flags and the rewrite split by ranges of the
+ * sequence. Only the decision pass stays on one thread.
+ *
+ * The grammar is the same as counting every round from scratch gives, on
+ * any number of threads: the counts are equal, and rule ids follow the
+ * sequence, not the table. */
 #include "td_grammar.h"
 
 #include <assert.h>
@@ -229,20 +240,18 @@ static void kb_init(kbuf *b, int add, unsigned tid, unsigned nthr)
 
 static int kb_flush(ctab *t, kbuf *b)
 {
-	cslot *at[KB_N];
+	uint64_t h[KB_N];
 	for (unsigned i = 0; i < b->n; i++) {
 		const cpart *p = &t->p[part_of(b->m[i])];
-		at[i] = &p->v[home_in(b->m[i], p->cap)];
-		__builtin_prefetch(at[i], 1);
+		h[i] = home_in(b->m[i], p->cap);
+		__builtin_prefetch(&p->v[h[i]], 1);
 	}
 	int err = TD_OK;
+	int grew = 0; /* a part grew (only this thread grows the parts it updates) */
 	for (unsigned i = 0; i < b->n; i++) {
 		uint32_t x = (uint32_t)((b->k[i] - 1) >> 32), y = (uint32_t)(b->k[i] - 1);
 		cpart *pt = &t->p[part_of(b->m[i])];
-		uint64_t h = at[i] - pt->v;
-		if (h >= pt->cap) /* the part moved since (it grew) */
-			h = home_in(b->m[i], pt->cap);
-		cslot *p = ctab_find(pt, x, y, h);
+		cslot *p = ctab_find(pt, x, y, !grew ? h[i] : home_in(b->m[i], pt->cap));
 		if (!b->add) {
 			assert(p->count > 0);
 			if (!--p->count)
@@ -254,6 +263,7 @@ static int kb_flush(ctab *t, kbuf *b)
 			if ((pt->used + 1) * 10 > pt->cap * 7) {
 				if ((err = ctab_resize(pt, (pt->used + 1) * 2)))
 					break;
+				grew = 1;
 				p = ctab_find(pt, x, y, home_in(b->m[i], pt->cap));
 			}
 			p->a = x;
@@ -356,6 +366,7 @@ typedef struct rounds {
 	uint64_t *right;   /* bit per symbol: it ends a digram in `hot` */
 	uint64_t nleft;    /* words in `left` and in `right` */
 	uint64_t *rep;     /* bit per position: a rule replaces the digram there */
+	uint64_t *flag;    /* bit per position: the digram there may be hot (flag_range) */
 	vec32 reprule;     /* the rule of each replacement, in sequence order */
 	span *spans;
 	uint64_t nspans, capspans;
@@ -373,6 +384,7 @@ static void rounds_free(rounds *st)
 	free(st->left);
 	free(st->right);
 	free(st->rep);
+	free(st->flag);
 	free(st->spans);
 	free(st->dep);
 	for (unsigned i = 0; i < MAXTHR; i++)
@@ -380,18 +392,73 @@ static void rounds_free(rounds *st)
 	free(st->reprule.v);
 }
 
+/* st->flag words [w0, w1): bit i set when s[i], s[i + 1] (i + 1 < n) may
+ * be a digram in `hot` (both symbols pass the bitmaps). */
+static void flag_range(rounds *st, const uint32_t *s, uint64_t n, uint64_t w0, uint64_t w1)
+{
+	const uint64_t *L = st->left, *R = st->right;
+	for (uint64_t w = w0; w < w1; w++) {
+		uint64_t m = 0, base = w * 64, end = base + 64 < n - 1 ? base + 64 : n - 1;
+		for (uint64_t i = base; i < end; i++) {
+			uint32_t a = s[i], b = s[i + 1];
+			uint64_t ok = (a != TD_SPLIT) & (b != TD_SPLIT);
+			a = ok ? a : 0;
+			b = ok ? b : 0;
+			m |= (ok & (L[a >> 6] >> (a & 63)) & (R[b >> 6] >> (b & 63))) << (i - base);
+		}
+		st->flag[w] = m;
+	}
+}
+
+/* Replace s[] in st->rep's words [wa, wb) in place: the digram at each
+ * set bit by the next rule of st->reprule (from index ridx on), the other
+ * symbols moved down. The words' positions start at `start` (one later
+ * than the first word's when the replacement before them ends there) and
+ * end at n or at the next word range; the result starts there too.
+ * Returns its length. The bits are cleared. */
+static uint64_t compact_range(rounds *st, uint32_t *s, uint64_t n, uint64_t wa, uint64_t wb, uint64_t start,
+			      uint64_t ridx)
+{
+	uint64_t end = wb * 64 < n ? wb * 64 : n;
+	if (start >= end)
+		return 0;
+	uint64_t out = start, prev = start;
+	for (uint64_t w = wa; w < wb; w++) {
+		uint64_t m = st->rep[w];
+		if (!m)
+			continue;
+		st->rep[w] = 0;
+		do {
+			uint64_t j = w * 64 + (uint64_t)__builtin_ctzll(m);
+			m &= m - 1;
+			memmove(s + out, s + prev, (j - prev) * sizeof *s);
+			out += j - prev;
+			s[out++] = st->reprule.v[ridx++];
+			prev = j + 2;
+		} while (m);
+	}
+	if (prev < end) {
+		memmove(s + out, s + prev, (end - prev) * sizeof *s);
+		out += end - prev;
+	}
+	return out - start;
+}
+
 /* Table work of one round split over threads: each thread takes the
  * digrams of its parts of the count table (kbuf.mine), so no two threads
  * touch one slot and the counts are what one thread gives. */
-enum { PH_COUNT_ALL, PH_SPANS, PH_PICK };
+enum { PH_COUNT_ALL, PH_SPANS, PH_PICK, PH_FLAG, PH_REPS, PH_COMPACT };
 typedef struct phase {
 	rounds *st;
 	int kind;
 	const uint32_t *s;
+	uint32_t *sw;      /* PH_COMPACT: the sequence, rewritten */
 	uint64_t n;        /* PH_COUNT_ALL: the sequence's length (the table is emptied first) */
 	int add;           /* PH_SPANS: count (1) or uncount (0) st->spans */
 	uint32_t lo;       /* PH_PICK: list the slots counted at least lo times */
 	uint32_t maxc[MAXTHR];
+	uint64_t start[MAXTHR]; /* PH_COMPACT: the thread's first position */
+	uint64_t cnt[MAXTHR]; /* PH_REPS: replacements in the thread's words; PH_COMPACT: rule index in, length out */
 	int err[MAXTHR];
 } phase;
 
@@ -405,6 +472,23 @@ static int phase_part(phase *ph, unsigned tid)
 	rounds *st = ph->st;
 	unsigned nthr = st->nthr;
 	int err = TD_OK;
+	if (ph->kind == PH_REPS || ph->kind == PH_COMPACT) {
+		uint64_t nw = ph->n ? (ph->n - 1) / 64 + 1 : 0, wa = nw * tid / nthr, wb = nw * (tid + 1) / nthr;
+		if (ph->kind == PH_COMPACT) {
+			ph->cnt[tid] = compact_range(st, ph->sw, ph->n, wa, wb, ph->start[tid], ph->cnt[tid]);
+			return TD_OK;
+		}
+		uint64_t c = 0;
+		for (uint64_t w = wa; w < wb; w++)
+			c += (uint64_t)__builtin_popcountll(st->rep[w]);
+		ph->cnt[tid] = c;
+		return TD_OK;
+	}
+	if (ph->kind == PH_FLAG) {
+		uint64_t nw = ph->n >= 2 ? (ph->n - 2) / 64 + 1 : 0;
+		flag_range(st, ph->s, ph->n, nw * tid / nthr, nw * (tid + 1) / nthr);
+		return TD_OK;
+	}
 	if (ph->kind == PH_PICK) {
 		vecp *c = &st->tc[tid];
 		uint32_t maxc = 0;
@@ -592,6 +676,65 @@ static int uncount(rounds *st, const uint32_t *s, uint64_t l, uint64_t r)
 	return st->nthr == 1 ? count_range(&st->t, &st->kb, s, l, r) : TD_OK;
 }
 
+/* The spans moved to where pass 2 puts them: a position p that stays (or
+ * the first symbol of a replaced digram) moves down by the replacements
+ * before it; the second symbol of one lands on its rule. */
+static void spans_moved(rounds *st)
+{
+	uint64_t w = 0, below = 0; /* replacements in st->rep's words before w */
+	for (uint64_t k = 0; k < st->nspans; k++)
+		for (int e = 0; e < 2; e++) {
+			uint64_t *p = e ? &st->spans[k].r : &st->spans[k].l, pw = *p >> 6;
+			for (; w < pw; w++)
+				below += (uint64_t)__builtin_popcountll(st->rep[w]);
+			uint64_t rank = below + (uint64_t)__builtin_popcountll(st->rep[pw] & ((UINT64_C(1) << (*p & 63)) - 1));
+			*p -= rank;
+		}
+}
+
+/* The sequence s[0..n) rewritten by st->rep and st->reprule (pass 2), its
+ * new length in *out: the words split over the threads, each range
+ * rewritten in place, then moved down after the one before. */
+static int compact(rounds *st, uint32_t *s, uint64_t n, uint64_t *out)
+{
+	if (st->nthr == 1) {
+		*out = compact_range(st, s, n, 0, n ? (n - 1) / 64 + 1 : 0, 0, 0);
+		return TD_OK;
+	}
+	phase ph = { .st = st, .kind = PH_REPS, .n = n };
+	int err = phase_run(&ph);
+	if (err)
+		return err;
+	uint64_t ridx = 0, nw = n ? (n - 1) / 64 + 1 : 0;
+	for (unsigned t = 0; t < st->nthr; t++) {
+		uint64_t c = ph.cnt[t];
+		ph.cnt[t] = ridx;
+		ridx += c;
+	}
+	for (unsigned t = 0; t < st->nthr; t++) {
+		uint64_t wa = nw * t / st->nthr;
+		ph.start[t] = wa * 64 + (wa > 0 && ((st->rep[wa - 1] >> 63) & 1));
+	}
+	ph.kind = PH_COMPACT;
+	ph.sw = s;
+	if ((err = phase_run(&ph)))
+		return err;
+	uint64_t o = 0;
+	for (unsigned t = 0; t < st->nthr; t++) {
+		memmove(s + o, s + ph.start[t], ph.cnt[t] * sizeof *s);
+		o += ph.cnt[t];
+	}
+	*out = o;
+	return TD_OK;
+}
+
+/* st->flag for the whole sequence, over every thread. */
+static int flag_all(rounds *st, const uint32_t *s, uint64_t n)
+{
+	phase ph = { .st = st, .kind = PH_FLAG, .s = s, .n = n };
+	return n >= 2 ? phase_run(&ph) : TD_OK;
+}
+
 static int span_push(rounds *st, uint64_t l, uint64_t r)
 {
 	span *v = room(st->spans, &st->capspans, st->nspans, sizeof *v);
@@ -683,57 +826,86 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 #ifdef TD_GRAMMAR_VERIFY
 	follow = 1; /* the path to check */
 #endif
-	hslot *e_next = n >= 2 ? hot_at(st, s, 0) : NULL;
-	for (uint64_t i = 0; i + 1 < n; i++) {
-		enum { AHEAD = 12 };
-		if (i + AHEAD + 1 < n) {
-			uint32_t a = s[i + AHEAD], b = s[i + AHEAD + 1];
-			if (b != TD_SPLIT)
-				__builtin_prefetch(&st->hot.v[home(pkey(a, b), st->hot.cap)]);
+	/* Only the positions whose two symbols pass the bitmaps are looked
+	 * at (st->flag), a batch at a time with their hot slots prefetched; a
+	 * position that is not hot takes no rule and, when a decision is due
+	 * there, defers it to the next one, so skipping them changes nothing. */
+	if ((err = flag_all(st, s, n)))
+		return err;
+	enum { HB = 64 };
+	uint64_t pos[HB];
+	hslot *res[HB];
+	uint64_t nw = n >= 2 ? (n - 2) / 64 + 1 : 0, w = 0, word = nw ? st->flag[0] : 0;
+	for (;;) {
+		unsigned nb = 0;
+		while (nb < HB) {
+			while (!word && ++w < nw)
+				word = st->flag[w];
+			if (!word)
+				break;
+			pos[nb++] = w * 64 + (uint64_t)__builtin_ctzll(word);
+			word &= word - 1;
 		}
-		hslot *e = e_next;
-		e_next = i + 2 < n ? hot_at(st, s, i + 1) : NULL;
-		if (e && !e->rule && (err = make_rule(st, e, next_id, pairs, nterm)))
-			return err;
-		if (i != dec)
-			continue;
-		if (!e || (e_next && e->count < e_next->count)) {
-			dec = i + 1;
-			continue;
+		if (!nb)
+			break;
+		for (unsigned j = 0; j < nb; j++)
+			__builtin_prefetch(&st->hot.v[home(pkey(s[pos[j]], s[pos[j] + 1]), st->hot.cap)]);
+		for (unsigned j = 0; j < nb; j++) {
+			hslot *p = htab_find(&st->hot, pkey(s[pos[j]], s[pos[j] + 1]));
+			res[j] = p->key ? p : NULL;
 		}
-		dec = i + 2;
-		st->rep[i >> 6] |= UINT64_C(1) << (i & 63);
-		if ((err = vpush(&st->reprule, e->rule)))
-			return err;
-		if (!follow)
-			continue;
-		/* widen to the runs around it; never below the stretch before */
-		uint64_t l = i, r;
-		if (i > 0 && s[i - 1] != TD_SPLIT) {
-			l = i - 1;
-			while (l > floor_ && s[l - 1] == s[l])
-				l--;
-		}
-		if (open && i + 2 <= sr) {
-			r = sr;
-		} else if (i + 2 < n && s[i + 2] != TD_SPLIT) {
-			r = i + 2;
-			while (r + 1 < n && s[r + 1] == s[r])
-				r++;
-		} else {
-			r = i + 1;
-		}
-		if (open && l <= sr + 1) {
-			if (r > sr)
-				sr = r;
-		} else {
-			if (open && ((err = uncount(st, s, sl, sr)) || (err = span_push(st, sl, sr))))
+		for (unsigned j = 0; j < nb; j++) {
+			uint64_t i = pos[j];
+			hslot *e = res[j];
+			if (!e)
+				continue;
+			if (!e->rule && (err = make_rule(st, e, next_id, pairs, nterm)))
 				return err;
-			sl = l;
-			sr = r;
-			open = 1;
+			if (i < dec) /* the second symbol of the replacement before */
+				continue;
+			hslot *e_next = NULL;
+			if (j + 1 < nb)
+				e_next = pos[j + 1] == i + 1 ? res[j + 1] : NULL;
+			else if (i + 2 < n && bit(st->flag, i + 1))
+				e_next = hot_at(st, s, i + 1);
+			if (e_next && e->count < e_next->count) {
+				dec = i + 1;
+				continue;
+			}
+			dec = i + 2;
+			st->rep[i >> 6] |= UINT64_C(1) << (i & 63);
+			if ((err = vpush(&st->reprule, e->rule)))
+				return err;
+			if (!follow)
+				continue;
+			/* widen to the runs around it; never below the stretch before */
+			uint64_t l = i, r;
+			if (i > 0 && s[i - 1] != TD_SPLIT) {
+				l = i - 1;
+				while (l > floor_ && s[l - 1] == s[l])
+					l--;
+			}
+			if (open && i + 2 <= sr) {
+				r = sr;
+			} else if (i + 2 < n && s[i + 2] != TD_SPLIT) {
+				r = i + 2;
+				while (r + 1 < n && s[r + 1] == s[r])
+					r++;
+			} else {
+				r = i + 1;
+			}
+			if (open && l <= sr + 1) {
+				if (r > sr)
+					sr = r;
+			} else {
+				if (open && ((err = uncount(st, s, sl, sr)) || (err = span_push(st, sl, sr))))
+					return err;
+				sl = l;
+				sr = r;
+				open = 1;
+			}
+			floor_ = sr + 1;
 		}
-		floor_ = sr + 1;
 	}
 	if ((open && ((err = uncount(st, s, sl, sr)) || (err = span_push(st, sl, sr)))) ||
 	    (err = kb_flush(&st->t, &st->kb)))
@@ -744,42 +916,16 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 			return err;
 	}
 	st->kb.add = 1;
-	/* Pass 2: replace in place, and count each rewritten stretch once it
-	 * is written. */
-	uint64_t out = 0, k = 0, nl = 0, nrep = 0;
-	for (uint64_t i = 0; i < n;) {
-		if (k < st->nspans && i == st->spans[k].l)
-			nl = out;
-		uint64_t last;
-		if (bit(st->rep, i)) {
-			st->rep[i >> 6] &= ~(UINT64_C(1) << (i & 63));
-			s[out++] = st->reprule.v[nrep++];
-			last = i + 1;
-			i += 2;
-		} else {
-			s[out++] = s[i];
-			last = i;
-			i++;
-		}
-		if (k < st->nspans && last >= st->spans[k].r) {
-			if (st->nthr == 1) {
-				if ((err = count_range(&st->t, &st->kb, s, nl, out - 1)))
-					return err;
-			} else { /* counted below, by every thread */
-				st->spans[k].l = nl;
-				st->spans[k].r = out - 1;
-			}
-			k++;
-		}
-	}
-	assert(k == st->nspans);
-	if ((err = kb_flush(&st->t, &st->kb)))
+	/* Pass 2: replace in place (over every thread), then count the
+	 * rewritten stretches, now at their new places. */
+	if (follow)
+		spans_moved(st);
+	uint64_t out;
+	if ((err = compact(st, s, n, &out)))
 		return err;
-	if (!follow || st->nthr > 1) {
-		phase ph = { .st = st, .kind = follow ? PH_SPANS : PH_COUNT_ALL, .s = s, .n = out, .add = 1 };
-		if ((err = phase_run(&ph)))
-			return err;
-	}
+	phase ph = { .st = st, .kind = follow ? PH_SPANS : PH_COUNT_ALL, .s = s, .n = out, .add = 1 };
+	if ((err = phase_run(&ph)))
+		return err;
 	/* leave `left` and the hot table empty */
 	for (uint64_t j = 0; j < st->hot.cap; j++)
 		if (st->hot.v[j].key) {
@@ -865,7 +1011,8 @@ int td_grammar_build_mt(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_
 	st.cores = cores;
 	/* 0.6 slots a position: the digrams of linux-source peak near a third
 	 * of the positions, so the table does not grow */
-	if (ctab_init(&st.t, n / 5 * 3 + 1024) != TD_OK || !(st.rep = calloc(n / 64 + 1, sizeof *st.rep))) {
+	if (ctab_init(&st.t, n / 5 * 3 + 1024) != TD_OK || !(st.rep = calloc(n / 64 + 1, sizeof *st.rep)) ||
+	    !(st.flag = calloc(n / 64 + 1, sizeof *st.flag))) {
 		rounds_free(&st);
 		return TD_ENOMEM;
 	}
