@@ -662,6 +662,11 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 			wo.progress = o.progress;
 			wo.progress_ctx = o.progress_ctx;
 		}
+		/* one grammar: its rounds may use the other cores */
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		b->spare = (o.jobs ? (int)o.jobs : c > 0 ? (int)c : 1) - 1;
+		b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+		wo.grammar_cores = &b->cores;
 		b->o = o;
 		if (!(b->one = td_writer_new(&wo))) {
 			td_build_abort(b);
