@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "td_analytics.h"
 #include "td_archive.h"
 #include "td_edit_batch.h"
 #include "td_extract.h"
@@ -211,6 +212,16 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
  * large scope (td_query_fast, the whole corpus included) and those the
  * kernels cannot answer go to one td_search_batch() on the CPU. */
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
+
+/* Same contract and results as td_fuzzy_batch(). Each resident unit (the
+ * archive, or each resident shard) finds every query's dictionary words
+ * within its distance on its device, one warp per query and run of words
+ * of the right lengths; then each request is answered on opts.cpu_threads
+ * threads by td_fuzzy_batch_given with those matches (the scope's counts, long
+ * words, words cut between shards, order and errors are the engine's).
+ * Units not resident, or that cannot take the batch, are searched by the
+ * engine's tree. Returns TD_OK, TD_EINVAL, or TD_ENOMEM. */
+int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n);
 
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,

@@ -106,6 +106,14 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
 
+int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 {
 	(void)g;
