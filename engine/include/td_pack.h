@@ -17,7 +17,7 @@ extern "C" {
  *   u64 ntiles      ceil(n / TD_TILE)
  *   u64 datasize    bytes of tile data that follow the group table, including
  *                   8 trailing pad bytes so a reader may load 8 bytes anywhere
- *   u64 slope       the array's mean step in 1/65536 units (0: none)
+ *   u64 slope       the line frames' step in 1/65536 units (0: none)
  *   u64             tiles[ntiles]        one header word per tile (below)
  *   u32             groups[ceil(ntiles / 8)], zero-padded to 8 bytes
  *   u8              data[datasize]
@@ -34,9 +34,10 @@ extern "C" {
  *
  * This is FOR ("frame of reference") coding in 128-value tiles, with a
  * linear frame for ascending arrays (offsets, samples): the encoder gives an
- * ascending array its mean step as slope and a tile lin = 1 when the
- * residuals from the line are narrower than from a flat base, which for
- * offset arrays saves 3-5 bits a value. The GPU kernels decode exactly the
+ * ascending array a slope (of the array's mean step and a few quantiles of
+ * its tiles' own steps, the one whose tiles take the fewest bits) and a
+ * tile lin = 1 when the residuals from the line are narrower than from a
+ * flat base, which for offset arrays saves 3-5 bits a value. The GPU kernels decode exactly the
  * same bytes.
  *
  * Archive versions 1 and 2 used 16-byte tile headers (td_disk_tile_v1: base,
