@@ -166,3 +166,15 @@ int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32
 	*ndistinct = 0;
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
+
+int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules)
+{
+	td_gpu_run *c = ctx;
+	(void)seq, (void)n, (void)nterm, (void)max_depth, (void)progress, (void)progress_ctx;
+	if (c)
+		c->ran_on_gpu = 0;
+	*pairs = NULL;
+	*nrules = 0;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
