@@ -1354,7 +1354,16 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 		return err;
 	an x;
 	uint64_t *counts = NULL;
-	err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, NULL);
+	if (ph.m == 1 && !ph.has_long) {
+		/* one word: only the root positions that reach it (td_query.c) */
+		err = an_init_list(&x, a, scope, NULL, 0, 0);
+		if (!err && !(counts = calloc(x.nfiles ? x.nfiles : 1, sizeof *counts)))
+			err = TD_ENOMEM;
+		if (!err && !ph.absent)
+			err = td_word_file_counts(a, p, len, x.files, x.nfiles, counts);
+	} else {
+		err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, NULL);
+	}
 	if (!err)
 		err = td_rank_counts(counts, x.files, x.nfiles, entry_path, a, out, n);
 	free(counts);

@@ -17,6 +17,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_grammar.h"
 #include "td_mem.h"
 #include "td_out.h"
 #include "td_pack.h"
@@ -98,6 +99,11 @@ struct td_build {
 	job *qhead, *qtail;
 	unsigned inflight, max_inflight;
 	int quit;
+	/* cores no worker is building on, lent to the grammar rounds of the
+	 * shards being built (td_grammar_cores); may go below 0 when a worker
+	 * starts while its core is lent */
+	int spare;
+	td_grammar_cores cores;
 	uint64_t done_bytes;      /* text of finished shards (under mu) */
 	int werr;                 /* first worker failure seen (under mu) */
 	char *tmpbase;
@@ -220,6 +226,7 @@ static void *worker(void *p)
 		if (!b->qhead)
 			b->qtail = NULL;
 		pthread_mutex_unlock(&b->mu);
+		__atomic_fetch_sub(&b->spare, 1, __ATOMIC_RELAXED);
 		int err = job_run(j);
 #if defined(__GLIBC__) && !TD_ASAN
 		/* the writer's tables were freed into this thread's arena:
@@ -229,6 +236,7 @@ static void *worker(void *p)
 #endif
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
+		__atomic_fetch_add(&b->spare, 1, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&b->mu);
 		j->err = err;
 		j->done = 1;
@@ -240,6 +248,28 @@ static void *worker(void *p)
 	}
 	pthread_mutex_unlock(&b->mu);
 	return NULL;
+}
+
+/* td_grammar_cores over the workers' idle cores: a shard's grammar rounds
+ * borrow those with no shard to build (the tail of a build, a corpus of
+ * fewer shards than cores). */
+static unsigned cores_take(void *ctx, unsigned want)
+{
+	td_build *b = ctx;
+	int have = __atomic_load_n(&b->spare, __ATOMIC_RELAXED);
+	for (;;) {
+		if (have <= 0)
+			return 0;
+		int k = have < (int)want ? have : (int)want;
+		if (__atomic_compare_exchange_n(&b->spare, &have, have - k, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return (unsigned)k;
+	}
+}
+
+static void cores_give(void *ctx, unsigned k)
+{
+	td_build *b = ctx;
+	__atomic_fetch_add(&b->spare, (int)k, __ATOMIC_RELAXED);
 }
 
 /* The first worker failure, as this thread's error. */
@@ -307,6 +337,7 @@ static int shard_start(td_build *b)
 	wo.progress = NULL;
 	wo.build_time = b->o.build_time;
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
+	wo.grammar_cores = &b->cores;
 	j->w = td_writer_new(&wo);
 	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {
@@ -631,6 +662,11 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 			wo.progress = o.progress;
 			wo.progress_ctx = o.progress_ctx;
 		}
+		/* one grammar: its rounds may use the other cores */
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+		b->spare = (o.jobs ? (int)o.jobs : c > 0 ? (int)c : 1) - 1;
+		b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+		wo.grammar_cores = &b->cores;
 		b->o = o;
 		if (!(b->one = td_writer_new(&wo))) {
 			td_build_abort(b);
@@ -659,6 +695,8 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	if (o.build_time == 0)
 		o.build_time = (int64_t)time(NULL);
 	b->o = o;
+	b->spare = (int)o.jobs;
+	b->cores = (td_grammar_cores){ cores_take, cores_give, b };
 	int err;
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;

@@ -389,7 +389,7 @@ int td_extract(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t 
 	td_walk w;
 	*got = 0;
 	if (td_sharded(a))
-		return td_shard_read(a, e, off, buf, len, got, NULL, NULL);
+		return td_shard_read(a, e, off, buf, len, got, NULL);
 	int err = td_walk_seek(&w, a, e, off);
 	if (err)
 		return err;
@@ -399,9 +399,7 @@ int td_extract(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t 
 struct td_cursor {
 	td_walk w;
 	const td_archive *a;
-	/* version 5: a cursor on the shard last read (td_shard_read) */
-	td_cursor *sub;
-	uint32_t sub_shard;
+	td_shard_cur sh;          /* version 5: the shard and piece read last */
 };
 
 td_cursor *td_cursor_new(const td_archive *a)
@@ -415,15 +413,21 @@ td_cursor *td_cursor_new(const td_archive *a)
 void td_cursor_free(td_cursor *c)
 {
 	if (c)
-		td_cursor_free(c->sub);
+		td_cursor_free(c->sh.sub);
 	free(c);
+}
+
+void td_cursor_bind(td_cursor *c, const td_archive *a)
+{
+	c->a = a;
+	c->w.valid = 0;
 }
 
 int td_cursor_read(td_cursor *c, td_entry e, uint64_t off, void *buf, size_t len, size_t *got)
 {
 	*got = 0;
 	if (td_sharded(c->a))
-		return td_shard_read(c->a, e, off, buf, len, got, &c->sub, &c->sub_shard);
+		return td_shard_read(c->a, e, off, buf, len, got, &c->sh);
 	if (!c->w.valid || c->w.e != e || c->w.pos != off) {
 		int err = td_walk_seek(&c->w, c->a, e, off);
 		if (err)

@@ -7,18 +7,30 @@
  * sequence gives) and counts them again once rewritten. A round that would
  * replace a large share of the sequence counts it afresh instead. From the
  * table a round picks the digrams that get a rule into a small table of
- * its own; one pass over the sequence gives them their rules in order of
- * first occurrence and takes the replacement decisions, a second rewrites
- * the sequence in place. Count updates are queued and applied in batches
- * with their slots prefetched (the table is far larger than the caches);
- * a digram whose count falls to 0 leaves the table, so it holds only what
- * the sequence has (about a third as many digrams as positions) and is
- * sized once, at 0.6 slots of 12 bytes a position.
- * The grammar is the same as counting every round from scratch gives: the
- * counts are equal, and rule ids follow the sequence, not the table. */
+ * its own; bitmaps of their first and second symbols flag the positions
+ * that may hold one, and one pass over the flagged positions gives them
+ * their rules in order of first occurrence and takes the replacement
+ * decisions; a second pass rewrites the sequence in place. Count updates
+ * are queued and applied in batches with their slots prefetched (the
+ * table is far larger than the caches); a digram whose count falls to 0
+ * leaves the table, so it holds only what the sequence has (about a third
+ * as many digrams as positions) and is sized once, at 0.6 slots of 12
+ * bytes a position.
+ *
+ * Threads. The count table is cut into parts by hash; with helper threads
+ * (cores a td_build lends while it has no shard for them) each thread
+ * applies the updates of its own parts, so the full counts, the uncounts
+ * and recounts of the stretches and the scan for the round's picks split
+ * without locks; the flags and the rewrite split by ranges of the
+ * sequence. Only the decision pass stays on one thread.
+ *
+ * The grammar is the same as counting every round from scratch gives, on
+ * any number of threads: the counts are equal, and rule ids follow the
+ * sequence, not the table. */
 #include "td_grammar.h"
 
 #include <assert.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,38 +70,78 @@ static void *slots_alloc(uint64_t n, size_t size)
 }
 
 /* The count table: every digram of the sequence with its count, open
- * addressing with linear probing. A slot is empty when its count is 0: a
- * digram whose count falls to 0 is deleted (the entries after it shift
- * back), so the table holds only digrams that occur. */
+ * addressing with linear probing, cut into NPART parts by the top bits of
+ * the digram's hash so that threads can update it at once, each the parts
+ * it owns. A slot is empty when its count is 0: a digram whose count falls
+ * to 0 is deleted (the entries after it shift back), so the table holds
+ * only digrams that occur. The parts share one allocation until one of
+ * them has to grow (then it moves to one of its own). */
 typedef struct cslot {
 	uint32_t a, b;
 	uint32_t count;
 } cslot;
 
-typedef struct ctab {
+enum { NPART = 64, PART_SHIFT = 58 };
+
+typedef struct cpart {
 	cslot *v;
 	uint64_t cap, used;
+	int own;        /* v is an allocation of its own */
+} cpart;
+
+typedef struct ctab {
+	cpart p[NPART];
+	cslot *base;    /* the shared allocation */
+	uint64_t basecap;
 } ctab;
+
+static inline unsigned part_of(uint64_t m)
+{
+	return (unsigned)(m >> PART_SHIFT);
+}
+
+/* Home slot in a part of `cap` slots of a digram whose hash is m: the bits
+ * below the part's, mapped onto [0, cap) by a multiply. */
+static inline uint64_t home_in(uint64_t m, uint64_t cap)
+{
+	return (uint64_t)(((u128)(m << (64 - PART_SHIFT)) * cap) >> 64);
+}
 
 static int ctab_init(ctab *t, uint64_t cap)
 {
-	if (cap < 64)
-		cap = 64;
-	if (!(t->v = slots_alloc(cap, sizeof *t->v)))
+	memset(t, 0, sizeof *t);
+	uint64_t per = cap / NPART + 1;
+	if (per < 16)
+		per = 16;
+	if (!(t->base = slots_alloc(per * NPART, sizeof *t->base)))
 		return TD_ENOMEM;
-	t->cap = cap;
-	t->used = 0;
+	t->basecap = per * NPART;
+	for (unsigned i = 0; i < NPART; i++) {
+		t->p[i].v = t->base + i * per;
+		t->p[i].cap = per;
+	}
 	return TD_OK;
 }
 
 static void ctab_free(ctab *t)
 {
-	td_big_free(t->v, t->cap * sizeof *t->v);
-	t->v = NULL;
+	for (unsigned i = 0; i < NPART; i++)
+		if (t->p[i].own)
+			td_big_free(t->p[i].v, t->p[i].cap * sizeof *t->p[i].v);
+	td_big_free(t->base, t->basecap * sizeof *t->base);
+	memset(t, 0, sizeof *t);
+}
+
+static uint64_t ctab_used(const ctab *t)
+{
+	uint64_t u = 0;
+	for (unsigned i = 0; i < NPART; i++)
+		u += t->p[i].used;
+	return u;
 }
 
 /* The slot of (a, b), or the empty slot where it would go; h is its home. */
-static inline cslot *ctab_find(const ctab *t, uint32_t a, uint32_t b, uint64_t h)
+static inline cslot *ctab_find(const cpart *t, uint32_t a, uint32_t b, uint64_t h)
 {
 	for (;;) {
 		cslot *s = &t->v[h];
@@ -101,7 +153,7 @@ static inline cslot *ctab_find(const ctab *t, uint32_t a, uint32_t b, uint64_t h
 }
 
 /* Empty slot i, moving back the entries after it that may not stay. */
-static void ctab_delete(ctab *t, uint64_t i)
+static void ctab_delete(cpart *t, uint64_t i)
 {
 	uint64_t k = i;
 	for (;;) {
@@ -110,7 +162,7 @@ static void ctab_delete(ctab *t, uint64_t i)
 		cslot *s = &t->v[k];
 		if (!s->count)
 			break;
-		uint64_t h = home(pkey(s->a, s->b), t->cap);
+		uint64_t h = home_in(mix(pkey(s->a, s->b)), t->cap);
 		/* it stays if its home lies cyclically in (i, k] */
 		if (i <= k ? (i < h && h <= k) : (i < h || h <= k))
 			continue;
@@ -121,19 +173,19 @@ static void ctab_delete(ctab *t, uint64_t i)
 	t->used--;
 }
 
-/* Move every entry into a table of `cap` slots. */
-static int ctab_resize(ctab *t, uint64_t cap)
+/* Move every entry of part t into an allocation of its own of `cap` slots. */
+static int ctab_resize(cpart *t, uint64_t cap)
 {
-	ctab nt;
-	if (ctab_init(&nt, cap) != TD_OK)
+	cpart nt = { slots_alloc(cap, sizeof *nt.v), cap, t->used, 1 };
+	if (!nt.v)
 		return TD_ENOMEM;
 	for (uint64_t i = 0; i < t->cap; i++) {
 		const cslot *s = &t->v[i];
 		if (s->count)
-			*ctab_find(&nt, s->a, s->b, home(pkey(s->a, s->b), nt.cap)) = *s;
+			*ctab_find(&nt, s->a, s->b, home_in(mix(pkey(s->a, s->b)), nt.cap)) = *s;
 	}
-	nt.used = t->used;
-	ctab_free(t);
+	if (t->own)
+		td_big_free(t->v, t->cap * sizeof *t->v);
 	*t = nt;
 	return TD_OK;
 }
@@ -165,42 +217,58 @@ static inline hslot *htab_find(const htab *t, uint64_t key)
 
 /* Count updates are queued and applied a batch at a time, each batch's
  * slots prefetched first: the table is far larger than the caches, and
- * the order of updates changes no count. */
+ * the order of updates changes no count. A queue takes only the digrams
+ * of the parts its thread owns (`mine`; all of them with one thread). */
 enum { KB_N = 128 };
 typedef struct kbuf {
 	uint64_t k[KB_N];
+	uint64_t m[KB_N];     /* mix(k) */
 	unsigned n;
-	int add;        /* 1: count, 0: uncount */
+	int add;              /* 1: count, 0: uncount */
+	int all;              /* every part is this thread's */
+	uint8_t mine[NPART];  /* parts this thread updates */
 } kbuf;
+
+static void kb_init(kbuf *b, int add, unsigned tid, unsigned nthr)
+{
+	b->n = 0;
+	b->add = add;
+	b->all = nthr <= 1;
+	for (unsigned i = 0; i < NPART; i++)
+		b->mine[i] = i % (nthr ? nthr : 1) == tid;
+}
 
 static int kb_flush(ctab *t, kbuf *b)
 {
 	uint64_t h[KB_N];
 	for (unsigned i = 0; i < b->n; i++) {
-		h[i] = home(b->k[i], t->cap);
-		__builtin_prefetch(&t->v[h[i]], 1);
+		const cpart *p = &t->p[part_of(b->m[i])];
+		h[i] = home_in(b->m[i], p->cap);
+		__builtin_prefetch(&p->v[h[i]], 1);
 	}
 	int err = TD_OK;
-	uint64_t cap = t->cap;
+	int grew = 0; /* a part grew (only this thread grows the parts it updates) */
 	for (unsigned i = 0; i < b->n; i++) {
 		uint32_t x = (uint32_t)((b->k[i] - 1) >> 32), y = (uint32_t)(b->k[i] - 1);
-		cslot *p = ctab_find(t, x, y, cap == t->cap ? h[i] : home(b->k[i], t->cap));
+		cpart *pt = &t->p[part_of(b->m[i])];
+		cslot *p = ctab_find(pt, x, y, !grew ? h[i] : home_in(b->m[i], pt->cap));
 		if (!b->add) {
 			assert(p->count > 0);
 			if (!--p->count)
-				ctab_delete(t, (uint64_t)(p - t->v));
+				ctab_delete(pt, (uint64_t)(p - pt->v));
 			continue;
 		}
 		if (!p->count) {
 			/* at most 0.7 full; growing leaves it 0.35 full */
-			if ((t->used + 1) * 10 > t->cap * 7) {
-				if ((err = ctab_resize(t, (t->used + 1) * 2)))
+			if ((pt->used + 1) * 10 > pt->cap * 7) {
+				if ((err = ctab_resize(pt, (pt->used + 1) * 2)))
 					break;
-				p = ctab_find(t, x, y, home(b->k[i], t->cap));
+				grew = 1;
+				p = ctab_find(pt, x, y, home_in(b->m[i], pt->cap));
 			}
 			p->a = x;
 			p->b = y;
-			t->used++;
+			pt->used++;
 		}
 		p->count++;
 	}
@@ -210,7 +278,11 @@ static int kb_flush(ctab *t, kbuf *b)
 
 static inline int kb_put(ctab *t, kbuf *b, uint64_t key)
 {
-	b->k[b->n++] = key;
+	uint64_t m = mix(key);
+	if (!b->all && !b->mine[part_of(m)])
+		return TD_OK;
+	b->k[b->n] = key;
+	b->m[b->n++] = m;
 	return b->n == KB_N ? kb_flush(t, b) : TD_OK;
 }
 
@@ -275,23 +347,33 @@ typedef struct span {
 	uint64_t l, r;
 } span;
 
+/* A list of count-table slots. */
+typedef struct vecp {
+	const cslot **v;
+	uint64_t n, cap;
+} vecp;
+
+enum { MAXTHR = 32 }; /* threads a round (the building one included) */
+
 /* State kept across rounds. */
 typedef struct rounds {
 	ctab t;            /* every digram of the sequence with its count */
 	htab hot;          /* this round's digrams that get a rule */
-	kbuf kb;           /* count updates not applied yet */
+	kbuf kb;           /* count updates not applied yet (one thread) */
+	unsigned nthr;     /* threads this round, the building one included */
+	const td_grammar_cores *cores;
 	uint64_t *left;    /* bit per symbol: it starts a digram in `hot` */
 	uint64_t *right;   /* bit per symbol: it ends a digram in `hot` */
 	uint64_t nleft;    /* words in `left` and in `right` */
 	uint64_t *rep;     /* bit per position: a rule replaces the digram there */
+	uint64_t *flag;    /* bit per position: the digram there may be hot (flag_range) */
 	vec32 reprule;     /* the rule of each replacement, in sequence order */
 	span *spans;
 	uint64_t nspans, capspans;
 	uint64_t hot_sum;  /* the counts of the digrams in `hot`, summed */
 	uint8_t *dep;      /* nesting depth of each rule made so far */
 	uint64_t capdep;
-	uint64_t *cand;    /* pick_hot: slots of the count table that may be hot */
-	uint64_t capcand;
+	vecp tc[MAXTHR];   /* pick_hot: each thread's slots that may be hot */
 	uint32_t last_thr; /* the previous round's threshold (0 before the first) */
 } rounds;
 
@@ -302,10 +384,179 @@ static void rounds_free(rounds *st)
 	free(st->left);
 	free(st->right);
 	free(st->rep);
+	free(st->flag);
 	free(st->spans);
 	free(st->dep);
-	free(st->cand);
+	for (unsigned i = 0; i < MAXTHR; i++)
+		free(st->tc[i].v);
 	free(st->reprule.v);
+}
+
+/* st->flag words [w0, w1): bit i set when s[i], s[i + 1] (i + 1 < n) may
+ * be a digram in `hot` (both symbols pass the bitmaps). */
+static void flag_range(rounds *st, const uint32_t *s, uint64_t n, uint64_t w0, uint64_t w1)
+{
+	const uint64_t *L = st->left, *R = st->right;
+	for (uint64_t w = w0; w < w1; w++) {
+		uint64_t m = 0, base = w * 64, end = base + 64 < n - 1 ? base + 64 : n - 1;
+		for (uint64_t i = base; i < end; i++) {
+			uint32_t a = s[i], b = s[i + 1];
+			uint64_t ok = (a != TD_SPLIT) & (b != TD_SPLIT);
+			a = ok ? a : 0;
+			b = ok ? b : 0;
+			m |= (ok & (L[a >> 6] >> (a & 63)) & (R[b >> 6] >> (b & 63))) << (i - base);
+		}
+		st->flag[w] = m;
+	}
+}
+
+/* Replace s[] in st->rep's words [wa, wb) in place: the digram at each
+ * set bit by the next rule of st->reprule (from index ridx on), the other
+ * symbols moved down. The words' positions start at `start` (one later
+ * than the first word's when the replacement before them ends there) and
+ * end at n or at the next word range; the result starts there too.
+ * Returns its length. The bits are cleared. */
+static uint64_t compact_range(rounds *st, uint32_t *s, uint64_t n, uint64_t wa, uint64_t wb, uint64_t start,
+			      uint64_t ridx)
+{
+	uint64_t end = wb * 64 < n ? wb * 64 : n;
+	if (start >= end)
+		return 0;
+	uint64_t out = start, prev = start;
+	for (uint64_t w = wa; w < wb; w++) {
+		uint64_t m = st->rep[w];
+		if (!m)
+			continue;
+		st->rep[w] = 0;
+		do {
+			uint64_t j = w * 64 + (uint64_t)__builtin_ctzll(m);
+			m &= m - 1;
+			memmove(s + out, s + prev, (j - prev) * sizeof *s);
+			out += j - prev;
+			s[out++] = st->reprule.v[ridx++];
+			prev = j + 2;
+		} while (m);
+	}
+	if (prev < end) {
+		memmove(s + out, s + prev, (end - prev) * sizeof *s);
+		out += end - prev;
+	}
+	return out - start;
+}
+
+/* Table work of one round split over threads: each thread takes the
+ * digrams of its parts of the count table (kbuf.mine), so no two threads
+ * touch one slot and the counts are what one thread gives. */
+enum { PH_COUNT_ALL, PH_SPANS, PH_PICK, PH_FLAG, PH_REPS, PH_COMPACT };
+typedef struct phase {
+	rounds *st;
+	int kind;
+	const uint32_t *s;
+	uint32_t *sw;      /* PH_COMPACT: the sequence, rewritten */
+	uint64_t n;        /* PH_COUNT_ALL: the sequence's length (the table is emptied first) */
+	int add;           /* PH_SPANS: count (1) or uncount (0) st->spans */
+	uint32_t lo;       /* PH_PICK: list the slots counted at least lo times */
+	uint32_t maxc[MAXTHR];
+	uint64_t start[MAXTHR]; /* PH_COMPACT: the thread's first position */
+	uint64_t cnt[MAXTHR]; /* PH_REPS: replacements in the thread's words; PH_COMPACT: rule index in, length out */
+	int err[MAXTHR];
+} phase;
+
+typedef struct tharg {
+	phase *ph;
+	unsigned tid;
+} tharg;
+
+static int phase_part(phase *ph, unsigned tid)
+{
+	rounds *st = ph->st;
+	unsigned nthr = st->nthr;
+	int err = TD_OK;
+	if (ph->kind == PH_REPS || ph->kind == PH_COMPACT) {
+		uint64_t nw = ph->n ? (ph->n - 1) / 64 + 1 : 0, wa = nw * tid / nthr, wb = nw * (tid + 1) / nthr;
+		if (ph->kind == PH_COMPACT) {
+			ph->cnt[tid] = compact_range(st, ph->sw, ph->n, wa, wb, ph->start[tid], ph->cnt[tid]);
+			return TD_OK;
+		}
+		uint64_t c = 0;
+		for (uint64_t w = wa; w < wb; w++)
+			c += (uint64_t)__builtin_popcountll(st->rep[w]);
+		ph->cnt[tid] = c;
+		return TD_OK;
+	}
+	if (ph->kind == PH_FLAG) {
+		uint64_t nw = ph->n >= 2 ? (ph->n - 2) / 64 + 1 : 0;
+		flag_range(st, ph->s, ph->n, nw * tid / nthr, nw * (tid + 1) / nthr);
+		return TD_OK;
+	}
+	if (ph->kind == PH_PICK) {
+		vecp *c = &st->tc[tid];
+		uint32_t maxc = 0;
+		c->n = 0;
+		for (unsigned p = tid; p < NPART; p += nthr) {
+			const cpart *t = &st->t.p[p];
+			for (uint64_t i = 0; i < t->cap; i++) {
+				uint32_t k = t->v[i].count;
+				if (k < ph->lo)
+					continue;
+				const cslot **nv = room(c->v, &c->cap, c->n, sizeof *nv);
+				if (!nv)
+					return TD_ENOMEM;
+				c->v = nv;
+				c->v[c->n++] = &t->v[i];
+				if (k > maxc)
+					maxc = k;
+			}
+		}
+		ph->maxc[tid] = maxc;
+		return TD_OK;
+	}
+	kbuf b;
+	kb_init(&b, ph->kind == PH_COUNT_ALL || ph->add, tid, nthr);
+	if (ph->kind == PH_COUNT_ALL) {
+		for (unsigned p = tid; p < NPART; p += nthr) {
+			cpart *t = &st->t.p[p];
+			memset(t->v, 0, t->cap * sizeof *t->v);
+			t->used = 0;
+		}
+		err = count_range(&st->t, &b, ph->s, 0, ph->n ? ph->n - 1 : 0);
+	} else {
+		for (uint64_t k = 0; k < st->nspans && !err; k++)
+			err = count_range(&st->t, &b, ph->s, st->spans[k].l, st->spans[k].r);
+	}
+	return err ? err : kb_flush(&st->t, &b);
+}
+
+static void *phase_thread(void *arg)
+{
+	tharg *a = arg;
+	a->ph->err[a->tid] = phase_part(a->ph, a->tid);
+	return NULL;
+}
+
+/* Run ph on st->nthr threads (the caller is thread 0); a thread that cannot
+ * be started has its share run here. Returns the first error. */
+static int phase_run(phase *ph)
+{
+	unsigned nthr = ph->st->nthr;
+	pthread_t th[MAXTHR];
+	tharg arg[MAXTHR];
+	int started[MAXTHR] = { 0 };
+	for (unsigned t = 1; t < nthr; t++) {
+		arg[t] = (tharg){ ph, t };
+		started[t] = pthread_create(&th[t], NULL, phase_thread, &arg[t]) == 0;
+	}
+	ph->err[0] = phase_part(ph, 0);
+	for (unsigned t = 1; t < nthr; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			ph->err[t] = phase_part(ph, t);
+	}
+	for (unsigned t = 0; t < nthr; t++)
+		if (ph->err[t])
+			return ph->err[t];
+	return TD_OK;
 }
 
 static inline int bit(const uint64_t *b, uint64_t i)
@@ -334,28 +585,21 @@ static unsigned sym_depth(const rounds *st, uint32_t s, uint32_t nterm)
 static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32_t div, uint32_t nterm,
 			unsigned max_depth)
 {
-	const ctab *t = &st->t;
 	/* One scan of the (large) count table finds the largest count and
 	 * lists the slots at or above a guess of the threshold (half the last
 	 * round's); the hot digrams then come from that short list. Only when
 	 * the threshold falls below the guess is the table scanned again. */
 	uint32_t maxc = 0, lo = st->last_thr / 2 > min_count ? st->last_thr / 2 : min_count;
-	uint64_t ncand = 0;
 	for (int pass = 0; pass < 2; pass++) {
-		ncand = 0;
-		for (uint64_t i = 0; i < t->cap; i++) {
-			uint32_t c = t->v[i].count;
-			if (c < lo)
-				continue;
-			uint64_t *nc = room(st->cand, &st->capcand, ncand, sizeof *nc);
-			if (!nc)
-				return TD_ENOMEM;
-			st->cand = nc;
-			st->cand[ncand++] = i;
-			if (c > maxc)
-				maxc = c;
-		}
-		/* the list holds every slot >= thr unless thr < lo; maxc is then
+		phase ph = { .st = st, .kind = PH_PICK, .lo = lo };
+		int err = phase_run(&ph);
+		if (err)
+			return err;
+		maxc = 0;
+		for (unsigned t = 0; t < st->nthr; t++)
+			if (ph.maxc[t] > maxc)
+				maxc = ph.maxc[t];
+		/* the lists hold every slot >= thr unless thr < lo; maxc is then
 		 * the largest count (or 0 when nothing reached lo): scan again */
 		if (maxc / div < lo && lo > min_count) {
 			lo = maxc / div > min_count ? maxc / div : min_count;
@@ -365,9 +609,19 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 	}
 	uint32_t thr = maxc / div > min_count ? maxc / div : min_count;
 	st->last_thr = thr;
+	/* one list: the other threads' appended to the first's */
+	vecp *cand = &st->tc[0];
+	for (unsigned t = 1; t < st->nthr; t++)
+		for (uint64_t j = 0; j < st->tc[t].n; j++) {
+			const cslot **nv = room(cand->v, &cand->cap, cand->n, sizeof *nv);
+			if (!nv)
+				return TD_ENOMEM;
+			cand->v = nv;
+			cand->v[cand->n++] = st->tc[t].v[j];
+		}
 	uint64_t nhot = 0;
-	for (uint64_t j = 0; j < ncand; j++)
-		nhot += t->v[st->cand[j]].count >= thr;
+	for (uint64_t j = 0; j < cand->n; j++)
+		nhot += cand->v[j]->count >= thr;
 	/* the table is reused from round to round (it is left empty) */
 	uint64_t hcap = nhot * 2 + 64;
 	if (hcap > st->hot.alloc) {
@@ -395,8 +649,8 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 	}
 	int64_t made = 0;
 	st->hot_sum = 0;
-	for (uint64_t j = 0; j < ncand; j++) {
-		const cslot *p = &t->v[st->cand[j]];
+	for (uint64_t j = 0; j < cand->n; j++) {
+		const cslot *p = cand->v[j];
 		if (p->count < thr)
 			continue;
 		uint32_t a = p->a, b = p->b;
@@ -414,6 +668,71 @@ static int64_t pick_hot(rounds *st, uint32_t next_id, uint32_t min_count, uint32
 		made++;
 	}
 	return made;
+}
+
+/* Uncount s[l..r] now (one thread) or later, over every thread (PH_SPANS). */
+static int uncount(rounds *st, const uint32_t *s, uint64_t l, uint64_t r)
+{
+	return st->nthr == 1 ? count_range(&st->t, &st->kb, s, l, r) : TD_OK;
+}
+
+/* The spans moved to where pass 2 puts them: a position p that stays (or
+ * the first symbol of a replaced digram) moves down by the replacements
+ * before it; the second symbol of one lands on its rule. */
+static void spans_moved(rounds *st)
+{
+	uint64_t w = 0, below = 0; /* replacements in st->rep's words before w */
+	for (uint64_t k = 0; k < st->nspans; k++)
+		for (int e = 0; e < 2; e++) {
+			uint64_t *p = e ? &st->spans[k].r : &st->spans[k].l, pw = *p >> 6;
+			for (; w < pw; w++)
+				below += (uint64_t)__builtin_popcountll(st->rep[w]);
+			uint64_t rank = below + (uint64_t)__builtin_popcountll(st->rep[pw] & ((UINT64_C(1) << (*p & 63)) - 1));
+			*p -= rank;
+		}
+}
+
+/* The sequence s[0..n) rewritten by st->rep and st->reprule (pass 2), its
+ * new length in *out: the words split over the threads, each range
+ * rewritten in place, then moved down after the one before. */
+static int compact(rounds *st, uint32_t *s, uint64_t n, uint64_t *out)
+{
+	if (st->nthr == 1) {
+		*out = compact_range(st, s, n, 0, n ? (n - 1) / 64 + 1 : 0, 0, 0);
+		return TD_OK;
+	}
+	phase ph = { .st = st, .kind = PH_REPS, .n = n };
+	int err = phase_run(&ph);
+	if (err)
+		return err;
+	uint64_t ridx = 0, nw = n ? (n - 1) / 64 + 1 : 0;
+	for (unsigned t = 0; t < st->nthr; t++) {
+		uint64_t c = ph.cnt[t];
+		ph.cnt[t] = ridx;
+		ridx += c;
+	}
+	for (unsigned t = 0; t < st->nthr; t++) {
+		uint64_t wa = nw * t / st->nthr;
+		ph.start[t] = wa * 64 + (wa > 0 && ((st->rep[wa - 1] >> 63) & 1));
+	}
+	ph.kind = PH_COMPACT;
+	ph.sw = s;
+	if ((err = phase_run(&ph)))
+		return err;
+	uint64_t o = 0;
+	for (unsigned t = 0; t < st->nthr; t++) {
+		memmove(s + o, s + ph.start[t], ph.cnt[t] * sizeof *s);
+		o += ph.cnt[t];
+	}
+	*out = o;
+	return TD_OK;
+}
+
+/* st->flag for the whole sequence, over every thread. */
+static int flag_all(rounds *st, const uint32_t *s, uint64_t n)
+{
+	phase ph = { .st = st, .kind = PH_FLAG, .s = s, .n = n };
+	return n >= 2 ? phase_run(&ph) : TD_OK;
 }
 
 static int span_push(rounds *st, uint64_t l, uint64_t r)
@@ -455,23 +774,26 @@ static int make_rule(rounds *st, hslot *h, uint32_t *next_id, vec32 *pairs, uint
  * equals a count of the sequence from scratch. */
 static void verify_counts(const rounds *st, const uint32_t *s, uint64_t n)
 {
-	rounds fresh;
-	memset(&fresh, 0, sizeof fresh);
-	fresh.kb.add = 1;
-	if (ctab_init(&fresh.t, st->t.cap) || count_range(&fresh.t, &fresh.kb, s, 0, n ? n - 1 : 0) ||
-	    kb_flush(&fresh.t, &fresh.kb))
+	ctab fresh;
+	kbuf b;
+	kb_init(&b, 1, 0, 1);
+	if (ctab_init(&fresh, st->t.basecap) || count_range(&fresh, &b, s, 0, n ? n - 1 : 0) || kb_flush(&fresh, &b))
 		abort();
 	uint64_t live = 0;
-	for (uint64_t i = 0; i < st->t.cap; i++)
-		if (st->t.v[i].count) {
+	for (unsigned q = 0; q < NPART; q++)
+		for (uint64_t i = 0; i < st->t.p[q].cap; i++) {
+			const cslot *p = &st->t.p[q].v[i];
+			if (!p->count)
+				continue;
 			live++;
-			const cslot *p = &st->t.v[i];
-			if (ctab_find(&fresh.t, p->a, p->b, home(pkey(p->a, p->b), fresh.t.cap))->count != p->count)
+			uint64_t m = mix(pkey(p->a, p->b));
+			const cpart *f = &fresh.p[part_of(m)];
+			if (part_of(m) != q || ctab_find(f, p->a, p->b, home_in(m, f->cap))->count != p->count)
 				abort();
 		}
-	if (live != fresh.t.used || live != st->t.used)
+	if (live != ctab_used(&fresh) || live != ctab_used(&st->t))
 		abort();
-	ctab_free(&fresh.t);
+	ctab_free(&fresh);
 }
 #endif
 
@@ -504,93 +826,105 @@ static int64_t round_once(rounds *st, uint32_t *s, uint64_t *np, uint32_t *next_
 #ifdef TD_GRAMMAR_VERIFY
 	follow = 1; /* the path to check */
 #endif
-	hslot *e_next = n >= 2 ? hot_at(st, s, 0) : NULL;
-	for (uint64_t i = 0; i + 1 < n; i++) {
-		enum { AHEAD = 12 };
-		if (i + AHEAD + 1 < n) {
-			uint32_t a = s[i + AHEAD], b = s[i + AHEAD + 1];
-			if (b != TD_SPLIT)
-				__builtin_prefetch(&st->hot.v[home(pkey(a, b), st->hot.cap)]);
+	/* Only the positions whose two symbols pass the bitmaps are looked
+	 * at (st->flag), a batch at a time with their hot slots prefetched; a
+	 * position that is not hot takes no rule and, when a decision is due
+	 * there, defers it to the next one, so skipping them changes nothing. */
+	if ((err = flag_all(st, s, n)))
+		return err;
+	enum { HB = 64 };
+	uint64_t pos[HB];
+	hslot *res[HB];
+	uint64_t nw = n >= 2 ? (n - 2) / 64 + 1 : 0, w = 0, word = nw ? st->flag[0] : 0;
+	for (;;) {
+		unsigned nb = 0;
+		while (nb < HB) {
+			while (!word && ++w < nw)
+				word = st->flag[w];
+			if (!word)
+				break;
+			pos[nb++] = w * 64 + (uint64_t)__builtin_ctzll(word);
+			word &= word - 1;
 		}
-		hslot *e = e_next;
-		e_next = i + 2 < n ? hot_at(st, s, i + 1) : NULL;
-		if (e && !e->rule && (err = make_rule(st, e, next_id, pairs, nterm)))
-			return err;
-		if (i != dec)
-			continue;
-		if (!e || (e_next && e->count < e_next->count)) {
-			dec = i + 1;
-			continue;
+		if (!nb)
+			break;
+		for (unsigned j = 0; j < nb; j++)
+			__builtin_prefetch(&st->hot.v[home(pkey(s[pos[j]], s[pos[j] + 1]), st->hot.cap)]);
+		for (unsigned j = 0; j < nb; j++) {
+			hslot *p = htab_find(&st->hot, pkey(s[pos[j]], s[pos[j] + 1]));
+			res[j] = p->key ? p : NULL;
 		}
-		dec = i + 2;
-		st->rep[i >> 6] |= UINT64_C(1) << (i & 63);
-		if ((err = vpush(&st->reprule, e->rule)))
-			return err;
-		if (!follow)
-			continue;
-		/* widen to the runs around it; never below the stretch before */
-		uint64_t l = i, r;
-		if (i > 0 && s[i - 1] != TD_SPLIT) {
-			l = i - 1;
-			while (l > floor_ && s[l - 1] == s[l])
-				l--;
-		}
-		if (open && i + 2 <= sr) {
-			r = sr;
-		} else if (i + 2 < n && s[i + 2] != TD_SPLIT) {
-			r = i + 2;
-			while (r + 1 < n && s[r + 1] == s[r])
-				r++;
-		} else {
-			r = i + 1;
-		}
-		if (open && l <= sr + 1) {
-			if (r > sr)
-				sr = r;
-		} else {
-			if (open && ((err = count_range(&st->t, &st->kb, s, sl, sr)) || (err = span_push(st, sl, sr))))
+		for (unsigned j = 0; j < nb; j++) {
+			uint64_t i = pos[j];
+			hslot *e = res[j];
+			if (!e)
+				continue;
+			if (!e->rule && (err = make_rule(st, e, next_id, pairs, nterm)))
 				return err;
-			sl = l;
-			sr = r;
-			open = 1;
+			if (i < dec) /* the second symbol of the replacement before */
+				continue;
+			hslot *e_next = NULL;
+			if (j + 1 < nb)
+				e_next = pos[j + 1] == i + 1 ? res[j + 1] : NULL;
+			else if (i + 2 < n && bit(st->flag, i + 1))
+				e_next = hot_at(st, s, i + 1);
+			if (e_next && e->count < e_next->count) {
+				dec = i + 1;
+				continue;
+			}
+			dec = i + 2;
+			st->rep[i >> 6] |= UINT64_C(1) << (i & 63);
+			if ((err = vpush(&st->reprule, e->rule)))
+				return err;
+			if (!follow)
+				continue;
+			/* widen to the runs around it; never below the stretch before */
+			uint64_t l = i, r;
+			if (i > 0 && s[i - 1] != TD_SPLIT) {
+				l = i - 1;
+				while (l > floor_ && s[l - 1] == s[l])
+					l--;
+			}
+			if (open && i + 2 <= sr) {
+				r = sr;
+			} else if (i + 2 < n && s[i + 2] != TD_SPLIT) {
+				r = i + 2;
+				while (r + 1 < n && s[r + 1] == s[r])
+					r++;
+			} else {
+				r = i + 1;
+			}
+			if (open && l <= sr + 1) {
+				if (r > sr)
+					sr = r;
+			} else {
+				if (open && ((err = uncount(st, s, sl, sr)) || (err = span_push(st, sl, sr))))
+					return err;
+				sl = l;
+				sr = r;
+				open = 1;
+			}
+			floor_ = sr + 1;
 		}
-		floor_ = sr + 1;
 	}
-	if ((open && ((err = count_range(&st->t, &st->kb, s, sl, sr)) || (err = span_push(st, sl, sr)))) ||
+	if ((open && ((err = uncount(st, s, sl, sr)) || (err = span_push(st, sl, sr)))) ||
 	    (err = kb_flush(&st->t, &st->kb)))
 		return err;
-	st->kb.add = 1;
-	/* Pass 2: replace in place, and count each rewritten stretch once it
-	 * is written. */
-	uint64_t out = 0, k = 0, nl = 0, nrep = 0;
-	for (uint64_t i = 0; i < n;) {
-		if (k < st->nspans && i == st->spans[k].l)
-			nl = out;
-		uint64_t last;
-		if (bit(st->rep, i)) {
-			st->rep[i >> 6] &= ~(UINT64_C(1) << (i & 63));
-			s[out++] = st->reprule.v[nrep++];
-			last = i + 1;
-			i += 2;
-		} else {
-			s[out++] = s[i];
-			last = i;
-			i++;
-		}
-		if (k < st->nspans && last >= st->spans[k].r) {
-			if ((err = count_range(&st->t, &st->kb, s, nl, out - 1)))
-				return err;
-			k++;
-		}
-	}
-	assert(k == st->nspans);
-	if (!follow) {
-		memset(st->t.v, 0, st->t.cap * sizeof *st->t.v);
-		st->t.used = 0;
-		if ((err = count_range(&st->t, &st->kb, s, 0, out ? out - 1 : 0)))
+	if (st->nthr > 1 && follow) {
+		phase ph = { .st = st, .kind = PH_SPANS, .s = s, .add = 0 };
+		if ((err = phase_run(&ph)))
 			return err;
 	}
-	if ((err = kb_flush(&st->t, &st->kb)))
+	st->kb.add = 1;
+	/* Pass 2: replace in place (over every thread), then count the
+	 * rewritten stretches, now at their new places. */
+	if (follow)
+		spans_moved(st);
+	uint64_t out;
+	if ((err = compact(st, s, n, &out)))
+		return err;
+	phase ph = { .st = st, .kind = follow ? PH_SPANS : PH_COUNT_ALL, .s = s, .n = out, .add = 1 };
+	if ((err = phase_run(&ph)))
 		return err;
 	/* leave `left` and the hot table empty */
 	for (uint64_t j = 0; j < st->hot.cap; j++)
@@ -628,8 +962,35 @@ static int emit(const inl_ctx *c, uint32_t sym)
 	return err ? err : emit(c, c->pairs[2 * r + 1]);
 }
 
+/* Borrow helper threads for the table work of a round over n positions
+ * (none for short sequences: starting them would cost more). */
+static void team_take(rounds *st, uint64_t n)
+{
+	st->nthr = 1;
+	if (!st->cores || !st->cores->take || n < (UINT64_C(1) << 20))
+		return;
+	uint64_t want = n >> 19;
+	if (want > MAXTHR - 1)
+		want = MAXTHR - 1;
+	unsigned got = st->cores->take(st->cores->ctx, (unsigned)want);
+	st->nthr += got < want ? got : (unsigned)want;
+}
+
+static void team_give(rounds *st)
+{
+	if (st->nthr > 1 && st->cores->give)
+		st->cores->give(st->cores->ctx, st->nthr - 1);
+	st->nthr = 1;
+}
+
 int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
 		     td_progress_fn progress, void *ctx, td_grammar *g)
+{
+	return td_grammar_build_mt(seq, n, nterm, max_depth, progress, ctx, NULL, g);
+}
+
+int td_grammar_build_mt(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth, td_progress_fn progress,
+			void *ctx, const td_grammar_cores *cores, td_grammar *g)
 {
 	memset(g, 0, sizeof *g);
 	g->nterm = nterm;
@@ -651,20 +1012,32 @@ int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_dep
 	const uint32_t div = TD_GRAMMAR_DIV;
 	rounds st;
 	memset(&st, 0, sizeof st);
-	st.kb.add = 1;
+	kb_init(&st.kb, 1, 0, 1);
+	st.cores = cores;
 	/* 0.6 slots a position: the digrams of linux-source peak near a third
 	 * of the positions, so the table does not grow */
 	if (ctab_init(&st.t, n / 5 * 3 + 1024) != TD_OK || !(st.rep = calloc(n / 64 + 1, sizeof *st.rep)) ||
-	    count_range(&st.t, &st.kb, seq, 0, n ? n - 1 : 0) != TD_OK || kb_flush(&st.t, &st.kb) != TD_OK) {
+	    !(st.flag = calloc(n / 64 + 1, sizeof *st.flag))) {
 		rounds_free(&st);
 		return TD_ENOMEM;
+	}
+	team_take(&st, n);
+	phase first = { .st = &st, .kind = PH_COUNT_ALL, .s = seq, .n = n };
+	err = phase_run(&first);
+	team_give(&st);
+	if (err) {
+		rounds_free(&st);
+		return err;
 	}
 	for (unsigned r = 0; r < 1000; r++) {
 		if (progress)
 			progress(ctx, "grammar", r, max_depth);
+		team_take(&st, n);
+		unsigned nthr = st.nthr;
 		int64_t made = round_once(&st, seq, &n, &next_id, &pairs, min_count, div, nterm, max_depth);
-		td_trace("round: n %llu made %lld cap %llu used %llu", (unsigned long long)n, (long long)made,
-			 (unsigned long long)st.t.cap, (unsigned long long)st.t.used);
+		team_give(&st);
+		td_trace("round: n %llu made %lld threads %u used %llu", (unsigned long long)n, (long long)made, nthr,
+			 (unsigned long long)ctab_used(&st.t));
 		if (made < 0) {
 			free(pairs.v);
 			rounds_free(&st);

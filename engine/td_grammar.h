@@ -36,6 +36,23 @@ typedef struct td_grammar {
 int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
 		     td_progress_fn progress, void *ctx, td_grammar *g);
 
+/* Cores a build may borrow for a while (td_grammar_build_mt): take(ctx,
+ * want) returns how many threads (0..want) may run beside the caller now;
+ * give(ctx, k) returns k of them. Both are called from the building thread
+ * only, must be thread-safe against other builds sharing ctx, and never
+ * block for long. */
+typedef struct td_grammar_cores {
+	unsigned (*take)(void *ctx, unsigned want);
+	void (*give)(void *ctx, unsigned k);
+	void *ctx;
+} td_grammar_cores;
+
+/* td_grammar_build, with the table work of each round (digram counts, the
+ * pick of the digrams that get a rule) spread over threads borrowed from
+ * `cores` (NULL: none). The grammar is the same whatever the threads. */
+int td_grammar_build_mt(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth, td_progress_fn progress,
+			void *ctx, const td_grammar_cores *cores, td_grammar *g);
+
 /* The finishing steps of td_grammar_build, for a builder that ran the
  * rounds itself (td_writer_opts.grammar_rounds): seq[0..n) is the sequence
  * after the last round, pairs[2k], pairs[2k + 1] the right-hand side of

@@ -469,16 +469,19 @@ static int tree_query(qctx *q, td_entry e, uint64_t *count, unsigned depth)
 	return TD_OK;
 }
 
-/* Count or search with the index: the rules that hold the word are the
- * word's ancestors through x->par (only they are counted), and the root
- * positions visited are those of the word and of those rules. */
-static int index_query(qctx *q, const td_qindex *x, td_entry scope, uint64_t *count)
+/* Mark for the index: q->hold gets a bit per rule that holds the word
+ * (the word's ancestors through x->par, only they are counted), q->roots
+ * one per root position to visit (those of the word and of those rules);
+ * q->flat when the rules are many. The caller frees hold and roots. */
+static int index_mark(qctx *q, const td_qindex *x)
 {
 	const td_archive *a = q->a;
 	uint64_t *hold = calloc(a->R / 64 + 1, sizeof *hold);
 	uint64_t *roots = calloc(a->meta.nroot / 64 + 1, sizeof *roots);
 	uint32_t *list = malloc(2 * sizeof *list), cap = 2, n = 2;
 	int err = TD_OK;
+	q->hold = hold;
+	q->roots = roots;
 	if (!hold || !roots || !list) {
 		err = TD_ENOMEM;
 		goto out;
@@ -506,16 +509,27 @@ static int index_query(qctx *q, const td_qindex *x, td_entry scope, uint64_t *co
 			list[n++] = (uint32_t)(a->T + r);
 		}
 	}
-	q->hold = hold;
-	q->roots = roots;
 	if (a->R && n - 2 >= a->R / 16)
 		q->flat = calloc(a->R, sizeof *q->flat); /* NULL: the hash table serves */
-	err = tree_query(q, scope, count, 0);
-	q->hold = q->roots = NULL;
 out:
-	free(hold);
-	free(roots);
 	free(list);
+	return err;
+}
+
+static void index_unmark(qctx *q)
+{
+	free((void *)q->hold);
+	free((void *)q->roots);
+	q->hold = q->roots = NULL;
+}
+
+/* Count or search with the index (index_mark). */
+static int index_query(qctx *q, const td_qindex *x, td_entry scope, uint64_t *count)
+{
+	int err = index_mark(q, x);
+	if (!err)
+		err = tree_query(q, scope, count, 0);
+	index_unmark(q);
 	return err;
 }
 
@@ -565,6 +579,48 @@ static int query(const td_archive *a, const char *word, size_t len, td_entry sco
 	free(q.flat);
 	free(q.m.key);
 	free(q.m.val);
+	return err;
+}
+
+int td_word_file_counts(const td_archive *a, const char *word, size_t len, const td_entry *files, size_t nfiles,
+			uint64_t *counts)
+{
+	memset(counts, 0, nfiles * sizeof *counts);
+	if (len > TD_MAXTOK || !td_is_word(word, len))
+		return td_fail(TD_EINVAL, "'%.*s' is not a word of at most %u bytes", (int)(len > 64 ? 64 : len), word,
+			       (unsigned)TD_MAXTOK);
+	int err = td_data_check(a);
+	if (err)
+		return err;
+	int64_t w = td_find_word(a, word, len);
+	if (w == -2)
+		return TD_ECORRUPT;
+	if (w < 0 || !nfiles)
+		return TD_OK;
+	qctx q = { .a = a, .w = (uint64_t)w, .word = word, .len = len };
+	uint64_t roots = 0;
+	for (size_t f = 0; f < nfiles; f++) {
+		uint64_t rs = td_pack_get(&a->e_root, files[f]), re = td_pack_get(&a->e_root, files[f] + 1);
+		roots += rs < re ? re - rs : 0;
+	}
+	td_flat_build(a);
+	const td_qindex *x = large_scope(a, roots) ? td_qindex_get(a) : NULL;
+	if (x) {
+		err = index_mark(&q, x);
+	} else {
+		if (large_scope(a, roots))
+			td_syms_build_part(a, 1, roots >= a->meta.nroot / 2);
+		if (a->R && roots >= a->R / 16)
+			q.flat = calloc(a->R, sizeof *q.flat); /* NULL: the hash table serves */
+	}
+	for (size_t f = 0; f < nfiles && !err; f++)
+		err = x ? index_file(&q, files[f], &counts[f]) : file_query(&q, files[f], &counts[f]);
+	index_unmark(&q);
+	free(q.flat);
+	free(q.m.key);
+	free(q.m.val);
+	if (err)
+		memset(counts, 0, nfiles * sizeof *counts);
 	return err;
 }
 

@@ -20,4 +20,14 @@ int td_hits_push(td_hits *h, td_entry e, uint64_t off);
 typedef int (*td_text_fn)(void *ctx, const uint8_t *w, size_t len, uint64_t off);
 int td_text_words(const td_archive *a, td_entry e, td_text_fn fn, void *ctx);
 
+/* Occurrences of one word (at most TD_MAXTOK bytes) in each of the
+ * regular files files[0..nfiles): counts[f] for files[f] (the caller's
+ * array). Through the query index when the files hold a large share of
+ * the root (as td_count for a large scope), else by walking their root
+ * symbols. TD_OK (counts all zero for a word not in the archive),
+ * TD_EINVAL (not a word, or a longer one), TD_ECORRUPT, TD_ENOMEM; on
+ * error counts are zero. Thread-safe. */
+int td_word_file_counts(const td_archive *a, const char *word, size_t len, const td_entry *files, size_t nfiles,
+			uint64_t *counts);
+
 #endif

@@ -62,31 +62,40 @@ static uint8_t *chunk_alloc(const td_archive *a, struct td_rcache *c, uint64_t n
 /* Each thread carves small expansions from a block of BUMP_BYTES it took
  * from the shared chunk with one atomic add, instead of one locked add
  * per cached rule on a first pass. A block belongs to one cache (named by
- * its generation: a closed cache's address may be reused); its unused tail
- * is lost when the thread moves on to another cache or block. */
+ * its generation: a closed cache's address may be reused). A thread keeps
+ * a block for each of BUMP_WAYS caches (picked by generation), so reads
+ * that hop between the shards of an archive, each with its cache, keep
+ * filling their blocks instead of dropping one at every hop (which spent
+ * a shard's budget on unused tails and zeroed a fresh chunk every few
+ * hundred reads). A cache whose way holds another cache's block takes a
+ * block of its own only when that block is nearly used up (its tail, at
+ * most BUMP_BYTES / 8, is lost); until then it allocates from the chunk
+ * directly. */
 #define BUMP_BYTES (UINT64_C(16) << 10)
+#define BUMP_WAYS 64u
 static atomic_uint_fast64_t cache_gen;
 static _Thread_local struct {
 	uint64_t gen;
 	uint8_t *at, *end;
-} bump;
+} bump[BUMP_WAYS];
 
 static uint8_t *arena_alloc(const td_archive *a, struct td_rcache *c, uint64_t len)
 {
 	uint64_t need = (len + 15) & ~UINT64_C(15);
-	if (bump.gen == c->gen && (uint64_t)(bump.end - bump.at) >= need) {
-		uint8_t *p = bump.at;
-		bump.at += need;
+	__typeof__(bump[0]) *w = &bump[c->gen % BUMP_WAYS];
+	if (w->gen == c->gen && (uint64_t)(w->end - w->at) >= need) {
+		uint8_t *p = w->at;
+		w->at += need;
 		return p;
 	}
-	if (need > BUMP_BYTES / 4)
+	if (need > BUMP_BYTES / 4 || (w->gen != c->gen && (uint64_t)(w->end - w->at) > BUMP_BYTES / 8))
 		return chunk_alloc(a, c, need);
 	uint8_t *b = chunk_alloc(a, c, BUMP_BYTES);
 	if (!b)
 		return chunk_alloc(a, c, need); /* the budget's last bytes */
-	bump.gen = c->gen;
-	bump.at = b + need;
-	bump.end = b + BUMP_BYTES;
+	w->gen = c->gen;
+	w->at = b + need;
+	w->end = b + BUMP_BYTES;
 	return b;
 }
 

@@ -245,18 +245,59 @@ static int pieces_of(const td_archive *a, td_entry e, uint64_t *first, uint64_t 
 	return TD_OK;
 }
 
+/* Piece (shard, local) bytes [at, at + want) into buf: with sc through
+ * its cursor, bound to that shard first (in place, once one exists). */
+static int piece_read(td_archive *s, uint32_t shard, td_entry local, uint64_t at, uint8_t *buf, size_t want,
+		      size_t *g, td_shard_cur *sc)
+{
+	if (!sc)
+		return td_extract(s, local, at, buf, want, g);
+	if (!sc->sub) {
+		if (!(sc->sub = td_cursor_new(s)))
+			return TD_ENOMEM;
+		sc->shard = shard;
+	} else if (sc->shard != shard) {
+		td_cursor_bind(sc->sub, s);
+		sc->shard = shard;
+	}
+	return td_cursor_read(sc->sub, local, at, buf, want, g);
+}
+
+static int piece_short(td_entry e, uint64_t k, uint32_t shard)
+{
+	return td_fail(TD_ECORRUPT, "entry %u: piece %llu in shard %u is shorter than the file says", e,
+		       (unsigned long long)k, shard);
+}
+
 int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got,
-		  td_cursor **subc, uint32_t *subshard)
+		  td_shard_cur *sc)
 {
 	*got = 0;
-	td_stat st;
-	int err = td_archive_stat(a, e, &st);
-	if (err)
-		return err;
-	if (S_ISDIR(st.mode))
+	size_t done = 0;
+	int err = TD_OK;
+	/* a read inside the piece this cursor read last: no look-up */
+	if (sc && sc->have && sc->e == e && off >= sc->lo && off < sc->hi && len) {
+		size_t want = (size_t)(sc->hi - off < len ? sc->hi - off : len);
+		if ((err = td_cursor_read(sc->sub, sc->local, off - sc->lo, buf, want, &done)) ||
+		    (done != want && (err = piece_short(e, sc->piece, sc->shard)))) {
+			sc->have = 0;
+			return err;
+		}
+		off += done;
+		if (done == len) {
+			*got = done;
+			return TD_OK;
+		}
+	}
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	uint64_t size = td_pack_get(&a->e_size, e);
+	if (S_ISDIR(td_pack_get(&a->e_mode, e)))
 		return TD_EISDIR;
-	if (off >= st.size || len == 0)
+	if (off >= size || len == 0) {
+		*got = done;
 		return TD_OK;
+	}
 	uint64_t first = 0, n = 0;
 	if ((err = pieces_of(a, e, &first, &n)))
 		return err;
@@ -271,40 +312,32 @@ int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size
 		else
 			hi = mid;
 	}
-	size_t done = 0;
-	for (uint64_t k = lo; k < n && done < len && off < st.size; k++) {
-		uint64_t end = k + 1 < n ? pc[k + 1].start : st.size;
-		if (pc[k].start > off || end < pc[k].start || end > st.size)
-			return td_fail(TD_ECORRUPT, "entry %u: pieces out of order", e);
+	for (uint64_t k = lo; k < n && done < len && off < size; k++) {
+		uint64_t end = k + 1 < n ? pc[k + 1].start : size;
+		if (pc[k].start > off || end < pc[k].start || end > size) {
+			err = td_fail(TD_ECORRUPT, "entry %u: pieces out of order", e);
+			break;
+		}
 		if (off >= end)
 			continue;
 		td_archive *s;
 		if ((err = td_shard_sub(a, pc[k].shard, &s)))
 			break;
 		size_t want = (size_t)(end - off < len - done ? end - off : len - done), g = 0;
-		if (subc) {
-			if (!*subc || *subshard != pc[k].shard) {
-				td_cursor_free(*subc);
-				if (!(*subc = td_cursor_new(s))) {
-					err = TD_ENOMEM;
-					break;
-				}
-				*subshard = pc[k].shard;
-			}
-			err = td_cursor_read(*subc, pc[k].local, off - pc[k].start, (uint8_t *)buf + done, want, &g);
-		} else {
-			err = td_extract(s, pc[k].local, off - pc[k].start, (uint8_t *)buf + done, want, &g);
-		}
-		if (err)
+		if ((err = piece_read(s, pc[k].shard, pc[k].local, off - pc[k].start, (uint8_t *)buf + done, want, &g,
+				      sc)))
 			break;
 		if (g != want) {
-			err = td_fail(TD_ECORRUPT, "entry %u: piece %llu in shard %u is shorter than the file says", e,
-				      (unsigned long long)k, pc[k].shard);
+			err = piece_short(e, k, pc[k].shard);
 			break;
 		}
+		if (sc)
+			*sc = (td_shard_cur){ sc->sub, sc->shard, 1, e, pc[k].local, pc[k].start, end, k };
 		done += g;
 		off += g;
 	}
+	if (err && sc)
+		sc->have = 0;
 	*got = done;
 	return err;
 }
@@ -589,7 +622,7 @@ static int splits_get(const td_archive *a, const splits **out)
 			uint8_t b;
 			size_t got;
 			uint64_t c = sh->pieces[k].start;
-			if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL, NULL)))
+			if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL)))
 				mid = got == 1 && !td_cut_byte(b);
 		}
 		if (mid)

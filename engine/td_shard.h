@@ -28,11 +28,27 @@ void td_shard_free(td_archive *a);
  * thread-safe. TD_OK, or the open's error with detail naming the shard. */
 int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out);
 
-/* Read entry e's bytes [off, off + len) across its pieces. With subc, the
- * read goes through a cursor on the piece's shard, kept in *subc
- * (*subshard says which shard; replaced when another one is read). */
+/* A version 5 cursor's state (inside td_cursor): a cursor on the shard
+ * read last, and the piece read last, so a read that continues in that
+ * piece goes straight to the shard's cursor. Zeroed = empty. */
+typedef struct td_shard_cur {
+	td_cursor *sub;           /* on shard `shard`; made on first use, then rebound */
+	uint32_t shard;
+	int have;                 /* the piece below is set */
+	td_entry e, local;        /* global entry e's bytes [lo, hi) are local's from 0 */
+	uint64_t lo, hi, piece;   /* piece: its index among e's pieces (for messages) */
+} td_shard_cur;
+
+/* Read entry e's bytes [off, off + len) across its pieces. With sc, the
+ * read goes through a cursor on the piece's shard, kept in sc (one cursor,
+ * rebound without allocation when another shard is read); sc belongs to
+ * one thread at a time. */
 int td_shard_read(const td_archive *a, td_entry e, uint64_t off, void *buf, size_t len, size_t *got,
-		  td_cursor **subc, uint32_t *subshard);
+		  td_shard_cur *sc);
+
+/* Bind cursor c (of a version 4 archive or shard) to archive a instead,
+ * forgetting its position (td_extract.c). */
+void td_cursor_bind(td_cursor *c, const td_archive *a);
 
 /* The container's shard table (*n entries) and entry e's pieces (td_build
  * reuses them when it adds to an archive). TD_OK or TD_ECORRUPT. */

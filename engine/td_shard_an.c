@@ -103,7 +103,7 @@ static int cf_read(cfile *cf, uint64_t off, uint64_t len)
 		cf->cap = cap;
 	}
 	size_t got = 0;
-	int err = td_shard_read(cf->a, cf->e, off, cf->buf, (size_t)len, &got, NULL, NULL);
+	int err = td_shard_read(cf->a, cf->e, off, cf->buf, (size_t)len, &got, NULL);
 	if (!err && got != len)
 		err = td_fail(TD_ECORRUPT, "entry %u: shorter than its size", cf->e);
 	return err;

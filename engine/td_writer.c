@@ -995,8 +995,8 @@ static int fin_grammar(fin *f)
 		free(pairs);
 	}
 	if (err == TD_ENOGPU)
-		err = td_grammar_build(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
-				       w->o.progress_ctx, &f->g);
+		err = td_grammar_build_mt(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
+					  w->o.progress_ctx, w->o.grammar_cores, &f->g);
 	free(w->seq);
 	w->seq = NULL;
 	return err;

@@ -24,6 +24,7 @@
 #define TD_GPU_MAXPIECES 64u           /* launches per extract round */
 #define TD_PIECE_BYTES (32 * TD_MIB)   /* default output per launch in large rounds */
 #define TD_ZC_BYTES (4 * TD_MIB)       /* default td_gpu_opts.zc_bytes */
+#define TD_QPART 2048u                 /* default td_gpu_opts.qpart */
 #define TD_ZC_MEANLEN 512u             /* zero copy for more reads than the
                                           device has warps at once only when
                                           they average this many bytes */
@@ -60,6 +61,11 @@ struct td_gpu {
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
 	td_gbuf map;                   /* plain host: packed index -> request */
+	/* cutting long counts and searches into parts (td_split_query) */
+	td_pack he_root;               /* host view of E_ROOT */
+	uint32_t *hfiles, *hsub;       /* host copies of d.dfs_files, d.sub */
+	uint64_t *hcum;                /* hcum[i]: root symbols + 1 of each of
+	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
 	/* blocks from td_gpu_host_alloc (pinned), under hlock */
 	pthread_mutex_t hlock;
@@ -91,6 +97,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->xcoop = TD_GX_COOP;
 	o->piece_bytes = TD_PIECE_BYTES;
 	o->zc_bytes = TD_ZC_BYTES;
+	o->qpart = TD_QPART;
 }
 
 static int td_avail_cached = -1;
@@ -463,9 +470,29 @@ static int td_upload_file_order(td_gpu *g, const td_archive *a, uint64_t dfs_off
 		return r;
 	}
 	cudaError_t ce = cudaMemcpy(g->dsec + dfs_off, files, 12 * d->nentries, cudaMemcpyHostToDevice);
-	free(files);
-	if (ce != cudaSuccess)
+	if (ce != cudaSuccess) {
+		free(files);
 		return td_cuda_fail(ce, "file order upload");
+	}
+	/* kept on the host to cut long requests into parts */
+	uint64_t *cum = malloc(8 * (d->nentries + 1));
+	if (!cum) {
+		free(files);
+		return td_fail(TD_ENOMEM, "gpu: file order");
+	}
+	uint32_t nf = sub[2 * TD_ROOT + 1];
+	cum[0] = 0;
+	for (uint32_t i = 0; i < d->nentries; i++) {
+		uint64_t roots = 0;
+		if (i < nf) {
+			uint64_t lo = td_pack_get(&g->he_root, files[i]), hi = td_pack_get(&g->he_root, (uint64_t)files[i] + 1);
+			roots = hi > lo ? hi - lo : 0;
+		}
+		cum[i + 1] = cum[i] + (i < nf ? roots + 1 : 0);
+	}
+	g->hfiles = files;
+	g->hsub = sub;
+	g->hcum = cum;
 	d->dfs_files = (const uint32_t *)(g->dsec + dfs_off);
 	d->sub = (const uint32_t *)(g->dsec + dfs_off) + d->nentries;
 	return TD_OK;
@@ -506,8 +533,10 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 	int r = td_upload_meta(g, a);
 	if (r == TD_OK)
 		r = td_plan_sections(&g->d, a, &L);
-	if (r == TD_OK)
+	if (r == TD_OK) {
+		g->he_root = L.plan[PL_E_ROOT].hview;
 		r = td_plan_extras(g, &L, avail);
+	}
 	if (r == TD_OK)
 		r = td_copy_sections(g, &L);
 	if (r == TD_OK) {
@@ -551,6 +580,8 @@ static void td_opts_norm(const td_gpu_opts *opts, td_gpu_opts *o)
 		o->piece_bytes = TD_PIECE_BYTES;
 	if (o->zc_bytes == 0)
 		o->zc_bytes = TD_ZC_BYTES;
+	if (o->qpart == 0)
+		o->qpart = TD_QPART;
 }
 
 int td_gpu_device_count(void)
@@ -760,6 +791,8 @@ void td_gpu_close(td_gpu *g)
 	for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
 		td_gbuf_free(dev[i], 1);
 	td_gbuf_free(&g->map, 2);
+	free(g->hfiles);
+	free(g->hcum);
 	if (g->dsec)
 		cudaFree(g->dsec);
 	for (size_t i = 0; i < g->nhblk; i++)
@@ -1223,21 +1256,98 @@ int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned thre
 	return td_search_batch(a, reqs, n, threads);
 }
 
+/* The parts of a count or search request r (word, scope; part
+ * TD_GQ_WHOLE) into out[0..] (NULL: only counted); returns how many. A
+ * file of more than qpart root symbols is cut at multiples of qpart
+ * (rounded up to a multiple of the samples' 2^sample_shift), a directory's
+ * files into runs of about qpart root symbols, its large files cut the same
+ * way, so the warps of a batch get about the same work. A whole-corpus
+ * count (one look-up in WORD_FREQ) and anything out of range stay whole
+ * (the kernel reports what is wrong). */
+static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td_gq_req *out)
+{
+	const td_gdev *d = &g->d;
+	uint64_t step = UINT64_C(1) << d->sample_shift, P = g->o.qpart;
+	if (P == UINT32_MAX || !g->hcum)
+		P = UINT64_MAX;
+	else
+		P = (P + step - 1) / step * step;
+	size_t n = 0;
+	uint64_t a = g->hsub ? g->hsub[2 * (uint64_t)r->scope] : 0, b = g->hsub ? g->hsub[2 * (uint64_t)r->scope + 1] : 0;
+	const int dir = b > a + 1 || (b == a + 1 && g->hfiles[a] != r->scope);
+	if (P == UINT64_MAX || (!search && r->scope == TD_ROOT) || b <= a || b > d->nentries ||
+	    g->hcum[b] - g->hcum[a] <= P + 1) {
+		if (out)
+			out[0] = *r;
+		return 1;
+	}
+	uint64_t i = a;
+	while (i < b) {
+		/* the longest run of whole files from i within P */
+		uint64_t lo = i, hi = b;
+		while (lo < hi) {
+			uint64_t mid = lo + (hi - lo + 1) / 2;
+			if (g->hcum[mid] - g->hcum[i] <= P + 1)
+				lo = mid;
+			else
+				hi = mid - 1;
+		}
+		if (lo > i) {
+			if (out) {
+				out[n] = *r;
+				if (dir || lo - i > 1) { /* files [i, lo) of the directory */
+					out[n].part = TD_GQ_FILES;
+					out[n].a = i;
+					out[n].b = lo;
+				}
+			}
+			n++;
+			i = lo;
+			continue;
+		}
+		/* file i alone is over P: slices at multiples of P */
+		uint32_t e = g->hfiles[i];
+		uint64_t rlo = td_pack_get(&g->he_root, e), rhi = td_pack_get(&g->he_root, (uint64_t)e + 1);
+		for (uint64_t k = rlo; k < rhi;) {
+			uint64_t next = (k / P + 1) * P;
+			if (next > rhi)
+				next = rhi;
+			if (out) {
+				out[n] = *r;
+				out[n].scope = e;
+				out[n].part = TD_GQ_SLICE;
+				out[n].a = k;
+				out[n].b = next;
+			}
+			n++;
+			k = next;
+		}
+		i++;
+	}
+	return n;
+}
+
+/* Pack the requests the kernels take (td_gpu_takes) into g->hq, cut into
+ * parts (td_split_query): *m parts; map[k] = the request of part k (a
+ * request's parts are consecutive); the words in g->hw (*wbytes). */
 static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), const void *reqs,
 			   size_t n, int search, size_t *m, uint64_t *wbytes)
 {
 	int r;
-	if ((r = td_grow(&g->hq, (n + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (n + 1) * sizeof(uint32_t), 2)))
-		return r;
-	/* word bytes: at most TD_MAXTOK per request */
+	/* word bytes (at most TD_MAXTOK per request) and parts */
 	uint64_t wb = 0;
+	size_t np = 0;
 	td_qview tmp;
 	for (size_t i = 0; i < n; i++) {
 		const td_qview *v = get(reqs, i, &tmp);
-		if (td_gpu_takes(g, v, search))
+		if (td_gpu_takes(g, v, search)) {
+			td_gq_req q = {.scope = v->scope};
 			wb += v->len;
+			np += td_split_query(g, &q, search, NULL);
+		}
 	}
-	if ((r = td_grow(&g->hw, wb + 1, 0)))
+	if ((r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) ||
+	    (r = td_grow(&g->hw, wb + 1, 0)))
 		return r;
 	td_gq_req *hq = g->hq.p;
 	uint32_t *map = g->map.p;
@@ -1249,12 +1359,12 @@ static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_
 		if (!td_gpu_takes(g, v, search))
 			continue;
 		memcpy(hw + wb, v->word, v->len);
-		hq[k].woff = wb;
-		hq[k].wlen = (uint32_t)v->len;
-		hq[k].scope = v->scope;
-		map[k] = (uint32_t)i;
+		td_gq_req q = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
+		size_t c = td_split_query(g, &q, search, hq + k);
+		for (size_t j = 0; j < c; j++)
+			map[k + j] = (uint32_t)i;
+		k += c;
 		wb += v->len;
-		k++;
 	}
 	*m = k;
 	*wbytes = wb;
@@ -1278,7 +1388,10 @@ static int td_count_packed(td_gpu *g, size_t m, uint64_t wbytes, int search)
 		size_t k1 = m * (s + 1) / ns;
 		if (k1 > k0) {
 			cudaStream_t st = g->st[s];
-			uint64_t w0 = hq[k0].woff, w1 = k1 < m ? hq[k1].woff : wbytes;
+			/* a request's parts may straddle streams: each uploads
+			 * the words of its own parts (the same bytes twice at most) */
+			uint64_t w0 = hq[k0].woff, w1 = hq[k1 - 1].woff + hq[k1 - 1].wlen;
+			(void)wbytes;
 			CK(cudaMemcpyAsync(dw + w0, hw + w0, w1 - w0, cudaMemcpyHostToDevice, st));
 			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
 			CK((cudaError_t)td_gk_count(&g->d, dw, dq + k0, (uint32_t)(k1 - k0), search, dc + k0, st));
@@ -1326,14 +1439,22 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 		return td_fail(TD_ENOMEM, "gpu: count batch");
 	for (size_t i = 0; i < n; i++) {
 		td_count_req *q = &reqs[i];
-		if (k < m && map[k] == i && hc[k] != TD_GQ_NOTFOUND) {
-			q->count = hc[k];
+		/* its parts' counts add up; one not answered sends it to the CPU */
+		int any = 0, ok = 1;
+		uint64_t sum = 0;
+		for (; k < m && map[k] == i; k++) {
+			any = 1;
+			if (hc[k] == TD_GQ_NOTFOUND)
+				ok = 0;
+			else
+				sum += hc[k];
+		}
+		if (any && ok) {
+			q->count = sum;
 			q->err = TD_OK;
 		} else {
 			cpu[nc++] = i;
 		}
-		if (k < m && map[k] == i)
-			k++;
 	}
 	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
@@ -1399,7 +1520,11 @@ static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, 
 		if (hs[k])
 			continue;
 		td_search_req *q = &reqs[map[k]];
-		q->err = td_hits_append(&q->hits, hh + hb[k], hc[k]);
+		if (k == 0 || map[k - 1] != map[k]) /* its first part */
+			q->err = TD_OK;
+		int e = td_hits_append(&q->hits, hh + hb[k], hc[k]);
+		if (e)
+			q->err = e;
 	}
 	return TD_OK;
 }
@@ -1417,20 +1542,37 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 	    (r = td_grow(&g->hskip, m + 1, 0)) || (r = td_grow(&g->dskip, m + 1, 1)))
 		return r;
 	const uint64_t *hc = g->hcnt.p;
+	const uint32_t *pmap = g->map.p;
 	uint64_t *hb = g->hbase.p;
 	uint8_t *hs = g->hskip.p;
-	/* rounds of consecutive packed requests whose hits fit round_hits;
-	 * a request alone over the cap, or not found, goes to the CPU */
+	/* a request with a part not found, or more hits than a round holds,
+	 * goes to the CPU whole: all its parts skipped */
+	for (size_t k = 0; k < m;) {
+		size_t j = k;
+		uint64_t sum = 0;
+		int skip = 0;
+		for (; j < m && pmap[j] == pmap[k]; j++) {
+			if (hc[j] == TD_GQ_NOTFOUND)
+				skip = 1;
+			else
+				sum += hc[j];
+		}
+		if (sum > g->round_hits)
+			skip = 1;
+		for (; k < j; k++)
+			hs[k] = (uint8_t)skip;
+	}
+	/* rounds of consecutive packed parts whose hits fit round_hits (a
+	 * request's parts may fall in two rounds: their hits are appended in
+	 * part order either way) */
 	size_t k0 = 0;
 	uint64_t total = 0;
 	for (size_t k = 0; k <= m; k++) {
 		int flush = k == m;
 		if (!flush) {
 			uint64_t c = hc[k];
-			if (c == TD_GQ_NOTFOUND || c > g->round_hits) {
-				hs[k] = 1;
+			if (hs[k])
 				continue;
-			}
 			if (total + c > g->round_hits)
 				flush = 1;
 		}
@@ -1442,7 +1584,6 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 			if (k == m)
 				break;
 		}
-		hs[k] = 0;
 		hb[k] = total;
 		total += hc[k];
 	}
@@ -1453,7 +1594,7 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 		return td_fail(TD_ENOMEM, "gpu: search batch");
 	for (size_t i = 0; i < n; i++) {
 		int gpu = k < m && map[k] == i && !hs[k];
-		if (k < m && map[k] == i)
+		while (k < m && map[k] == i)
 			k++;
 		if (!gpu)
 			cpu[nc++] = i;

@@ -108,6 +108,13 @@ typedef struct td_gpu_opts {
 	                             than 16 warps an SM takes it only when
 	                             they average 512 bytes or more. 0 = 4 MiB;
 	                             UINT64_MAX = never (each round downloads) */
+	uint32_t qpart;           /* a count or search whose scope holds more
+	                             than this many root symbols (a large
+	                             file, or a directory's files) is cut into
+	                             parts of about this many, each walked by a
+	                             warp of its own, so no request is much
+	                             longer than the others; 0 = 2048;
+	                             UINT32_MAX = never cut */
 	int seek_index;           /* 0 (default): keep the byte offset of every
 	                             root symbol on the device (8 bytes a root
 	                             symbol, when that fits beside the rest), so

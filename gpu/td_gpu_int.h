@@ -80,12 +80,26 @@ typedef struct td_gx_res {
 
 /* One count/search request as the kernels read it: the query word is
  * qwords[woff, woff+wlen) (0 < wlen <= TD_MAXTOK) and scope < nentries
- * (the host sends everything else to the CPU engine). */
+ * (the host sends everything else to the CPU engine). A long request is
+ * sent as several parts, one warp each (td_gpu.c): `part` says which
+ * share of the scope this one walks. The parts' counts add up to the
+ * request's, and their hit lists, in part order, are its hit list. */
 typedef struct td_gq_req {
 	uint64_t woff;
 	uint32_t wlen;
 	uint32_t scope;
+	uint32_t part;               /* TD_GQ_WHOLE, TD_GQ_FILES, TD_GQ_SLICE */
+	uint32_t pad_;
+	uint64_t a, b;               /* the part's range, see below */
 } td_gq_req;
+
+/* td_gq_req.part: the whole scope; files dfs_files[a, b) of directory
+ * `scope` (inside its range); root symbols [a, b) of regular file `scope`,
+ * where a is the file's first root symbol or a multiple of
+ * 2^sample_shift (its file offset is ROOT_SAMPLES' less E_GSTART's). */
+#define TD_GQ_WHOLE 0u
+#define TD_GQ_FILES 1u
+#define TD_GQ_SLICE 2u
 
 /* Count result meaning "the word is not in the dictionary": the host asks
  * the CPU engine (which decides between 0 and TD_ENOTWORD). */

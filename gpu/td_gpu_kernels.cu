@@ -1215,12 +1215,10 @@ TD_HD uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint
 	return n;
 }
 
-/* Whole warp: occurrences in one file's text (lanes split its root range). */
-TD_HD uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, bool &bad)
+/* Whole warp: occurrences in root symbols [rlo, rhi) (lanes split them). */
+TD_HD uint64_t td_warp_range_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, uint32_t lane,
+				       bool &bad)
 {
-	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
-	if (rhi > d.root_syms.n || rlo > rhi)
-		bad = true;
 	uint64_t n = 0;
 	if (!bad)
 		for (uint64_t k = rlo + lane; k < rhi; k += 32)
@@ -1228,18 +1226,16 @@ TD_HD uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t
 	return td_warp_sum(n);
 }
 
-/* Whole warp: write one file's hits at out, in offset order. Returns the
- * number written (same on every lane). */
-TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, td_hit *out,
-				      bool &bad)
+/* Whole warp: write the hits of file e in its root symbols [rlo, rhi),
+ * whose first byte is at file offset pos, at out, in offset order. Returns
+ * the number written (same on every lane). */
+TD_HD uint64_t td_warp_range_fill(const td_gdev &d, td_q q, uint32_t e, uint64_t rlo, uint64_t rhi, uint64_t pos,
+				      uint32_t lane, td_hit *out, bool &bad)
 {
-	uint64_t rlo = td_pgets(d.e_root, e, bad), rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
-	if (rhi > d.root_syms.n || rlo > rhi)
-		bad = true;
 	if (td_any(bad))
 		return 0;
 	q.e = e;
-	uint64_t pos = 0, n = 0;
+	uint64_t n = 0;
 	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
 		uint64_t k = k0 + lane;
 		uint64_t s = 0, l = 0, c = 0;
@@ -1255,6 +1251,57 @@ TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t 
 		n += td_shfl(ci, 31);
 	}
 	return n;
+}
+
+/* File e's root range [*rlo, *rhi), checked against the root sequence. */
+TD_HD void td_file_roots(const td_gdev &d, uint32_t e, uint64_t *rlo, uint64_t *rhi, bool &bad)
+{
+	*rlo = td_pgets(d.e_root, e, bad);
+	*rhi = td_pgets(d.e_root, (uint64_t)e + 1, bad);
+	if (*rhi > d.root_syms.n || *rlo > *rhi)
+		bad = true;
+}
+
+/* Whole warp: occurrences in one file's text (lanes split its root range). */
+TD_HD uint64_t td_warp_file_count(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, bool &bad)
+{
+	uint64_t rlo, rhi;
+	td_file_roots(d, e, &rlo, &rhi, bad);
+	return td_warp_range_count(d, q, rlo, rhi, lane, bad);
+}
+
+/* Whole warp: write one file's hits at out, in offset order. Returns the
+ * number written (same on every lane). */
+TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t lane, td_hit *out,
+				      bool &bad)
+{
+	uint64_t rlo, rhi;
+	td_file_roots(d, e, &rlo, &rhi, bad);
+	return td_warp_range_fill(d, q, e, rlo, rhi, 0, lane, out, bad);
+}
+
+/* Whole warp: count (out == NULL) or fill the hits of root symbols [a, b)
+ * of regular file e (a part of a long request, td_gq_req.part 2): a is the
+ * file's first root symbol or a multiple of 2^sample_shift, whose file
+ * offset ROOT_SAMPLES and E_GSTART give. */
+TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64_t a, uint64_t b, uint32_t lane,
+				 td_hit *out, bool &bad)
+{
+	uint64_t rlo, rhi, pos = 0;
+	td_file_roots(d, e, &rlo, &rhi, bad);
+	if (a < rlo || a > b || b > rhi || (a != rlo && (a & ((UINT64_C(1) << d.sample_shift) - 1))))
+		bad = true;
+	if (!bad && a != rlo) {
+		uint64_t g0 = td_pgets(d.e_gstart, e, bad), ga = td_pgets(d.root_samples, a >> d.sample_shift, bad);
+		if (ga < g0)
+			bad = true;
+		pos = ga - g0;
+	}
+	if (td_any(bad))
+		return 0;
+	if (out)
+		return td_warp_range_fill(d, q, e, a, b, pos, lane, out, bad);
+	return td_warp_range_count(d, q, a, b, lane, bad);
 }
 
 /* One lane: occurrences in a small file, serially. */
@@ -1281,13 +1328,18 @@ TD_HD void td_lane_file_fill(const td_gdev &d, const td_q &q, uint64_t rlo, uint
  * a directory scope; larger ones by the whole warp. */
 #define TD_SMALL_ROOT 64u
 
-/* Whole warp: count (out == NULL) or fill the hits of a directory subtree:
- * its regular files, in td_search's depth-first order, are one contiguous
- * range of dfs_files. Lanes take a file each; files with many root
- * elements are done by the whole warp. */
-TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t lane, td_hit *out, bool &bad)
+/* Whole warp: count (out == NULL) or fill the hits of files dfs_files[a, b)
+ * (a directory subtree's regular files, in td_search's depth-first order,
+ * are one contiguous range of dfs_files). Lanes take a file each; files
+ * with many root elements are done by the whole warp. */
+TD_HD uint64_t td_warp_files(const td_gdev &d, td_q q, uint64_t a, uint64_t b, uint32_t lane, td_hit *out,
+				 bool &bad)
 {
-	uint64_t a = d.sub[2 * (uint64_t)scope], b = d.sub[2 * (uint64_t)scope + 1], total = 0;
+	uint64_t total = 0;
+	if (a > b || b > d.nentries) {
+		bad = true;
+		return 0;
+	}
 	for (uint64_t i0 = a; i0 < b; i0 += 32) {
 		uint64_t i = i0 + lane;
 		bool has = i < b, big = false;
@@ -1331,6 +1383,12 @@ TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t la
 	return total;
 }
 
+/* Whole warp: count (out == NULL) or fill the hits of a directory subtree. */
+TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t lane, td_hit *out, bool &bad)
+{
+	return td_warp_files(d, q, d.sub[2 * (uint64_t)scope], d.sub[2 * (uint64_t)scope + 1], lane, out, bad);
+}
+
 /* One warp per request: look the word up, then count (out == NULL) or fill
  * its hits in the request's scope. */
 TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
@@ -1349,6 +1407,21 @@ TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_g
 	q.bit = td_wbit(q.w);
 	q.e = r.scope;
 	uint32_t mode = (uint32_t)td_pget(d.e_mode, r.scope);
+	if (r.part == TD_GQ_FILES) { /* a part of a directory scope */
+		if ((mode & TD_S_IFMT) != TD_S_IFDIR || r.a < d.sub[2 * (uint64_t)r.scope] ||
+		    r.b > d.sub[2 * (uint64_t)r.scope + 1]) {
+			bad = true;
+			return 0;
+		}
+		return td_warp_files(d, q, r.a, r.b, lane, out, bad);
+	}
+	if (r.part == TD_GQ_SLICE) { /* a part of a file's root */
+		if ((mode & TD_S_IFMT) != TD_S_IFREG) {
+			bad = true;
+			return 0;
+		}
+		return td_warp_slice(d, q, r.scope, r.a, r.b, lane, out, bad);
+	}
 	if ((mode & TD_S_IFMT) == TD_S_IFREG) {
 		if (out)
 			return td_warp_file_fill(d, q, r.scope, lane, out, bad);

@@ -14,6 +14,7 @@ void td_gpu_opts_default(td_gpu_opts *o)
 	o->xcoop = 1024;
 	o->piece_bytes = UINT64_C(32) << 20;
 	o->devices = TD_GPU_DEVICES_ALL;
+	o->qpart = 2048;
 }
 
 int td_gpu_device_count(void)

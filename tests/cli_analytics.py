@@ -160,7 +160,8 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
                 want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in c.hits(q, s))
             same(label + " search %r" % q[:40], ["search", arch, q] + p, want)
         if not s or c.kind.get(s) == "d":
-            for q in words_here[:2] + phr[:3] + phr[-2:] + cutp[:6]:
+            # top words, a random one and an absent one (td_word_file_counts), phrases, long words, cuts
+            for q in words_here[:2] + words_here[-1:] + [b"zzqqxxw"] + phr[:3] + phr[-2:] + cutp[:6]:
                 same(label + " files %r" % q[:40], ["files", arch, q] + p,
                      oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
             same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,

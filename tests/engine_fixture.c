@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "td_build.h"
 #include "td_writer.h"
 
 #ifndef TDT_TESTS_DIR
@@ -139,6 +141,59 @@ td_archive *tdt_open(const char *name, unsigned flags)
 	cr_assert_eq(err, TD_OK, "open %s: %s (%s)", name, td_strerror(err), td_errdetail());
 	cr_assert_not_null(a);
 	return a;
+}
+
+typedef struct tdt_thread {
+	pthread_barrier_t *go;
+	void (*fn)(void *);
+	void *job;
+} tdt_thread;
+
+static void *tdt_thread_main(void *arg)
+{
+	tdt_thread *t = arg;
+	pthread_barrier_wait(t->go);
+	t->fn(t->job);
+	return NULL;
+}
+
+void tdt_threads(unsigned n, void (*fn)(void *job), void *jobs, size_t size)
+{
+	pthread_barrier_t go;
+	pthread_t *tid = calloc(n, sizeof *tid);
+	tdt_thread *t = calloc(n, sizeof *t);
+	cr_assert(tid && t && n > 0);
+	pthread_barrier_init(&go, NULL, n);
+	for (unsigned i = 0; i < n; i++) {
+		t[i] = (tdt_thread){ &go, fn, (char *)jobs + i * size };
+		cr_assert_eq(pthread_create(&tid[i], NULL, tdt_thread_main, &t[i]), 0);
+	}
+	for (unsigned i = 0; i < n; i++)
+		pthread_join(tid[i], NULL);
+	pthread_barrier_destroy(&go);
+	free(tid);
+	free(t);
+}
+
+struct td_build *tdt_build_new(uint64_t shard_size)
+{
+	td_build_opts o;
+	td_build_opts_init(&o);
+	o.shard_size = shard_size;
+	o.jobs = 2;
+	o.build_time = 1700000000;
+	o.tmp_dir = tdt_path("");
+	td_build *b;
+	cr_assert_eq(td_build_new(&o, &b), TD_OK, "%s", td_errdetail());
+	return b;
+}
+
+void tdt_build_finish(struct td_build *b, const char *out)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s.%d", out, (int)getpid());
+	cr_assert_eq(td_build_finish(b, tmp), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(rename(tmp, out), 0);
 }
 
 /* ---- the td_writer archive: same tree, other order, streamed ---- */

@@ -57,6 +57,19 @@ uint64_t tdt_rand(uint64_t *state);
 /* Open an archive in the fixture directory; aborts the test on failure. */
 td_archive *tdt_open(const char *name, unsigned flags);
 
+/* A format 5 builder (td_build) with shards of shard_size bytes, 2 jobs,
+ * a fixed build time and its temporary files in the fixture directory;
+ * tdt_build_finish writes it to `out` (through a temporary name, then
+ * rename, so concurrent test processes see it whole or not at all).
+ * Both abort the test on failure. */
+/* Run fn(jobs + i * size) for i < n on n threads released together (a
+ * barrier), and join them. Aborts the test when a thread cannot start. */
+void tdt_threads(unsigned n, void (*fn)(void *job), void *jobs, size_t size);
+
+struct td_build;
+struct td_build *tdt_build_new(uint64_t shard_size);
+void tdt_build_finish(struct td_build *b, const char *out);
+
 /* Oracle answers (tests/oracle.py queries). Strings are NUL-terminated; the
  * root directory is "". */
 typedef struct tdt_entry {

@@ -1,6 +1,5 @@
 /* engine_ready: format 5 shards opened and checked on first touch: concurrent first reads, a background checksum pass, a damaged shard. */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +50,7 @@ static const char *archive(void)
 	struct stat st;
 	if (stat(out, &st) == 0)
 		return out;
-	td_build_opts o;
-	td_build_opts_init(&o);
-	o.shard_size = 32 << 10;
-	o.jobs = 2;
-	o.build_time = 1700000000;
-	o.tmp_dir = tdt_path("");
-	td_build *b;
-	cr_assert_eq(td_build_new(&o, &b), TD_OK, "%s", td_errdetail());
+	td_build *b = tdt_build_new(32 << 10);
 	for (unsigned d = 0; d < NDIRS; d++) {
 		char p[32];
 		snprintf(p, sizeof p, "d%u", d);
@@ -72,10 +64,7 @@ static const char *archive(void)
 		cr_assert_eq(td_build_add_file(b, p, 0644, 1700000000, 0, t, n), TD_OK, "%s", td_errdetail());
 		free(t);
 	}
-	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.%d", out, (int)getpid());
-	cr_assert_eq(td_build_finish(b, tmp), TD_OK, "%s", td_errdetail());
-	cr_assert_eq(rename(tmp, out), 0);
+	tdt_build_finish(b, out);
 	return out;
 }
 
@@ -101,16 +90,14 @@ static int read_file(td_archive *a, unsigned i, int *same)
 
 typedef struct job {
 	td_archive *a;
-	pthread_barrier_t *go;
 	unsigned first, t; /* files first .. first + 3 */
 	int sums;          /* thread 0: the checksum pass beside the readers */
 	int bad;
 } job;
 
-static void *reader(void *arg)
+static void reader(void *arg)
 {
 	job *j = arg;
-	pthread_barrier_wait(j->go);
 	if (j->sums && td_archive_check_sums(j->a, 1, NULL) != TD_OK)
 		j->bad++;
 	for (unsigned k = 0; k < 4; k++) {
@@ -118,7 +105,6 @@ static void *reader(void *arg)
 		if (read_file(j->a, j->first + (j->t + k) % 4, &same) != TD_OK || !same)
 			j->bad++;
 	}
-	return NULL;
 }
 
 /* Eight threads released together read four neighbouring files (one or
@@ -130,20 +116,13 @@ Test(ready, concurrent_first_reads)
 	for (unsigned round = 0; round < 24; round++) {
 		td_archive *a;
 		cr_assert_eq(td_archive_open(arc, 0, &a), TD_OK, "%s", td_errdetail());
-		pthread_barrier_t go;
-		pthread_barrier_init(&go, NULL, NTHREADS);
-		pthread_t tid[NTHREADS];
 		job jobs[NTHREADS];
 		unsigned first = (round * 7) % (NFILES - 4);
-		for (unsigned t = 0; t < NTHREADS; t++) {
-			jobs[t] = (job){ a, &go, first, t, t == 0 && round % 2, 0 };
-			cr_assert_eq(pthread_create(&tid[t], NULL, reader, &jobs[t]), 0);
-		}
-		for (unsigned t = 0; t < NTHREADS; t++) {
-			pthread_join(tid[t], NULL);
+		for (unsigned t = 0; t < NTHREADS; t++)
+			jobs[t] = (job){ a, first, t, t == 0 && round % 2, 0 };
+		tdt_threads(NTHREADS, reader, jobs, sizeof *jobs);
+		for (unsigned t = 0; t < NTHREADS; t++)
 			cr_assert_eq(jobs[t].bad, 0, "round %u thread %u: %d bad reads", round, t, jobs[t].bad);
-		}
-		pthread_barrier_destroy(&go);
 		td_archive_close(a);
 	}
 }

@@ -469,6 +469,8 @@ static int run_archive(const char *path, size_t maxbatch)
 		const int mode = modes[mi];
 		td_gpu_opts o;
 		td_gpu_opts_default(&o);
+		if (mode == 0)
+			o.qpart = 64; /* long counts and searches cut into many parts */
 		if (mode == 1)
 			o.mem_cap = 1; /* forces the CPU fallback */
 		if (mode == 3)

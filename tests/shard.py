@@ -6,7 +6,8 @@ that must be cut between shards) with 64 KiB shards, and for the real spam
 (1 MiB shards) and gcide (4 MiB: its 40 MB file over about ten shards)
 corpora where they are present:
   - `-j 1` and `-j 4` write byte-identical archives; `tadoc info` lists the
-    shards and `tadoc verify` passes;
+    shards and `tadoc verify` passes; one large shard whose grammar rounds
+    run on the idle workers' cores (-j 3, -j 7) equals -j 1's;
   - `tadoc unpack` then `diff -r` equals the original, and so does a real
     mount (tadocfs);
   - random `tadoc extract` ranges, many crossing shard cuts, equal the
@@ -209,6 +210,53 @@ def gen_corpus(root, nbytes, rnd):
         n += len(text)
         i += 1
     return n
+
+
+def check_grammar_threads(work):
+    """One shard large enough (over a million tokens) for its grammar rounds
+    to borrow the idle workers' cores: -j 1 (no helper), -j 3 and -j 7 write
+    the same bytes, and the archive unpacks to the original. Repeated
+    phrases make many rounds (some rewriting most of the sequence), runs of
+    one word test the run edges where the sequence is split."""
+    src = os.path.join(work, "oneshard")
+    rnd = random.Random(11)
+    phrases = [" ".join("p%d" % rnd.randrange(3000) for _ in range(rnd.randrange(2, 9))) for _ in range(4000)]
+    for i in range(10):
+        d = os.path.join(src, "d%d" % (i % 3))
+        os.makedirs(d, exist_ok=True)
+        parts = []
+        for _ in range(40000):
+            r = rnd.random()
+            if r < 0.6:
+                parts.append(rnd.choice(phrases))
+            elif r < 0.9:
+                parts.append("w%d" % rnd.randrange(50000))
+            else:
+                parts.append(" ".join(["aa"] * rnd.randrange(1, 40)))
+        with open(os.path.join(d, "f%d.txt" % i), "w") as f:
+            f.write("\n".join(parts))
+    arcs = []
+    for j in (1, 3, 7):
+        a = os.path.join(work, "oneshard-j%d.tadoc" % j)
+        compress(src, a, "-j", j, "--shard-size", "64M")
+        arcs.append(a)
+    with open(arcs[0], "rb") as f:
+        first = f.read()
+    for a in arcs[1:]:
+        with open(a, "rb") as f:
+            check(f.read() == first, "grammar threads: %s differs from -j 1's archive" % os.path.basename(a))
+    out = os.path.join(work, "u-oneshard")
+    r = tadoc("unpack", arcs[0], out)
+    check(r.returncode == 0, "grammar threads: unpack: %s" % r.stderr)
+    r = subprocess.run(["diff", "-r", src, out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    check(r.returncode == 0, "grammar threads: unpack differs: %s" % r.stdout[:500])
+    log("grammar threads: one %.1f MB shard, -j 1, 3, 7 identical, unpack identical" %
+        (sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(src) for f in fs) / 1e6))
+    for p in arcs + [src, out]:
+        if os.path.isdir(p):
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            os.unlink(p)
 
 
 def check_memory(work):
@@ -632,6 +680,7 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "gen_adversarial.py"), adv], check=True)
         gen_big(adv, random.Random(7))
         check_tree(adv, 64 << 10, work, "adversarial")
+        check_grammar_threads(work)
         check_add(work)
         check_compact(work)
         check_add_kill(work)

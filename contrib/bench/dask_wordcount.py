@@ -170,6 +170,8 @@ def main():
     ap.add_argument("corpora", nargs="+", metavar="CORPUS_DIR")
     ap.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--warm", type=int, default=1,
+                    help="untimed runs of each job first (default 1; 0 where the page cache is known warm)")
     ap.add_argument("--word", default="the")
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--archives", default=os.path.join(REPO, "build", "bench-dask"),
@@ -225,7 +227,8 @@ def main():
                                                                                       merge_counters).compute())))
             base = {}
             for kind, label, fn in jobs:
-                fn()  # warm: page cache, worker imports, opened archives
+                for _ in range(a.warm):
+                    fn()  # warm: page cache, worker imports, opened archives
                 secs, out = timed(fn, a.runs)
                 if kind not in base:
                     base[kind] = (secs, out)
@@ -240,15 +243,19 @@ def main():
     total = sum(sizes)
     nfiles = sum(len(f) for f in files_by)
     arch_bytes = sum(os.path.getsize(x) for x in archives)
-    commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True).stdout.strip()
+    except OSError:  # no git where it runs (the GPU machine): $BENCH_COMMIT
+        commit = ""
     lines = []
     lines.append("## Run: %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), ", ".join(names)))
     lines.append("")
     lines.append("- machine: %s, %d cores, load average %s at the end" % (
         cpu_model(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
-    lines.append("- commit %s; dask %s, distributed %s; %d runs a job (median), warm page cache" % (
-        commit, dask.__version__, distributed.__version__, a.runs))
+    lines.append("- commit %s; Python %s, dask %s, distributed %s; %d run(s) a job (median) after %d untimed" % (
+        commit or os.environ.get("BENCH_COMMIT", "?"), platform.python_version(), dask.__version__,
+        distributed.__version__, a.runs, a.warm))
     lines.append("- input: %d corpora, %d files, %.1f MB of text; archives %.1f MB (`tadoc compress %s`)" % (
         len(names), nfiles, total / 1e6, arch_bytes / 1e6, a.compress_opts or "(defaults)"))
     lines.append("- count word: `%s`; every answer equal to the plain-text job's: %s" % (

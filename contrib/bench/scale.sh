@@ -13,7 +13,8 @@
 # Environment: CARRY (default .carry: build/tadoc, build/tadocfs, lib/, extra/bin with
 # mksquashfs, xz, zstd and GNU time as gtime, extra/lib), JOBS (default: every core),
 # PIN (default 0,1: the cores of the two-core runs; empty skips them), WORK (default /tmp/scale),
-# STEPS (default "cores pinned mount add compact": which parts run; without "cores" the tree
+# STEPS (default "cores tar pinned mount add compact": which parts run; "tar" is the two
+# tar pipelines of the "cores" part; without "cores" the tree
 # already unpacked in WORK and its archive out/a.tadoc are reused).
 # Results: contrib/bench/results/compress.md ("Many cores").
 set -u
@@ -33,7 +34,7 @@ T() {
 }
 ratio() { printf '%-28s %13d bytes  ratio %.3f\n' "$1" $(stat -c %s "$2") "$(awk "BEGIN{print $in / $(stat -c %s "$2")}")"; }
 
-STEPS=" ${STEPS:-cores pinned mount add compact} "
+STEPS=" ${STEPS:-cores tar pinned mount add compact} "
 step() { [[ $STEPS == *" $1 "* ]]; }
 if step cores || [ ! -d $W/src ]; then
 	rm -rf $W; mkdir -p $W/src $W/out $W/mnt; cd $W
@@ -56,8 +57,10 @@ T "tadoc compress --format 5 -j$J" tadoc compress -q --format 5 -j $J -o out/a.t
 	tadoc compress -q --format 5 -j $J --gpu on -o out/g.tadoc src/$top
 [ -f out/g.tadoc ] && { cmp -s out/a.tadoc out/g.tadoc && echo "--gpu on == --gpu auto/off: identical" || echo "--gpu on DIFFERS"; }
 T "mksquashfs -comp zstd -processors $J" mksquashfs src/$top out/x.sqfs -comp zstd -processors $J -no-progress -quiet
-T "tar | zstd -19 -T0" bash -c "tar cf - -C src $top | zstd -19 -T0 -q > out/x.tar.zst"
-T "tar | xz -6 -T0" bash -c "tar cf - -C src $top | xz -6 -T0 > out/x.tar.xz"
+if step tar; then
+	T "tar | zstd -19 -T0" bash -c "tar cf - -C src $top | zstd -19 -T0 -q > out/x.tar.zst"
+	T "tar | xz -6 -T0" bash -c "tar cf - -C src $top | xz -6 -T0 > out/x.tar.xz"
+fi
 T "tadoc verify" tadoc verify out/a.tadoc
 fi
 

@@ -1,7 +1,7 @@
 /* td_bench: engine micro-benchmarks on one archive (open, random and sequential
  * extract, count and search), printed as key=value lines.
  *
- * Usage: td_bench [-a] [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
+ * Usage: td_bench [-a] [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-r] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE
  *
  *   -m MIB              the archive's cache budget (td_archive_set_cache;
  *                       default the engine's, TD_RCACHE_DEFAULT)
@@ -17,6 +17,10 @@
  *   rand64_ops_per_s    td_extract of 64 B, one core, random file weighted
  *                       by size and random offset within it
  *   rand4k_ops_per_s    the same for 4 KiB
+ *   rand64c_ops_per_s,  the same through one td_cursor (what a mount's
+ *   rand4kc_ops_per_s   worker thread reads with)
+ *   -r                  the random reads before the sequential pass, on
+ *                       the freshly opened archive (caches empty)
  *   batch4k_ops_per_s   td_extract_batch of BATCH 4 KiB requests, THREADS
  *   seq_MB_per_s        every file read with a td_cursor in 1 MiB chunks:
  *                       the first pass over the freshly opened archive
@@ -28,6 +32,8 @@
  *                       rule cache filled by the passes before)
  *   count_us.W          td_count(W, whole corpus), median (us)
  *   search_us.W         td_search(W, whole corpus), median (us), with hits
+ *   count_file_us.W,    td_count / td_search(W, one file) for every file,
+ *   search_file_us.W    one thread, mean per call (us)
  *   count_batch_us      td_count_batch of all words x every file scope
  */
 #include <inttypes.h>
@@ -169,7 +175,10 @@ static void tb_open_times(const char *path)
 	free(v);
 }
 
-static void tb_random(const td_archive *a, const struct tb_files *f, size_t len, double secs, const char *key)
+/* Random reads of len bytes for secs: through td_extract, or with cur
+ * through that one cursor (as a mount's worker thread reads). */
+static void tb_random(const td_archive *a, td_cursor *cur, const struct tb_files *f, size_t len, double secs,
+		      const char *key)
 {
 	char *buf = malloc(len);
 	if (!buf)
@@ -182,7 +191,7 @@ static void tb_random(const td_archive *a, const struct tb_files *f, size_t len,
 			uint64_t off;
 			size_t got;
 			tb_pick(f, &rng, len, &e, &off);
-			int err = td_extract(a, e, off, buf, len, &got);
+			int err = cur ? td_cursor_read(cur, e, off, buf, len, &got) : td_extract(a, e, off, buf, len, &got);
 			if (err)
 				tb_die("extract", err);
 			bytes += got;
@@ -306,6 +315,26 @@ static void tb_queries(const td_archive *a, const struct tb_files *f, char **wor
 			td_hits_free(&h);
 		}
 		printf("search_hits.%s=%zu\nsearch_us.%s=%.1f\n", words[w], hits, words[w], tb_median(v, 5));
+		/* every file on its own, one call each */
+		double t0 = tb_now();
+		for (size_t i = 0; i < f->n; i++) {
+			int err = td_count(a, words[w], len, f->e[i], &count);
+			if (err)
+				tb_die("count", err);
+		}
+		double t1 = tb_now();
+		hits = 0;
+		for (size_t i = 0; i < f->n; i++) {
+			td_hits h = { 0 };
+			int err = td_search(a, words[w], len, f->e[i], &h);
+			if (err)
+				tb_die("search", err);
+			hits += h.n;
+			td_hits_free(&h);
+		}
+		double t2 = tb_now();
+		printf("count_file_us.%s=%.2f\nsearch_file_hits.%s=%zu\nsearch_file_us.%s=%.2f\n", words[w],
+		       f->n ? (t1 - t0) * 1e6 / f->n : 0, words[w], hits, words[w], f->n ? (t2 - t1) * 1e6 / f->n : 0);
 	}
 	/* Per-file counts of every word, batched. */
 	size_t n = nw * f->n;
@@ -382,7 +411,7 @@ static void tb_decoders(const char *path, long long budget_mib, const struct tb_
 
 static void tb_usage(FILE *out)
 {
-	fprintf(out, "usage: td_bench [-a] [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
+	fprintf(out, "usage: td_bench [-a] [-c] [-D ROUNDS] [-d SECONDS] [-m MIB] [-p PASSES] [-r] [-t THREADS] [-n BATCH] [-w WORD[,WORD...]] ARCHIVE\n"
 		     "Engine benchmarks: open time, random 64 B / 4 KiB extract on one core,\n"
 		     "batched extract on THREADS threads (0 = all cores), sequential cursor\n"
 		     "reads of every file, count/search of the given words. key=value output.\n"
@@ -390,6 +419,7 @@ static void tb_usage(FILE *out)
 		     "    (td_archive_will_read, as tadoc unpack does).\n"
 		     "-c: one-thread figures in process CPU time (batches stay wall time).\n"
 		     "-p: sequential passes (default 1); the later ones are reported warm.\n"
+		     "-r: the random reads first, on the freshly opened archive.\n"
 		     "-m: the archive's cache budget in MiB (decoded tables and rule cache).\n"
 		     "-D: ROUNDS first passes over fresh opens with each decoder of coded\n"
 		     "    sequences (portable, vector), alternating; the medians.\n");
@@ -401,16 +431,18 @@ int main(int argc, char **argv)
 	unsigned nthreads = 0, passes = 1;
 	long long budget_mib = -1;
 	unsigned drounds = 0;
+	int random_first = 0;
 	size_t batch = 100000;
 	char *wordlist = NULL;
 	int c;
-	while ((c = getopt(argc, argv, "acD:d:m:p:t:n:w:h")) != -1) {
+	while ((c = getopt(argc, argv, "acD:d:m:p:rt:n:w:h")) != -1) {
 		switch (c) {
 		case 'a': tb_hint = 1; break;
 		case 'c': tb_clock = CLOCK_PROCESS_CPUTIME_ID; break;
 		case 'D': drounds = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'd': secs = strtod(optarg, NULL); break;
 		case 'm': budget_mib = strtoll(optarg, NULL, 10); break;
+		case 'r': random_first = 1; break;
 		case 'p': passes = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 't': nthreads = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'n': batch = (size_t)strtoull(optarg, NULL, 10); break;
@@ -436,9 +468,18 @@ int main(int argc, char **argv)
 	tb_collect(a, &f);
 	printf("files=%zu\nbytes=%" PRIu64 "\n", f.n, f.total);
 	if (f.n > 0) {
-		tb_sequential(a, &f, passes);
-		tb_random(a, &f, 64, secs, "rand64");
-		tb_random(a, &f, 4096, secs, "rand4k");
+		if (!random_first)
+			tb_sequential(a, &f, passes);
+		td_cursor *cur = td_cursor_new(a);
+		if (!cur)
+			tb_die("cursor", TD_ENOMEM);
+		tb_random(a, NULL, &f, 64, secs, "rand64");
+		tb_random(a, cur, &f, 64, secs, "rand64c");
+		tb_random(a, NULL, &f, 4096, secs, "rand4k");
+		tb_random(a, cur, &f, 4096, secs, "rand4kc");
+		td_cursor_free(cur);
+		if (random_first)
+			tb_sequential(a, &f, passes);
 		if (batch > 0)
 			tb_batch(a, &f, batch, nthreads);
 	}

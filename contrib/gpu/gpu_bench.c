@@ -976,40 +976,64 @@ static void bench_multi(bench *b, const char *base, FILE *md)
 		fprintf(md, "| %s | %u | CPU, %ld threads | | %.0f | %.0f | %.0f | | | | reference |\n", base,
 			nsh ? nsh : 1, cores, cpu[0], cpu[1], cpu[2]);
 	int ndev = td_gpu_device_count();
-	double one[3] = {0, 0, 0};
-	for (int nd = 1; nd <= ndev; nd *= 2) {
-		td_gpu_opts o;
-		td_gpu_opts_default(&o);
-		o.devices = nd >= 64 ? TD_GPU_DEVICES_ALL : (UINT64_C(1) << nd) - 1;
-		td_gpu *g = NULL;
-		int r = td_gpu_open(a, &o, &g);
-		if (r) {
-			fprintf(stderr, "%s: td_gpu_open on %d devices: %s (%s)\n", base, nd, td_strerror(r), td_errdetail());
-			break;
+	/* $TD_BENCH_QPARTS: the td_gpu_opts.qpart values to run, e.g.
+	 * "never,2048" (never: long requests walked whole, one warp each) */
+	uint32_t qparts[8] = {0};
+	unsigned nq = 1;
+	const char *qe = getenv("TD_BENCH_QPARTS");
+	if (qe && *qe) {
+		nq = 0;
+		for (const char *q = qe; *q && nq < 8;) {
+			qparts[nq++] = strncmp(q, "never", 5) == 0 ? UINT32_MAX : (uint32_t)strtoul(q, NULL, 10);
+			q = strchr(q, ',');
+			if (!q)
+				break;
+			q++;
 		}
-		uint32_t res = 0, units = 0;
-		unsigned used = 0;
-		td_gpu_residency(g, &res, &units, &used);
-		b->g = g;
-		double v[3];
-		for (int k = 0; k < 3; k++)
-			v[k] = measure(b, &t, ops[k], E_GPU);
-		if (nd == 1)
-			memcpy(one, v, sizeof one);
-		size_t bad = mref_diff(&ref, &t, xbytes);
-		printf("%s: %d device(s) (%u used, %u of %u units resident, %.2f s open): count %.0f, search %.0f, "
-		       "extract 64 B %.0f ops/s (x%.2f, x%.2f, x%.2f of one device); %s\n",
-		       base, nd, used, res, units, td_gpu_open_seconds(g), v[0], v[1], v[2], v[0] / one[0], v[1] / one[1],
-		       v[2] / one[2], bad ? "DIFFERENT from the CPU engine" : "equal to the CPU engine");
-		if (md)
-			fprintf(md, "| %s | %u | %s%s | %u of %u | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s |\n", base,
-				units, nd == 1 ? "1 x " : "", td_gpu_device_name(g), res, units, v[0], v[1], v[2], v[0] / one[0], v[1] / one[1],
-				v[2] / one[2], bad ? "**differ**" : "equal");
-		fflush(stdout);
-		b->g = NULL;
-		td_gpu_close(g);
-		if (!nsh)
-			break; /* one unit: one device */
+	}
+	for (unsigned qi = 0; qi < nq; qi++) {
+		double one[3] = {0, 0, 0};
+		char plabel[48];
+		if (qparts[qi] == UINT32_MAX)
+			snprintf(plabel, sizeof plabel, ", whole requests");
+		else
+			snprintf(plabel, sizeof plabel, ", parts of %u", qparts[qi] ? qparts[qi] : 2048u);
+		for (int nd = 1; nd <= ndev; nd *= 2) {
+			td_gpu_opts o;
+			td_gpu_opts_default(&o);
+			if (qparts[qi])
+				o.qpart = qparts[qi];
+			o.devices = nd >= 64 ? TD_GPU_DEVICES_ALL : (UINT64_C(1) << nd) - 1;
+			td_gpu *g = NULL;
+			int r = td_gpu_open(a, &o, &g);
+			if (r) {
+				fprintf(stderr, "%s: td_gpu_open on %d devices: %s (%s)\n", base, nd, td_strerror(r), td_errdetail());
+				break;
+			}
+			uint32_t res = 0, units = 0;
+			unsigned used = 0;
+			td_gpu_residency(g, &res, &units, &used);
+			b->g = g;
+			double v[3];
+			for (int k = 0; k < 3; k++)
+				v[k] = measure(b, &t, ops[k], E_GPU);
+			if (nd == 1)
+				memcpy(one, v, sizeof one);
+			size_t bad = mref_diff(&ref, &t, xbytes);
+			printf("%s: %d device(s)%s (%u used, %u of %u units resident, %.2f s open): count %.0f, search %.0f, "
+			       "extract 64 B %.0f ops/s (x%.2f, x%.2f, x%.2f of one device); %s\n",
+			       base, nd, plabel, used, res, units, td_gpu_open_seconds(g), v[0], v[1], v[2], v[0] / one[0],
+			       v[1] / one[1], v[2] / one[2], bad ? "DIFFERENT from the CPU engine" : "equal to the CPU engine");
+			if (md)
+				fprintf(md, "| %s | %u | %s%s%s | %u of %u | %.0f | %.0f | %.0f | %.2fx | %.2fx | %.2fx | %s |\n",
+					base, units, nd == 1 ? "1 x " : "", td_gpu_device_name(g), plabel, res, units, v[0], v[1], v[2], v[0] / one[0],
+					v[1] / one[1], v[2] / one[2], bad ? "**differ**" : "equal");
+			fflush(stdout);
+			b->g = NULL;
+			td_gpu_close(g);
+			if (!nsh)
+				break; /* one unit: one device */
+		}
 	}
 	mref_free(&ref);
 	free_batch(&t);

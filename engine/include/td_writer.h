@@ -65,6 +65,10 @@ typedef struct td_writer_opts {
 	 * worker). The archive bytes are the same either way; memory while
 	 * adding is the text itself instead of its tokens. */
 	int defer_tokenize;
+	/* Idle cores the grammar rounds may borrow (td_grammar_cores, an
+	 * engine-internal shape; td_build.h passes its workers' idle ones);
+	 * NULL = the finishing thread alone. The archive bytes are the same. */
+	const struct td_grammar_cores *grammar_cores;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
