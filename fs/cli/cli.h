@@ -82,7 +82,8 @@ int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts 
 /* Before reading any input: --memory (bo->memory, 0 = the default) must
  * hold one shard of bo->shard_size; otherwise print the usage error
  * (both numbers and what to change) and return TD_CLI_USAGE; TD_CLI_OK
- * otherwise. */
+ * otherwise, and when bo->shard_size is 0 (the archive's, not known yet:
+ * the builder checks it). */
 int td_cli_build_check(const char *cmd, const td_build_opts *bo);
 
 /* SOURCE_DATE_EPOCH (reproducible builds: the one time written into an

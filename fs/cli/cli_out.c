@@ -226,7 +226,7 @@ int64_t td_cli_source_date(void)
 int td_cli_build_check(const char *cmd, const td_build_opts *bo)
 {
 	uint64_t mem = bo->memory ? bo->memory : td_build_memory_default();
-	if (mem < td_build_memory_min(bo->shard_size))
+	if (bo->shard_size && mem < td_build_memory_min(bo->shard_size))
 		return td_cli_usage(cmd,
 				    "--memory %llu MiB is too small for shards of %llu MiB: one needs about %llu MiB "
 				    "(lower --shard-size or raise --memory)",

@@ -36,7 +36,8 @@ static const char add_help[] =
 	"Options:\n"
 	"      --to DIR          directory inside the archive to add below\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
-	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --shard-size SIZE text bytes per new shard (default: the size the\n"
+	"                        archive records, see 'tadoc info'; else 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
 "      --gpu auto|on|off index builds on the GPU: auto (default) when one is\n"
 	"                        usable, on (an error without one), off (CPU only);\n"
@@ -93,6 +94,7 @@ int td_cmd_add(int argc, char **argv)
 	};
 	td_build_opts bo;
 	td_build_opts_init(&bo);
+	bo.shard_size = 0; /* the archive's, unless --shard-size */
 	td_writer_opts wo;
 	memset(&wo, 0, sizeof wo);
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
