@@ -126,6 +126,7 @@ int td_cmd_add(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		return td_cli_usage(argv[0], argc - optind < 1 ? "missing ARCHIVE" : "no input files or directories");
+	td_cli_shard_size_of(argv[optind], &bo);
 	if (td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();

@@ -102,6 +102,7 @@ int td_cmd_compact(int argc, char **argv)
 	int first = optind;
 	if (argc - first != 1)
 		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	td_cli_shard_size_of(argv[first], &bo);
 	if (td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();
