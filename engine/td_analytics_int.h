@@ -52,6 +52,10 @@ int64_t td_counts_extra(td_counts *c, const uint8_t *w, size_t len);
  * *c over (freed and zeroed when they return). */
 int td_counts_top(const td_archive *a, td_counts *c, uint64_t n, td_word_fn fn, void *ctx);
 int td_counts_vector(const td_archive *a, td_counts *c, td_word_fn fn, void *ctx);
+/* td_fuzzy (one thread) of request `req` of a batch, its dictionary
+ * matches from find when not NULL (td_fuzzy_batch_given). */
+int td_fuzzy_given(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope,
+		   td_fuzzy_find_fn find, void *fctx, size_t req, td_fuzzy_fn fn, void *ctx);
 int td_counts_fuzzy(const td_archive *a, td_counts *c, const char *word, size_t len, unsigned k, unsigned nthreads,
 		    td_fuzzy_fn fn, void *ctx);
 

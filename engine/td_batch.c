@@ -1,8 +1,10 @@
 /* td_batch: the batched CPU forms of extract, count and search. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
+#include "td_analytics_int.h"
 #include "td_extract.h"
 #include "td_query.h"
 
@@ -55,6 +57,8 @@ static int parallel_for(size_t n, unsigned nthreads, void (*fn)(void *, size_t),
 typedef struct bctx {
 	const td_archive *a;
 	void *reqs;
+	td_fuzzy_find_fn find;
+	void *fctx;
 } bctx;
 
 static void do_extract(void *p, size_t i)
@@ -82,18 +86,86 @@ static void do_search(void *p, size_t i)
 
 int td_extract_batch(const td_archive *a, td_extract_req *reqs, size_t n, unsigned nthreads)
 {
-	bctx c = { a, reqs };
+	bctx c = { a, reqs, NULL, NULL };
 	return parallel_for(n, nthreads, do_extract, &c);
 }
 
 int td_count_batch(const td_archive *a, td_count_req *reqs, size_t n, unsigned nthreads)
 {
-	bctx c = { a, reqs };
+	bctx c = { a, reqs, NULL, NULL };
 	return parallel_for(n, nthreads, do_count, &c);
 }
 
 int td_search_batch(const td_archive *a, td_search_req *reqs, size_t n, unsigned nthreads)
 {
-	bctx c = { a, reqs };
+	bctx c = { a, reqs, NULL, NULL };
 	return parallel_for(n, nthreads, do_search, &c);
+}
+
+void td_fuzzy_req_free(td_fuzzy_req *r)
+{
+	if (!r)
+		return;
+	free(r->hits);
+	free(r->words);
+	r->hits = NULL;
+	r->words = NULL;
+	r->nhits = r->nbytes = 0;
+}
+
+/* Capacity of a buffer grown by td_fuzzy_req_add holding n items: 0, or the
+ * least power of two >= n and >= least. */
+static size_t fz_cap(size_t n, size_t least)
+{
+	if (!n)
+		return 0;
+	size_t c = least;
+	while (c < n)
+		c *= 2;
+	return c;
+}
+
+int td_fuzzy_req_add(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
+{
+	td_fuzzy_req *r = ctx;
+	if (r->nhits == fz_cap(r->nhits, 8)) {
+		td_fuzzy_hit *h = realloc(r->hits, fz_cap(r->nhits + 1, 8) * sizeof *h);
+		if (!h)
+			return TD_ENOMEM;
+		r->hits = h;
+	}
+	size_t need = r->nbytes + len;
+	if (need > fz_cap(r->nbytes, 64)) {
+		char *w = realloc(r->words, fz_cap(need, 64));
+		if (!w)
+			return TD_ENOMEM;
+		r->words = w;
+	}
+	if (len)
+		memcpy(r->words + r->nbytes, word, len);
+	r->hits[r->nhits++] = (td_fuzzy_hit){ r->nbytes, (uint32_t)len, dist, count };
+	r->nbytes = need;
+	return TD_OK;
+}
+
+static void do_fuzzy(void *p, size_t i)
+{
+	bctx *c = p;
+	td_fuzzy_req *r = &((td_fuzzy_req *)c->reqs)[i];
+	r->hits = NULL;
+	r->words = NULL;
+	r->nhits = r->nbytes = 0;
+	r->err = td_fuzzy_given(c->a, r->word, r->len, r->k, r->scope, c->find, c->fctx, i, td_fuzzy_req_add, r);
+}
+
+int td_fuzzy_batch_given(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsigned nthreads, td_fuzzy_find_fn find,
+			 void *fctx)
+{
+	bctx c = { a, reqs, find, fctx };
+	return parallel_for(n, nthreads, do_fuzzy, &c);
+}
+
+int td_fuzzy_batch(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsigned nthreads)
+{
+	return td_fuzzy_batch_given(a, reqs, n, nthreads, NULL, NULL);
 }

@@ -419,8 +419,16 @@ static int fcmp(const void *p, const void *q, void *ctx)
 	return c ? c : (ul > vl) - (ul < vl);
 }
 
+/* Where a query's dictionary matches come from: the tree, or find. */
+typedef struct fsource {
+	td_fuzzy_find_fn find; /* NULL: the tree */
+	void *fctx;
+	size_t req;
+	uint32_t shard;
+} fsource;
+
 static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, td_counts *given,
-		    unsigned nthreads, td_fuzzy_fn fn, void *ctx);
+		    unsigned nthreads, const fsource *src, td_fuzzy_fn fn, void *ctx);
 
 /* ---------- version 5: the shards' matches merged by word ---------- */
 
@@ -518,8 +526,9 @@ static int sm_rank_cmp(const void *p, const void *q)
 static int sg_finish(sgather *gp, int err, td_fuzzy_fn fn, void *ctx);
 
 static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope,
-		       unsigned nthreads, td_fuzzy_fn fn, void *ctx)
+		       unsigned nthreads, const fsource *given, td_fuzzy_fn fn, void *ctx)
 {
+	fsource src = given ? *given : (fsource){ NULL, NULL, 0, 0 };
 	if (!td_is_word(word, len))
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
 	if (k > TD_FUZZY_MAXK)
@@ -536,7 +545,9 @@ static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsign
 		return err;
 	if (n == 1) { /* held whole by one shard */
 		td_archive *s;
-		return (err = td_shard_sub(a, p[0].shard, &s)) ? err : td_fuzzy(s, word, len, k, p[0].local, nthreads, fn, ctx);
+		src.shard = p[0].shard;
+		return (err = td_shard_sub(a, p[0].shard, &s)) ? err
+							       : fuzzy_in(s, word, len, k, p[0].local, NULL, nthreads, &src, fn, ctx);
 	}
 	sgather g;
 	uint32_t *q = sg_init(&g, word, len, k);
@@ -545,8 +556,9 @@ static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsign
 	/* every shard's matches in its part of the scope, and the words cut in two */
 	for (uint64_t i = 0; i < n && !err; i++) {
 		td_archive *s;
+		src.shard = p[i].shard;
 		if (!(err = td_shard_sub(a, p[i].shard, &s)))
-			err = td_fuzzy(s, word, len, k, p[i].local, nthreads, sg_fuzzy_fn, &g);
+			err = fuzzy_in(s, word, len, k, p[i].local, NULL, nthreads, &src, sg_fuzzy_fn, &g);
 	}
 	if (!err && n > 1)
 		err = td_shard_cut_words(a, scope, sg_cut_fn, &g);
@@ -640,19 +652,28 @@ int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_e
 	     td_fuzzy_fn fn, void *ctx)
 {
 	if (td_sharded(a))
-		return shard_fuzzy(a, word, len, k, scope, nthreads, fn, ctx);
-	return fuzzy_in(a, word, len, k, scope, NULL, nthreads, fn, ctx);
+		return shard_fuzzy(a, word, len, k, scope, nthreads, NULL, fn, ctx);
+	return fuzzy_in(a, word, len, k, scope, NULL, nthreads, NULL, fn, ctx);
+}
+
+int td_fuzzy_given(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope,
+		   td_fuzzy_find_fn find, void *fctx, size_t req, td_fuzzy_fn fn, void *ctx)
+{
+	fsource src = { find, fctx, req, 0 };
+	if (td_sharded(a))
+		return shard_fuzzy(a, word, len, k, scope, 1, &src, fn, ctx);
+	return fuzzy_in(a, word, len, k, scope, NULL, 1, &src, fn, ctx);
 }
 
 int td_counts_fuzzy(const td_archive *a, td_counts *c, const char *word, size_t len, unsigned k, unsigned nthreads,
 		    td_fuzzy_fn fn, void *ctx)
 {
-	return fuzzy_in(a, word, len, k, TD_ROOT, c, nthreads, fn, ctx);
+	return fuzzy_in(a, word, len, k, TD_ROOT, c, nthreads, NULL, fn, ctx);
 }
 
 /* td_fuzzy over the scope's counts, or over *given (taken over: freed). */
 static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, td_counts *given,
-		    unsigned nthreads, td_fuzzy_fn fn, void *ctx)
+		    unsigned nthreads, const fsource *src, td_fuzzy_fn fn, void *ctx)
 {
 	td_counts c;
 	memset(&c, 0, sizeof c);
@@ -667,9 +688,21 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		err = td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
 	else if (scope >= a->meta.nentries)
 		err = td_fail(TD_EINVAL, "no entry %u", scope);
-	const ftree *t;
+	const ftree *t = NULL;
 	uint32_t *q = NULL;
-	if (!err && !(err = get_tree(a, &t)) && !(q = malloc((len + 1) * sizeof *q)))
+	td_fuzzy_found fd = { NULL, 0 };
+	int have_fd = 0;
+	if (!err && src && src->find) {
+		err = src->find(src->fctx, src->req, src->shard, &fd);
+		have_fd = !err;
+		if (err == TD_ENOGPU)
+			err = TD_OK;
+		if (have_fd && !(err = td_data_check(a)) && !td_words(a))
+			err = TD_ECORRUPT;
+	}
+	if (!err && !have_fd)
+		err = get_tree(a, &t);
+	if (!err && !(q = malloc((len + 1) * sizeof *q)))
 		err = TD_ENOMEM;
 	if (err) {
 		td_counts_free(&c);
@@ -689,7 +722,7 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		err = TD_ECORRUPT;
 	/* the tree, in parallel over the root's children for a large one */
 	unsigned nt = nthreads ? nthreads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (nt < 1 || a->W < 1000000 || k < 2)
+	if (nt < 1 || a->W < 1000000 || k < 2 || have_fd)
 		nt = 1;
 	if (nt > 64)
 		nt = 64;
@@ -697,7 +730,7 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 	pthread_t th[64];
 	int created[64] = { 0 };
 	unsigned started = 0;
-	for (unsigned i = 0; i < nt && !err; i++) {
+	for (unsigned i = 0; i < nt && !err && !have_fd; i++) {
 		jobs[i].ti = i;
 		jobs[i].nt = nt;
 		if ((err = fsearch_init(&jobs[i].s, t, q, m, k))) {
@@ -710,13 +743,23 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		if (nt > 1 && !created[i])
 			jobs[i].s.err = TD_ENOMEM;
 	}
-	if (!err && nt == 1)
+	if (!err && nt == 1 && !have_fd)
 		fthread(&jobs[0]);
 	for (unsigned i = 0; i < started; i++)
 		if (created[i])
 			pthread_join(th[i], NULL);
 	fsearch all;
 	memset(&all, 0, sizeof all);
+	for (size_t i = 0; i < fd.n && have_fd && !err; i++) {
+		uint32_t id = fd.v[i] >> 2, d = fd.v[i] & 3;
+		if (id >= a->W || d > k)
+			err = td_fail(TD_ECORRUPT, "fuzzy match: word %u of %llu at distance %u", id,
+				      (unsigned long long)a->W, d);
+		else
+			found(&all, id, d);
+		if (!err)
+			err = all.err;
+	}
 	for (unsigned i = 0; i < started; i++) {
 		if (jobs[i].s.err)
 			err = jobs[i].s.err;

@@ -36,6 +36,16 @@ typedef struct td_grammar {
 int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_depth,
 		     td_progress_fn progress, void *ctx, td_grammar *g);
 
+/* The finishing steps of td_grammar_build, for a builder that ran the
+ * rounds itself (td_writer_opts.grammar_rounds): seq[0..n) is the sequence
+ * after the last round, pairs[2k], pairs[2k + 1] the right-hand side of
+ * round rule k (id nterm + k, in creation order). Rules used once are
+ * inlined, unused ones dropped, the rest renumbered in creation order;
+ * fills *g as td_grammar_build does. Inputs are only read. Returns TD_OK
+ * or TD_ENOMEM (then *g is zeroed). */
+int td_grammar_finish(const uint32_t *seq, uint64_t n, uint32_t nterm, const uint32_t *pairs, uint64_t nrules,
+		      td_grammar *g);
+
 /* Free g's arrays and zero *g (g itself is the caller's). */
 void td_grammar_free(td_grammar *g);
 

@@ -983,8 +983,20 @@ out:
 static int fin_grammar(fin *f)
 {
 	td_writer *w = f->w;
-	int err = td_grammar_build(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
-				   w->o.progress_ctx, &f->g);
+	int err = TD_ENOGPU;
+	if (w->o.grammar_rounds) {
+		/* the rounds elsewhere (the GPU), the finishing steps here */
+		uint32_t *pairs = NULL;
+		uint64_t n = w->nseq, nrules = 0;
+		err = w->o.grammar_rounds(w->o.grammar_ctx, w->seq, &n, (uint32_t)f->T, w->o.max_depth, w->o.progress,
+					  w->o.progress_ctx, &pairs, &nrules);
+		if (err == TD_OK)
+			err = td_grammar_finish(w->seq, n, (uint32_t)f->T, pairs, nrules, &f->g);
+		free(pairs);
+	}
+	if (err == TD_ENOGPU)
+		err = td_grammar_build(w->seq, w->nseq, (uint32_t)f->T, w->o.max_depth, w->o.progress,
+				       w->o.progress_ctx, &f->g);
 	free(w->seq);
 	w->seq = NULL;
 	return err;

@@ -60,6 +60,7 @@ struct td_gpu {
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
 	td_gbuf map;                   /* plain host: packed index -> request */
+	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
 	/* blocks from td_gpu_host_alloc (pinned), under hlock */
 	pthread_mutex_t hlock;
 	td_gbuf *hblk;
@@ -105,6 +106,34 @@ int td_gpu_available(void)
 {
 	pthread_once(&td_avail_once, td_avail_probe);
 	return td_avail_cached;
+}
+
+int td_gpu_unit(td_gpu *g, td_gunit *u)
+{
+	if (!g || !g->resident || g->multi)
+		return 0;
+	u->a = g->a;
+	u->nwords = g->d.nwords;
+	u->device = g->o.device;
+	u->stream = g->st[0];
+	u->lock = &g->lock;
+	u->fz = &g->fz;
+	return 1;
+}
+
+td_gmulti *td_gpu_multi(td_gpu *g)
+{
+	return g && g->resident ? g->multi : NULL;
+}
+
+unsigned td_gpu_cpu_threads(const td_gpu *g)
+{
+	return g->o.cpu_threads;
+}
+
+const td_archive *td_gpu_archive(const td_gpu *g)
+{
+	return g->a;
 }
 
 int td_gpu_resident(const td_gpu *g)
@@ -719,6 +748,7 @@ void td_gpu_close(td_gpu *g)
 	td_gmulti_close(g->multi);
 	if (g->resident || g->dsec)
 		cudaSetDevice(g->o.device);
+	td_gfz_free(g->fz);
 	for (unsigned i = 0; i < g->nst; i++)
 		cudaStreamDestroy(g->st[i]);
 	for (unsigned i = 0; i < g->nev; i++)

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "td_analytics.h"
 #include "td_archive.h"
 #include "td_edit_batch.h"
 #include "td_extract.h"
@@ -212,6 +213,16 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n);
  * kernels cannot answer go to one td_search_batch() on the CPU. */
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
 
+/* Same contract and results as td_fuzzy_batch(). Each resident unit (the
+ * archive, or each resident shard) finds every query's dictionary words
+ * within its distance on its device, one warp per query and run of words
+ * of the right lengths; then each request is answered on opts.cpu_threads
+ * threads by td_fuzzy_batch_given with those matches (the scope's counts, long
+ * words, words cut between shards, order and errors are the engine's).
+ * Units not resident, or that cannot take the batch, are searched by the
+ * engine's tree. Returns TD_OK, TD_EINVAL, or TD_ENOMEM. */
+int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n);
+
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
  * medians of a few runs timed with device events, after a warm-up. */
@@ -250,9 +261,10 @@ typedef struct td_gpu_run {
  * CPU builder (unless ctx->strict). Built without CUDA: the CPU builder. */
 int td_gpu_build_indexes(void *ctx, const td_index_in *in, td_index_out *out);
 
-/* Make `opts` build indexes on the GPU when td_gpu_available() (the
- * shared builder below); otherwise leave it untouched. Returns 1 when the
- * GPU builder was set, else 0. Same as td_gpu_writer_use(opts, AUTO). */
+/* Make `opts` build indexes and grammar rounds on the GPU when
+ * td_gpu_available() (the shared builders below); otherwise leave it
+ * untouched. Returns 1 when the GPU builders were set, else 0. Same as
+ * td_gpu_writer_use(opts, AUTO). */
 int td_gpu_writer_opts(td_writer_opts *opts);
 
 /* The CLI's --gpu auto|on|off (tadoc compress, compact, add). */
@@ -265,10 +277,11 @@ typedef enum td_gpu_use {
 /* "auto", "on" or "off" into *use: 0, or -1 for any other string. */
 int td_gpu_use_parse(const char *s, td_gpu_use *use);
 
-/* Set `opts`' index builder for `use`: OFF leaves opts untouched (CPU),
- * AUTO sets td_gpu_build_indexes_shared when td_gpu_available() and
- * otherwise leaves opts untouched, ON sets it or returns TD_ENOGPU (detail
- * says why: built without CUDA, or no usable device). TD_OK otherwise. */
+/* Set `opts`' index builder and grammar rounds for `use`: OFF leaves opts
+ * untouched (CPU), AUTO sets td_gpu_build_indexes_shared and
+ * td_gpu_grammar_rounds_shared when td_gpu_available() and otherwise
+ * leaves opts untouched, ON sets them or returns TD_ENOGPU (detail says
+ * why: built without CUDA, or no usable device). TD_OK otherwise. */
 int td_gpu_writer_use(td_writer_opts *opts, td_gpu_use use);
 
 /* A td_index_fn for writers that may run on many threads at once (the
@@ -282,7 +295,37 @@ int td_gpu_build_indexes_shared(void *ctx, const td_index_in *in, td_index_out *
  * GPU and on the CPU so far (either pointer may be NULL). Thread-safe. */
 void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu);
 
-/* ---- digram counts (the grammar's rounds; not used by the writer yet) ---- */
+/* ---- grammar rounds (td_writer.h's td_grammar_rounds_fn) ---- */
+
+/* The grammar's rounds on the GPU, a td_grammar_rounds_fn for
+ * td_writer_opts.grammar_rounds: the same rules in the same order and the
+ * same final sequence as the CPU builder's rounds (so the archive is the
+ * same bytes), each round counting every digram afresh, picking the hot
+ * ones and replacing them by sorts, prefix sums and per-position kernels
+ * (gpu/td_gpu_grammar.cu). ctx is NULL (device 0) or a td_gpu_run
+ * (ran_on_gpu set on success). Declines with TD_ENOGPU, seq untouched,
+ * without a usable device, when the sequence's arrays (about 60 bytes a
+ * symbol) do not fit in free device memory, or on a CUDA error before the
+ * result is copied back (TD_EIO after). TD_ENOMEM (host), TD_ELIMIT as the
+ * CPU builder. Built without CUDA: TD_ENOGPU. Thread-safe, but calls only
+ * queue on the device: td_gpu_grammar_rounds_shared runs one at a time. */
+int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
+
+/* A td_grammar_rounds_fn for writers on many threads (the shards of
+ * td_build.h): one GPU build at a time, shared with
+ * td_gpu_build_indexes_shared (one lock), runs td_gpu_grammar_rounds; a
+ * call that finds the GPU busy declines (TD_ENOGPU), so the writer runs the
+ * CPU rounds on its own thread. Same bytes either way. ctx: ignored.
+ * Thread-safe. */
+int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+				 td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
+
+/* How many td_gpu_grammar_rounds_shared calls in this process ran on the
+ * GPU and were left to the CPU so far (either pointer may be NULL). */
+void td_gpu_grammar_counts(uint64_t *on_gpu, uint64_t *on_cpu);
+
+/* ---- digram counts (the first step of a grammar round) ---- */
 
 /* Count every digram of `seq` (n symbols, each file ended by TD_SPLIT =
  * UINT32_MAX) on device 0 as engine/td_grammar.c's count table holds them:

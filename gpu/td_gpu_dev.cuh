@@ -1,4 +1,4 @@
-/* td_gpu_dev: the device primitives of the index builder and the edit batches (launch, copy, scan, sort); host versions under TD_GPU_EMU. */
+/* td_gpu_dev: the device primitives of the index builder, the edit batches and the grammar rounds (launch, copy, scan, sort, atomics); host versions under TD_GPU_EMU. */
 #ifndef TD_GPU_DEV_CUH
 #define TD_GPU_DEV_CUH
 
@@ -39,6 +39,28 @@ TD_HD inline void td_atomic_add(uint64_t *p, uint64_t v)
 	atomicAdd((unsigned long long *)p, (unsigned long long)v);
 #else
 	*p += v;
+#endif
+}
+
+/* *p = min(*p, v), atomically on the device. */
+TD_HD inline void td_atomic_min(uint64_t *p, uint64_t v)
+{
+#ifdef __CUDA_ARCH__
+	atomicMin((unsigned long long *)p, (unsigned long long)v);
+#else
+	if (v < *p)
+		*p = v;
+#endif
+}
+
+/* *p = max(*p, v), atomically on the device. */
+TD_HD inline void td_atomic_max32(uint32_t *p, uint32_t v)
+{
+#ifdef __CUDA_ARCH__
+	atomicMax((unsigned int *)p, (unsigned int)v);
+#else
+	if (v > *p)
+		*p = v;
 #endif
 }
 
@@ -84,6 +106,11 @@ static inline cudaError_t td_d2h(void *h, const void *d, size_t n, cudaStream_t 
 static inline cudaError_t td_dzero(void *d, size_t n, cudaStream_t s)
 {
 	return n ? cudaMemsetAsync(d, 0, n, s) : cudaSuccess;
+}
+
+static inline cudaError_t td_d2d(void *d, const void *src, size_t n, cudaStream_t s)
+{
+	return n ? cudaMemcpyAsync(d, src, n, cudaMemcpyDeviceToDevice, s) : cudaSuccess;
 }
 
 static inline cudaError_t td_dsync(cudaStream_t s)
@@ -164,6 +191,13 @@ static inline cudaError_t td_dzero(void *d, size_t n, cudaStream_t)
 {
 	if (n)
 		memset(d, 0, n);
+	return cudaSuccess;
+}
+
+static inline cudaError_t td_d2d(void *d, const void *src, size_t n, cudaStream_t)
+{
+	if (n)
+		memcpy(d, src, n);
 	return cudaSuccess;
 }
 

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "td_format.h"
@@ -145,6 +146,74 @@ int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, u
 int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
 		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream);
 
+/* ---- fuzzy search (td_gpu_fuzzy.cu, td_gpu_fuzzy.c) ---- */
+
+/* A unit's vocabulary on the device, sorted by length in code points
+ * (stable, so by word id within a length): word x is WORDS id id[x], its
+ * code points cps[cpoff[x], cpoff[x+1]) (invalid UTF-8 bytes as byte |
+ * 0x800000, as engine/td_fuzzy.c reads them), mask[x] its character
+ * filter (td_gfz_mask of each code point). */
+typedef struct td_gfz_dev {
+	const uint32_t *id;
+	const uint64_t *mask;
+	const uint32_t *cpoff;
+	const uint32_t *cps;
+} td_gfz_dev;
+
+/* Words a warp of the fuzzy kernel takes. */
+#define TD_GFZ_SEG 2048u
+
+/* One fuzzy query as the kernel reads it: code points qcps[qoff, qoff+m),
+ * distance k <= 3, the run [lo, hi) of words within k code points of m,
+ * warps [seg0, seg0 + ceil((hi - lo) / TD_GFZ_SEG)) of the launch (seg0
+ * ascending over the queries), its matches at out[base, base + cap). */
+typedef struct td_gfz_q {
+	uint64_t mask;
+	uint32_t qoff, m, k, lo, hi, seg0, base, cap;
+} td_gfz_q;
+
+/* The filter bit of code point c: ASCII letters, digits and '_' each
+ * their own of 63 bits, everything else hashed. */
+static inline uint64_t td_gfz_bit(uint32_t c)
+{
+	if (c >= 'a' && c <= 'z')
+		return UINT64_C(1) << (c - 'a');
+	if (c >= 'A' && c <= 'Z')
+		return UINT64_C(1) << (26 + c - 'A');
+	if (c >= '0' && c <= '9')
+		return UINT64_C(1) << (52 + c - '0');
+	if (c == '_')
+		return UINT64_C(1) << 62;
+	return UINT64_C(1) << ((c * 2654435761u) >> 26);
+}
+
+/* Match counts of q[i] in cnt[i] (zeroed by the caller), matches (word id
+ * << 2 | distance) in out at q[i].base + their slot while the slot is below
+ * q[i].cap; nwarps = the segments of all queries. 0 or a cudaError_t. */
+int td_gk_fuzzy(const td_gfz_dev *z, const td_gfz_q *q, uint32_t nq, uint32_t nwarps, const uint32_t *qcps,
+		uint32_t *cnt, uint32_t *out, void *stream);
+
+/* What td_gpu_fuzzy.c reads of a resident handle of one unit (td_gpu.c). */
+struct td_gfz;
+typedef struct td_gunit {
+	const td_archive *a;
+	uint64_t nwords;              /* WORDS entries */
+	int device;
+	void *stream;                 /* a cudaStream_t of the handle */
+	pthread_mutex_t *lock;        /* the handle's: one batch at a time */
+	struct td_gfz **fz;           /* its fuzzy vocabulary (NULL until built;
+	                                 td_gpu_close calls td_gfz_free) */
+} td_gunit;
+struct td_gpu;
+/* 1 and *u for a resident handle of one unit, else 0. */
+int td_gpu_unit(struct td_gpu *g, td_gunit *u);
+/* The shards of a resident version 5 handle, else NULL. */
+struct td_gmulti *td_gpu_multi(struct td_gpu *g);
+unsigned td_gpu_cpu_threads(const struct td_gpu *g);
+const td_archive *td_gpu_archive(const struct td_gpu *g);
+/* Free a fuzzy vocabulary (device memory on the current device). */
+void td_gfz_free(struct td_gfz *z);
+
 /* ---- shards and devices (td_gpu_multi.c) ---- */
 
 struct td_gpu;
@@ -188,6 +257,9 @@ const char *td_gmulti_name(const td_gmulti *m);
 int td_gmulti_extract(td_gmulti *m, td_extract_req *reqs, size_t n);
 int td_gmulti_count(td_gmulti *m, td_count_req *reqs, size_t n);
 int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n);
+/* Shards, and shard i's handle (NULL: served by the CPU engine). */
+uint32_t td_gmulti_units(const td_gmulti *m);
+struct td_gpu *td_gmulti_handle(td_gmulti *m, uint32_t i);
 
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)

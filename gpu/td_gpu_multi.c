@@ -777,3 +777,13 @@ int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n)
 				  td_gpu_cpu_searches, td_drop_search};
 	return td_gmulti_batch(m, &k, reqs, n);
 }
+
+uint32_t td_gmulti_units(const td_gmulti *m)
+{
+	return m ? m->n : 0;
+}
+
+td_gpu *td_gmulti_handle(td_gmulti *m, uint32_t i)
+{
+	return m && i < m->n ? m->u[i].g : NULL;
+}

@@ -106,6 +106,14 @@ int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
 
+int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 {
 	(void)g;
@@ -156,5 +164,17 @@ int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32
 	*keys = NULL;
 	*counts = NULL;
 	*ndistinct = 0;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
+int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules)
+{
+	td_gpu_run *c = ctx;
+	(void)seq, (void)n, (void)nterm, (void)max_depth, (void)progress, (void)progress_ctx;
+	if (c)
+		c->ran_on_gpu = 0;
+	*pairs = NULL;
+	*nrules = 0;
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }

@@ -1,5 +1,5 @@
-/* td_gpu_wopts: hand the GPU index builder to writers (--gpu auto|on|off),
- * one GPU build at a time whatever the number of shard threads. */
+/* td_gpu_wopts: hand the GPU index builder and grammar rounds to writers
+ * (--gpu auto|on|off), one GPU build at a time whatever the number of shard threads. */
 #include "td_gpu.h"
 
 #include <pthread.h>
@@ -26,6 +26,33 @@ int td_gpu_build_indexes_shared(void *ctx, const td_index_in *in, td_index_out *
 	pthread_mutex_unlock(&td_gix_lock);
 	__atomic_fetch_add(run.ran_on_gpu ? &td_gix_gpu : &td_gix_cpu, 1, __ATOMIC_RELAXED);
 	return err;
+}
+
+static uint64_t td_ggr_gpu, td_ggr_cpu;
+
+int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+				 td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules)
+{
+	(void)ctx;
+	*pairs = NULL;
+	*nrules = 0;
+	if (pthread_mutex_trylock(&td_gix_lock) != 0) {
+		__atomic_fetch_add(&td_ggr_cpu, 1, __ATOMIC_RELAXED);
+		return TD_ENOGPU; /* the writer runs the CPU rounds */
+	}
+	td_gpu_run run = { 0 };
+	int err = td_gpu_grammar_rounds(&run, seq, n, nterm, max_depth, progress, progress_ctx, pairs, nrules);
+	pthread_mutex_unlock(&td_gix_lock);
+	__atomic_fetch_add(run.ran_on_gpu ? &td_ggr_gpu : &td_ggr_cpu, 1, __ATOMIC_RELAXED);
+	return err;
+}
+
+void td_gpu_grammar_counts(uint64_t *on_gpu, uint64_t *on_cpu)
+{
+	if (on_gpu)
+		*on_gpu = __atomic_load_n(&td_ggr_gpu, __ATOMIC_RELAXED);
+	if (on_cpu)
+		*on_cpu = __atomic_load_n(&td_ggr_cpu, __ATOMIC_RELAXED);
 }
 
 void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu)
@@ -62,6 +89,11 @@ int td_gpu_writer_use(td_writer_opts *opts, td_gpu_use use)
 	}
 	opts->index_build = td_gpu_build_indexes_shared;
 	opts->index_ctx = NULL;
+	/* and the grammar rounds (auto too: faster than CPU rounds beside GPU
+	 * indexes in every measured case but many small shards on many cores,
+	 * within 0.1 s there: contrib/bench/results/compress.md) */
+	opts->grammar_rounds = td_gpu_grammar_rounds_shared;
+	opts->grammar_ctx = NULL;
 	return TD_OK;
 }
 

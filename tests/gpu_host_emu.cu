@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "td_gpu_kernels.cu"
+#include "td_gpu_fuzzy.cu"
 
 #include "gpu_warp_emu.h"
 
@@ -75,6 +76,16 @@ extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq
 			if (!skip[i])
 				td_search_one(*d, qwords, req, i, base, hits);
 	});
+	return 0;
+}
+
+extern "C" int td_gk_fuzzy(const td_gfz_dev *z, const td_gfz_q *q, uint32_t nq, uint32_t nwarps, const uint32_t *qcps,
+			   uint32_t *cnt, uint32_t *out, void *)
+{
+	std::lock_guard<std::mutex> hold(emu_launch);
+	for (uint32_t w = 0; w < nwarps; w++)
+		for (uint32_t lane = 0; lane < 32; lane++)
+			td_fz_lane(*z, q, nq, qcps, w, lane, cnt, out);
 	return 0;
 }
 #endif

@@ -184,6 +184,12 @@ def analytics(a, c, files, name, fmt):
         for k in (0, 1, 2):
             same([(d, n, w.encode()) for d, n, w in a.fuzzy(q, k)], c.fuzzy(q.encode(), k, b""),
                  "%s fuzzy %r %d" % (name, q, k))
+    # the same words as one batch (fuzzy_many), on every core and with gpu="auto"
+    qs = ["cafe", "日本語", "the", "x86_64", "zzqqxxyy", top[3].decode()]
+    for k in (1, 2):
+        want = [a.fuzzy(q, k) for q in qs]
+        for gpu in ("off", "auto"):
+            same(a.fuzzy_many(qs, k, gpu=gpu), want, "%s fuzzy_many %d %s" % (name, k, gpu))
 
 
 def concurrent(a, root, files, c, name):
@@ -295,6 +301,10 @@ def bad_input(work, arch, name):
         raises(lambda: a.fuzzy("the", 4), tadoc.TadocError, errno.EINVAL, [arch, "4"], "%s: fuzzy k=4" % name)
         raises(lambda: a.fuzzy("the", -1), tadoc.TadocError, errno.EINVAL, ["k must be"], "%s: fuzzy k=-1" % name)
         raises(lambda: a.fuzzy("a b", 1), tadoc.TadocError, errno.EINVAL, [], "%s: fuzzy of a phrase" % name)
+        raises(lambda: a.fuzzy_many(["the", "a b"], 1), tadoc.TadocError, errno.EINVAL, [],
+               "%s: fuzzy_many with a phrase" % name)
+        raises(lambda: a.fuzzy_many(["the"], 1, gpu="maybe"), tadoc.TadocError, errno.EINVAL, ["gpu must be"],
+               "%s: fuzzy_many gpu=maybe" % name)
         raises(lambda: a.ngrams(1), tadoc.TadocError, errno.EINVAL, ["n must be"], "%s: ngrams n=1" % name)
         raises(lambda: a.ngrams(9), tadoc.TadocError, errno.EINVAL, ["n must be"], "%s: ngrams n=9" % name)
         raises(lambda: a.top(-1), tadoc.TadocError, errno.EINVAL, [], "%s: top -1" % name)

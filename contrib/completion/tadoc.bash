@@ -80,7 +80,7 @@ _tadoc()
             config) opts+=" -p --print -c --config -o" ;;
             top|files) opts+=" -n" ;;
             ngrams) opts+=" -n --top" ;;
-            fuzzy) opts+=" -k" ;;
+            fuzzy) opts+=" -k -f --gpu" ;;
         esac
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
@@ -137,7 +137,7 @@ _tadoc()
             fi
             ;;
         count|search|files|fuzzy)
-            case $prev in -n|-k) return ;; esac
+            case $prev in -n|-k) return ;; -f) COMPREPLY=($(compgen -f -- "$cur")); return ;; --gpu) COMPREPLY=($(compgen -W "auto on off" -- "$cur")); return ;; esac
             if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
             elif [[ $n -eq 2 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
             fi

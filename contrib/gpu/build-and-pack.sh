@@ -5,7 +5,7 @@
 #   contrib/gpu/build-and-pack.sh [CORPUS_DIR...]
 #
 # .carry/ receives: build/ (the binaries tadoc, tadocfs, gpu_batch,
-# gpu_index, gpu_edit, gpu_digram, gpu_bench from a release build with -Dgpu=enabled), lib/ (the shared
+# gpu_index, gpu_edit, gpu_digram, gpu_grammar, gpu_bench, gpu_fuzzy_bench from a release build with -Dgpu=enabled), lib/ (the shared
 # libraries they need that a bare machine lacks: libfuse3.so.3, libinih,
 # libutf8proc, libxxhash, squashfuse's), bin/fusermount3, bin/squashfuse,
 # archives/NAME.sqfs (squashfs images for the batcher benchmark and
@@ -36,13 +36,13 @@ if [ -d "$build" ]; then
 else
 	meson setup "$build" -Dgpu=enabled -Dbuildtype=release -Dwerror=false >/dev/null
 fi
-ninja -C "$build" -j"${TD_JOBS:-2}" fs/tadoc fs/tadocfs tests/gpu_batch contrib/gpu/gpu_bench \
-	contrib/bench/batch_load contrib/bench/noopfs tests/gpu_index tests/gpu_edit tests/gpu_digram
+ninja -C "$build" -j"${TD_JOBS:-2}" fs/tadoc fs/tadocfs tests/gpu_batch contrib/gpu/gpu_bench contrib/gpu/gpu_fuzzy_bench \
+	contrib/bench/batch_load contrib/bench/noopfs tests/gpu_index tests/gpu_edit tests/gpu_digram tests/gpu_grammar
 
 rm -rf "$carry"
 mkdir -p "$carry/build" "$carry/lib" "$carry/bin" "$carry/archives"
-cp "$build/fs/tadoc" "$build/fs/tadocfs" "$build/tests/gpu_batch" "$build/contrib/gpu/gpu_bench" "$carry/build/"
-cp "$build/tests/gpu_index" "$build/tests/gpu_edit" "$build/tests/gpu_digram" "$carry/build/"
+cp "$build/fs/tadoc" "$build/fs/tadocfs" "$build/tests/gpu_batch" "$build/contrib/gpu/gpu_bench" "$build/contrib/gpu/gpu_fuzzy_bench" "$carry/build/"
+cp "$build/tests/gpu_index" "$build/tests/gpu_edit" "$build/tests/gpu_digram" "$build/tests/gpu_grammar" "$carry/build/"
 cp contrib/gpu/run-on-gpu.sh "$carry/"
 # the commit the binaries come from (the GPU machine's copy may not say it)
 git rev-parse --short HEAD >"$carry/COMMIT" 2>/dev/null || true

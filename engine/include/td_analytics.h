@@ -108,6 +108,66 @@ int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_e
  * TD_ECORRUPT. */
 int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes);
 
+/* ---- fuzzy search in batches (gpu/ offers the same call) ---- */
+
+/* One match of a batched fuzzy query: the word is words[off, off + len). */
+typedef struct td_fuzzy_hit {
+	uint64_t off;
+	uint32_t len;
+	uint32_t dist;
+	uint64_t count;
+} td_fuzzy_hit;
+
+typedef struct td_fuzzy_req {
+	const char *word;         /* in: the query word, len bytes */
+	size_t len;
+	unsigned k;               /* in: edit distance, <= TD_FUZZY_MAXK */
+	td_entry scope;           /* in */
+	td_fuzzy_hit *hits;       /* out: td_fuzzy's matches in its order */
+	size_t nhits;
+	char *words;              /* out: their bytes, back to back */
+	size_t nbytes;
+	int err;                  /* out: td_fuzzy's error, or TD_OK */
+} td_fuzzy_req;
+
+/* Answer reqs[0..n) as td_fuzzy would one by one (each request's error in
+ * its err, its matches in hits/words, malloc'd: free with
+ * td_fuzzy_req_free, also after an error), on `nthreads` threads (0 = one
+ * per core), each query on one thread. Returns TD_OK, or TD_ENOMEM when the
+ * threads could not be set up. Thread-safe. */
+int td_fuzzy_batch(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsigned nthreads);
+
+/* Free a request's hits and words (and zero them). NULL accepted. */
+void td_fuzzy_req_free(td_fuzzy_req *r);
+
+/* A td_fuzzy_fn that appends a match to the td_fuzzy_req ctx (hits and
+ * words grow with realloc). TD_OK or TD_ENOMEM. */
+int td_fuzzy_req_add(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count);
+
+/* A query's matches among one unit's dictionary words (the archive's WORDS,
+ * or shard `shard`'s of a version 5 archive), found elsewhere (a GPU):
+ * v[i] = word id << 2 | distance, each word within the distance once, in
+ * any order. */
+typedef struct td_fuzzy_found {
+	const uint32_t *v;
+	size_t n;
+} td_fuzzy_found;
+
+/* Fill *out with the matches of request `req` in unit `shard` (0 for
+ * versions 1-4); the array must stay valid until the request is answered.
+ * Return TD_OK, TD_ENOGPU to have the engine search that unit's tree
+ * itself, or an error (the request's err). Called from the batch's
+ * threads. */
+typedef int (*td_fuzzy_find_fn)(void *fctx, size_t req, uint32_t shard, td_fuzzy_found *out);
+
+/* td_fuzzy_batch with the dictionary matches supplied by find (NULL: the
+ * tree, i.e. td_fuzzy_batch): the scope's counts, the words longer than
+ * TD_MAXTOK, the words a shard cut splits, the order and the errors are
+ * td_fuzzy's own, so the answers are the same when find's matches are
+ * right. A request's errors also TD_ECORRUPT (a word id out of range). */
+int td_fuzzy_batch_given(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsigned nthreads, td_fuzzy_find_fn find,
+			 void *fctx);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,22 @@ extern "C" {
  * rounds); called from the compressing thread. */
 typedef void (*td_progress_fn)(void *ctx, const char *phase, uint64_t done, uint64_t total);
 
+/* A builder of the grammar's rounds (td_writer_opts.grammar_rounds), e.g.
+ * the GPU's (gpu/td_gpu.h): the rounds of the CPU builder exactly (the
+ * engine's td_grammar.h: round-based digram replacement, threshold
+ * max(2, most frequent / 8), overlaps resolved for the more frequent, the
+ * `max_depth` bound, rule ids in order of first occurrence) over
+ * seq[0..*n) (terminals < nterm, each file ended by UINT32_MAX). On TD_OK
+ * seq[0..*n) holds the sequence after the last round (*n updated) and
+ * *pairs (malloc'd; the caller frees) the two symbols of each of the
+ * *nrules rules, in creation order; the writer then inlines and lays out
+ * the grammar as the CPU builder does, so the archive bytes are the same.
+ * TD_ENOGPU: declined (no device, no room, a device error), seq untouched:
+ * the writer runs the CPU builder. Other errors fail the build (TD_ENOMEM,
+ * TD_ELIMIT as the CPU builder gives them). `max_depth` 0 or > 64 means 32. */
+typedef int (*td_grammar_rounds_fn)(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
+				    td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
+
 typedef struct td_writer_opts {
 	unsigned max_depth;       /* rule nesting bound; 0 = default (32) */
 	unsigned sample_shift;    /* root offset sample every 2^k elements; 0 = default (5) */
@@ -29,6 +45,9 @@ typedef struct td_writer_opts {
 	 * never depends on gpu/. The archive bytes are the same either way. */
 	td_index_fn index_build;
 	void *index_ctx;
+	/* Grammar rounds builder (above); NULL = the CPU's. Same bytes. */
+	td_grammar_rounds_fn grammar_rounds;
+	void *grammar_ctx;
 	/* The build time written into the archive, seconds since the epoch,
 	 * and the root's mtime unless the root is added; 0 = now (td_build.h
 	 * passes one time to every shard; the CLI takes SOURCE_DATE_EPOCH):

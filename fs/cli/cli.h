@@ -103,8 +103,9 @@ int td_cli_gpu_opt(const char *cmd, const char *arg, td_gpu_use *use);
  * returns TD_CLI_FAIL. */
 int td_cli_gpu_setup(const char *cmd, td_writer_opts *wo, td_gpu_use use);
 
-/* After a build with --gpu on: one line on stderr saying how many index
- * builds ran on the GPU and how many on CPU threads. Nothing otherwise. */
+/* After a build with --gpu on: two lines on stderr saying how many index
+ * builds and how many grammars' rounds ran on the GPU and how many on CPU
+ * threads. Nothing otherwise. */
 void td_cli_gpu_report(td_gpu_use use);
 
 /* --- archives --- */

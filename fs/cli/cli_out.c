@@ -272,4 +272,7 @@ void td_cli_gpu_report(td_gpu_use use)
 	td_gpu_build_counts(&on_gpu, &on_cpu);
 	fprintf(stderr, "tadoc: --gpu on: %llu of %llu index builds ran on the GPU, the others on CPU threads\n",
 		(unsigned long long)on_gpu, (unsigned long long)(on_gpu + on_cpu));
+	td_gpu_grammar_counts(&on_gpu, &on_cpu);
+	fprintf(stderr, "tadoc: --gpu on: %llu of %llu grammars' rounds ran on the GPU, the others on CPU threads\n",
+		(unsigned long long)on_gpu, (unsigned long long)(on_gpu + on_cpu));
 }

@@ -1,13 +1,16 @@
 /* cmd_analytics: `tadoc top`, `vector`, `files`, `ngrams` and `fuzzy`: text analytics on the grammar. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "td_analytics.h"
 #include "td_err.h"
 #include "td_format.h"
+#include "td_gpu.h"
 
 static const char top_help[] =
 	"Usage: tadoc top [-n N] ARCHIVE [PATH]\n"
@@ -61,14 +64,25 @@ static const char ngrams_help[] =
 
 static const char fuzzy_help[] =
 	"Usage: tadoc fuzzy [-k K] ARCHIVE WORD [PATH]\n"
+	"       tadoc fuzzy [-k K] [--gpu auto|on|off] -f WORDS ARCHIVE [PATH]\n"
 	"\n"
 	"Print 'DIST<TAB>COUNT<TAB>WORD' for every distinct word of the file PATH,\n"
 	"the directory PATH or the corpus whose Levenshtein distance to WORD\n"
 	"(over Unicode code points) is at most K (0..3, default 1), by distance,\n"
 	"then count descending, then word bytes.\n"
 	"\n"
+	"With -f, the queries are the lines of the file WORDS ('-': standard\n"
+	"input), one word a line, answered as one batch; each answer line is\n"
+	"'QUERY<TAB>DIST<TAB>COUNT<TAB>WORD', queries in the order given.\n"
+	"\n"
 	"Options:\n"
 	"  -k K         largest edit distance (0..3)\n"
+	"  -f WORDS     a batch of query words, one a line\n"
+	"  --gpu auto|on|off\n"
+	"               where a batch runs: auto (default) on the GPU when one is\n"
+	"               usable and the batch has 4000 queries or more, else on\n"
+	"               every core; on: the GPU (none usable is an error); off:\n"
+	"               the CPU. The answers are the same.\n"
 	"  -h, --help   show this help\n";
 
 /* What a command takes after its options: ARCHIVE, then WORD when `word`
@@ -84,6 +98,8 @@ typedef struct spec {
  * and scope. */
 typedef struct args {
 	uint64_t n, top;
+	const char *wfile;        /* fuzzy -f */
+	td_gpu_use gpu;           /* fuzzy --gpu */
 	int argc, archi, pathi;
 	char **argv;
 	const char *word;
@@ -98,6 +114,7 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "top", required_argument, NULL, 't' },
+		{ "gpu", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -117,6 +134,15 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 			if (!strchr(sp->shortopts, 'n') || td_cli_parse_u64(optarg, &ar->top))
 				return td_cli_usage(argv[0], "--top needs a non-negative integer, not '%s'", optarg);
 			break;
+		case 'f':
+			ar->wfile = optarg;
+			break;
+		case 'G':
+			if (!strchr(sp->shortopts, 'f'))
+				return td_cli_bad_option(argv[0], c, argv);
+			if (td_cli_gpu_opt(argv[0], optarg, &ar->gpu))
+				return TD_CLI_USAGE;
+			break;
 		default:
 			return td_cli_bad_option(argv[0], c, argv);
 		}
@@ -124,16 +150,17 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 	if (sp->nmax && (ar->n < sp->nmin || ar->n > sp->nmax))
 		return td_cli_usage(argv[0], "%s must be %llu..%llu, not %llu", strchr(sp->shortopts, 'k') ? "K" : "LEN",
 				    (unsigned long long)sp->nmin, (unsigned long long)sp->nmax, (unsigned long long)ar->n);
-	int first = optind, np = argc - first, need = 1 + (sp->word != 0) + sp->path;
+	const int word = sp->word && !ar->wfile;
+	int first = optind, np = argc - first, need = 1 + word + sp->path;
 	if (np < need)
-		return td_cli_usage(argv[0], "missing %s", np < 1 ? "ARCHIVE" : np < 1 + (sp->word != 0) ? "WORD" : "PATH");
+		return td_cli_usage(argv[0], "missing %s", np < 1 ? "ARCHIVE" : np < 1 + word ? "WORD" : "PATH");
 	if (np > need + !sp->path)
 		return td_cli_usage(argv[0], "too many arguments");
 	ar->argc = argc;
 	ar->argv = argv;
 	ar->archi = first;
-	ar->pathi = first + 1 + (sp->word != 0);
-	if (sp->word) {
+	ar->pathi = first + 1 + word;
+	if (word) {
 		ar->word = argv[first + 1];
 		size_t wl = strlen(ar->word);
 		if (sp->word == 1 && !td_is_word(ar->word, wl))
@@ -252,12 +279,126 @@ static int print_fuzzy(void *ctx, unsigned dist, const char *word, size_t len, u
 	return 0;
 }
 
+/* Batches of this many queries or more go to the GPU under --gpu auto:
+ * below, opening the GPU (the archive's upload) costs more than the
+ * batch takes on every core. */
+#define FUZZY_GPU_MIN 4000u
+
+/* The lines of `path` ('-': standard input) into *buf (malloc'd) and
+ * their starts and lengths into *w / *wl (malloc'd); their number, or -1
+ * with the error reported. */
+static long read_lines(const char *cmd, const char *path, char **buf, char ***w, size_t **wl)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	if (!f)
+		return td_cli_usage(cmd, "-f %s: %s", path, strerror(errno)), -1;
+	size_t n = 0, cap = 1 << 16;
+	char *b = malloc(cap);
+	for (size_t got; b && (got = fread(b + n, 1, cap - n, f)) > 0;) {
+		n += got;
+		if (n == cap) {
+			char *nb = realloc(b, cap *= 2);
+			if (!nb)
+				free(b);
+			b = nb;
+		}
+	}
+	int rerr = ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (!b || rerr) {
+		const char *why = b ? "read error" : "out of memory";
+		free(b);
+		return td_cli_usage(cmd, "-f %s: %s", path, why), -1;
+	}
+	size_t nl = 0;
+	for (size_t i = 0; i < n; i++)
+		nl += b[i] == '\n';
+	nl += n && b[n - 1] != '\n';
+	*w = malloc((nl + 1) * sizeof **w);
+	*wl = malloc((nl + 1) * sizeof **wl);
+	if (!*w || !*wl) {
+		free(*w);
+		free(*wl);
+		free(b);
+		return td_cli_usage(cmd, "-f %s: out of memory", path), -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && b[j] != '\n')
+			j++;
+		(*w)[k] = b + i;
+		(*wl)[k++] = j - i;
+		i = j + 1;
+	}
+	*buf = b;
+	return (long)k;
+}
+
+/* tadoc fuzzy -f WORDS: one batch, on the GPU or every core. */
+static int fuzzy_batch(args *ar)
+{
+	const char *cmd = ar->argv[0];
+	char *buf = NULL, **w = NULL;
+	size_t *wl = NULL;
+	long nl = read_lines(cmd, ar->wfile, &buf, &w, &wl);
+	if (nl < 0) {
+		td_archive_close(ar->a);
+		return TD_CLI_USAGE;
+	}
+	size_t n = (size_t)nl;
+	for (size_t i = 0; i < n; i++)
+		if (!td_is_word(w[i], wl[i])) {
+			td_cli_usage(cmd, "-f %s: line %zu: '%.*s' is not a single word (letters, digits, underscore)",
+				     ar->wfile, i + 1, (int)(wl[i] > 64 ? 64 : wl[i]), w[i]);
+			free(buf);
+			free(w);
+			free(wl);
+			td_archive_close(ar->a);
+			return TD_CLI_USAGE;
+		}
+	td_fuzzy_req *q = calloc(n + 1, sizeof *q);
+	int err = q ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; i < n && q; i++)
+		q[i] = (td_fuzzy_req){ .word = w[i], .len = wl[i], .k = (unsigned)ar->n, .scope = ar->scope };
+	td_gpu *g = NULL;
+	int want = ar->gpu == TD_GPU_USE_ON || (ar->gpu == TD_GPU_USE_AUTO && n >= FUZZY_GPU_MIN && td_gpu_available());
+	if (!err && want) {
+		int gerr = td_gpu_available() ? td_gpu_open(ar->a, NULL, &g) : TD_ENOGPU;
+		if (gerr && ar->gpu == TD_GPU_USE_ON)
+			err = gerr;
+	}
+	if (!err)
+		err = g ? td_gpu_fuzzy_batch(g, q, n) : td_fuzzy_batch(ar->a, q, n, 0);
+	for (size_t i = 0; i < n && !err; i++) {
+		if ((err = q[i].err))
+			break;
+		for (size_t h = 0; h < q[i].nhits; h++) {
+			td_cli_out(q[i].word, q[i].len);
+			td_cli_outf("\t%u\t%llu\t", q[i].hits[h].dist, (unsigned long long)q[i].hits[h].count);
+			td_cli_out(q[i].words + q[i].hits[h].off, q[i].hits[h].len);
+			td_cli_out("\n", 1);
+		}
+	}
+	for (size_t i = 0; i < n && q; i++)
+		td_fuzzy_req_free(&q[i]);
+	td_gpu_close(g);
+	free(q);
+	free(buf);
+	free(w);
+	free(wl);
+	return finish(ar, err);
+}
+
 int td_cmd_fuzzy(int argc, char **argv)
 {
-	static const spec sp = { fuzzy_help, "+:hk:", 1, 0, 0, TD_FUZZY_MAXK };
+	static const spec sp = { fuzzy_help, "+:hk:f:", 1, 0, 0, TD_FUZZY_MAXK };
 	args ar = { .n = 1 };
 	int st = prepare(argc, argv, &sp, &ar);
 	if (st >= 0)
 		return st;
+	if (ar.wfile)
+		return fuzzy_batch(&ar);
 	return finish(&ar, td_fuzzy(ar.a, ar.word, strlen(ar.word), (unsigned)ar.n, ar.scope, 0, print_fuzzy, NULL));
 }

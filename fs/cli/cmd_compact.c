@@ -44,9 +44,10 @@ static const char compact_help[] =
 	"      --shard-size SIZE text bytes per new shard (default: the size the\n"
 	"                        archive records, see 'tadoc info'; else 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
-	"      --gpu WORD        index builds on the GPU: auto (default) when one is\n"
-	"                        usable, on (an error without one), off (CPU only);\n"
-	"                        the archive's bytes are the same either way\n"
+	"      --gpu WORD        grammar rounds and index builds on the GPU: auto\n"
+	"                        (default) when one is usable, on (an error without\n"
+	"                        one), off (CPU only); the archive's bytes are the\n"
+	"                        same either way\n"
 	"  -h, --help            show this help\n";
 
 int td_cmd_compact(int argc, char **argv)

@@ -23,6 +23,7 @@ TD_PHRASE_MAX = 8
 TD_OK, TD_EIO, TD_ENOMEM, TD_EINVAL, TD_ENOENT = 0, -1, -2, -3, -4
 TD_EFORMAT, TD_EVERSION, TD_ETRUNC, TD_ECORRUPT = -5, -6, -7, -8
 TD_ENOTDIR, TD_EISDIR, TD_ENOTWORD, TD_ELIMIT, TD_EUNSUPP = -9, -10, -11, -13, -14
+TD_ENOGPU = -15
 
 
 class TadocError(OSError):
@@ -114,6 +115,16 @@ class td_word_counts(Structure):
     _fields_ = [("words", c_void_p), ("len", c_size_t), ("count", POINTER(c_uint64)), ("n", c_size_t)]
 
 
+class td_fuzzy_hit(Structure):
+    _fields_ = [("off", c_uint64), ("len", c_uint32), ("dist", c_uint32), ("count", c_uint64)]
+
+
+class td_fuzzy_req(Structure):
+    _fields_ = [("word", c_char_p), ("len", c_size_t), ("k", c_uint), ("scope", c_uint32),
+                ("hits", POINTER(td_fuzzy_hit)), ("nhits", c_size_t), ("words", c_void_p), ("nbytes", c_size_t),
+                ("err", c_int)]
+
+
 WORD_FN = CFUNCTYPE(c_int, c_void_p, POINTER(c_char), c_size_t, c_uint64)
 NGRAM_FN = CFUNCTYPE(c_int, c_void_p, POINTER(POINTER(c_char)), POINTER(c_size_t), c_uint, c_uint64)
 FUZZY_FN = CFUNCTYPE(c_int, c_void_p, c_uint, POINTER(c_char), c_size_t, c_uint64)
@@ -156,6 +167,12 @@ _PROTOS = {
     "td_phrase_files": (c_int, [_A, c_char_p, c_size_t, _E, POINTER(POINTER(td_file_count)), POINTER(c_size_t)]),
     "td_ngrams": (c_int, [_A, _E, c_uint, c_uint64, NGRAM_FN, c_void_p]),
     "td_fuzzy": (c_int, [_A, c_char_p, c_size_t, c_uint, _E, c_uint, FUZZY_FN, c_void_p]),
+    "td_fuzzy_batch": (c_int, [_A, POINTER(td_fuzzy_req), c_size_t, c_uint]),
+    "td_fuzzy_req_free": (None, [POINTER(td_fuzzy_req)]),
+    "td_gpu_available": (c_int, []),
+    "td_gpu_open": (c_int, [_A, c_void_p, POINTER(c_void_p)]),
+    "td_gpu_close": (None, [c_void_p]),
+    "td_gpu_fuzzy_batch": (c_int, [c_void_p, POINTER(td_fuzzy_req), c_size_t]),
 }
 
 _lib = None

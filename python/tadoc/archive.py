@@ -585,6 +585,57 @@ class Archive:
             self._leave()
         return out
 
+    def fuzzy_many(self, words, k=1, path=None, gpu="auto"):
+        """fuzzy() of every word of `words` as one batch: a list of their
+        answers, in order. gpu: "auto" runs a batch of 4000 words or more on
+        the GPU when one is usable, "on" requires it, "off" keeps it on the
+        CPU (every core); the answers are the same."""
+        wbs = [_word_b(w) for w in words]
+        if not isinstance(k, int) or k < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: k must be 0..%d, not %r" % (_lib.TD_FUZZY_MAXK, k),
+                             self._path, None, _lib.TD_EINVAL)
+        if gpu not in ("auto", "on", "off"):
+            raise TadocError(errno.EINVAL, "invalid argument: gpu must be auto, on or off, not %r" % (gpu,),
+                             self._path, None, _lib.TD_EINVAL)
+        reqs = (_lib.td_fuzzy_req * max(1, len(wbs)))()
+        h = self._enter()
+        g = ctypes.c_void_p()
+        try:
+            scope = self._scope(h, path)
+            for i, wb in enumerate(wbs):
+                reqs[i].word = wb
+                reqs[i].len = len(wb)
+                reqs[i].k = min(k, 0xFFFFFFFF)
+                reqs[i].scope = scope
+            L = self._L
+            _lib.clear_detail()
+            use = gpu == "on" or (gpu == "auto" and len(wbs) >= 4000 and L.td_gpu_available())
+            if use:
+                err = L.td_gpu_open(h, None, ctypes.byref(g)) if L.td_gpu_available() else _lib.TD_ENOGPU
+                if err and gpu == "on":
+                    raise self._err(err, None)
+            err = (L.td_gpu_fuzzy_batch(g, reqs, len(wbs)) if g.value
+                   else L.td_fuzzy_batch(h, reqs, len(wbs), 0))
+            out = []
+            for i in range(len(wbs) if not err else 0):
+                r = reqs[i]
+                err = err or r.err
+                if err:
+                    break
+                raw = ctypes.string_at(r.words, r.nbytes) if r.nbytes else b""
+                out.append([(r.hits[j].dist, r.hits[j].count,
+                             raw[r.hits[j].off:r.hits[j].off + r.hits[j].len].decode("utf-8", "surrogateescape"))
+                            for j in range(r.nhits)])
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            for i in range(len(wbs)):
+                self._L.td_fuzzy_req_free(ctypes.byref(reqs[i]))
+            if g.value:
+                self._L.td_gpu_close(g)
+            self._leave()
+        return out
+
 
 class ArchiveRawFile(io.RawIOBase):
     """The raw, seekable file object under Archive.open() (a td_cursor)."""
