@@ -962,6 +962,8 @@ typedef struct phrase {
 	int has_long, absent;           /* a word longer than TD_MAXTOK; a word not in the archive */
 } phrase;
 
+/* The phrase's words (bytes only; a the archive to find their ids in, or
+ * NULL). */
 static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *ph)
 {
 	memset(ph, 0, sizeof *ph);
@@ -979,7 +981,7 @@ static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *
 		if (j - i > TD_MAXTOK) {
 			ph->has_long = 1;
 			ph->id[k] = BREAK;
-		} else {
+		} else if (a) {
 			int64_t w = td_find_word(a, p + i, j - i);
 			if (w < 0)
 				ph->absent = 1;
@@ -1638,6 +1640,26 @@ out:
 
 /* ---------- a given list of files and texts (td_analytics_set.c) ---------- */
 
+/* Occurrences of ph in each text into counts[i]; hits name the text
+ * first + i. */
+static int texts_phrase(const phrase *ph, const td_texts *texts, size_t first, uint64_t *counts, td_hits *out)
+{
+	int err = TD_OK;
+	for (size_t i = 0; !err && texts && i < texts->n; i++) {
+		tmatch t = { .ph = ph, .out = out, .file = (td_entry)(first + i) };
+		err = texts->words(texts->ctx, i, tmatch_fn, &t);
+		counts[i] = t.count;
+	}
+	return err;
+}
+
+int td_phrase_texts(const char *p, size_t len, const td_texts *texts, size_t first, uint64_t *counts, td_hits *out)
+{
+	phrase ph;
+	int err = phrase_parse(NULL, p, len, &ph);
+	return err ? err : texts_phrase(&ph, texts, first, counts, out);
+}
+
 int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
 		   const td_texts *texts, uint64_t *counts, td_hits *out)
 {
@@ -1661,11 +1683,8 @@ int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entr
 		}
 		out->v[h].file = (td_entry)f;
 	}
-	for (size_t i = 0; !err && texts && i < texts->n; i++) {
-		tmatch t = { .ph = &ph, .out = out, .file = (td_entry)(nlist + i) };
-		err = texts->words(texts->ctx, i, tmatch_fn, &t);
-		counts[nlist + i] = t.count;
-	}
+	if (!err)
+		err = texts_phrase(&ph, texts, nlist, counts + nlist, out);
 	free(c);
 	an_free(&x);
 	if (err && out)
@@ -1675,14 +1694,15 @@ int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entr
 
 /* ---------- for merging shards ---------- */
 
-int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw)
+int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m, td_gtab *t,
+		 td_longw *lw)
 {
 	if (m < 2 || m > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
 	memset(t, 0, sizeof *t);
 	t->m = m;
 	t->stride = m + 2;
-	return ngram_table(a, scope, NULL, 0, NULL, m, t, lw);
+	return ngram_table(a, scope, list, nlist, NULL, m, t, lw);
 }
 
 int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n)

@@ -78,6 +78,12 @@ int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, si
 int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
 		   const td_texts *texts, uint64_t *counts, td_hits *out);
 
+/* Occurrences of phrase p (matched by bytes) in each text into
+ * counts[0 .. texts->n); with out, every hit is appended with td_hit.file
+ * = first + the text's index, in that order, offsets ascending. Errors:
+ * TD_ENOTWORD (not a phrase), TD_ENOMEM, the texts' read errors. */
+int td_phrase_texts(const char *p, size_t len, const td_texts *texts, size_t first, uint64_t *counts, td_hits *out);
+
 /* A hash table of runs of m word items -> count (0: an empty slot).
  * Slot i (0..mask) holds the count in two u32s, then the m items. */
 typedef struct td_gtab {
@@ -99,9 +105,11 @@ static inline const uint32_t *td_gtab_key(const td_gtab *t, uint64_t i)
 }
 
 /* Every run of m (2..TD_PHRASE_MAX) words of `scope` of a format 1-4
- * archive into t (items: word ids of a, or a->W + j for long word j of
- * lw, which the caller frees). Errors as td_ngrams. Free t->slot. */
-int td_scope_gtab(const td_archive *a, td_entry scope, unsigned m, td_gtab *t, td_longw *lw);
+ * archive (or of the regular files list[0..nlist) when list is not NULL)
+ * into t (items: word ids of a, or a->W + j for long word j of lw, which
+ * the caller frees). Errors as td_ngrams. Free t->slot. */
+int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m, td_gtab *t,
+		 td_longw *lw);
 
 /* Add n to run g of t (t zeroed with m set, or filled before; n > 0).
  * TD_OK or TD_ENOMEM. */
@@ -139,6 +147,34 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 typedef int (*td_cutword_fn)(void *ctx, const char *w, size_t len, int sign);
 /* Every such word of the files of `scope` split over shards mid-word. */
 int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, void *ctx);
+
+/* The version 5 forms of td_analytics_set.c's calls over the regular
+ * files list[0..nlist) (global entries) and the texts (may be NULL), as
+ * td_shard_top_words etc. do over a scope: each shard's answer over its
+ * pieces of those files merged by word bytes, the runs across the cuts of
+ * the files split over shards added, the texts' words read. Answers and
+ * errors as td_analytics_set.h's; td_shard_set_phrase fills counts and
+ * hits as td_phrase_list does (texts after the files). */
+int td_shard_set_top(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts, uint64_t n,
+		     td_word_fn fn, void *ctx);
+int td_shard_set_vector(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts,
+			td_word_fn fn, void *ctx);
+int td_shard_set_ngrams(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts, unsigned n,
+			uint64_t top, td_ngram_fn fn, void *ctx);
+int td_shard_set_phrase(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
+			const td_texts *texts, uint64_t *counts, td_hits *out);
+/* td_set_fuzzy's version 5 form (td_fuzzy.c; word and k checked by the caller). */
+int td_shard_set_fuzzy(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts,
+		       const char *word, size_t len, unsigned k, td_fuzzy_fn fn, void *ctx);
+
+/* For td_shard_set_fuzzy: fn(ctx, shard, c) with the word counts of the
+ * pieces of list[0..nlist) in each shard holding any (c taken over by fn),
+ * then cut() with every word at a cut inside a word of those files (as
+ * td_shard_cut_words). TD_OK, the first error of fn or cut, or an error
+ * of td_list_counts. */
+typedef int (*td_shard_counts_fn)(void *ctx, const td_archive *s, td_counts *c);
+int td_shard_set_counts(const td_archive *a, const td_entry *list, size_t nlist, td_shard_counts_fn fn,
+			td_cutword_fn cut, void *ctx);
 
 /* Bytes of word id w (< W), its length in *len. WORDS must be decoded
  * (td_scope_counts does it). */

@@ -105,9 +105,6 @@ static void split_free(split *sp)
 static int split_init(split *sp, const td_archive *a, const td_fileset *s)
 {
 	memset(sp, 0, sizeof *sp);
-	if (td_sharded(a))
-		return td_fail(TD_EUNSUPP, "analytics over a file set (hidden or edited files) do not read format 5 "
-					   "archives yet: compact it with 'tadoc compact --format 4 ARCHIVE'");
 	sp->a = a;
 	sp->s = s;
 	size_t n = s->n ? s->n : 1;
@@ -176,8 +173,50 @@ static int set_counts(const td_archive *a, const td_fileset *s, td_counts *c)
 	return err;
 }
 
+/* A version 5 archive's answers come from td_shard_an.c (and td_fuzzy.c),
+ * over the split set: shard by shard, merged by word bytes. */
+enum { SH_TOP, SH_VECTOR, SH_FUZZY, SH_NGRAMS };
+
+typedef struct shq {
+	int what;
+	uint64_t n;            /* top: N; ngrams: K */
+	unsigned len;          /* ngrams: run length; fuzzy: K */
+	const char *word;      /* fuzzy */
+	size_t wlen;
+	td_word_fn wfn;        /* top, vector */
+	td_fuzzy_fn ffn;
+	td_ngram_fn nfn;
+	void *ctx;
+} shq;
+
+static int sharded(const td_archive *a, const td_fileset *s, const shq *q)
+{
+	split sp;
+	int err = split_init(&sp, a, s);
+	if (err)
+		return err;
+	switch (q->what) {
+	case SH_TOP:
+		err = td_shard_set_top(a, sp.list, sp.nlist, &sp.texts, q->n, q->wfn, q->ctx);
+		break;
+	case SH_VECTOR:
+		err = td_shard_set_vector(a, sp.list, sp.nlist, &sp.texts, q->wfn, q->ctx);
+		break;
+	case SH_FUZZY:
+		err = td_shard_set_fuzzy(a, sp.list, sp.nlist, &sp.texts, q->word, q->wlen, q->len, q->ffn,
+					 q->ctx);
+		break;
+	default:
+		err = td_shard_set_ngrams(a, sp.list, sp.nlist, &sp.texts, q->len, q->n, q->nfn, q->ctx);
+	}
+	split_free(&sp);
+	return err;
+}
+
 int td_set_top_words(const td_archive *a, const td_fileset *s, uint64_t n, td_word_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return sharded(a, s, &(shq){ .what = SH_TOP, .n = n, .wfn = fn, .ctx = ctx });
 	td_counts c;
 	int err = set_counts(a, s, &c);
 	if (err) {
@@ -189,6 +228,8 @@ int td_set_top_words(const td_archive *a, const td_fileset *s, uint64_t n, td_wo
 
 int td_set_term_vector(const td_archive *a, const td_fileset *s, td_word_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return sharded(a, s, &(shq){ .what = SH_VECTOR, .wfn = fn, .ctx = ctx });
 	td_counts c;
 	int err = set_counts(a, s, &c);
 	if (err) {
@@ -205,6 +246,9 @@ int td_set_fuzzy(const td_archive *a, const td_fileset *s, const char *word, siz
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a single word", (int)(len > 64 ? 64 : len), word);
 	if (k > TD_FUZZY_MAXK)
 		return td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
+	if (td_sharded(a))
+		return sharded(a, s,
+			       &(shq){ .what = SH_FUZZY, .len = k, .word = word, .wlen = len, .ffn = fn, .ctx = ctx });
 	td_counts c;
 	int err = set_counts(a, s, &c);
 	if (err) {
@@ -216,6 +260,8 @@ int td_set_fuzzy(const td_archive *a, const td_fileset *s, const char *word, siz
 
 int td_set_ngrams(const td_archive *a, const td_fileset *s, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
 {
+	if (td_sharded(a))
+		return sharded(a, s, &(shq){ .what = SH_NGRAMS, .n = top, .len = n, .nfn = fn, .ctx = ctx });
 	split sp;
 	int err = split_init(&sp, a, s);
 	if (err)
@@ -240,7 +286,8 @@ static int set_phrase(const td_archive *a, const td_fileset *s, const char *p, s
 	if (!c || !byset)
 		err = TD_ENOMEM;
 	if (!err)
-		err = td_phrase_list(a, p, len, sp.list, sp.nlist, &sp.texts, c, out ? &h : NULL);
+		err = (td_sharded(a) ? td_shard_set_phrase : td_phrase_list)(a, p, len, sp.list, sp.nlist, &sp.texts, c,
+									      out ? &h : NULL);
 	for (size_t f = 0; !err && f < s->n; f++)
 		byset[f] = c[sp.where[f]];
 	/* hits come by list index, then text index: put them in set order */

@@ -892,6 +892,11 @@ uint32_t td_archive_version(const td_archive *a)
 	return a->version;
 }
 
+uint64_t td_archive_shard_size(const td_archive *a)
+{
+	return a->version == TD_VERSION_SHARDED ? a->meta.shard_size : 0;
+}
+
 void td_archive_info(const td_archive *a, td_info *o)
 {
 	memset(o, 0, sizeof *o);

@@ -675,9 +675,11 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		*out = b;
 		return TD_OK;
 	}
-	if (o.shard_size == 0) {
-		td_build_abort(b);
-		return td_fail(TD_EINVAL, "shard size 0");
+	if (o.shard_size == 0) { /* the base's, else the default */
+		const td_archive *from = o.base ? o.base : o.keep_from;
+		o.shard_size = from ? td_archive_shard_size(from) : 0;
+		if (!o.shard_size)
+			o.shard_size = TD_BUILD_SHARD_DEFAULT;
 	}
 	if (o.memory == 0)
 		o.memory = td_build_memory_default();
@@ -1241,6 +1243,7 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 	m.total_bytes = total_bytes;
 	m.total_words = total_words;
 	m.build_time = (uint64_t)b->o.build_time;
+	m.shard_size = b->o.shard_size;
 	if ((err = td_buf_put(&s[TD_SEC_META].b, &m, sizeof m)))
 		goto words_out;
 	/* version 5 */

@@ -285,7 +285,10 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	} else {
 		td_build_opts_init(&bo);
 		bo.format = 0;
+		bo.shard_size = 0;
 	}
+	if (!bo.shard_size) /* the archive's, else the default */
+		bo.shard_size = td_archive_shard_size(a) ? td_archive_shard_size(a) : TD_BUILD_SHARD_DEFAULT;
 	unsigned fmt = bo.format ? bo.format : td_archive_version(a);
 	bo.format = fmt >= TD_VERSION_SHARDED ? TD_VERSION_SHARDED : fmt == 3 ? 3 : TD_VERSION;
 	bo.base = NULL;
@@ -401,6 +404,7 @@ static void compact_opts_of(const td_writer_opts *opts, td_compact_opts *co)
 	memset(co, 0, sizeof *co);
 	td_build_opts_init(&co->build);
 	co->build.format = 0;
+	co->build.shard_size = 0;
 	if (opts) {
 		co->build.writer = *opts;
 		co->build.format = opts->format;

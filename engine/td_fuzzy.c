@@ -446,6 +446,20 @@ typedef struct sgather {
 	unsigned m, k;
 } sgather;
 
+/* An empty gathering for query word (checked by the caller) at distance
+ * k: its code points (the caller frees them), or NULL (no memory). */
+static uint32_t *sg_init(sgather *g, const char *word, size_t len, unsigned k)
+{
+	memset(g, 0, sizeof *g);
+	uint32_t *q = malloc((len + 1) * sizeof *q);
+	if (q) {
+		g->q = q;
+		g->k = k;
+		g->m = to_cps(word, len, q);
+	}
+	return q;
+}
+
 static int sg_add(sgather *g, unsigned dist, const char *w, size_t len, uint64_t count)
 {
 	if (g->n == g->cap) {
@@ -469,16 +483,22 @@ static int sg_fuzzy_fn(void *ctx, unsigned dist, const char *word, size_t len, u
 	return sg_add(ctx, dist, word, len, count);
 }
 
-/* A word of a file cut in two mid-word: counted where it is close enough. */
-static int sg_cut_fn(void *ctx, const char *w, size_t len, int sign)
+/* A word met outside the shards' trees, with its count: kept where it is
+ * close enough. */
+static int sg_word(sgather *g, const char *w, size_t len, uint64_t count)
 {
-	sgather *g = ctx;
 	uint32_t *b = malloc((len ? len : 1) * sizeof *b);
 	if (!b)
 		return TD_ENOMEM;
 	unsigned d = lev(g->q, g->m, b, to_cps(w, len, b), g->k);
 	free(b);
-	return d <= g->k ? sg_add(g, d, w, len, (uint64_t)(int64_t)sign) : TD_OK;
+	return d <= g->k ? sg_add(g, d, w, len, count) : TD_OK;
+}
+
+/* A word of a file cut in two mid-word. */
+static int sg_cut_fn(void *ctx, const char *w, size_t len, int sign)
+{
+	return sg_word(ctx, w, len, (uint64_t)(int64_t)sign);
 }
 
 static int sm_bytes(const smatch *u, const smatch *v)
@@ -502,6 +522,8 @@ static int sm_rank_cmp(const void *p, const void *q)
 		return u->count > v->count ? -1 : 1;
 	return sm_bytes(u, v);
 }
+
+static int sg_finish(sgather *gp, int err, td_fuzzy_fn fn, void *ctx);
 
 static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope,
 		       unsigned nthreads, const fsource *given, td_fuzzy_fn fn, void *ctx)
@@ -527,12 +549,10 @@ static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsign
 		return (err = td_shard_sub(a, p[0].shard, &s)) ? err
 							       : fuzzy_in(s, word, len, k, p[0].local, NULL, nthreads, &src, fn, ctx);
 	}
-	sgather g = { .k = k };
-	uint32_t *q = malloc((len + 1) * sizeof *q);
+	sgather g;
+	uint32_t *q = sg_init(&g, word, len, k);
 	if (!q)
 		return TD_ENOMEM;
-	g.q = q;
-	g.m = to_cps(word, len, q);
 	/* every shard's matches in its part of the scope, and the words cut in two */
 	for (uint64_t i = 0; i < n && !err; i++) {
 		td_archive *s;
@@ -542,7 +562,16 @@ static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsign
 	}
 	if (!err && n > 1)
 		err = td_shard_cut_words(a, scope, sg_cut_fn, &g);
-	/* one line a word, counts summed */
+	err = sg_finish(&g, err, fn, ctx);
+	free(q);
+	return err;
+}
+
+/* One line a word (counts summed), ranked, to fn; err: the gathering's.
+ * Frees g's matches. */
+static int sg_finish(sgather *gp, int err, td_fuzzy_fn fn, void *ctx)
+{
+	sgather g = *gp;
 	size_t kept = 0;
 	if (!err && g.n > 1)
 		qsort(g.v, g.n, sizeof *g.v, sm_word_cmp);
@@ -566,6 +595,55 @@ static int shard_fuzzy(const td_archive *a, const char *word, size_t len, unsign
 	for (size_t i = 0; i < (err && !kept ? g.n : kept); i++)
 		free(g.v[i].w);
 	free(g.v);
+	return err;
+}
+
+typedef struct sset_fz {
+	sgather *g;
+	const char *word;
+	size_t len;
+} sset_fz;
+
+static int sset_fz_fn(void *ctx, const td_archive *s, td_counts *c)
+{
+	const sset_fz *f = ctx;
+	return td_counts_fuzzy(s, c, f->word, f->len, f->g->k, 0, sg_fuzzy_fn, f->g);
+}
+
+static int sset_cut_fn(void *ctx, const char *w, size_t len, int sign)
+{
+	return sg_cut_fn(((const sset_fz *)ctx)->g, w, len, sign);
+}
+
+static int sset_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	(void)off;
+	td_longw *l = ctx;
+	int64_t i = td_longw_intern(l, (const char *)w, len);
+	if (i < 0)
+		return (int)i;
+	l->count[i]++;
+	return TD_OK;
+}
+
+int td_shard_set_fuzzy(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts,
+		       const char *word, size_t len, unsigned k, td_fuzzy_fn fn, void *ctx)
+{
+	sgather g;
+	uint32_t *q = sg_init(&g, word, len, k);
+	if (!q)
+		return TD_ENOMEM;
+	/* each shard's matches over its pieces, the words cut in two, then
+	 * the texts' distinct words */
+	sset_fz f = { &g, word, len };
+	int err = td_shard_set_counts(a, list, nlist, sset_fz_fn, sset_cut_fn, &f);
+	td_longw tw = { 0 };
+	for (size_t i = 0; texts && i < texts->n && !err; i++)
+		err = texts->words(texts->ctx, i, sset_text_fn, &tw);
+	for (size_t i = 0; i < tw.n && !err; i++)
+		err = sg_word(&g, tw.w[i], tw.len[i], tw.count[i]);
+	td_longw_free(&tw);
+	err = sg_finish(&g, err, fn, ctx);
 	free(q);
 	return err;
 }

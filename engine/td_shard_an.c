@@ -379,7 +379,9 @@ static int bytes_cmp(const char *p, size_t pl, const char *q, size_t ql)
 }
 
 /* One piece's answer: word counts (m = 1) or a run table (m >= 2) with
- * its long words; items are the shard's word ids, then W + long word. */
+ * its long words; items are the shard's word ids, then W + long word.
+ * The texts of a set are a part without a shard (W = 0: every word is a
+ * long word). */
 typedef struct part {
 	const td_archive *s;
 	td_counts c;
@@ -387,6 +389,11 @@ typedef struct part {
 	td_longw lw;
 	uint32_t *map; /* item -> global id */
 } part;
+
+static uint64_t part_W(const part *p)
+{
+	return p->s ? p->s->W : 0;
+}
 
 /* A scope's runs over all its pieces and cuts, by global ids: the ids
  * of the words met, in byte order (gw/gl give their bytes), so that
@@ -489,7 +496,7 @@ static void vdown(const vheap *vh, size_t *h, size_t n, size_t i)
 /* Mark the items piece p uses (map[item] = 0; the rest ~0). */
 static int part_used(const merged *mg, part *p)
 {
-	uint64_t W = p->s->W, items = W + part_lw(mg, p)->n;
+	uint64_t W = part_W(p), items = W + part_lw(mg, p)->n;
 	if (!(p->map = malloc((items ? items : 1) * sizeof *p->map)))
 		return TD_ENOMEM;
 	memset(p->map, 0xff, (items ? items : 1) * sizeof *p->map);
@@ -528,13 +535,13 @@ static int merged_ids(merged *mg)
 		nx += part_lw(mg, p)->n;
 		vsrc *v = &src[nsrc++];
 		v->p = p;
-		for (uint64_t w = 0; w < p->s->W; w++)
+		for (uint64_t w = 0; w < part_W(p); w++)
 			v->n += p->map[w] == 0;
 		if (!(v->ids = malloc((v->n ? v->n : 1) * sizeof *v->ids))) {
 			err = TD_ENOMEM;
 			break;
 		}
-		for (uint64_t w = 0, j = 0; w < p->s->W; w++)
+		for (uint64_t w = 0, j = 0; w < part_W(p); w++)
 			if (p->map[w] == 0)
 				v->ids[j++] = (uint32_t)w;
 	}
@@ -545,7 +552,7 @@ static int merged_ids(merged *mg)
 	for (size_t k = 0; k < mg->np && !err; k++) {
 		const td_longw *l = part_lw(mg, &mg->p[k]);
 		for (size_t i = 0; i < l->n; i++)
-			xw[nx++] = (xword){ l->w[i], l->len[i], &mg->p[k].map[mg->p[k].s->W + i] };
+			xw[nx++] = (xword){ l->w[i], l->len[i], &mg->p[k].map[part_W(&mg->p[k]) + i] };
 	}
 	for (size_t i = 0; !err && i < mg->c.lw.n; i++)
 		xw[nx++] = (xword){ mg->c.lw.w[i], mg->c.lw.len[i], &mg->c.map[i] };
@@ -603,7 +610,7 @@ static int merged_sum(merged *mg)
 			return TD_ENOMEM;
 		for (size_t k = 0; k < mg->np; k++) {
 			const part *p = &mg->p[k];
-			uint64_t W = p->s->W, nt = p->c.dense ? W : p->c.ntouched;
+			uint64_t W = part_W(p), nt = p->c.dense ? W : p->c.ntouched;
 			for (uint64_t i = 0; i < nt; i++) {
 				uint64_t w = p->c.dense ? i : p->c.touched[i];
 				if (p->c.cnt[w])
@@ -653,6 +660,14 @@ static int merged_sum(merged *mg)
 	return err;
 }
 
+/* Part pt: the runs of m words of the files list[0..n) of shard s (list
+ * NULL: of its entry `local`). */
+static int part_fill(part *pt, const td_archive *s, td_entry local, const td_entry *list, size_t n, unsigned m)
+{
+	pt->s = s;
+	return m == 1 ? td_list_counts(s, local, list, n, &pt->c) : td_list_gtab(s, local, list, n, m, &pt->t, &pt->lw);
+}
+
 /* Gather and sum the runs of m words of scope's pieces and cuts. */
 static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
 {
@@ -668,14 +683,178 @@ static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned
 		return TD_ENOMEM;
 	for (uint64_t k = 0; k < n && !err; k++) {
 		td_archive *s;
-		part *pt = &mg->p[mg->np++];
-		if ((err = td_shard_sub(a, p[k].shard, &s)))
-			break;
-		pt->s = s;
-		err = m == 1 ? td_scope_counts(s, p[k].local, &pt->c) : td_scope_gtab(s, p[k].local, m, &pt->t, &pt->lw);
+		if (!(err = td_shard_sub(a, p[k].shard, &s)))
+			err = part_fill(&mg->p[mg->np++], s, p[k].local, NULL, 0, m);
 	}
 	if (!err && n > 1)
 		err = fix_scope(a, scope, m, corr_run, &mg->c);
+	if (!err)
+		err = merged_ids(mg);
+	if (!err)
+		err = merged_sum(mg);
+	return err;
+}
+
+/* ---------- a set of files (td_analytics_set.c) ---------- */
+
+/* A piece of a set's file: its entry in its shard, its file's index in
+ * the set's list, its start in that file. */
+typedef struct spiece {
+	td_entry local;
+	size_t idx;
+	uint64_t start;
+} spiece;
+
+/* A set's files grouped by shard: their pieces in shard `shard`, and the
+ * pieces' local entries (a list for the shard's analytics). */
+typedef struct slist {
+	uint32_t shard;
+	spiece *pc;
+	td_entry *local;
+	size_t n, cap;
+} slist;
+
+typedef struct sset {
+	slist *v;     /* the shards holding pieces, ascending */
+	size_t n;
+	size_t *split; /* list indices of the files with several pieces */
+	size_t nsplit;
+} sset;
+
+static void sset_free(sset *ss)
+{
+	for (size_t i = 0; i < ss->n; i++) {
+		free(ss->v[i].pc);
+		free(ss->v[i].local);
+	}
+	free(ss->v);
+	free(ss->split);
+	memset(ss, 0, sizeof *ss);
+}
+
+static int slist_push(slist *l, td_entry local, size_t idx, uint64_t start)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		spiece *pc = realloc(l->pc, cap * sizeof *pc);
+		if (!pc)
+			return TD_ENOMEM;
+		l->pc = pc;
+		l->cap = cap;
+	}
+	l->pc[l->n++] = (spiece){ local, idx, start };
+	return TD_OK;
+}
+
+/* Group the regular files list[0..nlist) by shard. TD_OK, TD_EINVAL (an
+ * entry that is not a regular file), TD_ECORRUPT, TD_ENOMEM. */
+static int sset_init(sset *ss, const td_archive *a, const td_entry *list, size_t nlist)
+{
+	memset(ss, 0, sizeof *ss);
+	uint32_t nsh = td_archive_nshards(a);
+	slist *by = calloc(nsh ? nsh : 1, sizeof *by);
+	int err = by ? TD_OK : TD_ENOMEM;
+	if (!err && !(ss->split = malloc((nlist ? nlist : 1) * sizeof *ss->split)))
+		err = TD_ENOMEM;
+	for (size_t i = 0; i < nlist && !err; i++) {
+		td_stat st;
+		const td_disk_piece *p;
+		uint64_t n;
+		if (list[i] >= a->meta.nentries || td_archive_stat(a, list[i], &st) || !S_ISREG(st.mode)) {
+			err = td_fail(TD_EINVAL, "entry %u is not a regular file", list[i]);
+			break;
+		}
+		if ((err = td_shard_pieces(a, list[i], &p, &n)))
+			break;
+		for (uint64_t k = 0; k < n && !err; k++)
+			err = p[k].shard < nsh ? slist_push(&by[p[k].shard], p[k].local, i, p[k].start)
+					       : td_fail(TD_ECORRUPT, "entry %u: a piece in no shard", list[i]);
+		if (n > 1)
+			ss->split[ss->nsplit++] = i;
+	}
+	/* the shards holding pieces, in order */
+	size_t used = 0;
+	for (uint32_t k = 0; by && k < nsh; k++)
+		used += by[k].n > 0;
+	if (!err && !(ss->v = malloc((used ? used : 1) * sizeof *ss->v)))
+		err = TD_ENOMEM;
+	for (uint32_t k = 0; by && k < nsh; k++) {
+		if (!by[k].n)
+			continue;
+		if (!err && !(by[k].local = malloc(by[k].n * sizeof *by[k].local)))
+			err = TD_ENOMEM;
+		if (err) {
+			free(by[k].pc);
+			continue;
+		}
+		for (size_t j = 0; j < by[k].n; j++)
+			by[k].local[j] = by[k].pc[j].local;
+		by[k].shard = k;
+		ss->v[ss->n++] = by[k];
+	}
+	free(by);
+	if (err)
+		sset_free(ss);
+	return err;
+}
+
+/* The texts' words as a part of their own (m = 1: counts; m >= 2: runs). */
+typedef struct tpart {
+	part *p;
+	unsigned m, n;
+	uint32_t win[TD_PHRASE_MAX];
+} tpart;
+
+static int tpart_word(void *ctx, const uint8_t *w, size_t len, uint64_t off)
+{
+	(void)off;
+	tpart *tp = ctx;
+	td_longw *lw = tp->m == 1 ? &tp->p->c.lw : &tp->p->lw;
+	int64_t i = td_longw_intern(lw, (const char *)w, len);
+	if (i < 0)
+		return (int)i;
+	if (tp->m == 1) {
+		lw->count[i]++;
+		return TD_OK;
+	}
+	if (tp->n == tp->m) {
+		memmove(tp->win, tp->win + 1, (tp->m - 1) * sizeof *tp->win);
+		tp->n--;
+	}
+	tp->win[tp->n++] = (uint32_t)i;
+	return tp->n == tp->m ? td_gtab_add(&tp->p->t, tp->win, 1) : TD_OK;
+}
+
+/* Gather and sum the runs of m words of the set's files and texts. */
+static int merged_init_set(merged *mg, const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts,
+			   unsigned m)
+{
+	memset(mg, 0, sizeof *mg);
+	mg->m = m;
+	mg->c.m = m;
+	sset ss;
+	int err = sset_init(&ss, a, list, nlist);
+	if (err)
+		return err;
+	if (!(mg->p = calloc(ss.n + 1, sizeof *mg->p)))
+		err = TD_ENOMEM;
+	for (size_t k = 0; k < ss.n && !err; k++) {
+		td_archive *s;
+		if (!(err = td_shard_sub(a, ss.v[k].shard, &s)))
+			err = part_fill(&mg->p[mg->np++], s, TD_ROOT, ss.v[k].local, ss.v[k].n, m);
+	}
+	for (size_t i = 0; i < ss.nsplit && !err; i++)
+		err = fix_file(a, list[ss.split[i]], m, corr_run, &mg->c);
+	if (!err && texts && texts->n) {
+		part *pt = &mg->p[mg->np++];
+		tpart tp = { .p = pt, .m = m };
+		pt->t.m = m;
+		for (size_t i = 0; i < texts->n && !err; i++) {
+			tp.n = 0; /* no run spans two files */
+			err = texts->words(texts->ctx, i, tpart_word, &tp);
+		}
+	}
+	sset_free(&ss);
 	if (!err)
 		err = merged_ids(mg);
 	if (!err)
@@ -766,13 +945,14 @@ static int kept_cmp(const void *p, const void *q, void *ctx)
 	return worse(y, x, m) ? -1 : worse(x, y, m) ? 1 : 0;
 }
 
-/* The K best runs of m words of scope (K = 0: all), best first: fn per run. */
-static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
+/* The K best runs of mg (K = 0: all), best first: fn per run; err is
+ * merged_init's. Frees mg. */
+static int best_of(merged *mgp, int err, uint64_t K, td_ngram_fn fn, void *ctx)
 {
+	merged mg = *mgp;
+	const unsigned m = mg.m;
 	best b = { .m = m };
 	b.cap = K > (1u << 26) ? 0 : (size_t)K;
-	merged mg;
-	int err = merged_init(&mg, a, scope, m);
 	if (!err && b.cap && !(b.h = malloc(b.cap * sizeof *b.h)))
 		err = TD_ENOMEM;
 	b.alloc = b.cap;
@@ -800,6 +980,25 @@ static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K
 	}
 	free(b.h);
 	merged_free(&mg);
+	return err;
+}
+
+/* The K best runs of m words of scope (K = 0: all), best first. */
+static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
+{
+	merged mg;
+	int err = merged_init(&mg, a, scope, m);
+	return best_of(&mg, err, K, fn, ctx);
+}
+
+/* Every word of mg with its count, in byte order (global ids are);
+ * err is merged_init's. Frees mg. */
+static int vector_of(merged *mg, int err, td_word_fn fn, void *ctx)
+{
+	for (uint64_t i = 0; i < mg->nid && !err; i++)
+		if (mg->cnt[i])
+			err = fn(ctx, mg->gw[i], mg->gl[i], mg->cnt[i]);
+	merged_free(mg);
 	return err;
 }
 
@@ -849,14 +1048,9 @@ int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, voi
 	int err = one_shard(a, scope, &s, &local);
 	if (err || s)
 		return err ? err : td_term_vector(s, local, fn, ctx);
-	/* global ids are in byte order: the counts in id order */
 	merged mg;
 	err = merged_init(&mg, a, scope, 1);
-	for (uint64_t i = 0; i < mg.nid && !err; i++)
-		if (mg.cnt[i])
-			err = fn(ctx, mg.gw[i], mg.gl[i], mg.cnt[i]);
-	merged_free(&mg);
-	return err;
+	return vector_of(&mg, err, fn, ctx);
 }
 
 int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
@@ -904,12 +1098,20 @@ static int pmatch_init(pmatch *pm, const char *p, size_t len)
 	return TD_OK;
 }
 
+/* 1 when the run of m words t (in buf) is the phrase. */
+static int pmatch_is(const pmatch *pm, const uint8_t *buf, const ctok *t, unsigned m)
+{
+	for (unsigned k = 0; k < m; k++)
+		if (t[k].e - t[k].s != pm->len[k] || memcmp(buf + t[k].s, pm->w[k], pm->len[k]))
+			return 0;
+	return 1;
+}
+
 static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
 {
 	pmatch *pm = ctx;
-	for (unsigned k = 0; k < m; k++)
-		if (t[k].e - t[k].s != pm->len[k] || memcmp(buf + t[k].s, pm->w[k], pm->len[k]))
-			return TD_OK;
+	if (!pmatch_is(pm, buf, t, m))
+		return TD_OK;
 	pm->count += sign;
 	if (pm->add)
 		return td_hits_push(sign > 0 ? pm->add : pm->drop, e, base + t[0].s);
@@ -973,6 +1175,27 @@ static int hit_cmp(const void *p, const void *q)
 	return (u->off > v->off) - (u->off < v->off);
 }
 
+/* Take the hits in drop (the shards' hits on fragments of a cut word)
+ * away from out->v[before..] (sorted by file, then offset, when any). */
+static void drop_hits(td_hits *out, size_t before, td_hits *drop)
+{
+	size_t j = 0, w = before;
+	if (!drop->n)
+		return;
+	qsort(out->v + before, out->n - before, sizeof *out->v, hit_cmp);
+	qsort(drop->v, drop->n, sizeof *drop->v, hit_cmp);
+	for (size_t i = before; i < out->n; i++) {
+		while (j < drop->n && hit_cmp(&drop->v[j], &out->v[i]) < 0)
+			j++;
+		if (j < drop->n && !hit_cmp(&drop->v[j], &out->v[i])) {
+			j++;
+			continue;
+		}
+		out->v[w++] = out->v[i];
+	}
+	out->n = w;
+}
+
 int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out)
 {
 	pmatch pm;
@@ -991,22 +1214,8 @@ int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_en
 	if (!(err = td_shard_hits(a, scope, phrase_piece_fn, &ps, out)) && !(err = scope_pieces(a, scope, &pc, &n)) &&
 	    n > 1)
 		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
-	if (!err && drop.n) {
-		/* the shards' hits on fragments of a cut word: taken away */
-		size_t m = out->n - before, j = 0, w = before;
-		qsort(out->v + before, m, sizeof *out->v, hit_cmp);
-		qsort(drop.v, drop.n, sizeof *drop.v, hit_cmp);
-		for (size_t i = before; i < out->n; i++) {
-			while (j < drop.n && hit_cmp(&drop.v[j], &out->v[i]) < 0)
-				j++;
-			if (j < drop.n && !hit_cmp(&drop.v[j], &out->v[i])) {
-				j++;
-				continue;
-			}
-			out->v[w++] = out->v[i];
-		}
-		out->n = w;
-	}
+	if (!err)
+		drop_hits(out, before, &drop);
 	if (!err)
 		err = td_shard_sort_hits(a, out, before);
 	td_hits_free(&drop);
@@ -1119,4 +1328,122 @@ int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, vo
 {
 	cw c = { fn, ctx };
 	return fix_scope(a, scope, 1, cw_run, &c);
+}
+
+/* ---------- a set of files: the public forms ---------- */
+
+int td_shard_set_top(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts, uint64_t n,
+		     td_word_fn fn, void *ctx)
+{
+	merged mg;
+	word_ctx v = { fn, ctx };
+	int err = merged_init_set(&mg, a, list, nlist, texts, 1);
+	return best_of(&mg, err, n, word_fn, &v);
+}
+
+int td_shard_set_vector(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts,
+			td_word_fn fn, void *ctx)
+{
+	merged mg;
+	int err = merged_init_set(&mg, a, list, nlist, texts, 1);
+	return vector_of(&mg, err, fn, ctx);
+}
+
+int td_shard_set_ngrams(const td_archive *a, const td_entry *list, size_t nlist, const td_texts *texts, unsigned n,
+			uint64_t top, td_ngram_fn fn, void *ctx)
+{
+	if (n < 2 || n > TD_PHRASE_MAX)
+		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
+	merged mg;
+	int err = merged_init_set(&mg, a, list, nlist, texts, n);
+	return best_of(&mg, err, top, fn, ctx);
+}
+
+/* The phrase's runs at the cuts of set file i. */
+typedef struct setp {
+	const pmatch *pm;
+	size_t i;
+	uint64_t *counts;
+	td_hits *add, *drop;
+} setp;
+
+static int setp_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
+{
+	(void)e;
+	setp *sp = ctx;
+	if (!pmatch_is(sp->pm, buf, t, m))
+		return TD_OK;
+	sp->counts[sp->i] += (uint64_t)(int64_t)sign;
+	return sp->add ? td_hits_push(sign > 0 ? sp->add : sp->drop, (td_entry)sp->i, base + t[0].s) : TD_OK;
+}
+
+int td_shard_set_phrase(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t nlist,
+			const td_texts *texts, uint64_t *counts, td_hits *out)
+{
+	pmatch pm;
+	int err = pmatch_init(&pm, p, len);
+	if (err)
+		return err;
+	memset(counts, 0, (nlist + (texts ? texts->n : 0)) * sizeof *counts);
+	sset ss;
+	if ((err = sset_init(&ss, a, list, nlist)))
+		return err;
+	size_t before = out ? out->n : 0;
+	td_hits drop = { 0 };
+	/* each shard over its pieces of the files: counts and hits by piece */
+	for (size_t k = 0; k < ss.n && !err; k++) {
+		const slist *l = &ss.v[k];
+		td_archive *s;
+		td_hits h = { 0 };
+		uint64_t *c = calloc(l->n, sizeof *c);
+		if (!c)
+			err = TD_ENOMEM;
+		if (!err && !(err = td_shard_sub(a, l->shard, &s)))
+			err = td_phrase_list(s, p, len, l->local, l->n, NULL, c, out ? &h : NULL);
+		for (size_t j = 0; j < l->n && !err; j++)
+			counts[l->pc[j].idx] += c[j];
+		for (size_t j = 0; j < h.n && !err; j++)
+			err = td_hits_push(out, (td_entry)l->pc[h.v[j].file].idx, l->pc[h.v[j].file].start + h.v[j].off);
+		td_hits_free(&h);
+		free(c);
+	}
+	/* the runs at the cuts of the split files */
+	setp sp = { &pm, 0, counts, out, &drop };
+	for (size_t i = 0; i < ss.nsplit && !err; i++) {
+		sp.i = ss.split[i];
+		err = fix_file(a, list[sp.i], pm.m, setp_run, &sp);
+	}
+	/* the texts, matched by bytes */
+	if (!err && texts)
+		err = td_phrase_texts(p, len, texts, nlist, counts + nlist, out);
+	if (!err && out) {
+		drop_hits(out, before, &drop);
+		qsort(out->v + before, out->n - before, sizeof *out->v, hit_cmp);
+	}
+	td_hits_free(&drop);
+	sset_free(&ss);
+	if (err && out)
+		out->n = before;
+	return err;
+}
+
+int td_shard_set_counts(const td_archive *a, const td_entry *list, size_t nlist, td_shard_counts_fn fn,
+			td_cutword_fn cut, void *ctx)
+{
+	sset ss;
+	int err = sset_init(&ss, a, list, nlist);
+	for (size_t k = 0; k < ss.n && !err; k++) {
+		td_archive *s;
+		td_counts c;
+		memset(&c, 0, sizeof c);
+		if (!(err = td_shard_sub(a, ss.v[k].shard, &s)) &&
+		    !(err = td_list_counts(s, TD_ROOT, ss.v[k].local, ss.v[k].n, &c)))
+			err = fn(ctx, s, &c);
+		td_counts_free(&c);
+	}
+	cw c = { cut, ctx };
+	for (size_t i = 0; i < ss.nsplit && !err; i++)
+		err = fix_file(a, list[ss.split[i]], 1, cw_run, &c);
+	sset_free(&ss);
+	return err;
 }

@@ -73,7 +73,8 @@ def phrases(c, rng, k):
 def shard_cuts(arch):
     """File offsets where a format 5 archive of ONE file is cut: each shard's input ends."""
     r = tadoc("info", arch)
-    sizes = [int(l.split()[5]) for l in r.stdout.decode().splitlines() if l.strip().startswith("shard ")]
+    sizes = [int(l.split()[5]) for l in r.stdout.decode().splitlines()
+             if l.strip().startswith("shard ") and l.split()[1].isdigit()]
     cuts, at = [], 0
     for n in sizes[:-1]:
         at += n

@@ -9,14 +9,19 @@ at the root, read with os.getxattr (parts joined through their
 output on the archive and to the independent oracle (tests/oracle.py:
 collections.Counter over re.findall(r'\\w+'), brute-force Levenshtein).
 A value over 64 KiB is cut into parts that each fit and join to the whole.
-Bad names give EINVAL. On a writable mount, after random edits (inserts,
+Bad names give EINVAL. On writable mounts, after random edits (inserts,
 deletes, overwrites, new files, unlinks, renames), every attribute equals
-the oracle over the mount's current files.
+the oracle over the mount's current files: a format 4 archive, and a format
+5 one at 64 KiB shards (files split over shards; `tadoc add` of the tree to
+an archive of a file without ASCII separators, which the builder cuts
+inside words), with phrases and words at those cuts asked at the root.
+The read-only mounts are of format 5 archives (the default).
 
 Environment: TADOC, TADOCFS, TADOC_CORPORA (sotu). Exit 77 without
 /dev/fuse or root.
 """
 import errno
+import importlib.util
 import os
 import random
 import shutil
@@ -29,6 +34,10 @@ import oracle  # noqa: E402
 from fs_write_lib import teardown, TADOC, check, compress, finish, log, mount, unmount  # noqa: E402
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
+os.environ.setdefault("TADOC", TADOC)
+_spec = importlib.util.spec_from_file_location("cli_analytics", os.path.join(TESTS, "cli_analytics.py"))
+cli_an = importlib.util.module_from_spec(_spec)   # make_midcut, shard_cuts, cut_phrases
+_spec.loader.exec_module(cli_an)
 MAXV = 65536
 NAME_MAX = 255
 
@@ -70,8 +79,9 @@ def cli(*args):
     return r.stdout if r.returncode == 0 else None
 
 
-def queries(c, scope, rng, is_dir):
-    """(name, oracle bytes, CLI argv or None) for one scope."""
+def queries(c, scope, rng, is_dir, extra=()):
+    """(name, oracle bytes, CLI argv or None) for one scope; extra: more
+    phrases (and, the single words among them, fuzzy queries)."""
     s = scope
     p = [s] if s else []
     top = [w for w, _ in c.top(s, 3)]
@@ -84,6 +94,7 @@ def queries(c, scope, rng, is_dir):
         out.append(("ngrams.%d.%d" % (ln, k), oracle.render("ngrams", c, {"path": s, "len": ln, "top": k}),
                     ["ngrams", "-n", str(ln), "--top", str(k)] + p))
     fq = [w for w in top if len(w) <= 60][:2] + rng.sample(vocab, min(2, len(vocab))) + [b"zzqqxx", "café".encode()]
+    fq += [w for w in extra if b" " not in w and len(w) <= 60][:4]
     for w in dict.fromkeys(fq):
         for k in (0, 1, 2, 3):
             out.append(("fuzzy.%d.%s" % (k, os.fsdecode(w)),
@@ -98,7 +109,7 @@ def queries(c, scope, rng, is_dir):
         m = rng.choice((2, 2, 3))
         i = rng.randrange(len(ws) - m + 1)
         phr.append(b" ".join(w for w, _ in ws[i:i + m]))
-    phr += [w for w in top[:1]] + [b"zzqqxx the"]
+    phr += [w for w in top[:1]] + [b"zzqqxx the"] + list(extra)
     for q in dict.fromkeys(phr):
         if len(q) > NAME_MAX - 20:
             continue
@@ -114,12 +125,13 @@ def queries(c, scope, rng, is_dir):
     return out
 
 
-def check_scopes(label, c, mnt, arch, scopes, rng, use_cli=True, sort_search=False):
+def check_scopes(label, c, mnt, arch, scopes, rng, use_cli=True, sort_search=False, extra=None):
+    """extra: {scope: phrases} asked there besides the random ones."""
     bad = n = 0
     for s in scopes:
         is_dir = not s or c.kind.get(s) == "d"
         path = os.path.join(mnt, os.fsdecode(s))
-        for i, (name, want, argv) in enumerate(queries(c, s, rng, is_dir)):
+        for i, (name, want, argv) in enumerate(queries(c, s, rng, is_dir, (extra or {}).get(s, ()))):
             n += 1
             try:
                 got, _ = getx(path, "user.tadoc." + name)
@@ -222,13 +234,15 @@ def read_only(label, tree, work, rng, nfiles, ndirs):
             unmount(mnt)
 
 
-def random_edits(mnt, rng, n):
-    """Random content and namespace changes through the mount."""
+def random_edits(mnt, rng, n, keep=()):
+    """Random content and namespace changes through the mount (the files
+    in keep, relative paths, are left alone)."""
     words = ["alpha", "beta", "the", "of", "café", "日本", "x86_64", "zzqqxx", "new", "Word", "007"]
     files = []
     for dp, dn, fn in os.walk(mnt):
         files += [os.path.join(dp, f) for f in fn if os.path.isfile(os.path.join(dp, f))
-                  and not os.path.islink(os.path.join(dp, f))]
+                  and not os.path.islink(os.path.join(dp, f))
+                  and os.path.relpath(os.path.join(dp, f), mnt) not in keep]
     files.sort()
     for i in range(n):
         f = rng.choice(files)
@@ -265,9 +279,10 @@ def random_edits(mnt, rng, n):
 
 
 def writable(tree, work, rng):
-    arch = os.path.join(work, "w.tadoc")
-    compress(tree, arch)
-    mnt = os.path.join(work, "mnt-w")
+    """Format 4: the adversarial tree after random edits."""
+    arch = os.path.join(work, "w4.tadoc")
+    compress(tree, arch, ["--format", "4"])
+    mnt = os.path.join(work, "mnt-w4")
     mount(arch, mnt, "rw")
     try:
         random_edits(mnt, rng, 60)
@@ -277,9 +292,47 @@ def writable(tree, work, rng):
         edited = [f for f in files if b"new" in f or f.endswith(b".moved")][:4]
         scopes = [b""] + rng.sample(dirs, min(4, len(dirs))) + edited + rng.sample(files, min(4, len(files)))
         scopes = [s for s in dict.fromkeys(scopes) if b"\n" not in s]
-        check_scopes("adversarial after 60 random edits (rw)", c, mnt, arch, scopes, rng, use_cli=False,
+        check_scopes("format 4, adversarial after 60 random edits (rw)", c, mnt, arch, scopes, rng, use_cli=False,
                      sort_search=True)
         check_einval(mnt, os.path.join(mnt, os.fsdecode(files[0])))
+    finally:
+        unmount(mnt)
+
+
+def writable_shards(tree, work, rng):
+    """Format 5 at 64 KiB shards: a file without ASCII separators (cut inside
+    words and characters, first in input order so its cuts are where the
+    shards' inputs end) and the adversarial tree, after random edits that
+    leave that file alone; a new file beside it puts its directory on the
+    edited (file set) path. Phrases and words at its cuts are asked there."""
+    mid = os.path.join(work, "mid")
+    os.mkdir(mid)
+    cli_an.make_midcut(os.path.join(mid, "nosep.txt"))   # 3 MB: cut twice (1 MiB past the size at most)
+    arch = os.path.join(work, "w5.tadoc")
+    compress(mid, arch, ["--format", "5", "--shard-size", "65537"])
+    # the cuts of nosep.txt, read before the tree is added (its shards stay first)
+    cuts = cli_an.shard_cuts(arch)
+    r = subprocess.run([TADOC, "add", arch, tree], capture_output=True)
+    check(r.returncode == 0, "tadoc add: %r" % r.stderr)
+    nsh = [ln for ln in cli(b"info", arch).decode().splitlines() if ln.startswith("shards")]
+    mnt = os.path.join(work, "mnt-w5")
+    mount(arch, mnt, "rw")
+    try:
+        random_edits(mnt, rng, 60, keep=("nosep.txt",))
+        with open(os.path.join(mnt, "beside.txt"), "wb") as h:
+            h.write("alpha beta the café 日本 x86_64\n".encode())
+        c = oracle.Corpus(mnt)
+        files = sorted(c.words)
+        dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
+        edited = [f for f in files if b"new" in f or f.endswith(b".moved")][:3]
+        scopes = [b""] + rng.sample(dirs, min(3, len(dirs))) + edited + \
+            rng.sample(files, min(3, len(files)))
+        scopes = [s for s in dict.fromkeys(scopes) if b"\n" not in s]
+        cutp = [p for p in cli_an.cut_phrases(c, b"nosep.txt", cuts) if len(p) <= NAME_MAX - 20]
+        check(len(cuts) >= 2 and len(cutp) >= 8, "nosep.txt: %d cuts, %d phrases at them" % (len(cuts), len(cutp)))
+        log("  %s; nosep.txt cut %d times inside words" % (nsh[0] if nsh else "no shards line", len(cuts)))
+        check_scopes("format 5, adversarial and a file cut inside words after 60 random edits (rw)", c, mnt, arch,
+                     scopes, rng, use_cli=False, sort_search=True, extra={b"": cutp[:16]})
     finally:
         unmount(mnt)
 
@@ -301,8 +354,9 @@ def main():
             read_only("sotu", sotu, work, rng, nfiles=3, ndirs=2)
         else:
             log("  sotu not available: skipped (set TADOC_CORPORA)")
-        log("== writable mount after random edits")
+        log("== writable mounts after random edits")
         writable(adv, work, rng)
+        writable_shards(adv, work, rng)
     finally:
         teardown(work)
     finish()

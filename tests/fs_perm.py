@@ -12,7 +12,10 @@ unreadable file holds must not show - and phrases in count/search), equals the o
 (tests/oracle.py) run over a copy of exactly the files that caller may read
 through directories it may list and search (root: everything); file-scope
 attributes of a file the caller may not read give EACCES. On a writable
-mount, a chmod changes the answer at once. A hostile archive (a name '..')
+mount, a chmod changes the answer at once. All of it on a format 4 archive
+and on a format 5 one cut into 16-byte shards (every file split over shards,
+so the answers over a caller's files add the runs across the cuts). A
+hostile archive (a name '..')
 and a damaged one are refused at mount with one line.
 
 Environment: TADOC, TADOCFS. Exit 77 without /dev/fuse, root or setpriv.
@@ -202,6 +205,60 @@ def check_files(mnt, who, cls, label):
             check(got == "EACCES", "%s: file %s may not be read: count gives %r, not EACCES" % (label, path, got))
 
 
+def one_format(tmp, label, cargs):
+    """Every check on one archive of TREE (label: its format); returns it."""
+    tmp = os.path.join(tmp, label.split(",")[0].replace(" ", ""))
+    os.makedirs(tmp)
+    os.chmod(tmp, 0o755)
+    src = os.path.join(tmp, "src")
+    build(src)
+    archive = os.path.join(tmp, "p.tadoc")
+    compress(src, archive, cargs)
+    copies = {}
+    for cls in ("all", "group", "other"):
+        copies[cls] = os.path.join(tmp, "visible-" + cls)
+        visible_copy(src, copies[cls], cls)
+    mnt = os.path.join(tmp, "mnt")
+
+    log("== %s: read-only allow_other mount" % label)
+    mount(archive, mnt, "ro", "allow_other")
+    check_class(mnt, copies["other"], NOBODY, "nobody")
+    check_class(mnt, copies["group"], GROUPED, "nobody in the mount's group")
+    check_class(mnt, copies["all"], [], "root")
+    check_analytics(mnt, copies["other"], NOBODY, "nobody")
+    check_analytics(mnt, copies["group"], GROUPED, "nobody in the mount's group")
+    check_analytics(mnt, copies["all"], [], "root")
+    check_files(mnt, NOBODY, "other", "nobody")
+    check_files(mnt, GROUPED, "group", "group")
+    unmount(mnt)
+
+    log("== %s: writable allow_other mount: chmod changes the answer at once" % label)
+    mount(archive, mnt, "rw", "allow_other")
+    check_class(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
+    check_analytics(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
+    before = getx(NOBODY, mnt, "user.tadoc.count.secret")
+    os.chmod(os.path.join(mnt, "secret.txt"), 0o644)
+    os.chmod(os.path.join(mnt, "docs/b.txt"), 0o644)
+    os.chmod(os.path.join(mnt, "docs/deep"), 0o755)
+    os.chmod(os.path.join(src, "secret.txt"), 0o644)
+    os.chmod(os.path.join(src, "docs/b.txt"), 0o644)
+    os.chmod(os.path.join(src, "docs/deep"), 0o755)
+    after_copy = os.path.join(tmp, "visible-other-after")
+    visible_copy(src, after_copy, "other")
+    after = getx(NOBODY, mnt, "user.tadoc.count.secret")
+    want = expected(after_copy, "", "secret")[0]
+    check(after == str(want) and after != before,
+          "after chmod: count.secret %r -> %r, oracle %d" % (before, after, want))
+    check_class(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
+    check_analytics(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
+    os.chmod(os.path.join(mnt, "pub.txt"), 0o600)
+    got = getx(NOBODY, mnt, "user.tadoc.count.public")
+    check(got == "0", "after chmod 600 pub.txt: count.public %r, not 0" % got)
+    unmount(mnt)
+
+    return archive
+
+
 def main():
     if not os.path.exists("/dev/fuse") or os.geteuid() != 0 or not shutil.which("setpriv") or \
             not shutil.which("getfattr"):
@@ -210,52 +267,12 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tadoc-fs-perm-")
     os.chmod(tmp, 0o755)   # the unprivileged callers reach the mount point
     try:
-        src = os.path.join(tmp, "src")
-        build(src)
-        archive = os.path.join(tmp, "p.tadoc")
-        compress(src, archive)
-        copies = {}
-        for cls in ("all", "group", "other"):
-            copies[cls] = os.path.join(tmp, "visible-" + cls)
-            visible_copy(src, copies[cls], cls)
-        mnt = os.path.join(tmp, "mnt")
-
-        log("== read-only allow_other mount")
-        mount(archive, mnt, "ro", "allow_other")
-        check_class(mnt, copies["other"], NOBODY, "nobody")
-        check_class(mnt, copies["group"], GROUPED, "nobody in the mount's group")
-        check_class(mnt, copies["all"], [], "root")
-        check_analytics(mnt, copies["other"], NOBODY, "nobody")
-        check_analytics(mnt, copies["group"], GROUPED, "nobody in the mount's group")
-        check_analytics(mnt, copies["all"], [], "root")
-        check_files(mnt, NOBODY, "other", "nobody")
-        check_files(mnt, GROUPED, "group", "group")
-        unmount(mnt)
-
-        log("== writable allow_other mount: chmod changes the answer at once")
-        mount(archive, mnt, "rw", "allow_other")
-        check_class(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
-        check_analytics(mnt, copies["other"], NOBODY, "nobody (rw)", writable=True)
-        before = getx(NOBODY, mnt, "user.tadoc.count.secret")
-        os.chmod(os.path.join(mnt, "secret.txt"), 0o644)
-        os.chmod(os.path.join(mnt, "docs/b.txt"), 0o644)
-        os.chmod(os.path.join(mnt, "docs/deep"), 0o755)
-        os.chmod(os.path.join(src, "secret.txt"), 0o644)
-        os.chmod(os.path.join(src, "docs/b.txt"), 0o644)
-        os.chmod(os.path.join(src, "docs/deep"), 0o755)
-        after_copy = os.path.join(tmp, "visible-other-after")
-        visible_copy(src, after_copy, "other")
-        after = getx(NOBODY, mnt, "user.tadoc.count.secret")
-        want = expected(after_copy, "", "secret")[0]
-        check(after == str(want) and after != before,
-              "after chmod: count.secret %r -> %r, oracle %d" % (before, after, want))
-        check_class(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
-        check_analytics(mnt, after_copy, NOBODY, "nobody after chmod (rw)", writable=True)
-        os.chmod(os.path.join(mnt, "pub.txt"), 0o600)
-        got = getx(NOBODY, mnt, "user.tadoc.count.public")
-        check(got == "0", "after chmod 600 pub.txt: count.public %r, not 0" % got)
-        unmount(mnt)
-
+        # format 4, and format 5 cut into shards of 16 bytes (every file of
+        # the tree split over shards: the analytics of a caller's visible
+        # files add the runs across the cuts)
+        archives = [one_format(tmp, label, cargs) for label, cargs in
+                    (("format 4", ["--format", "4"]), ("format 5, 16-byte shards", ["--shard-size", "16"]))]
+        archive, mnt = archives[0], os.path.join(tmp, "mnt")
         log("== a hostile archive is refused at mount with one line naming the entry")
         hostile = os.path.join(tmp, "hostile.tadoc")
         shutil.copyfile(archive, hostile)

@@ -193,8 +193,9 @@ signal.signal(signal.SIGINT, on_signal)
 
 # ---------------------------------------------------------------- trees
 
-def compress(src, out):
-    r = run([TADOC, "compress", "-o", out, src])
+def compress(src, out, args=()):
+    """tadoc compress (format 5 unless args say otherwise)."""
+    r = run([TADOC, "compress", "-o", out] + list(args) + [src])
     if r.returncode != 0:
         raise SystemExit("tadoc compress failed: " + r.stderr.decode(errors="replace"))
 

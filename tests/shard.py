@@ -15,7 +15,9 @@ corpora where they are present:
   - `tadoc count` / `tadoc search` on files, directories and the root, and
     the mount's user.tadoc.count.* attributes, equal the oracle;
 then `tadoc add` (old shards kept byte for byte; unpack and a mount exact;
-refusals) and kill -9 of it at random moments (the archive always verifies
+refusals); the shard size the archive records (info; add and compact
+without --shard-size use it: the same bytes as giving it; an archive
+without it gets the default) and kill -9 of it at random moments (the archive always verifies
 and holds the old or the new set of files); `tadoc compact` of an archive
 edited through a writable mount (only the shards holding edited text
 rebuilt, the others byte for byte; the result equals the shadow tree and
@@ -443,6 +445,67 @@ def check_add(work):
     check(r.returncode != 0 and b"compact --format 5" in r.stderr, "add to format 4: %r" % r.stderr)
     log("add: old shards kept, unpack and mount exact, refusals")
 
+def recorded_size(arc):
+    """The `shard size` line of tadoc info: a number, or its text."""
+    for line in tadoc("info", arc).stdout.decode().splitlines():
+        if line.startswith("shard size"):
+            v = line.split(None, 2)[2]
+            return int(v) if v.isdigit() else v
+    return None
+
+
+def check_shard_size(work):
+    """The shard size is recorded in the archive: tadoc info shows it, add
+    and compact without --shard-size cut at it (the same bytes as giving it),
+    with --shard-size at the one given (then recorded); an archive from
+    before (the field 0) shows 'not recorded' and gets the default."""
+    import archive_patch
+    rnd = random.Random(31)
+    a, b = os.path.join(work, "ssA"), os.path.join(work, "ssB")
+    gen_unique(a, rnd)
+    gen_unique(b, rnd)
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
+    arc = os.path.join(work, "ss.tadoc")
+    compress(a, arc, "--shard-size", "48K")
+    check(recorded_size(arc) == 48 << 10, "compress --shard-size 48K: info says %r" % recorded_size(arc))
+
+    def variant(name, *cmd):
+        """A copy of arc after `tadoc CMD... COPY [ARGS]` (COPY replaces '@')."""
+        out = os.path.join(work, name)
+        shutil.copyfile(arc, out)
+        r = tadoc(*[out if c == "@" else c for c in cmd], env=env)
+        check(r.returncode == 0, "%s: %s" % (" ".join(map(str, cmd)), r.stderr))
+        with open(out, "rb") as f:
+            return out, f.read()
+
+    implied, ib = variant("ss-add1.tadoc", "add", "-j", 2, "@", b)
+    _, gb = variant("ss-add2.tadoc", "add", "-j", 1, "--shard-size", 48 << 10, "@", b)
+    check(ib == gb and recorded_size(implied) == 48 << 10,
+          "add without --shard-size differs from add --shard-size 48K (recorded %r)" % recorded_size(implied))
+    check(len(shard_lines(implied)) > len(shard_lines(arc)) + 4, "add: %d shards" % len(shard_lines(implied)))
+    other, _ = variant("ss-add3.tadoc", "add", "--shard-size", "32K", "@", b)
+    check(recorded_size(other) == 32 << 10, "add --shard-size 32K: recorded %r" % recorded_size(other))
+    _, cb = variant("ss-cmp1.tadoc", "compact", "--full", "@")
+    _, gb = variant("ss-cmp2.tadoc", "compact", "--full", "--shard-size", 48 << 10, "@")
+    check(cb == gb, "compact --full without --shard-size differs from --shard-size 48K")
+    # an archive from before the field was filled: 0 there
+    old = os.path.join(work, "ss-old.tadoc")
+    shutil.copyfile(arc, old)
+    p = archive_patch.Archive(old)
+    _, (_, _, off, _, _) = p.section(1)   # META: td_disk_meta, shard_size is its 16th u64
+    p.b[off + 15 * 8:off + 16 * 8] = bytes(8)
+    p.resum()
+    p.save()
+    check(tadoc("verify", old).returncode == 0, "the archive with no shard size recorded does not verify")
+    check(isinstance(recorded_size(old), str) and "not recorded" in recorded_size(old),
+          "info of an archive without a recorded shard size: %r" % recorded_size(old))
+    arc = old
+    _, ib = variant("ss-old1.tadoc", "add", "@", b)
+    _, gb = variant("ss-old2.tadoc", "add", "--shard-size", "64M", "@", b)
+    check(ib == gb, "add to an archive without a recorded size differs from add --shard-size 64M")
+    log("shard size: recorded (info), reused by add and compact, given sizes recorded, older archives: the default")
+
+
 def shard_images(arc):
     """The shard images of a format 5 archive, in order: they follow the
     header (8-byte aligned), their sizes from `tadoc info`."""
@@ -682,6 +745,7 @@ def main():
         check_tree(adv, 64 << 10, work, "adversarial")
         check_grammar_threads(work)
         check_add(work)
+        check_shard_size(work)
         check_compact(work)
         check_add_kill(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):

@@ -60,7 +60,7 @@ _tadoc()
         if ((!dashdash)); then
             case $w in
                 --) dashdash=1; continue ;;
-                -o|--output|-c|--config|--max-depth|--sample-shift|--format|-n|-k|--top|-j|--jobs|--shard-size|--memory|--to) skip=1; continue ;;
+                -o|--output|-c|--config|--max-depth|--sample-shift|--format|-n|-k|--top|-j|--jobs|--shard-size|--memory|--to|--gpu) skip=1; continue ;;
                 -*) continue ;;
             esac
         fi
@@ -72,9 +72,9 @@ _tadoc()
         local opts="-h --help"
         case $cmd in
             # '-': a tar archive on standard input, as the only input
-            compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format" ;;
-            compact) opts+=" --format --full -j --jobs --shard-size --memory" ;;
-            add) opts+=" --to -j --jobs --shard-size --memory" ;;
+            compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format --gpu" ;;
+            compact) opts+=" --format --full -j --jobs --shard-size --memory --gpu" ;;
+            add) opts+=" --to -j --jobs --shard-size --memory --gpu" ;;
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;
@@ -94,7 +94,8 @@ _tadoc()
             case $prev in
                 -o|--output) _tadoc_archives "$cur" ;;
                 --max-depth|--sample-shift) ;;
-                --format) COMPREPLY=($(compgen -W "3 4 5" -- "$cur")) ;;
+                --format) COMPREPLY=($(compgen -W "5 4 3" -- "$cur")) ;;
+                --gpu) COMPREPLY=($(compgen -W "auto on off" -- "$cur")) ;;
                 -j|--jobs|--shard-size|--memory) ;;
                 *) _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")) ;;
             esac
@@ -105,14 +106,22 @@ _tadoc()
             ;;
         add)
             case $prev in
-                --format) COMPREPLY=($(compgen -W "4 5" -- "$cur")) ;;
+                --gpu) COMPREPLY=($(compgen -W "auto on off" -- "$cur")) ;;
                 --to) [[ $n -ge 1 ]] && _tadoc_archive_paths "${pos[0]}" "$cur" ;;
                 -j|--jobs|--shard-size|--memory) ;;
                 *) if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
                    else _filedir 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur")); fi ;;
             esac
             ;;
-        ls|info|verify|compact)
+        compact)
+            case $prev in
+                --format) COMPREPLY=($(compgen -W "5 4" -- "$cur")) ;;
+                --gpu) COMPREPLY=($(compgen -W "auto on off" -- "$cur")) ;;
+                -j|--jobs|--shard-size|--memory) ;;
+                *) [[ $n -eq 0 ]] && _tadoc_archives "$cur" ;;
+            esac
+            ;;
+        ls|info|verify)
             if [[ $n -eq 0 ]]; then _tadoc_archives "$cur"
             elif [[ $cmd == ls && $n -eq 1 ]]; then _tadoc_archive_paths "${pos[0]}" "$cur"
             fi

@@ -20,7 +20,7 @@ extern "C" {
  * a corpus holding exactly these files with these texts: same words, same
  * orders, same ties.
  *
- * Not for sharded archives yet (TD_EUNSUPP). Thread-safety as
+ * Version 5 archives (shards) give the same answers. Thread-safety as
  * td_analytics.h; `read` is called from the calling thread only. Errors:
  * those of td_analytics.h, TD_EINVAL (an entry that is not a regular file),
  * and any error `read` returns.

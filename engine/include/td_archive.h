@@ -203,6 +203,12 @@ typedef struct td_shard_info {
 	uint64_t checksum;
 } td_shard_info;
 
+/* The shard size (text bytes) a version 5 archive's newest shards were
+ * cut at (td_build_opts.shard_size of the build, add or compaction that
+ * wrote it), which tadoc add and compact reuse; 0 when not recorded
+ * (archives written before it was) and for versions 1-4. Thread-safe. */
+uint64_t td_archive_shard_size(const td_archive *a);
+
 /* TD_OK or TD_EINVAL (no shard i). Thread-safe. */
 int td_archive_shard_info(const td_archive *a, uint32_t i, td_shard_info *out);
 

@@ -54,7 +54,9 @@ typedef struct td_build_opts {
 	td_writer_opts writer;    /* every shard's writer (format ignored; its progress is not called) */
 	unsigned format;          /* TD_VERSION_SHARDED (5), or 3 or 4: one td_writer */
 	unsigned jobs;            /* threads building shards; 0 = one per online core */
-	uint64_t shard_size;      /* text bytes per shard (> 0) */
+	uint64_t shard_size;      /* text bytes per shard; 0: the one base or keep_from
+	                             records (td_archive_shard_size), else the default.
+	                             The container records it. */
 	uint64_t memory;          /* bound on the shards in flight, bytes; 0 = half the RAM */
 	int64_t build_time;       /* written as every shard's build time and root mtime; 0 = now */
 	uint64_t total_bytes;     /* the text to come, for progress (0 = unknown) */
@@ -94,8 +96,8 @@ uint64_t td_build_memory_min(uint64_t shard_size);
 
 typedef struct td_build td_build;
 
-/* New builder; NULL opts = defaults. TD_OK, TD_EINVAL (shard_size 0, a
- * format other than 3-5, memory below td_build_memory_min, or a base that
+/* New builder; NULL opts = defaults. TD_OK, TD_EINVAL (a format other
+ * than 3-5, memory below td_build_memory_min, or a base that
  * is not version 5: detail says so), TD_ENOMEM, TD_ECORRUPT (the base's
  * tree), or TD_EIO (a worker thread did not start). Not
  * thread-safe: one thread adds; workers are internal. */

@@ -42,9 +42,10 @@ extern "C" {
  * released), the journal is empty, and the caller must reopen the archive
  * and start a new td_edit: node ids of the new archive differ (look nodes up
  * again by path). opts may be NULL. The new archive has opts->format (5:
- * shards, td_build.h, with default jobs, shard size and memory bound; 3 or
- * 4), or with 0 the old archive's: version 5 stays sharded (per shard:
- * td_compact_build), older ones become version 4.
+ * shards, td_build.h, with default jobs and memory bound and the shard
+ * size the archive records, else the default; 3 or 4), or with 0 the old
+ * archive's: version 5 stays sharded (per shard: td_compact_build),
+ * version 3 stays 3, versions 1, 2 and 4 become version 4.
  * Errors: those of td_writer (TD_EIO naming the file, TD_ENOMEM,
  * TD_ELIMIT), of td_edit_read, of the journal; on error the old archive and
  * journal stay in force. */
@@ -59,7 +60,8 @@ typedef struct td_compact_stats {
 } td_compact_stats;
 
 /* How to compact: the builder's options (format, 0 = the archive's as
- * above; jobs, shard_size, memory, build_time, writer; base, keep_from and
+ * above; shard_size, 0 = the one the archive records (td_archive_shard_size),
+ * else the default; jobs, memory, build_time, writer; base, keep_from and
  * tmp_dir are set here), and full: rebuild every shard (repack the archive
  * at shard_size, as a compress of the edited tree would). */
 typedef struct td_compact_opts {

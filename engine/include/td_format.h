@@ -173,7 +173,9 @@ typedef struct td_disk_meta {
 	uint64_t build_time;      /* seconds since the epoch */
 	uint64_t nrulesamples;    /* values in RULE_SAMPLES */
 	uint64_t nlongwords;      /* words longer than TD_MAXTOK (not in WORDS) */
-	uint64_t reserved[1];
+	uint64_t shard_size;      /* version 5 container: the shard size (text bytes) its
+	                             newest shards were cut at; 0 in older ones and in
+	                             other versions (the field was reserved, always 0) */
 } td_disk_meta;
 
 /* Rules [first_rule, next group's first_rule) have `len` symbols each.

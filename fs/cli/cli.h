@@ -79,6 +79,11 @@ int td_cli_parse_u64(const char *s, uint64_t *out);
  * TD_CLI_OK, or prints the usage error and returns TD_CLI_USAGE. */
 int td_cli_build_opt(const char *cmd, int which, const char *arg, td_build_opts *bo);
 
+/* With no --shard-size given (bo->shard_size 0): the size `archive`
+ * records (td_archive_shard_size), else TD_BUILD_SHARD_DEFAULT (also when
+ * it does not open: that is reported where it is used). */
+void td_cli_shard_size_of(const char *archive, td_build_opts *bo);
+
 /* Before reading any input: --memory (bo->memory, 0 = the default) must
  * hold one shard of bo->shard_size; otherwise print the usage error
  * (both numbers and what to change) and return TD_CLI_USAGE; TD_CLI_OK

@@ -223,6 +223,20 @@ int64_t td_cli_source_date(void)
 	return 0;
 }
 
+void td_cli_shard_size_of(const char *archive, td_build_opts *bo)
+{
+	td_archive *a = NULL;
+	if (bo->shard_size)
+		return;
+	if (td_archive_open(archive, 0, &a) == TD_OK) {
+		bo->shard_size = td_archive_shard_size(a);
+		td_archive_close(a);
+	}
+	td_cli_clear_detail(); /* a bad archive is reported where it is used */
+	if (!bo->shard_size)
+		bo->shard_size = TD_BUILD_SHARD_DEFAULT;
+}
+
 int td_cli_build_check(const char *cmd, const td_build_opts *bo)
 {
 	uint64_t mem = bo->memory ? bo->memory : td_build_memory_default();

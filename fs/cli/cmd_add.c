@@ -36,7 +36,8 @@ static const char add_help[] =
 	"Options:\n"
 	"      --to DIR          directory inside the archive to add below\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
-	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --shard-size SIZE text bytes per new shard (default: the size the\n"
+	"                        archive records, see 'tadoc info'; else 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
 "      --gpu auto|on|off grammar rounds and index builds on the GPU: auto\n"
 	"                        (default) when one is usable, on (an error without\n"
@@ -94,6 +95,7 @@ int td_cmd_add(int argc, char **argv)
 	};
 	td_build_opts bo;
 	td_build_opts_init(&bo);
+	bo.shard_size = 0; /* the archive's, unless --shard-size */
 	td_writer_opts wo;
 	memset(&wo, 0, sizeof wo);
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
@@ -125,6 +127,7 @@ int td_cmd_add(int argc, char **argv)
 	}
 	if (argc - optind < 2)
 		return td_cli_usage(argv[0], argc - optind < 1 ? "missing ARCHIVE" : "no input files or directories");
+	td_cli_shard_size_of(argv[optind], &bo);
 	if (td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();

@@ -23,10 +23,12 @@ static const char compact_help[] =
 	"mounted (writable or read-only). When the journal holds no changes,\n"
 	"nothing is rewritten, unless --format asks for another format or --full\n"
 	"for a repack.\n"
-	"A format 5 archive (shards) stays format 5 and is compacted per shard:\n"
-	"only the shards holding text of edited, deleted or moved files are\n"
-	"rebuilt (on -j threads); the others are copied byte for byte. Others\n"
-	"become format 4.\n"
+	"The archive keeps its format unless --format asks for another. A\n"
+	"format 5 archive (shards, the default of 'tadoc compress') is compacted\n"
+	"per shard: only the shards holding text of edited, deleted or moved\n"
+	"files are rebuilt (on -j threads, at the shard size the archive\n"
+	"records); the others are copied byte for byte. Formats 3 and 4 stay\n"
+	"as they are; formats 1 and 2 become format 4.\n"
 	"\n"
 	"A damaged journal tail is reported, kept in ARCHIVE.journal.damaged-OFFSET,\n"
 	"and dropped; every record before it is folded in. Temporary files that an\n"
@@ -39,7 +41,8 @@ static const char compact_help[] =
 	"      --full            rebuild every shard (repack at --shard-size: merges\n"
 	"                        the small shards compactions leave); also without edits\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
-	"      --shard-size SIZE text bytes per new shard (default 64M)\n"
+	"      --shard-size SIZE text bytes per new shard (default: the size the\n"
+	"                        archive records, see 'tadoc info'; else 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM)\n"
 	"      --gpu WORD        grammar rounds and index builds on the GPU: auto\n"
 	"                        (default) when one is usable, on (an error without\n"
@@ -65,6 +68,7 @@ int td_cmd_compact(int argc, char **argv)
 	td_build_opts bo;
 	td_build_opts_init(&bo);
 	bo.format = 0; /* the archive's */
+	bo.shard_size = 0; /* the archive's, unless --shard-size */
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
 	uint64_t v;
 	int c;
@@ -99,6 +103,7 @@ int td_cmd_compact(int argc, char **argv)
 	int first = optind;
 	if (argc - first != 1)
 		return td_cli_usage(argv[0], argc - first < 1 ? "missing ARCHIVE" : "too many arguments");
+	td_cli_shard_size_of(argv[first], &bo);
 	if (td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();

@@ -36,7 +36,7 @@ static const char help[] =
 	"`tar -C DIR -cf - . | tadoc compress -o OUT -`. Entries keep their tar\n"
 	"names less a leading '/' or './' ('./' itself is the root); a name with\n"
 	"a '..' component is an error; hard links become regular files. File data\n"
-	"streams into the builder (any format; with --format 5 in shards within\n"
+	"streams into the builder (any format; format 5 in shards within\n"
 	"--memory), and the archive is the one compressing the directory gives\n"
 	"when the tar lists it in name order (`tar --sort=name`).\n"
 	"\n"
@@ -44,13 +44,13 @@ static const char help[] =
 	"  -o, --output FILE     archive to write (required)\n"
 	"      --max-depth N     bound on grammar rule nesting (1..64, default 32)\n"
 	"      --sample-shift K  root offset sample every 2^K elements (1..16, default 5)\n"
-	"      --format N        archive format to write: 4 (default), one grammar\n"
-	"                        over the whole corpus; 5 (the default when -j,\n"
-	"                        --shard-size or --memory is given), shards built in\n"
-	"                        parallel in bounded memory (top, vector, files,\n"
-	"                        ngrams, fuzzy and phrase counts do not read them\n"
-	"                        yet); or 3, which tadoc releases before format 4\n"
-	"                        read (10-20% larger than 4)\n"
+	"      --format N        archive format to write: 5 (default), shards of\n"
+	"                        --shard-size built in parallel in bounded memory,\n"
+	"                        to which 'tadoc add' adds; 4, one grammar over the\n"
+	"                        whole corpus in one thread, with no memory bound\n"
+	"                        (-j, --shard-size and --memory do not apply); or 3,\n"
+	"                        which tadoc releases before format 4 read (10-20%\n"
+	"                        larger than 4)\n"
 	"  -j, --jobs N          threads building shards (default: online cores)\n"
 	"      --shard-size SIZE text bytes per shard (K/M/G suffixes; default 64M)\n"
 	"      --memory SIZE     bound on the shards in flight (default: half the RAM;\n"
@@ -186,10 +186,9 @@ int td_cmd_compress(int argc, char **argv)
 	};
 	const char *out = NULL;
 	uint64_t v;
-	int format_given = 0, shard_opt = 0;
 	int quiet = 0;
 	td_build_opts bo;
-	td_build_opts_init(&bo);
+	td_build_opts_init(&bo); /* format 5 unless --format says otherwise */
 	td_writer_opts opts;
 	memset(&opts, 0, sizeof opts);
 	td_gpu_use gpu = TD_GPU_USE_AUTO;
@@ -223,14 +222,12 @@ int td_cmd_compress(int argc, char **argv)
 			if (td_cli_parse_u64(optarg, &v) || v < 3 || v > TD_VERSION_SHARDED)
 				return td_cli_usage(argv[0], "--format '%s': expected 3, 4 or 5", optarg);
 			bo.format = (unsigned)v;
-			format_given = 1;
 			break;
 		case 'j':
 		case OPT_SHARD:
 		case OPT_MEMORY:
 			if (td_cli_build_opt(argv[0], c == 'j' ? 'j' : c == OPT_SHARD ? 's' : 'm', optarg, &bo))
 				return TD_CLI_USAGE;
-			shard_opt = 1;
 			break;
 		case 'h':
 			td_cli_out(help, sizeof help - 1);
@@ -241,8 +238,6 @@ int td_cmd_compress(int argc, char **argv)
 	}
 	if (!out)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
-	if (!format_given) /* format 5 on request until the analytics read shards */
-		bo.format = shard_opt ? TD_VERSION_SHARDED : TD_VERSION;
 	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();

@@ -14,9 +14,10 @@ static const char info_help[] =
 	"section, the compression ratio (original bytes / archive bytes, every\n"
 	"index included), the numbers of files, directories, symlinks, grammar\n"
 	"rules and rule symbols, the grammar depth, the vocabulary (distinct\n"
-	"words) and the number of word tokens. A format 5 archive also lists\n"
-	"its shards: files, input bytes, archive bytes, ratio and image checksum\n"
-	"(XXH3-64) of each (the grammar figures are summed over the shards).\n"
+	"words) and the number of word tokens. A format 5 archive also shows the\n"
+	"shard size it was cut at (which 'tadoc add' and 'tadoc compact' reuse)\n"
+	"and lists its shards: files, input bytes, archive bytes, ratio and image\n"
+	"checksum (XXH3-64) of each (the grammar figures are summed over the shards).\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -85,6 +86,12 @@ int td_cmd_info(int argc, char **argv)
 	uint32_t nsh = td_archive_nshards(a);
 	if (nsh) {
 		td_cli_outf("shards           %u\n", nsh);
+		uint64_t ss = td_archive_shard_size(a);
+		if (ss)
+			td_cli_outf("shard size       %llu\n", (unsigned long long)ss);
+		else
+			td_cli_outf("shard size       not recorded (add and compact use %llu)\n",
+				    (unsigned long long)TD_BUILD_SHARD_DEFAULT);
 		for (uint32_t i = 0; i < nsh; i++) {
 			td_shard_info si;
 			if (td_archive_shard_info(a, i, &si))
