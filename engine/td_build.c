@@ -1384,10 +1384,13 @@ out:
 int td_build_finish(td_build *b, const char *out_path)
 {
 	if (b->one) {
+		/* the writer's grammar borrows the idle workers (b->cores):
+		 * finish it before the builder and its workers go */
 		td_writer *w = b->one;
 		b->one = NULL;
+		int err = td_writer_finish(w, out_path);
 		td_build_abort(b);
-		return td_writer_finish(w, out_path);
+		return err;
 	}
 	int err = TD_OK;
 	if (b->in_file)
