@@ -1180,7 +1180,7 @@ static int hit_cmp(const void *p, const void *q)
 static void drop_hits(td_hits *out, size_t before, td_hits *drop)
 {
 	size_t j = 0, w = before;
-	if (!drop->n)
+	if (!drop->n || out->n == before)
 		return;
 	qsort(out->v + before, out->n - before, sizeof *out->v, hit_cmp);
 	qsort(drop->v, drop->n, sizeof *drop->v, hit_cmp);
@@ -1418,7 +1418,8 @@ int td_shard_set_phrase(const td_archive *a, const char *p, size_t len, const td
 		err = td_phrase_texts(p, len, texts, nlist, counts + nlist, out);
 	if (!err && out) {
 		drop_hits(out, before, &drop);
-		qsort(out->v + before, out->n - before, sizeof *out->v, hit_cmp);
+		if (out->n - before > 1) /* out->v may be NULL when there are none */
+			qsort(out->v + before, out->n - before, sizeof *out->v, hit_cmp);
 	}
 	td_hits_free(&drop);
 	sset_free(&ss);
