@@ -19,8 +19,11 @@ ln -s top "$tmp/tree/link"; ln -s 'to@#@p' "$tmp/tree/odd"; : >"$tmp/tree/empty"
 mk long; head -c 700 /dev/zero | tr '\0' 'x' >"$tmp/long/x"; printf ' ab ab ab ab ab\n' >>"$tmp/long/x"
 mk periodic; for _ in $(seq 300); do printf 'ab '; done >"$tmp/periodic/p"
 
+# Format 4 (one grammar): the patches below address its sections. Format 5
+# (shards, the default) beside it, so the fuzzer starts from both layouts.
 for t in empty one words uni tree long periodic; do
-	"$tadoc" compress -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
+	"$tadoc" compress -q --format 4 -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
+	"$tadoc" compress -q --format 5 -j 1 -o "$out/$t-v5.tadoc" "$tmp/$t" >/dev/null
 done
 # The version 3 layout (FOR-packed symbols, stored word offsets) is still read.
 "$tadoc" compress -q --format 3 -o "$out/tree-v3.tadoc" "$tmp/tree" >/dev/null
