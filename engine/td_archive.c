@@ -595,8 +595,10 @@ static int setup(td_archive *a, unsigned flags)
 		return bad(TD_SEC_E_CHILD, "children ranges do not cover the tree");
 	if (td_pack_get(&a->e_root, ne) != m->nroot || td_pack_get(&a->e_nameoff, ne) > a->bytes_size[TD_SEC_NAMES])
 		return bad(TD_SEC_E_ROOT, "ranges do not match the root");
-	/* Hostile names or shapes are refused here, once, not met by lookups. */
-	int terr = td_tree_check(a);
+	/* Hostile names or shapes are refused here, once, not met by lookups;
+	 * a large tree a directory at a time, before anything in it is
+	 * answered (td_tree_vouch): open stays O(1) in the number of files. */
+	int terr = (flags & TD_OPEN_VERIFY) || ne <= td_tree_eager_max ? td_tree_check(a) : td_tree_lazy_setup(a);
 	if (terr)
 		return terr;
 	if (a->version >= TD_VERSION_SHARDED)
@@ -714,6 +716,7 @@ void td_archive_close(td_archive *a)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		free(a->pack_owned[id]);
 	td_shard_free(a);
+	free(a->dir_ok);
 	pthread_mutex_destroy(&a->lazy_mu);
 	pthread_mutex_destroy(&a->check_mu);
 	pthread_mutex_destroy(&a->flat_mu);
@@ -753,6 +756,9 @@ int td_archive_stat(const td_archive *a, td_entry e, td_stat *st)
 {
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_tree_vouch(a, e);
+	if (err)
+		return err;
 	st->mode = (mode_t)td_pack_get(&a->e_mode, e);
 	st->size = td_pack_get(&a->e_size, e);
 	st->mtime_sec = (int64_t)td_pack_get(&a->e_mtime, e) - TD_MTIME_BIAS;
@@ -770,10 +776,9 @@ const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size)
 	return a->map + a->sec[id]->off;
 }
 
-const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
+/* Entry e's name (e < nentries) without td_tree_vouch, or NULL. */
+static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
 {
-	if (e >= a->meta.nentries)
-		return NULL;
 	uint64_t lo = td_pack_get(&a->e_nameoff, e), hi = td_pack_get(&a->e_nameoff, e + 1);
 	if (lo > hi || hi > a->bytes_size[TD_SEC_NAMES] || hi - lo > TD_MAXNAME)
 		return NULL;
@@ -791,12 +796,22 @@ const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 	return p;
 }
 
+const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
+{
+	if (e >= a->meta.nentries || td_tree_vouch(a, e))
+		return NULL;
+	return name_raw(a, e, len);
+}
+
 int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count)
 {
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
 	if (!S_ISDIR(td_pack_get(&a->e_mode, e)))
 		return TD_ENOTDIR;
+	int err = td_tree_dir(a, e);
+	if (err)
+		return err;
 	uint64_t lo = td_pack_get(&a->e_child, e), hi = td_pack_get(&a->e_child, e + 1);
 	if (lo > hi || hi > a->meta.nentries || lo <= e)
 		return td_fail(TD_ECORRUPT, "entry %u: bad children range", e);
@@ -816,7 +831,7 @@ int td_archive_lookup(const td_archive *a, td_entry dir, const char *name, size_
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 		size_t ml;
-		const char *mn = td_archive_name(a, first + mid, &ml);
+		const char *mn = name_raw(a, first + mid, &ml);
 		if (!mn)
 			return td_fail(TD_ECORRUPT, "entry %u: bad name", first + mid);
 		int c = memcmp(mn, name, ml < len ? ml : len);
@@ -860,6 +875,14 @@ int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap)
 {
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_tree_vouch(a, e);
+	return err ? err : td_path_raw(a, e, buf, cap);
+}
+
+int td_path_raw(const td_archive *a, td_entry e, char *buf, size_t cap)
+{
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
 	/* Build backwards from the end of buf, then move to the front. */
 	size_t at = cap;
 	if (at == 0)
@@ -868,7 +891,7 @@ int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap)
 	unsigned guard = 0;
 	while (e != TD_ROOT) {
 		size_t n;
-		const char *nm = td_archive_name(a, e, &n);
+		const char *nm = name_raw(a, e, &n);
 		if (!nm || ++guard > 4096)
 			return td_fail(TD_ECORRUPT, "entry %u: bad name or parent chain", e);
 		if (n + (at < cap - 1) > at)

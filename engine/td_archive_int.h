@@ -137,6 +137,12 @@ struct td_archive {
 	 * or a shard whose whole image matched its sum in the container's
 	 * table): td_data_check then only builds what it builds. */
 	atomic_int sums_ok;
+	/* A large tree is checked a directory at a time (td_verify.c,
+	 * td_tree_vouch): tree_lazy is 1 then, and dir_ok[d] becomes 1 once
+	 * directory d's children passed (lock-free: a check reads only the
+	 * mapping, so two threads checking one directory agree). */
+	int tree_lazy;
+	atomic_uchar *dir_ok;
 };
 
 /* Open the archive image map[0, size) inside a mapping the caller keeps
@@ -180,6 +186,31 @@ static inline int td_data_check(const td_archive *a)
  * symlink target). Decodes NAMES. TD_OK or TD_ECORRUPT with a detail
  * naming the entry (number and path). */
 int td_tree_check(const td_archive *a);
+
+/* Trees of more entries than this are checked lazily: at open only what
+ * holds the whole tree together (the root, the children ranges' ends, the
+ * texts' ends), then each directory's children the first time the
+ * directory is listed or an entry under it is reached (td_tree_vouch). A
+ * variable so tests can make a small archive lazy. */
+extern uint32_t td_tree_eager_max;
+
+/* Open's part of the tree check for a lazy tree (O(1)); sets tree_lazy
+ * and dir_ok. TD_OK, TD_ECORRUPT, TD_ENOMEM. */
+int td_tree_lazy_setup(td_archive *a);
+
+/* For a lazy tree: TD_OK once entry e is known to be listed by its parent
+ * and every directory from the root down to that parent has had its
+ * children checked as td_tree_check checks them (each directory once);
+ * TD_ECORRUPT with td_tree_check's message otherwise (on every call).
+ * TD_OK at once for an eagerly checked tree. Thread-safe. */
+int td_tree_vouch(const td_archive *a, td_entry e);
+
+/* For a lazy tree: td_tree_vouch(d), then directory d's children
+ * checked (once). TD_OK at once for an eagerly checked tree. */
+int td_tree_dir(const td_archive *a, td_entry d);
+
+/* td_archive_path without td_tree_vouch (for the checker's messages). */
+int td_path_raw(const td_archive *a, td_entry e, char *buf, size_t cap);
 
 /* memcpy for the short copies of most tokens, inlined without over-reading:
  * two possibly overlapping fixed-size moves cover any length in a range. */

@@ -22,7 +22,7 @@
 static const char *entry_label(const td_archive *a, td_entry e, td_entry parent, const char *name, size_t n,
 			       char *buf, size_t cap)
 {
-	int at = e && parent ? td_archive_path(a, parent, buf, cap - 8) : 0;
+	int at = e && parent ? td_path_raw(a, parent, buf, cap - 8) : 0;
 	size_t k = at > 0 ? (size_t)at : 0;
 	if (k && k < cap)
 		buf[k++] = '/';
@@ -82,6 +82,95 @@ static void tree_load(const td_archive *a, tree_cols *t, uint64_t base)
 	}
 }
 
+/* The checks of entry e (columns t->...[k]) that need only e, its parent p
+ * and, when e is not its directory's first child (e > first), the entry
+ * before it: its name, type, place among its siblings, children range and
+ * text. TD_OK or TD_ECORRUPT naming e. */
+static int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint64_t e, uint64_t p, uint64_t first,
+		       const char *names, uint64_t nb)
+{
+	const uint64_t ne = a->meta.nentries;
+	const int sharded = a->version >= TD_VERSION_SHARDED;
+	char label[600];
+	const mode_t m = (mode_t)t->mode[k];
+	const uint64_t lo = t->name[k], hi = t->name[k + 1];
+	if (lo > hi || hi > nb || hi - lo > TD_MAXNAME)
+		return FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
+	const char *nm = names + lo;
+	const size_t nl = (size_t)(hi - lo);
+	const char *why = e ? bad_name(nm, nl) : NULL;
+	if (why)
+		return TREE_FAIL(e, p, nm, nl, "%s", why);
+	if (!S_ISDIR(m) && !S_ISREG(m) && !S_ISLNK(m))
+		return TREE_FAIL(e, p, nm, nl, "not a file, directory or symlink (mode %o)", (unsigned)m);
+	if (e == 0 && !S_ISDIR(m))
+		return FAIL("entry 0: the root is not a directory");
+	/* names within a directory: sorted, so distinct (lookup bisects) */
+	if (e && e > first) {
+		const uint64_t l0 = k ? t->name[k - 1] : td_pack_get(&a->e_nameoff, e - 1);
+		if (l0 > lo)
+			return FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
+		const size_t pl = (size_t)(lo - l0);
+		int c = memcmp(names + l0, nm, pl < nl ? pl : nl);
+		if (c == 0 && pl == nl)
+			return TREE_FAIL(e, p, nm, nl, "name repeats within its directory");
+		if (c > 0 || (c == 0 && pl > nl))
+			return TREE_FAIL(e, p, nm, nl, "names of its directory are not sorted");
+	}
+	/* children: ranges in order; only directories have any */
+	const uint64_t c0 = t->child[k], c1 = t->child[k + 1];
+	if (c1 < c0 || c1 > ne || (c1 > c0 && (!S_ISDIR(m) || c0 <= e)))
+		return TREE_FAIL(e, p, nm, nl, "bad children range");
+	/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
+	const uint64_t size = t->size[k]; /* g, r: loaded below version 5 only */
+	const uint64_t g0 = sharded ? 0 : t->g[k], g1 = sharded ? 0 : t->g[k + 1];
+	const uint64_t r0 = sharded ? 0 : t->r[k], r1 = sharded ? 0 : t->r[k + 1];
+	if (sharded) {
+		if (S_ISDIR(m) ? size != 0 : S_ISLNK(m) && (size == 0 || size > TD_MAXPATH))
+			return TREE_FAIL(e, p, nm, nl, "size %llu for its type", (unsigned long long)size);
+	} else if (g1 < g0 || r1 < r0)
+		return TREE_FAIL(e, p, nm, nl, "text offsets out of order");
+	else if (S_ISDIR(m) ? g1 != g0 || r1 != r0 || size != 0 : g1 - g0 != size)
+		return TREE_FAIL(e, p, nm, nl, "size %llu differs from its text (%llu bytes)", (unsigned long long)size,
+				 (unsigned long long)(g1 - g0));
+	else if (S_ISLNK(m) && (size == 0 || size > TD_MAXPATH || r1 == r0))
+		return TREE_FAIL(e, p, nm, nl, "symlink target of %llu bytes", (unsigned long long)size);
+	return TD_OK;
+}
+
+/* What holds the whole tree together, O(1): version 4's texts cover the
+ * corpus (version 5: the text is in the shards; E_GSTART and E_ROOT are
+ * zeros, sizes are checked against the pieces by td_shard_verify). */
+static int tree_ends(const td_archive *a)
+{
+	const uint64_t ne = a->meta.nentries;
+	if (a->version < TD_VERSION_SHARDED &&
+	    (td_pack_get(&a->e_gstart, 0) != 0 || td_pack_get(&a->e_gstart, ne) != a->meta.total_bytes ||
+	     td_pack_get(&a->e_root, 0) != 0))
+		return FAIL("section 'entry-offsets': the entries' texts do not cover the corpus");
+	return TD_OK;
+}
+
+/* Entry e's columns alone into t (t->base = e, t->n = 1). */
+static void tree_load_one(const td_archive *a, tree_cols *t, uint64_t e)
+{
+	t->base = e;
+	t->n = 1;
+	t->mode[0] = td_pack_get(&a->e_mode, e);
+	t->parent[0] = td_pack_get(&a->e_parent, e);
+	t->size[0] = td_pack_get(&a->e_size, e);
+	t->name[0] = td_pack_get(&a->e_nameoff, e);
+	t->name[1] = td_pack_get(&a->e_nameoff, e + 1);
+	t->child[0] = td_pack_get(&a->e_child, e);
+	t->child[1] = td_pack_get(&a->e_child, e + 1);
+	if (a->version < TD_VERSION_SHARDED) {
+		t->g[0] = td_pack_get(&a->e_gstart, e);
+		t->g[1] = td_pack_get(&a->e_gstart, e + 1);
+		t->r[0] = td_pack_get(&a->e_root, e);
+		t->r[1] = td_pack_get(&a->e_root, e + 1);
+	}
+}
+
 int td_tree_check(const td_archive *a)
 {
 	const uint64_t ne = a->meta.nentries;
@@ -89,32 +178,24 @@ int td_tree_check(const td_archive *a)
 	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
 	if (!names)
 		return TD_ECORRUPT; /* the detail names the section */
-	char label[600];
-	/* version 5: the text lives in the shards (E_GSTART and E_ROOT are
-	 * zeros); sizes are checked against the pieces (td_shard_verify) */
-	const int sharded = a->version >= TD_VERSION_SHARDED;
-	if (!sharded && (td_pack_get(&a->e_gstart, 0) != 0 || td_pack_get(&a->e_gstart, ne) != a->meta.total_bytes ||
-			 td_pack_get(&a->e_root, 0) != 0))
-		return FAIL("section 'entry-offsets': the entries' texts do not cover the corpus");
+	int err = tree_ends(a);
+	if (err)
+		return err;
 	tree_cols *t = malloc(sizeof *t);
 	if (!t)
 		return TD_ENOMEM;
-	int err = TD_OK;
 	uint64_t prev_name_end = td_pack_get(&a->e_nameoff, 0);
 	uint64_t cur_p = UINT64_MAX, cur_first = 0, cur_end = 0; /* the last parent seen, its children */
 	for (uint64_t e = 0; e < ne && !err; e++) {
 		if (e == 0 || e - t->base == t->n)
 			tree_load(a, t, e);
 		const uint64_t k = e - t->base;
-		const mode_t m = (mode_t)t->mode[k];
 		const uint64_t lo = t->name[k], hi = t->name[k + 1], p = e ? t->parent[k] : 0;
 		if (lo != prev_name_end || lo > hi || hi > nb || hi - lo > TD_MAXNAME) {
 			err = FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
 			break;
 		}
 		prev_name_end = hi;
-		const char *nm = names + lo;
-		const size_t nl = (size_t)(hi - lo);
 		/* its place: the parent comes first, is a directory, and lists it */
 		if (e && p != cur_p) {
 			if (p >= e || !S_ISDIR(td_pack_get(&a->e_mode, p))) {
@@ -130,56 +211,132 @@ int td_tree_check(const td_archive *a)
 			err = FAIL("entry %llu: parent %llu does not list it", (unsigned long long)e, (unsigned long long)p);
 			break;
 		}
-		const char *why = e ? bad_name(nm, nl) : NULL;
-		if (why) {
-			err = TREE_FAIL(e, p, nm, nl, "%s", why);
-			break;
-		}
-		if (!S_ISDIR(m) && !S_ISREG(m) && !S_ISLNK(m)) {
-			err = TREE_FAIL(e, p, nm, nl, "not a file, directory or symlink (mode %o)", (unsigned)m);
-			break;
-		}
-		if (e == 0 && !S_ISDIR(m)) {
-			err = FAIL("entry 0: the root is not a directory");
-			break;
-		}
-		/* names within a directory: sorted, so distinct (lookup bisects) */
-		if (e && e > cur_first) {
-			const uint64_t l0 = k ? t->name[k - 1] : td_pack_get(&a->e_nameoff, e - 1);
-			const size_t pl = (size_t)(lo - l0);
-			int c = memcmp(names + l0, nm, pl < nl ? pl : nl);
-			if (c == 0 && pl == nl) {
-				err = TREE_FAIL(e, p, nm, nl, "name repeats within its directory");
-				break;
-			}
-			if (c > 0 || (c == 0 && pl > nl)) {
-				err = TREE_FAIL(e, p, nm, nl, "names of its directory are not sorted");
-				break;
-			}
-		}
-		/* children: ranges in order; only directories have any */
-		const uint64_t c0 = t->child[k], c1 = t->child[k + 1];
-		if (c1 < c0 || c1 > ne || (c1 > c0 && (!S_ISDIR(m) || c0 <= e))) {
-			err = TREE_FAIL(e, p, nm, nl, "bad children range");
-			break;
-		}
-		/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
-		const uint64_t size = t->size[k]; /* g, r: loaded below version 5 only */
-		const uint64_t g0 = sharded ? 0 : t->g[k], g1 = sharded ? 0 : t->g[k + 1];
-		const uint64_t r0 = sharded ? 0 : t->r[k], r1 = sharded ? 0 : t->r[k + 1];
-		if (sharded) {
-			if (S_ISDIR(m) ? size != 0 : S_ISLNK(m) && (size == 0 || size > TD_MAXPATH))
-				err = TREE_FAIL(e, p, nm, nl, "size %llu for its type", (unsigned long long)size);
-		} else if (g1 < g0 || r1 < r0)
-			err = TREE_FAIL(e, p, nm, nl, "text offsets out of order");
-		else if (S_ISDIR(m) ? g1 != g0 || r1 != r0 || size != 0 : g1 - g0 != size)
-			err = TREE_FAIL(e, p, nm, nl, "size %llu differs from its text (%llu bytes)",
-					(unsigned long long)size, (unsigned long long)(g1 - g0));
-		else if (S_ISLNK(m) && (size == 0 || size > TD_MAXPATH || r1 == r0))
-			err = TREE_FAIL(e, p, nm, nl, "symlink target of %llu bytes", (unsigned long long)size);
+		err = entry_check(a, t, k, e, p, cur_first, names, nb);
 	}
 	free(t);
 	return err;
+}
+
+/* ---------- the entry tree, a directory at a time (large trees) ---------- */
+
+uint32_t td_tree_eager_max = 32768;
+
+static int parent_fail(uint64_t e, uint64_t p)
+{
+	return FAIL("entry %llu: parent %llu does not list it", (unsigned long long)e, (unsigned long long)p);
+}
+
+int td_tree_lazy_setup(td_archive *a)
+{
+	const uint64_t ne = a->meta.nentries;
+	int err = tree_ends(a);
+	if (err)
+		return err;
+	/* the root: a directory, its children range in order (the rest of
+	 * the root's checks come with its children's) */
+	const mode_t m = (mode_t)td_pack_get(&a->e_mode, 0);
+	const uint64_t c1 = td_pack_get(&a->e_child, 1);
+	if (!S_ISDIR(m))
+		return FAIL("entry 0: the root is not a directory");
+	if (c1 < 1 || c1 > ne)
+		return FAIL("entry 0 '': bad children range");
+	if (!(a->dir_ok = calloc(ne, sizeof *a->dir_ok))) /* untouched pages until used */
+		return TD_ENOMEM;
+	a->tree_lazy = 1;
+	return TD_OK;
+}
+
+/* Directory d's children [c0, c1), d listed by a checked directory (or the
+ * root): each named, typed and placed as td_tree_check requires. */
+static int dir_check(const td_archive *a, td_entry d)
+{
+	if (atomic_load_explicit(&a->dir_ok[d], memory_order_acquire))
+		return TD_OK;
+	const uint64_t ne = a->meta.nentries;
+	uint64_t nb;
+	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
+	if (!names)
+		return TD_ECORRUPT;
+	const uint64_t c0 = td_pack_get(&a->e_child, d), c1 = td_pack_get(&a->e_child, d + 1);
+	if (c1 < c0 || c1 > ne || (c1 > c0 && c0 <= d))
+		return FAIL("entry %llu: bad children range", (unsigned long long)d);
+	tree_cols *t = malloc(sizeof *t);
+	if (!t)
+		return TD_ENOMEM;
+	int err = TD_OK;
+	if (d == 0) { /* the root's own entry: no parent checked it */
+		tree_load_one(a, t, 0);
+		err = entry_check(a, t, 0, 0, 0, 0, names, nb);
+	}
+	for (uint64_t e = c0; e < c1 && !err; e++) {
+		if (e == c0 || e - t->base == t->n) {
+			tree_load(a, t, e);
+			if (t->n > c1 - e)
+				t->n = c1 - e;
+		}
+		const uint64_t k = e - t->base;
+		if (t->parent[k] != d) {
+			err = parent_fail(e, t->parent[k]);
+			break;
+		}
+		err = entry_check(a, t, k, e, d, c0, names, nb);
+	}
+	free(t);
+	if (!err)
+		atomic_store_explicit(&a->dir_ok[d], 1, memory_order_release);
+	return err;
+}
+
+/* e (> 0) sits in the children range of its parent p, which comes first and
+ * is a directory. */
+static int listed(const td_archive *a, td_entry e, td_entry *p)
+{
+	*p = (td_entry)td_pack_get(&a->e_parent, e);
+	if (*p >= e || !S_ISDIR(td_pack_get(&a->e_mode, *p)) || e < td_pack_get(&a->e_child, *p) ||
+	    e >= td_pack_get(&a->e_child, *p + 1))
+		return parent_fail(e, *p);
+	return TD_OK;
+}
+
+int td_tree_vouch(const td_archive *a, td_entry e)
+{
+	if (!a->tree_lazy || e == 0)
+		return TD_OK;
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	td_entry p;
+	int err = listed(a, e, &p);
+	if (err || atomic_load_explicit(&a->dir_ok[p], memory_order_acquire))
+		return err;
+	/* Check the unchecked directories above e from the top down: each
+	 * time, the topmost one (its parent checked, or the root). A path
+	 * holds at most TD_MAXPATH / 2 directories. */
+	for (;;) {
+		td_entry x = p, top = p;
+		unsigned depth = 0;
+		while (x != 0) {
+			td_entry up;
+			if ((err = listed(a, x, &up)))
+				return err;
+			if (++depth > TD_MAXPATH)
+				return FAIL("entry %u: parent chain deeper than %u", e, TD_MAXPATH);
+			if (atomic_load_explicit(&a->dir_ok[up], memory_order_acquire))
+				break;
+			top = x = up;
+		}
+		if ((err = dir_check(a, top)))
+			return err;
+		if (top == p)
+			return TD_OK;
+	}
+}
+
+int td_tree_dir(const td_archive *a, td_entry d)
+{
+	if (!a->tree_lazy || atomic_load_explicit(&a->dir_ok[d], memory_order_acquire))
+		return TD_OK;
+	int err = td_tree_vouch(a, d);
+	return err ? err : dir_check(a, d);
 }
 
 /* ---------- every checksum, in parallel ---------- */

@@ -375,6 +375,84 @@ Test(corrupt, hostile_names_are_refused_at_open)
 	free(b);
 }
 
+/* The engine checks trees of more entries than this a directory at a time
+ * (engine/td_archive_int.h); 0 makes the fixture's small tree lazy. */
+extern uint32_t td_tree_eager_max;
+
+/* A lazily checked tree opens, and refuses the same hostile names with the
+ * same message at the first call that would answer from the damaged
+ * directory (listing, look-up, stat, name, path), never an answer from it;
+ * a good tree answers every call exactly as when checked at open. */
+Test(corrupt, hostile_names_are_refused_when_reached_in_a_lazy_tree)
+{
+	static const struct {
+		const char *old, *new, *why, *path;
+		size_t n;
+	} cases[] = {
+		{ "sub", "x/y", "entry 4 'x/y': name contains '/'", "a.txt", 3 },
+		{ "sub", "a\0b", "entry 4 'a\\x00b': name contains a NUL byte", "a.txt", 3 },
+		{ "empty", "a.txt", "entry 2 'a.txt': name repeats within its directory", "link", 5 },
+		{ "bin", "aaa", "entry 6 'sub/aaa': names of its directory are not sorted", "sub/b.txt", 3 },
+		{ "link", "emp\x01", "entry 3 'emp\\x01': names of its directory are not sorted", "sub", 4 },
+	};
+	const uint32_t saved = td_tree_eager_max;
+	td_tree_eager_max = 0;
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		size_t len;
+		uint8_t *b = patch_names(cases[i].old, cases[i].new, cases[i].n, &len);
+		const char *p = put(b, len);
+		td_archive *a = NULL;
+		cr_assert_eq(td_archive_open(p, 0, &a), TD_OK, "case %zu: a lazy tree opens: %s", i, td_errdetail());
+		/* a path through the damaged directory */
+		td_entry e;
+		int err = td_archive_lookup_path(a, cases[i].path, &e);
+		cr_assert_eq(err, TD_ECORRUPT, "case %zu: lookup of %s gave %s", i, cases[i].path, td_strerror(err));
+		cr_assert(strstr(td_errdetail(), cases[i].why), "case %zu: '%s' does not say '%s'", i, td_errdetail(),
+			  cases[i].why);
+		/* every entry of that directory, by number, on every call */
+		uint32_t bad = 0;
+		for (td_entry x = 1; x < td_archive_nentries(a); x++) {
+			td_stat st;
+			char path[256];
+			size_t nl;
+			int se = td_archive_stat(a, x, &st), pe = td_archive_path(a, x, path, sizeof path);
+			const char *nm = td_archive_name(a, x, &nl);
+			cr_assert((se == TD_OK) == (pe >= 0) && (se == TD_OK) == (nm != NULL),
+				  "case %zu: entry %u: stat, path and name disagree", i, x);
+			if (se) {
+				cr_assert_eq(se, TD_ECORRUPT);
+				bad++;
+			}
+		}
+		cr_assert_gt(bad, 0, "case %zu: no entry refused", i);
+		td_archive_close(a);
+		free(b);
+	}
+	/* the good tree: the same answers lazily as checked at open */
+	size_t len;
+	uint8_t *b = patch_names("sub", "sub", 3, &len);
+	const char *p = put(b, len);
+	td_archive *lazy = NULL, *eager = NULL;
+	cr_assert_eq(td_archive_open(p, 0, &lazy), TD_OK, "%s", td_errdetail());
+	td_tree_eager_max = saved;
+	cr_assert_eq(td_archive_open(p, 0, &eager), TD_OK, "%s", td_errdetail());
+	for (td_entry x = 0; x < td_archive_nentries(eager); x++) {
+		char p1[256], p2[256];
+		td_stat s1, s2;
+		cr_assert_eq(td_archive_stat(lazy, x, &s1), TD_OK, "%s", td_errdetail());
+		cr_assert_eq(td_archive_stat(eager, x, &s2), TD_OK);
+		cr_assert(s1.mode == s2.mode && s1.size == s2.size && s1.parent == s2.parent);
+		cr_assert_eq(td_archive_path(lazy, x, p1, sizeof p1), td_archive_path(eager, x, p2, sizeof p2));
+		cr_assert_str_eq(p1, p2);
+		td_entry y;
+		cr_assert_eq(td_archive_lookup_path(lazy, p1, &y), TD_OK);
+		cr_assert_eq(y, x);
+	}
+	td_archive_close(lazy);
+	td_archive_close(eager);
+	free(b);
+}
+
 static void read_all(td_archive *a, uint8_t **text, uint64_t *count, uint32_t n)
 {
 	static uint8_t buf[1 << 20];
