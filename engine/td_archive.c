@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_stableOutBuffer */
 #include <zstd.h>
 
 #include "td_archive_int.h"
@@ -315,6 +316,82 @@ static const uint8_t *repack_syms(td_archive *a, unsigned id)
 	return blob.p;
 }
 
+/* Compressed NAMES decoded up to at least byte hi (all of it: published as
+ * bytes[TD_SEC_NAMES]); caller holds lazy_mu. The output buffer is stable
+ * (zstd keeps no window of its own) and the frame is fed a step at a time,
+ * so a call decodes about what it was asked for. */
+static const uint8_t *names_locked(td_archive *a, uint64_t hi)
+{
+	const unsigned id = TD_SEC_NAMES;
+	const td_disk_section *s = a->sec[id];
+	const uint64_t n = a->bytes_size[id];
+	uint64_t done = atomic_load_explicit(&a->names_done, memory_order_relaxed);
+	if (a->names_bad) {
+		td_fail(TD_ECORRUPT, "section 'names': zstd frame does not decode");
+		return NULL;
+	}
+	if (!a->names_buf) {
+		/* the frame's checksum first: damage is an error, never wrong names */
+		if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
+			td_fail(TD_ECORRUPT, "section 'names': checksum mismatch");
+			return NULL;
+		}
+		ZSTD_DStream *ds = ZSTD_createDStream();
+		uint8_t *buf = malloc(n + TD_BYTES_PAD);
+		if (!ds || !buf || ZSTD_isError(ZSTD_DCtx_setParameter(ds, ZSTD_d_stableOutBuffer, 1))) {
+			ZSTD_freeDStream(ds);
+			free(buf);
+			td_fail(TD_ENOMEM, "section 'names': %llu bytes", (unsigned long long)n);
+			return NULL;
+		}
+		a->names_ds = ds;
+		a->names_buf = buf;
+	}
+	const uint64_t fsz = frame_size(a, id);
+	ZSTD_outBuffer out = { a->names_buf, n, done };
+	while (out.pos < hi && out.pos < n) {
+		/* feed about what the bytes still wanted take, at the ratio so far */
+		const uint64_t ratio = a->names_in ? out.pos / a->names_in + 1 : 4;
+		const uint64_t want = (hi < n ? hi : n) - out.pos, feed = want / ratio + 1024;
+		ZSTD_inBuffer in = { a->map + s->off, fsz - a->names_in > feed ? a->names_in + feed : fsz, a->names_in };
+		const size_t was = out.pos;
+		size_t r = ZSTD_decompressStream(a->names_ds, &out, &in);
+		int stuck = in.pos == a->names_in && in.pos == fsz && out.pos == was;
+		a->names_in = in.pos;
+		if (ZSTD_isError(r) || stuck || (r == 0 && out.pos < n)) {
+			a->names_bad = 1;
+			td_fail(TD_ECORRUPT, "section 'names': zstd frame does not decode (%s)",
+				ZSTD_isError(r) ? ZSTD_getErrorName(r) : "short");
+			return NULL;
+		}
+		atomic_store_explicit(&a->names_done, out.pos, memory_order_release);
+	}
+	if (out.pos >= n && a->names_ds) {
+		memset(a->names_buf + n, 0, TD_BYTES_PAD);
+		ZSTD_freeDStream(a->names_ds);
+		a->names_ds = NULL;
+		atomic_store_explicit(&a->bytes[id], a->names_buf, memory_order_release);
+	}
+	return a->names_buf;
+}
+
+const char *td_names(const td_archive *a, uint64_t hi, uint64_t *nb)
+{
+	*nb = a->bytes_size[TD_SEC_NAMES];
+	const uint8_t *p = atomic_load_explicit(&a->bytes[TD_SEC_NAMES], memory_order_acquire);
+	if (p)
+		return (const char *)p;
+	if (!(a->sec[TD_SEC_NAMES]->flags & TD_SECF_ZSTD)) /* stored plain: bytes[] is the mapping */
+		return td_archive_bytes(a, TD_SEC_NAMES, nb);
+	if (atomic_load_explicit(&a->names_done, memory_order_acquire) >= hi && hi)
+		return (const char *)a->names_buf;
+	td_archive *m = (td_archive *)a; /* the decoded names are a cache */
+	pthread_mutex_lock(&m->lazy_mu);
+	p = names_locked(m, hi);
+	pthread_mutex_unlock(&m->lazy_mu);
+	return (const char *)p;
+}
+
 /* The logical bytes of section id, built; caller holds lazy_mu. */
 static const uint8_t *build_locked(td_archive *a, unsigned id)
 {
@@ -327,7 +404,10 @@ static const uint8_t *build_locked(td_archive *a, unsigned id)
 			return NULL;
 		return atomic_load_explicit(&a->bytes[id], memory_order_relaxed);
 	}
-	if (id == TD_SEC_ROOT_SYMS || id == TD_SEC_RULE_SYMS) {
+	if (id == TD_SEC_NAMES && (a->sec[id]->flags & TD_SECF_ZSTD)) {
+		p = names_locked(a, UINT64_MAX);
+		return p && atomic_load_explicit(&a->bytes[id], memory_order_relaxed) ? p : NULL;
+	} else if (id == TD_SEC_ROOT_SYMS || id == TD_SEC_RULE_SYMS) {
 		p = repack_syms(a, id);
 	} else if (id == TD_SEC_WORDS && a->version >= 4) {
 		/* front-coded words, stored as a zstd frame or (tools) plain */
@@ -717,6 +797,9 @@ void td_archive_close(td_archive *a)
 		free(a->pack_owned[id]);
 	td_shard_free(a);
 	free(a->dir_ok);
+	if (!atomic_load(&a->bytes[TD_SEC_NAMES])) /* names decoded in part */
+		free(a->names_buf);
+	ZSTD_freeDStream(a->names_ds);
 	pthread_mutex_destroy(&a->lazy_mu);
 	pthread_mutex_destroy(&a->check_mu);
 	pthread_mutex_destroy(&a->flat_mu);
@@ -783,7 +866,7 @@ static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
 	if (lo > hi || hi > a->bytes_size[TD_SEC_NAMES] || hi - lo > TD_MAXNAME)
 		return NULL;
 	uint64_t nb;
-	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
+	const char *names = td_names(a, hi, &nb);
 	if (!names)
 		return NULL;
 	const char *p = names + lo;

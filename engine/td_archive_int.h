@@ -143,6 +143,18 @@ struct td_archive {
 	 * mapping, so two threads checking one directory agree). */
 	int tree_lazy;
 	atomic_uchar *dir_ok;
+	/* NAMES stored compressed, decoded as far as readers have asked
+	 * (td_names; entries are numbered breadth-first, so the first
+	 * listings need the first names only): names_buf[0, names_done) is
+	 * decoded (acquire/release); the rest decodes under lazy_mu through
+	 * names_ds, names_in bytes of the frame consumed. Once all of it is
+	 * decoded, bytes[TD_SEC_NAMES] = names_buf. names_bad: the frame
+	 * failed to decode (every later call fails). */
+	uint8_t *names_buf;
+	void *names_ds;
+	uint64_t names_in;
+	atomic_uint_fast64_t names_done;
+	int names_bad;
 };
 
 /* Open the archive image map[0, size) inside a mapping the caller keeps
@@ -208,6 +220,12 @@ int td_tree_vouch(const td_archive *a, td_entry e);
 /* For a lazy tree: td_tree_vouch(d), then directory d's children
  * checked (once). TD_OK at once for an eagerly checked tree. */
 int td_tree_dir(const td_archive *a, td_entry d);
+
+/* The entry names (NAMES' logical bytes, *nb of them), decoded at least
+ * up to byte `hi` (all of them when hi >= *nb): a compressed NAMES frame
+ * is checksummed on the first call and then decoded only as far as asked.
+ * NULL with td_fail's detail when it is damaged. Thread-safe. */
+const char *td_names(const td_archive *a, uint64_t hi, uint64_t *nb);
 
 /* td_archive_path without td_tree_vouch (for the checker's messages). */
 int td_path_raw(const td_archive *a, td_entry e, char *buf, size_t cap);

@@ -253,13 +253,17 @@ static int dir_check(const td_archive *a, td_entry d)
 	if (atomic_load_explicit(&a->dir_ok[d], memory_order_acquire))
 		return TD_OK;
 	const uint64_t ne = a->meta.nentries;
-	uint64_t nb;
-	const char *names = td_archive_bytes(a, TD_SEC_NAMES, &nb);
-	if (!names)
-		return TD_ECORRUPT;
 	const uint64_t c0 = td_pack_get(&a->e_child, d), c1 = td_pack_get(&a->e_child, d + 1);
 	if (c1 < c0 || c1 > ne || (c1 > c0 && c0 <= d))
 		return FAIL("entry %llu: bad children range", (unsigned long long)d);
+	/* the children's names end at the last one's end (each entry's name
+	 * starts where the one before ends); the root's own name comes first */
+	uint64_t nb, need = td_pack_get(&a->e_nameoff, c1);
+	if (d == 0 && td_pack_get(&a->e_nameoff, 1) > need)
+		need = td_pack_get(&a->e_nameoff, 1);
+	const char *names = td_names(a, need, &nb);
+	if (!names)
+		return TD_ECORRUPT;
 	tree_cols *t = malloc(sizeof *t);
 	if (!t)
 		return TD_ENOMEM;
