@@ -30,9 +30,13 @@ enum td_open_flags {
 
 /* Map `path` and validate header, section table and the checksums of the
  * small sections (metadata, rule groups, the entry tables: a few bytes per
- * file) and the entry tree (td_tree_check). Cost is O(1) in corpus size
- * (O(files) for the entry tables and the tree) unless
- * TD_OPEN_VERIFY; the large sections are checked by the first read
+ * file) and the entry tree: whole at open for a small tree or with
+ * TD_OPEN_VERIFY; a large one a directory at a time, when the directory
+ * is first listed or an entry under it first reached (then that call,
+ * and every later one answering from the damaged directory, fails with
+ * TD_ECORRUPT naming the entry; td_archive_stat, _name, _children,
+ * _lookup, _path). Cost is O(1) in corpus size (hashing the entry tables:
+ * O(files) at several GB/s) unless TD_OPEN_VERIFY; the large sections are checked by the first read
  * (td_archive_check_data); a format 5 archive's shards are opened and
  * checked each on its first touch. On success *out owns
  * the mapping; close with td_archive_close().
@@ -143,19 +147,23 @@ typedef struct td_stat {
 /* Number of entries (>= 1: the root directory always exists). */
 uint32_t td_archive_nentries(const td_archive *a);
 
-/* Fill *st for entry e. TD_OK or TD_EINVAL (e out of range). */
+/* Fill *st for entry e. TD_OK, TD_EINVAL (e out of range), TD_ECORRUPT
+ * (a large tree's entry, or a directory above it, is damaged: see
+ * td_archive_open). */
 int td_archive_stat(const td_archive *a, td_entry e, td_stat *st);
 
 /* Name of entry e (not NUL-terminated; the root's name is empty). Returns a
- * pointer into the mapping and sets *len; NULL if e is out of range. */
+ * pointer into the decoded names and sets *len; NULL if e is out of range
+ * or damaged (td_errdetail says how). */
 const char *td_archive_name(const td_archive *a, td_entry e, size_t *len);
 
 /* Children of directory e are the entries [*first, *first + *count), sorted
- * bytewise by name. TD_OK, TD_EINVAL, or TD_ENOTDIR. */
+ * bytewise by name. TD_OK, TD_EINVAL, TD_ENOTDIR, or TD_ECORRUPT (a large
+ * tree's directory checked on its first listing, or one above it). */
 int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count);
 
 /* Find child `name` (len bytes) of directory `dir` by binary search.
- * TD_OK, TD_ENOENT, TD_ENOTDIR, TD_EINVAL. */
+ * TD_OK, TD_ENOENT, TD_ENOTDIR, TD_EINVAL, TD_ECORRUPT. */
 int td_archive_lookup(const td_archive *a, td_entry dir, const char *name, size_t len, td_entry *out);
 
 /* Resolve a '/'-separated relative path ("" or "." is the root; leading and
@@ -164,7 +172,8 @@ int td_archive_lookup(const td_archive *a, td_entry dir, const char *name, size_
 int td_archive_lookup_path(const td_archive *a, const char *path, td_entry *out);
 
 /* Write the relative path of e into buf (NUL-terminated). Returns the
- * length, or TD_ERANGE if cap is too small, TD_EINVAL for a bad entry. */
+ * length, or TD_ERANGE if cap is too small, TD_EINVAL for a bad entry,
+ * TD_ECORRUPT for a damaged one. */
 int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap);
 
 /* Sizes and counts for `tadoc info`. */
