@@ -275,6 +275,22 @@ int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n);
 uint32_t td_gmulti_units(const td_gmulti *m);
 struct td_gpu *td_gmulti_handle(td_gmulti *m, uint32_t i);
 
+/* Where a handle's count and search batches spend their time, summed over
+ * batches (kept only while $TD_GPU_PHASES is set, read by td_gmulti_close's
+ * report): seconds on the host packing the requests into parts, waiting
+ * for the upload + kernels + download of the counts (host wall), the
+ * device's own time for them (CUDA events, the longest stream), search's
+ * fill rounds (host wall), turning parts back into answers, and the CPU
+ * engine's share (nrest requests). kind 0: count, 1: search. */
+typedef struct td_gphase {
+	double pack, wait, dev, fill, unpack, rest;
+	uint64_t batches, reqs, parts, nrest;
+} td_gphase;
+/* Whether $TD_GPU_PHASES is set (read once). */
+int td_gpu_phases_on(void);
+/* Handle g's sums for kind k (0 count, 1 search). */
+void td_gpu_phases_get(const struct td_gpu *g, int k, td_gphase *out);
+
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)
 {

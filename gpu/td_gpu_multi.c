@@ -16,7 +16,7 @@
 #define TD_MIB (UINT64_C(1) << 20)
 #define TD_UNIT_WS_MIN (64 * TD_MIB)    /* batch buffers of a shard at least */
 #define TD_UNIT_WS_MAX (1536 * TD_MIB)  /* ... and at most (3 extract rounds) */
-#define TD_DEV_THREADS 8u               /* host threads driving one device's shards at most
+#define TD_DEV_THREADS 16u              /* host threads driving one device's shards at most
                                            (one a shard: their kernels overlap) */
 
 /* One shard: its archive and, when resident, its handle. */
@@ -25,6 +25,7 @@ typedef struct td_unit {
 	td_gpu *g;                /* NULL: served by the CPU engine */
 	int slot;                 /* device slot, or -1 (CPU) */
 	uint64_t bytes;           /* image size, for the placement */
+	uint64_t work;            /* expected share of a batch: files + root symbols / qpart */
 } td_unit;
 
 typedef struct td_batch td_batch;
@@ -42,19 +43,26 @@ struct td_gmulti {
 	char name[256];
 	pthread_mutex_t lock;     /* one batch at a time */
 	td_batch *bt[3];   /* each kind's scratch, kept between batches */
+	/* $TD_GPU_PHASES: each kind's seconds summed over its batches (the
+	 * whole call, split, run, merge, CPU engine's share), and when each
+	 * device's shards (slot + 1; 0: the CPU's) were done, from the run's start */
+	struct td_mphase {
+		double wall, split, run, merge, rest, done[65];
+		uint64_t batches, reqs, parts, nrest;
+	} ph[3];
 };
 
-/* Placement order: largest shard first, then by number. */
+/* Placement order: most work first, then by number. */
 typedef struct td_order {
-	uint64_t bytes;
+	uint64_t key;
 	uint32_t i;
 } td_order;
 
 static int td_cmp_order(const void *x, const void *y)
 {
 	const td_order *a = x, *b = y;
-	if (a->bytes != b->bytes)
-		return a->bytes > b->bytes ? -1 : 1;
+	if (a->key != b->key)
+		return a->key > b->key ? -1 : 1;
 	return (a->i > b->i) - (a->i < b->i);
 }
 
@@ -82,26 +90,35 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	for (uint32_t i = 0; i < m->n && r == TD_OK; i++) {
 		td_shard_info si;
 		m->u[i].slot = -1;
-		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK)
+		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK) {
+			td_info in;
+			td_archive_info(m->u[i].a, &in);
+			uint64_t P = o->qpart ? o->qpart : 2048;
 			m->u[i].bytes = si.archive_bytes;
-		order[i] = (td_order){m->u[i].bytes, i};
+			m->u[i].work = si.nfiles + (P == UINT32_MAX ? 0 : in.nroot / P) + 1;
+		}
+		order[i] = (td_order){m->u[i].work, i};
 	}
 	/* room on each device, and each shard's batch buffers: a share of it */
 	uint64_t left[64];
 	for (unsigned d = 0; d < m->ndev; d++)
 		left[d] = td_gpu_avail(o, m->dev[d]);
 	uint32_t per_dev = m->ndev ? (m->n + m->ndev - 1) / m->ndev : 1;
-	/* largest shards first, each to the device with the most room left */
+	/* the shards with most work first, each to the device with the least work so far
+	 * among those it fits on (then the most room left) */
 	qsort(order, m->n, sizeof *order, td_cmp_order);
-	uint64_t used_mask = 0;
+	uint64_t used_mask = 0, work[64] = {0};
 	for (uint32_t k = 0; k < m->n && r == TD_OK; k++) {
 		td_unit *u = &m->u[order[k].i];
-		unsigned best = 0;
-		for (unsigned d = 1; d < m->ndev; d++)
-			if (left[d] > left[best])
-				best = d;
-		if (!m->ndev || left[best] < u->bytes + TD_UNIT_WS_MIN)
-			continue; /* not on the emptiest device: the CPU serves it */
+		int best = -1;
+		for (unsigned d = 0; d < m->ndev; d++) {
+			if (left[d] < u->bytes + TD_UNIT_WS_MIN)
+				continue;
+			if (best < 0 || work[d] < work[best] || (work[d] == work[best] && left[d] > left[best]))
+				best = (int)d;
+		}
+		if (best < 0)
+			continue; /* fits on no device: the CPU serves it */
 		uint64_t ws = left[best] / (4 * (uint64_t)(per_dev ? per_dev : 1));
 		ws = ws < TD_UNIT_WS_MIN ? TD_UNIT_WS_MIN : ws > TD_UNIT_WS_MAX ? TD_UNIT_WS_MAX : ws;
 		td_gpu_opts so = *o;
@@ -127,6 +144,7 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 		u->g = g;
 		u->slot = (int)best;
 		left[best] -= used < left[best] ? used : left[best];
+		work[best] += u->work;
 		m->nres++;
 		if (!(used_mask >> best & 1)) {
 			used_mask |= UINT64_C(1) << best;
@@ -144,10 +162,63 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	return TD_OK;
 }
 
+/* $TD_GPU_PHASES: where the batches went, per kind, on stderr. */
+static void td_phases_report(const td_gmulti *m)
+{
+	static const char *kname[3] = {"extract", "count", "search"};
+	for (int k = 0; k < 3; k++) {
+		const struct td_mphase *p = &m->ph[k];
+		if (!p->batches)
+			continue;
+		double b = (double)p->batches, ms = 1e3 / b;
+		fprintf(stderr,
+			"phases: %s on %u device(s), %llu batches of %.0f, ms a batch: whole %.3f = split %.3f + run %.3f + "
+			"merge %.3f + cpu rest %.3f (%.0f requests); %.0f parts; run done at",
+			kname[k], m->used, (unsigned long long)p->batches, (double)p->reqs / b, p->wall * ms, p->split * ms,
+			p->run * ms, p->merge * ms, p->rest * ms, (double)p->nrest / b, (double)p->parts / b);
+		for (int s = 0; s <= (int)m->ndev; s++)
+			if (p->done[s] > 0)
+				fprintf(stderr, " %s%d %.3f", s ? "dev" : "cpu", s - 1, p->done[s] * ms);
+		fprintf(stderr, "\n");
+		if (k == 0)
+			continue;
+		for (unsigned d = 0; d < m->ndev; d++) {
+			td_gphase sum = {0}, most = {0};
+			unsigned nu = 0;
+			for (uint32_t i = 0; i < m->n; i++) {
+				if (m->u[i].slot != (int)d || !m->u[i].g)
+					continue;
+				td_gphase h;
+				td_gpu_phases_get(m->u[i].g, k - 1, &h);
+				nu++;
+				double *sv = &sum.pack, *mv = &most.pack, *hv = &h.pack;
+				for (int f = 0; f < 6; f++) {
+					sv[f] += hv[f];
+					if (hv[f] > mv[f])
+						mv[f] = hv[f];
+				}
+				sum.parts += h.parts;
+				sum.nrest += h.nrest;
+			}
+			if (!nu)
+				continue;
+			fprintf(stderr,
+				"phases:   dev%u, %u shards, %.0f parts a batch; ms a batch, all shards (largest one): pack %.3f "
+				"(%.3f), wait for counts %.3f (%.3f), device time %.3f (%.3f), fill %.3f (%.3f), unpack %.3f (%.3f), "
+				"cpu rest %.3f (%.3f), %.0f requests\n",
+				d, nu, (double)sum.parts / b, sum.pack * ms, most.pack * ms, sum.wait * ms, most.wait * ms,
+				sum.dev * ms, most.dev * ms, sum.fill * ms, most.fill * ms, sum.unpack * ms, most.unpack * ms,
+				sum.rest * ms, most.rest * ms, (double)sum.nrest / b);
+		}
+	}
+}
+
 void td_gmulti_close(td_gmulti *m)
 {
 	if (!m)
 		return;
+	if (td_gpu_phases_on())
+		td_phases_report(m);
 	for (uint32_t i = 0; m->u && i < m->n; i++)
 		td_gpu_close(m->u[i].g);
 	for (int k = 0; k < 3; k++)
@@ -303,7 +374,7 @@ typedef struct td_kind {
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 8u           /* threads splitting or merging a batch */
+#define TD_PAR_MAX 16u          /* threads splitting or merging a batch */
 #define TD_PAR_MIN 4096u        /* requests per such thread at least */
 
 typedef struct td_job {
@@ -359,6 +430,7 @@ typedef struct td_worker {
 	int slot;                 /* device slot, -1: the shards on the CPU */
 	atomic_uint *next;        /* the slot's next shard to take */
 	int err;
+	double end;               /* when it ran out of shards */
 } td_worker;
 
 static void td_worker_run(td_worker *w)
@@ -376,6 +448,7 @@ static void td_worker_run(td_worker *w)
 		if (r && !w->err)
 			w->err = r;
 	}
+	w->end = td_now();
 }
 
 static void td_worker_par(void *ctx, unsigned c)
@@ -399,11 +472,20 @@ static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
 		if (busy < nt)
 			nt = (unsigned)busy;
 		for (unsigned t = 0; t < nt; t++)
-			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK};
+			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK, 0};
 	}
 	if (!nw)
 		return TD_OK;
+	double t0 = td_now();
 	td_par(nw, td_worker_par, w);
+	if (td_gpu_phases_on()) {
+		double done[65] = {0};
+		for (unsigned c = 0; c < nw; c++)
+			if (w[c].end - t0 > done[w[c].slot + 1])
+				done[w[c].slot + 1] = w[c].end - t0;
+		for (int i = 0; i <= (int)m->ndev; i++)
+			m->ph[k->id].done[i] += done[i];
+	}
 	for (unsigned c = 0; c < nw; c++)
 		if (w[c].err)
 			return w[c].err;
@@ -562,10 +644,13 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 			r = td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
 		}
 	}
+	double t0 = td_now(), t1 = t0, t2 = t0, t3 = t0;
 	if (r == TD_OK)
 		r = td_split_batch(b);
+	t1 = td_now();
 	if (r == TD_OK)
 		r = td_run_all(m, &b->s, k);
+	t2 = td_now();
 	if (r == TD_OK) {
 		td_par(b->nt, td_merge_chunk, b);
 		b->merged = 1;
@@ -574,9 +659,24 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 	for (size_t i = 0; i < n && r == TD_OK; i++)
 		if (b->cpu[i])
 			b->idx[nc++] = i;
+	t3 = td_now();
 	if (r == TD_OK)
 		r = td_gpu_cpu_rest(m->a, m->o.cpu_threads, reqs, k->size, b->idx, nc, k->cpu);
+	size_t nparts = b->s.npart;
 	td_batch_done(b);
+	if (td_gpu_phases_on()) {
+		struct td_mphase *p = &m->ph[k->id];
+		double t4 = td_now();
+		p->wall += t4 - t0;
+		p->split += t1 - t0;
+		p->run += t2 - t1;
+		p->merge += t3 - t2;
+		p->rest += t4 - t3;
+		p->batches++;
+		p->reqs += n;
+		p->parts += nparts;
+		p->nrest += nc;
+	}
 	pthread_mutex_unlock(&m->lock);
 	return r;
 }
@@ -672,8 +772,13 @@ static uint64_t td_query_pieces(const td_gmulti *m, const char *word, size_t len
 	uint64_t np = 0;
 	(void)word;
 	(void)len;
-	if (td_archive_pieces(m->a, scope, pc, &np) || td_archive_cut_in_word(m->a, scope))
-		return 0; /* a word cut in two by a shard cut: the whole archive corrects it */
+	if (td_archive_pieces(m->a, scope, pc, &np))
+		return 0;
+	/* a word cut in two by a shard cut: the whole archive corrects it (a
+	 * scope of one piece lies in one shard and holds no cut file: the
+	 * look-up, a walk up from every cut file, is skipped) */
+	if (np > 1 && td_archive_cut_in_word(m->a, scope))
+		return 0;
 	for (uint64_t k = 0; k < np; k++)
 		if ((*pc)[k].shard >= m->n)
 			return 0;
