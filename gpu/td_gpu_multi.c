@@ -16,7 +16,7 @@
 #define TD_MIB (UINT64_C(1) << 20)
 #define TD_UNIT_WS_MIN (64 * TD_MIB)    /* batch buffers of a shard at least */
 #define TD_UNIT_WS_MAX (1536 * TD_MIB)  /* ... and at most (3 extract rounds) */
-#define TD_DEV_THREADS 16u              /* host threads driving one device's shards at most
+#define TD_DEV_THREADS 8u               /* host threads driving one device's shards at most
                                            (one a shard: their kernels overlap) */
 
 /* One shard: its archive and, when resident, its handle. */
@@ -25,7 +25,6 @@ typedef struct td_unit {
 	td_gpu *g;                /* NULL: served by the CPU engine */
 	int slot;                 /* device slot, or -1 (CPU) */
 	uint64_t bytes;           /* image size, for the placement */
-	uint64_t work;            /* expected share of a batch: files + root symbols / qpart */
 } td_unit;
 
 typedef struct td_batch td_batch;
@@ -52,17 +51,17 @@ struct td_gmulti {
 	} ph[3];
 };
 
-/* Placement order: most work first, then by number. */
+/* Placement order: largest shard first, then by number. */
 typedef struct td_order {
-	uint64_t key;
+	uint64_t bytes;
 	uint32_t i;
 } td_order;
 
 static int td_cmp_order(const void *x, const void *y)
 {
 	const td_order *a = x, *b = y;
-	if (a->key != b->key)
-		return a->key > b->key ? -1 : 1;
+	if (a->bytes != b->bytes)
+		return a->bytes > b->bytes ? -1 : 1;
 	return (a->i > b->i) - (a->i < b->i);
 }
 
@@ -90,35 +89,26 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	for (uint32_t i = 0; i < m->n && r == TD_OK; i++) {
 		td_shard_info si;
 		m->u[i].slot = -1;
-		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK) {
-			td_info in;
-			td_archive_info(m->u[i].a, &in);
-			uint64_t P = o->qpart ? o->qpart : 2048;
+		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK)
 			m->u[i].bytes = si.archive_bytes;
-			m->u[i].work = si.nfiles + (P == UINT32_MAX ? 0 : in.nroot / P) + 1;
-		}
-		order[i] = (td_order){m->u[i].work, i};
+		order[i] = (td_order){m->u[i].bytes, i};
 	}
 	/* room on each device, and each shard's batch buffers: a share of it */
 	uint64_t left[64];
 	for (unsigned d = 0; d < m->ndev; d++)
 		left[d] = td_gpu_avail(o, m->dev[d]);
 	uint32_t per_dev = m->ndev ? (m->n + m->ndev - 1) / m->ndev : 1;
-	/* the shards with most work first, each to the device with the least work so far
-	 * among those it fits on (then the most room left) */
+	/* largest shards first, each to the device with the most room left */
 	qsort(order, m->n, sizeof *order, td_cmp_order);
-	uint64_t used_mask = 0, work[64] = {0};
+	uint64_t used_mask = 0;
 	for (uint32_t k = 0; k < m->n && r == TD_OK; k++) {
 		td_unit *u = &m->u[order[k].i];
-		int best = -1;
-		for (unsigned d = 0; d < m->ndev; d++) {
-			if (left[d] < u->bytes + TD_UNIT_WS_MIN)
-				continue;
-			if (best < 0 || work[d] < work[best] || (work[d] == work[best] && left[d] > left[best]))
-				best = (int)d;
-		}
-		if (best < 0)
-			continue; /* fits on no device: the CPU serves it */
+		unsigned best = 0;
+		for (unsigned d = 1; d < m->ndev; d++)
+			if (left[d] > left[best])
+				best = d;
+		if (!m->ndev || left[best] < u->bytes + TD_UNIT_WS_MIN)
+			continue; /* not on the emptiest device: the CPU serves it */
 		uint64_t ws = left[best] / (4 * (uint64_t)(per_dev ? per_dev : 1));
 		ws = ws < TD_UNIT_WS_MIN ? TD_UNIT_WS_MIN : ws > TD_UNIT_WS_MAX ? TD_UNIT_WS_MAX : ws;
 		td_gpu_opts so = *o;
@@ -144,7 +134,6 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 		u->g = g;
 		u->slot = (int)best;
 		left[best] -= used < left[best] ? used : left[best];
-		work[best] += u->work;
 		m->nres++;
 		if (!(used_mask >> best & 1)) {
 			used_mask |= UINT64_C(1) << best;
@@ -374,7 +363,7 @@ typedef struct td_kind {
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 16u          /* threads splitting or merging a batch */
+#define TD_PAR_MAX 8u           /* threads splitting or merging a batch */
 #define TD_PAR_MIN 4096u        /* requests per such thread at least */
 
 typedef struct td_job {
