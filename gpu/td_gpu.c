@@ -1363,96 +1363,152 @@ static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td
 	return n;
 }
 
+/* One stream's share of a count or search batch: requests [i0, i1), their
+ * parts (np, from k0), word bytes (wb, from w0) and requests the kernels
+ * do not take (nc, from r0 in g->rest). */
+typedef struct td_qshare {
+	td_gpu *g;
+	const td_qview *(*get)(const void *, size_t, td_qview *);
+	const void *reqs;
+	int search;
+	unsigned s;
+	size_t i0, i1, np, nc, k0, r0;
+	uint64_t wb, w0;
+	int err;
+} td_qshare;
+
+/* Pass 1 of share c: its parts, word bytes and requests not taken. */
+static void td_qshare_size(void *ctx, unsigned c)
+{
+	td_qshare *q = (td_qshare *)ctx + c;
+	td_qview tmp;
+	q->np = q->nc = 0;
+	q->wb = 0;
+	for (size_t i = q->i0; i < q->i1; i++) {
+		const td_qview *v = q->get(q->reqs, i, &tmp);
+		if (td_gpu_takes(q->g, v, q->search)) {
+			td_gq_req r = {.scope = v->scope};
+			q->wb += v->len;
+			q->np += td_split_query(q->g, &r, q->search, NULL);
+		} else {
+			q->nc++;
+		}
+	}
+}
+
+/* Pass 2 of share q: pack its parts at k0 (words at w0, requests not taken
+ * at r0), then upload, count and download them on its stream. */
+static int td_qshare_launch(td_qshare *q)
+{
+	td_gpu *g = q->g;
+	td_gq_req *hq = g->hq.p, *dq = g->dq.p;
+	uint32_t *map = g->map.p;
+	uint8_t *hw = g->hw.p, *dw = g->dw.p;
+	uint64_t *hc = g->hcnt.p, *dc = g->dcnt.p;
+	size_t *rest = g->rest.p, k = q->k0, rc = q->r0;
+	uint64_t wb = q->w0;
+	td_qview tmp;
+	for (size_t i = q->i0; i < q->i1; i++) {
+		const td_qview *v = q->get(q->reqs, i, &tmp);
+		if (!td_gpu_takes(g, v, q->search)) {
+			rest[rc++] = i;
+			continue;
+		}
+		memcpy(hw + wb, v->word, v->len);
+		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
+		size_t c = td_split_query(g, &r, q->search, hq + k);
+		for (size_t j = 0; j < c; j++)
+			map[k + j] = (uint32_t)i;
+		k += c;
+		wb += v->len;
+	}
+	if (k == q->k0)
+		return TD_OK;
+	cudaStream_t st = g->st[q->s];
+	CK(cudaSetDevice(g->o.device)); /* this thread may be new */
+	if (g->npev)
+		CK(cudaEventRecord(g->pev[2 * q->s], st));
+	CK(cudaMemcpyAsync(dw + q->w0, hw + q->w0, wb - q->w0, cudaMemcpyHostToDevice, st));
+	CK(cudaMemcpyAsync(dq + q->k0, hq + q->k0, (k - q->k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+	CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
+	CK(cudaMemcpyAsync(hc + q->k0, dc + q->k0, (k - q->k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
+	if (g->npev)
+		CK(cudaEventRecord(g->pev[2 * q->s + 1], st));
+	return TD_OK;
+}
+
+static void td_qshare_run(void *ctx, unsigned c)
+{
+	td_qshare *q = (td_qshare *)ctx + c;
+	q->err = td_qshare_launch(q);
+}
+
+#define TD_QSHARE_PAR 16384u /* requests in a batch at least for a thread a share */
+
 /* The counts of the requests the kernels take (td_gpu_takes), cut into
  * parts (td_split_query): *m parts, their counts in g->hcnt when this
  * returns; map[k] = the request of part k (a request's parts are
- * consecutive); the words in g->hw. The requests are packed a stream's
- * share at a time, each share launched (upload, kernel, download) as soon
- * as it is packed, so packing overlaps the kernels; the requests the
- * kernels do not take (they have no parts) are answered by the CPU engine
- * (`cpu`) while the kernels run. Phase times into ph when kept. */
+ * consecutive, in request order); the words in g->hw. The batch is cut
+ * into one share of requests per stream; each share is sized, then packed
+ * and launched (upload, kernel, download) on its stream, on a thread of
+ * its own when the batch is large, so packing runs in parallel and
+ * overlaps the kernels; the requests the kernels do not take (they have
+ * no parts) are answered by the CPU engine (`cpu`) while the kernels run.
+ * Phase times into ph when kept. */
 static int td_query_counts(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), void *reqs, size_t size,
 			   size_t n, int search, int (*cpu)(const td_archive *, void *, size_t, unsigned), size_t *m,
 			   td_gphase *ph)
 {
 	int r;
 	double t0 = td_now();
-	/* word bytes (at most TD_MAXTOK per request) and parts; the requests
-	 * not taken */
-	uint64_t wb = 0;
+	unsigned ns = n < 4096 ? 1 : g->nst, par = n >= TD_QSHARE_PAR;
+	td_qshare sh[TD_GPU_MAXSTREAMS];
+	for (unsigned s = 0; s < ns; s++)
+		sh[s] = (td_qshare){.g = g, .get = get, .reqs = reqs, .search = search, .s = s, .i0 = n * s / ns,
+				    .i1 = n * (s + 1) / ns};
+	if (par)
+		td_gpu_par(ns, td_qshare_size, sh);
+	else
+		for (unsigned s = 0; s < ns; s++)
+			td_qshare_size(sh, s);
 	size_t np = 0, nc = 0;
-	td_qview tmp;
-	if ((r = td_grow(&g->rest, (n + 1) * sizeof(size_t), 2)))
-		return r;
-	size_t *rest = g->rest.p;
-	for (size_t i = 0; i < n; i++) {
-		const td_qview *v = get(reqs, i, &tmp);
-		if (td_gpu_takes(g, v, search)) {
-			td_gq_req q = {.scope = v->scope};
-			wb += v->len;
-			np += td_split_query(g, &q, search, NULL);
-		} else {
-			rest[nc++] = i;
-		}
-	}
-	if ((r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) ||
-	    (r = td_grow(&g->hw, wb + 1, 0)) || (r = td_grow(&g->dq, (np + 1) * sizeof(td_gq_req), 1)) ||
-	    (r = td_grow(&g->dw, wb + 1, 1)) || (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) ||
-	    (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1)))
-		return r;
-	td_gq_req *hq = g->hq.p, *dq = g->dq.p;
-	uint32_t *map = g->map.p;
-	uint8_t *hw = g->hw.p, *dw = g->dw.p;
-	uint64_t *hc = g->hcnt.p, *dc = g->dcnt.p;
-	unsigned ns = np < 4096 ? 1 : g->nst;
-	size_t k = 0, i = 0;
-	wb = 0;
-	double tpack = td_now() - t0;
+	uint64_t wb = 0;
 	for (unsigned s = 0; s < ns; s++) {
-		double ts = td_now();
-		size_t k0 = k, i1 = n * (s + 1) / ns;
-		uint64_t w0 = wb;
-		for (; i < i1; i++) {
-			const td_qview *v = get(reqs, i, &tmp);
-			if (!td_gpu_takes(g, v, search))
-				continue;
-			memcpy(hw + wb, v->word, v->len);
-			td_gq_req q = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
-			size_t c = td_split_query(g, &q, search, hq + k);
-			for (size_t j = 0; j < c; j++)
-				map[k + j] = (uint32_t)i;
-			k += c;
-			wb += v->len;
-		}
-		tpack += td_now() - ts;
-		if (k == k0)
-			continue;
-		cudaStream_t st = g->st[s];
-		if (g->npev)
-			CK(cudaEventRecord(g->pev[2 * s], st));
-		CK(cudaMemcpyAsync(dw + w0, hw + w0, wb - w0, cudaMemcpyHostToDevice, st));
-		CK(cudaMemcpyAsync(dq + k0, hq + k0, (k - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-		CK((cudaError_t)td_gk_count(&g->d, dw, dq + k0, (uint32_t)(k - k0), search, dc + k0, st));
-		CK(cudaMemcpyAsync(hc + k0, dc + k0, (k - k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
-		if (g->npev)
-			CK(cudaEventRecord(g->pev[2 * s + 1], st));
+		sh[s].k0 = np;
+		sh[s].r0 = nc;
+		sh[s].w0 = wb;
+		np += sh[s].np;
+		nc += sh[s].nc;
+		wb += sh[s].wb;
 	}
+	if ((r = td_grow(&g->rest, (nc + 1) * sizeof(size_t), 2)) || (r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) ||
+	    (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) || (r = td_grow(&g->hw, wb + 1, 0)) ||
+	    (r = td_grow(&g->dq, (np + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wb + 1, 1)) ||
+	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1)))
+		return r;
+	if (par)
+		td_gpu_par(ns, td_qshare_run, sh);
+	else
+		for (unsigned s = 0; s < ns; s++)
+			td_qshare_run(sh, s);
 	double t1 = td_now();
+	for (unsigned s = 0; s < ns && r == TD_OK; s++)
+		r = sh[s].err;
 	/* the requests the kernels do not take, on the CPU meanwhile */
-	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, size, rest, nc, cpu);
+	if (r == TD_OK)
+		r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, size, g->rest.p, nc, cpu);
 	double t2 = td_now();
 	for (unsigned s = 0; s < ns; s++)
 		CK(cudaStreamSynchronize(g->st[s]));
-	*m = k;
+	*m = np;
 	if (g->npev) { /* the device's time: the longest stream */
 		float most = 0, ms = 0;
 		for (unsigned s = 0; s < ns; s++)
-			if (cudaEventQuery(g->pev[2 * s + 1]) == cudaSuccess &&
-			    cudaEventElapsedTime(&ms, g->pev[2 * s], g->pev[2 * s + 1]) == cudaSuccess && ms > most)
+			if (sh[s].np && cudaEventElapsedTime(&ms, g->pev[2 * s], g->pev[2 * s + 1]) == cudaSuccess && ms > most)
 				most = ms;
 		(void)cudaGetLastError();
 		ph->dev += most * 1e-3;
-		ph->pack += tpack;
+		ph->pack += t1 - t0;
 		ph->rest += t2 - t1;
 		ph->wait += td_now() - t2;
 		ph->nrest += nc;

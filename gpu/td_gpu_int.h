@@ -257,6 +257,11 @@ int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned thre
 int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads);
 int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
 
+/* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread,
+ * the others on threads of their own, or on the calling thread when one
+ * cannot start); returns when all are done. (td_gpu_multi.c) */
+void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx);
+
 /* The shards of version 5 archive a over devices devs[0..ndev) (distinct
  * ordinals): each shard resident on one of them while it fits, the others
  * served by the CPU engine. TD_OK, or an error of td_gpu_open. */

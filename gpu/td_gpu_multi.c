@@ -381,9 +381,7 @@ static void *td_job_entry(void *arg)
 	return NULL;
 }
 
-/* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread;
- * the others on threads of their own, or here when one cannot start). */
-static void td_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
+void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
 {
 	td_job *j = nt > 1 ? calloc(nt, sizeof *j) : NULL;
 	for (unsigned c = 1; c < nt && j; c++) {
@@ -466,7 +464,7 @@ static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
 	if (!nw)
 		return TD_OK;
 	double t0 = td_now();
-	td_par(nw, td_worker_par, w);
+	td_gpu_par(nw, td_worker_par, w);
 	if (td_gpu_phases_on()) {
 		double done[65] = {0};
 		for (unsigned c = 0; c < nw; c++)
@@ -558,7 +556,7 @@ static int td_split_batch(td_batch *b)
 	td_gmulti *m = b->m;
 	if (!b->uoff && !(b->uoff = malloc((size_t)TD_PAR_MAX * (m->n + 1) * sizeof *b->uoff)))
 		return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu", b->n);
-	td_par(b->nt, td_split_chunk, b);
+	td_gpu_par(b->nt, td_split_chunk, b);
 	size_t parts = 0;
 	for (unsigned c = 0; c < b->nt; c++) {
 		if (b->cerr[c])
@@ -578,7 +576,7 @@ static int td_split_batch(td_batch *b)
 	}
 	if (r)
 		return r;
-	td_par(b->nt, td_place_chunk, b);
+	td_gpu_par(b->nt, td_place_chunk, b);
 	b->s.npart = parts;
 	b->s.pbeg[b->n] = parts;
 	return TD_OK;
@@ -641,7 +639,7 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		r = td_run_all(m, &b->s, k);
 	t2 = td_now();
 	if (r == TD_OK) {
-		td_par(b->nt, td_merge_chunk, b);
+		td_gpu_par(b->nt, td_merge_chunk, b);
 		b->merged = 1;
 	}
 	size_t nc = 0;
