@@ -56,6 +56,79 @@ def _split_counts(wc):
     return words[:wc.n], array.array("Q", ctypes.string_at(wc.count, 8 * wc.n)).tolist()
 
 
+class WordCounts(collections.namedtuple("WordCounts", "words counts")):
+    """Words with their counts, packed for shipping between processes:
+    `words` (bytes: every word followed by a newline) and `counts` (bytes:
+    one native uint64 a word). Two bytes objects pickle at memory speed, where a
+    dict of millions of words takes seconds. Lists from vector_part are in
+    byte order of the words (what merge_word_counts needs)."""
+    __slots__ = ()
+
+    def __len__(self):
+        return len(self.counts) // 8
+
+    def items(self):
+        """[(word, count)] as str words (surrogate escapes for non-UTF-8)."""
+        words, counts = _split_packed(self)
+        return list(zip(words, counts))
+
+
+def _packed(wc):
+    """A WordCounts copied out of a td_word_counts."""
+    if not wc.n:
+        return WordCounts(b"", b"")
+    return WordCounts(ctypes.string_at(wc.words, wc.len), ctypes.string_at(wc.count, 8 * wc.n))
+
+
+def _split_packed(p):
+    n = len(p.counts) // 8
+    if not n:
+        return [], []
+    return p.words.decode("utf-8", "surrogateescape").split("\n")[:n], array.array("Q", p.counts).tolist()
+
+
+def _wc_of(p):
+    """A td_word_counts that points into WordCounts p's bytes (valid while p lives)."""
+    if len(p.counts) % 8:
+        raise TadocError(errno.EINVAL, "invalid argument: counts of %d bytes are not uint64s" % len(p.counts))
+    return _lib.td_word_counts(ctypes.cast(ctypes.c_char_p(p.words), ctypes.c_void_p), len(p.words),
+                               ctypes.cast(ctypes.c_char_p(p.counts), ctypes.POINTER(ctypes.c_uint64)),
+                               len(p.counts) // 8)
+
+
+def _wc_call(fn, *args):
+    wc = _lib.td_word_counts()
+    L = _lib.lib()
+    _lib.clear_detail()
+    err = fn(*args, ctypes.byref(wc))
+    if err:
+        raise _lib.error(err)
+    try:
+        return _packed(wc)
+    finally:
+        L.td_word_counts_free(ctypes.byref(wc))
+
+
+def merge_word_counts(parts):
+    """Add up WordCounts lists, each in strictly ascending byte order of its
+    words (vector_part's), into one in that order (td_word_counts_merge,
+    in C without the GIL). TadocError EINVAL for a list out of order."""
+    parts = [WordCounts(*p) for p in parts]
+    arr = (_lib.td_word_counts * max(1, len(parts)))(*[_wc_of(p) for p in parts])
+    return _wc_call(_lib.lib().td_word_counts_merge, arr, len(parts))
+
+
+def top_word_counts(p, n):
+    """The n most frequent words of WordCounts p (each word once; n = 0:
+    all) as [(word, count)], count descending, ties by word bytes
+    (td_word_counts_top)."""
+    if n < 0:
+        raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n)
+    p = WordCounts(*p)
+    wc = _wc_of(p)
+    return _wc_call(_lib.lib().td_word_counts_top, ctypes.byref(wc), n).items()
+
+
 class Archive:
     """A tadoc archive opened read-only (memory-mapped; opening costs O(files),
     not O(size)).
@@ -509,6 +582,44 @@ class Archive:
         """{word: count} of every word of the scope (the term vector as a
         dict, in word byte order)."""
         return dict(self._word_list(self._L.td_term_vector_collect, path))
+
+    def vector_nparts(self, path=None):
+        """The number of parts vector_part splits the scope's term vector
+        into (td_term_vector_nparts): a format 5 archive's pieces of the
+        scope (one per shard holding part of a directory), else 1."""
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = ctypes.c_uint32()
+            _lib.clear_detail()
+            err = self._L.td_term_vector_nparts(h, scope, ctypes.byref(n))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return n.value
+
+    def vector_part(self, k, path=None):
+        """Part k (0 <= k < vector_nparts(path)) of the scope's term vector
+        as a WordCounts (packed: words in byte order, counts); the parts
+        added up with merge_word_counts give vector(path) exactly."""
+        if k < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: part must be >= 0, not %d" % k, self._path, None,
+                             _lib.TD_EINVAL)
+        wc = _lib.td_word_counts()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_term_vector_part_collect(h, scope, k, ctypes.byref(wc))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            try:
+                return _packed(wc)
+            finally:
+                self._L.td_word_counts_free(ctypes.byref(wc))
+        finally:
+            self._leave()
 
     def files(self, word_or_phrase, n=0, path=None):
         """(file path, count) of every file (under `path`) holding the word or
