@@ -181,8 +181,9 @@ def main():
     ap.add_argument("--skip-plain-read", action="store_true", help="leave out the tadoc.dask.read_text job")
     ap.add_argument("--plain-workers", help="run the plain-text jobs only at these worker counts (comma-separated;"
                     " default every W); other W rows are checked against the answers of the first plain run")
-    ap.add_argument("--plain-runs", type=int, help="timed runs of the plain-text jobs (default --runs)")
-    ap.add_argument("--plain-warm", type=int, help="untimed runs of the plain-text jobs first (default --warm)")
+    ap.add_argument("--cli-workers", help="run the tadoc CLI jobs only at these worker counts (default every W)")
+    ap.add_argument("--slow-runs", type=int, help="timed runs of the plain-text and CLI top jobs (default --runs)")
+    ap.add_argument("--slow-warm", type=int, help="untimed runs of those jobs first (default --warm)")
     ap.add_argument("--out", help="append the markdown report here (default: stdout)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -207,8 +208,9 @@ def main():
     wordre = re.compile(r"(?<!\w)%s(?!\w)" % re.escape(a.word))
     workers = [int(x) for x in a.workers.split(",")]
     plain_at = set(int(x) for x in a.plain_workers.split(",")) if a.plain_workers else set(workers)
-    plain_runs = a.runs if a.plain_runs is None else a.plain_runs
-    plain_warm = a.warm if a.plain_warm is None else a.plain_warm
+    cli_at = set(int(x) for x in a.cli_workers.split(",")) if a.cli_workers else set(workers)
+    plain_runs = a.runs if a.slow_runs is None else a.slow_runs
+    plain_warm = a.warm if a.slow_warm is None else a.slow_warm
     rows = []
     answers = {}  # kind -> the first plain-text job's answer
     for w in workers:
@@ -237,11 +239,13 @@ def main():
             base = {}
             for kind, label, fn in jobs:
                 plain = label.startswith("dask.bag.read_text")
-                if plain and w not in plain_at:
+                cli = label.startswith("tadoc CLI")
+                if (plain and w not in plain_at) or (cli and w not in cli_at):
                     continue
-                for _ in range(plain_warm if plain else a.warm):
+                slow = plain or (cli and kind == "top words")
+                for _ in range(plain_warm if slow else a.warm):
                     fn()  # warm: page cache, worker imports, opened archives
-                secs, out = timed(fn, plain_runs if plain else a.runs)
+                secs, out = timed(fn, plain_runs if slow else a.runs)
                 if plain:
                     base[kind] = secs
                     answers.setdefault(kind, out)
@@ -267,7 +271,7 @@ def main():
     lines.append("- machine: %s, %d cores, load average %s at the end" % (
         cpu_model(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
     lines.append("- commit %s; Python %s, dask %s, distributed %s; %d run(s) a job (median) after %d untimed"
-                 " (plain-text jobs: %d after %d, at W = %s)" % (
+                 " (plain-text jobs and CLI top: %d after %d; plain-text jobs at W = %s)" % (
                      commit or os.environ.get("BENCH_COMMIT", "?"), platform.python_version(), dask.__version__,
                      distributed.__version__, a.runs, a.warm, plain_runs, plain_warm,
                      ",".join(str(x) for x in workers if x in plain_at)))

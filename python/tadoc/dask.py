@@ -14,11 +14,12 @@ plus checks, O(files)); nothing but paths and results crosses the network.
 So every worker must see every archive at the same path: put them on
 shared storage (NFS, CephFS, a cluster filesystem: pages are read as the
 grammar needs them), or copy one archive (or a few) to each node and pin
-its tasks there (`workers=` / resources, see python/README.md). count,
-search and top run one task per archive: the engine answers a corpus-wide
-count from its tables and computes top words on the grammar, so splitting
-an archive further would only add work. read_text partitions each archive
-by shard (format 5) or into groups of files of about `partition_bytes`.
+its tasks there (`workers=` / resources, see python/README.md). top runs
+one task per shard of a format 5 archive (its term vector, packed, added
+up by a tree of merges in C); count and search one task per archive (a
+corpus-wide count is a table look-up per shard). read_text partitions each
+archive by shard (format 5) or into groups of files of about
+`partition_bytes`.
 
 Errors: a missing or damaged archive fails its own task with the engine's
 message naming the file (TadocError, an OSError); the job then raises that
