@@ -330,7 +330,7 @@ Test(shard_read, term_vector_parts)
 	td_word_counts in = { bad, sizeof bad - 1, cnt, 2 }, out;
 	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "out of order");
 	cr_assert_eq(out.n, 0u);
-	in.words = dup;
+	in = (td_word_counts){ dup, sizeof dup - 1, cnt, 2 };
 	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "a word twice");
 	in = (td_word_counts){ nonl, sizeof nonl - 1, cnt, 2 };
 	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "no last newline");

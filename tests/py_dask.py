@@ -7,7 +7,9 @@ format 5 (1 MiB shards). On the cluster (each worker opens the archives
 itself, by path):
   - tadoc.dask.count of words and a phrase over two archives: the sums
     equal the oracle's counts over both trees;
-  - tadoc.dask.search: (archive, path, offset) lists equal the oracle's;
+  - tadoc.dask.search: (archive, path, offset) lists equal the oracle's
+    (a word one task per shard of the format 5 archive, Archive.search_part
+    merged by Archive.search_merge; a phrase one task per archive);
   - tadoc.dask.top(20) and top(0) over two archives equal the oracle's
     counts of both trees added up, format 4 and format 5 (one task per
     shard: Archive.vector_part of every shard, added up with
@@ -82,6 +84,16 @@ def main():
             want = [(a4, os.fsdecode(p), o) for p, o in ca.hits(w, b"")]
             want += [(b5, os.fsdecode(p), o) for p, o in cb.hits(w, b"")]
             same(td.search(w.decode(), [a4, b5]), want, "search %r" % w)
+        # per shard: the parts' raw hits merged equal the whole search
+        with tadoc.Archive(b5) as a:
+            k = a.vector_nparts()
+            for w in words[:2]:
+                same(a.search_merge([a.search_part(w.decode(), i) for i in range(k)]), a.search(w.decode()),
+                     "search_part x %d merged = search %r" % (k, w))
+            raises(lambda: a.search_part("the", k), tadoc.TadocError, errno.EINVAL, ["part"], "search part out of range")
+        same(td.search("of the", [b5, a4]),
+             [(b5, os.fsdecode(p), o) for p, o in cb.hits(phrase, b"")] +
+             [(a4, os.fsdecode(p), o) for p, o in ca.hits(phrase, b"")], "search of a phrase (one task an archive)")
         log("counts and searches: %.1f s" % (time.monotonic() - t0))
 
         t0 = time.monotonic()

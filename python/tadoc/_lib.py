@@ -158,6 +158,8 @@ _PROTOS = {
     "td_phrase_count": (c_int, [_A, c_char_p, c_size_t, _E, POINTER(c_uint64)]),
     "td_phrase_search": (c_int, [_A, c_char_p, c_size_t, _E, POINTER(td_hits)]),
     "td_hits_free": (None, [POINTER(td_hits)]),
+    "td_archive_shard": (c_int, [_A, c_uint32, POINTER(c_void_p)]),
+    "td_archive_search_merge": (c_int, [_A, _E, POINTER(td_hits), c_uint64, POINTER(td_hits)]),
     "td_word_total": (c_int, [_A, _E, POINTER(c_uint64)]),
     "td_top_words": (c_int, [_A, _E, c_uint64, WORD_FN, c_void_p]),
     "td_top_words_collect": (c_int, [_A, _E, c_uint64, POINTER(td_word_counts)]),

@@ -531,6 +531,75 @@ class Archive:
             self._leave()
         return list(zip(paths, offs))
 
+    def search_part(self, word_or_phrase, k, path=None):
+        """Part k (0 <= k < vector_nparts(path)) of search(): its raw hits
+        as bytes (td_hit structs), for search_merge. With several parts
+        (format 5) part k is td_search on the scope's k-th piece in its
+        shard (the shard's entries, the piece's offsets); with one part,
+        or for a phrase (which may span a cut: k must be 0), the whole
+        search (this archive's entries)."""
+        wb = self._phrase(word_or_phrase)
+        phrase = b" " in wb
+        hits = _lib.td_hits()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = 1 if phrase else self.vector_nparts(path)
+            if not 0 <= k < n:
+                raise TadocError(errno.EINVAL, "invalid argument: part %d of %d" % (k, n), self._path, None,
+                                 _lib.TD_EINVAL)
+            _lib.clear_detail()
+            on, where = h, scope
+            if n > 1:
+                pc = ctypes.POINTER(_lib.td_disk_piece)()
+                npc = ctypes.c_uint64()
+                s = ctypes.c_void_p()
+                err = self._L.td_archive_pieces(h, scope, ctypes.byref(pc), ctypes.byref(npc))
+                if not err:
+                    err = self._L.td_archive_shard(h, pc[k].shard, ctypes.byref(s))
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                on, where = s, pc[k].local
+            err = self._L.td_phrase_search(on, wb, len(wb), where, ctypes.byref(hits))
+            try:
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                return ctypes.string_at(hits.v, 16 * hits.n) if hits.n else b""
+            finally:
+                self._L.td_hits_free(ctypes.byref(hits))
+        finally:
+            self._leave()
+
+    def search_merge(self, parts, path=None):
+        """search()'s answer, [(file path, offset)], from the search_part
+        results of every part in order (td_archive_search_merge: a
+        piece's hits named in the whole tree, offsets moved by the piece's
+        start, path order)."""
+        parts = list(parts)
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            if len(parts) == 1:
+                arr = array.array("Q", parts[0])
+                files, offs = [x & 0xFFFFFFFF for x in arr[0::2]], arr[1::2].tolist()
+            else:
+                per = (_lib.td_hits * len(parts))(*[
+                    _lib.td_hits(ctypes.cast(ctypes.c_char_p(b), ctypes.POINTER(_lib.td_hit)), len(b) // 16,
+                                 len(b) // 16) for b in parts])
+                out = _lib.td_hits()
+                _lib.clear_detail()
+                err = self._L.td_archive_search_merge(h, scope, per, len(parts), ctypes.byref(out))
+                try:
+                    if err:
+                        raise self._err(err, None if path is None else _b(path))
+                    files, offs = _unpack_pairs(out.v, out.n)
+                finally:
+                    self._L.td_hits_free(ctypes.byref(out))
+            paths = self._paths(h, files, isinstance(path, bytes))
+        finally:
+            self._leave()
+        return list(zip(paths, offs))
+
     def words(self, path=None):
         """Number of word tokens in the scope (file, subtree, corpus)."""
         h = self._enter()

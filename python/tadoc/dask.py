@@ -16,8 +16,9 @@ shared storage (NFS, CephFS, a cluster filesystem: pages are read as the
 grammar needs them), or copy one archive (or a few) to each node and pin
 its tasks there (`workers=` / resources, see python/README.md). top runs
 one task per shard of a format 5 archive (its term vector, packed, added
-up by a tree of merges in C); count and search one task per archive (a
-corpus-wide count is a table look-up per shard). read_text partitions each
+up by a tree of merges in C), and so does search of a word (the shards'
+hits put in path order by a last task per archive); count one task per
+archive (a corpus-wide count is a table look-up per shard). read_text partitions each
 archive by shard (format 5) or into groups of files of about
 `partition_bytes`.
 
@@ -124,10 +125,37 @@ def count(word, archives, scheduler=None):
     return int(dask.delayed(sum)(parts).compute(scheduler=scheduler)) if parts else 0
 
 
+def _search_part(archive, word, k):
+    return _archive(archive).search_part(word, k)
+
+
+def _search_merged(archive, word, *parts):
+    hits = _archive(archive).search_merge(parts)
+    return pickle.dumps([(archive, p, o) for p, o in hits], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _is_phrase(word):
+    return (b" " if isinstance(word, bytes) else " ") in word
+
+
 def search(word, archives, scheduler=None):
     """Every occurrence as (archive, path, offset), archives in the order
-    given, then path order, offsets ascending."""
-    parts = [dask.delayed(_search_packed, pure=False)(a, word) for a in _paths(archives)]
+    given, then path order, offsets ascending. A word is searched one task
+    per shard of a format 5 archive (after a first round that asks how
+    many), the hits put in order by a last task per archive; a phrase one
+    task per archive."""
+    paths = _paths(archives)
+    if _is_phrase(word):
+        nparts = [1] * len(paths)
+    else:
+        nparts = dask.compute(*[dask.delayed(nparts_one, pure=False)(a) for a in paths], scheduler=scheduler)
+    parts = []
+    for a, np_ in zip(paths, nparts):
+        if np_ == 1:
+            parts.append(dask.delayed(_search_packed, pure=False)(a, word))
+        else:
+            pieces = [dask.delayed(_search_part, pure=False)(a, word, k) for k in range(np_)]
+            parts.append(dask.delayed(_search_merged, pure=False)(a, word, *pieces))
     out = []
     for blob in dask.compute(*parts, scheduler=scheduler):
         out += pickle.loads(blob)
