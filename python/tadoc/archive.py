@@ -64,7 +64,9 @@ class WordCounts(collections.namedtuple("WordCounts", "words counts")):
     byte order of the words (what merge_word_counts needs)."""
     __slots__ = ()
 
-    def __len__(self):
+    @property
+    def n(self):
+        """The number of words."""
         return len(self.counts) // 8
 
     def items(self):
