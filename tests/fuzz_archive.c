@@ -18,7 +18,8 @@
  * Each input is tried twice: as given (so header, table and checksum checks
  * are fuzzed), and with every checksum recomputed (so the structural checks
  * and the readers behind them see damaged content that passes the sums).
- * Each version is opened plainly and with TD_OPEN_VERIFY; whatever opens is
+ * Each version is opened plainly, with TD_OPEN_VERIFY and with its entry
+ * tree checked lazily (a directory at a time); whatever opens is
  * read through stat, names, paths, look-ups, extract, cursors, count, search
  * and the batched forms. Work per input is bounded (first entries, short
  * reads) so a slow input means a slow reader, not a slow harness.
@@ -124,17 +125,25 @@ static void exercise(td_archive *a)
 	td_cursor_free(c);
 }
 
+/* The engine checks trees of more entries than this a directory at a time,
+ * when first reached (engine/td_archive_int.h): the third open below makes
+ * every input's tree lazy, so the readers meet damaged trees that way too. */
+extern uint32_t td_tree_eager_max;
+
 static void try_all(const uint8_t *data, size_t size)
 {
 	put(data, size);
-	static const unsigned flags[] = {0, TD_OPEN_VERIFY};
-	for (int f = 0; f < 2; f++) {
+	static const unsigned flags[] = {0, TD_OPEN_VERIFY, 0};
+	const uint32_t eager = td_tree_eager_max;
+	for (int f = 0; f < 3; f++) {
 		td_archive *a = NULL;
+		td_tree_eager_max = f == 2 ? 0 : eager;
 		if (td_archive_open(g_path, flags[f], &a) == TD_OK) {
 			exercise(a);
 			td_archive_close(a);
 		}
 	}
+	td_tree_eager_max = eager;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
