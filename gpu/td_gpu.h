@@ -230,6 +230,14 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
  * engine's tree. Returns TD_OK, TD_EINVAL, or TD_ENOMEM. */
 int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n);
 
+/* Same contract and results as td_files_batch(). Single words over a
+ * scope the engine's query index does not answer at once (td_query_fast)
+ * are searched by one td_gpu_search_batch; each file's count is its number
+ * of hits, ranked by the engine (td_files_batch_given) on opts.cpu_threads
+ * threads, which also answers phrases, long words, large scopes and any
+ * request whose search failed. Returns TD_OK, TD_EINVAL or TD_ENOMEM. */
+int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n);
+
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
  * medians of a few runs timed with device events, after a warm-up. */
