@@ -53,9 +53,11 @@ static const char files_help[] =
 	"  -f WORDS     a batch of query words or phrases, one a line\n"
 	"  --gpu auto|on|off\n"
 	"               where a batch runs: auto (default) on the GPU when one is\n"
-	"               usable and the batch has 4000 queries or more, else on\n"
-	"               every core; on: the GPU (none usable is an error); off:\n"
-	"               the CPU. The answers are the same.\n"
+	"               usable, the batch has 4000 queries or more and PATH is a\n"
+	"               file or a directory small against the corpus (the corpus\n"
+	"               and large directories are answered from the CPU's query\n"
+	"               index), else on every core; on: the GPU (none usable is\n"
+	"               an error); off: the CPU. The answers are the same.\n"
 	"  -h, --help   show this help\n";
 
 static const char ngrams_help[] =
@@ -359,10 +361,11 @@ static void batch_free(batch *b)
 }
 
 /* Read -f WORDS into b, each line a single word (phrase 0) or a word or
- * phrase (1), and open the GPU when --gpu says so. Returns -1 to go on,
- * or the exit status (archive closed, error reported). *err: TD_OK, or a
- * GPU error under --gpu on. */
-static int batch_open(args *ar, int phrase, batch *b, int *err)
+ * phrase (1), and open the GPU when --gpu says so (auto: only when `helps`,
+ * the GPU taking part of this batch). Returns -1 to go on, or the exit
+ * status (archive closed, error reported). *err: TD_OK, or a GPU error
+ * under --gpu on. */
+static int batch_open(args *ar, int phrase, int helps, batch *b, int *err)
 {
 	const char *cmd = ar->argv[0];
 	long nl = read_lines(cmd, ar->wfile, &b->buf, &b->w, &b->wl);
@@ -383,7 +386,7 @@ static int batch_open(args *ar, int phrase, batch *b, int *err)
 		}
 	*err = TD_OK;
 	int want = ar->gpu == TD_GPU_USE_ON ||
-		   (ar->gpu == TD_GPU_USE_AUTO && b->n >= BATCH_GPU_MIN && td_gpu_available());
+		   (ar->gpu == TD_GPU_USE_AUTO && helps && b->n >= BATCH_GPU_MIN && td_gpu_available());
 	if (want) {
 		int gerr = td_gpu_available() ? td_gpu_open(ar->a, NULL, &b->g) : TD_ENOGPU;
 		if (gerr && ar->gpu == TD_GPU_USE_ON)
@@ -396,7 +399,7 @@ static int batch_open(args *ar, int phrase, batch *b, int *err)
 static int fuzzy_batch(args *ar)
 {
 	batch b = { 0 };
-	int err, st = batch_open(ar, 0, &b, &err);
+	int err, st = batch_open(ar, 0, 1, &b, &err);
 	if (st >= 0)
 		return st;
 	size_t n = b.n;
@@ -448,7 +451,9 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 static int files_batch(args *ar)
 {
 	batch b = { 0 };
-	int err, st = batch_open(ar, 1, &b, &err);
+	/* the corpus and large directories: the engine's query index, on the
+	 * CPU whatever the flag (td_gpu_files_batch) */
+	int err, st = batch_open(ar, 1, !td_query_fast(ar->a, ar->scope), &b, &err);
 	if (st >= 0)
 		return st;
 	size_t n = b.n;
