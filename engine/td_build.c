@@ -24,6 +24,7 @@
 #include "td_pathtab.h"
 #include "td_scode.h"
 #include "td_shard.h"
+#include "td_trace.h"
 
 /* A big file is cut at most this far past the shard size (the first
  * ASCII byte that is not a word character, or here). */
@@ -227,6 +228,7 @@ static void *worker(void *p)
 			b->qtail = NULL;
 		pthread_mutex_unlock(&b->mu);
 		__atomic_fetch_sub(&b->spare, 1, __ATOMIC_RELAXED);
+		td_trace("shard %u taken", j->idx);
 		int err = job_run(j);
 #if defined(__GLIBC__) && !TD_ASAN
 		/* the writer's tables were freed into this thread's arena:
@@ -234,6 +236,7 @@ static void *worker(void *p)
 		 * (not under AddressSanitizer: its allocator is not glibc's) */
 		malloc_trim(0);
 #endif
+		td_trace("shard %u built", j->idx);
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
 		__atomic_fetch_add(&b->spare, 1, __ATOMIC_RELAXED);
@@ -270,6 +273,12 @@ static void cores_give(void *ctx, unsigned k)
 {
 	td_build *b = ctx;
 	__atomic_fetch_add(&b->spare, (int)k, __ATOMIC_RELAXED);
+}
+
+static void cores_reclaim(void *ctx, unsigned k)
+{
+	td_build *b = ctx;
+	__atomic_fetch_sub(&b->spare, (int)k, __ATOMIC_RELAXED);
 }
 
 /* The first worker failure, as this thread's error. */
@@ -665,7 +674,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		/* one grammar: its rounds may use the other cores */
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		b->spare = (o.jobs ? (int)o.jobs : c > 0 ? (int)c : 1) - 1;
-		b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+		b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 		wo.grammar_cores = &b->cores;
 		b->o = o;
 		if (!(b->one = td_writer_new(&wo))) {
@@ -696,9 +705,10 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	}
 	if (o.build_time == 0)
 		o.build_time = (int64_t)time(NULL);
+	td_trace("build start");
 	b->o = o;
 	b->spare = (int)o.jobs;
-	b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 	int err;
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
@@ -1397,6 +1407,7 @@ int td_build_finish(td_build *b, const char *out_path)
 		err = td_fail(TD_EINVAL, "a file is still open in the builder");
 	if (!err)
 		shard_close(b);
+	td_trace("input read");
 	/* wait for every shard, reporting progress meanwhile */
 	pthread_mutex_lock(&b->mu);
 	while (!err && b->inflight > 0) {
@@ -1404,6 +1415,7 @@ int td_build_finish(td_build *b, const char *out_path)
 	}
 	pthread_mutex_unlock(&b->mu);
 	stop_workers(b);
+	td_trace("shards built");
 	if (!err)
 		err = worker_err(b);
 	if (!err) {
@@ -1417,6 +1429,7 @@ int td_build_finish(td_build *b, const char *out_path)
 		}
 		err = write_container(b, out_path);
 	}
+	td_trace("container written");
 	td_build_abort(b);
 	return err;
 }

@@ -321,10 +321,12 @@ int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm,
 
 /* A td_grammar_rounds_fn for writers on many threads (the shards of
  * td_build.h): one GPU build at a time, shared with
- * td_gpu_build_indexes_shared (one lock), runs td_gpu_grammar_rounds; a
- * call that finds the GPU busy declines (TD_ENOGPU), so the writer runs the
- * CPU rounds on its own thread. Same bytes either way. ctx: ignored.
- * Thread-safe. */
+ * td_gpu_build_indexes_shared (one lock), runs td_gpu_grammar_rounds. A
+ * call that finds the GPU busy waits for its turn while the sequences
+ * queued ahead of it would take the GPU less time (estimated from the
+ * calls that ran) than its own rounds would take a core, and otherwise
+ * declines (TD_ENOGPU) at once, so the writer runs the CPU rounds on its
+ * own thread. Same bytes either way. ctx: ignored. Thread-safe. */
 int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
 				 td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
 
