@@ -43,7 +43,7 @@ static uint64_t td_ggr_gpu, td_ggr_cpu;
  * (declines). The writer lends its core to other shards' CPU rounds while
  * it waits (td_grammar_cores). Times are estimates per symbol of the
  * sequence: the GPU's is learnt from the calls that ran, the core's is a
- * constant (contrib/bench/results/compress-speed.md, "Many cores"). */
+ * constant (contrib/bench/results/compress.md, "Many cores"). */
 static pthread_mutex_t td_ggr_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t td_ggr_cv = PTHREAD_COND_INITIALIZER;
 static unsigned td_ggr_busy;      /* calls running on the GPU */
@@ -85,7 +85,7 @@ int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t
 		slots = (unsigned)atoi(getenv("TD_TRACE_GGR_SLOTS"));
 #endif
 	pthread_mutex_lock(&td_ggr_mu);
-	/* the queue drains TD_GGR_SLOTS calls at a time, each at the learnt rate */
+	/* the queue drains `slots` calls at a time, each at the learnt rate */
 	int decline = td_ggr_busy >= slots && (double)td_ggr_queued * td_ggr_ns >= (double)mine * cpu_ns * slots;
 	if (decline) {
 		pthread_mutex_unlock(&td_ggr_mu);
