@@ -41,13 +41,13 @@ typedef struct ftree {
 } ftree;
 
 /* What an archive keeps for fuzzy search (td_archive.fuzzy): the tree of
- * the words, the tree of the words reversed (code point order reversed;
- * built at the archive's second query, or never where a word is not valid
- * UTF-8), and the corpus's long words with their counts (gathered at the
- * first query that needs them). */
+ * the words and the tree of the words reversed (code point order
+ * reversed; never where a word is not valid UTF-8), both built at the
+ * archive's second query (its first walks the sorted words instead), and
+ * the corpus's long words with their counts (gathered at the first query
+ * that needs them). */
 typedef struct fstate {
-	ftree fwd;
-	_Atomic(ftree *) rev;
+	_Atomic(ftree *) fwd, rev;
 	_Atomic(td_longw *) lw;
 	atomic_uint queries;
 	atomic_int no_rev; /* 1: the reversed tree cannot be built */
@@ -68,7 +68,7 @@ void td_fuzzy_free(td_archive *a)
 	fstate *st = atomic_load(&a->fuzzy);
 	if (!st)
 		return;
-	free(st->fwd.v);
+	ftree_free(atomic_load(&st->fwd));
 	ftree_free(atomic_load(&st->rev));
 	td_longw *lw = atomic_load(&st->lw);
 	if (lw) {
@@ -218,7 +218,7 @@ static uint64_t *word_offsets(const td_archive *a)
 	return off;
 }
 
-static int get_tree(const td_archive *a, fstate **out)
+static int get_state(const td_archive *a, fstate **out)
 {
 	fstate *st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
 	if (st) {
@@ -232,24 +232,11 @@ static int get_tree(const td_archive *a, fstate **out)
 		return TD_ECORRUPT;
 	pthread_mutex_lock(&build_mu);
 	st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
-	if (!st) {
-		st = calloc(1, sizeof *st);
-		uint64_t *off = st ? word_offsets(a) : NULL;
-		if (!off)
-			err = TD_ENOMEM;
-		else
-			err = tree_build(&st->fwd, (const char *)td_words(a), off, NULL, a->W);
-		free(off);
-		if (!err) {
-			atomic_store_explicit(&((td_archive *)a)->fuzzy, st, memory_order_release);
-		} else {
-			free(st);
-			st = NULL;
-		}
-	}
+	if (!st && (st = calloc(1, sizeof *st)))
+		atomic_store_explicit(&((td_archive *)a)->fuzzy, st, memory_order_release);
 	pthread_mutex_unlock(&build_mu);
 	*out = st;
-	return err;
+	return st ? TD_OK : TD_ENOMEM;
 }
 
 /* A word reversed for the reversed tree: its first 8 bytes as a
@@ -341,24 +328,39 @@ static int rev_build(const td_archive *a, fstate *st)
 	return err;
 }
 
-/* The reversed tree if built, else NULL; built here (by one caller, the
- * others go on without it) from the archive's second query on. */
-static const ftree *get_rev(const td_archive *a, fstate *st, int now)
+/* The trees (*fwd NULL: not yet; *rev NULL: not yet, or never), built
+ * now, or from the archive's second query on by one caller (the others go
+ * on without them). Errors: building the tree (the reversed one's only
+ * when now). */
+static int get_trees(const td_archive *a, fstate *st, int now, const ftree **fwd, const ftree **rev)
 {
-	const ftree *r = atomic_load_explicit(&st->rev, memory_order_acquire);
-	if (r || atomic_load(&st->no_rev))
-		return r;
+	*fwd = atomic_load_explicit(&st->fwd, memory_order_acquire);
+	*rev = atomic_load_explicit(&st->rev, memory_order_acquire);
+	if (*fwd && (*rev || atomic_load(&st->no_rev)))
+		return TD_OK;
 	if (!now && atomic_fetch_add(&st->queries, 1) < 1)
-		return NULL;
+		return TD_OK;
 	if (now)
 		pthread_mutex_lock(&build_mu);
 	else if (pthread_mutex_trylock(&build_mu))
-		return NULL;
-	r = atomic_load_explicit(&st->rev, memory_order_acquire);
-	if (!r && !atomic_load(&st->no_rev) && !rev_build(a, st))
-		r = atomic_load_explicit(&st->rev, memory_order_acquire);
+		return TD_OK;
+	int err = TD_OK;
+	if (!atomic_load(&st->fwd)) {
+		ftree *t = calloc(1, sizeof *t);
+		uint64_t *off = t ? word_offsets(a) : NULL;
+		err = off ? tree_build(t, (const char *)td_words(a), off, NULL, a->W) : TD_ENOMEM;
+		free(off);
+		if (!err)
+			atomic_store_explicit(&st->fwd, t, memory_order_release);
+		else
+			free(t);
+	}
+	if (!err && !atomic_load(&st->rev) && !atomic_load(&st->no_rev) && (err = rev_build(a, st)) && !now)
+		err = TD_OK;
 	pthread_mutex_unlock(&build_mu);
-	return r;
+	*fwd = atomic_load_explicit(&st->fwd, memory_order_acquire);
+	*rev = atomic_load_explicit(&st->rev, memory_order_acquire);
+	return err;
 }
 
 /* The corpus's long words with their counts, gathered once (NULL: no
@@ -407,15 +409,15 @@ int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
 		return TD_OK;
 	}
 	fstate *st;
-	int err = get_tree(a, &st);
-	if (err)
+	const ftree *f, *r;
+	int err = get_state(a, &st);
+	if (err || (err = get_trees(a, st, 1, &f, &r)))
 		return err;
-	const ftree *r = get_rev(a, st, 1);
-	uint64_t n = st->fwd.n + (r ? r->n : 0);
+	uint64_t n = f->n + (r ? r->n : 0);
 	if (nodes)
 		*nodes = n;
 	if (bytes)
-		*bytes = n * sizeof *st->fwd.v;
+		*bytes = n * sizeof *f->v;
 	return TD_OK;
 }
 
@@ -432,6 +434,8 @@ typedef struct fsearch {
 	const uint32_t *q;
 	unsigned m, k;
 	unsigned h, th;   /* split: a word must have a prefix within th of q[0, h) */
+	const td_archive *a; /* without a tree: the archive's words */
+	const char *wb;
 	uint32_t *rows;   /* (depth + 1) * (m + 1) */
 	fmatch *v;
 	size_t n, cap;
@@ -464,25 +468,27 @@ static void found(fsearch *s, uint32_t id, uint32_t dist)
  * With a split (h > th), ok says whether a prefix of the path is within th
  * of q[0, h); until one is, a subtree is also skipped when every cell
  * j <= h exceeds th (cell (d', h) below is at least their minimum). */
-static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi);
+/* Row d for code point c (rmin, rmax: the fewest and most code points
+ * below). */
+typedef struct frow {
+	uint32_t lb, mn, mh; /* with the gaps; least cell; least cell j <= h */
+	unsigned lo0, hi;    /* the cells computed */
+} frow;
 
-static void walk(fsearch *s, uint64_t nd, unsigned d, int ok)
+static inline frow step(fsearch *s, unsigned d, uint32_t c, uint32_t rmin, uint32_t rmax)
 {
-	const fnode *t = s->t->v;
 	const unsigned m = s->m, k = s->k, h = s->h;
 	const uint32_t *prev = s->rows + (size_t)(d - 1) * (m + 1);
 	uint32_t *row = s->rows + (size_t)d * (m + 1);
-	const uint32_t c = t[nd].cp & LOW24, rmin = t[nd].cp >> 24, rmax = t[nd].nchild >> 24;
-	uint32_t lb = k + 1, mh = k + 1, mn = k + 1;
-	unsigned lo = d > k ? d - k : 0, hi = d + k < m ? d + k : m;
-	const unsigned lo0 = lo;
+	frow r = { k + 1, k + 1, k + 1, d > k ? d - k : 0, d + k < m ? d + k : m };
+	unsigned lo = r.lo0;
 	if (lo == 0) {
 		row[0] = d;
-		lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
-		mh = mn = d;
+		r.lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
+		r.mh = r.mn = d;
 		lo = 1;
 	}
-	for (unsigned j = lo; j <= hi; j++) {
+	for (unsigned j = lo; j <= r.hi; j++) {
 		uint32_t v = prev[j - 1] + (s->q[j - 1] != c);
 		uint32_t x = prev[j] + 1, y = row[j - 1] + 1;
 		v = v < x ? v : x;
@@ -490,51 +496,86 @@ static void walk(fsearch *s, uint64_t nd, unsigned d, int ok)
 		v = v < k + 1 ? v : k + 1;
 		row[j] = v;
 		uint32_t left = m - j, gap = left < rmin ? rmin - left : left > rmax ? left - rmax : 0;
-		lb = v + gap < lb ? v + gap : lb;
-		mn = v < mn ? v : mn;
+		r.lb = v + gap < r.lb ? v + gap : r.lb;
+		r.mn = v < r.mn ? v : r.mn;
 		if (j <= h)
-			mh = v < mh ? v : mh;
+			r.mh = v < r.mh ? v : r.mh;
 	}
-	if (t[nd].word && hi == m && row[m] <= k)
-		found(s, t[nd].word - 1, row[m]);
-	if (lb > k || d >= 4 * TD_MAXTOK)
-		return;
-	ok = ok || row[h] <= s->th;
-	if (!ok && mh > s->th)
-		return;
-	kids(s, nd, d, ok, ok ? mn : mh, lo0, hi);
+	return r;
 }
 
-/* The children of node nd at depth d, whose row's cells lo0 .. hi are
- * computed, the least of those that matter being best. */
-static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi)
+/* Whether to go below a node whose row d is r (a word ending there has
+ * been taken); *ok updated. */
+static inline int below(const fsearch *s, unsigned d, const frow *r, int *ok)
 {
-	const fnode *t = s->t->v;
-	const unsigned m = s->m, k = s->k, h = s->h;
-	const uint32_t *row = s->rows + (size_t)d * (m + 1);
-	const uint32_t n = t[nd].nchild & LOW24, f = t[nd].first;
-	/* the cells that matter (all, or those up to h until ok) are at best
-	 * T, the edits allowed: only a child whose code point is q[j] for a
-	 * cell j < jm at T keeps one (a diagonal step), found by binary search */
-	const uint32_t T = ok ? k : s->th;
-	if (best < T) {
-		for (uint32_t i = 0; i < n && !s->err; i++)
-			walk(s, f + i, d + 1, ok);
-		return;
-	}
-	unsigned jm = ok ? m : h, top = hi < jm - 1 ? hi : jm - 1, nc = 0;
-	uint32_t cand[2 * TD_FUZZY_MAXK + 2];
+	if (r->lb > s->k || d >= 4 * TD_MAXTOK)
+		return 0;
+	*ok = *ok || s->rows[(size_t)d * (s->m + 1) + s->h] <= s->th;
+	return *ok || r->mh <= s->th;
+}
+
+/* The code points a child of a node at depth d (row computed in cells
+ * lo0 .. hi, the least that matters being best) may have: sorted, each
+ * once, in cand; their number, or -1 for any. The cells that matter (all,
+ * or those up to h until ok) being at best T, the edits allowed, only a
+ * child whose code point is q[j] for a cell j < jm at T keeps one (a
+ * diagonal step). */
+static int cands(const fsearch *s, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi, uint32_t *cand)
+{
+	const uint32_t T = ok ? s->k : s->th;
+	if (best < T)
+		return -1;
+	const uint32_t *row = s->rows + (size_t)d * (s->m + 1);
+	unsigned jm = ok ? s->m : s->h, top = hi < jm - 1 ? hi : jm - 1, nc = 0;
 	for (unsigned j = lo0; j <= top && jm; j++)
 		if (row[j] == T) {
-			unsigned x = nc++;
+			unsigned x = nc;
 			for (; x && cand[x - 1] > s->q[j]; x--)
 				cand[x] = cand[x - 1];
 			cand[x] = s->q[j];
+			nc++;
 		}
+	unsigned u = 0;
+	for (unsigned i = 0; i < nc; i++)
+		if (!u || cand[u - 1] != cand[i])
+			cand[u++] = cand[i];
+	return (int)u;
+}
+
+static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi);
+
+/* Node nd at depth d (>= 1): its row from its parent's, then its children.
+ * Values saturate at k + 1, and only the band |j - d| <= k is computed
+ * (cells outside it exceed k; they keep the k + 1 of the initial rows).
+ * A subtree is skipped when no word in it can come within k: for every
+ * cell j, row[j] plus the gap between the query's m - j code points left
+ * and the lengths left below the node (at least that many more edits).
+ * With a split (h > th), ok says whether a prefix of the path is within th
+ * of q[0, h); until one is, a subtree is also skipped when every cell
+ * j <= h exceeds th (cell (d', h) below is at least their minimum). */
+static void walk(fsearch *s, uint64_t nd, unsigned d, int ok)
+{
+	const fnode *t = s->t->v;
+	frow r = step(s, d, t[nd].cp & LOW24, t[nd].cp >> 24, t[nd].nchild >> 24);
+	const uint32_t *row = s->rows + (size_t)d * (s->m + 1);
+	if (t[nd].word && r.hi == s->m && row[s->m] <= s->k)
+		found(s, t[nd].word - 1, row[s->m]);
+	if (below(s, d, &r, &ok))
+		kids(s, nd, d, ok, ok ? r.mn : r.mh, r.lo0, r.hi);
+}
+
+/* The children of node nd at depth d: all, or those of cands (binary
+ * search among the sorted children). */
+static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi)
+{
+	const fnode *t = s->t->v;
+	const uint32_t n = t[nd].nchild & LOW24, f = t[nd].first;
+	uint32_t cand[2 * TD_FUZZY_MAXK + 2];
+	int nc = cands(s, d, ok, best, lo0, hi, cand);
+	for (uint32_t i = 0; nc < 0 && i < n && !s->err; i++)
+		walk(s, f + i, d + 1, ok);
 	uint32_t from = 0;
-	for (unsigned c = 0; c < nc && !s->err; c++) {
-		if (c && cand[c] == cand[c - 1])
-			continue;
+	for (int c = 0; c < nc && !s->err; c++) {
 		uint32_t l = from, r = n;
 		while (l < r) {
 			uint32_t mid = l + (r - l) / 2;
@@ -546,6 +587,137 @@ static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, uns
 		from = l;
 		if (l < n && (t[f + l].cp & LOW24) == cand[c])
 			walk(s, f + l, d + 1, ok);
+	}
+}
+
+/* ---- the same over the sorted words, without a tree (a node is a run
+ * of words sharing a prefix): an archive's first query ---- */
+
+static inline const char *iword(const fsearch *s, uint64_t i, size_t *len)
+{
+	uint64_t o0 = TD_FLAT(s->a, f_word_off, word_off, i), o1 = TD_FLAT(s->a, f_word_off, word_off, i + 1);
+	*len = (size_t)(o1 - o0);
+	return s->wb + o0;
+}
+
+/* Word i's bytes from bpos against b[0, n): <0, 0 (b is a prefix), >0. */
+static inline int icmp(const fsearch *s, uint64_t i, size_t bpos, const char *b, unsigned n)
+{
+	size_t len;
+	const char *w = iword(s, i, &len) + bpos;
+	len -= bpos;
+	int c = memcmp(w, b, len < n ? len : n);
+	return c ? c : len < n ? -1 : 0;
+}
+
+/* The first word of (i, hi) whose bytes from bpos do not start with b[0,
+ * n) (word i's do), or hi: galloping, then binary search. */
+static uint64_t iend(const fsearch *s, uint64_t i, uint64_t hi, size_t bpos, const char *b, unsigned n)
+{
+	uint64_t lo = i, step = 1, up;
+	for (;;) {
+		uint64_t p = lo + step;
+		if (p >= hi || icmp(s, p, bpos, b, n)) {
+			up = p < hi ? p : hi;
+			break;
+		}
+		lo = p;
+		step *= 2;
+	}
+	while (up - lo > 1) {
+		uint64_t mid = lo + (up - lo) / 2;
+		if (icmp(s, mid, bpos, b, n))
+			up = mid;
+		else
+			lo = mid;
+	}
+	return up;
+}
+
+static void iwalk(fsearch *s, uint64_t lo, uint64_t hi, size_t bpos, unsigned d, int ok, uint32_t best, unsigned lo0,
+		  unsigned hi_);
+
+/* The child of code point c (n bytes, b) of a run at depth d: words
+ * [i, j). */
+static void ichild(fsearch *s, uint64_t i, uint64_t j, size_t bpos, unsigned d, int ok, uint32_t c, unsigned n)
+{
+	size_t len;
+	iword(s, i, &len);
+	uint32_t rmin = 0, rmax = 255;
+	if (j == i + 1) { /* one word: between a quarter of its bytes left and all */
+		size_t rb = len - bpos - n;
+		rmin = (uint32_t)(rb + 3) / 4;
+		rmax = rb < 255 ? (uint32_t)rb : 255;
+	}
+	frow r = step(s, d + 1, c, rmin, rmax);
+	const uint32_t *row = s->rows + (size_t)(d + 1) * (s->m + 1);
+	if (len == bpos + n && r.hi == s->m && row[s->m] <= s->k)
+		found(s, (uint32_t)i, row[s->m]);
+	if (below(s, d + 1, &r, &ok))
+		iwalk(s, i, j, bpos + n, d + 1, ok, ok ? r.mn : r.mh, r.lo0, r.hi);
+}
+
+static unsigned utf8_put(uint32_t c, char *o)
+{
+	if (c < 0x80) {
+		o[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		o[0] = (char)(0xC0 | c >> 6);
+		o[1] = (char)(0x80 | (c & 0x3F));
+		return 2;
+	}
+	if (c < 0x10000) {
+		o[0] = (char)(0xE0 | c >> 12);
+		o[1] = (char)(0x80 | (c >> 6 & 0x3F));
+		o[2] = (char)(0x80 | (c & 0x3F));
+		return 3;
+	}
+	o[0] = (char)(0xF0 | c >> 18);
+	o[1] = (char)(0x80 | (c >> 12 & 0x3F));
+	o[2] = (char)(0x80 | (c >> 6 & 0x3F));
+	o[3] = (char)(0x80 | (c & 0x3F));
+	return 4;
+}
+
+/* Words [lo, hi) share their first bpos bytes (d code points; row d
+ * computed): their children, as kids does for a node. */
+static void iwalk(fsearch *s, uint64_t lo, uint64_t hi, size_t bpos, unsigned d, int ok, uint32_t best, unsigned lo0,
+		  unsigned hi_)
+{
+	size_t len;
+	const char *w = iword(s, lo, &len);
+	if (len == bpos) /* the word ending here (taken by the caller) comes first */
+		lo++;
+	uint32_t cand[2 * TD_FUZZY_MAXK + 2];
+	int nc = cands(s, d, ok, best, lo0, hi_, cand);
+	for (uint64_t i = lo; nc < 0 && i < hi && !s->err;) {
+		unsigned n;
+		w = iword(s, i, &len);
+		uint32_t c = cp_fast(w, len, bpos, &n);
+		uint64_t j = iend(s, i, hi, bpos, w + bpos, n);
+		ichild(s, i, j, bpos, d, ok, c, n);
+		i = j;
+	}
+	for (int c = 0; c < nc && !s->err; c++) {
+		char b[4];
+		unsigned n = utf8_put(cand[c], b);
+		uint64_t l = lo, r = hi; /* the first word from bpos >= b */
+		while (l < r) {
+			uint64_t mid = l + (r - l) / 2;
+			if (icmp(s, mid, bpos, b, n) < 0)
+				l = mid + 1;
+			else
+				r = mid;
+		}
+		if (l < hi && !icmp(s, l, bpos, b, n)) {
+			uint64_t j = iend(s, l, hi, bpos, b, n);
+			ichild(s, l, j, bpos, d, ok, cand[c], n);
+			lo = j;
+		} else {
+			lo = l;
+		}
 	}
 }
 
@@ -562,6 +734,11 @@ static void *fthread(void *p)
 {
 	fjob *j = p;
 	const unsigned m = j->s.m, h = j->s.h;
+	if (!j->s.t) { /* no tree yet: the sorted words */
+		if (j->s.a->W)
+			iwalk(&j->s, 0, j->s.a->W, 0, 0, 1, 0, 0, m < j->s.k ? m : j->s.k);
+		return NULL;
+	}
 	for (int pass = 0; pass < (j->rev ? 2 : 1); pass++) {
 		if (pass) { /* q[h, m) reversed is qr[0, m - h) */
 			j->s.t = j->rev;
@@ -578,7 +755,8 @@ static void *fthread(void *p)
 	return NULL;
 }
 
-static int fsearch_init(fsearch *s, const ftree *t, const uint32_t *q, unsigned m, unsigned k, unsigned h)
+static int fsearch_init(fsearch *s, const td_archive *a, const ftree *t, const uint32_t *q, unsigned m, unsigned k,
+			unsigned h)
 {
 	memset(s, 0, sizeof *s);
 	s->t = t;
@@ -587,6 +765,8 @@ static int fsearch_init(fsearch *s, const ftree *t, const uint32_t *q, unsigned 
 	s->k = k;
 	s->h = h;
 	s->th = k / 2;
+	s->a = a;
+	s->wb = (const char *)td_words(a);
 	/* a node deeper than m + k has no cell within k: rows 0 .. m + k + 1 */
 	size_t cells = (size_t)(m + k + 2) * (m + 1);
 	s->rows = malloc(cells * sizeof *s->rows);
@@ -955,7 +1135,10 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 			err = TD_ECORRUPT;
 	}
 	if (!err && !have_fd)
-		err = get_tree(a, &st);
+		err = get_state(a, &st);
+	const ftree *fwd = NULL, *rev = NULL;
+	if (!err && st)
+		err = get_trees(a, st, 0, &fwd, &rev);
 	if (!err && !(q = malloc(2 * (len + 1) * sizeof *q)))
 		err = TD_ENOMEM;
 	if (err) {
@@ -982,16 +1165,16 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 	 * q[h, m) (the halves' distances add up to at most k), found in the
 	 * tree and in the reversed tree */
 	unsigned h = m / 2;
-	const ftree *rev = NULL;
 	uint32_t *qr = q + len + 1;
-	if (!err && st && k && h > k / 2 && m - h > k / 2 && (rev = get_rev(a, st, 0)))
-		for (unsigned i = 0; i < m; i++)
-			qr[i] = q[m - 1 - i];
+	if (!fwd || !k || h <= k / 2 || m - h <= k / 2)
+		rev = NULL;
+	for (unsigned i = 0; rev && i < m; i++)
+		qr[i] = q[m - 1 - i];
 	if (!rev)
 		h = 0;
 	/* the tree, in parallel over the root's children for a large one */
 	unsigned nt = nthreads ? nthreads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (nt < 1 || a->W < 1000000 || k < 2 || have_fd || rev)
+	if (nt < 1 || a->W < 1000000 || k < 2 || have_fd || rev || !fwd)
 		nt = 1;
 	if (nt > 64)
 		nt = 64;
@@ -1004,7 +1187,7 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		jobs[i].nt = nt;
 		jobs[i].rev = rev;
 		jobs[i].qr = qr;
-		if ((err = fsearch_init(&jobs[i].s, &st->fwd, q, m, k, h))) {
+		if ((err = fsearch_init(&jobs[i].s, a, fwd, q, m, k, h))) {
 			free(jobs[i].s.rows);
 			break;
 		}
