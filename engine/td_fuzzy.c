@@ -40,15 +40,42 @@ typedef struct ftree {
 	uint64_t n, cap;
 } ftree;
 
+/* What an archive keeps for fuzzy search (td_archive.fuzzy): the tree of
+ * the words and the tree of the words reversed (code point order
+ * reversed; never where a word is not valid UTF-8), both built at the
+ * archive's second query (its first walks the sorted words instead), and
+ * the corpus's long words with their counts (gathered at the first query
+ * that needs them). */
+typedef struct fstate {
+	_Atomic(ftree *) fwd, rev;
+	_Atomic(td_longw *) lw;
+	atomic_uint queries;
+	atomic_int no_rev; /* 1: the reversed tree cannot be built */
+} fstate;
+
 static pthread_mutex_t build_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void ftree_free(ftree *t)
+{
+	if (t) {
+		free(t->v);
+		free(t);
+	}
+}
 
 void td_fuzzy_free(td_archive *a)
 {
-	ftree *t = atomic_load(&a->fuzzy);
-	if (!t)
+	fstate *st = atomic_load(&a->fuzzy);
+	if (!st)
 		return;
-	free(t->v);
-	free(t);
+	ftree_free(atomic_load(&st->fwd));
+	ftree_free(atomic_load(&st->rev));
+	td_longw *lw = atomic_load(&st->lw);
+	if (lw) {
+		td_longw_free(lw);
+		free(lw);
+	}
+	free(st);
 	atomic_store(&a->fuzzy, NULL);
 }
 
@@ -86,6 +113,7 @@ typedef struct builder {
 	ftree *t;
 	const char *words;
 	const uint64_t *off;  /* W + 1 word offsets, flat */
+	const uint32_t *ids;  /* the word id of each (NULL: its index) */
 	bgroup *g;            /* a stack of groups, a run per level */
 	size_t ng, gcap;
 } builder;
@@ -97,7 +125,7 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 	if (depth > 4 * TD_MAXTOK)
 		return td_fail(TD_ECORRUPT, "vocabulary not sorted");
 	if (b->off[lo + 1] - b->off[lo] == bpos) {
-		t->v[node].word = (uint32_t)lo + 1;
+		t->v[node].word = (b->ids ? b->ids[lo] : (uint32_t)lo) + 1;
 		lo++;
 	}
 	/* children: one per distinct next code point, found in one pass */
@@ -161,11 +189,40 @@ static int build(builder *b, uint64_t node, uint64_t lo, uint64_t hi, size_t bpo
 	return TD_OK;
 }
 
-static int get_tree(const td_archive *a, const ftree **out)
+/* Build *t over words[off[i], off[i + 1]) for i < W, sorted (ids: their
+ * word ids, NULL: i). */
+static int tree_build(ftree *t, const char *words, const uint64_t *off, const uint32_t *ids, uint64_t W)
 {
-	ftree *t = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
-	if (t) {
-		*out = t;
+	t->n = 1;
+	t->cap = W + 1024;
+	t->v = malloc(t->cap * sizeof *t->v);
+	if (!t->v)
+		return TD_ENOMEM;
+	t->v[0] = (fnode){ 0, 0, 0, 0 };
+	builder b = { .t = t, .words = words, .off = off, .ids = ids };
+	int err = W ? build(&b, 0, 0, W, 0, 0) : TD_OK;
+	free(b.g);
+	if (err) {
+		free(t->v);
+		t->v = NULL;
+	}
+	return err;
+}
+
+/* The archive's W + 1 word offsets, flat (malloc'd), or NULL. */
+static uint64_t *word_offsets(const td_archive *a)
+{
+	uint64_t *off = malloc((a->W + 1) * sizeof *off);
+	for (uint64_t i = 0; off && i <= a->W; i++)
+		off[i] = TD_FLAT(a, f_word_off, word_off, i);
+	return off;
+}
+
+static int get_state(const td_archive *a, fstate **out)
+{
+	fstate *st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
+	if (st) {
+		*out = st;
 		return TD_OK;
 	}
 	int err = td_data_check(a);
@@ -174,45 +231,162 @@ static int get_tree(const td_archive *a, const ftree **out)
 	if (!td_words(a))
 		return TD_ECORRUPT;
 	pthread_mutex_lock(&build_mu);
-	t = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
-	if (!t) {
-		t = calloc(1, sizeof *t);
-		if (!t) {
-			err = TD_ENOMEM;
-		} else {
-			t->cap = a->W + 1024;
-			t->v = malloc(t->cap * sizeof *t->v);
-			t->n = 1;
-			if (!t->v) {
-				err = TD_ENOMEM;
-			} else {
-				t->v[0] = (fnode){ 0, 0, 0, 0 };
-				builder b = { .t = t, .words = (const char *)td_words(a) };
-				uint64_t *off = malloc((a->W + 1) * sizeof *off);
-				if (!off) {
-					err = TD_ENOMEM;
-				} else {
-					for (uint64_t i = 0; i <= a->W; i++)
-						off[i] = TD_FLAT(a, f_word_off, word_off, i);
-					b.off = off;
-					if (a->W)
-						err = build(&b, 0, 0, a->W, 0, 0);
-				}
-				free(off);
-				free(b.g);
-			}
-			if (!err) {
-				atomic_store_explicit(&((td_archive *)a)->fuzzy, t, memory_order_release);
-			} else {
-				free(t->v);
-				free(t);
-				t = NULL;
-			}
+	st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
+	if (!st && (st = calloc(1, sizeof *st)))
+		atomic_store_explicit(&((td_archive *)a)->fuzzy, st, memory_order_release);
+	pthread_mutex_unlock(&build_mu);
+	*out = st;
+	return st ? TD_OK : TD_ENOMEM;
+}
+
+/* A word reversed for the reversed tree: its first 8 bytes as a
+ * big-endian key (zeros after its end), then the rest by memcmp. */
+typedef struct rkey {
+	uint64_t key;
+	uint64_t off; /* in the reversed words */
+	uint32_t len, id;
+} rkey;
+
+static int rkey_cmp(const void *p, const void *q, void *ctx)
+{
+	const rkey *u = p, *v = q;
+	if (u->key != v->key)
+		return u->key < v->key ? -1 : 1;
+	if (u->len <= 8 || v->len <= 8)
+		return (u->len > v->len) - (u->len < v->len);
+	const char *w = ctx;
+	size_t n = (u->len < v->len ? u->len : v->len) - 8;
+	int c = memcmp(w + u->off + 8, w + v->off + 8, n);
+	return c ? c : (u->len > v->len) - (u->len < v->len);
+}
+
+/* Build the reversed tree of st (TD_OK, also when it cannot be: then
+ * no_rev). Called under build_mu. */
+static int rev_build(const td_archive *a, fstate *st)
+{
+	const char *words = (const char *)td_words(a);
+	uint64_t W = a->W;
+	uint64_t *off = word_offsets(a);
+	char *rw = off ? malloc(off[W] - off[0] + 1) : NULL;
+	rkey *rk = rw ? malloc((W ? W : 1) * sizeof *rk) : NULL;
+	ftree *t = rk ? calloc(1, sizeof *t) : NULL;
+	int err = t ? TD_OK : TD_ENOMEM, bad = 0;
+	/* each word's code points in reverse order, each kept in its bytes */
+	for (uint64_t i = 0; i < W && !err && !bad; i++) {
+		const char *w = words + off[i];
+		size_t len = off[i + 1] - off[i], at = off[i] - off[0];
+		char *o = rw + at + len;
+		for (size_t p = 0; p < len;) {
+			unsigned k;
+			uint32_t cp = cp_fast(w, len, p, &k);
+			bad |= (cp & 0x800000u) != 0; /* not valid UTF-8: the reversal would not decode back */
+			o -= k;
+			memcpy(o, w + p, k);
+			p += k;
 		}
+		uint64_t key = 0;
+		for (size_t j = 0; j < 8; j++)
+			key = key << 8 | (j < len ? (uint8_t)rw[at + j] : 0);
+		rk[i] = (rkey){ key, at, (uint32_t)len, (uint32_t)i };
+	}
+	if (!err && !bad && W > 1)
+		qsort_r(rk, W, sizeof *rk, rkey_cmp, rw);
+	/* the reversed words in their order, and their ids */
+	char *sw = !err && !bad ? malloc(off[W] - off[0] + 1) : NULL;
+	uint64_t *soff = sw ? malloc((W + 1) * sizeof *soff) : NULL;
+	uint32_t *ids = soff ? malloc((W ? W : 1) * sizeof *ids) : NULL;
+	if (!err && !bad && !ids)
+		err = TD_ENOMEM;
+	if (!err && !bad) {
+		uint64_t at = 0;
+		for (uint64_t i = 0; i < W; i++) {
+			soff[i] = at;
+			memcpy(sw + at, rw + rk[i].off, rk[i].len);
+			at += rk[i].len;
+			ids[i] = rk[i].id;
+		}
+		soff[W] = at;
+		free(rk);
+		rk = NULL;
+		free(rw);
+		rw = NULL;
+		err = tree_build(t, sw, soff, ids, W);
+	}
+	free(sw);
+	free(soff);
+	free(ids);
+	free(rk);
+	free(rw);
+	free(off);
+	if (!err && !bad) {
+		atomic_store_explicit(&st->rev, t, memory_order_release);
+		return TD_OK;
+	}
+	free(t);
+	if (bad)
+		atomic_store(&st->no_rev, 1);
+	return err;
+}
+
+/* The trees (*fwd NULL: not yet; *rev NULL: not yet, or never), built
+ * now, or from the archive's second query on by one caller (the others go
+ * on without them). Errors: building the tree (the reversed one's only
+ * when now). */
+static int get_trees(const td_archive *a, fstate *st, int now, const ftree **fwd, const ftree **rev)
+{
+	*fwd = atomic_load_explicit(&st->fwd, memory_order_acquire);
+	*rev = atomic_load_explicit(&st->rev, memory_order_acquire);
+	if (*fwd && (*rev || atomic_load(&st->no_rev)))
+		return TD_OK;
+	if (!now && atomic_fetch_add(&st->queries, 1) < 1)
+		return TD_OK;
+	if (now)
+		pthread_mutex_lock(&build_mu);
+	else if (pthread_mutex_trylock(&build_mu))
+		return TD_OK;
+	int err = TD_OK;
+	if (!atomic_load(&st->fwd)) {
+		ftree *t = calloc(1, sizeof *t);
+		uint64_t *off = t ? word_offsets(a) : NULL;
+		err = off ? tree_build(t, (const char *)td_words(a), off, NULL, a->W) : TD_ENOMEM;
+		free(off);
+		if (!err)
+			atomic_store_explicit(&st->fwd, t, memory_order_release);
+		else
+			free(t);
+	}
+	if (!err && !atomic_load(&st->rev) && !atomic_load(&st->no_rev) && (err = rev_build(a, st)) && !now)
+		err = TD_OK;
+	pthread_mutex_unlock(&build_mu);
+	*fwd = atomic_load_explicit(&st->fwd, memory_order_acquire);
+	*rev = atomic_load_explicit(&st->rev, memory_order_acquire);
+	return err;
+}
+
+/* The corpus's long words with their counts, gathered once (NULL: no
+ * memory, or the archive's error in *err). */
+static const td_longw *root_longw(const td_archive *a, fstate *st, int *err)
+{
+	td_longw *l = atomic_load_explicit(&st->lw, memory_order_acquire);
+	if (l)
+		return l;
+	pthread_mutex_lock(&build_mu);
+	l = atomic_load_explicit(&st->lw, memory_order_acquire);
+	if (!l) {
+		td_counts c;
+		memset(&c, 0, sizeof c);
+		*err = td_scope_counts(a, TD_ROOT, &c);
+		if (!*err && !(l = malloc(sizeof *l)))
+			*err = TD_ENOMEM;
+		if (!*err) {
+			*l = c.lw;
+			memset(&c.lw, 0, sizeof c.lw);
+			atomic_store_explicit(&st->lw, l, memory_order_release);
+		}
+		td_counts_free(&c);
 	}
 	pthread_mutex_unlock(&build_mu);
-	*out = t;
-	return err;
+	return l;
 }
 
 int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
@@ -234,14 +408,16 @@ int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes)
 			*bytes = sb;
 		return TD_OK;
 	}
-	const ftree *t;
-	int err = get_tree(a, &t);
-	if (err)
+	fstate *st;
+	const ftree *f, *r;
+	int err = get_state(a, &st);
+	if (err || (err = get_trees(a, st, 1, &f, &r)))
 		return err;
+	uint64_t n = f->n + (r ? r->n : 0);
 	if (nodes)
-		*nodes = t->n;
+		*nodes = n;
 	if (bytes)
-		*bytes = t->n * sizeof *t->v;
+		*bytes = n * sizeof *f->v;
 	return TD_OK;
 }
 
@@ -257,6 +433,9 @@ typedef struct fsearch {
 	const ftree *t;
 	const uint32_t *q;
 	unsigned m, k;
+	unsigned h, th;   /* split: a word must have a prefix within th of q[0, h) */
+	const td_archive *a; /* without a tree: the archive's words */
+	const char *wb;
 	uint32_t *rows;   /* (depth + 1) * (m + 1) */
 	fmatch *v;
 	size_t n, cap;
@@ -285,22 +464,31 @@ static void found(fsearch *s, uint32_t id, uint32_t dist)
  * (cells outside it exceed k; they keep the k + 1 of the initial rows).
  * A subtree is skipped when no word in it can come within k: for every
  * cell j, row[j] plus the gap between the query's m - j code points left
- * and the lengths left below the node (at least that many more edits). */
-static void walk(fsearch *s, uint64_t nd, unsigned d)
+ * and the lengths left below the node (at least that many more edits).
+ * With a split (h > th), ok says whether a prefix of the path is within th
+ * of q[0, h); until one is, a subtree is also skipped when every cell
+ * j <= h exceeds th (cell (d', h) below is at least their minimum). */
+/* Row d for code point c (rmin, rmax: the fewest and most code points
+ * below). */
+typedef struct frow {
+	uint32_t lb, mn, mh; /* with the gaps; least cell; least cell j <= h */
+	unsigned lo0, hi;    /* the cells computed */
+} frow;
+
+static inline frow step(fsearch *s, unsigned d, uint32_t c, uint32_t rmin, uint32_t rmax)
 {
-	const fnode *t = s->t->v;
-	const unsigned m = s->m, k = s->k;
+	const unsigned m = s->m, k = s->k, h = s->h;
 	const uint32_t *prev = s->rows + (size_t)(d - 1) * (m + 1);
 	uint32_t *row = s->rows + (size_t)d * (m + 1);
-	const uint32_t c = t[nd].cp & LOW24, rmin = t[nd].cp >> 24, rmax = t[nd].nchild >> 24;
-	uint32_t lb = k + 1;
-	unsigned lo = d > k ? d - k : 0, hi = d + k < m ? d + k : m;
+	frow r = { k + 1, k + 1, k + 1, d > k ? d - k : 0, d + k < m ? d + k : m };
+	unsigned lo = r.lo0;
 	if (lo == 0) {
 		row[0] = d;
-		lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
+		r.lb = d + (m < rmin ? rmin - m : m > rmax ? m - rmax : 0);
+		r.mh = r.mn = d;
 		lo = 1;
 	}
-	for (unsigned j = lo; j <= hi; j++) {
+	for (unsigned j = lo; j <= r.hi; j++) {
 		uint32_t v = prev[j - 1] + (s->q[j - 1] != c);
 		uint32_t x = prev[j] + 1, y = row[j - 1] + 1;
 		v = v < x ? v : x;
@@ -308,39 +496,279 @@ static void walk(fsearch *s, uint64_t nd, unsigned d)
 		v = v < k + 1 ? v : k + 1;
 		row[j] = v;
 		uint32_t left = m - j, gap = left < rmin ? rmin - left : left > rmax ? left - rmax : 0;
-		lb = v + gap < lb ? v + gap : lb;
+		r.lb = v + gap < r.lb ? v + gap : r.lb;
+		r.mn = v < r.mn ? v : r.mn;
+		if (j <= h)
+			r.mh = v < r.mh ? v : r.mh;
 	}
-	if (t[nd].word && hi == m && row[m] <= k)
-		found(s, t[nd].word - 1, row[m]);
-	if (lb > k || d >= 4 * TD_MAXTOK)
-		return;
-	const uint32_t n = t[nd].nchild & LOW24;
-	for (uint32_t i = 0; i < n && !s->err; i++)
-		walk(s, t[nd].first + i, d + 1);
+	return r;
 }
 
+/* Whether to go below a node whose row d is r (a word ending there has
+ * been taken); *ok updated. */
+static inline int below(const fsearch *s, unsigned d, const frow *r, int *ok)
+{
+	if (r->lb > s->k || d >= 4 * TD_MAXTOK)
+		return 0;
+	*ok = *ok || s->rows[(size_t)d * (s->m + 1) + s->h] <= s->th;
+	return *ok || r->mh <= s->th;
+}
+
+/* The code points a child of a node at depth d (row computed in cells
+ * lo0 .. hi, the least that matters being best) may have: sorted, each
+ * once, in cand; their number, or -1 for any. The cells that matter (all,
+ * or those up to h until ok) being at best T, the edits allowed, only a
+ * child whose code point is q[j] for a cell j < jm at T keeps one (a
+ * diagonal step). */
+static int cands(const fsearch *s, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi, uint32_t *cand)
+{
+	const uint32_t T = ok ? s->k : s->th;
+	if (best < T)
+		return -1;
+	const uint32_t *row = s->rows + (size_t)d * (s->m + 1);
+	unsigned jm = ok ? s->m : s->h, top = hi < jm - 1 ? hi : jm - 1, nc = 0;
+	for (unsigned j = lo0; j <= top && jm; j++)
+		if (row[j] == T) {
+			unsigned x = nc;
+			for (; x && cand[x - 1] > s->q[j]; x--)
+				cand[x] = cand[x - 1];
+			cand[x] = s->q[j];
+			nc++;
+		}
+	unsigned u = 0;
+	for (unsigned i = 0; i < nc; i++)
+		if (!u || cand[u - 1] != cand[i])
+			cand[u++] = cand[i];
+	return (int)u;
+}
+
+static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi);
+
+/* Node nd at depth d (>= 1): its row from its parent's, then its children.
+ * Values saturate at k + 1, and only the band |j - d| <= k is computed
+ * (cells outside it exceed k; they keep the k + 1 of the initial rows).
+ * A subtree is skipped when no word in it can come within k: for every
+ * cell j, row[j] plus the gap between the query's m - j code points left
+ * and the lengths left below the node (at least that many more edits).
+ * With a split (h > th), ok says whether a prefix of the path is within th
+ * of q[0, h); until one is, a subtree is also skipped when every cell
+ * j <= h exceeds th (cell (d', h) below is at least their minimum). */
+static void walk(fsearch *s, uint64_t nd, unsigned d, int ok)
+{
+	const fnode *t = s->t->v;
+	frow r = step(s, d, t[nd].cp & LOW24, t[nd].cp >> 24, t[nd].nchild >> 24);
+	const uint32_t *row = s->rows + (size_t)d * (s->m + 1);
+	if (t[nd].word && r.hi == s->m && row[s->m] <= s->k)
+		found(s, t[nd].word - 1, row[s->m]);
+	if (below(s, d, &r, &ok))
+		kids(s, nd, d, ok, ok ? r.mn : r.mh, r.lo0, r.hi);
+}
+
+/* The children of node nd at depth d: all, or those of cands (binary
+ * search among the sorted children). */
+static void kids(fsearch *s, uint64_t nd, unsigned d, int ok, uint32_t best, unsigned lo0, unsigned hi)
+{
+	const fnode *t = s->t->v;
+	const uint32_t n = t[nd].nchild & LOW24, f = t[nd].first;
+	uint32_t cand[2 * TD_FUZZY_MAXK + 2];
+	int nc = cands(s, d, ok, best, lo0, hi, cand);
+	for (uint32_t i = 0; nc < 0 && i < n && !s->err; i++)
+		walk(s, f + i, d + 1, ok);
+	uint32_t from = 0;
+	for (int c = 0; c < nc && !s->err; c++) {
+		uint32_t l = from, r = n;
+		while (l < r) {
+			uint32_t mid = l + (r - l) / 2;
+			if ((t[f + mid].cp & LOW24) < cand[c])
+				l = mid + 1;
+			else
+				r = mid;
+		}
+		from = l;
+		if (l < n && (t[f + l].cp & LOW24) == cand[c])
+			walk(s, f + l, d + 1, ok);
+	}
+}
+
+/* ---- the same over the sorted words, without a tree (a node is a run
+ * of words sharing a prefix): an archive's first query ---- */
+
+static inline const char *iword(const fsearch *s, uint64_t i, size_t *len)
+{
+	uint64_t o0 = TD_FLAT(s->a, f_word_off, word_off, i), o1 = TD_FLAT(s->a, f_word_off, word_off, i + 1);
+	*len = (size_t)(o1 - o0);
+	return s->wb + o0;
+}
+
+/* Word i's bytes from bpos against b[0, n): <0, 0 (b is a prefix), >0. */
+static inline int icmp(const fsearch *s, uint64_t i, size_t bpos, const char *b, unsigned n)
+{
+	size_t len;
+	const char *w = iword(s, i, &len) + bpos;
+	len -= bpos;
+	int c = memcmp(w, b, len < n ? len : n);
+	return c ? c : len < n ? -1 : 0;
+}
+
+/* The first word of (i, hi) whose bytes from bpos do not start with b[0,
+ * n) (word i's do), or hi: galloping, then binary search. */
+static uint64_t iend(const fsearch *s, uint64_t i, uint64_t hi, size_t bpos, const char *b, unsigned n)
+{
+	uint64_t lo = i, step = 1, up;
+	for (;;) {
+		uint64_t p = lo + step;
+		if (p >= hi || icmp(s, p, bpos, b, n)) {
+			up = p < hi ? p : hi;
+			break;
+		}
+		lo = p;
+		step *= 2;
+	}
+	while (up - lo > 1) {
+		uint64_t mid = lo + (up - lo) / 2;
+		if (icmp(s, mid, bpos, b, n))
+			up = mid;
+		else
+			lo = mid;
+	}
+	return up;
+}
+
+static void iwalk(fsearch *s, uint64_t lo, uint64_t hi, size_t bpos, unsigned d, int ok, uint32_t best, unsigned lo0,
+		  unsigned hi_);
+
+/* The child of code point c (n bytes, b) of a run at depth d: words
+ * [i, j). */
+static void ichild(fsearch *s, uint64_t i, uint64_t j, size_t bpos, unsigned d, int ok, uint32_t c, unsigned n)
+{
+	size_t len;
+	iword(s, i, &len);
+	uint32_t rmin = 0, rmax = 255;
+	if (j == i + 1) { /* one word: between a quarter of its bytes left and all */
+		size_t rb = len - bpos - n;
+		rmin = (uint32_t)(rb + 3) / 4;
+		rmax = rb < 255 ? (uint32_t)rb : 255;
+	}
+	frow r = step(s, d + 1, c, rmin, rmax);
+	const uint32_t *row = s->rows + (size_t)(d + 1) * (s->m + 1);
+	if (len == bpos + n && r.hi == s->m && row[s->m] <= s->k)
+		found(s, (uint32_t)i, row[s->m]);
+	if (below(s, d + 1, &r, &ok))
+		iwalk(s, i, j, bpos + n, d + 1, ok, ok ? r.mn : r.mh, r.lo0, r.hi);
+}
+
+static unsigned utf8_put(uint32_t c, char *o)
+{
+	if (c < 0x80) {
+		o[0] = (char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		o[0] = (char)(0xC0 | c >> 6);
+		o[1] = (char)(0x80 | (c & 0x3F));
+		return 2;
+	}
+	if (c < 0x10000) {
+		o[0] = (char)(0xE0 | c >> 12);
+		o[1] = (char)(0x80 | (c >> 6 & 0x3F));
+		o[2] = (char)(0x80 | (c & 0x3F));
+		return 3;
+	}
+	o[0] = (char)(0xF0 | c >> 18);
+	o[1] = (char)(0x80 | (c >> 12 & 0x3F));
+	o[2] = (char)(0x80 | (c >> 6 & 0x3F));
+	o[3] = (char)(0x80 | (c & 0x3F));
+	return 4;
+}
+
+/* Words [lo, hi) share their first bpos bytes (d code points; row d
+ * computed): their children, as kids does for a node. */
+static void iwalk(fsearch *s, uint64_t lo, uint64_t hi, size_t bpos, unsigned d, int ok, uint32_t best, unsigned lo0,
+		  unsigned hi_)
+{
+	size_t len;
+	const char *w = iword(s, lo, &len);
+	if (len == bpos) /* the word ending here (taken by the caller) comes first */
+		lo++;
+	uint32_t cand[2 * TD_FUZZY_MAXK + 2];
+	int nc = cands(s, d, ok, best, lo0, hi_, cand);
+	for (uint64_t i = lo; nc < 0 && i < hi && !s->err;) {
+		unsigned n;
+		w = iword(s, i, &len);
+		uint32_t c = cp_fast(w, len, bpos, &n);
+		uint64_t j = iend(s, i, hi, bpos, w + bpos, n);
+		ichild(s, i, j, bpos, d, ok, c, n);
+		i = j;
+	}
+	for (int c = 0; c < nc && !s->err; c++) {
+		char b[4];
+		unsigned n = utf8_put(cand[c], b);
+		uint64_t l = lo, r = hi; /* the first word from bpos >= b */
+		while (l < r) {
+			uint64_t mid = l + (r - l) / 2;
+			if (icmp(s, mid, bpos, b, n) < 0)
+				l = mid + 1;
+			else
+				r = mid;
+		}
+		if (l < hi && !icmp(s, l, bpos, b, n)) {
+			uint64_t j = iend(s, l, hi, bpos, b, n);
+			ichild(s, l, j, bpos, d, ok, cand[c], n);
+			lo = j;
+		} else {
+			lo = l;
+		}
+	}
+}
+
+/* One thread's part of a query: every nt-th child of the root of the
+ * tree, then of the reversed tree when split. */
 typedef struct fjob {
 	fsearch s;
 	unsigned ti, nt;
+	const ftree *rev;  /* NULL: no split */
+	const uint32_t *qr; /* the query reversed */
 } fjob;
 
 static void *fthread(void *p)
 {
 	fjob *j = p;
-	const ftree *t = j->s.t;
-	for (uint32_t i = j->ti; i < (t->v[0].nchild & LOW24) && !j->s.err; i += j->nt)
-		walk(&j->s, t->v[0].first + i, 1);
+	const unsigned m = j->s.m, h = j->s.h;
+	if (!j->s.t) { /* no tree yet: the sorted words */
+		if (j->s.a->W)
+			iwalk(&j->s, 0, j->s.a->W, 0, 0, 1, 0, 0, m < j->s.k ? m : j->s.k);
+		return NULL;
+	}
+	for (int pass = 0; pass < (j->rev ? 2 : 1); pass++) {
+		if (pass) { /* q[h, m) reversed is qr[0, m - h) */
+			j->s.t = j->rev;
+			j->s.q = j->qr;
+			j->s.h = m - h;
+		}
+		const ftree *t = j->s.t;
+		int ok = j->s.h <= j->s.th;
+		if (j->nt == 1) /* row 0 is 0, 1, .., k */
+			kids(&j->s, 0, 0, ok, 0, 0, m < j->s.k ? m : j->s.k);
+		for (uint32_t i = j->ti; i < (t->v[0].nchild & LOW24) && !j->s.err && j->nt > 1; i += j->nt)
+			walk(&j->s, t->v[0].first + i, 1, ok);
+	}
 	return NULL;
 }
 
-static int fsearch_init(fsearch *s, const ftree *t, const uint32_t *q, unsigned m, unsigned k)
+static int fsearch_init(fsearch *s, const td_archive *a, const ftree *t, const uint32_t *q, unsigned m, unsigned k,
+			unsigned h)
 {
 	memset(s, 0, sizeof *s);
 	s->t = t;
 	s->q = q;
 	s->m = m;
 	s->k = k;
-	size_t cells = (size_t)(4 * TD_MAXTOK + 2) * (m + 1);
+	s->h = h;
+	s->th = k / 2;
+	s->a = a;
+	s->wb = (const char *)td_words(a);
+	/* a node deeper than m + k has no cell within k: rows 0 .. m + k + 1 */
+	size_t cells = (size_t)(m + k + 2) * (m + 1);
 	s->rows = malloc(cells * sizeof *s->rows);
 	if (!s->rows)
 		return TD_ENOMEM;
@@ -403,6 +831,12 @@ static const char *match_word(const fsort *f, uint32_t id, size_t *len)
 		return td_word_at(f->a, id, len);
 	*len = f->l->len[id - f->a->W];
 	return f->l->w[id - f->a->W];
+}
+
+static int id_cmp(const void *p, const void *q)
+{
+	const fmatch *u = p, *v = q;
+	return (u->id > v->id) - (u->id < v->id);
 }
 
 /* Distance, then count descending, then word bytes. */
@@ -688,7 +1122,7 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		err = td_fail(TD_EINVAL, "edit distance %u over %u", k, TD_FUZZY_MAXK);
 	else if (scope >= a->meta.nentries)
 		err = td_fail(TD_EINVAL, "no entry %u", scope);
-	const ftree *t = NULL;
+	fstate *st = NULL;
 	uint32_t *q = NULL;
 	td_fuzzy_found fd = { NULL, 0 };
 	int have_fd = 0;
@@ -701,8 +1135,11 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 			err = TD_ECORRUPT;
 	}
 	if (!err && !have_fd)
-		err = get_tree(a, &t);
-	if (!err && !(q = malloc((len + 1) * sizeof *q)))
+		err = get_state(a, &st);
+	const ftree *fwd = NULL, *rev = NULL;
+	if (!err && st)
+		err = get_trees(a, st, 0, &fwd, &rev);
+	if (!err && !(q = malloc(2 * (len + 1) * sizeof *q)))
 		err = TD_ENOMEM;
 	if (err) {
 		td_counts_free(&c);
@@ -713,16 +1150,31 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 	 * than TD_MAXTOK bytes, so 64 code points or more) only matters to a
 	 * query of 64 - k code points or more */
 	const td_pack *wf = NULL;
+	const td_longw *lw = &c.lw;
 	int need_long = a->meta.nlongwords && m + k >= TD_MAXTOK / 4 + 1;
 	if (given)
 		; /* the caller's counts */
-	else if (scope != TD_ROOT || need_long)
+	else if (scope != TD_ROOT || (need_long && !st))
 		err = td_scope_counts(a, scope, &c);
 	else if (!(wf = td_word_freq(a)))
 		err = TD_ECORRUPT;
+	else if (need_long && !(lw = root_longw(a, st, &err)) && !err)
+		err = TD_ENOMEM;
+	/* split in two halves when the reversed tree is there: a word within k
+	 * has a prefix within k / 2 of q[0, h), or a suffix within k / 2 of
+	 * q[h, m) (the halves' distances add up to at most k), found in the
+	 * tree and in the reversed tree */
+	unsigned h = m / 2;
+	uint32_t *qr = q + len + 1;
+	if (!fwd || !k || h <= k / 2 || m - h <= k / 2)
+		rev = NULL;
+	for (unsigned i = 0; rev && i < m; i++)
+		qr[i] = q[m - 1 - i];
+	if (!rev)
+		h = 0;
 	/* the tree, in parallel over the root's children for a large one */
 	unsigned nt = nthreads ? nthreads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (nt < 1 || a->W < 1000000 || k < 2 || have_fd)
+	if (nt < 1 || a->W < 1000000 || k < 2 || have_fd || rev || !fwd)
 		nt = 1;
 	if (nt > 64)
 		nt = 64;
@@ -733,7 +1185,9 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 	for (unsigned i = 0; i < nt && !err && !have_fd; i++) {
 		jobs[i].ti = i;
 		jobs[i].nt = nt;
-		if ((err = fsearch_init(&jobs[i].s, t, q, m, k))) {
+		jobs[i].rev = rev;
+		jobs[i].qr = qr;
+		if ((err = fsearch_init(&jobs[i].s, a, fwd, q, m, k, h))) {
 			free(jobs[i].s.rows);
 			break;
 		}
@@ -770,8 +1224,17 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		free(jobs[i].s.v);
 		free(jobs[i].s.rows);
 	}
-	/* the scope's words among them, and its long words */
+	/* a word both trees found, once */
 	size_t kept = 0;
+	if (!err && rev && all.n > 1) {
+		qsort(all.v, all.n, sizeof *all.v, id_cmp);
+		for (size_t i = 0; i < all.n; i++)
+			if (!kept || all.v[kept - 1].id != all.v[i].id)
+				all.v[kept++] = all.v[i];
+		all.n = kept;
+	}
+	/* the scope's words among them, and its long words */
+	kept = 0;
 	for (size_t i = 0; i < all.n && !err; i++) {
 		uint64_t n = wf ? td_pack_get(wf, all.v[i].id) : c.cnt[all.v[i].id];
 		if (n) {
@@ -780,21 +1243,23 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		}
 	}
 	all.n = kept;
-	for (size_t i = 0; i < c.lw.n && !err; i++) {
-		uint32_t *b = malloc(c.lw.len[i] * sizeof *b);
+	for (size_t i = 0; i < lw->n && !err; i++) {
+		if (lw->len[i] > 4 * (size_t)(m + k))
+			continue; /* over m + k code points */
+		uint32_t *b = malloc(lw->len[i] * sizeof *b);
 		if (!b) {
 			err = TD_ENOMEM;
 			break;
 		}
-		unsigned d = lev(q, m, b, to_cps(c.lw.w[i], c.lw.len[i], b), k);
+		unsigned d = lev(q, m, b, to_cps(lw->w[i], lw->len[i], b), k);
 		free(b);
 		if (d <= k) {
 			found(&all, (uint32_t)(a->W + i), d);
 			if (!(err = all.err))
-				all.v[all.n - 1].count = c.lw.count[i];
+				all.v[all.n - 1].count = lw->count[i];
 		}
 	}
-	fsort fs = { a, &c.lw };
+	fsort fs = { a, lw };
 	if (!err && all.n > 1)
 		qsort_r(all.v, all.n, sizeof *all.v, fcmp, &fs);
 	for (size_t i = 0; i < all.n && !err; i++) {

@@ -65,13 +65,15 @@ static int dcmp(const void *p, const void *q)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: fuzzy_bench ARCHIVE [QUERIES]\n"
+		fprintf(stderr, "usage: fuzzy_bench ARCHIVE [QUERIES [1]]\n"
 				"Times the fuzzy tree's build (CPU time), then QUERIES (default 1000) vocabulary words\n"
 				"with one letter changed, at K = 1, 2, 3, on one thread (its CPU time) and on\n"
-				"all cores (wall time; threads only for vocabularies of 1M words or more).\n");
+				"all cores (wall time; threads only for vocabularies of 1M words or more);\n"
+				"a third argument 1: one thread only.\n");
 		return 2;
 	}
 	size_t nq = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000;
+	unsigned modes = argc > 3 && !strcmp(argv[3], "1") ? 1 : 2;
 	td_archive *a;
 	double t0 = now();
 	int err = td_archive_open(argv[1], 0, &a);
@@ -108,7 +110,7 @@ int main(int argc, char **argv)
 	}
 	double *lat = malloc(nq * sizeof *lat);
 	for (unsigned k = 1; k <= 3; k++) {
-		for (unsigned th = 1; th <= 2; th++) {
+		for (unsigned th = 1; th <= modes; th++) {
 			unsigned nt = th == 1 ? 1 : 0;
 			size_t found = 0;
 			/* one thread: its CPU time; all cores: wall time */

@@ -115,9 +115,11 @@ typedef int (*td_ngram_fn)(void *ctx, const char *const *words, const size_t *le
  * distinct n-grams met. */
 int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
 
-/* Fuzzy word search. The vocabulary's adaptive radix tree (td_fuzzy.c) is
- * built by the first call on an archive and kept until td_archive_close
- * (a later call waits for it); its memory is reported by td_fuzzy_tree. */
+/* Fuzzy word search. The vocabulary's adaptive radix trees (td_fuzzy.c:
+ * the words, and the words reversed) are built by the second call on an
+ * archive (the first searches the sorted vocabulary itself; a call made
+ * while another builds them does the same) and kept until
+ * td_archive_close; their memory is reported by td_fuzzy_tree. */
 
 /* Largest edit distance accepted. */
 #define TD_FUZZY_MAXK 3u
@@ -133,9 +135,9 @@ typedef int (*td_fuzzy_fn)(void *ctx, unsigned dist, const char *word, size_t le
 int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
 	     td_fuzzy_fn fn, void *ctx);
 
-/* Build the fuzzy tree now if not built (e.g. at mount, or to time it);
- * *nodes and *bytes (either may be NULL) get its size. TD_OK, TD_ENOMEM,
- * TD_ECORRUPT. */
+/* Build the fuzzy trees now if not built (e.g. at mount, or to time
+ * them); *nodes and *bytes (either may be NULL) get their size, both trees
+ * together. TD_OK, TD_ENOMEM, TD_ECORRUPT. */
 int td_fuzzy_tree(const td_archive *a, uint64_t *nodes, uint64_t *bytes);
 
 /* ---- fuzzy search in batches (gpu/ offers the same call) ---- */
