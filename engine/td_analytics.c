@@ -1119,6 +1119,17 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 	return ri;
 }
 
+/* Decode the root symbols whole (td_syms_build_part) when the scope's
+ * files hold a quarter of them or more: cheaper than tile by tile. */
+static void scope_roots_flat(const an *x)
+{
+	uint64_t roots = 0;
+	for (size_t f = 0; f < x->nfiles; f++)
+		roots += td_pack_get(&x->a->e_root, x->files[f] + 1) - td_pack_get(&x->a->e_root, x->files[f]);
+	if (roots >= x->a->meta.nroot / 4)
+		td_syms_build_part(x->a, 0, 1);
+}
+
 /* Root symbols ahead whose rule info is prefetched. */
 #define KMP_AHEAD 16u
 
@@ -1132,6 +1143,7 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 	k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info);
 	if (!k.info)
 		return TD_ENOMEM;
+	scope_roots_flat(x);
 	const uint64_t TR = x->T + x->R;
 	uint64_t sym[QCHUNK];
 	for (size_t f = 0; f < x->nfiles && !k.err; f++) {
@@ -1642,11 +1654,133 @@ static inline int gsink_keep(const gsink *g, const uint32_t *gram)
 	return 1;
 }
 
-static int ngram_emit(scanner *sc, const uint32_t *gram, const wslot *first)
+/* The n-gram walk proper (the scanner above, specialised: word ids only,
+ * no offsets): one sequence's window of its last L words. */
+typedef struct gwalk {
+	const an *x;
+	const rset *s;
+	seqinfo *si;
+	const gsink *g;
+	uint32_t win[TD_PHRASE_MAX];
+	unsigned wn;
+} gwalk;
+
+static inline int gwalk_push(gwalk *w, const uint32_t *ids, unsigned k)
 {
-	(void)first;
-	const gsink *g = sc->ctx;
-	return gsink_keep(g, gram) ? gtab_add(g->t, gram, sc->weight) : TD_OK;
+	unsigned L = w->si->L;
+	for (unsigned t = 0; t < k; t++) {
+		if (w->wn == L) {
+			for (unsigned u = 1; u < L; u++)
+				w->win[u - 1] = w->win[u];
+			w->wn--;
+		}
+		w->win[w->wn++] = ids[t];
+	}
+	return TD_OK;
+}
+
+/* Feed symbol y: the runs that end in it and begin before it go to the
+ * table with `weight`; its first words join head (while *nh < L) and its
+ * words *nw. */
+static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *head, unsigned *nh, uint64_t *nw)
+{
+	const an *x = w->x;
+	const unsigned m = w->si->m, L = w->si->L;
+	uint32_t gram[TD_PHRASE_MAX];
+	int err = TD_OK;
+	if (y < 2 * x->W || is_piece(x, y)) {
+		uint32_t id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
+		if (w->wn == L) {
+			for (unsigned u = 0; u < L; u++)
+				gram[u] = w->win[u];
+			gram[L] = id;
+			if (gsink_keep(w->g, gram))
+				err = gtab_add(w->g->t, gram, weight);
+		}
+		gwalk_push(w, &id, 1);
+		if (head && *nh < L)
+			head[(*nh)++] = id;
+		++*nw;
+		return err;
+	}
+	if (y < x->T)
+		return TD_OK;
+	uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
+	const uint32_t *H = w->si->head + slot * L, *Tl = w->si->tail + slot * L;
+	unsigned hn = N < L ? (unsigned)N : L;
+	for (unsigned i = 1; i <= hn && !err; i++) {
+		if (w->wn < m - i)
+			continue;
+		for (unsigned u = 0; u < m - i; u++)
+			gram[u] = w->win[w->wn - (m - i) + u];
+		for (unsigned u = 0; u < i; u++)
+			gram[m - i + u] = H[u];
+		if (gsink_keep(w->g, gram))
+			err = gtab_add(w->g->t, gram, weight);
+	}
+	if (N >= L) {
+		for (unsigned u = 0; u < L; u++)
+			w->win[u] = Tl[u];
+		w->wn = L;
+	} else {
+		gwalk_push(w, H, hn);
+	}
+	for (unsigned t = 0; head && t < hn && *nh < L; t++)
+		head[(*nh)++] = H[t];
+	*nw += N;
+	return err;
+}
+
+/* Rule slot i (its parts done): its runs across its parts times its
+ * weight, its words, first and last L words. */
+static int gwalk_rule(gwalk *w, uint64_t i, uint64_t weight)
+{
+	const an *x = w->x;
+	uint64_t start, nw = 0;
+	uint32_t len;
+	unsigned L = w->si->L, nh = 0;
+	int err = rhs(x, w->s->order[i], &start, &len);
+	w->wn = 0;
+	for (uint32_t j = 0; j < len && !err; j++) {
+		uint64_t y = td_rule_sym(x->a, start + j);
+		if (y >= x->T + x->R)
+			return td_fail(TD_ECORRUPT, "symbol out of range");
+		err = gwalk_feed(w, y, weight, w->si->head + i * L, &nh, &nw);
+	}
+	w->si->nw[i] = nw;
+	for (unsigned u = 0; u < w->wn; u++)
+		w->si->tail[i * L + u] = w->win[u];
+	return err;
+}
+
+/* File e's root symbols (their rules done), weight 1. */
+static int gwalk_file(gwalk *w, td_entry e)
+{
+	const an *x = w->x;
+	uint64_t rs, re, sym[QCHUNK], nw = 0;
+	int err = root_range(x, e, &rs, &re);
+	w->wn = 0;
+	for (uint64_t i = rs; !err && i < re;) {
+		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !err; j++) {
+			if (sym[j] >= x->T + x->R)
+				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+			/* the rules' slots and infos are read at random: ask ahead */
+			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < x->T + x->R)
+				__builtin_prefetch(w->s->slot + (sym[j + KMP_AHEAD] - x->T));
+			uint64_t z = j + KMP_AHEAD / 2 < k ? sym[j + KMP_AHEAD / 2] : 0;
+			if (z >= x->T && z < x->T + x->R) {
+				uint64_t sl = w->s->slot[z - x->T] - 1;
+				__builtin_prefetch(w->si->nw + sl);
+				__builtin_prefetch(w->si->head + sl * w->si->L);
+				__builtin_prefetch(w->si->tail + sl * w->si->L);
+			}
+			err = gwalk_feed(w, sym[j], 1, NULL, NULL, &nw);
+		}
+		i += k;
+	}
+	return err;
 }
 
 typedef struct ntext {
@@ -1714,6 +1848,7 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 	int err = an_init_list(&x, a, scope, list, nlist, 1);
 	if (err)
 		goto out;
+	scope_roots_flat(&x); /* read three times below */
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
 	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(t))) {
 		err = err ? err : TD_ENOMEM;
@@ -1767,15 +1902,12 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 		}
 	}
 	/* bottom-up: each rule's runs across its parts, times its weight */
-	scanner sc = { .x = &x, .s = &s, .si = &si, .emit = ngram_emit, .ctx = &g };
-	for (uint64_t i = 0; i < s.n && !err; i++) {
-		sc.weight = freq[i];
-		err = scan_rule(&sc, s.order[i], 1);
-	}
-	sc.weight = 1;
+	gwalk gw = { .x = &x, .s = &s, .si = &si, .g = &g };
+	for (uint64_t i = 0; i < s.n && !err; i++)
+		err = gwalk_rule(&gw, i, freq[i]);
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
 		if (!longf[f]) {
-			err = scan_file(&sc, x.files[f]);
+			err = gwalk_file(&gw, x.files[f]);
 			continue;
 		}
 		ntext nt = { .a = a, .g = &g, .lw = lw };
@@ -1835,14 +1967,14 @@ int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, si
 	uint8_t *ok = NULL;
 	/* The top ones only (and no texts, whose words the archive's counts do
 	 * not bound): count just the runs whose words all occur at least
-	 * `min` times in the archive (a guess: the scope's words / 2^(10 + n);
+	 * `min` times in the archive (a guess: the scope's words / 2^(9 + n);
 	 * longer runs are rarer). Every run left out occurs fewer than
 	 * min times, so when the top-th counted occurs min times or more the
 	 * ranking is exact; else again with min lowered to that count (then
 	 * it is), or, with fewer than top runs counted, to min / 64. */
 	uint64_t min = 0;
 	if (top && (!texts || !texts->n) && a->W) {
-		min = ngram_words(a, scope, list, nlist) >> (10 + n);
+		min = ngram_words(a, scope, list, nlist) >> (9 + n);
 		if (min > 1 && !(ok = malloc(a->W)))
 			return TD_ENOMEM;
 	}
