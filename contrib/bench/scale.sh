@@ -15,7 +15,9 @@
 # PIN (default 0,1: the cores of the two-core runs; empty skips them), WORK (default /tmp/scale),
 # STEPS (default "cores tar pinned mount add compact": which parts run; "tar" is the two
 # tar pipelines of the "cores" part; without "cores" the tree
-# already unpacked in WORK and its archive out/a.tadoc are reused).
+# already unpacked in WORK and its archive out/a.tadoc are reused; "big", not in the default,
+# builds 8 hard-linked copies of the tree under --memory 4G, then times the mount's first ls and
+# cat on that archive).
 # Results: contrib/bench/results/compress.md ("Many cores").
 set -u
 C=$(cd "${CARRY:-.carry}" && pwd)
@@ -75,12 +77,13 @@ echo "## sizes"
 for f in out/*; do ratio "$(basename $f)" $f; done
 tadoc info out/a.tadoc | sed -n '1,12p'
 
-if step mount; then
-echo "## mount to first ls / first cat (warm page cache)"
-small_file=$(cd src/$top && find . -type f -size -8k | sort | head -1 | cut -c3-)
-python3 - "$W/out/a.tadoc" "$W/mnt" "$small_file" <<'EOF'
-import os, subprocess, sys, time
+# mount_first ARCHIVE FILE: mount to first `ls` of the root answered, then the first `cat` of
+# FILE (a path inside the archive), three times
+mount_first() {
+python3 - "$1" "$W/mnt" "$2" <<'EOF'
+import os, shutil, subprocess, sys, time
 arc, mnt, f = sys.argv[1:4]
+umount = ["fusermount3", "-u", mnt] if shutil.which("fusermount3") else ["umount", mnt]
 for i in range(3):
     t0 = time.perf_counter()
     subprocess.run(["tadocfs", arc, mnt], check=True)
@@ -89,9 +92,28 @@ for i in range(3):
     with open(os.path.join(mnt, f), "rb") as fh:
         data = fh.read()
     t2 = time.perf_counter()
-    subprocess.run(["fusermount3", "-u", mnt]) if subprocess.run(["which", "fusermount3"], capture_output=True).returncode == 0 else subprocess.run(["umount", mnt])
+    subprocess.run(umount)
     print(f"run {i}: mount+first ls {1e3*(t1-t0):.1f} ms ({len(names)} names); first cat of {f} ({len(data)} B) {1e3*(t2-t1):.1f} ms")
 EOF
+}
+small_file=$(cd src/$top && find . -type f -size -8k ! -empty ! -name ".*" | sort | head -1 | cut -c3-)
+
+if step mount; then
+echo "## mount to first ls / first cat (warm page cache)"
+mount_first "$W/out/a.tadoc" "$small_file"
+fi
+
+if step big; then
+echo "## 8 copies of $top under --memory 4G (hard links: nothing copied), then mount to first ls / cat"
+rm -rf big; mkdir big
+for k in 1 2 3 4 5 6 7 8; do cp -al src/$top big/$top$k; done
+bigin=$(( in * 8 ))
+T "tadoc compress -j$J --memory 4G (8 copies)" tadoc compress -q -j $J --memory 4G -o out/big.tadoc big/$top?
+printf '8 copies: %d bytes of files, archive %d bytes, ratio %.3f\n' $bigin $(stat -c %s out/big.tadoc) \
+	"$(awk "BEGIN{print $bigin / $(stat -c %s out/big.tadoc)}")"
+tadoc info out/big.tadoc | head -12
+mount_first "$W/out/big.tadoc" "${top}8/$small_file"
+rm -f out/big.tadoc; rm -rf big
 fi
 
 if [ -n "$small" ] && step add; then
