@@ -1638,12 +1638,20 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
 	return TD_OK;
 }
 
+/* Runs waiting to go into the table while their slots are fetched. */
+#define GRING 8u
+
 /* Where runs go: the table, and, when pruning, which word ids may be in
- * a run that is kept (ok[w]; ids >= W, long words, always are). */
+ * a run that is kept (ok[w]; ids >= W, long words, always are). A run is
+ * added GRING runs later (gsink_put), its slot prefetched meanwhile: the
+ * table is far larger than the caches. */
 typedef struct gsink {
 	gtab *t;
 	const uint8_t *ok;
 	uint64_t W;
+	uint32_t ring[GRING][TD_PHRASE_MAX];
+	uint64_t rw[GRING];
+	unsigned rh, rn;
 } gsink;
 
 static inline int gsink_keep(const gsink *g, const uint32_t *gram)
@@ -1654,13 +1662,43 @@ static inline int gsink_keep(const gsink *g, const uint32_t *gram)
 	return 1;
 }
 
+/* Add n to run gram, when kept. TD_OK or TD_ENOMEM. */
+static inline int gsink_put(gsink *g, const uint32_t *gram, uint64_t n)
+{
+	if (!n || !gsink_keep(g, gram))
+		return TD_OK;
+	int err = TD_OK;
+	if (g->rn == GRING) {
+		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		g->rh = (g->rh + 1) % GRING;
+		g->rn--;
+	}
+	unsigned i = (g->rh + g->rn++) % GRING;
+	memcpy(g->ring[i], gram, g->t->m * sizeof *gram);
+	g->rw[i] = n;
+	if (g->t->mask)
+		__builtin_prefetch(g->t->slot + (ghash(gram, g->t->m) & g->t->mask) * g->t->stride);
+	return err;
+}
+
+/* The runs still waiting, into the table. */
+static int gsink_flush(gsink *g)
+{
+	int err = TD_OK;
+	for (; g->rn && !err; g->rn--) {
+		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		g->rh = (g->rh + 1) % GRING;
+	}
+	return err;
+}
+
 /* The n-gram walk proper (the scanner above, specialised: word ids only,
  * no offsets): one sequence's window of its last L words. */
 typedef struct gwalk {
 	const an *x;
 	const rset *s;
 	seqinfo *si;
-	const gsink *g;
+	gsink *g;
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned wn;
 } gwalk;
@@ -1694,8 +1732,7 @@ static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *he
 			for (unsigned u = 0; u < L; u++)
 				gram[u] = w->win[u];
 			gram[L] = id;
-			if (gsink_keep(w->g, gram))
-				err = gtab_add(w->g->t, gram, weight);
+			err = gsink_put(w->g, gram, weight);
 		}
 		gwalk_push(w, &id, 1);
 		if (head && *nh < L)
@@ -1715,8 +1752,7 @@ static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *he
 			gram[u] = w->win[w->wn - (m - i) + u];
 		for (unsigned u = 0; u < i; u++)
 			gram[m - i + u] = H[u];
-		if (gsink_keep(w->g, gram))
-			err = gtab_add(w->g->t, gram, weight);
+		err = gsink_put(w->g, gram, weight);
 	}
 	if (N >= L) {
 		for (unsigned u = 0; u < L; u++)
@@ -1785,7 +1821,7 @@ static int gwalk_file(gwalk *w, td_entry e)
 
 typedef struct ntext {
 	const td_archive *a;
-	const gsink *g;
+	gsink *g;
 	td_longw *lw;
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned n;
@@ -1808,7 +1844,7 @@ static int ngram_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 		nt->n--;
 	}
 	nt->win[nt->n++] = (uint32_t)id;
-	return nt->n == m && gsink_keep(nt->g, nt->win) ? gtab_add(nt->g->t, nt->win, 1) : TD_OK;
+	return nt->n == m ? gsink_put(nt->g, nt->win, 1) : TD_OK;
 }
 
 typedef struct grank_ctx {
@@ -1839,7 +1875,7 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
 		       unsigned n, const uint8_t *ok, gtab *t, td_longw *lw)
 {
-	gsink g = { t, ok, a->W };
+	gsink g = { .t = t, .ok = ok, .W = a->W };
 	an x;
 	rset s = { 0 };
 	seqinfo si = { 0 };
@@ -1917,6 +1953,8 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 		ntext nt = { .a = a, .g = &g, .lw = lw };
 		err = texts->words(texts->ctx, i, ngram_text_fn, &nt);
 	}
+	if (!err)
+		err = gsink_flush(&g);
 out:
 	free(longf);
 	seqinfo_free(&si);
