@@ -1543,10 +1543,10 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 		return err;
 	an x;
 	uint64_t *counts = NULL;
-	if (ph.m == 1 && !ph.has_long && atomic_load_explicit(&a->qindex_state, memory_order_acquire) == 1) {
-		/* one word, the query index built (a mount builds it as it warms
-		 * up): only the root positions that reach it (td_query.c); a
-		 * process that has not built it counts with one pass below */
+	if (ph.m == 1 && !ph.has_long) {
+		/* one word: only the root positions that reach it (td_query.c);
+		 * building the query index in a process costs less than the
+		 * matcher's pass (0.10 s against 0.14 s of CPU on linuxdoc) */
 		err = an_init_list(&x, a, scope, NULL, 0, 0);
 		if (!err && !(counts = calloc(x.nfiles ? x.nfiles : 1, sizeof *counts)))
 			err = TD_ENOMEM;
