@@ -1,4 +1,4 @@
-/* engine_shard_read: format 5 reads through cursors and td_extract: reads across piece cuts, cursors hopping between shards, concurrent readers on a fresh open. */
+/* engine_shard_read: format 5 reads through cursors and td_extract: reads across piece cuts, cursors hopping between shards, concurrent readers on a fresh open; term vectors in parts (td_collect.h). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,7 @@
 #include "engine_fixture.h"
 #include "td_archive.h"
 #include "td_build.h"
+#include "td_collect.h"
 #include "td_extract.h"
 #include "td_format.h"
 
@@ -254,6 +255,92 @@ Test(shard_read, reopened_archives)
 		td_archive_close(a);
 	}
 	td_archive_close(keep);
+}
+
+static void same_counts(const td_word_counts *x, const td_word_counts *y, const char *what)
+{
+	cr_assert_eq(x->n, y->n, "%s: %zu words, want %zu", what, x->n, y->n);
+	cr_assert_eq(x->len, y->len, "%s: %zu bytes of words, want %zu", what, x->len, y->len);
+	cr_assert(x->len == 0 || memcmp(x->words, y->words, x->len) == 0, "%s: words differ", what);
+	cr_assert(x->n == 0 || memcmp(x->count, y->count, x->n * sizeof *x->count) == 0, "%s: counts differ", what);
+}
+
+/* Every scope's term vector parts added up (td_word_counts_merge) equal
+ * td_term_vector; ranked (td_word_counts_top) they equal td_top_words. A
+ * scope holding the word cut between shards (big/run.txt: the root, big)
+ * is one part; a file split at separators (big/words.txt) one part a
+ * piece. */
+Test(shard_read, term_vector_parts)
+{
+	td_archive *a;
+	cr_assert_eq(td_archive_open(archive(), 0, &a), TD_OK, "%s", td_errdetail());
+	static const char *const scopes[] = { "", "big", "big/words.txt", "big/run.txt", "big/lines.txt", "d0", "d1",
+					      "d2", "d3", "d0/f00.txt" };
+	unsigned multi = 0;
+	for (unsigned i = 0; i < sizeof scopes / sizeof *scopes; i++) {
+		td_entry e = TD_ROOT;
+		if (*scopes[i])
+			cr_assert_eq(td_archive_lookup_path(a, scopes[i], &e), TD_OK, "%s", scopes[i]);
+		uint32_t np = 0;
+		cr_assert_eq(td_term_vector_nparts(a, e, &np), TD_OK, "%s: %s", scopes[i], td_errdetail());
+		const td_disk_piece *p;
+		uint64_t npieces;
+		cr_assert_eq(td_archive_pieces(a, e, &p, &npieces), TD_OK);
+		if (td_archive_cut_in_word(a, e))
+			cr_assert_eq(np, 1u, "%s holds a word cut between shards: one part, not %u", scopes[i], np);
+		else
+			cr_assert_eq(np, npieces > 1 ? npieces : 1, "%s: %u parts for %llu pieces", scopes[i], np,
+				     (unsigned long long)npieces);
+		multi += np > 1;
+		td_word_counts *parts = calloc(np, sizeof *parts), whole, merged, top, want;
+		cr_assert_not_null(parts);
+		for (uint32_t k = 0; k < np; k++)
+			cr_assert_eq(td_term_vector_part_collect(a, e, k, &parts[k]), TD_OK, "%s part %u: %s", scopes[i], k,
+				     td_errdetail());
+		cr_assert_eq(td_term_vector_part_collect(a, e, np, &whole), TD_EINVAL, "%s: part %u of %u", scopes[i],
+			     np, np);
+		cr_assert_eq(whole.n, 0u);
+		cr_assert_eq(td_term_vector_collect(a, e, &whole), TD_OK);
+		cr_assert_eq(td_word_counts_merge(parts, np, &merged), TD_OK, "%s: %s", scopes[i], td_errdetail());
+		same_counts(&merged, &whole, scopes[i]);
+		for (uint64_t n = 0; n <= 7; n += 7) {
+			cr_assert_eq(td_word_counts_top(&merged, n, &top), TD_OK);
+			cr_assert_eq(td_top_words_collect(a, e, n, &want), TD_OK);
+			same_counts(&top, &want, scopes[i]);
+			td_word_counts_free(&top);
+			td_word_counts_free(&want);
+		}
+		/* merging the merge with itself doubles every count */
+		td_word_counts two[2] = { merged, merged }, twice;
+		cr_assert_eq(td_word_counts_merge(two, 2, &twice), TD_OK);
+		cr_assert_eq(twice.n, merged.n);
+		for (size_t w = 0; w < twice.n; w++)
+			cr_assert_eq(twice.count[w], 2 * merged.count[w]);
+		td_word_counts_free(&twice);
+		for (uint32_t k = 0; k < np; k++)
+			td_word_counts_free(&parts[k]);
+		free(parts);
+		td_word_counts_free(&whole);
+		td_word_counts_free(&merged);
+	}
+	cr_assert_geq(multi, 2u, "scopes of several parts: %u", multi);
+	/* lists that are not what the contract asks */
+	char bad[] = "sea\nharpoon\n", dup[] = "sea\nsea\n", nonl[] = "sea\nship";
+	uint64_t cnt[2] = { 1, 2 };
+	td_word_counts in = { bad, sizeof bad - 1, cnt, 2 }, out;
+	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "out of order");
+	cr_assert_eq(out.n, 0u);
+	in = (td_word_counts){ dup, sizeof dup - 1, cnt, 2 };
+	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "a word twice");
+	in = (td_word_counts){ nonl, sizeof nonl - 1, cnt, 2 };
+	cr_assert_eq(td_word_counts_merge(&in, 1, &out), TD_EINVAL, "no last newline");
+	cr_assert_eq(td_word_counts_top(&in, 1, &out), TD_EINVAL, "no last newline");
+	in = (td_word_counts){ bad, sizeof bad - 1, cnt, 3 };
+	cr_assert_eq(td_word_counts_top(&in, 0, &out), TD_EINVAL, "3 words counted, 2 there");
+	cr_assert_eq(td_word_counts_merge(NULL, 0, &out), TD_OK);
+	cr_assert_eq(out.n, 0u);
+	td_word_counts_free(&out);
+	td_archive_close(a);
 }
 
 int main(int argc, char **argv)

@@ -7,10 +7,15 @@ format 5 (1 MiB shards). On the cluster (each worker opens the archives
 itself, by path):
   - tadoc.dask.count of words and a phrase over two archives: the sums
     equal the oracle's counts over both trees;
-  - tadoc.dask.search: (archive, path, offset) lists equal the oracle's;
+  - tadoc.dask.search: (archive, path, offset) lists equal the oracle's
+    (a word one task per shard of the format 5 archive, Archive.search_part
+    merged by Archive.search_merge; a phrase one task per archive);
   - tadoc.dask.top(20) and top(0) over two archives equal the oracle's
-    counts of both trees added up (format 4: the analytics do not read
-    shards yet);
+    counts of both trees added up, format 4 and format 5 (one task per
+    shard: Archive.vector_part of every shard, added up with
+    tadoc.merge_word_counts, equal the oracle's counts and the whole
+    archive's vector; a directory's parts too; a word cut between shards
+    keeps one part);
   - tadoc.dask.read_text: one partition per shard of the format 5 archive;
     (path, bytes) of every file equal the originals;
   - a missing and a damaged archive: count over them raises TadocError
@@ -79,6 +84,16 @@ def main():
             want = [(a4, os.fsdecode(p), o) for p, o in ca.hits(w, b"")]
             want += [(b5, os.fsdecode(p), o) for p, o in cb.hits(w, b"")]
             same(td.search(w.decode(), [a4, b5]), want, "search %r" % w)
+        # per shard: the parts' raw hits merged equal the whole search
+        with tadoc.Archive(b5) as a:
+            k = a.vector_nparts()
+            for w in words[:2]:
+                same(a.search_merge([a.search_part(w.decode(), i) for i in range(k)]), a.search(w.decode()),
+                     "search_part x %d merged = search %r" % (k, w))
+            raises(lambda: a.search_part("the", k), tadoc.TadocError, errno.EINVAL, ["part"], "search part out of range")
+        same(td.search("of the", [b5, a4]),
+             [(b5, os.fsdecode(p), o) for p, o in cb.hits(phrase, b"")] +
+             [(a4, os.fsdecode(p), o) for p, o in ca.hits(phrase, b"")], "search of a phrase (one task an archive)")
         log("counts and searches: %.1f s" % (time.monotonic() - t0))
 
         t0 = time.monotonic()
@@ -86,6 +101,45 @@ def main():
         want = sorted(((w.decode(), n) for w, n in total.items()), key=lambda kv: (-kv[1], kv[0].encode()))
         same(td.top(20, [a4, b4]), want[:20], "top 20 over two archives")
         same(td.top(0, [a4, b4]), want, "top 0 (every word) over two archives")
+        # per shard: one task per part of the format 5 archive's term vector, merged in C
+        with tadoc.Archive(b5) as a:
+            nparts = a.vector_nparts()
+            check(nparts == a.info()["nshards"] and nparts > 1, "format 5: %d parts for %d shards"
+                  % (nparts, a.info()["nshards"]))
+            parts = [a.vector_part(k) for k in range(nparts)]
+            merged = tadoc.merge_word_counts(parts)
+            wantb = sorted((w.decode("utf-8", "surrogateescape"), n) for w, n in cb.counter(b"").items())
+            same(sorted(merged.items()), wantb, "the shards' term vectors added up = the oracle's counts")
+            same(merged.items(), a.vector(), "the shards' term vectors added up = the whole archive's vector")
+            same(tadoc.top_word_counts(merged, 20), a.top(20), "top_word_counts of the merge = Archive.top")
+            sub = sorted({p.split(b"/")[0] for p in cb.words if b"/" in p})
+            if sub:  # a directory's parts (the shards holding part of it)
+                d = sub[0]
+                k = a.vector_nparts(d.decode())
+                got = tadoc.merge_word_counts([a.vector_part(i, d.decode()) for i in range(k)])
+                same(sorted(got.items()), sorted((w.decode("utf-8", "surrogateescape"), n)
+                                                 for w, n in cb.counter(d).items()), "parts of directory %r" % d)
+            raises(lambda: a.vector_part(nparts), tadoc.TadocError, errno.EINVAL, ["part"], "part out of range")
+        with tadoc.Archive(a4) as a:
+            same(a.vector_nparts(), 1, "format 4: one part")
+        raises(lambda: tadoc.merge_word_counts([tadoc.WordCounts(b"b\na\n", bytes(16))]), tadoc.TadocError,
+               errno.EINVAL, ["order"], "merge of a list out of byte order")
+        same(td.top(20, [a4, b5]), want[:20], "top 20 over format 4 + format 5 (per shard)")
+        same(td.top(0, [b5, a4]), want, "top 0 over format 5 (per shard) + format 4")
+        # a word cut between shards (no separator within 1 MiB past the cut): one part, still right
+        cut = os.path.join(work, "cut")
+        os.makedirs(cut)
+        with open(os.path.join(cut, "a.txt"), "wb") as f:
+            f.write(b"the whale " * 1000)
+        with open(os.path.join(cut, "b.txt"), "wb") as f:
+            f.write(b"x" * (3 << 20) + b" the end\n")
+        c5 = C.compress(cut, os.path.join(work, "cut.tadoc"), "--shard-size", "1M")
+        cc = C.oracle.Corpus(cut)
+        with tadoc.Archive(c5) as a:
+            check(a.info()["nshards"] > 1, "the cut tree has %d shards" % a.info()["nshards"])
+            same(a.vector_nparts(), 1, "a word cut between shards: one part")
+        wantc = sorted(((w.decode(), n) for w, n in cc.counter(b"").items()), key=lambda kv: (-kv[1], kv[0].encode()))
+        same(td.top(0, [c5]), wantc, "top over the archive with a cut word")
         log("top words: %.1f s" % (time.monotonic() - t0))
 
         t0 = time.monotonic()

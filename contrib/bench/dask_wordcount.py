@@ -15,7 +15,8 @@ once (one archive each):
 
   top words (word count: every word's count, added up over the corpora,
   then the 20 most frequent):
-    tadoc.dask.top        each archive's counts computed on its grammar (td_top_words)
+    tadoc.dask.top        each shard's term vector computed on its grammar (one task a shard),
+                          added up by a tree of merges in C (td_word_counts_merge)
     tadoc.dask.read_text  the files' text from the archives, tokenized in Python (re \\w+)
     dask.bag.read_text    the original files, tokenized the same way (the plain-text job)
     tadoc CLI             `tadoc top -n 0 ARCHIVE`, W processes at a time, output added up in Python
@@ -178,6 +179,11 @@ def main():
                     help="where the archives are made and kept")
     ap.add_argument("--compress-opts", default="", help="extra tadoc compress options, e.g. '--format 4'")
     ap.add_argument("--skip-plain-read", action="store_true", help="leave out the tadoc.dask.read_text job")
+    ap.add_argument("--plain-workers", help="run the plain-text jobs only at these worker counts (comma-separated;"
+                    " default every W); other W rows are checked against the answers of the first plain run")
+    ap.add_argument("--cli-workers", help="run the tadoc CLI jobs only at these worker counts (default every W)")
+    ap.add_argument("--slow-runs", type=int, help="timed runs of the plain-text and CLI top jobs (default --runs)")
+    ap.add_argument("--slow-warm", type=int, help="untimed runs of those jobs first (default --warm)")
     ap.add_argument("--out", help="append the markdown report here (default: stdout)")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -201,7 +207,12 @@ def main():
         archives.append(compress(tadoc_bin, d, os.path.join(a.archives, name + ".tadoc"), a.compress_opts.split()))
     wordre = re.compile(r"(?<!\w)%s(?!\w)" % re.escape(a.word))
     workers = [int(x) for x in a.workers.split(",")]
+    plain_at = set(int(x) for x in a.plain_workers.split(",")) if a.plain_workers else set(workers)
+    cli_at = set(int(x) for x in a.cli_workers.split(",")) if a.cli_workers else set(workers)
+    plain_runs = a.runs if a.slow_runs is None else a.slow_runs
+    plain_warm = a.warm if a.slow_warm is None else a.slow_warm
     rows = []
+    answers = {}  # kind -> the first plain-text job's answer
     for w in workers:
         cluster = LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=40)
@@ -227,13 +238,19 @@ def main():
                                                                                       merge_counters).compute())))
             base = {}
             for kind, label, fn in jobs:
-                for _ in range(a.warm):
+                plain = label.startswith("dask.bag.read_text")
+                cli = label.startswith("tadoc CLI")
+                if (plain and w not in plain_at) or (cli and w not in cli_at):
+                    continue
+                slow = plain or (cli and kind == "top words")
+                for _ in range(plain_warm if slow else a.warm):
                     fn()  # warm: page cache, worker imports, opened archives
-                secs, out = timed(fn, a.runs)
-                if kind not in base:
-                    base[kind] = (secs, out)
-                ok = out == base[kind][1]
-                rows.append((w, kind, label, secs, base[kind][0] / secs, ok))
+                secs, out = timed(fn, plain_runs if slow else a.runs)
+                if plain:
+                    base[kind] = secs
+                    answers.setdefault(kind, out)
+                ok = out == answers.get(kind, out)
+                rows.append((w, kind, label, secs, base[kind] / secs if kind in base else None, ok))
                 print("W=%d %-9s %-48s %8.2f s  %s" % (w, kind, label, secs, "ok" if ok else "DIFFERENT ANSWER"),
                       file=sys.stderr, flush=True)
         finally:
@@ -253,9 +270,11 @@ def main():
     lines.append("")
     lines.append("- machine: %s, %d cores, load average %s at the end" % (
         cpu_model(), os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
-    lines.append("- commit %s; Python %s, dask %s, distributed %s; %d run(s) a job (median) after %d untimed" % (
-        commit or os.environ.get("BENCH_COMMIT", "?"), platform.python_version(), dask.__version__,
-        distributed.__version__, a.runs, a.warm))
+    lines.append("- commit %s; Python %s, dask %s, distributed %s; %d run(s) a job (median) after %d untimed"
+                 " (plain-text jobs and CLI top: %d after %d; plain-text jobs at W = %s)" % (
+                     commit or os.environ.get("BENCH_COMMIT", "?"), platform.python_version(), dask.__version__,
+                     distributed.__version__, a.runs, a.warm, plain_runs, plain_warm,
+                     ",".join(str(x) for x in workers if x in plain_at)))
     lines.append("- input: %d corpora, %d files, %.1f MB of text; archives %.1f MB (`tadoc compress %s`)" % (
         len(names), nfiles, total / 1e6, arch_bytes / 1e6, a.compress_opts or "(defaults)"))
     lines.append("- count word: `%s`; every answer equal to the plain-text job's: %s" % (
@@ -265,7 +284,8 @@ def main():
     lines.append("|---:|---|---|---:|---:|")
     for w, kind, label, secs, sp, ok in rows:
         lines.append("| %d | %s | %s%s | %.2f | %s |" % (w, kind, label, "" if ok else " **DIFFERENT**", secs,
-                                                      "%.1fx" % sp if sp < 100 else "%.0fx" % sp))
+                                                      "-" if sp is None else "%.1fx" % sp if sp < 100 else
+                                                      "%.0fx" % sp))
     text = "\n".join(lines) + "\n"
     if a.out:
         with open(a.out, "a") as f:

@@ -5,7 +5,7 @@ Usage:
   wordcount.py [--scheduler ADDRESS | --workers N] [-n TOP] [--word WORD]... ARCHIVE...
 
 Prints the TOP most frequent words over all the archives (computed on each
-archive's grammar by the worker that opens it, then added up), and the
+shard's grammar by the worker that opens it, then added up), and the
 count of each --word (a word, or a phrase: words separated by single
 spaces). Without --scheduler it starts a local cluster of N worker
 processes (default: one per core). Every worker opens the archives itself,

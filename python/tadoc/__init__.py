@@ -14,10 +14,10 @@ details. The library is found through $TADOC_LIB, the path `meson install`
 put it in, or the linker's search path.
 """
 from ._lib import TadocError
-from .archive import Archive, StatResult
+from .archive import Archive, StatResult, WordCounts, merge_word_counts, top_word_counts
 
 __version__ = "0.1.0"
-__all__ = ["Archive", "StatResult", "TadocError", "open_archive"]
+__all__ = ["Archive", "StatResult", "TadocError", "WordCounts", "merge_word_counts", "open_archive", "top_word_counts"]
 
 
 def open_archive(path, verify=False):

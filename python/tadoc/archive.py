@@ -56,6 +56,81 @@ def _split_counts(wc):
     return words[:wc.n], array.array("Q", ctypes.string_at(wc.count, 8 * wc.n)).tolist()
 
 
+class WordCounts(collections.namedtuple("WordCounts", "words counts")):
+    """Words with their counts, packed for shipping between processes:
+    `words` (bytes: every word followed by a newline) and `counts` (bytes:
+    one native uint64 a word). Two bytes objects pickle at memory speed, where a
+    dict of millions of words takes seconds. Lists from vector_part are in
+    byte order of the words (what merge_word_counts needs)."""
+    __slots__ = ()
+
+    @property
+    def n(self):
+        """The number of words."""
+        return len(self.counts) // 8
+
+    def items(self):
+        """[(word, count)] as str words (surrogate escapes for non-UTF-8)."""
+        words, counts = _split_packed(self)
+        return list(zip(words, counts))
+
+
+def _packed(wc):
+    """A WordCounts copied out of a td_word_counts."""
+    if not wc.n:
+        return WordCounts(b"", b"")
+    return WordCounts(ctypes.string_at(wc.words, wc.len), ctypes.string_at(wc.count, 8 * wc.n))
+
+
+def _split_packed(p):
+    n = len(p.counts) // 8
+    if not n:
+        return [], []
+    return p.words.decode("utf-8", "surrogateescape").split("\n")[:n], array.array("Q", p.counts).tolist()
+
+
+def _wc_of(p):
+    """A td_word_counts that points into WordCounts p's bytes (valid while p lives)."""
+    if len(p.counts) % 8:
+        raise TadocError(errno.EINVAL, "invalid argument: counts of %d bytes are not uint64s" % len(p.counts))
+    return _lib.td_word_counts(ctypes.cast(ctypes.c_char_p(p.words), ctypes.c_void_p), len(p.words),
+                               ctypes.cast(ctypes.c_char_p(p.counts), ctypes.POINTER(ctypes.c_uint64)),
+                               len(p.counts) // 8)
+
+
+def _wc_call(fn, *args):
+    wc = _lib.td_word_counts()
+    L = _lib.lib()
+    _lib.clear_detail()
+    err = fn(*args, ctypes.byref(wc))
+    if err:
+        raise _lib.error(err)
+    try:
+        return _packed(wc)
+    finally:
+        L.td_word_counts_free(ctypes.byref(wc))
+
+
+def merge_word_counts(parts):
+    """Add up WordCounts lists, each in strictly ascending byte order of its
+    words (vector_part's), into one in that order (td_word_counts_merge,
+    in C without the GIL). TadocError EINVAL for a list out of order."""
+    parts = [WordCounts(*p) for p in parts]
+    arr = (_lib.td_word_counts * max(1, len(parts)))(*[_wc_of(p) for p in parts])
+    return _wc_call(_lib.lib().td_word_counts_merge, arr, len(parts))
+
+
+def top_word_counts(p, n):
+    """The n most frequent words of WordCounts p (each word once; n = 0:
+    all) as [(word, count)], count descending, ties by word bytes
+    (td_word_counts_top)."""
+    if n < 0:
+        raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n)
+    p = WordCounts(*p)
+    wc = _wc_of(p)
+    return _wc_call(_lib.lib().td_word_counts_top, ctypes.byref(wc), n).items()
+
+
 class Archive:
     """A tadoc archive opened read-only (memory-mapped; opening costs O(files),
     not O(size)).
@@ -458,6 +533,75 @@ class Archive:
             self._leave()
         return list(zip(paths, offs))
 
+    def search_part(self, word_or_phrase, k, path=None):
+        """Part k (0 <= k < vector_nparts(path)) of search(): its raw hits
+        as bytes (td_hit structs), for search_merge. With several parts
+        (format 5) part k is td_search on the scope's k-th piece in its
+        shard (the shard's entries, the piece's offsets); with one part,
+        or for a phrase (which may span a cut: k must be 0), the whole
+        search (this archive's entries)."""
+        wb = self._phrase(word_or_phrase)
+        phrase = b" " in wb
+        hits = _lib.td_hits()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = 1 if phrase else self.vector_nparts(path)
+            if not 0 <= k < n:
+                raise TadocError(errno.EINVAL, "invalid argument: part %d of %d" % (k, n), self._path, None,
+                                 _lib.TD_EINVAL)
+            _lib.clear_detail()
+            on, where = h, scope
+            if n > 1:
+                pc = ctypes.POINTER(_lib.td_disk_piece)()
+                npc = ctypes.c_uint64()
+                s = ctypes.c_void_p()
+                err = self._L.td_archive_pieces(h, scope, ctypes.byref(pc), ctypes.byref(npc))
+                if not err:
+                    err = self._L.td_archive_shard(h, pc[k].shard, ctypes.byref(s))
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                on, where = s, pc[k].local
+            err = self._L.td_phrase_search(on, wb, len(wb), where, ctypes.byref(hits))
+            try:
+                if err:
+                    raise self._err(err, None if path is None else _b(path))
+                return ctypes.string_at(hits.v, 16 * hits.n) if hits.n else b""
+            finally:
+                self._L.td_hits_free(ctypes.byref(hits))
+        finally:
+            self._leave()
+
+    def search_merge(self, parts, path=None):
+        """search()'s answer, [(file path, offset)], from the search_part
+        results of every part in order (td_archive_search_merge: a
+        piece's hits named in the whole tree, offsets moved by the piece's
+        start, path order)."""
+        parts = list(parts)
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            if len(parts) == 1:
+                arr = array.array("Q", parts[0])
+                files, offs = [x & 0xFFFFFFFF for x in arr[0::2]], arr[1::2].tolist()
+            else:
+                per = (_lib.td_hits * len(parts))(*[
+                    _lib.td_hits(ctypes.cast(ctypes.c_char_p(b), ctypes.POINTER(_lib.td_hit)), len(b) // 16,
+                                 len(b) // 16) for b in parts])
+                out = _lib.td_hits()
+                _lib.clear_detail()
+                err = self._L.td_archive_search_merge(h, scope, per, len(parts), ctypes.byref(out))
+                try:
+                    if err:
+                        raise self._err(err, None if path is None else _b(path))
+                    files, offs = _unpack_pairs(out.v, out.n)
+                finally:
+                    self._L.td_hits_free(ctypes.byref(out))
+            paths = self._paths(h, files, isinstance(path, bytes))
+        finally:
+            self._leave()
+        return list(zip(paths, offs))
+
     def words(self, path=None):
         """Number of word tokens in the scope (file, subtree, corpus)."""
         h = self._enter()
@@ -509,6 +653,44 @@ class Archive:
         """{word: count} of every word of the scope (the term vector as a
         dict, in word byte order)."""
         return dict(self._word_list(self._L.td_term_vector_collect, path))
+
+    def vector_nparts(self, path=None):
+        """The number of parts vector_part splits the scope's term vector
+        into (td_term_vector_nparts): a format 5 archive's pieces of the
+        scope (one per shard holding part of a directory), else 1."""
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            n = ctypes.c_uint32()
+            _lib.clear_detail()
+            err = self._L.td_term_vector_nparts(h, scope, ctypes.byref(n))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+        finally:
+            self._leave()
+        return n.value
+
+    def vector_part(self, k, path=None):
+        """Part k (0 <= k < vector_nparts(path)) of the scope's term vector
+        as a WordCounts (packed: words in byte order, counts); the parts
+        added up with merge_word_counts give vector(path) exactly."""
+        if k < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: part must be >= 0, not %d" % k, self._path, None,
+                             _lib.TD_EINVAL)
+        wc = _lib.td_word_counts()
+        h = self._enter()
+        try:
+            scope = self._scope(h, path)
+            _lib.clear_detail()
+            err = self._L.td_term_vector_part_collect(h, scope, k, ctypes.byref(wc))
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            try:
+                return _packed(wc)
+            finally:
+                self._L.td_word_counts_free(ctypes.byref(wc))
+        finally:
+            self._leave()
 
     def files(self, word_or_phrase, n=0, path=None):
         """(file path, count) of every file (under `path`) holding the word or

@@ -14,11 +14,13 @@ plus checks, O(files)); nothing but paths and results crosses the network.
 So every worker must see every archive at the same path: put them on
 shared storage (NFS, CephFS, a cluster filesystem: pages are read as the
 grammar needs them), or copy one archive (or a few) to each node and pin
-its tasks there (`workers=` / resources, see python/README.md). count,
-search and top run one task per archive: the engine answers a corpus-wide
-count from its tables and computes top words on the grammar, so splitting
-an archive further would only add work. read_text partitions each archive
-by shard (format 5) or into groups of files of about `partition_bytes`.
+its tasks there (`workers=` / resources, see python/README.md). top runs
+one task per shard of a format 5 archive (its term vector, packed, added
+up by a tree of merges in C), and so does search of a word (the shards'
+hits put in path order by a last task per archive); count one task per
+archive (a corpus-wide count is a table look-up per shard). read_text partitions each
+archive by shard (format 5) or into groups of files of about
+`partition_bytes`.
 
 Errors: a missing or damaged archive fails its own task with the engine's
 message naming the file (TadocError, an OSError); the job then raises that
@@ -30,7 +32,6 @@ and errors, map count_one / search_one / top_one yourself
 future's status.
 """
 import collections
-import heapq
 import os
 import pickle
 import threading
@@ -38,7 +39,7 @@ import threading
 import dask
 import dask.bag as db
 
-from .archive import Archive
+from .archive import Archive, merge_word_counts, top_word_counts
 
 # archives opened in this process (worker), by path and identity of the file
 _open = {}
@@ -91,28 +92,23 @@ def word_counts_one(archive):
     return _archive(archive).word_counts()
 
 
-def _counts_packed(archive):
-    return pickle.dumps(word_counts_one(archive), protocol=pickle.HIGHEST_PROTOCOL)
+def nparts_one(archive):
+    """How many parts top() splits one archive's word count into (its
+    shards for format 5, else 1)."""
+    return _archive(archive).vector_nparts()
 
 
-def _add_counts(*blobs):
-    parts = sorted((pickle.loads(b) for b in blobs), key=len, reverse=True)
-    total = parts[0]
-    get = total.get
-    for d in parts[1:]:
-        for w, c in d.items():
-            total[w] = get(w, 0) + c
-    return pickle.dumps(total, protocol=pickle.HIGHEST_PROTOCOL)
+def vector_part_one(archive, k):
+    """Part k of one archive's term vector, a tadoc.WordCounts (packed)."""
+    return _archive(archive).vector_part(k)
 
 
-def _top_packed(blob, n):
-    total = pickle.loads(blob)
-    items = total.items()
-    if n and len(total) > n:  # only the words that can be among the first n need sorting
-        least = heapq.nlargest(n, total.values())[-1]
-        items = [kv for kv in items if kv[1] >= least]
-    items = sorted(items, key=lambda kv: (-kv[1], kv[0].encode("utf-8", "surrogateescape")))
-    return pickle.dumps(items[:n] if n else items, protocol=pickle.HIGHEST_PROTOCOL)
+def _merge_packed(*parts):
+    return tuple(merge_word_counts(parts))
+
+
+def _top_final(part, n):
+    return pickle.dumps(top_word_counts(part, n), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 # Results of many small items (hits, words) travel as one pickled bytes
@@ -129,10 +125,37 @@ def count(word, archives, scheduler=None):
     return int(dask.delayed(sum)(parts).compute(scheduler=scheduler)) if parts else 0
 
 
+def _search_part(archive, word, k):
+    return _archive(archive).search_part(word, k)
+
+
+def _search_merged(archive, word, *parts):
+    hits = _archive(archive).search_merge(parts)
+    return pickle.dumps([(archive, p, o) for p, o in hits], protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _is_phrase(word):
+    return (b" " if isinstance(word, bytes) else " ") in word
+
+
 def search(word, archives, scheduler=None):
     """Every occurrence as (archive, path, offset), archives in the order
-    given, then path order, offsets ascending."""
-    parts = [dask.delayed(_search_packed, pure=False)(a, word) for a in _paths(archives)]
+    given, then path order, offsets ascending. A word is searched one task
+    per shard of a format 5 archive (after a first round that asks how
+    many), the hits put in order by a last task per archive; a phrase one
+    task per archive."""
+    paths = _paths(archives)
+    if _is_phrase(word):
+        nparts = [1] * len(paths)
+    else:
+        nparts = dask.compute(*[dask.delayed(nparts_one, pure=False)(a) for a in paths], scheduler=scheduler)
+    parts = []
+    for a, np_ in zip(paths, nparts):
+        if np_ == 1:
+            parts.append(dask.delayed(_search_packed, pure=False)(a, word))
+        else:
+            pieces = [dask.delayed(_search_part, pure=False)(a, word, k) for k in range(np_)]
+            parts.append(dask.delayed(_search_merged, pure=False)(a, word, *pieces))
     out = []
     for blob in dask.compute(*parts, scheduler=scheduler):
         out += pickle.loads(blob)
@@ -141,15 +164,20 @@ def search(word, archives, scheduler=None):
 
 def top(n, archives, scheduler=None):
     """The n most frequent words over all the archives (n = 0: all) as
-    (word, count), count descending, ties by word bytes: each task
-    computes its archive's complete word counts on the grammar, a tree of
-    reductions adds them up."""
-    level = [dask.delayed(_counts_packed, pure=False)(a) for a in _paths(archives)]
-    if not level:
+    (word, count), count descending, ties by word bytes. One task per
+    part of each archive's term vector (a format 5 archive's shards; a
+    first round of one small task per archive finds how many), computed
+    on the grammar; the parts (packed words and counts, in word order)
+    are added up by a tree of merges in C, and the last task picks the n
+    most frequent: only they come back."""
+    paths = _paths(archives)
+    if not paths:
         return []
+    nparts = dask.compute(*[dask.delayed(nparts_one, pure=False)(a) for a in paths], scheduler=scheduler)
+    level = [dask.delayed(vector_part_one, pure=False)(a, k) for a, np_ in zip(paths, nparts) for k in range(np_)]
     while len(level) > 1:
-        level = [dask.delayed(_add_counts, pure=False)(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
-    return pickle.loads(dask.delayed(_top_packed, pure=False)(level[0], n).compute(scheduler=scheduler))
+        level = [dask.delayed(_merge_packed, pure=False)(*level[i:i + FAN_IN]) for i in range(0, len(level), FAN_IN)]
+    return pickle.loads(dask.delayed(_top_final, pure=False)(level[0], n).compute(scheduler=scheduler))
 
 
 # --- a bag of (path, text) ----------------------------------------------------
@@ -211,4 +239,5 @@ def read_text(archives, encoding="utf-8", errors="strict", partition_bytes=32 <<
         _read_parts, encoding, errors, with_archive)
 
 
-__all__ = ["read_text", "count", "search", "top", "count_one", "search_one", "top_one", "word_counts_one"]
+__all__ = ["read_text", "count", "search", "top", "count_one", "search_one", "top_one", "word_counts_one", "nparts_one",
+           "vector_part_one"]
