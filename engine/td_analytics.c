@@ -1246,16 +1246,6 @@ static int phrase_done(void *ctx, uint64_t r)
 	return err;
 }
 
-/* Occurrences in file e (the rules it reaches are visited on the way). */
-static int phrase_file(scanner *sc, pctx *p, td_entry e, uint64_t *count)
-{
-	p->add = 0;
-	sc->weight = 1;
-	int err = scan_file(sc, e);
-	*count = sc->below + p->add;
-	return err;
-}
-
 /* Byte offset of word k of symbol y within its expansion. */
 static int word_offset(scanner *sc, uint64_t y, uint64_t k, uint64_t *off, unsigned depth)
 {
@@ -1384,8 +1374,11 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, con
 		}
 		return err;
 	}
-	if (!out)
-		return phrase_counts_fast(x, ph->id, ph->m, *counts);
+	/* counts by the matcher; a search then scans only the files that
+	 * hold the phrase */
+	err = phrase_counts_fast(x, ph->id, ph->m, *counts);
+	if (err || !out)
+		return err;
 	/* one pass: each file's root symbols, each rule met computed
 	 * bottom-up as the walk first reaches it (rule scans have their own
 	 * window and tally) */
@@ -1396,16 +1389,11 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, con
 		goto out;
 	s.done = phrase_done;
 	s.ctx = &rsc;
-	for (size_t f = 0; f < x->nfiles && !err; f++) {
-		err = phrase_file(&sc, &p, x->files[f], &(*counts)[f]);
-		if (!err && out && (*counts)[f]) {
-			sc.emit = search_emit;
-			sc.offsets = 1;
+	sc.emit = search_emit;
+	sc.offsets = 1;
+	for (size_t f = 0; f < x->nfiles && !err; f++)
+		if ((*counts)[f])
 			err = search_file(&sc, &p, x->files[f]);
-			sc.emit = phrase_emit;
-			sc.offsets = 0;
-		}
-	}
 out:
 	seqinfo_free(&si);
 	rset_free(&s);
