@@ -1518,6 +1518,34 @@ int td_rank_counts(const uint64_t *counts, const uint32_t *ids, size_t nfiles, t
 	return err;
 }
 
+int td_hits_files(const td_archive *a, const td_hits *h, td_file_count **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	size_t k = 0;
+	for (size_t i = 0; i < h->n; i++)
+		k += !i || h->v[i].file != h->v[i - 1].file;
+	if (!k)
+		return TD_OK;
+	td_file_count *v = malloc(k * sizeof *v);
+	if (!v)
+		return TD_ENOMEM;
+	size_t j = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		if (!i || h->v[i].file != h->v[i - 1].file)
+			v[j++] = (td_file_count){ h->v[i].file, 0 };
+		v[j - 1].count++;
+	}
+	int err = td_rank_files(a, v, k);
+	if (err) {
+		free(v);
+		return err;
+	}
+	*out = v;
+	*n = k;
+	return TD_OK;
+}
+
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n)
 {

@@ -125,6 +125,11 @@ void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v);
  * inverted index). TD_OK, TD_ENOMEM, TD_ECORRUPT. */
 int td_rank_files(const td_archive *a, td_file_count *v, size_t k);
 
+/* The ranked files of a word from its td_search hits (files in path
+ * order): each file's number of hits, ranked as td_phrase_files ranks.
+ * *out malloc'd (NULL when *n is 0). TD_OK, TD_ENOMEM, TD_ECORRUPT. */
+int td_hits_files(const td_archive *a, const td_hits *h, td_file_count **out, size_t *n);
+
 /* Index of w[0..len) in l (added with count 0 when new), or a negative
  * td_err; td_longw_free frees the list. */
 int64_t td_longw_intern(td_longw *l, const char *w, size_t len);

@@ -102,6 +102,38 @@ int td_search_batch(const td_archive *a, td_search_req *reqs, size_t n, unsigned
 	return parallel_for(n, nthreads, do_search, &c);
 }
 
+typedef struct fbctx {
+	const td_archive *a;
+	td_files_req *reqs;
+	td_files_find_fn find;
+	void *fctx;
+} fbctx;
+
+static void do_files(void *p, size_t i)
+{
+	fbctx *c = p;
+	td_files_req *r = &c->reqs[i];
+	const td_hits *h = NULL;
+	r->files = NULL;
+	r->nfiles = 0;
+	if (c->find && c->find(c->fctx, i, &h) == TD_OK)
+		r->err = td_hits_files(c->a, h, &r->files, &r->nfiles);
+	else
+		r->err = td_phrase_files(c->a, r->word, r->len, r->scope, &r->files, &r->nfiles);
+}
+
+int td_files_batch_given(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads, td_files_find_fn find,
+			 void *fctx)
+{
+	fbctx c = { a, reqs, find, fctx };
+	return parallel_for(n, nthreads, do_files, &c);
+}
+
+int td_files_batch(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads)
+{
+	return td_files_batch_given(a, reqs, n, nthreads, NULL, NULL);
+}
+
 void td_fuzzy_req_free(td_fuzzy_req *r)
 {
 	if (!r)

@@ -24,6 +24,7 @@
 #include "td_pathtab.h"
 #include "td_scode.h"
 #include "td_shard.h"
+#include "td_trace.h"
 
 /* A big file is cut at most this far past the shard size (the first
  * ASCII byte that is not a word character, or here). */
@@ -115,6 +116,10 @@ struct td_build {
 	uint32_t *keep_src;       /* new index -> src's */
 	uint32_t *keep_map;       /* src's index -> new, UINT32_MAX dropped */
 	uint32_t src_n;           /* src's shards */
+	/* the tree order and NAMES, made while the last shards build
+	 * (tree_early); NULL / empty: not made */
+	uint32_t *pre_bfs, *pre_nchild;
+	td_buf pre_names;
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -227,6 +232,7 @@ static void *worker(void *p)
 			b->qtail = NULL;
 		pthread_mutex_unlock(&b->mu);
 		__atomic_fetch_sub(&b->spare, 1, __ATOMIC_RELAXED);
+		td_trace("shard %u taken", j->idx);
 		int err = job_run(j);
 #if defined(__GLIBC__) && !TD_ASAN
 		/* the writer's tables were freed into this thread's arena:
@@ -234,6 +240,7 @@ static void *worker(void *p)
 		 * (not under AddressSanitizer: its allocator is not glibc's) */
 		malloc_trim(0);
 #endif
+		td_trace("shard %u built", j->idx);
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
 		__atomic_fetch_add(&b->spare, 1, __ATOMIC_RELAXED);
@@ -270,6 +277,12 @@ static void cores_give(void *ctx, unsigned k)
 {
 	td_build *b = ctx;
 	__atomic_fetch_add(&b->spare, (int)k, __ATOMIC_RELAXED);
+}
+
+static void cores_reclaim(void *ctx, unsigned k)
+{
+	td_build *b = ctx;
+	__atomic_fetch_sub(&b->spare, (int)k, __ATOMIC_RELAXED);
 }
 
 /* The first worker failure, as this thread's error. */
@@ -665,7 +678,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		/* one grammar: its rounds may use the other cores */
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		b->spare = (o.jobs ? (int)o.jobs : c > 0 ? (int)c : 1) - 1;
-		b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+		b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 		wo.grammar_cores = &b->cores;
 		b->o = o;
 		if (!(b->one = td_writer_new(&wo))) {
@@ -696,9 +709,10 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	}
 	if (o.build_time == 0)
 		o.build_time = (int64_t)time(NULL);
+	td_trace("build start");
 	b->o = o;
 	b->spare = (int)o.jobs;
-	b->cores = (td_grammar_cores){ cores_take, cores_give, b };
+	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 	int err;
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
@@ -1048,6 +1062,9 @@ void td_build_abort(td_build *b)
 	free(b->tmpbase);
 	free(b->keep_src);
 	free(b->keep_map);
+	free(b->pre_bfs);
+	free(b->pre_nchild);
+	td_buf_free(&b->pre_names);
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv);
 	free(b);
@@ -1112,20 +1129,20 @@ static int put_u64s(td_buf *out, const uint64_t *v, uint64_t n)
 	return td_pack_encode(v, n, out);
 }
 
-/* The container's sections: the tree in breadth-first order, empty
- * grammar sections, the shard table and the piece map. */
-static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
+/* The tree in breadth-first order, children by name: *bfs (entry at
+ * each position) and *nchild (children of each entry), both the caller's
+ * to free. TD_OK or TD_ENOMEM. */
+static int tree_bfs(const td_build *b, uint32_t **bfs_out, uint32_t **nchild_out)
 {
 	uint32_t ne = b->nent;
-	int err = TD_OK;
 	uint32_t *nchild = calloc(ne, sizeof *nchild), *bfs = malloc(ne * sizeof *bfs),
-		 *newidx = malloc(ne * sizeof *newidx), *kid = malloc(ne * sizeof *kid),
-		 *kstart = calloc(ne + 1, sizeof *kstart);
-	uint64_t *col = malloc((ne + 2) * sizeof *col), *pstart = calloc(ne + 1, sizeof *pstart);
-	piece *sorted = malloc((b->npc + 1) * sizeof *sorted);
-	if (!nchild || !bfs || !newidx || !kid || !kstart || !col || !pstart || !sorted) {
-		err = TD_ENOMEM;
-		goto out;
+		 *kid = malloc(ne * sizeof *kid), *kstart = calloc(ne + 1, sizeof *kstart);
+	if (!nchild || !bfs || !kid || !kstart) {
+		free(nchild);
+		free(bfs);
+		free(kid);
+		free(kstart);
+		return TD_ENOMEM;
 	}
 	for (uint32_t i = 1; i < ne; i++)
 		nchild[b->ent[i].parent]++;
@@ -1145,6 +1162,57 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 			qsort(kid + kstart[e], nchild[e], sizeof *kid, cmp_name);
 		for (uint32_t k = 0; k < nchild[e]; k++)
 			bfs[tail++] = kid[kstart[e] + k];
+	}
+	free(kid);
+	free(kstart);
+	*bfs_out = bfs;
+	*nchild_out = nchild;
+	return TD_OK;
+}
+
+/* The NAMES section (every entry's base name in tree order, zstd level
+ * 19) into *out, for the tree order bfs. */
+static int names_section(const td_build *b, const uint32_t *bfs, td_buf *out)
+{
+	int err = TD_OK;
+	for (uint32_t k = 0; k < b->nent && !err; k++) {
+		const char *nm = k ? base_name(b->ent[bfs[k]].path) : "";
+		err = td_buf_put(out, nm, strlen(nm));
+	}
+	return err ? err : td_buf_zstd(out, 19);
+}
+
+/* The tree order and the NAMES section, made on a thread of their own
+ * while the shards build: the tree is whole once the input has ended. */
+static void *tree_early(void *p)
+{
+	td_build *b = p;
+	if (tree_bfs(b, &b->pre_bfs, &b->pre_nchild) == TD_OK &&
+	    names_section(b, b->pre_bfs, &b->pre_names) != TD_OK) {
+		td_buf_free(&b->pre_names);
+		free(b->pre_bfs);
+		free(b->pre_nchild);
+		b->pre_bfs = b->pre_nchild = NULL; /* tree_sections makes them */
+	}
+	return NULL;
+}
+
+/* The container's sections: the tree in breadth-first order, empty
+ * grammar sections (NAMES compressed), the shard table and the piece
+ * map. */
+static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
+{
+	uint32_t ne = b->nent;
+	int err = TD_OK, early = b->pre_bfs != NULL;
+	uint32_t *nchild = b->pre_nchild, *bfs = b->pre_bfs, *newidx = malloc(ne * sizeof *newidx);
+	b->pre_bfs = b->pre_nchild = NULL;
+	uint64_t *col = malloc((ne + 2) * sizeof *col), *pstart = calloc(ne + 1, sizeof *pstart);
+	piece *sorted = malloc((b->npc + 1) * sizeof *sorted);
+	if (!early && tree_bfs(b, &bfs, &nchild))
+		bfs = nchild = NULL;
+	if (!nchild || !bfs || !newidx || !col || !pstart || !sorted) {
+		err = TD_ENOMEM;
+		goto out;
 	}
 	for (uint32_t k = 0; k < ne; k++)
 		newidx[bfs[k]] = k;
@@ -1194,14 +1262,18 @@ static int tree_sections(td_build *b, sec *s, const td_disk_shard *tab)
 		}
 	/* names */
 	uint64_t at = 0;
-	for (uint32_t k = 0; k < ne && !err; k++) {
-		const char *nm = k ? base_name(b->ent[bfs[k]].path) : "";
+	for (uint32_t k = 0; k < ne; k++) {
 		col[k] = at;
-		err = td_buf_put(&s[TD_SEC_NAMES].b, nm, strlen(nm));
-		at += strlen(nm);
+		at += k ? strlen(base_name(b->ent[bfs[k]].path)) : 0;
 	}
 	col[ne] = at;
-	if (err || (err = put_u64s(&s[TD_SEC_E_NAMEOFF].b, col, ne + 1)))
+	if (early) {
+		s[TD_SEC_NAMES].b = b->pre_names;
+		memset(&b->pre_names, 0, sizeof b->pre_names);
+	} else if ((err = names_section(b, bfs, &s[TD_SEC_NAMES].b))) {
+		goto words_out;
+	}
+	if ((err = put_u64s(&s[TD_SEC_E_NAMEOFF].b, col, ne + 1)))
 		goto words_out;
 #define COLUMN(id, expr)                                              \
 	do {                                                          \
@@ -1269,8 +1341,6 @@ out:
 	free(nchild);
 	free(bfs);
 	free(newidx);
-	free(kid);
-	free(kstart);
 	free(col);
 	free(pstart);
 	free(sorted);
@@ -1329,7 +1399,7 @@ static int write_container(td_build *b, const char *out_path)
 			goto ioerr;
 		unlink(j->tmp);
 	}
-	if ((err = tree_sections(b, s, tab)) || (err = td_buf_zstd(&s[TD_SEC_NAMES].b, 19)))
+	if ((err = tree_sections(b, s, tab)))
 		goto out;
 	td_disk_section dtab[NSEC];
 	uint32_t ns = 0;
@@ -1397,6 +1467,9 @@ int td_build_finish(td_build *b, const char *out_path)
 		err = td_fail(TD_EINVAL, "a file is still open in the builder");
 	if (!err)
 		shard_close(b);
+	td_trace("input read");
+	pthread_t tt;
+	int early = !err && pthread_create(&tt, NULL, tree_early, b) == 0;
 	/* wait for every shard, reporting progress meanwhile */
 	pthread_mutex_lock(&b->mu);
 	while (!err && b->inflight > 0) {
@@ -1404,6 +1477,9 @@ int td_build_finish(td_build *b, const char *out_path)
 	}
 	pthread_mutex_unlock(&b->mu);
 	stop_workers(b);
+	if (early)
+		pthread_join(tt, NULL);
+	td_trace("shards built");
 	if (!err)
 		err = worker_err(b);
 	if (!err) {
@@ -1417,6 +1493,7 @@ int td_build_finish(td_build *b, const char *out_path)
 		}
 		err = write_container(b, out_path);
 	}
+	td_trace("container written");
 	td_build_abort(b);
 	return err;
 }

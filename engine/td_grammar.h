@@ -38,13 +38,18 @@ int td_grammar_build(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_dep
 
 /* Cores a build may borrow for a while (td_grammar_build_mt): take(ctx,
  * want) returns how many threads (0..want) may run beside the caller now;
- * give(ctx, k) returns k of them. Both are called from the building thread
- * only, must be thread-safe against other builds sharing ctx, and never
- * block for long. */
+ * give(ctx, k) returns k of them. A building thread about to wait (on the
+ * GPU: td_writer) may also lend its own core: give(ctx, 1), then
+ * reclaim(ctx, 1) when it runs again, which takes it back at once even
+ * where others hold every core for the moment (may be NULL: then it does
+ * not lend). All are called from the building thread only, must be
+ * thread-safe against other builds sharing ctx, and never block for
+ * long. */
 typedef struct td_grammar_cores {
 	unsigned (*take)(void *ctx, unsigned want);
 	void (*give)(void *ctx, unsigned k);
 	void *ctx;
+	void (*reclaim)(void *ctx, unsigned k);
 } td_grammar_cores;
 
 /* td_grammar_build, with the table work of each round (digram counts, the

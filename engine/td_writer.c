@@ -26,6 +26,7 @@
 
 #ifdef TD_WRITER_TRACE
 _Thread_local double td_trace_wall, td_trace_cpu;
+double td_trace_t0;
 #endif
 
 enum { ENT_DIR, ENT_FILE, ENT_LINK };
@@ -988,8 +989,17 @@ static int fin_grammar(fin *f)
 		/* the rounds elsewhere (the GPU), the finishing steps here */
 		uint32_t *pairs = NULL;
 		uint64_t n = w->nseq, nrules = 0;
+		/* this thread mostly waits meanwhile (for the GPU, or its
+		 * turn on it): its core goes to other shards' CPU rounds */
+		const td_grammar_cores *c = w->o.grammar_cores;
+		int lend = c && c->give && c->reclaim;
+		if (lend)
+			c->give(c->ctx, 1);
 		err = w->o.grammar_rounds(w->o.grammar_ctx, w->seq, &n, (uint32_t)f->T, w->o.max_depth, w->o.progress,
 					  w->o.progress_ctx, &pairs, &nrules);
+		if (lend)
+			c->reclaim(c->ctx, 1);
+		td_trace("gpu rounds: %s", err == TD_OK ? "ran" : "declined");
 		if (err == TD_OK)
 			err = td_grammar_finish(w->seq, n, (uint32_t)f->T, pairs, nrules, &f->g);
 		free(pairs);

@@ -57,10 +57,14 @@ struct td_gpu {
 	unsigned nst;
 	cudaEvent_t ev[TD_GPU_MAXPIECES]; /* end of each extract piece */
 	unsigned nev;
+	cudaEvent_t pev[2 * TD_GPU_MAXSTREAMS]; /* $TD_GPU_PHASES: each stream's start and end */
+	unsigned npev;
+	td_gphase ph[2];               /* $TD_GPU_PHASES: count, search */
 	/* growable buffers: h* pinned host, d* device */
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
 	td_gbuf map;                   /* plain host: packed index -> request */
+	td_gbuf rest;                  /* plain host: requests the kernels do not take */
 	/* cutting long counts and searches into parts (td_split_query) */
 	td_pack he_root;               /* host view of E_ROOT */
 	uint32_t *hfiles, *hsub;       /* host copies of d.dfs_files, d.sub */
@@ -670,6 +674,13 @@ int td_gpu_open_dev(const td_archive *a, const td_gpu_opts *o, uint64_t avail, u
 			goto fail;
 		}
 	g->nev = TD_GPU_MAXPIECES;
+	for (unsigned i = 0; td_gpu_phases_on() && i < 2 * g->nst; i++) {
+		if ((e = cudaEventCreate(&g->pev[i])) != cudaSuccess) {
+			r = td_cuda_fail(e, "event");
+			goto fail;
+		}
+		g->npev = i + 1;
+	}
 	/* per-round caps: output bytes (pinned + device copies) and hits */
 	g->round_bytes = g->budget / 3 < TD_ROUND_MAXBYTES ? g->budget / 3 : TD_ROUND_MAXBYTES;
 	g->round_hits = g->budget / 4 / sizeof(td_hit);
@@ -784,6 +795,8 @@ void td_gpu_close(td_gpu *g)
 		cudaStreamDestroy(g->st[i]);
 	for (unsigned i = 0; i < g->nev; i++)
 		cudaEventDestroy(g->ev[i]);
+	for (unsigned i = 0; i < g->npev; i++)
+		cudaEventDestroy(g->pev[i]);
 	td_gbuf *pin[] = {&g->hreq, &g->hres, &g->hout, &g->hq, &g->hw, &g->hcnt, &g->hbase, &g->hskip, &g->hhits};
 	td_gbuf *dev[] = {&g->dreq, &g->dres, &g->dout, &g->dq, &g->dw, &g->dcnt, &g->dbase, &g->dskip, &g->dhits};
 	for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
@@ -791,6 +804,7 @@ void td_gpu_close(td_gpu *g)
 	for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
 		td_gbuf_free(dev[i], 1);
 	td_gbuf_free(&g->map, 2);
+	td_gbuf_free(&g->rest, 2);
 	free(g->hfiles);
 	free(g->hcum);
 	if (g->dsec)
@@ -1204,6 +1218,28 @@ int td_gpu_extract_batch(td_gpu *g, td_extract_req *reqs, size_t n)
 
 /* ---- count and search ---- */
 
+static int td_phases_cached = -1;
+static pthread_once_t td_phases_once = PTHREAD_ONCE_INIT;
+
+static void td_phases_probe(void)
+{
+	const char *e = getenv("TD_GPU_PHASES");
+	td_phases_cached = e && *e && strcmp(e, "0") != 0;
+}
+
+int td_gpu_phases_on(void)
+{
+	pthread_once(&td_phases_once, td_phases_probe);
+	return td_phases_cached;
+}
+
+void td_gpu_phases_get(const td_gpu *g, int k, td_gphase *out)
+{
+	memset(out, 0, sizeof *out);
+	if (g && k >= 0 && k < 2)
+		*out = g->ph[k];
+}
+
 /* Pack the requests the kernels can answer into hq/hw; map[k] = request.
  * Returns the number packed in *m. `word(i)`, `len(i)`, `scope(i)` read
  * request i of either kind. */
@@ -1327,81 +1363,157 @@ static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td
 	return n;
 }
 
-/* Pack the requests the kernels take (td_gpu_takes) into g->hq, cut into
- * parts (td_split_query): *m parts; map[k] = the request of part k (a
- * request's parts are consecutive); the words in g->hw (*wbytes). */
-static int td_pack_queries(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), const void *reqs,
-			   size_t n, int search, size_t *m, uint64_t *wbytes)
+/* One stream's share of a count or search batch: requests [i0, i1), their
+ * parts (np, from k0), word bytes (wb, from w0) and requests the kernels
+ * do not take (nc, from r0 in g->rest). */
+typedef struct td_qshare {
+	td_gpu *g;
+	const td_qview *(*get)(const void *, size_t, td_qview *);
+	const void *reqs;
+	int search;
+	unsigned s;
+	size_t i0, i1, np, nc, k0, r0;
+	uint64_t wb, w0;
+	int err;
+} td_qshare;
+
+/* Pass 1 of share c: its parts, word bytes and requests not taken. */
+static void td_qshare_size(void *ctx, unsigned c)
 {
-	int r;
-	/* word bytes (at most TD_MAXTOK per request) and parts */
-	uint64_t wb = 0;
-	size_t np = 0;
+	td_qshare *q = (td_qshare *)ctx + c;
 	td_qview tmp;
-	for (size_t i = 0; i < n; i++) {
-		const td_qview *v = get(reqs, i, &tmp);
-		if (td_gpu_takes(g, v, search)) {
-			td_gq_req q = {.scope = v->scope};
-			wb += v->len;
-			np += td_split_query(g, &q, search, NULL);
+	q->np = q->nc = 0;
+	q->wb = 0;
+	for (size_t i = q->i0; i < q->i1; i++) {
+		const td_qview *v = q->get(q->reqs, i, &tmp);
+		if (td_gpu_takes(q->g, v, q->search)) {
+			td_gq_req r = {.scope = v->scope};
+			q->wb += v->len;
+			q->np += td_split_query(q->g, &r, q->search, NULL);
+		} else {
+			q->nc++;
 		}
 	}
-	if ((r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) || (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) ||
-	    (r = td_grow(&g->hw, wb + 1, 0)))
-		return r;
-	td_gq_req *hq = g->hq.p;
+}
+
+/* Pass 2 of share q: pack its parts at k0 (words at w0, requests not taken
+ * at r0), then upload, count and download them on its stream. */
+static int td_qshare_launch(td_qshare *q)
+{
+	td_gpu *g = q->g;
+	td_gq_req *hq = g->hq.p, *dq = g->dq.p;
 	uint32_t *map = g->map.p;
-	uint8_t *hw = g->hw.p;
-	size_t k = 0;
-	wb = 0;
-	for (size_t i = 0; i < n; i++) {
-		const td_qview *v = get(reqs, i, &tmp);
-		if (!td_gpu_takes(g, v, search))
+	uint8_t *hw = g->hw.p, *dw = g->dw.p;
+	uint64_t *hc = g->hcnt.p, *dc = g->dcnt.p;
+	size_t *rest = g->rest.p, k = q->k0, rc = q->r0;
+	uint64_t wb = q->w0;
+	td_qview tmp;
+	for (size_t i = q->i0; i < q->i1; i++) {
+		const td_qview *v = q->get(q->reqs, i, &tmp);
+		if (!td_gpu_takes(g, v, q->search)) {
+			rest[rc++] = i;
 			continue;
+		}
 		memcpy(hw + wb, v->word, v->len);
-		td_gq_req q = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
-		size_t c = td_split_query(g, &q, search, hq + k);
+		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
+		size_t c = td_split_query(g, &r, q->search, hq + k);
 		for (size_t j = 0; j < c; j++)
 			map[k + j] = (uint32_t)i;
 		k += c;
 		wb += v->len;
 	}
-	*m = k;
-	*wbytes = wb;
+	if (k == q->k0)
+		return TD_OK;
+	cudaStream_t st = g->st[q->s];
+	CK(cudaSetDevice(g->o.device)); /* this thread may be new */
+	if (g->npev)
+		CK(cudaEventRecord(g->pev[2 * q->s], st));
+	CK(cudaMemcpyAsync(dw + q->w0, hw + q->w0, wb - q->w0, cudaMemcpyHostToDevice, st));
+	CK(cudaMemcpyAsync(dq + q->k0, hq + q->k0, (k - q->k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+	CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
+	CK(cudaMemcpyAsync(hc + q->k0, dc + q->k0, (k - q->k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
+	if (g->npev)
+		CK(cudaEventRecord(g->pev[2 * q->s + 1], st));
 	return TD_OK;
 }
 
-/* Upload the packed queries and count them (one launch per stream); the
- * counts are in hcnt when this returns. */
-static int td_count_packed(td_gpu *g, size_t m, uint64_t wbytes, int search)
+static void td_qshare_run(void *ctx, unsigned c)
+{
+	td_qshare *q = (td_qshare *)ctx + c;
+	q->err = td_qshare_launch(q);
+}
+
+#define TD_QSHARE_PAR 16384u /* requests in a batch at least for a thread a share */
+
+/* The counts of the requests the kernels take (td_gpu_takes), cut into
+ * parts (td_split_query): *m parts, their counts in g->hcnt when this
+ * returns; map[k] = the request of part k (a request's parts are
+ * consecutive, in request order); the words in g->hw. The batch is cut
+ * into one share of requests per stream; each share is sized, then packed
+ * and launched (upload, kernel, download) on its stream, on a thread of
+ * its own when the batch is large, so packing runs in parallel and
+ * overlaps the kernels; the requests the kernels do not take (they have
+ * no parts) are answered by the CPU engine (`cpu`) while the kernels run.
+ * Phase times into ph when kept. */
+static int td_query_counts(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), void *reqs, size_t size,
+			   size_t n, int search, int (*cpu)(const td_archive *, void *, size_t, unsigned), size_t *m,
+			   td_gphase *ph)
 {
 	int r;
-	if ((r = td_grow(&g->dq, (m + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wbytes + 1, 1)) ||
-	    (r = td_grow(&g->hcnt, (m + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (m + 1) * sizeof(uint64_t), 1)))
-		return r;
-	td_gq_req *hq = g->hq.p, *dq = g->dq.p;
-	uint8_t *hw = g->hw.p, *dw = g->dw.p;
-	uint64_t *hc = g->hcnt.p, *dc = g->dcnt.p;
-	unsigned ns = m < 4096 ? 1 : g->nst;
-	size_t k0 = 0;
+	double t0 = td_now();
+	unsigned ns = n < 4096 ? 1 : g->nst, par = n >= TD_QSHARE_PAR;
+	td_qshare sh[TD_GPU_MAXSTREAMS];
+	for (unsigned s = 0; s < ns; s++)
+		sh[s] = (td_qshare){.g = g, .get = get, .reqs = reqs, .search = search, .s = s, .i0 = n * s / ns,
+				    .i1 = n * (s + 1) / ns};
+	if (par)
+		td_gpu_par(ns, td_qshare_size, sh);
+	else
+		for (unsigned s = 0; s < ns; s++)
+			td_qshare_size(sh, s);
+	size_t np = 0, nc = 0;
+	uint64_t wb = 0;
 	for (unsigned s = 0; s < ns; s++) {
-		size_t k1 = m * (s + 1) / ns;
-		if (k1 > k0) {
-			cudaStream_t st = g->st[s];
-			/* a request's parts may straddle streams: each uploads
-			 * the words of its own parts (the same bytes twice at most) */
-			uint64_t w0 = hq[k0].woff, w1 = hq[k1 - 1].woff + hq[k1 - 1].wlen;
-			(void)wbytes;
-			CK(cudaMemcpyAsync(dw + w0, hw + w0, w1 - w0, cudaMemcpyHostToDevice, st));
-			CK(cudaMemcpyAsync(dq + k0, hq + k0, (k1 - k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-			CK((cudaError_t)td_gk_count(&g->d, dw, dq + k0, (uint32_t)(k1 - k0), search, dc + k0, st));
-			CK(cudaMemcpyAsync(hc + k0, dc + k0, (k1 - k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
-		}
-		k0 = k1;
+		sh[s].k0 = np;
+		sh[s].r0 = nc;
+		sh[s].w0 = wb;
+		np += sh[s].np;
+		nc += sh[s].nc;
+		wb += sh[s].wb;
 	}
+	if ((r = td_grow(&g->rest, (nc + 1) * sizeof(size_t), 2)) || (r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) ||
+	    (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) || (r = td_grow(&g->hw, wb + 1, 0)) ||
+	    (r = td_grow(&g->dq, (np + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wb + 1, 1)) ||
+	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1)))
+		return r;
+	if (par)
+		td_gpu_par(ns, td_qshare_run, sh);
+	else
+		for (unsigned s = 0; s < ns; s++)
+			td_qshare_run(sh, s);
+	double t1 = td_now();
+	for (unsigned s = 0; s < ns && r == TD_OK; s++)
+		r = sh[s].err;
+	/* the requests the kernels do not take, on the CPU meanwhile */
+	if (r == TD_OK)
+		r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, size, g->rest.p, nc, cpu);
+	double t2 = td_now();
 	for (unsigned s = 0; s < ns; s++)
 		CK(cudaStreamSynchronize(g->st[s]));
-	return TD_OK;
+	*m = np;
+	if (g->npev) { /* the device's time: the longest stream */
+		float most = 0, ms = 0;
+		for (unsigned s = 0; s < ns; s++)
+			if (sh[s].np && cudaEventElapsedTime(&ms, g->pev[2 * s], g->pev[2 * s + 1]) == cudaSuccess && ms > most)
+				most = ms;
+		(void)cudaGetLastError();
+		ph->dev += most * 1e-3;
+		ph->pack += t1 - t0;
+		ph->rest += t2 - t1;
+		ph->wait += td_now() - t2;
+		ph->nrest += nc;
+	}
+	return r;
 }
 
 static const td_qview *td_count_view(const void *reqs, size_t i, td_qview *v)
@@ -1425,12 +1537,11 @@ static const td_qview *td_search_view(const void *reqs, size_t i, td_qview *v)
 static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 {
 	size_t m = 0;
-	uint64_t wb = 0;
 	int r;
-	if ((r = td_pack_queries(g, td_count_view, reqs, n, 0, &m, &wb)))
+	td_gphase *ph = &g->ph[0];
+	if ((r = td_query_counts(g, td_count_view, reqs, sizeof *reqs, n, 0, td_gpu_cpu_counts, &m, ph)))
 		return r;
-	if ((r = td_count_packed(g, m, wb, 0)))
-		return r;
+	double t2 = td_now(), t3;
 	const uint32_t *map = g->map.p;
 	const uint64_t *hc = g->hcnt.p;
 	/* requests the kernels did not take or answer: one CPU engine batch */
@@ -1439,7 +1550,10 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 		return td_fail(TD_ENOMEM, "gpu: count batch");
 	for (size_t i = 0; i < n; i++) {
 		td_count_req *q = &reqs[i];
-		/* its parts' counts add up; one not answered sends it to the CPU */
+		/* its parts' counts add up; one not answered sends it to the CPU
+		 * (a request without parts was answered there already) */
+		if (k >= m || map[k] != i)
+			continue;
 		int any = 0, ok = 1;
 		uint64_t sum = 0;
 		for (; k < m && map[k] == i; k++) {
@@ -1456,8 +1570,17 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 			cpu[nc++] = i;
 		}
 	}
+	t3 = td_now();
 	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
+	if (g->npev) {
+		ph->unpack += t3 - t2;
+		ph->rest += td_now() - t3;
+		ph->batches++;
+		ph->reqs += n;
+		ph->parts += m;
+		ph->nrest += nc;
+	}
 	return r;
 }
 
@@ -1516,6 +1639,7 @@ static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, 
 	CK(cudaStreamSynchronize(st));
 	const td_hit *hh = g->hhits.p;
 	(void)m;
+	double t0 = g->npev ? td_now() : 0;
 	for (size_t k = k0; k < k1; k++) {
 		if (hs[k])
 			continue;
@@ -1526,18 +1650,20 @@ static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, 
 		if (e)
 			q->err = e;
 	}
+	if (g->npev)
+		g->ph[1].unpack += td_now() - t0;
 	return TD_OK;
 }
 
 static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 {
 	size_t m = 0;
-	uint64_t wb = 0;
 	int r;
-	if ((r = td_pack_queries(g, td_search_view, reqs, n, 1, &m, &wb)))
+	td_gphase *ph = &g->ph[1];
+	if ((r = td_query_counts(g, td_search_view, reqs, sizeof *reqs, n, 1, td_gpu_cpu_searches, &m, ph)))
 		return r;
-	if ((r = td_count_packed(g, m, wb, 1)))
-		return r;
+	double t2 = td_now(), t3;
+	double app0 = ph->unpack;
 	if ((r = td_grow(&g->hbase, (m + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dbase, (m + 1) * sizeof(uint64_t), 1)) ||
 	    (r = td_grow(&g->hskip, m + 1, 0)) || (r = td_grow(&g->dskip, m + 1, 1)))
 		return r;
@@ -1588,19 +1714,32 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 		total += hc[k];
 	}
 	/* everything else: one CPU engine batch */
+	t3 = td_now();
 	const uint32_t *map = g->map.p;
 	size_t *cpu = malloc((n + 1) * sizeof *cpu), nc = 0, k = 0;
 	if (!cpu)
 		return td_fail(TD_ENOMEM, "gpu: search batch");
 	for (size_t i = 0; i < n; i++) {
-		int gpu = k < m && map[k] == i && !hs[k];
+		if (k >= m || map[k] != i)
+			continue; /* no parts: answered by the CPU already */
+		int gpu = !hs[k];
 		while (k < m && map[k] == i)
 			k++;
 		if (!gpu)
 			cpu[nc++] = i;
 	}
+	double t4 = td_now();
 	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
+	if (g->npev) {
+		ph->fill += t3 - t2 - (ph->unpack - app0);
+		ph->unpack += t4 - t3;
+		ph->rest += td_now() - t4;
+		ph->batches++;
+		ph->reqs += n;
+		ph->parts += m;
+		ph->nrest += nc;
+	}
 	return r;
 }
 

@@ -230,6 +230,14 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n);
  * engine's tree. Returns TD_OK, TD_EINVAL, or TD_ENOMEM. */
 int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n);
 
+/* Same contract and results as td_files_batch(). Single words over a
+ * scope the engine's query index does not answer at once (td_query_fast)
+ * are searched by one td_gpu_search_batch; each file's count is its number
+ * of hits, ranked by the engine (td_files_batch_given) on opts.cpu_threads
+ * threads, which also answers phrases, long words, large scopes and any
+ * request whose search failed. Returns TD_OK, TD_EINVAL or TD_ENOMEM. */
+int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n);
+
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
  * medians of a few runs timed with device events, after a warm-up. */
@@ -314,15 +322,17 @@ void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu);
  * without a usable device, when the sequence's arrays (about 60 bytes a
  * symbol) do not fit in free device memory, or on a CUDA error before the
  * result is copied back (TD_EIO after). TD_ENOMEM (host), TD_ELIMIT as the
- * CPU builder. Built without CUDA: TD_ENOGPU. Thread-safe, but calls only
- * queue on the device: td_gpu_grammar_rounds_shared runs one at a time. */
+ * CPU builder. Built without CUDA: TD_ENOGPU. Thread-safe: each call runs on
+ * a CUDA stream of its own. */
 int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
 			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
 
 /* A td_grammar_rounds_fn for writers on many threads (the shards of
- * td_build.h): one GPU build at a time, shared with
- * td_gpu_build_indexes_shared (one lock), runs td_gpu_grammar_rounds; a
- * call that finds the GPU busy declines (TD_ENOGPU), so the writer runs the
+ * td_build.h): runs td_gpu_grammar_rounds, two calls at a time at most
+ * (each on its own stream). A call that finds both taken waits for its
+ * turn while the sequences queued ahead of it would take the GPU less time
+ * (estimated from the calls that ran) than its own rounds would take a
+ * core, and otherwise declines (TD_ENOGPU) at once, so the writer runs the
  * CPU rounds on its own thread. Same bytes either way. ctx: ignored.
  * Thread-safe. */
 int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,

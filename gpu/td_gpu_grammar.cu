@@ -410,6 +410,14 @@ extern "C" int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *np, uin
 #ifndef TD_GPU_EMU
 	if (td_gr_device(c, n0))
 		return TD_ENOGPU;
+	/* a stream of its own: two shards' rounds may share the device
+	 * (td_gpu_grammar_rounds_shared), each one's waits on the host
+	 * leaving the GPU to the other */
+	if ((ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess) {
+		(void)cudaGetLastError();
+		td_fail(TD_ENOGPU, "gpu grammar: CUDA: %s", cudaGetErrorString(ce));
+		return TD_ENOGPU;
+	}
 #endif
 	td_gr g;
 	memset(&g, 0, sizeof g);
@@ -434,6 +442,9 @@ extern "C" int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *np, uin
 	}
 done:
 	td_gr_free(&g);
+#ifndef TD_GPU_EMU
+	cudaStreamDestroy(st);
+#endif
 	if (err == TD_EIO) {
 		(void)cudaGetLastError();
 		free(pv);

@@ -257,6 +257,11 @@ int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned thre
 int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads);
 int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
 
+/* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread,
+ * the others on threads of their own, or on the calling thread when one
+ * cannot start); returns when all are done. (td_gpu_multi.c) */
+void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx);
+
 /* The shards of version 5 archive a over devices devs[0..ndev) (distinct
  * ordinals): each shard resident on one of them while it fits, the others
  * served by the CPU engine. TD_OK, or an error of td_gpu_open. */
@@ -274,6 +279,22 @@ int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n);
 /* Shards, and shard i's handle (NULL: served by the CPU engine). */
 uint32_t td_gmulti_units(const td_gmulti *m);
 struct td_gpu *td_gmulti_handle(td_gmulti *m, uint32_t i);
+
+/* Where a handle's count and search batches spend their time, summed over
+ * batches (kept only while $TD_GPU_PHASES is set, read by td_gmulti_close's
+ * report): seconds on the host packing the requests into parts, waiting
+ * for the upload + kernels + download of the counts (host wall), the
+ * device's own time for them (CUDA events, the longest stream), search's
+ * fill rounds (host wall), turning parts back into answers, and the CPU
+ * engine's share (nrest requests). kind 0: count, 1: search. */
+typedef struct td_gphase {
+	double pack, wait, dev, fill, unpack, rest;
+	uint64_t batches, reqs, parts, nrest;
+} td_gphase;
+/* Whether $TD_GPU_PHASES is set (read once). */
+int td_gpu_phases_on(void);
+/* Handle g's sums for kind k (0 count, 1 search). */
+void td_gpu_phases_get(const struct td_gpu *g, int k, td_gphase *out);
 
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)

@@ -42,6 +42,13 @@ struct td_gmulti {
 	char name[256];
 	pthread_mutex_t lock;     /* one batch at a time */
 	td_batch *bt[3];   /* each kind's scratch, kept between batches */
+	/* $TD_GPU_PHASES: each kind's seconds summed over its batches (the
+	 * whole call, split, run, merge, CPU engine's share), and when each
+	 * device's shards (slot + 1; 0: the CPU's) were done, from the run's start */
+	struct td_mphase {
+		double wall, split, run, merge, rest, done[65];
+		uint64_t batches, reqs, parts, nrest;
+	} ph[3];
 };
 
 /* Placement order: largest shard first, then by number. */
@@ -144,10 +151,63 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	return TD_OK;
 }
 
+/* $TD_GPU_PHASES: where the batches went, per kind, on stderr. */
+static void td_phases_report(const td_gmulti *m)
+{
+	static const char *kname[3] = {"extract", "count", "search"};
+	for (int k = 0; k < 3; k++) {
+		const struct td_mphase *p = &m->ph[k];
+		if (!p->batches)
+			continue;
+		double b = (double)p->batches, ms = 1e3 / b;
+		fprintf(stderr,
+			"phases: %s on %u device(s), %llu batches of %.0f, ms a batch: whole %.3f = split %.3f + run %.3f + "
+			"merge %.3f + cpu rest %.3f (%.0f requests); %.0f parts; run done at",
+			kname[k], m->used, (unsigned long long)p->batches, (double)p->reqs / b, p->wall * ms, p->split * ms,
+			p->run * ms, p->merge * ms, p->rest * ms, (double)p->nrest / b, (double)p->parts / b);
+		for (int s = 0; s <= (int)m->ndev; s++)
+			if (p->done[s] > 0)
+				fprintf(stderr, " %s%d %.3f", s ? "dev" : "cpu", s - 1, p->done[s] * ms);
+		fprintf(stderr, "\n");
+		if (k == 0)
+			continue;
+		for (unsigned d = 0; d < m->ndev; d++) {
+			td_gphase sum = {0}, most = {0};
+			unsigned nu = 0;
+			for (uint32_t i = 0; i < m->n; i++) {
+				if (m->u[i].slot != (int)d || !m->u[i].g)
+					continue;
+				td_gphase h;
+				td_gpu_phases_get(m->u[i].g, k - 1, &h);
+				nu++;
+				double *sv = &sum.pack, *mv = &most.pack, *hv = &h.pack;
+				for (int f = 0; f < 6; f++) {
+					sv[f] += hv[f];
+					if (hv[f] > mv[f])
+						mv[f] = hv[f];
+				}
+				sum.parts += h.parts;
+				sum.nrest += h.nrest;
+			}
+			if (!nu)
+				continue;
+			fprintf(stderr,
+				"phases:   dev%u, %u shards, %.0f parts a batch; ms a batch, all shards (largest one): pack %.3f "
+				"(%.3f), wait for counts %.3f (%.3f), device time %.3f (%.3f), fill %.3f (%.3f), unpack %.3f (%.3f), "
+				"cpu rest %.3f (%.3f), %.0f requests\n",
+				d, nu, (double)sum.parts / b, sum.pack * ms, most.pack * ms, sum.wait * ms, most.wait * ms,
+				sum.dev * ms, most.dev * ms, sum.fill * ms, most.fill * ms, sum.unpack * ms, most.unpack * ms,
+				sum.rest * ms, most.rest * ms, (double)sum.nrest / b);
+		}
+	}
+}
+
 void td_gmulti_close(td_gmulti *m)
 {
 	if (!m)
 		return;
+	if (td_gpu_phases_on())
+		td_phases_report(m);
 	for (uint32_t i = 0; m->u && i < m->n; i++)
 		td_gpu_close(m->u[i].g);
 	for (int k = 0; k < 3; k++)
@@ -321,9 +381,7 @@ static void *td_job_entry(void *arg)
 	return NULL;
 }
 
-/* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread;
- * the others on threads of their own, or here when one cannot start). */
-static void td_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
+void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
 {
 	td_job *j = nt > 1 ? calloc(nt, sizeof *j) : NULL;
 	for (unsigned c = 1; c < nt && j; c++) {
@@ -359,6 +417,7 @@ typedef struct td_worker {
 	int slot;                 /* device slot, -1: the shards on the CPU */
 	atomic_uint *next;        /* the slot's next shard to take */
 	int err;
+	double end;               /* when it ran out of shards */
 } td_worker;
 
 static void td_worker_run(td_worker *w)
@@ -376,6 +435,7 @@ static void td_worker_run(td_worker *w)
 		if (r && !w->err)
 			w->err = r;
 	}
+	w->end = td_now();
 }
 
 static void td_worker_par(void *ctx, unsigned c)
@@ -399,11 +459,20 @@ static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
 		if (busy < nt)
 			nt = (unsigned)busy;
 		for (unsigned t = 0; t < nt; t++)
-			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK};
+			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK, 0};
 	}
 	if (!nw)
 		return TD_OK;
-	td_par(nw, td_worker_par, w);
+	double t0 = td_now();
+	td_gpu_par(nw, td_worker_par, w);
+	if (td_gpu_phases_on()) {
+		double done[65] = {0};
+		for (unsigned c = 0; c < nw; c++)
+			if (w[c].end - t0 > done[w[c].slot + 1])
+				done[w[c].slot + 1] = w[c].end - t0;
+		for (int i = 0; i <= (int)m->ndev; i++)
+			m->ph[k->id].done[i] += done[i];
+	}
 	for (unsigned c = 0; c < nw; c++)
 		if (w[c].err)
 			return w[c].err;
@@ -487,7 +556,7 @@ static int td_split_batch(td_batch *b)
 	td_gmulti *m = b->m;
 	if (!b->uoff && !(b->uoff = malloc((size_t)TD_PAR_MAX * (m->n + 1) * sizeof *b->uoff)))
 		return td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu", b->n);
-	td_par(b->nt, td_split_chunk, b);
+	td_gpu_par(b->nt, td_split_chunk, b);
 	size_t parts = 0;
 	for (unsigned c = 0; c < b->nt; c++) {
 		if (b->cerr[c])
@@ -507,7 +576,7 @@ static int td_split_batch(td_batch *b)
 	}
 	if (r)
 		return r;
-	td_par(b->nt, td_place_chunk, b);
+	td_gpu_par(b->nt, td_place_chunk, b);
 	b->s.npart = parts;
 	b->s.pbeg[b->n] = parts;
 	return TD_OK;
@@ -562,21 +631,39 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 			r = td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
 		}
 	}
+	double t0 = td_now(), t1 = t0, t2 = t0, t3 = t0;
 	if (r == TD_OK)
 		r = td_split_batch(b);
+	t1 = td_now();
 	if (r == TD_OK)
 		r = td_run_all(m, &b->s, k);
+	t2 = td_now();
 	if (r == TD_OK) {
-		td_par(b->nt, td_merge_chunk, b);
+		td_gpu_par(b->nt, td_merge_chunk, b);
 		b->merged = 1;
 	}
 	size_t nc = 0;
 	for (size_t i = 0; i < n && r == TD_OK; i++)
 		if (b->cpu[i])
 			b->idx[nc++] = i;
+	t3 = td_now();
 	if (r == TD_OK)
 		r = td_gpu_cpu_rest(m->a, m->o.cpu_threads, reqs, k->size, b->idx, nc, k->cpu);
+	size_t nparts = b->s.npart;
 	td_batch_done(b);
+	if (td_gpu_phases_on()) {
+		struct td_mphase *p = &m->ph[k->id];
+		double t4 = td_now();
+		p->wall += t4 - t0;
+		p->split += t1 - t0;
+		p->run += t2 - t1;
+		p->merge += t3 - t2;
+		p->rest += t4 - t3;
+		p->batches++;
+		p->reqs += n;
+		p->parts += nparts;
+		p->nrest += nc;
+	}
 	pthread_mutex_unlock(&m->lock);
 	return r;
 }
@@ -672,8 +759,13 @@ static uint64_t td_query_pieces(const td_gmulti *m, const char *word, size_t len
 	uint64_t np = 0;
 	(void)word;
 	(void)len;
-	if (td_archive_pieces(m->a, scope, pc, &np) || td_archive_cut_in_word(m->a, scope))
-		return 0; /* a word cut in two by a shard cut: the whole archive corrects it */
+	if (td_archive_pieces(m->a, scope, pc, &np))
+		return 0;
+	/* a word cut in two by a shard cut: the whole archive corrects it (a
+	 * scope of one piece lies in one shard and holds no cut file: the
+	 * look-up, a walk up from every cut file, is skipped) */
+	if (np > 1 && td_archive_cut_in_word(m->a, scope))
+		return 0;
 	for (uint64_t k = 0; k < np; k++)
 		if ((*pc)[k].shard >= m->n)
 			return 0;

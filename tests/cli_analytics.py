@@ -198,6 +198,22 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
                 same("%s:%s fuzzy -k %d -f (%d words, --gpu %s)" % (name, os.fsdecode(s) or "(corpus)", k, len(batch), gpu),
                      ["fuzzy", "-k", str(k), "--gpu", gpu, "-f", wfile, arch] + p, want)
 
+    # ranked files as one batch (tadoc files -f): words, phrases, an absent word; -n 2
+    fq = list(dict.fromkeys(top_words[:3] + rng.sample(vocab, min(3, len(vocab))) + phr[:3] + [b"zzqqxxw"]))
+    fq = [q for q in fq if b"\n" not in q]
+    ffile = os.path.join(work, "files-words.txt")
+    with open(ffile, "wb") as f:
+        f.write(b"".join(q + b"\n" for q in fq))
+    for s in [b""] + pick_d[:2]:
+        p = [s] if s else []
+        for n in (0, 2):
+            want = b"".join(b"".join(q + b"\t" + line + b"\n" for line in
+                                     oracle.render("files", c, {"path": s, "word": os.fsdecode(q), "n": n}).splitlines())
+                            for q in fq)
+            for gpu in ("off", "auto"):
+                same("%s:%s files -n %d -f (%d queries, --gpu %s)" % (name, os.fsdecode(s) or "(corpus)", n, len(fq), gpu),
+                     ["files", "-n", str(n), "--gpu", gpu, "-f", ffile, arch] + p, want)
+
 
 F5 = ["--format", "5"]
 
@@ -231,6 +247,8 @@ def bad_args(work):
         ["fuzzy", arch, ""],
         ["fuzzy", "-f", os.path.join(work, "no-such-words.txt"), arch],
         ["fuzzy", "--gpu", "sometimes", "-f", "-", arch],
+        ["files", "-f", os.path.join(work, "no-such-words.txt"), arch],
+        ["files", "--gpu", "sometimes", "-f", "-", arch],
         ["ngrams", "-n", "1", arch],
         ["ngrams", "-n", "9", arch],
         ["ngrams", "--top", "-3", arch],

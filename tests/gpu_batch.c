@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "td_analytics.h"
 #include "td_archive.h"
 #include "td_build.h"
 #include "td_err.h"
@@ -444,6 +445,64 @@ static void check_fuzzy(td_gpu *g, const corpus *c, size_t n, char *scratch)
 	free(gq);
 }
 
+/* n ranked-files queries (words as pick_word's, now and then a phrase of
+ * two dictionary words; scopes as pick_scope's) through
+ * td_gpu_files_batch against td_files_batch. */
+static void check_files(td_gpu *g, const corpus *c, size_t n, char *scratch)
+{
+	td_files_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	char *text = malloc(n * 128);
+	for (size_t i = 0; i < n; i++) {
+		const char *w;
+		size_t len;
+		pick_word(c, &w, &len, scratch);
+		if (below(10) < 4) { /* a word of the generator's: many files hold it */
+			w = vocab[below(sizeof vocab / sizeof vocab[0])];
+			len = strlen(w);
+		}
+		if (below(10) == 0 && c->nwords) { /* a phrase "W1 W2" */
+			const char *w2;
+			size_t l2;
+			uint64_t j = below(c->nwords);
+			uint64_t a0 = td_pack_get(&c->word_off, j), b0 = td_pack_get(&c->word_off, j + 1);
+			w2 = c->words + a0;
+			l2 = (size_t)(b0 - a0);
+			if (len + l2 + 1 <= 128) {
+				char *t = text + i * 128;
+				memcpy(t, w, len);
+				t[len] = ' ';
+				memcpy(t + len + 1, w2, l2);
+				w = t;
+				len += l2 + 1;
+			}
+		}
+		cq[i].word = w;
+		cq[i].len = len;
+		cq[i].scope = below(10) < 2 ? TD_ROOT : pick_scope(c);
+		gq[i] = cq[i];
+		gq[i].err = 12345;
+		gq[i].nfiles = 777;
+	}
+	td_files_batch(c->a, cq, n, 0);
+	int r = td_gpu_files_batch(g, gq, n);
+	if (r)
+		FAIL("files batch of %zu: %s", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++) {
+		const td_files_req *x = &cq[i], *y = &gq[i];
+		int same = x->err == y->err && x->nfiles == y->nfiles;
+		for (size_t k = 0; same && k < x->nfiles; k++)
+			same = x->files[k].file == y->files[k].file && x->files[k].count == y->files[k].count;
+		if (!same)
+			FAIL("files #%zu '%.*s' scope %u: cpu err %d, %zu files; gpu err %d, %zu files", i,
+			     (int)(x->len > 40 ? 40 : x->len), x->word, x->scope, x->err, x->nfiles, y->err, y->nfiles);
+		free(cq[i].files);
+		free(gq[i].files);
+	}
+	free(text);
+	free(cq);
+	free(gq);
+}
+
 static int run_archive(const char *path, size_t maxbatch)
 {
 	td_archive *a = NULL;
@@ -528,7 +587,8 @@ static int run_archive(const char *path, size_t maxbatch)
 			check_count(g, &c, n, scratch);
 			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
 			check_fuzzy(g, &c, n > 10000 ? 10000 : n, scratch);
-			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy %s\n", n,
+			check_files(g, &c, n > 10000 ? 10000 : n, scratch);
+			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy, files %s\n", n,
 			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}

@@ -8,26 +8,18 @@
  * Exits 77 with a "no GPU" line when no CUDA device is usable.
  */
 #include "gpu_grammar_check.h"
+#include "gpu_test_start.h"
 #include "td_gpu.h"
 
 int main(int argc, char **argv)
 {
-	if (!td_gpu_available()) {
-		printf("no GPU: gpu_grammar skipped (no usable CUDA device, or built without CUDA)\n");
-		return 77;
-	}
-	char *dirs[64];
-	int nd = 0;
-	for (int i = 1; i < argc && nd < 64; i++)
-		dirs[nd++] = argv[i];
-	char *env = getenv("TD_GPU_CORPORA") ? strdup(getenv("TD_GPU_CORPORA")) : NULL;
-	for (char *t = env ? strtok(env, ":") : NULL; t && nd < 64; t = strtok(NULL, ":"))
-		dirs[nd++] = t;
+	gpu_test_start st;
 	char dir[] = "/tmp/td_ggrXXXXXX";
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	int rc = gpu_test_begin("gpu_grammar", argc, argv, &st, dir);
+	if (rc >= 0)
+		return rc;
+	char **dirs = st.dirs;
+	int nd = st.nd;
 	td_gpu_run c = {.device = 0, .strict = 1, .ran_on_gpu = 0};
 	ggc_sequences(td_gpu_grammar_rounds, &c);
 	int bad = ggc_archives(td_gpu_grammar_rounds, &c, td_gpu_grammar_rounds_shared, dir, dirs, nd);
@@ -44,7 +36,7 @@ int main(int argc, char **argv)
 		bad++;
 	}
 	rmdir(dir);
-	free(env);
+	free(st.env);
 	printf("gpu_grammar: %s\n", bad ? "DIFFER" : "all identical");
 	return bad ? 1 : 0;
 }

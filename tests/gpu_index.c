@@ -11,26 +11,18 @@
  * with a "no GPU" line when no CUDA device is usable.
  */
 #include "gpu_index_check.h"
+#include "gpu_test_start.h"
 #include "td_gpu.h"
 
 int main(int argc, char **argv)
 {
-	if (!td_gpu_available()) {
-		printf("no GPU: gpu_index skipped (no usable CUDA device, or built without CUDA)\n");
-		return 77;
-	}
-	char *dirs[64];
-	int nd = 0;
-	for (int i = 1; i < argc && nd < 64; i++)
-		dirs[nd++] = argv[i];
-	char *env = getenv("TD_GPU_CORPORA") ? strdup(getenv("TD_GPU_CORPORA")) : NULL;
-	for (char *t = env ? strtok(env, ":") : NULL; t && nd < 64; t = strtok(NULL, ":"))
-		dirs[nd++] = t;
+	gpu_test_start st;
 	char dir[] = "/tmp/td_gidxXXXXXX";
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	int rc = gpu_test_begin("gpu_index", argc, argv, &st, dir);
+	if (rc >= 0)
+		return rc;
+	char **dirs = st.dirs;
+	int nd = st.nd;
 	td_gpu_run c = {.device = 0, .strict = 1, .ran_on_gpu = 0};
 	int bad = gic_run(td_gpu_build_indexes, &c, dir, dirs, nd);
 	if (!c.ran_on_gpu) {
@@ -48,7 +40,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpu_index: no shard's indexes were built on the GPU\n");
 		bad++;
 	}
-	free(env);
+	free(st.env);
 	printf("gpu_index: %s\n", bad ? "DIFFER" : "all identical");
 	return bad ? 1 : 0;
 }

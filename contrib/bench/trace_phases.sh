@@ -5,7 +5,8 @@
 #   tadoc compress ... 2>trace.log; contrib/bench/trace_phases.sh trace.log
 #
 # Each trace line holds the wall and thread-CPU seconds since the same
-# thread's previous mark. Shard workers mark dictionary, each grammar round
+# thread's previous mark, the peak RSS, the seconds since the first mark
+# and the thread's id. Shard workers mark dictionary, each grammar round
 # ("round"), inlining, rule layout, entries, index build, index + root
 # encode and zstd sections + write; "writer start" is marked by the thread
 # that adds the files, so its CPU column is that thread's reading of the
@@ -17,7 +18,7 @@
 set -eu
 awk '/^trace/ {
 	p = ""
-	for (i = 11; i <= NF; i++) p = p " " $i
+	for (i = 16; i <= NF; i++) p = p " " $i
 	sub(/^ /, "", p); sub(/:.*/, "", p); gsub(/ [0-9]+.*/, "", p)
 	w[p] += $2; c[p] += $5; n[p]++; if ($8 > m) m = $8
 }

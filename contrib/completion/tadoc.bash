@@ -78,7 +78,8 @@ _tadoc()
             ls) opts+=" -l --long" ;;
             mount) opts+=" -o -f -d" ;;
             config) opts+=" -p --print -c --config -o" ;;
-            top|files) opts+=" -n" ;;
+            top) opts+=" -n" ;;
+            files) opts+=" -n -f --gpu" ;;
             ngrams) opts+=" -n --top" ;;
             fuzzy) opts+=" -k -f --gpu" ;;
         esac

@@ -53,23 +53,16 @@
 #include "td_index.h"
 #include "td_pack.h"
 #include "td_query.h"
+#include "bench_common.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return bench_rnd(&rng);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now bench_now
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -1156,6 +1149,7 @@ done:
 
 int main(int argc, char **argv)
 {
+	static const char usage[] = "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...";
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
@@ -1169,23 +1163,14 @@ int main(int argc, char **argv)
 		else if (opt == 't')
 			budget = atof(optarg);
 		else {
-			fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...\n");
+			fprintf(stderr, "%s\n", usage);
 			return opt == 'h' ? 0 : 2;
 		}
 	}
-	if (optind >= argc) {
-		fprintf(stderr, "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...\n");
-		return 2;
-	}
-	if (!td_gpu_available()) {
-		printf("no GPU: nothing to benchmark (no usable CUDA device, or built without CUDA)\n");
-		return 77;
-	}
-	FILE *md = out ? fopen(out, "w") : NULL;
-	if (out && !md) {
-		perror(out);
-		return 1;
-	}
+	FILE *md;
+	int st = bench_start(argc, optind, usage, out, &md);
+	if (st >= 0)
+		return st;
 	if (md) {
 		char date[32];
 		time_t tt = time(NULL);

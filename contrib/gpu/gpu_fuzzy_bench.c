@@ -1,42 +1,41 @@
-/* gpu_fuzzy_bench: batches of fuzzy word queries on the GPU against the CPU engine on 1 and on all threads. */
+/* gpu_fuzzy_bench: batches of fuzzy word queries or ranked-files queries on the GPU against the CPU engine on 1 and on all threads. */
 /*
- * Usage: gpu_fuzzy_bench [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
- * Queries are corpus words (uniform over the vocabulary) with one code
- * point changed, distance K (default 2), scope the whole corpus. For batch
- * sizes 1, 10, 100, 1k, 10k and 100k (up to MAXBATCH): queries a second on
- * the GPU (td_gpu_fuzzy_batch, transfers and the engine's ranking
- * included), the CPU engine on one thread (td_fuzzy_batch; above 2000
- * queries timed on the first 2000) and on THREADS threads (default: every
- * core); every GPU answer is compared with the all-threads CPU answer,
- * byte for byte. Each timing repeats until SECONDS (default 0.3) passed
- * (the first GPU batch, which uploads the vocabulary, is timed apart). Exit 0 when all answers matched, 1 otherwise, 77
- * without a GPU.
+ * Usage: gpu_fuzzy_bench [-a fuzzy|files] [-s dirs|root] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
+ * fuzzy (default): queries are corpus words (uniform over the vocabulary)
+ * with one code point changed, distance K (default 2), scope the whole
+ * corpus (td_gpu_fuzzy_batch against td_fuzzy_batch). files: queries are
+ * corpus words (uniform over the vocabulary), scope (-s) a random
+ * directory that the engine's query index does not answer at once
+ * (td_query_fast; dirs, the default) or the whole corpus (root)
+ * (td_gpu_files_batch against td_files_batch). For batch sizes 1, 10, 100,
+ * 1k, 10k and 100k (up to MAXBATCH): queries a second on the GPU
+ * (transfers and the engine's ranking included), the CPU engine on one
+ * thread (above 2000 queries timed on the first 2000) and on THREADS
+ * threads (default: every core); every GPU answer is compared with the
+ * all-threads CPU answer, byte for byte. Each timing repeats until SECONDS
+ * (default 0.3) passed (the first GPU batch, which uploads the fuzzy
+ * vocabulary, is timed apart). Exit 0 when all answers matched, 1
+ * otherwise, 77 without a GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "td_analytics.h"
 #include "td_archive.h"
 #include "td_err.h"
 #include "td_gpu.h"
+#include "td_query.h"
+#include "bench_common.h"
 
-static double now(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
+#define now bench_now
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return bench_rnd(&rng);
 }
 
 typedef struct vocab {
@@ -64,14 +63,29 @@ static int add_word(void *ctx, const char *word, size_t len, uint64_t count)
 	return TD_OK;
 }
 
-static void free_reqs(td_fuzzy_req *q, size_t n)
+/* An analytic under test: its requests (elements of `size` bytes), the
+ * batch calls, the comparison and the release of a request's answer. */
+typedef struct analytic {
+	size_t size;
+	int (*gpu)(td_gpu *g, void *q, size_t n);
+	int (*cpu)(const td_archive *a, void *q, size_t n, unsigned threads);
+	int (*same)(const void *x, const void *y);
+	void (*release)(void *q);
+} analytic;
+
+static int fz_gpu(td_gpu *g, void *q, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		td_fuzzy_req_free(&q[i]);
+	return td_gpu_fuzzy_batch(g, q, n);
 }
 
-static int same(const td_fuzzy_req *x, const td_fuzzy_req *y)
+static int fz_cpu(const td_archive *a, void *q, size_t n, unsigned threads)
 {
+	return td_fuzzy_batch(a, q, n, threads);
+}
+
+static int fz_same(const void *px, const void *py)
+{
+	const td_fuzzy_req *x = px, *y = py;
 	if (x->err != y->err || x->nhits != y->nhits || x->nbytes != y->nbytes ||
 	    (x->nbytes && memcmp(x->words, y->words, x->nbytes)))
 		return 0;
@@ -82,67 +96,119 @@ static int same(const td_fuzzy_req *x, const td_fuzzy_req *y)
 	return 1;
 }
 
-/* Queries a second of run() over q[0..n), repeated for `secs`. */
-static double rate(td_fuzzy_req *q, size_t n, double secs, int (*run)(void *, td_fuzzy_req *, size_t), void *ctx)
+static void fz_release(void *q)
+{
+	td_fuzzy_req_free(q);
+}
+
+static int fl_gpu(td_gpu *g, void *q, size_t n)
+{
+	return td_gpu_files_batch(g, q, n);
+}
+
+static int fl_cpu(const td_archive *a, void *q, size_t n, unsigned threads)
+{
+	return td_files_batch(a, q, n, threads);
+}
+
+static int fl_same(const void *px, const void *py)
+{
+	const td_files_req *x = px, *y = py;
+	if (x->err != y->err || x->nfiles != y->nfiles)
+		return 0;
+	for (size_t k = 0; k < x->nfiles; k++)
+		if (x->files[k].file != y->files[k].file || x->files[k].count != y->files[k].count)
+			return 0;
+	return 1;
+}
+
+static void fl_release(void *q)
+{
+	td_files_req *r = q;
+	free(r->files);
+	r->files = NULL;
+	r->nfiles = 0;
+}
+
+static const analytic fuzzy_an = { sizeof(td_fuzzy_req), fz_gpu, fz_cpu, fz_same, fz_release };
+static const analytic files_an = { sizeof(td_files_req), fl_gpu, fl_cpu, fl_same, fl_release };
+
+static void release_all(const analytic *an, char *q, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		an->release(q + i * an->size);
+}
+
+/* Queries a second of a batch over q[0..n) on g (cpu NULL) or on the CPU
+ * engine with `threads` threads, repeated for `secs`. */
+static double rate(const analytic *an, char *q, size_t n, double secs, td_gpu *g, const td_archive *cpu,
+		   unsigned threads)
 {
 	unsigned reps = 0;
 	double t0 = now(), t;
 	do {
-		free_reqs(q, n);
-		run(ctx, q, n);
+		release_all(an, q, n);
+		if (cpu)
+			an->cpu(cpu, q, n, threads);
+		else
+			an->gpu(g, q, n);
 		reps++;
 	} while ((t = now() - t0) < secs);
 	return (double)n * reps / t;
 }
 
-typedef struct cpu_ctx {
-	const td_archive *a;
-	unsigned threads;
-} cpu_ctx;
-
-static int run_cpu(void *ctx, td_fuzzy_req *q, size_t n)
+/* Directories of a (TD_ROOT excluded) that td_query_fast does not take,
+ * into *out (malloc'd); their number. */
+static size_t small_dirs(const td_archive *a, td_entry **out)
 {
-	cpu_ctx *c = ctx;
-	return td_fuzzy_batch(c->a, q, n, c->threads);
-}
-
-static int run_gpu(void *ctx, td_fuzzy_req *q, size_t n)
-{
-	return td_gpu_fuzzy_batch(ctx, q, n);
+	uint32_t ne = td_archive_nentries(a);
+	size_t n = 0;
+	*out = malloc((ne + 1) * sizeof **out);
+	for (td_entry e = 1; *out && e < ne; e++) {
+		td_stat st;
+		if (td_archive_stat(a, e, &st) == TD_OK && S_ISDIR(st.mode) && !td_query_fast(a, e))
+			(*out)[n++] = e;
+	}
+	return n;
 }
 
 int main(int argc, char **argv)
 {
+	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files] [-s dirs|root] [-k K] [-t SECONDS] "
+				    "[-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...";
 	unsigned k = 2, threads = 0;
 	double secs = 0.3;
 	size_t maxbatch = 100000;
 	const char *table = NULL;
-	int opt;
-	while ((opt = getopt(argc, argv, "k:t:c:n:o:")) != -1) {
+	int files = 0, root = 0, opt;
+	while ((opt = getopt(argc, argv, "a:s:k:t:c:n:o:")) != -1) {
 		switch (opt) {
+		case 'a': files = !strcmp(optarg, "files"); break;
+		case 's': root = !strcmp(optarg, "root"); break;
 		case 'k': k = (unsigned)atoi(optarg); break;
 		case 't': secs = atof(optarg); break;
 		case 'c': threads = (unsigned)atoi(optarg); break;
 		case 'n': maxbatch = (size_t)atol(optarg); break;
 		case 'o': table = optarg; break;
 		default:
-			fprintf(stderr, "usage: gpu_fuzzy_bench [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...\n");
+			fprintf(stderr, "%s\n", usage);
 			return 2;
 		}
 	}
 	if (!threads)
 		threads = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (!td_gpu_available()) {
-		printf("no GPU\n");
-		return 77;
-	}
-	FILE *out = table ? fopen(table, "w") : NULL;
+	FILE *out;
+	int st = bench_start(argc, optind, usage, table, &out);
+	if (st >= 0)
+		return st;
+	const analytic *an = files ? &files_an : &fuzzy_an;
 	int bad = 0;
 	static const size_t sizes[] = { 1, 10, 100, 1000, 10000, 100000 };
-	const char *head = "| archive | words | batch | GPU q/s | CPU 1 thread q/s | CPU %u threads q/s | GPU / 1 thread | GPU / %u threads | equal |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+	const char *head = "| archive | analytic | words | batch | GPU q/s | CPU 1 thread q/s | CPU %u threads q/s | GPU / 1 thread | GPU / %u threads | equal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
 	printf(head, threads, threads);
 	if (out)
 		fprintf(out, head, threads, threads);
+	const char *what = files ? (root ? "files (corpus)" : "files (directory)") : "fuzzy";
 	for (int ai = optind; ai < argc; ai++) {
 		td_archive *a = NULL;
 		int r = td_archive_open(argv[ai], 0, &a);
@@ -156,14 +222,21 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s: %s (%s)\n", argv[ai], td_strerror(r), td_errdetail());
 			return 1;
 		}
-		uint64_t tn = 0, tb = 0;
-		double tt = now();
-		td_fuzzy_tree(a, &tn, &tb);
-		tt = now() - tt;
-		fprintf(stderr, "%s: %zu words, tree %llu nodes built in %.3f s, %s\n", argv[ai], v.n,
-			(unsigned long long)tn, tt, td_gpu_device_name(g));
+		td_entry *dirs = NULL;
+		size_t ndirs = files && !root ? small_dirs(a, &dirs) : 0;
+		if (!files) {
+			uint64_t tn = 0, tb = 0;
+			double tt = now();
+			td_fuzzy_tree(a, &tn, &tb);
+			tt = now() - tt;
+			fprintf(stderr, "%s: %zu words, tree %llu nodes built in %.3f s, %s\n", argv[ai], v.n,
+				(unsigned long long)tn, tt, td_gpu_device_name(g));
+		} else {
+			fprintf(stderr, "%s: %zu words, %zu directories below the query index's size, %s\n", argv[ai],
+				v.n, ndirs, td_gpu_device_name(g));
+		}
 		size_t nmax = maxbatch;
-		td_fuzzy_req *q = calloc(nmax, sizeof *q), *c = calloc(nmax, sizeof *c);
+		char *q = calloc(nmax, an->size), *c = calloc(nmax, an->size);
 		char *text = malloc(nmax * 272);
 		for (size_t i = 0; i < nmax; i++) {
 			size_t w = rnd() % v.n, len;
@@ -171,6 +244,12 @@ int main(int argc, char **argv)
 				w = rnd() % v.n;
 			char *b = text + i * 272;
 			memcpy(b, v.w[w], len);
+			if (files) {
+				td_entry scope = ndirs ? dirs[rnd() % ndirs] : TD_ROOT;
+				((td_files_req *)q)[i] = (td_files_req){ .word = b, .len = len, .scope = scope };
+				memcpy(c + i * an->size, q + i * an->size, an->size);
+				continue;
+			}
 			/* one ASCII letter for a byte that starts a code point */
 			size_t at = rnd() % len;
 			while (at && ((uint8_t)b[at] & 0xC0) == 0x80)
@@ -181,42 +260,43 @@ int main(int argc, char **argv)
 			memmove(b + at + 1, b + at + cl, len - at - cl);
 			b[at] = (char)('a' + rnd() % 26);
 			len = len - cl + 1;
-			q[i] = (td_fuzzy_req){ .word = b, .len = len, .k = k, .scope = TD_ROOT };
-			c[i] = q[i];
+			((td_fuzzy_req *)q)[i] = (td_fuzzy_req){ .word = b, .len = len, .k = k, .scope = TD_ROOT };
+			memcpy(c + i * an->size, q + i * an->size, an->size);
 		}
 		double up = now();
-		td_gpu_fuzzy_batch(g, q, 1); /* builds the device vocabulary */
+		an->gpu(g, q, 1); /* builds the device vocabulary (fuzzy) */
 		up = now() - up;
-		fprintf(stderr, "%s: first GPU batch (vocabulary upload) %.3f s\n", argv[ai], up);
-		for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
-			size_t n = sizes[s];
+		an->release(q);
+		fprintf(stderr, "%s: first GPU batch %.3f s\n", argv[ai], up);
+		for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+			size_t n = sizes[si];
 			if (n > nmax)
 				break;
-			cpu_ctx one = { a, 1 }, all = { a, threads };
 			size_t n1 = n > 2000 ? 2000 : n;
-			double g_qs = rate(q, n, secs, run_gpu, g);
-			double a_qs = rate(c, n, secs, run_cpu, &all);
+			double g_qs = rate(an, q, n, secs, g, NULL, 0);
+			double a_qs = rate(an, c, n, secs, NULL, a, threads);
 			size_t diff = 0;
 			for (size_t i = 0; i < n; i++)
-				diff += !same(&q[i], &c[i]);
-			free_reqs(c, n);
-			double o_qs = rate(c, n1, secs, run_cpu, &one);
-			free_reqs(c, n1);
-			free_reqs(q, n);
+				diff += !an->same(q + i * an->size, c + i * an->size);
+			release_all(an, c, n);
+			double o_qs = rate(an, c, n1, secs, NULL, a, 1);
+			release_all(an, c, n1);
+			release_all(an, q, n);
 			bad |= diff != 0;
-			const char *fmt = "| %s | %zu | %zu | %.0f | %.0f%s | %.0f | %.1fx | %.2fx | %s |\n";
+			const char *fmt = "| %s | %s | %zu | %zu | %.0f | %.0f%s | %.0f | %.1fx | %.2fx | %s |\n";
 			const char *base = strrchr(argv[ai], '/') ? strrchr(argv[ai], '/') + 1 : argv[ai];
 			char eq[64];
 			snprintf(eq, sizeof eq, diff ? "%zu DIFFER" : "yes", diff);
-			printf(fmt, base, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs, g_qs / o_qs, g_qs / a_qs, eq);
+			printf(fmt, base, what, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs, g_qs / o_qs, g_qs / a_qs, eq);
 			if (out)
-				fprintf(out, fmt, base, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs, g_qs / o_qs,
-					g_qs / a_qs, eq);
+				fprintf(out, fmt, base, what, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs,
+					g_qs / o_qs, g_qs / a_qs, eq);
 			fflush(stdout);
 		}
 		free(q);
 		free(c);
 		free(text);
+		free(dirs);
 		for (size_t i = 0; i < v.n; i++)
 			free(v.w[i]);
 		free(v.w);

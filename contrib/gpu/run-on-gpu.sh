@@ -19,6 +19,14 @@
 #   multi     gpu_bench -m on every packed archive ($TD_MULTI_ARCHIVES picks
 #             some): 100k counts, searches and 64-byte reads on 1, 2, 4 ...
 #             devices, each checked equal to the CPU engine -> $OUT/multi-gpu.md
+#   analytics gpu_fuzzy_bench on the packed archives ($TD_AN_ARCHIVES picks
+#             some): ranked files over small directories and over the corpus
+#             (and fuzzy search with TD_AN_FUZZY=1), batches of 1..100k
+#             against the CPU engine on 1 and all threads, answers compared
+#             -> $OUT/analytics.md; and `tadoc files -f` of 10k corpus words
+#             over the corpus and over its largest directory that the
+#             query index does not take, as whole processes, --gpu on
+#             against --gpu off (time, output md5)
 #   bench     gpu_bench on every packed archive -> $OUT/gpu_bench.md
 #             ($TD_BENCH_ARCHIVES="sotu spam" picks some, $TD_BENCH_T sets
 #             the seconds per cell)
@@ -120,6 +128,36 @@ if has bench; then
 	else
 		echo "no archives packed: nothing to benchmark" | tee "$out/bench.log"
 	fi
+fi
+if has analytics; then
+	sel=$(pick "${TD_AN_ARCHIVES:-}")
+	t=${TD_BENCH_T:-0.2}
+	{
+		kinds="files_dirs files_root"
+		[ "${TD_AN_FUZZY:-0}" = 1 ] && kinds="$kinds fuzzy"
+		for kind in $kinds; do
+			case $kind in files_dirs) how="files -s dirs" ;; files_root) how="files -s root" ;; *) how=fuzzy ;; esac
+			gpu_fuzzy_bench -a $how -t "$t" -o "$out/an.tmp" $sel || rc=1
+			cat "$out/an.tmp" >> "$out/analytics.md"
+		done
+		rm -f "$out/an.tmp"
+		command -v tadoc >/dev/null && tadoc --help >/dev/null 2>&1 || { echo "tadoc not packed: whole processes skipped"; sel=; }
+		for a in $sel; do
+			words=$(mktemp)
+			tadoc vector "$a" . | cut -f2 | awk 'length($0) < 256' | shuf -n 10000 --random-source=/dev/zero -r > "$words"
+			for p in "" "${TD_AN_DIR:-}"; do
+				for gpu in on off; do
+					s0=$(date +%s.%N)
+					h=$(tadoc files --gpu $gpu -f "$words" "$a" $p | md5sum | cut -c1-12)
+					s1=$(date +%s.%N)
+					echo "whole process: tadoc files --gpu $gpu -f (10k words) $(basename "$a") ${p:-(corpus)}: $(awk "BEGIN { print $s1 - $s0 }") s, md5 $h"
+				done
+				[ -n "${TD_AN_DIR:-}" ] || break
+			done
+			rm -f "$words"
+		done
+	} > "$out/analytics.log" 2>&1
+	cat "$out/analytics.md"; grep "whole process" "$out/analytics.log"
 fi
 if has multi; then
 	sel=$(pick "${TD_MULTI_ARCHIVES:-}")

@@ -75,6 +75,36 @@ typedef struct td_file_count {
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n);
 
+/* ---- ranked files in batches (gpu/ offers the same call) ---- */
+
+typedef struct td_files_req {
+	const char *word;         /* in: a word or phrase, len bytes */
+	size_t len;
+	td_entry scope;           /* in */
+	td_file_count *files;     /* out: td_phrase_files's answer (malloc'd,
+	                             caller frees; NULL when nfiles is 0) */
+	size_t nfiles;
+	int err;                  /* out: td_phrase_files's error, or TD_OK */
+} td_files_req;
+
+/* Answer reqs[0..n) as td_phrase_files would one by one (each request's
+ * error in its err), on `nthreads` threads (0 = one per core). Returns
+ * TD_OK, or TD_ENOMEM when the threads could not be set up. Thread-safe. */
+int td_files_batch(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads);
+
+/* The hits of request `req` (a single word, as td_search(a, word, len,
+ * scope) appends them), found elsewhere (a GPU): fill *out and return
+ * TD_OK, or return TD_ENOGPU to have the engine answer the request itself.
+ * Called from the batch's threads; *out stays valid until it returns. */
+typedef int (*td_files_find_fn)(void *fctx, size_t req, const td_hits **out);
+
+/* td_files_batch with the hits of single-word requests supplied by find
+ * (NULL: td_files_batch): each file's count is its number of hits, ranked
+ * by the engine's own order (count descending, path ascending), so the
+ * answers are td_phrase_files's when find's hits are td_search's. */
+int td_files_batch_given(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads, td_files_find_fn find,
+			 void *fctx);
+
 /* An n-gram: nwords words words[i] of lens[i] bytes, valid during the call. */
 typedef int (*td_ngram_fn)(void *ctx, const char *const *words, const size_t *lens, unsigned nwords,
 			   uint64_t count);

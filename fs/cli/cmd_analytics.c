@@ -36,6 +36,7 @@ static const char vector_help[] =
 
 static const char files_help[] =
 	"Usage: tadoc files [-n N] ARCHIVE WORD [PATH]\n"
+	"       tadoc files [-n N] [--gpu auto|on|off] -f WORDS ARCHIVE [PATH]\n"
 	"\n"
 	"Print 'COUNT<TAB>PATH' for each file (below the directory PATH, or in the\n"
 	"corpus) that holds WORD, count descending, ties by path bytes ascending:\n"
@@ -43,8 +44,20 @@ static const char files_help[] =
 	"spaces, matched consecutively (whatever non-word bytes lie between). In\n"
 	"PATH a '\\' is written '\\\\' and a newline '\\n'.\n"
 	"\n"
+	"With -f, the queries are the lines of the file WORDS ('-': standard\n"
+	"input), one word or phrase a line, answered as one batch; each answer\n"
+	"line is 'QUERY<TAB>COUNT<TAB>PATH', queries in the order given.\n"
+	"\n"
 	"Options:\n"
 	"  -n N         print the first N files only (default 0 = all)\n"
+	"  -f WORDS     a batch of query words or phrases, one a line\n"
+	"  --gpu auto|on|off\n"
+	"               where a batch runs: auto (default) on the GPU when one is\n"
+	"               usable, the batch has 4000 queries or more and PATH is a\n"
+	"               file or a directory small against the corpus (the corpus\n"
+	"               and large directories are answered from the CPU's query\n"
+	"               index), else on every core; on: the GPU (none usable is\n"
+	"               an error); off: the CPU. The answers are the same.\n"
 	"  -h, --help   show this help\n";
 
 static const char ngrams_help[] =
@@ -98,8 +111,8 @@ typedef struct spec {
  * and scope. */
 typedef struct args {
 	uint64_t n, top;
-	const char *wfile;        /* fuzzy -f */
-	td_gpu_use gpu;           /* fuzzy --gpu */
+	const char *wfile;        /* fuzzy/files -f */
+	td_gpu_use gpu;           /* fuzzy/files --gpu */
 	int argc, archi, pathi;
 	char **argv;
 	const char *word;
@@ -222,27 +235,23 @@ int td_cmd_vector(int argc, char **argv)
 	return st >= 0 ? st : finish(&ar, td_term_vector(ar.a, ar.scope, print_word, NULL));
 }
 
+static int print_files(const args *ar, const char *query, size_t qlen, const td_file_count *v, size_t k);
+static int files_batch(args *ar);
+
 int td_cmd_files(int argc, char **argv)
 {
-	static const spec sp = { files_help, "+:hn:", 2, 0, 0, 0 };
+	static const spec sp = { files_help, "+:hn:f:", 2, 0, 0, 0 };
 	args ar = { 0 };
 	int st = prepare(argc, argv, &sp, &ar);
 	if (st >= 0)
 		return st;
+	if (ar.wfile)
+		return files_batch(&ar);
 	td_file_count *v = NULL;
 	size_t k = 0;
 	int err = td_phrase_files(ar.a, ar.word, strlen(ar.word), ar.scope, &v, &k);
-	char path[TD_MAXPATH + 2], esc[2 * (TD_MAXPATH + 2)];
-	for (size_t i = 0; !err && i < k && (!ar.n || i < ar.n); i++) {
-		int pl = td_archive_path(ar.a, v[i].file, path, sizeof path);
-		if (pl < 0) {
-			err = pl;
-			break;
-		}
-		td_cli_outf("%llu\t", (unsigned long long)v[i].count);
-		td_cli_out(esc, td_path_escape(path, (size_t)pl, esc));
-		td_cli_out("\n", 1);
-	}
+	if (!err)
+		err = print_files(&ar, NULL, 0, v, k);
 	free(v);
 	return finish(&ar, err);
 }
@@ -282,7 +291,7 @@ static int print_fuzzy(void *ctx, unsigned dist, const char *word, size_t len, u
 /* Batches of this many queries or more go to the GPU under --gpu auto:
  * below, opening the GPU (the archive's upload) costs more than the
  * batch takes on every core. */
-#define FUZZY_GPU_MIN 4000u
+#define BATCH_GPU_MIN 4000u
 
 /* The lines of `path` ('-': standard input) into *buf (malloc'd) and
  * their starts and lengths into *w / *wl (malloc'd); their number, or -1
@@ -336,41 +345,71 @@ static long read_lines(const char *cmd, const char *path, char **buf, char ***w,
 	return (long)k;
 }
 
-/* tadoc fuzzy -f WORDS: one batch, on the GPU or every core. */
-static int fuzzy_batch(args *ar)
+/* A batch's queries: the lines of -f WORDS. */
+typedef struct batch {
+	char *buf, **w;
+	size_t *wl, n;
+	td_gpu *g;
+} batch;
+
+static void batch_free(batch *b)
+{
+	td_gpu_close(b->g);
+	free(b->buf);
+	free(b->w);
+	free(b->wl);
+}
+
+/* Read -f WORDS into b, each line a single word (phrase 0) or a word or
+ * phrase (1), and open the GPU when --gpu says so (auto: only when `helps`,
+ * the GPU taking part of this batch). Returns -1 to go on, or the exit
+ * status (archive closed, error reported). *err: TD_OK, or a GPU error
+ * under --gpu on. */
+static int batch_open(args *ar, int phrase, int helps, batch *b, int *err)
 {
 	const char *cmd = ar->argv[0];
-	char *buf = NULL, **w = NULL;
-	size_t *wl = NULL;
-	long nl = read_lines(cmd, ar->wfile, &buf, &w, &wl);
+	long nl = read_lines(cmd, ar->wfile, &b->buf, &b->w, &b->wl);
 	if (nl < 0) {
 		td_archive_close(ar->a);
 		return TD_CLI_USAGE;
 	}
-	size_t n = (size_t)nl;
-	for (size_t i = 0; i < n; i++)
-		if (!td_is_word(w[i], wl[i])) {
-			td_cli_usage(cmd, "-f %s: line %zu: '%.*s' is not a single word (letters, digits, underscore)",
-				     ar->wfile, i + 1, (int)(wl[i] > 64 ? 64 : wl[i]), w[i]);
-			free(buf);
-			free(w);
-			free(wl);
+	b->n = (size_t)nl;
+	for (size_t i = 0; i < b->n; i++)
+		if (phrase ? !td_phrase_words(b->w[i], b->wl[i]) : !td_is_word(b->w[i], b->wl[i])) {
+			td_cli_usage(cmd, "-f %s: line %zu: '%.*s' is not %s", ar->wfile, i + 1,
+				     (int)(b->wl[i] > 64 ? 64 : b->wl[i]), b->w[i],
+				     phrase ? "a word or a phrase (words separated by single spaces)"
+					    : "a single word (letters, digits, underscore)");
+			batch_free(b);
 			td_archive_close(ar->a);
 			return TD_CLI_USAGE;
 		}
-	td_fuzzy_req *q = calloc(n + 1, sizeof *q);
-	int err = q ? TD_OK : TD_ENOMEM;
-	for (size_t i = 0; i < n && q; i++)
-		q[i] = (td_fuzzy_req){ .word = w[i], .len = wl[i], .k = (unsigned)ar->n, .scope = ar->scope };
-	td_gpu *g = NULL;
-	int want = ar->gpu == TD_GPU_USE_ON || (ar->gpu == TD_GPU_USE_AUTO && n >= FUZZY_GPU_MIN && td_gpu_available());
-	if (!err && want) {
-		int gerr = td_gpu_available() ? td_gpu_open(ar->a, NULL, &g) : TD_ENOGPU;
+	*err = TD_OK;
+	int want = ar->gpu == TD_GPU_USE_ON ||
+		   (ar->gpu == TD_GPU_USE_AUTO && helps && b->n >= BATCH_GPU_MIN && td_gpu_available());
+	if (want) {
+		int gerr = td_gpu_available() ? td_gpu_open(ar->a, NULL, &b->g) : TD_ENOGPU;
 		if (gerr && ar->gpu == TD_GPU_USE_ON)
-			err = gerr;
+			*err = gerr;
 	}
+	return -1;
+}
+
+/* tadoc fuzzy -f WORDS: one batch, on the GPU or every core. */
+static int fuzzy_batch(args *ar)
+{
+	batch b = { 0 };
+	int err, st = batch_open(ar, 0, 1, &b, &err);
+	if (st >= 0)
+		return st;
+	size_t n = b.n;
+	td_fuzzy_req *q = calloc(n + 1, sizeof *q);
+	if (!err && !q)
+		err = TD_ENOMEM;
+	for (size_t i = 0; i < n && q; i++)
+		q[i] = (td_fuzzy_req){ .word = b.w[i], .len = b.wl[i], .k = (unsigned)ar->n, .scope = ar->scope };
 	if (!err)
-		err = g ? td_gpu_fuzzy_batch(g, q, n) : td_fuzzy_batch(ar->a, q, n, 0);
+		err = b.g ? td_gpu_fuzzy_batch(b.g, q, n) : td_fuzzy_batch(ar->a, q, n, 0);
 	for (size_t i = 0; i < n && !err; i++) {
 		if ((err = q[i].err))
 			break;
@@ -383,11 +422,55 @@ static int fuzzy_batch(args *ar)
 	}
 	for (size_t i = 0; i < n && q; i++)
 		td_fuzzy_req_free(&q[i]);
-	td_gpu_close(g);
 	free(q);
-	free(buf);
-	free(w);
-	free(wl);
+	batch_free(&b);
+	return finish(ar, err);
+}
+
+/* Print files v[0..k) (the first N of them with -n), each line after
+ * 'QUERY<TAB>' when query is not NULL. */
+static int print_files(const args *ar, const char *query, size_t qlen, const td_file_count *v, size_t k)
+{
+	char path[TD_MAXPATH + 2], esc[2 * (TD_MAXPATH + 2)];
+	for (size_t i = 0; i < k && (!ar->n || i < ar->n); i++) {
+		int pl = td_archive_path(ar->a, v[i].file, path, sizeof path);
+		if (pl < 0)
+			return pl;
+		if (query) {
+			td_cli_out(query, qlen);
+			td_cli_out("\t", 1);
+		}
+		td_cli_outf("%llu\t", (unsigned long long)v[i].count);
+		td_cli_out(esc, td_path_escape(path, (size_t)pl, esc));
+		td_cli_out("\n", 1);
+	}
+	return TD_OK;
+}
+
+/* tadoc files -f WORDS: one batch, on the GPU or every core. */
+static int files_batch(args *ar)
+{
+	batch b = { 0 };
+	/* the corpus and large directories: the engine's query index, on the
+	 * CPU whatever the flag (td_gpu_files_batch) */
+	int err, st = batch_open(ar, 1, !td_query_fast(ar->a, ar->scope), &b, &err);
+	if (st >= 0)
+		return st;
+	size_t n = b.n;
+	td_files_req *q = calloc(n + 1, sizeof *q);
+	if (!err && !q)
+		err = TD_ENOMEM;
+	for (size_t i = 0; i < n && q; i++)
+		q[i] = (td_files_req){ .word = b.w[i], .len = b.wl[i], .scope = ar->scope };
+	if (!err)
+		err = b.g ? td_gpu_files_batch(b.g, q, n) : td_files_batch(ar->a, q, n, 0);
+	for (size_t i = 0; i < n && !err; i++)
+		if (!(err = q[i].err))
+			err = print_files(ar, q[i].word, q[i].len, q[i].files, q[i].nfiles);
+	for (size_t i = 0; i < n && q; i++)
+		free(q[i].files);
+	free(q);
+	batch_free(&b);
 	return finish(ar, err);
 }
 
