@@ -37,6 +37,19 @@ typedef struct xresult {
  * again for each part, holding one part at a time. */
 #define LCACHE_SLOTS 4
 
+/* A few recent counts (words or phrases) of scopes that hide nothing from
+ * their caller, so that the value getfattr reads after its size probe is
+ * not counted twice (a phrase over a large scope walks the grammar). Kept
+ * only when conf.cache_size is not 0. */
+#define CCACHE_SLOTS 8
+
+typedef struct xcount {
+	td_entry scope;
+	char *word;               /* NULL: an empty slot */
+	size_t wlen;
+	uint64_t n;
+} xcount;
+
 typedef struct xlist {
 	td_entry scope;
 	char *name;               /* the name without "@N" */
@@ -54,6 +67,8 @@ struct td_fs_xcache {
 	void *lslot[LCACHE_SLOTS];    /* xlist */
 	uint64_t lused[LCACHE_SLOTS];
 	uint64_t lbytes, lbudget; /* list bytes held, and the most they may be */
+	xcount cslot[CCACHE_SLOTS];
+	uint64_t cused[CCACHE_SLOTS];
 };
 
 static uint64_t xlist_bytes(const xlist *x)
@@ -145,6 +160,8 @@ void td_fs_xattr_fini(td_fs *fs)
 		xresult_put(c->slot[i]);
 	for (int i = 0; i < LCACHE_SLOTS; i++)
 		xlist_free(c->lslot[i]);
+	for (int i = 0; i < CCACHE_SLOTS; i++)
+		free(c->cslot[i].word);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
 	fs->xcache = NULL;
@@ -308,6 +325,44 @@ static int dir_total(td_fs *fs, td_entry e, const td_fs_xname *x, const td_fs_hi
 	return 0;
 }
 
+/* The count of x's phrase over scope e from the count cache into *n: 1
+ * when there, else 0. */
+static int count_cached(td_fs *fs, td_entry e, const td_fs_xname *x, uint64_t *n)
+{
+	td_fs_xcache *c = fs->xcache;
+	int found = 0;
+	pthread_mutex_lock(&c->mu);
+	for (int i = 0; i < CCACHE_SLOTS && !found; i++) {
+		const xcount *k = &c->cslot[i];
+		if (k->word && k->scope == e && k->wlen == x->wlen && memcmp(k->word, x->word, x->wlen) == 0) {
+			*n = k->n;
+			c->cused[i] = ++c->clock;
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&c->mu);
+	return found;
+}
+
+/* Keep count n of x's phrase over e (the least recently used slot goes). */
+static void count_keep(td_fs *fs, td_entry e, const td_fs_xname *x, uint64_t n)
+{
+	td_fs_xcache *c = fs->xcache;
+	char *w = c->budget ? malloc(x->wlen ? x->wlen : 1) : NULL;
+	if (!w)
+		return;
+	memcpy(w, x->word, x->wlen);
+	pthread_mutex_lock(&c->mu);
+	int v = 0;
+	for (int i = 1; i < CCACHE_SLOTS; i++)
+		if (c->cused[i] < c->cused[v])
+			v = i;
+	free(c->cslot[v].word);
+	c->cslot[v] = (xcount){ e, w, x->wlen, n };
+	c->cused[v] = ++c->clock;
+	pthread_mutex_unlock(&c->mu);
+}
+
 /* The part `name` of a list over the open scope e from the list cache,
  * computing the whole list into it when absent. 1 when the list does not
  * fit the cache (nothing done), else 0 or -errno. */
@@ -416,8 +471,15 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val
 			rc = fs_value_u64(n, val, len);
 		break;
 	case TD_FS_XCOUNT:
-		if (!(rc = dir_total(fs, e, &x, &hid, &n)))
+		if (!hid.all && !hid.n && count_cached(fs, e, &x, &n)) {
 			rc = fs_value_u64(n, val, len);
+			break;
+		}
+		if (!(rc = dir_total(fs, e, &x, &hid, &n))) {
+			if (!hid.all && !hid.n)
+				count_keep(fs, e, &x, n);
+			rc = fs_value_u64(n, val, len);
+		}
 		break;
 	case TD_FS_XSEARCH:
 		rc = value_search(fs, e, is_dir, &x, &hid, val, len);
