@@ -57,7 +57,10 @@ echo "## all $J cores"
 T "tadoc compress --format 5 -j$J" tadoc compress -q --format 5 -j $J -o out/a.tadoc src/$top
 [ $gpu = 1 ] && T "tadoc compress --format 5 -j$J --gpu on" \
 	tadoc compress -q --format 5 -j $J --gpu on -o out/g.tadoc src/$top
-[ -f out/g.tadoc ] && { cmp -s out/a.tadoc out/g.tadoc && echo "--gpu on == --gpu auto/off: identical" || echo "--gpu on DIFFERS"; }
+[ $gpu = 1 ] && T "tadoc compress --format 5 -j$J --gpu off" \
+	tadoc compress -q --format 5 -j $J --gpu off -o out/o.tadoc src/$top
+[ -f out/g.tadoc ] && { cmp -s out/a.tadoc out/g.tadoc && echo "--gpu on == --gpu auto: identical" || echo "--gpu on DIFFERS"; }
+[ -f out/o.tadoc ] && { cmp -s out/a.tadoc out/o.tadoc && echo "--gpu off == --gpu auto: identical" || echo "--gpu off DIFFERS"; rm -f out/o.tadoc; }
 T "mksquashfs -comp zstd -processors $J" mksquashfs src/$top out/x.sqfs -comp zstd -processors $J -no-progress -quiet
 if step tar; then
 	T "tar | zstd -19 -T0" bash -c "tar cf - -C src $top | zstd -19 -T0 -q > out/x.tar.zst"
