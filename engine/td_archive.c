@@ -269,7 +269,7 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
 		at += len - k + 2;
 	}
 	memset(w + out, 0, TD_BYTES_PAD);
-	if (td_pack_encode(off, a->W + 1, &blob) || td_pack_view(&a->word_off, blob.p, blob.len)) {
+	if (td_pack_encode_quick(off, a->W + 1, &blob) || td_pack_view(&a->word_off, blob.p, blob.len)) {
 		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)a->W + 1);
 		goto fail;
 	}
@@ -305,7 +305,7 @@ static const uint8_t *repack_syms(td_archive *a, unsigned id)
 			bad(id, "coded symbols do not decode");
 			return NULL;
 		}
-	int err = td_pack_encode32(v, s->n, &blob);
+	int err = td_pack_encode32_quick(v, s->n, &blob);
 	free(v);
 	if (err) {
 		td_fail(TD_ENOMEM, "section '%s': %llu symbols", td_section_name(id), (unsigned long long)s->n);

@@ -270,10 +270,10 @@ static uint64_t best_slope(const uint64_t *v64, const uint32_t *v32, uint64_t n)
 	return best;
 }
 
-static int encode(const uint64_t *v64, const uint32_t *v32, uint64_t n, td_buf *out)
+static int encode(const uint64_t *v64, const uint32_t *v32, uint64_t n, int quick, td_buf *out)
 {
 	uint64_t nt = (n + TD_TILE - 1) / TD_TILE, gb = groups_bytes(nt);
-	uint64_t slope = best_slope(v64, v32, n);
+	uint64_t slope = quick ? mean_slope(v64, v32, n) : best_slope(v64, v32, n);
 	uint64_t *tiles = calloc(nt ? nt : 1, 8);
 	uint32_t *groups = calloc(gb ? gb : 8, 1);
 	if (!tiles || !groups) {
@@ -344,10 +344,20 @@ out:
 
 int td_pack_encode(const uint64_t *vals, uint64_t n, td_buf *out)
 {
-	return encode(vals, NULL, n, out);
+	return encode(vals, NULL, n, 0, out);
 }
 
 int td_pack_encode32(const uint32_t *vals, uint64_t n, td_buf *out)
 {
-	return encode(NULL, vals, n, out);
+	return encode(NULL, vals, n, 0, out);
+}
+
+int td_pack_encode_quick(const uint64_t *vals, uint64_t n, td_buf *out)
+{
+	return encode(vals, NULL, n, 1, out);
+}
+
+int td_pack_encode32_quick(const uint32_t *vals, uint64_t n, td_buf *out)
+{
+	return encode(NULL, vals, n, 1, out);
 }
