@@ -512,6 +512,16 @@ class Archive:
             self._leave()
         return n.value
 
+    def _hit_pairs(self, err, hits, path):
+        """(files, offsets) of a td_hits an engine call filled with status
+        err (raised as TadocError naming path); the hits are freed."""
+        try:
+            if err:
+                raise self._err(err, None if path is None else _b(path))
+            return _unpack_pairs(hits.v, hits.n)
+        finally:
+            self._L.td_hits_free(ctypes.byref(hits))
+
     def search(self, word_or_phrase, path=None):
         """Every occurrence as (file path, byte offset of the first word),
         files in path order, offsets ascending (scope as count())."""
@@ -522,12 +532,7 @@ class Archive:
             scope = self._scope(h, path)
             _lib.clear_detail()
             err = self._L.td_phrase_search(h, wb, len(wb), scope, ctypes.byref(hits))
-            try:
-                if err:
-                    raise self._err(err, None if path is None else _b(path))
-                files, offs = _unpack_pairs(hits.v, hits.n)
-            finally:
-                self._L.td_hits_free(ctypes.byref(hits))
+            files, offs = self._hit_pairs(err, hits, path)
             paths = self._paths(h, files, isinstance(path, bytes))
         finally:
             self._leave()
@@ -591,12 +596,7 @@ class Archive:
                 out = _lib.td_hits()
                 _lib.clear_detail()
                 err = self._L.td_archive_search_merge(h, scope, per, len(parts), ctypes.byref(out))
-                try:
-                    if err:
-                        raise self._err(err, None if path is None else _b(path))
-                    files, offs = _unpack_pairs(out.v, out.n)
-                finally:
-                    self._L.td_hits_free(ctypes.byref(out))
+                files, offs = self._hit_pairs(err, out, path)
             paths = self._paths(h, files, isinstance(path, bytes))
         finally:
             self._leave()
