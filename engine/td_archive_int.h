@@ -130,6 +130,7 @@ struct td_archive {
 	 * container, td_archive_open_mem): close leaves it and fd alone. */
 	int borrowed;
 	const td_disk_section *sec5[TD_SEC5_N]; /* TD_SEC5_SHARDS .. TD_SEC5_P_START */
+	const td_disk_section *sec_fz;       /* TD_SEC5_FUZZY, or NULL (td_fzix.h) */
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;
