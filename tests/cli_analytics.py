@@ -219,8 +219,9 @@ F5 = ["--format", "5"]
 
 
 def fuzzy_index_checks(tree, work):
-    """The fuzzy index (tadoc compress --fuzzy-index): kept by tadoc add (rebuilt over the
-    new shards, equal to the oracle over the grown tree), checked by tadoc verify; a damaged
+    """The fuzzy index (tadoc compress --fuzzy-index): kept by tadoc add and tadoc compact
+    (rebuilt over the new shards, equal to the oracle over the grown tree), checked by
+    tadoc verify; a damaged
     bucket or header gives one message naming the index, on the queries that read it and on
     verify, and the archive's other answers stay right."""
     global checks
@@ -247,6 +248,15 @@ def fuzzy_index_checks(tree, work):
         for k in (0, 1, 2, 3):
             same("fzix after add fuzzy -k %d %r" % (k, q), ["fuzzy", "-k", str(k), arch, q],
                  oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(q), "k": k}))
+    # a compaction rebuilds every shard: the index is rebuilt over them
+    r = tadoc("compact", "--full", arch)
+    checks += 1
+    if r.returncode:
+        failures.append("fuzzy index: compact")
+        print("FAIL fuzzy index compact: %r" % r.stderr, flush=True)
+    for q in (b"controller", b"strasse"):
+        same("fzix after compact fuzzy -k 2 %r" % q, ["fuzzy", "-k", "2", arch, q],
+             oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(q), "k": 2}))
     checks += 1
     r = tadoc("verify", arch)
     if r.returncode or not r.stdout.endswith(b": OK\n"):
