@@ -218,7 +218,7 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
 F5 = ["--format", "5"]
 
 
-def fuzzy_index_checks(tree, work):
+def fuzzy_index_checks(name, tree, work):
     """The fuzzy index (tadoc compress --fuzzy-index): kept by tadoc add and tadoc compact
     (rebuilt over the new shards, equal to the oracle over the grown tree), checked by
     tadoc verify; a damaged

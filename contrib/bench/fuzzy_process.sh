@@ -37,9 +37,9 @@ measure_perf() {
 {
 	echo "- machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
 	echo "- commit: $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M UTC')"
-	echo "- tadoc: least CPU (perf stat task-clock, $runs runs) / median wall; pipelines: one run each (getrusage)"
+	echo "- tadoc: mean CPU (perf stat -r $runs, task-clock) / median wall (10 ms ticks); pipelines: one run each (getrusage: user + sys of every thread and child, 10 ms ticks)"
 	echo
-	echo "| corpus (W) | archive (fuzzy index: % of it) | floor: tadoc info (CPU ms) | tadoc fuzzy -k 2, no index (CPU ms) | with the index (CPU ms / wall ms) | ugrep -r -Z2 -w -o (CPU / wall ms) | tre-agrep -2 -w (CPU / wall ms) | speed-up CPU over ugrep / tre-agrep |"
+	echo "| corpus (W) | archive (fuzzy index: % of it) | floor: tadoc info (CPU ms) | tadoc fuzzy -k 2, no index (CPU ms) | with the index (CPU ms / wall ms) | ugrep -r -Z2 -w -o \\| sort \\| uniq -c (CPU / wall ms) | tre-agrep -2 -w (CPU / wall ms) | speed-up CPU over ugrep / tre-agrep |"
 	echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 } >"$out"
 
@@ -55,7 +55,9 @@ for spec in "$@"; do
 	c1=$(measure_perf "$tadoc" fuzzy -k 2 "$a1" "$word")
 	w1=$(measure "$tadoc" fuzzy -k 2 "$a1" "$word" | awk '{ print $1 }')
 	if [ "${PIPES:-1}" = 1 ]; then
-		read -r uw uc < <(runs=1 measure nice ugrep -r -Z2 -w -o -h "$word" "$dir")
+		# through sort | uniq -c (the words and their counts, as tadoc prints them): ugrep,
+		# like grep, stops at the first match when its output is /dev/null
+		read -r uw uc < <(runs=1 measure nice sh -c "ugrep -r -Z2 -w -o -h '$word' '$dir' | sort | uniq -c")
 		read -r tw tc < <(runs=1 measure nice sh -c "find '$dir' -type f -print0 | xargs -0 tre-agrep -2 -w '$word'")
 	else
 		uw=- uc=- tw=- tc=-
