@@ -414,8 +414,8 @@ typedef struct td_kind {
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 8u           /* threads splitting or merging a batch */
-#define TD_PAR_MIN 4096u        /* requests per such thread at least */
+#define TD_PAR_MAX 32u          /* threads splitting a batch */
+#define TD_PAR_MIN 2048u        /* requests per such thread at least */
 
 /* Threads for splitting and merging a batch of n. */
 static unsigned td_par_threads(size_t n)
@@ -433,18 +433,21 @@ static void td_merge_done(td_batch *b, const uint32_t *req, size_t n);
 
 #define TD_SLICE_MIN 4096u      /* requests of a shard's slice for one device at least */
 
-/* TD_SLICE_MIN, or $TD_GPU_SLICE_MIN (the tests cut small batches too). */
-static size_t td_slice_min(void)
+/* TD_SLICE_MIN, or $TD_GPU_SLICE_MIN: then every shard with copies is cut
+ * into slices of that many requests or more, one a device holding it,
+ * whatever its work (the tests cut small batches this way). */
+static size_t td_slice_min(int *forced)
 {
-	static atomic_size_t v;
+	static atomic_size_t v; /* the value, times 2, plus 1 when forced */
 	size_t x = atomic_load_explicit(&v, memory_order_relaxed);
 	if (!x) {
 		const char *e = getenv("TD_GPU_SLICE_MIN");
 		unsigned long l = e && *e ? strtoul(e, NULL, 10) : 0;
-		x = l ? (size_t)l : TD_SLICE_MIN;
+		x = l ? 2 * (size_t)l + 1 : 2 * (size_t)TD_SLICE_MIN;
 		atomic_store_explicit(&v, x, memory_order_relaxed);
 	}
-	return x;
+	*forced = (int)(x & 1);
+	return x >> 1;
 }
 
 /* A shard's requests [lo, hi) on the handle of one device slot (-1: the
@@ -507,12 +510,13 @@ static int td_cmp_uwork(const void *x, const void *y)
 	return (a->unit > b->unit) - (a->unit < b->unit);
 }
 
-/* Run every shard's requests, all at once: a shard with copies on
- * several devices is cut into one slice a device (each of TD_SLICE_MIN
- * requests or more), a smaller one goes whole to the least loaded device
- * holding it, larger shards first, the load being requests times the
- * shard's measured seconds a request; each device's jobs on up to
- * TD_DEV_THREADS threads, the CPU's on one. */
+/* Run every shard's requests, all at once. Larger shards first, each goes
+ * to the least loaded devices holding it: whole, or, when its work is more
+ * than a device's share of the batch (the whole work over the devices)
+ * and it has copies, cut into as many slices as it has shares (rounded
+ * up; each of TD_SLICE_MIN requests or more, one a device). The work is
+ * requests times the shard's measured seconds a request. Each device's
+ * jobs run on up to TD_DEV_THREADS threads, the CPU's on one. */
 static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 {
 	size_t maxjobs = (size_t)m->n * (m->ndev ? m->ndev : 1) + 1;
@@ -539,7 +543,11 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		if (s->sub[i].n)
 			uw[nu++] = (td_uwork){(double)s->sub[i].n * (m->u[i].cost[k->id] > 0 ? m->u[i].cost[k->id] : cdef), i};
 	qsort(uw, nu, sizeof *uw, td_cmp_uwork);
-	double load[65] = {0};
+	double load[65] = {0}, total = 0;
+	for (uint32_t x = 0; x < nu; x++)
+		if (m->u[uw[x].unit].g)
+			total += uw[x].work;
+	double share = m->used ? total / m->used : total; /* a device's share of the work */
 	size_t nj = 0;
 	for (uint32_t x = 0; x < nu; x++) {
 		td_unit *u = &m->u[uw[x].unit];
@@ -560,7 +568,11 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 			}
 			cand[p] = d;
 		}
-		size_t ns = n / td_slice_min();
+		/* slices: as many as the shard has shares of a device's work
+		 * (rounded up), on as many devices as hold it */
+		int forced = 0;
+		size_t ns = n / td_slice_min(&forced), want = share > 0 ? (size_t)(uw[x].work / share + 0.999) : 1;
+		ns = ns > want && !forced ? want : ns;
 		ns = ns < 1 ? 1 : ns > nc ? nc : ns;
 		for (size_t j = 0; j < ns; j++) {
 			size_t lo = n * j / ns, hi = n * (j + 1) / ns;
