@@ -42,7 +42,8 @@ struct td_gmulti {
 	unsigned ndev;
 	int dev[64];
 	uint32_t nres;
-	unsigned used;            /* devices holding a shard */
+	unsigned used;            /* devices holding a shard or a copy */
+	uint64_t used_mask;       /* which (bit = slot) */
 	uint32_t ncopies;         /* copies of shards beside the first handles */
 	td_gpu **on;              /* the units' on[] arrays, n x ndev */
 	char name[256];
@@ -101,6 +102,10 @@ static int td_unit_open(td_gmulti *m, td_unit *u, unsigned d, uint64_t *left, ui
 		return TD_OK;
 	}
 	left[d] -= used < left[d] ? used : left[d];
+	if (!(m->used_mask >> d & 1)) {
+		m->used_mask |= UINT64_C(1) << d;
+		m->used++;
+	}
 	u->on[d] = h;
 	u->ncopies++;
 	*g = h;
@@ -144,7 +149,6 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	uint32_t per_dev = m->ndev ? (m->n + m->ndev - 1) / m->ndev : 1;
 	/* largest shards first, each to the device with the most room left */
 	qsort(order, m->n, sizeof *order, td_cmp_order);
-	uint64_t used_mask = 0;
 	for (uint32_t k = 0; k < m->n && r == TD_OK; k++) {
 		td_unit *u = &m->u[order[k].i];
 		unsigned best = 0;
@@ -161,10 +165,6 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 		u->g = g;
 		u->slot = (int)best;
 		m->nres++;
-		if (!(used_mask >> best & 1)) {
-			used_mask |= UINT64_C(1) << best;
-			m->used++;
-		}
 		if (m->nres == 1)
 			snprintf(m->name, sizeof m->name, "%s", td_gpu_device_name(g));
 	}
