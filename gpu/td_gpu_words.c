@@ -1,6 +1,5 @@
 /* td_gpu_words: top words and term vectors in batches (td_top_batch, td_vector_batch): word counts of many scopes on the GPU, the rest by the engine. */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -511,8 +510,6 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 		nwords += words;
 	}
 	pthread_mutex_unlock(u.lock);
-	if (getenv("TD_GWD_DEBUG"))
-		fprintf(stderr, "words batch %zu: %zu to the engine, built %d\n", n, nrest, w != NULL);
 	if (r != TD_ENOMEM) {
 		for (size_t k = 0; k < nrest; k++)
 			td_words_req_free(&reqs[rest[k]]);
