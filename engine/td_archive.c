@@ -533,6 +533,13 @@ static const uint8_t *build_locked(td_archive *a, unsigned id)
 			td_big_free(fc, fc_bytes + TD_BYTES_PAD);
 	} else {
 		p = decode_frame(a, id, 0);
+		/* the first use's helper may have published it meanwhile */
+		const uint8_t *none = NULL;
+		if (p && !atomic_compare_exchange_strong(&a->bytes[id], &none, p)) {
+			free((void *)p);
+			return none;
+		}
+		return p;
 	}
 	if (p)
 		atomic_store_explicit(&a->bytes[id], p, memory_order_release);
@@ -655,6 +662,51 @@ static int sec_known_ok(const td_archive *a, unsigned id)
 	       (atomic_load_explicit(&a->sec_ok, memory_order_acquire) >> id & 1u);
 }
 
+/* The checksums of the sections read in place that are not known right
+ * yet (each marked once it matched): 0, or the first damaged one. */
+static unsigned sums_in_place(const td_archive *a)
+{
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		const td_disk_section *s = a->sec[id];
+		if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD) || sec_known_ok(a, id))
+			continue;
+		if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
+			return id;
+		td_sec_mark_ok(a, id);
+	}
+	return 0;
+}
+
+/* Version 4's first use besides the words, on a helper thread while the
+ * first reader rebuilds them (the longest part): the checksums of the
+ * sections read in place, then what every read needs next, the other
+ * tokens (decoded without lazy_mu, which the words' build holds) and the
+ * coded sequences' decoding tables (once their sections matched). */
+typedef struct first_use {
+	const td_archive *a;
+	unsigned bad; /* the damaged section, or 0 */
+} first_use;
+
+static void *first_use_run(void *arg)
+{
+	first_use *f = arg;
+	const td_archive *a = f->a;
+	f->bad = sums_in_place(a);
+	if (!f->bad) {
+		if (!atomic_load_explicit(&a->bytes[TD_SEC_OTHER], memory_order_acquire) &&
+		    (a->sec[TD_SEC_OTHER]->flags & TD_SECF_ZSTD)) {
+			const uint8_t *p = decode_frame(a, TD_SEC_OTHER, 0), *none = NULL;
+			/* published unless a reader decoded it meanwhile (build_locked
+			 * publishes the same way) */
+			if (p && !atomic_compare_exchange_strong(&((td_archive *)a)->bytes[TD_SEC_OTHER], &none, p))
+				free((void *)p);
+		}
+		td_scode_prepare(&a->root_syms.c);
+		td_scode_prepare(&a->rule_syms.c);
+	}
+	return NULL;
+}
+
 int td_data_check_slow(const td_archive *a)
 {
 	td_archive *m = (td_archive *)a; /* the result is a cache */
@@ -664,19 +716,15 @@ int td_data_check_slow(const td_archive *a)
 	pthread_mutex_lock(&m->check_mu);
 	if (atomic_load_explicit(&a->data_state, memory_order_relaxed) == 0) {
 		int state = 1;
-		for (unsigned id = 1; id < TD_SEC_MAX && state == 1; id++) {
-			const td_disk_section *s = a->sec[id];
-			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD) || sec_known_ok(a, id))
-				continue;
-			if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
-				m->data_bad = id;
-				state = -1;
-			} else {
-				td_sec_mark_ok(a, id);
-			}
-		}
 		/* version 4: the word offsets every terminal read needs come
-		 * from the words */
+		 * from the words, rebuilt here while a helper thread does the
+		 * rest of a first read's work (first_use_run); without one, the
+		 * checksums first and the rest on demand */
+		first_use f = { a, 0 };
+		pthread_t th;
+		const int helped = a->version >= 4 && a->rule_syms.coded && pthread_create(&th, NULL, first_use_run, &f) == 0;
+		if (!helped && (m->data_bad = sums_in_place(a)))
+			state = -1;
 		if (state == 1 && a->version >= 4) {
 			pthread_mutex_lock(&m->lazy_mu);
 			if (!build_locked(m, TD_SEC_WORDS)) {
@@ -684,6 +732,13 @@ int td_data_check_slow(const td_archive *a)
 				state = -1;
 			}
 			pthread_mutex_unlock(&m->lazy_mu);
+		}
+		if (helped) {
+			pthread_join(th, NULL);
+			if (f.bad) { /* a damaged section is named before the words */
+				m->data_bad = f.bad;
+				state = -1;
+			}
 		}
 		atomic_store_explicit(&m->data_state, state, memory_order_release);
 	}

@@ -425,6 +425,11 @@ static const struct td_sc_tab *tables(const td_scode *c)
 	return t;
 }
 
+void td_scode_prepare(const td_scode *c)
+{
+	(void)tables(c);
+}
+
 void td_scode_free(td_scode *c)
 {
 	tab_free(atomic_load(&c->tab));
