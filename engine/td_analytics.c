@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "td_extract.h"
+#include "td_par.h"
 #include "td_rcache.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
@@ -1011,11 +1012,16 @@ typedef struct kmp {
 	uint8_t fail[TD_PHRASE_MAX + 1];
 	uint32_t stride;          /* u32 per rule: count (2), state word (1), first words (L) */
 	uint32_t *info;           /* R * stride, zeroed; state word 0: not computed */
-	int err;
+	int err;                  /* this thread's (each thread has its own copy) */
 } kmp;
 
 /* State word of a computed rule: bit 31 set, words held (capped at L) in
- * bits 8..15, end state in bits 0..7. */
+ * bits 8..15, end state in bits 0..7; KMP_BUSY while the thread that
+ * computed it first writes it. Threads share the infos: a rule's is
+ * computed into a local copy (its children's first), then published by
+ * the thread that claims the state word (compare-and-swap from 0), so a
+ * reader that sees KMP_DONE (acquire) sees the whole info. Cycles in a
+ * damaged grammar end at TD_MAXDEPTH. */
 #define KMP_DONE 0x80000000u
 #define KMP_BUSY 0x40000000u
 
@@ -1088,13 +1094,12 @@ static inline void kmp_feed(kmp *k, uint64_t y, unsigned *q, uint64_t *hits, uin
 static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 {
 	uint32_t *ri = k->info + r * k->stride;
-	if (ri[2] & KMP_DONE)
+	if (__atomic_load_n(&ri[2], __ATOMIC_ACQUIRE) & KMP_DONE)
 		return ri;
-	if ((ri[2] & KMP_BUSY) || depth > TD_MAXDEPTH) {
+	if (depth > TD_MAXDEPTH) {
 		k->err = td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
 		return NULL;
 	}
-	ri[2] = KMP_BUSY;
 	uint64_t start;
 	uint32_t len;
 	if (rhs(k->x, r, &start, &len)) {
@@ -1103,6 +1108,7 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 	}
 	unsigned q = 0, nh = 0;
 	uint64_t hits = 0;
+	uint32_t head[TD_PHRASE_MAX];
 	const uint64_t TR = k->x->T + k->x->R;
 	for (uint32_t j = 0; j < len && !k->err; j++) {
 		uint64_t y = td_rule_sym(k->x->a, start + j);
@@ -1110,12 +1116,19 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 			k->err = td_fail(TD_ECORRUPT, "symbol out of range");
 			return NULL;
 		}
-		kmp_feed(k, y, &q, &hits, ri + 3, &nh, depth);
+		kmp_feed(k, y, &q, &hits, head, &nh, depth);
 	}
 	if (k->err)
 		return NULL;
-	memcpy(ri, &hits, sizeof hits);
-	ri[2] = KMP_DONE | nh << 8 | q;
+	uint32_t st = 0;
+	if (__atomic_compare_exchange_n(&ri[2], &st, KMP_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+		memcpy(ri, &hits, sizeof hits);
+		memcpy(ri + 3, head, nh * sizeof *head);
+		__atomic_store_n(&ri[2], KMP_DONE | nh << 8 | q, __ATOMIC_RELEASE);
+	} else {
+		while (!(__atomic_load_n(&ri[2], __ATOMIC_ACQUIRE) & KMP_DONE))
+			td_par_relax();
+	}
 	return ri;
 }
 
@@ -1132,49 +1145,169 @@ static void scope_roots_flat(const an *x)
 
 /* Root symbols ahead whose rule info is prefetched. */
 #define KMP_AHEAD 16u
+/* Root symbols a thread takes at least; a scope's root symbols go in
+ * about PAR_CHUNKS chunks a thread, taken in turn. */
+#define PAR_GRAIN (UINT64_C(1) << 16)
+#define PAR_CHUNKS 4u
+
+/* A scope's files as one sequence of root symbols cut in chunks for
+ * threads: file f holds positions [pre[f], pre[f + 1]) (none when
+ * skipped). */
+typedef struct rsplit {
+	const an *x;
+	uint64_t *pre;  /* nfiles + 1 */
+	uint64_t n;     /* root symbols */
+	size_t nchunks;
+	unsigned nthreads;
+} rsplit;
+
+static int rsplit_init(rsplit *sp, const an *x, const uint8_t *skip)
+{
+	memset(sp, 0, sizeof *sp);
+	sp->x = x;
+	if (!(sp->pre = malloc((x->nfiles + 1) * sizeof *sp->pre)))
+		return TD_ENOMEM;
+	sp->pre[0] = 0;
+	for (size_t f = 0; f < x->nfiles; f++) {
+		uint64_t rs, re;
+		int err = root_range(x, x->files[f], &rs, &re);
+		if (err)
+			return err;
+		sp->pre[f + 1] = sp->pre[f] + (skip && skip[f] ? 0 : re - rs);
+	}
+	sp->n = sp->pre[x->nfiles];
+	sp->nthreads = td_par_threads(sp->n, PAR_GRAIN);
+	sp->nchunks = sp->nthreads > 1 ? (size_t)sp->nthreads * PAR_CHUNKS : 1;
+	if (sp->nchunks > sp->n)
+		sp->nchunks = sp->n ? (size_t)sp->n : 1;
+	return TD_OK;
+}
+
+/* The first file holding position pos of chunk c (pos = the chunk's start). */
+static size_t rsplit_first(const rsplit *sp, size_t c, uint64_t *pos)
+{
+	*pos = sp->n * c / sp->nchunks;
+	size_t lo = 0, hi = sp->x->nfiles;
+	while (lo < hi) { /* the last f with pre[f] <= pos */
+		size_t mid = lo + (hi - lo + 1) / 2;
+		if (sp->pre[mid] <= *pos)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* One thread's chunks of a phrase count. */
+typedef struct pjob {
+	const kmp *k;
+	const rsplit *sp;
+	uint64_t *counts;
+	int err;
+} pjob;
+
+/* Feed the root symbols [i, e) of file f from state *q. */
+static void kmp_roots(kmp *k, td_entry f, uint64_t i, uint64_t e, unsigned *q, uint64_t *hits)
+{
+	const an *x = k->x;
+	const uint64_t TR = x->T + x->R;
+	uint64_t sym[QCHUNK];
+	while (i < e && !k->err) {
+		uint64_t n = e - i < QCHUNK ? e - i : QCHUNK;
+		td_root_range(x->a, i, n, sym);
+		/* the rules' infos are read at random: ask for them ahead */
+		for (uint64_t j = 0; j < n && j < KMP_AHEAD; j++)
+			if (sym[j] >= x->T && sym[j] < TR)
+				__builtin_prefetch(k->info + (sym[j] - x->T) * k->stride);
+		for (uint64_t j = 0; j < n; j++) {
+			if (j + KMP_AHEAD < n && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
+				__builtin_prefetch(k->info + (sym[j + KMP_AHEAD] - x->T) * k->stride);
+			if (sym[j] >= TR) {
+				k->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				break;
+			}
+			kmp_feed(k, sym[j], q, hits, NULL, NULL, 0);
+		}
+		i += n;
+	}
+}
+
+/* A chunk that ends inside file f at root symbol i (< e, the file's end):
+ * the matches that begin before i and end in its next L words. */
+static void kmp_across(kmp *k, td_entry f, uint64_t i, uint64_t e, unsigned q, uint64_t *hits)
+{
+	const an *x = k->x;
+	unsigned fed = 0;
+	for (; i < e && fed < k->L && !k->err; i++) {
+		uint64_t y = td_root_sym(x->a, i);
+		if (y >= x->T + x->R) {
+			k->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+			break;
+		}
+		if (y < 2 * x->W || is_piece(x, y)) {
+			q = kmp_step(k, q, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, hits);
+			fed++;
+		} else if (y >= x->T) {
+			const uint32_t *ri = kmp_rule(k, y - x->T, 0);
+			unsigned n = ri ? ri[2] >> 8 & 0xff : 0;
+			for (unsigned t = 0; t < n && fed < k->L; t++, fed++)
+				q = kmp_step(k, q, ri[3 + t], hits);
+		}
+	}
+}
+
+static void phrase_chunk(void *ctx, size_t c)
+{
+	pjob *j = ctx;
+	const rsplit *sp = j->sp;
+	const an *x = sp->x;
+	kmp k = *j->k;
+	uint64_t pos, end = sp->n * (c + 1) / sp->nchunks;
+	for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !k.err; f++) {
+		if (sp->pre[f + 1] <= pos)
+			continue;
+		uint64_t rs = td_pack_get(&x->a->e_root, x->files[f]), hits = 0;
+		uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
+		uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
+		unsigned q = 0;
+		kmp_roots(&k, x->files[f], a, b, &q, &hits);
+		if (b < fe)
+			kmp_across(&k, x->files[f], b, fe, q, &hits);
+		if (hits)
+			__atomic_fetch_add(&j->counts[f], hits, __ATOMIC_RELAXED);
+		pos = sp->pre[f + 1];
+	}
+	if (k.err)
+		__atomic_store_n(&j->err, k.err, __ATOMIC_RELAXED);
+}
 
 /* Occurrences of the phrase ids[0..m) (word ids; 1 <= m <= TD_PHRASE_MAX)
- * in each of x's files into counts[] (zeroed here). */
+ * in each of x's files into counts[] (zeroed here): the files' root
+ * symbols in chunks over threads (td_par_threads), each chunk from the
+ * automaton's start state (the matches that begin in it) and on for L
+ * words past its end (those that begin in it and end after). */
 static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint64_t *counts)
 {
 	kmp k;
+	rsplit sp;
 	kmp_init(&k, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
-	k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info);
-	if (!k.info)
-		return TD_ENOMEM;
-	scope_roots_flat(x);
-	const uint64_t TR = x->T + x->R;
-	uint64_t sym[QCHUNK];
-	for (size_t f = 0; f < x->nfiles && !k.err; f++) {
-		uint64_t rs, re, hits = 0;
-		unsigned q = 0;
-		if ((k.err = root_range(x, x->files[f], &rs, &re)))
-			break;
-		for (uint64_t i = rs; i < re && !k.err;) {
-			uint64_t n = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(x->a, i, n, sym);
-			/* the rules' infos are read at random: ask for them ahead */
-			for (uint64_t j = 0; j < n && j < KMP_AHEAD; j++)
-				if (sym[j] >= x->T && sym[j] < TR)
-					__builtin_prefetch(k.info + (sym[j] - x->T) * k.stride);
-			for (uint64_t j = 0; j < n; j++) {
-				if (j + KMP_AHEAD < n && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
-					__builtin_prefetch(k.info + (sym[j + KMP_AHEAD] - x->T) * k.stride);
-				if (sym[j] >= TR) {
-					k.err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", x->files[f]);
-					break;
-				}
-				kmp_feed(&k, sym[j], &q, &hits, NULL, NULL, 0);
-			}
-			i += n;
-		}
-		counts[f] = hits;
+	int err = rsplit_init(&sp, x, NULL);
+	if (!err && !(k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info)))
+		err = TD_ENOMEM;
+	if (!err) {
+		if (sp.nthreads <= 1)
+			scope_roots_flat(x);
+		pjob j = { &k, &sp, counts, TD_OK };
+		err = td_par_for(sp.nchunks, sp.nthreads, phrase_chunk, &j);
+		if (!err)
+			err = j.err;
 	}
 	free(k.info);
-	if (k.err)
+	free(sp.pre);
+	if (err)
 		memset(counts, 0, x->nfiles * sizeof *counts);
-	return k.err;
+	return err;
 }
 
 typedef struct pctx {
@@ -1629,14 +1762,22 @@ static int gtab_grow(gtab *t)
 	return TD_OK;
 }
 
-static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
+/* An empty table of cap slots (a power of two) for runs of m words. */
+static int gtab_alloc(gtab *t, unsigned m, uint64_t cap)
+{
+	*t = (gtab){ m, m + 2, calloc(cap, (m + 2) * sizeof(uint32_t)), cap - 1, 0 };
+	return t->slot ? TD_OK : TD_ENOMEM;
+}
+
+/* gtab_add with the run's ghash given. */
+static int gtab_add_h(gtab *t, const uint32_t *g, uint64_t n, uint64_t hash)
 {
 	if (!n)
 		return TD_OK;
 	if ((t->used + 1) * 2 > t->mask && gtab_grow(t))
 		return TD_ENOMEM;
 	const unsigned m = t->m;
-	uint64_t h = ghash(g, m) & t->mask, v;
+	uint64_t h = hash & t->mask, v;
 	while ((v = gval(t, h))) {
 		const uint32_t *k = gkey(t, h);
 		unsigned i = 0;
@@ -1654,6 +1795,11 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
 	return TD_OK;
 }
 
+static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
+{
+	return gtab_add_h(t, g, n, ghash(g, t->m));
+}
+
 /* Runs waiting to go into the table while their slots are fetched. */
 #define GRING 8u
 
@@ -1662,17 +1808,23 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
  * added GRING runs later (gsink_put), its slot prefetched meanwhile: the
  * table is far larger than the caches. */
 typedef struct gsink {
-	gtab *t;
+	gtab *t;           /* the table, or with pbits the first of 2^pbits (by the hash's top bits) */
+	unsigned m, pbits;
 	const uint8_t *ok;
 	uint64_t W;
 	uint32_t ring[GRING][TD_PHRASE_MAX];
-	uint64_t rw[GRING];
+	uint64_t rw[GRING], rh_[GRING];
 	unsigned rh, rn;
 } gsink;
 
+static inline gtab *gsink_tab(const gsink *g, uint64_t h)
+{
+	return g->pbits ? &g->t[h >> (64 - g->pbits)] : g->t;
+}
+
 static inline int gsink_keep(const gsink *g, const uint32_t *gram)
 {
-	for (unsigned i = 0; g->ok && i < g->t->m; i++)
+	for (unsigned i = 0; g->ok && i < g->m; i++)
 		if (gram[i] < g->W && !g->ok[gram[i]])
 			return 0;
 	return 1;
@@ -1685,15 +1837,18 @@ static inline int gsink_put(gsink *g, const uint32_t *gram, uint64_t n)
 		return TD_OK;
 	int err = TD_OK;
 	if (g->rn == GRING) {
-		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		err = gtab_add_h(gsink_tab(g, g->rh_[g->rh]), g->ring[g->rh], g->rw[g->rh], g->rh_[g->rh]);
 		g->rh = (g->rh + 1) % GRING;
 		g->rn--;
 	}
 	unsigned i = (g->rh + g->rn++) % GRING;
-	memcpy(g->ring[i], gram, g->t->m * sizeof *gram);
+	uint64_t h = ghash(gram, g->m);
+	memcpy(g->ring[i], gram, g->m * sizeof *gram);
 	g->rw[i] = n;
-	if (g->t->mask)
-		__builtin_prefetch(g->t->slot + (ghash(gram, g->t->m) & g->t->mask) * g->t->stride);
+	g->rh_[i] = h;
+	const gtab *t = gsink_tab(g, h);
+	if (t->mask)
+		__builtin_prefetch(t->slot + (h & t->mask) * t->stride);
 	return err;
 }
 
@@ -1702,7 +1857,7 @@ static int gsink_flush(gsink *g)
 {
 	int err = TD_OK;
 	for (; g->rn && !err; g->rn--) {
-		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		err = gtab_add_h(gsink_tab(g, g->rh_[g->rh]), g->ring[g->rh], g->rw[g->rh], g->rh_[g->rh]);
 		g->rh = (g->rh + 1) % GRING;
 	}
 	return err;
@@ -1714,7 +1869,8 @@ typedef struct gwalk {
 	const an *x;
 	const rset *s;
 	seqinfo *si;
-	gsink *g;
+	gsink *g;          /* NULL: no runs (the rules' infos only) */
+	int emit_only;     /* runs only: the infos are done (and shared) */
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned wn;
 } gwalk;
@@ -1733,6 +1889,23 @@ static inline int gwalk_push(gwalk *w, const uint32_t *ids, unsigned k)
 	return TD_OK;
 }
 
+/* Feed word item id: the run it ends (after L words) goes to the table
+ * with `weight`. */
+static inline int gwalk_word(gwalk *w, uint32_t id, uint64_t weight)
+{
+	const unsigned L = w->si->L;
+	int err = TD_OK;
+	if (w->wn == L && w->g) {
+		uint32_t gram[TD_PHRASE_MAX];
+		for (unsigned u = 0; u < L; u++)
+			gram[u] = w->win[u];
+		gram[L] = id;
+		err = gsink_put(w->g, gram, weight);
+	}
+	gwalk_push(w, &id, 1);
+	return err;
+}
+
 /* Feed symbol y: the runs that end in it and begin before it go to the
  * table with `weight`; its first words join head (while *nh < L) and its
  * words *nw. */
@@ -1744,13 +1917,7 @@ static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *he
 	int err = TD_OK;
 	if (y < 2 * x->W || is_piece(x, y)) {
 		uint32_t id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
-		if (w->wn == L) {
-			for (unsigned u = 0; u < L; u++)
-				gram[u] = w->win[u];
-			gram[L] = id;
-			err = gsink_put(w->g, gram, weight);
-		}
-		gwalk_push(w, &id, 1);
+		err = gwalk_word(w, id, weight);
 		if (head && *nh < L)
 			head[(*nh)++] = id;
 		++*nw;
@@ -1761,7 +1928,7 @@ static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *he
 	uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
 	const uint32_t *H = w->si->head + slot * L, *Tl = w->si->tail + slot * L;
 	unsigned hn = N < L ? (unsigned)N : L;
-	for (unsigned i = 1; i <= hn && !err; i++) {
+	for (unsigned i = 1; w->g && i <= hn && !err; i++) {
 		if (w->wn < m - i)
 			continue;
 		for (unsigned u = 0; u < m - i; u++)
@@ -1797,22 +1964,24 @@ static int gwalk_rule(gwalk *w, uint64_t i, uint64_t weight)
 		uint64_t y = td_rule_sym(x->a, start + j);
 		if (y >= x->T + x->R)
 			return td_fail(TD_ECORRUPT, "symbol out of range");
-		err = gwalk_feed(w, y, weight, w->si->head + i * L, &nh, &nw);
+		err = gwalk_feed(w, y, weight, w->emit_only ? NULL : w->si->head + i * L, &nh, &nw);
 	}
+	if (w->emit_only)
+		return err;
 	w->si->nw[i] = nw;
 	for (unsigned u = 0; u < w->wn; u++)
 		w->si->tail[i * L + u] = w->win[u];
 	return err;
 }
 
-/* File e's root symbols (their rules done), weight 1. */
-static int gwalk_file(gwalk *w, td_entry e)
+/* File e's root symbols [i, re) (their rules done), weight 1, after
+ * the window's words. */
+static int gwalk_roots(gwalk *w, td_entry e, uint64_t i, uint64_t re)
 {
 	const an *x = w->x;
-	uint64_t rs, re, sym[QCHUNK], nw = 0;
-	int err = root_range(x, e, &rs, &re);
-	w->wn = 0;
-	for (uint64_t i = rs; !err && i < re;) {
+	uint64_t sym[QCHUNK], nw = 0;
+	int err = TD_OK;
+	while (!err && i < re) {
 		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
 		td_root_range(x->a, i, k, sym);
 		for (uint64_t j = 0; j < k && !err; j++) {
@@ -1835,6 +2004,166 @@ static int gwalk_file(gwalk *w, td_entry e)
 	return err;
 }
 
+static int gwalk_file(gwalk *w, td_entry e)
+{
+	uint64_t rs, re;
+	int err = root_range(w->x, e, &rs, &re);
+	w->wn = 0;
+	return err ? err : gwalk_roots(w, e, rs, re);
+}
+
+/* A chunk that ends inside file e at root symbol i (< re, the file's
+ * end): the runs that begin in the window and end in the next L words,
+ * fed one by one. */
+static int gwalk_across(gwalk *w, td_entry e, uint64_t i, uint64_t re)
+{
+	const an *x = w->x;
+	const unsigned L = w->si->L;
+	int err = TD_OK;
+	for (unsigned fed = 0; i < re && fed < L && !err; i++) {
+		uint64_t y = td_root_sym(x->a, i);
+		if (y >= x->T + x->R)
+			return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
+		if (y < 2 * x->W || is_piece(x, y)) {
+			err = gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, 1);
+			fed++;
+		} else if (y >= x->T) {
+			uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
+			const uint32_t *H = w->si->head + slot * L;
+			for (unsigned t = 0; t < N && t < L && fed < L && !err; t++, fed++)
+				err = gwalk_word(w, H[t], 1);
+		}
+	}
+	return err;
+}
+
+/* The n-gram walk on threads: the rules' infos are done and their weights
+ * known; each thread adds runs to its own 2^pbits tables (by the hash's
+ * top bits), which are then merged table by table. */
+typedef struct njob {
+	const an *x;
+	const rset *s;
+	seqinfo *si;
+	const rsplit *sp;
+	const uint64_t *freq;
+	gsink *sinks;     /* one a thread */
+	size_t rchunks;   /* tasks [0, rchunks): rules; then the root chunks */
+	unsigned nparts;
+	int err;
+} njob;
+
+static void ngram_task(void *ctx, size_t c)
+{
+	njob *j = ctx;
+	gwalk w = { .x = j->x, .s = j->s, .si = j->si, .g = &j->sinks[td_par_self()], .emit_only = 1 };
+	int err = TD_OK;
+	if (c < j->rchunks) {
+		uint64_t lo = j->s->n * c / j->rchunks, hi = j->s->n * (c + 1) / j->rchunks;
+		for (uint64_t i = lo; i < hi && !err; i++)
+			err = gwalk_rule(&w, i, j->freq[i]);
+	} else {
+		const rsplit *sp = j->sp;
+		const an *x = sp->x;
+		c -= j->rchunks;
+		uint64_t pos, end = sp->n * (c + 1) / sp->nchunks;
+		for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !err; f++) {
+			if (sp->pre[f + 1] <= pos)
+				continue;
+			uint64_t rs = td_pack_get(&x->a->e_root, x->files[f]);
+			uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
+			uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
+			w.wn = 0;
+			err = gwalk_roots(&w, x->files[f], a, b);
+			if (!err && b < fe)
+				err = gwalk_across(&w, x->files[f], b, fe);
+			pos = sp->pre[f + 1];
+		}
+	}
+	if (err)
+		__atomic_store_n(&j->err, err, __ATOMIC_RELAXED);
+}
+
+/* Table p of every thread into thread 0's. */
+static void ngram_merge(void *ctx, size_t p)
+{
+	njob *j = ctx;
+	unsigned nt = j->sp->nthreads;
+	gtab *d = &j->sinks[0].t[p];
+	int err = TD_OK;
+	for (unsigned k = 1; k < nt && !err; k++) {
+		gtab *src = &j->sinks[k].t[p];
+		for (uint64_t i = 0; src->mask && i <= src->mask && !err; i++) {
+			uint64_t v = gval(src, i);
+			if (v)
+				err = gtab_add(d, gkey(src, i), v);
+		}
+		free(src->slot);
+		src->slot = NULL;
+	}
+	if (err)
+		__atomic_store_n(&j->err, err, __ATOMIC_RELAXED);
+}
+
+/* Runs of the rules (weights freq) and of the root chunks of sp into t
+ * (empty, allocated), on sp->nthreads threads; g gives the pruning. */
+static int ngram_par(const an *x, const rset *s, seqinfo *si, const uint64_t *freq, const rsplit *sp,
+		     const gsink *g, gtab *t)
+{
+	unsigned nt = sp->nthreads, pbits = 1;
+	while ((1u << pbits) < 2 * nt && pbits < 10)
+		pbits++;
+	unsigned np = 1u << pbits;
+	njob j = { .x = x, .s = s, .si = si, .sp = sp, .freq = freq, .nparts = np };
+	j.rchunks = (size_t)nt * PAR_CHUNKS;
+	if (j.rchunks > s->n)
+		j.rchunks = s->n ? (size_t)s->n : 1;
+	gtab *parts = calloc((size_t)nt * np, sizeof *parts);
+	j.sinks = calloc(nt, sizeof *j.sinks);
+	int err = parts && j.sinks ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; !err && i < (size_t)nt * np; i++)
+		err = gtab_alloc(&parts[i], t->m, 1u << 10);
+	for (unsigned k = 0; !err && k < nt; k++)
+		j.sinks[k] = (gsink){ .t = parts + (size_t)k * np, .m = t->m, .pbits = pbits, .ok = g->ok, .W = g->W };
+	if (!err)
+		err = td_par_for(j.rchunks + sp->nchunks, nt, ngram_task, &j);
+	if (!err)
+		err = j.err;
+	for (unsigned k = 0; !err && k < nt; k++)
+		err = gsink_flush(&j.sinks[k]);
+	if (!err)
+		err = td_par_for(np, nt, ngram_merge, &j);
+	if (!err)
+		err = j.err;
+	/* the merged tables (their runs are distinct) into t */
+	uint64_t used = 0, cap = 1u << 16;
+	for (unsigned p = 0; !err && p < np; p++)
+		used += parts[p].used;
+	while (!err && (used + 1) * 2 > cap - 1)
+		cap *= 2;
+	if (!err) {
+		free(t->slot);
+		err = gtab_alloc(t, t->m, cap);
+	}
+	for (unsigned p = 0; !err && p < np; p++) {
+		const gtab *src = &parts[p];
+		for (uint64_t i = 0; i <= src->mask; i++) {
+			uint64_t v = gval(src, i);
+			if (!v)
+				continue;
+			uint64_t h = ghash(gkey(src, i), t->m) & t->mask;
+			while (gval(t, h))
+				h = (h + 1) & t->mask;
+			memcpy(t->slot + h * t->stride, src->slot + i * src->stride, t->stride * sizeof(uint32_t));
+		}
+		t->used += src->used;
+	}
+	for (size_t i = 0; parts && i < (size_t)nt * np; i++)
+		free(parts[i].slot);
+	free(parts);
+	free(j.sinks);
+	return err;
+}
+
 typedef struct ntext {
 	const td_archive *a;
 	gsink *g;
@@ -1854,7 +2183,7 @@ static int ngram_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 			return (int)i;
 		id = (int64_t)nt->a->W + i;
 	}
-	unsigned m = nt->g->t->m;
+	unsigned m = nt->g->m;
 	if (nt->n == m) {
 		memmove(nt->win, nt->win + 1, (m - 1) * sizeof *nt->win);
 		nt->n--;
@@ -1891,12 +2220,13 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
 		       unsigned n, const uint8_t *ok, gtab *t, td_longw *lw)
 {
-	gsink g = { .t = t, .ok = ok, .W = a->W };
+	gsink g = { .t = t, .m = n, .ok = ok, .W = a->W };
 	an x;
 	rset s = { 0 };
 	seqinfo si = { 0 };
 	uint64_t *freq = NULL;
 	uint8_t *longf = NULL;
+	rsplit sp = { 0 };
 	int err = an_init_list(&x, a, scope, list, nlist, 1);
 	if (err)
 		goto out;
@@ -1955,11 +2285,23 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 	}
 	/* bottom-up: each rule's runs across its parts, times its weight */
 	gwalk gw = { .x = &x, .s = &s, .si = &si, .g = &g };
-	for (uint64_t i = 0; i < s.n && !err; i++)
+	if (!err)
+		err = rsplit_init(&sp, &x, longf);
+	if (!err && sp.nthreads > 1) {
+		/* the infos first (children before parents), then the runs on threads */
+		gw.g = NULL;
+		for (uint64_t i = 0; i < s.n && !err; i++)
+			err = gwalk_rule(&gw, i, 0);
+		gw.g = &g;
+		if (!err)
+			err = ngram_par(&x, &s, &si, freq, &sp, &g, t);
+	}
+	for (uint64_t i = 0; sp.nthreads <= 1 && i < s.n && !err; i++)
 		err = gwalk_rule(&gw, i, freq[i]);
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
 		if (!longf[f]) {
-			err = gwalk_file(&gw, x.files[f]);
+			if (sp.nthreads <= 1)
+				err = gwalk_file(&gw, x.files[f]);
 			continue;
 		}
 		ntext nt = { .a = a, .g = &g, .lw = lw };
@@ -1972,6 +2314,7 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 	if (!err)
 		err = gsink_flush(&g);
 out:
+	free(sp.pre);
 	free(longf);
 	seqinfo_free(&si);
 	rset_free(&s);
