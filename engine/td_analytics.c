@@ -1203,7 +1203,7 @@ typedef struct pjob {
 	const kmp *k;
 	const rsplit *sp;
 	uint64_t *counts;
-	int err;
+	td_par_err err;
 } pjob;
 
 /* Feed the root symbols [i, e) of file f from state *q. */
@@ -1277,8 +1277,7 @@ static void phrase_chunk(void *ctx, size_t c)
 			__atomic_fetch_add(&j->counts[f], hits, __ATOMIC_RELAXED);
 		pos = sp->pre[f + 1];
 	}
-	if (k.err)
-		__atomic_store_n(&j->err, k.err, __ATOMIC_RELAXED);
+	td_par_err_set(&j->err, k.err);
 }
 
 /* Occurrences of the phrase ids[0..m) (word ids; 1 <= m <= TD_PHRASE_MAX)
@@ -1298,10 +1297,10 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 	if (!err) {
 		if (sp.nthreads <= 1)
 			scope_roots_flat(x);
-		pjob j = { &k, &sp, counts, TD_OK };
+		pjob j = { .k = &k, .sp = &sp, .counts = counts };
 		err = td_par_for(sp.nchunks, sp.nthreads, phrase_chunk, &j);
 		if (!err)
-			err = j.err;
+			err = td_par_err_get(&j.err);
 	}
 	free(k.info);
 	free(sp.pre);
@@ -2049,7 +2048,7 @@ typedef struct njob {
 	gsink *sinks;     /* one a thread */
 	size_t rchunks;   /* tasks [0, rchunks): rules; then the root chunks */
 	unsigned nparts;
-	int err;
+	td_par_err err;
 } njob;
 
 static void ngram_task(void *ctx, size_t c)
@@ -2079,8 +2078,7 @@ static void ngram_task(void *ctx, size_t c)
 			pos = sp->pre[f + 1];
 		}
 	}
-	if (err)
-		__atomic_store_n(&j->err, err, __ATOMIC_RELAXED);
+	td_par_err_set(&j->err, err);
 }
 
 /* Table p of every thread into thread 0's. */
@@ -2100,8 +2098,7 @@ static void ngram_merge(void *ctx, size_t p)
 		free(src->slot);
 		src->slot = NULL;
 	}
-	if (err)
-		__atomic_store_n(&j->err, err, __ATOMIC_RELAXED);
+	td_par_err_set(&j->err, err);
 }
 
 /* Runs of the rules (weights freq) and of the root chunks of sp into t
@@ -2127,13 +2124,13 @@ static int ngram_par(const an *x, const rset *s, seqinfo *si, const uint64_t *fr
 	if (!err)
 		err = td_par_for(j.rchunks + sp->nchunks, nt, ngram_task, &j);
 	if (!err)
-		err = j.err;
+		err = td_par_err_get(&j.err);
 	for (unsigned k = 0; !err && k < nt; k++)
 		err = gsink_flush(&j.sinks[k]);
 	if (!err)
 		err = td_par_for(np, nt, ngram_merge, &j);
 	if (!err)
-		err = j.err;
+		err = td_par_err_get(&j.err);
 	/* the merged tables (their runs are distinct) into t */
 	uint64_t used = 0, cap = 1u << 16;
 	for (unsigned p = 0; !err && p < np; p++)

@@ -2,6 +2,7 @@
 #include "td_par.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -88,4 +89,20 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 		pthread_join(t[i], NULL);
 	free(t);
 	return TD_OK;
+}
+
+void td_par_err_set(td_par_err *e, int err)
+{
+	if (!err || __atomic_exchange_n(&e->claimed, 1, __ATOMIC_ACQ_REL))
+		return;
+	snprintf(e->detail, sizeof e->detail, "%s", td_errdetail());
+	__atomic_store_n(&e->err, err, __ATOMIC_RELEASE);
+}
+
+int td_par_err_get(const td_par_err *e)
+{
+	int err = __atomic_load_n(&e->err, __ATOMIC_ACQUIRE);
+	if (!err)
+		return TD_OK;
+	return e->detail[0] ? td_fail(err, "%s", e->detail) : err;
 }

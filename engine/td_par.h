@@ -23,6 +23,22 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
  * nthreads - 1 (distinct among the call's threads); 0 outside. */
 unsigned td_par_self(void);
 
+/* The first error of a call's threads with its detail (td_errdetail is
+ * per thread): zero it, td_par_err_set in a worker, td_par_err_get in the
+ * caller after td_par_for. */
+typedef struct td_par_err {
+	int err, claimed;
+	char detail[256];
+} td_par_err;
+
+/* Record err (not TD_OK) and this thread's td_errdetail(), unless an
+ * error is recorded already. Thread-safe. */
+void td_par_err_set(td_par_err *e, int err);
+
+/* TD_OK, or the recorded error with its detail set again in the calling
+ * thread. */
+int td_par_err_get(const td_par_err *e);
+
 /* Spin-wait hint for a short wait on another thread's store. */
 static inline void td_par_relax(void)
 {
