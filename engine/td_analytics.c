@@ -1862,233 +1862,297 @@ static int gsink_flush(gsink *g)
 	return err;
 }
 
-/* The n-gram walk proper (the scanner above, specialised: word ids only,
- * no offsets): one sequence's window of its last L words. */
-typedef struct gwalk {
+/* The n-gram walk. Each rule reached gets an info, by rule id: its words,
+ * first and last L words, and height (1 + its highest part's), computed
+ * once on first use from its parts' (children first, recursively) and
+ * published as the phrase matcher's are (kmp_rule): threads share them.
+ * 1. the scope's root symbols, in chunks over threads: each rule met gets
+ *    its info and one more root occurrence (its weight so far), and the
+ *    runs across root symbols go to the thread's table;
+ * 2. weights top-down, rules by height descending (parents first);
+ * 3. each rule's runs across its parts times its weight, rules in id order
+ *    (their right sides read in order) in chunks over threads;
+ * 4. the threads' tables merged, each a 2^pbits part of the hash space.
+ * No list of the rules reached is built: one not reached has weight 0. */
+typedef struct ninfo {
 	const an *x;
-	const rset *s;
-	seqinfo *si;
-	gsink *g;          /* NULL: no runs (the rules' infos only) */
-	int emit_only;     /* runs only: the infos are done (and shared) */
+	unsigned m, L, stride; /* u32 a rule (NI_*): state, -, weight (2), words (2), first L, last L */
+	uint32_t *info;        /* R * stride, zeroed; state 0: not computed */
+} ninfo;
+
+/* Where a rule's info keeps its weight (u64, aligned: stride is even,
+ * added to by the threads), words (u64) and first words (then the last). */
+#define NI_W 2u
+#define NI_NW 4u
+#define NI_H 6u
+
+/* State word: NI_DONE | height; NI_BUSY while being written. */
+#define NI_DONE 0x80000000u
+#define NI_BUSY 0x40000000u
+
+static inline uint64_t ni_nw(const uint32_t *ri)
+{
+	uint64_t v;
+	memcpy(&v, ri + NI_NW, sizeof v);
+	return v;
+}
+
+/* Rule r's info (computed on first use), or NULL with *err set. */
+static const uint32_t *ni_rule(const ninfo *ni, uint64_t r, unsigned depth, int *err)
+{
+	uint32_t *ri = ni->info + r * ni->stride;
+	if (__atomic_load_n(ri, __ATOMIC_ACQUIRE) & NI_DONE)
+		return ri;
+	if (depth > TD_MAXDEPTH) {
+		*err = td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
+		return NULL;
+	}
+	const an *x = ni->x;
+	const unsigned L = ni->L;
+	uint64_t start, nw = 0;
+	uint32_t len, head[TD_PHRASE_MAX], tail[TD_PHRASE_MAX];
+	unsigned nh = 0, nt = 0, h = 0;
+	if ((*err = rhs(x, r, &start, &len)))
+		return NULL;
+	for (uint32_t j = 0; j < len; j++) {
+		uint64_t y = td_rule_sym(x->a, start + j);
+		const uint32_t *ids;
+		uint64_t k;
+		uint32_t id;
+		if (y < 2 * x->W || is_piece(x, y)) {
+			id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
+			ids = &id;
+			k = 1;
+		} else if (y < x->T) {
+			continue;
+		} else if (y < x->T + x->R) {
+			const uint32_t *c = ni_rule(ni, y - x->T, depth + 1, err);
+			if (!c)
+				return NULL;
+			unsigned ch = c[0] & 0xff;
+			if (ch + 1 > h)
+				h = ch + 1;
+			k = ni_nw(c);
+			if (k >= L) { /* its last L words are the rule's so far */
+				for (unsigned t = 0; t < L && nh < L; t++)
+					head[nh++] = c[NI_H + t];
+				memcpy(tail, c + NI_H + L, L * sizeof *tail);
+				nt = L;
+				nw += k;
+				continue;
+			}
+			ids = c + NI_H;
+		} else {
+			*err = td_fail(TD_ECORRUPT, "symbol out of range");
+			return NULL;
+		}
+		for (uint64_t t = 0; t < k; t++) {
+			if (nh < L)
+				head[nh++] = ids[t];
+			if (nt == L) {
+				for (unsigned u = 1; u < L; u++)
+					tail[u - 1] = tail[u];
+				nt--;
+			}
+			if (L)
+				tail[nt++] = ids[t];
+		}
+		nw += k;
+	}
+	uint32_t st = 0;
+	if (__atomic_compare_exchange_n(ri, &st, NI_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+		memcpy(ri + NI_NW, &nw, sizeof nw);
+		memcpy(ri + NI_H, head, nh * sizeof *head);
+		memcpy(ri + NI_H + L, tail, nt * sizeof *tail);
+		__atomic_store_n(ri, NI_DONE | h, __ATOMIC_RELEASE);
+	} else {
+		while (!(__atomic_load_n(ri, __ATOMIC_ACQUIRE) & NI_DONE))
+			td_par_relax();
+	}
+	return ri;
+}
+
+/* One thread's walk of a sequence: the window of its last L words. */
+typedef struct gwalk {
+	const ninfo *ni;
+	gsink *g;
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned wn;
+	int err;
 } gwalk;
-
-static inline int gwalk_push(gwalk *w, const uint32_t *ids, unsigned k)
-{
-	unsigned L = w->si->L;
-	for (unsigned t = 0; t < k; t++) {
-		if (w->wn == L) {
-			for (unsigned u = 1; u < L; u++)
-				w->win[u - 1] = w->win[u];
-			w->wn--;
-		}
-		w->win[w->wn++] = ids[t];
-	}
-	return TD_OK;
-}
 
 /* Feed word item id: the run it ends (after L words) goes to the table
  * with `weight`. */
-static inline int gwalk_word(gwalk *w, uint32_t id, uint64_t weight)
+static inline void gwalk_word(gwalk *w, uint32_t id, uint64_t weight)
 {
-	const unsigned L = w->si->L;
-	int err = TD_OK;
-	if (w->wn == L && w->g) {
+	const unsigned L = w->ni->L;
+	if (w->wn == L) {
 		uint32_t gram[TD_PHRASE_MAX];
-		for (unsigned u = 0; u < L; u++)
-			gram[u] = w->win[u];
+		memcpy(gram, w->win, L * sizeof *gram);
 		gram[L] = id;
-		err = gsink_put(w->g, gram, weight);
+		int err = gsink_put(w->g, gram, weight);
+		if (err)
+			w->err = err;
+		for (unsigned u = 1; u < L; u++)
+			w->win[u - 1] = w->win[u];
+		w->wn--;
 	}
-	gwalk_push(w, &id, 1);
-	return err;
+	w->win[w->wn++] = id;
 }
 
-/* Feed symbol y: the runs that end in it and begin before it go to the
- * table with `weight`; its first words join head (while *nh < L) and its
- * words *nw. */
-static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *head, unsigned *nh, uint64_t *nw)
+/* Feed symbol y (< T + R): the runs that end in it and begin before it go
+ * to the table with `weight`; returns y's info when y is a rule. */
+static inline const uint32_t *gwalk_feed(gwalk *w, uint64_t y, uint64_t weight)
 {
-	const an *x = w->x;
-	const unsigned m = w->si->m, L = w->si->L;
-	uint32_t gram[TD_PHRASE_MAX];
-	int err = TD_OK;
+	const an *x = w->ni->x;
+	const unsigned m = w->ni->m, L = w->ni->L;
 	if (y < 2 * x->W || is_piece(x, y)) {
-		uint32_t id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
-		err = gwalk_word(w, id, weight);
-		if (head && *nh < L)
-			head[(*nh)++] = id;
-		++*nw;
-		return err;
+		gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, weight);
+		return NULL;
 	}
 	if (y < x->T)
-		return TD_OK;
-	uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
-	const uint32_t *H = w->si->head + slot * L, *Tl = w->si->tail + slot * L;
+		return NULL;
+	const uint32_t *c = ni_rule(w->ni, y - x->T, 0, &w->err);
+	if (!c)
+		return NULL;
+	uint64_t N = ni_nw(c);
+	const uint32_t *H = c + NI_H;
 	unsigned hn = N < L ? (unsigned)N : L;
-	for (unsigned i = 1; w->g && i <= hn && !err; i++) {
+	uint32_t gram[TD_PHRASE_MAX];
+	for (unsigned i = 1; i <= hn; i++) {
 		if (w->wn < m - i)
 			continue;
-		for (unsigned u = 0; u < m - i; u++)
-			gram[u] = w->win[w->wn - (m - i) + u];
-		for (unsigned u = 0; u < i; u++)
-			gram[m - i + u] = H[u];
-		err = gsink_put(w->g, gram, weight);
+		memcpy(gram, w->win + w->wn - (m - i), (m - i) * sizeof *gram);
+		memcpy(gram + m - i, H, i * sizeof *gram);
+		int err = gsink_put(w->g, gram, weight);
+		if (err)
+			w->err = err;
 	}
 	if (N >= L) {
-		for (unsigned u = 0; u < L; u++)
-			w->win[u] = Tl[u];
+		memcpy(w->win, c + NI_H + L, L * sizeof *w->win);
 		w->wn = L;
 	} else {
-		gwalk_push(w, H, hn);
-	}
-	for (unsigned t = 0; head && t < hn && *nh < L; t++)
-		head[(*nh)++] = H[t];
-	*nw += N;
-	return err;
-}
-
-/* Rule slot i (its parts done): its runs across its parts times its
- * weight, its words, first and last L words. */
-static int gwalk_rule(gwalk *w, uint64_t i, uint64_t weight)
-{
-	const an *x = w->x;
-	uint64_t start, nw = 0;
-	uint32_t len;
-	unsigned L = w->si->L, nh = 0;
-	int err = rhs(x, w->s->order[i], &start, &len);
-	w->wn = 0;
-	for (uint32_t j = 0; j < len && !err; j++) {
-		uint64_t y = td_rule_sym(x->a, start + j);
-		if (y >= x->T + x->R)
-			return td_fail(TD_ECORRUPT, "symbol out of range");
-		err = gwalk_feed(w, y, weight, w->emit_only ? NULL : w->si->head + i * L, &nh, &nw);
-	}
-	if (w->emit_only)
-		return err;
-	w->si->nw[i] = nw;
-	for (unsigned u = 0; u < w->wn; u++)
-		w->si->tail[i * L + u] = w->win[u];
-	return err;
-}
-
-/* File e's root symbols [i, re) (their rules done), weight 1, after
- * the window's words. */
-static int gwalk_roots(gwalk *w, td_entry e, uint64_t i, uint64_t re)
-{
-	const an *x = w->x;
-	uint64_t sym[QCHUNK], nw = 0;
-	int err = TD_OK;
-	while (!err && i < re) {
-		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-		td_root_range(x->a, i, k, sym);
-		for (uint64_t j = 0; j < k && !err; j++) {
-			if (sym[j] >= x->T + x->R)
-				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
-			/* the rules' slots and infos are read at random: ask ahead */
-			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < x->T + x->R)
-				__builtin_prefetch(w->s->slot + (sym[j + KMP_AHEAD] - x->T));
-			uint64_t z = j + KMP_AHEAD / 2 < k ? sym[j + KMP_AHEAD / 2] : 0;
-			if (z >= x->T && z < x->T + x->R) {
-				uint64_t sl = w->s->slot[z - x->T] - 1;
-				__builtin_prefetch(w->si->nw + sl);
-				__builtin_prefetch(w->si->head + sl * w->si->L);
-				__builtin_prefetch(w->si->tail + sl * w->si->L);
+		for (unsigned t = 0; t < hn; t++) {
+			if (w->wn == L) {
+				for (unsigned u = 1; u < L; u++)
+					w->win[u - 1] = w->win[u];
+				w->wn--;
 			}
-			err = gwalk_feed(w, sym[j], 1, NULL, NULL, &nw);
+			w->win[w->wn++] = H[t];
+		}
+	}
+	return c;
+}
+
+/* Root symbols [i, e) of file `f` (weight 1), each rule met one more
+ * root occurrence; with `across` (e is inside the file, which ends at
+ * `across`), then the runs that begin before e and end in its next L
+ * words. */
+static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t across, int atomic)
+{
+	const an *x = w->ni->x;
+	const uint64_t TR = x->T + x->R;
+	uint64_t sym[QCHUNK];
+	while (i < e && !w->err) {
+		uint64_t k = e - i < QCHUNK ? e - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !w->err; j++) {
+			if (sym[j] >= TR) {
+				w->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				break;
+			}
+			/* the rules' infos are read at random: ask ahead */
+			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
+				__builtin_prefetch(w->ni->info + (sym[j + KMP_AHEAD] - x->T) * w->ni->stride);
+			const uint32_t *c = gwalk_feed(w, sym[j], 1);
+			if (c) {
+				uint64_t *wr = (uint64_t *)(uintptr_t)(c + NI_W);
+				if (atomic)
+					__atomic_fetch_add(wr, 1, __ATOMIC_RELAXED);
+				else
+					++*wr;
+			}
 		}
 		i += k;
 	}
-	return err;
-}
-
-static int gwalk_file(gwalk *w, td_entry e)
-{
-	uint64_t rs, re;
-	int err = root_range(w->x, e, &rs, &re);
-	w->wn = 0;
-	return err ? err : gwalk_roots(w, e, rs, re);
-}
-
-/* A chunk that ends inside file e at root symbol i (< re, the file's
- * end): the runs that begin in the window and end in the next L words,
- * fed one by one. */
-static int gwalk_across(gwalk *w, td_entry e, uint64_t i, uint64_t re)
-{
-	const an *x = w->x;
-	const unsigned L = w->si->L;
-	int err = TD_OK;
-	for (unsigned fed = 0; i < re && fed < L && !err; i++) {
-		uint64_t y = td_root_sym(x->a, i);
-		if (y >= x->T + x->R)
-			return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
-		if (y < 2 * x->W || is_piece(x, y)) {
-			err = gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, 1);
+	for (unsigned fed = 0; e < across && fed < w->ni->L && !w->err; e++) {
+		uint64_t y = td_root_sym(x->a, e);
+		if (y >= TR) {
+			w->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+		} else if (y < 2 * x->W || is_piece(x, y)) {
+			gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, 1);
 			fed++;
 		} else if (y >= x->T) {
-			uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
-			const uint32_t *H = w->si->head + slot * L;
-			for (unsigned t = 0; t < N && t < L && fed < L && !err; t++, fed++)
-				err = gwalk_word(w, H[t], 1);
+			const uint32_t *c = ni_rule(w->ni, y - x->T, 0, &w->err);
+			uint64_t N = c ? ni_nw(c) : 0;
+			for (unsigned t = 0; t < N && fed < w->ni->L; t++, fed++)
+				gwalk_word(w, c[NI_H + t], 1);
 		}
 	}
-	return err;
 }
 
-/* The n-gram walk on threads: the rules' infos are done and their weights
- * known; each thread adds runs to its own 2^pbits tables (by the hash's
- * top bits), which are then merged table by table. */
+/* Rule r's runs across its parts, times its weight. */
+static inline uint64_t *ni_w(const ninfo *ni, uint64_t r)
+{
+	return (uint64_t *)(uintptr_t)(ni->info + r * ni->stride + NI_W);
+}
+
+static void gwalk_rule(gwalk *w, uint64_t r)
+{
+	const an *x = w->ni->x;
+	uint64_t start, weight = *ni_w(w->ni, r);
+	uint32_t len;
+	if (!weight || (w->err = rhs(x, r, &start, &len)))
+		return;
+	w->wn = 0;
+	for (uint32_t j = 0; j < len && !w->err; j++)
+		gwalk_feed(w, td_rule_sym(x->a, start + j), weight);
+}
+
+/* The walk's threads: tasks [0, nchunks) are the root chunks of sp,
+ * then rchunks chunks of the rules (after the weights: `rules`). */
 typedef struct njob {
-	const an *x;
-	const rset *s;
-	seqinfo *si;
+	const ninfo *ni;
 	const rsplit *sp;
-	const uint64_t *freq;
-	gsink *sinks;     /* one a thread */
-	size_t rchunks;   /* tasks [0, rchunks): rules; then the root chunks */
-	unsigned nparts;
+	gsink *sinks; /* one a thread */
+	size_t rchunks;
+	int rules;
 	td_par_err err;
 } njob;
 
 static void ngram_task(void *ctx, size_t c)
 {
 	njob *j = ctx;
-	gwalk w = { .x = j->x, .s = j->s, .si = j->si, .g = &j->sinks[td_par_self()], .emit_only = 1 };
-	int err = TD_OK;
-	if (c < j->rchunks) {
-		uint64_t lo = j->s->n * c / j->rchunks, hi = j->s->n * (c + 1) / j->rchunks;
-		for (uint64_t i = lo; i < hi && !err; i++)
-			err = gwalk_rule(&w, i, j->freq[i]);
+	gwalk w = { .ni = j->ni, .g = &j->sinks[td_par_self()] };
+	const an *x = j->ni->x;
+	if (j->rules) {
+		uint64_t lo = x->R * c / j->rchunks, hi = x->R * (c + 1) / j->rchunks;
+		for (uint64_t r = lo; r < hi && !w.err; r++)
+			gwalk_rule(&w, r);
 	} else {
 		const rsplit *sp = j->sp;
-		const an *x = sp->x;
-		c -= j->rchunks;
 		uint64_t pos, end = sp->n * (c + 1) / sp->nchunks;
-		for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !err; f++) {
+		for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !w.err; f++) {
 			if (sp->pre[f + 1] <= pos)
 				continue;
 			uint64_t rs = td_pack_get(&x->a->e_root, x->files[f]);
 			uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
 			uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
 			w.wn = 0;
-			err = gwalk_roots(&w, x->files[f], a, b);
-			if (!err && b < fe)
-				err = gwalk_across(&w, x->files[f], b, fe);
+			gwalk_roots(&w, x->files[f], a, b, fe, sp->nthreads > 1);
 			pos = sp->pre[f + 1];
 		}
 	}
-	td_par_err_set(&j->err, err);
+	td_par_err_set(&j->err, w.err);
 }
 
 /* Table p of every thread into thread 0's. */
 static void ngram_merge(void *ctx, size_t p)
 {
 	njob *j = ctx;
-	unsigned nt = j->sp->nthreads;
 	gtab *d = &j->sinks[0].t[p];
 	int err = TD_OK;
-	for (unsigned k = 1; k < nt && !err; k++) {
+	for (unsigned k = 1; k < j->sp->nthreads && !err; k++) {
 		gtab *src = &j->sinks[k].t[p];
 		for (uint64_t i = 0; src->mask && i <= src->mask && !err; i++) {
 			uint64_t v = gval(src, i);
@@ -2101,63 +2165,120 @@ static void ngram_merge(void *ctx, size_t p)
 	td_par_err_set(&j->err, err);
 }
 
-/* Runs of the rules (weights freq) and of the root chunks of sp into t
- * (empty, allocated), on sp->nthreads threads; g gives the pruning. */
-static int ngram_par(const an *x, const rset *s, seqinfo *si, const uint64_t *freq, const rsplit *sp,
-		     const gsink *g, gtab *t)
+/* Weights top-down: the rules reached (state set) by height, highest
+ * first, each adding its weight to its parts'. */
+static int ngram_weights(const ninfo *ni)
 {
-	unsigned nt = sp->nthreads, pbits = 1;
-	while ((1u << pbits) < 2 * nt && pbits < 10)
-		pbits++;
-	unsigned np = 1u << pbits;
-	njob j = { .x = x, .s = s, .si = si, .sp = sp, .freq = freq, .nparts = np };
-	j.rchunks = (size_t)nt * PAR_CHUNKS;
-	if (j.rchunks > s->n)
-		j.rchunks = s->n ? (size_t)s->n : 1;
-	gtab *parts = calloc((size_t)nt * np, sizeof *parts);
-	j.sinks = calloc(nt, sizeof *j.sinks);
-	int err = parts && j.sinks ? TD_OK : TD_ENOMEM;
-	for (size_t i = 0; !err && i < (size_t)nt * np; i++)
-		err = gtab_alloc(&parts[i], t->m, 1u << 10);
-	for (unsigned k = 0; !err && k < nt; k++)
-		j.sinks[k] = (gsink){ .t = parts + (size_t)k * np, .m = t->m, .pbits = pbits, .ok = g->ok, .W = g->W };
+	const an *x = ni->x;
+	uint64_t at[TD_MAXDEPTH + 3] = { 0 }, n = 0;
+	for (uint64_t r = 0; r < x->R; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			at[(st & 0xff) + 1]++;
+	}
+	for (unsigned h = 1; h < TD_MAXDEPTH + 3; h++)
+		at[h] += at[h - 1];
+	n = at[TD_MAXDEPTH + 2];
+	uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+	if (!order)
+		return TD_ENOMEM;
+	for (uint64_t r = 0; r < x->R; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			order[at[st & 0xff]++] = (uint32_t)r;
+	}
+	int err = TD_OK;
+	for (uint64_t i = n; i-- > 0 && !err;) {
+		uint64_t r = order[i], start, wr = *ni_w(ni, r);
+		uint32_t len;
+		if (!wr || (err = rhs(x, r, &start, &len)))
+			continue;
+		for (uint32_t j = 0; j < len; j++) {
+			uint64_t y = td_rule_sym(x->a, start + j);
+			if (y >= x->T && y < x->T + x->R)
+				*ni_w(ni, y - x->T) += wr;
+		}
+	}
+	free(order);
+	return err;
+}
+
+/* The runs of x's files (but those flagged in skip) into t (empty,
+ * allocated): the walk above on sp->nthreads threads; g gives the
+ * pruning. */
+static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gtab *t)
+{
+	rsplit sp;
+	ninfo ni = { .x = x, .m = m, .L = m - 1, .stride = NI_H + 2 * (m - 1) };
+	njob j = { .ni = &ni, .sp = &sp };
+	gtab *parts = NULL;
+	unsigned nt = 1, np = 1, pbits = 0;
+	int err = rsplit_init(&sp, x, skip);
+	if (!err) {
+		nt = sp.nthreads;
+		ni.info = calloc(x->R ? x->R : 1, ni.stride * sizeof *ni.info);
+		j.sinks = calloc(nt, sizeof *j.sinks);
+		if (!ni.info || !j.sinks)
+			err = TD_ENOMEM;
+	}
+	if (!err && nt > 1) {
+		while ((1u << pbits) < 2 * nt && pbits < 10)
+			pbits++;
+		np = 1u << pbits;
+		if (!(parts = calloc((size_t)nt * np, sizeof *parts)))
+			err = TD_ENOMEM;
+		for (size_t i = 0; !err && i < (size_t)nt * np; i++)
+			err = gtab_alloc(&parts[i], m, 1u << 10);
+		for (unsigned k = 0; !err && k < nt; k++)
+			j.sinks[k] = (gsink){ .t = parts + (size_t)k * np, .m = m, .pbits = pbits, .ok = g->ok, .W = g->W };
+	} else if (!err) {
+		j.sinks[0] = *g;
+	}
 	if (!err)
-		err = td_par_for(j.rchunks + sp->nchunks, nt, ngram_task, &j);
+		err = td_par_for(sp.nchunks, nt, ngram_task, &j);
+	if (!err && !(err = td_par_err_get(&j.err)))
+		err = ngram_weights(&ni);
+	if (!err) {
+		j.rules = 1;
+		j.rchunks = nt > 1 ? (size_t)nt * PAR_CHUNKS : 1;
+		err = td_par_for(j.rchunks, nt, ngram_task, &j);
+	}
 	if (!err)
 		err = td_par_err_get(&j.err);
 	for (unsigned k = 0; !err && k < nt; k++)
 		err = gsink_flush(&j.sinks[k]);
-	if (!err)
-		err = td_par_for(np, nt, ngram_merge, &j);
-	if (!err)
+	if (nt > 1 && !err && !(err = td_par_for(np, nt, ngram_merge, &j)))
 		err = td_par_err_get(&j.err);
-	/* the merged tables (their runs are distinct) into t */
-	uint64_t used = 0, cap = 1u << 16;
-	for (unsigned p = 0; !err && p < np; p++)
-		used += parts[p].used;
-	while (!err && (used + 1) * 2 > cap - 1)
-		cap *= 2;
-	if (!err) {
+	if (nt > 1 && !err) {
+		/* the merged tables (their runs are distinct) into t */
+		uint64_t used = 0, cap = 1u << 16;
+		for (unsigned p = 0; p < np; p++)
+			used += parts[p].used;
+		while ((used + 1) * 2 > cap - 1)
+			cap *= 2;
 		free(t->slot);
-		err = gtab_alloc(t, t->m, cap);
-	}
-	for (unsigned p = 0; !err && p < np; p++) {
-		const gtab *src = &parts[p];
-		for (uint64_t i = 0; i <= src->mask; i++) {
-			uint64_t v = gval(src, i);
-			if (!v)
-				continue;
-			uint64_t h = ghash(gkey(src, i), t->m) & t->mask;
-			while (gval(t, h))
-				h = (h + 1) & t->mask;
-			memcpy(t->slot + h * t->stride, src->slot + i * src->stride, t->stride * sizeof(uint32_t));
+		err = gtab_alloc(t, m, cap);
+		for (unsigned p = 0; !err && p < np; p++) {
+			const gtab *src = &parts[p];
+			for (uint64_t i = 0; i <= src->mask; i++) {
+				if (!gval(src, i))
+					continue;
+				uint64_t h = ghash(gkey(src, i), m) & t->mask;
+				while (gval(t, h))
+					h = (h + 1) & t->mask;
+				memcpy(t->slot + h * t->stride, src->slot + i * src->stride, t->stride * sizeof(uint32_t));
+			}
+			t->used += src->used;
 		}
-		t->used += src->used;
+	} else if (!err) {
+		*g = j.sinks[0];
 	}
 	for (size_t i = 0; parts && i < (size_t)nt * np; i++)
 		free(parts[i].slot);
 	free(parts);
 	free(j.sinks);
+	free(ni.info);
+	free(sp.pre);
 	return err;
 }
 
@@ -2219,88 +2340,27 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 {
 	gsink g = { .t = t, .m = n, .ok = ok, .W = a->W };
 	an x;
-	rset s = { 0 };
-	seqinfo si = { 0 };
-	uint64_t *freq = NULL;
 	uint8_t *longf = NULL;
-	rsplit sp = { 0 };
 	int err = an_init_list(&x, a, scope, list, nlist, 1);
 	if (err)
 		goto out;
-	scope_roots_flat(&x); /* read three times below */
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
-	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(t))) {
+	if (!longf || (err = gtab_grow(t))) {
 		err = err ? err : TD_ENOMEM;
 		goto out;
 	}
-	uint64_t sym[QCHUNK];
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
 		int v = file_long(&x, x.files[f]);
-		if (v) {
+		if (v)
 			err = v < 0 ? v : TD_OK;
-			longf[f] = 1;
-			continue;
-		}
-		uint64_t rs, re;
-		err = root_range(&x, x.files[f], &rs, &re);
-		for (uint64_t i = rs; !err && i < re;) {
-			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(a, i, k, sym);
-			for (uint64_t j = 0; j < k && !err; j++)
-				err = rset_add(&x, &s, sym[j]);
-			i += k;
-		}
+		longf[f] = v != 0;
 	}
-	if (err || (err = seqinfo_init(&si, n, s.n)))
-		goto out;
-	/* weights: root occurrences, then top-down */
-	freq = si.val;
-	for (size_t f = 0; f < x.nfiles && !err; f++) {
-		uint64_t rs, re;
-		if (longf[f])
-			continue;
-		err = root_range(&x, x.files[f], &rs, &re);
-		for (uint64_t i = rs; !err && i < re;) {
-			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(a, i, k, sym);
-			for (uint64_t j = 0; j < k; j++)
-				if (sym[j] >= x.T)
-					freq[s.slot[sym[j] - x.T] - 1]++;
-			i += k;
-		}
-	}
-	for (uint64_t i = s.n; !err && i-- > 0;) {
-		uint64_t start;
-		uint32_t len;
-		if ((err = rhs(&x, s.order[i], &start, &len)))
-			break;
-		for (uint32_t j = 0; j < len; j++) {
-			uint64_t y = td_rule_sym(a, start + j);
-			if (y >= x.T)
-				freq[s.slot[y - x.T] - 1] += freq[i];
-		}
-	}
-	/* bottom-up: each rule's runs across its parts, times its weight */
-	gwalk gw = { .x = &x, .s = &s, .si = &si, .g = &g };
 	if (!err)
-		err = rsplit_init(&sp, &x, longf);
-	if (!err && sp.nthreads > 1) {
-		/* the infos first (children before parents), then the runs on threads */
-		gw.g = NULL;
-		for (uint64_t i = 0; i < s.n && !err; i++)
-			err = gwalk_rule(&gw, i, 0);
-		gw.g = &g;
-		if (!err)
-			err = ngram_par(&x, &s, &si, freq, &sp, &g, t);
-	}
-	for (uint64_t i = 0; sp.nthreads <= 1 && i < s.n && !err; i++)
-		err = gwalk_rule(&gw, i, freq[i]);
+		err = ngram_walk(&x, longf, n, &g, t);
+	/* files with words longer than TD_MAXTOK, and the texts: their words */
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
-		if (!longf[f]) {
-			if (sp.nthreads <= 1)
-				err = gwalk_file(&gw, x.files[f]);
+		if (!longf[f])
 			continue;
-		}
 		ntext nt = { .a = a, .g = &g, .lw = lw };
 		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
 	}
@@ -2311,10 +2371,7 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 	if (!err)
 		err = gsink_flush(&g);
 out:
-	free(sp.pre);
 	free(longf);
-	seqinfo_free(&si);
-	rset_free(&s);
 	an_free(&x);
 	return err;
 }
