@@ -2,6 +2,7 @@
 #include "td_par.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,8 +18,15 @@ unsigned td_par_self(void)
 	return self;
 }
 
+/* The cores this process may run on (its affinity mask: taskset, cgroup
+ * cpusets), else those online. */
 static unsigned cores(void)
 {
+#ifdef CPU_COUNT
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+		return (unsigned)CPU_COUNT(&set);
+#endif
 	long c = sysconf(_SC_NPROCESSORS_ONLN);
 	return c > 0 ? (unsigned)c : 1;
 }
@@ -73,8 +81,9 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 	if (nthreads > n)
 		nthreads = n ? (unsigned)n : 1;
 	job j = { n, 0, 0, fn, ctx };
-	if (nthreads <= 1) {
-		worker(&j);
+	if (nthreads <= 1) { /* no pool: the calls inside may take threads */
+		for (size_t i = 0; i < n; i++)
+			fn(ctx, i);
 		return TD_OK;
 	}
 	pthread_t *t = malloc((nthreads - 1) * sizeof *t);

@@ -15,8 +15,8 @@ unsigned td_par_threads(uint64_t work, uint64_t grain);
 /* Run fn(ctx, i) for every i in [0, n) on up to nthreads threads (0: one
  * per core), each taking the next i in turn; the caller's thread is one of
  * them. Returns TD_OK, or TD_ENOMEM when no thread could be started (then
- * nothing ran). fn must be thread-safe for distinct i; a worker's nested
- * td_par_threads gives 1. */
+ * nothing ran). fn must be thread-safe for distinct i; with more than one
+ * thread, td_par_threads inside fn gives 1. */
 int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* Inside td_par_for's fn: the index of the thread running it, 0 ..
