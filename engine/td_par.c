@@ -82,8 +82,11 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 		nthreads = n ? (unsigned)n : 1;
 	job j = { n, 0, 0, fn, ctx };
 	if (nthreads <= 1) { /* no pool: the calls inside may take threads */
+		unsigned was_self = self;
+		self = 0;
 		for (size_t i = 0; i < n; i++)
 			fn(ctx, i);
+		self = was_self;
 		return TD_OK;
 	}
 	pthread_t *t = malloc((nthreads - 1) * sizeof *t);
