@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "td_extract.h"
+#include "td_par.h"
 #include "td_rcache.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
@@ -1011,11 +1012,16 @@ typedef struct kmp {
 	uint8_t fail[TD_PHRASE_MAX + 1];
 	uint32_t stride;          /* u32 per rule: count (2), state word (1), first words (L) */
 	uint32_t *info;           /* R * stride, zeroed; state word 0: not computed */
-	int err;
+	int err;                  /* this thread's (each thread has its own copy) */
 } kmp;
 
 /* State word of a computed rule: bit 31 set, words held (capped at L) in
- * bits 8..15, end state in bits 0..7. */
+ * bits 8..15, end state in bits 0..7; KMP_BUSY while the thread that
+ * computed it first writes it. Threads share the infos: a rule's is
+ * computed into a local copy (its children's first), then published by
+ * the thread that claims the state word (compare-and-swap from 0), so a
+ * reader that sees KMP_DONE (acquire) sees the whole info. Cycles in a
+ * damaged grammar end at TD_MAXDEPTH. */
 #define KMP_DONE 0x80000000u
 #define KMP_BUSY 0x40000000u
 
@@ -1088,13 +1094,12 @@ static inline void kmp_feed(kmp *k, uint64_t y, unsigned *q, uint64_t *hits, uin
 static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 {
 	uint32_t *ri = k->info + r * k->stride;
-	if (ri[2] & KMP_DONE)
+	if (__atomic_load_n(&ri[2], __ATOMIC_ACQUIRE) & KMP_DONE)
 		return ri;
-	if ((ri[2] & KMP_BUSY) || depth > TD_MAXDEPTH) {
+	if (depth > TD_MAXDEPTH) {
 		k->err = td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
 		return NULL;
 	}
-	ri[2] = KMP_BUSY;
 	uint64_t start;
 	uint32_t len;
 	if (rhs(k->x, r, &start, &len)) {
@@ -1103,6 +1108,7 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 	}
 	unsigned q = 0, nh = 0;
 	uint64_t hits = 0;
+	uint32_t head[TD_PHRASE_MAX];
 	const uint64_t TR = k->x->T + k->x->R;
 	for (uint32_t j = 0; j < len && !k->err; j++) {
 		uint64_t y = td_rule_sym(k->x->a, start + j);
@@ -1110,12 +1116,19 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 			k->err = td_fail(TD_ECORRUPT, "symbol out of range");
 			return NULL;
 		}
-		kmp_feed(k, y, &q, &hits, ri + 3, &nh, depth);
+		kmp_feed(k, y, &q, &hits, head, &nh, depth);
 	}
 	if (k->err)
 		return NULL;
-	memcpy(ri, &hits, sizeof hits);
-	ri[2] = KMP_DONE | nh << 8 | q;
+	uint32_t st = 0;
+	if (__atomic_compare_exchange_n(&ri[2], &st, KMP_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+		memcpy(ri, &hits, sizeof hits);
+		memcpy(ri + 3, head, nh * sizeof *head);
+		__atomic_store_n(&ri[2], KMP_DONE | nh << 8 | q, __ATOMIC_RELEASE);
+	} else {
+		while (!(__atomic_load_n(&ri[2], __ATOMIC_ACQUIRE) & KMP_DONE))
+			td_par_relax();
+	}
 	return ri;
 }
 
@@ -1132,49 +1145,168 @@ static void scope_roots_flat(const an *x)
 
 /* Root symbols ahead whose rule info is prefetched. */
 #define KMP_AHEAD 16u
+/* Root symbols a thread takes at least; a scope's root symbols go in
+ * about PAR_CHUNKS chunks a thread, taken in turn. */
+#define PAR_GRAIN (UINT64_C(1) << 16)
+#define PAR_CHUNKS 4u
+
+/* A scope's files as one sequence of root symbols cut in chunks for
+ * threads: file f holds positions [pre[f], pre[f + 1]) (none when
+ * skipped). */
+typedef struct rsplit {
+	const an *x;
+	uint64_t *pre;  /* nfiles + 1 */
+	uint64_t n;     /* root symbols */
+	size_t nchunks;
+	unsigned nthreads;
+} rsplit;
+
+static int rsplit_init(rsplit *sp, const an *x, const uint8_t *skip)
+{
+	memset(sp, 0, sizeof *sp);
+	sp->x = x;
+	if (!(sp->pre = malloc((x->nfiles + 1) * sizeof *sp->pre)))
+		return TD_ENOMEM;
+	sp->pre[0] = 0;
+	for (size_t f = 0; f < x->nfiles; f++) {
+		uint64_t rs, re;
+		int err = root_range(x, x->files[f], &rs, &re);
+		if (err)
+			return err;
+		sp->pre[f + 1] = sp->pre[f] + (skip && skip[f] ? 0 : re - rs);
+	}
+	sp->n = sp->pre[x->nfiles];
+	sp->nthreads = td_par_threads(sp->n, PAR_GRAIN);
+	sp->nchunks = sp->nthreads > 1 ? (size_t)sp->nthreads * PAR_CHUNKS : 1;
+	if (sp->nchunks > sp->n)
+		sp->nchunks = sp->n ? (size_t)sp->n : 1;
+	return TD_OK;
+}
+
+/* The first file holding position pos of chunk c (pos = the chunk's start). */
+static size_t rsplit_first(const rsplit *sp, size_t c, uint64_t *pos)
+{
+	*pos = sp->n * c / sp->nchunks;
+	size_t lo = 0, hi = sp->x->nfiles;
+	while (lo < hi) { /* the last f with pre[f] <= pos */
+		size_t mid = lo + (hi - lo + 1) / 2;
+		if (sp->pre[mid] <= *pos)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* One thread's chunks of a phrase count. */
+typedef struct pjob {
+	const kmp *k;
+	const rsplit *sp;
+	uint64_t *counts;
+	td_par_err err;
+} pjob;
+
+/* Feed the root symbols [i, e) of file f from state *q. */
+static void kmp_roots(kmp *k, td_entry f, uint64_t i, uint64_t e, unsigned *q, uint64_t *hits)
+{
+	const an *x = k->x;
+	const uint64_t TR = x->T + x->R;
+	uint64_t sym[QCHUNK];
+	while (i < e && !k->err) {
+		uint64_t n = e - i < QCHUNK ? e - i : QCHUNK;
+		td_root_range(x->a, i, n, sym);
+		/* the rules' infos are read at random: ask for them ahead */
+		for (uint64_t j = 0; j < n && j < KMP_AHEAD; j++)
+			if (sym[j] >= x->T && sym[j] < TR)
+				__builtin_prefetch(k->info + (sym[j] - x->T) * k->stride);
+		for (uint64_t j = 0; j < n; j++) {
+			if (j + KMP_AHEAD < n && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
+				__builtin_prefetch(k->info + (sym[j + KMP_AHEAD] - x->T) * k->stride);
+			if (sym[j] >= TR) {
+				k->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				break;
+			}
+			kmp_feed(k, sym[j], q, hits, NULL, NULL, 0);
+		}
+		i += n;
+	}
+}
+
+/* A chunk that ends inside file f at root symbol i (< e, the file's end):
+ * the matches that begin before i and end in its next L words. */
+static void kmp_across(kmp *k, td_entry f, uint64_t i, uint64_t e, unsigned q, uint64_t *hits)
+{
+	const an *x = k->x;
+	unsigned fed = 0;
+	for (; i < e && fed < k->L && !k->err; i++) {
+		uint64_t y = td_root_sym(x->a, i);
+		if (y >= x->T + x->R) {
+			k->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+			break;
+		}
+		if (y < 2 * x->W || is_piece(x, y)) {
+			q = kmp_step(k, q, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, hits);
+			fed++;
+		} else if (y >= x->T) {
+			const uint32_t *ri = kmp_rule(k, y - x->T, 0);
+			unsigned n = ri ? ri[2] >> 8 & 0xff : 0;
+			for (unsigned t = 0; t < n && fed < k->L; t++, fed++)
+				q = kmp_step(k, q, ri[3 + t], hits);
+		}
+	}
+}
+
+static void phrase_chunk(void *ctx, size_t c)
+{
+	pjob *j = ctx;
+	const rsplit *sp = j->sp;
+	const an *x = sp->x;
+	kmp k = *j->k;
+	uint64_t pos, end = sp->n * (c + 1) / sp->nchunks;
+	for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !k.err; f++) {
+		if (sp->pre[f + 1] <= pos)
+			continue;
+		uint64_t rs = td_pack_get(&x->a->e_root, x->files[f]), hits = 0;
+		uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
+		uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
+		unsigned q = 0;
+		kmp_roots(&k, x->files[f], a, b, &q, &hits);
+		if (b < fe)
+			kmp_across(&k, x->files[f], b, fe, q, &hits);
+		if (hits)
+			__atomic_fetch_add(&j->counts[f], hits, __ATOMIC_RELAXED);
+		pos = sp->pre[f + 1];
+	}
+	td_par_err_set(&j->err, k.err);
+}
 
 /* Occurrences of the phrase ids[0..m) (word ids; 1 <= m <= TD_PHRASE_MAX)
- * in each of x's files into counts[] (zeroed here). */
+ * in each of x's files into counts[] (zeroed here): the files' root
+ * symbols in chunks over threads (td_par_threads), each chunk from the
+ * automaton's start state (the matches that begin in it) and on for L
+ * words past its end (those that begin in it and end after). */
 static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint64_t *counts)
 {
 	kmp k;
+	rsplit sp;
 	kmp_init(&k, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
-	k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info);
-	if (!k.info)
-		return TD_ENOMEM;
-	scope_roots_flat(x);
-	const uint64_t TR = x->T + x->R;
-	uint64_t sym[QCHUNK];
-	for (size_t f = 0; f < x->nfiles && !k.err; f++) {
-		uint64_t rs, re, hits = 0;
-		unsigned q = 0;
-		if ((k.err = root_range(x, x->files[f], &rs, &re)))
-			break;
-		for (uint64_t i = rs; i < re && !k.err;) {
-			uint64_t n = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(x->a, i, n, sym);
-			/* the rules' infos are read at random: ask for them ahead */
-			for (uint64_t j = 0; j < n && j < KMP_AHEAD; j++)
-				if (sym[j] >= x->T && sym[j] < TR)
-					__builtin_prefetch(k.info + (sym[j] - x->T) * k.stride);
-			for (uint64_t j = 0; j < n; j++) {
-				if (j + KMP_AHEAD < n && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
-					__builtin_prefetch(k.info + (sym[j + KMP_AHEAD] - x->T) * k.stride);
-				if (sym[j] >= TR) {
-					k.err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", x->files[f]);
-					break;
-				}
-				kmp_feed(&k, sym[j], &q, &hits, NULL, NULL, 0);
-			}
-			i += n;
-		}
-		counts[f] = hits;
+	int err = rsplit_init(&sp, x, NULL);
+	if (!err && !(k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info)))
+		err = TD_ENOMEM;
+	if (!err) {
+		if (sp.nthreads <= 1)
+			scope_roots_flat(x);
+		pjob j = { .k = &k, .sp = &sp, .counts = counts };
+		err = td_par_for(sp.nchunks, sp.nthreads, phrase_chunk, &j);
+		if (!err)
+			err = td_par_err_get(&j.err);
 	}
 	free(k.info);
-	if (k.err)
+	free(sp.pre);
+	if (err)
 		memset(counts, 0, x->nfiles * sizeof *counts);
-	return k.err;
+	return err;
 }
 
 typedef struct pctx {
@@ -1629,14 +1761,22 @@ static int gtab_grow(gtab *t)
 	return TD_OK;
 }
 
-static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
+/* An empty table of cap slots (a power of two) for runs of m words. */
+static int gtab_alloc(gtab *t, unsigned m, uint64_t cap)
+{
+	*t = (gtab){ m, m + 2, calloc(cap, (m + 2) * sizeof(uint32_t)), cap - 1, 0 };
+	return t->slot ? TD_OK : TD_ENOMEM;
+}
+
+/* gtab_add with the run's ghash given. */
+static int gtab_add_h(gtab *t, const uint32_t *g, uint64_t n, uint64_t hash)
 {
 	if (!n)
 		return TD_OK;
 	if ((t->used + 1) * 2 > t->mask && gtab_grow(t))
 		return TD_ENOMEM;
 	const unsigned m = t->m;
-	uint64_t h = ghash(g, m) & t->mask, v;
+	uint64_t h = hash & t->mask, v;
 	while ((v = gval(t, h))) {
 		const uint32_t *k = gkey(t, h);
 		unsigned i = 0;
@@ -1654,6 +1794,11 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
 	return TD_OK;
 }
 
+static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
+{
+	return gtab_add_h(t, g, n, ghash(g, t->m));
+}
+
 /* Runs waiting to go into the table while their slots are fetched. */
 #define GRING 8u
 
@@ -1662,17 +1807,23 @@ static int gtab_add(gtab *t, const uint32_t *g, uint64_t n)
  * added GRING runs later (gsink_put), its slot prefetched meanwhile: the
  * table is far larger than the caches. */
 typedef struct gsink {
-	gtab *t;
+	gtab *t;           /* the table, or with pbits the first of 2^pbits (by the hash's top bits) */
+	unsigned m, pbits;
 	const uint8_t *ok;
 	uint64_t W;
 	uint32_t ring[GRING][TD_PHRASE_MAX];
-	uint64_t rw[GRING];
+	uint64_t rw[GRING], rh_[GRING];
 	unsigned rh, rn;
 } gsink;
 
+static inline gtab *gsink_tab(const gsink *g, uint64_t h)
+{
+	return g->pbits ? &g->t[h >> (64 - g->pbits)] : g->t;
+}
+
 static inline int gsink_keep(const gsink *g, const uint32_t *gram)
 {
-	for (unsigned i = 0; g->ok && i < g->t->m; i++)
+	for (unsigned i = 0; g->ok && i < g->m; i++)
 		if (gram[i] < g->W && !g->ok[gram[i]])
 			return 0;
 	return 1;
@@ -1685,15 +1836,18 @@ static inline int gsink_put(gsink *g, const uint32_t *gram, uint64_t n)
 		return TD_OK;
 	int err = TD_OK;
 	if (g->rn == GRING) {
-		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		err = gtab_add_h(gsink_tab(g, g->rh_[g->rh]), g->ring[g->rh], g->rw[g->rh], g->rh_[g->rh]);
 		g->rh = (g->rh + 1) % GRING;
 		g->rn--;
 	}
 	unsigned i = (g->rh + g->rn++) % GRING;
-	memcpy(g->ring[i], gram, g->t->m * sizeof *gram);
+	uint64_t h = ghash(gram, g->m);
+	memcpy(g->ring[i], gram, g->m * sizeof *gram);
 	g->rw[i] = n;
-	if (g->t->mask)
-		__builtin_prefetch(g->t->slot + (ghash(gram, g->t->m) & g->t->mask) * g->t->stride);
+	g->rh_[i] = h;
+	const gtab *t = gsink_tab(g, h);
+	if (t->mask)
+		__builtin_prefetch(t->slot + (h & t->mask) * t->stride);
 	return err;
 }
 
@@ -1702,136 +1856,429 @@ static int gsink_flush(gsink *g)
 {
 	int err = TD_OK;
 	for (; g->rn && !err; g->rn--) {
-		err = gtab_add(g->t, g->ring[g->rh], g->rw[g->rh]);
+		err = gtab_add_h(gsink_tab(g, g->rh_[g->rh]), g->ring[g->rh], g->rw[g->rh], g->rh_[g->rh]);
 		g->rh = (g->rh + 1) % GRING;
 	}
 	return err;
 }
 
-/* The n-gram walk proper (the scanner above, specialised: word ids only,
- * no offsets): one sequence's window of its last L words. */
-typedef struct gwalk {
+/* The n-gram walk. Each rule reached gets an info, by rule id: its words,
+ * first and last L words, and height (1 + its highest part's), computed
+ * once on first use from its parts' (children first, recursively) and
+ * published as the phrase matcher's are (kmp_rule): threads share them.
+ * 1. the scope's root symbols, in chunks over threads: each rule met gets
+ *    its info and one more root occurrence (its weight so far), and the
+ *    runs across root symbols go to the thread's table;
+ * 2. weights top-down, rules by height descending (parents first);
+ * 3. each rule's runs across its parts times its weight, rules in id order
+ *    (their right sides read in order) in chunks over threads;
+ * 4. the threads' tables merged, each a 2^pbits part of the hash space.
+ * No list of the rules reached is built: one not reached has weight 0. */
+typedef struct ninfo {
 	const an *x;
-	const rset *s;
-	seqinfo *si;
+	unsigned m, L, stride; /* u32 a rule (NI_*): state, -, weight (2), words (2), first L, last L */
+	uint32_t *info;        /* R * stride, zeroed; state 0: not computed */
+} ninfo;
+
+/* Where a rule's info keeps its weight (u64, aligned: stride is even,
+ * added to by the threads), words (u64) and first words (then the last). */
+#define NI_W 2u
+#define NI_NW 4u
+#define NI_H 6u
+
+/* State word: NI_DONE | height; NI_BUSY while being written. */
+#define NI_DONE 0x80000000u
+#define NI_BUSY 0x40000000u
+
+static inline uint64_t ni_nw(const uint32_t *ri)
+{
+	uint64_t v;
+	memcpy(&v, ri + NI_NW, sizeof v);
+	return v;
+}
+
+/* Rule r's info (computed on first use), or NULL with *err set. */
+static const uint32_t *ni_rule(const ninfo *ni, uint64_t r, unsigned depth, int *err)
+{
+	uint32_t *ri = ni->info + r * ni->stride;
+	if (__atomic_load_n(ri, __ATOMIC_ACQUIRE) & NI_DONE)
+		return ri;
+	if (depth > TD_MAXDEPTH) {
+		*err = td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
+		return NULL;
+	}
+	const an *x = ni->x;
+	const unsigned L = ni->L;
+	uint64_t start, nw = 0;
+	uint32_t len, head[TD_PHRASE_MAX], tail[TD_PHRASE_MAX];
+	unsigned nh = 0, nt = 0, h = 0;
+	if ((*err = rhs(x, r, &start, &len)))
+		return NULL;
+	for (uint32_t j = 0; j < len; j++) {
+		uint64_t y = td_rule_sym(x->a, start + j);
+		const uint32_t *ids;
+		uint64_t k;
+		uint32_t id;
+		if (y < 2 * x->W || is_piece(x, y)) {
+			id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
+			ids = &id;
+			k = 1;
+		} else if (y < x->T) {
+			continue;
+		} else if (y < x->T + x->R) {
+			const uint32_t *c = ni_rule(ni, y - x->T, depth + 1, err);
+			if (!c)
+				return NULL;
+			unsigned ch = c[0] & 0xff;
+			if (ch + 1 > h)
+				h = ch + 1;
+			k = ni_nw(c);
+			if (k >= L) { /* its last L words are the rule's so far */
+				for (unsigned t = 0; t < L && nh < L; t++)
+					head[nh++] = c[NI_H + t];
+				memcpy(tail, c + NI_H + L, L * sizeof *tail);
+				nt = L;
+				nw += k;
+				continue;
+			}
+			ids = c + NI_H;
+		} else {
+			*err = td_fail(TD_ECORRUPT, "symbol out of range");
+			return NULL;
+		}
+		for (uint64_t t = 0; t < k; t++) {
+			if (nh < L)
+				head[nh++] = ids[t];
+			if (nt == L) {
+				for (unsigned u = 1; u < L; u++)
+					tail[u - 1] = tail[u];
+				nt--;
+			}
+			if (L)
+				tail[nt++] = ids[t];
+		}
+		nw += k;
+	}
+	uint32_t st = 0;
+	if (__atomic_compare_exchange_n(ri, &st, NI_BUSY, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+		memcpy(ri + NI_NW, &nw, sizeof nw);
+		memcpy(ri + NI_H, head, nh * sizeof *head);
+		memcpy(ri + NI_H + L, tail, nt * sizeof *tail);
+		__atomic_store_n(ri, NI_DONE | h, __ATOMIC_RELEASE);
+	} else {
+		while (!(__atomic_load_n(ri, __ATOMIC_ACQUIRE) & NI_DONE))
+			td_par_relax();
+	}
+	return ri;
+}
+
+/* One thread's walk of a sequence: the window of its last L words. */
+typedef struct gwalk {
+	const ninfo *ni;
 	gsink *g;
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned wn;
+	int err;
 } gwalk;
 
-static inline int gwalk_push(gwalk *w, const uint32_t *ids, unsigned k)
+/* Feed word item id: the run it ends (after L words) goes to the table
+ * with `weight`. */
+static inline void gwalk_word(gwalk *w, uint32_t id, uint64_t weight)
 {
-	unsigned L = w->si->L;
-	for (unsigned t = 0; t < k; t++) {
-		if (w->wn == L) {
-			for (unsigned u = 1; u < L; u++)
-				w->win[u - 1] = w->win[u];
-			w->wn--;
-		}
-		w->win[w->wn++] = ids[t];
+	const unsigned L = w->ni->L;
+	if (w->wn == L) {
+		uint32_t gram[TD_PHRASE_MAX];
+		memcpy(gram, w->win, L * sizeof *gram);
+		gram[L] = id;
+		int err = gsink_put(w->g, gram, weight);
+		if (err)
+			w->err = err;
+		for (unsigned u = 1; u < L; u++)
+			w->win[u - 1] = w->win[u];
+		w->wn--;
 	}
-	return TD_OK;
+	w->win[w->wn++] = id;
 }
 
-/* Feed symbol y: the runs that end in it and begin before it go to the
- * table with `weight`; its first words join head (while *nh < L) and its
- * words *nw. */
-static inline int gwalk_feed(gwalk *w, uint64_t y, uint64_t weight, uint32_t *head, unsigned *nh, uint64_t *nw)
+/* Feed symbol y (< T + R): the runs that end in it and begin before it go
+ * to the table with `weight`; returns y's info when y is a rule. */
+static inline const uint32_t *gwalk_feed(gwalk *w, uint64_t y, uint64_t weight)
 {
-	const an *x = w->x;
-	const unsigned m = w->si->m, L = w->si->L;
-	uint32_t gram[TD_PHRASE_MAX];
-	int err = TD_OK;
+	const an *x = w->ni->x;
+	const unsigned m = w->ni->m, L = w->ni->L;
 	if (y < 2 * x->W || is_piece(x, y)) {
-		uint32_t id = y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK;
-		if (w->wn == L) {
-			for (unsigned u = 0; u < L; u++)
-				gram[u] = w->win[u];
-			gram[L] = id;
-			err = gsink_put(w->g, gram, weight);
-		}
-		gwalk_push(w, &id, 1);
-		if (head && *nh < L)
-			head[(*nh)++] = id;
-		++*nw;
-		return err;
+		gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, weight);
+		return NULL;
 	}
 	if (y < x->T)
-		return TD_OK;
-	uint64_t slot = w->s->slot[y - x->T] - 1, N = w->si->nw[slot];
-	const uint32_t *H = w->si->head + slot * L, *Tl = w->si->tail + slot * L;
+		return NULL;
+	const uint32_t *c = ni_rule(w->ni, y - x->T, 0, &w->err);
+	if (!c)
+		return NULL;
+	uint64_t N = ni_nw(c);
+	const uint32_t *H = c + NI_H;
 	unsigned hn = N < L ? (unsigned)N : L;
-	for (unsigned i = 1; i <= hn && !err; i++) {
+	uint32_t gram[TD_PHRASE_MAX];
+	for (unsigned i = 1; i <= hn; i++) {
 		if (w->wn < m - i)
 			continue;
-		for (unsigned u = 0; u < m - i; u++)
-			gram[u] = w->win[w->wn - (m - i) + u];
-		for (unsigned u = 0; u < i; u++)
-			gram[m - i + u] = H[u];
-		err = gsink_put(w->g, gram, weight);
+		memcpy(gram, w->win + w->wn - (m - i), (m - i) * sizeof *gram);
+		memcpy(gram + m - i, H, i * sizeof *gram);
+		int err = gsink_put(w->g, gram, weight);
+		if (err)
+			w->err = err;
 	}
 	if (N >= L) {
-		for (unsigned u = 0; u < L; u++)
-			w->win[u] = Tl[u];
+		memcpy(w->win, c + NI_H + L, L * sizeof *w->win);
 		w->wn = L;
 	} else {
-		gwalk_push(w, H, hn);
-	}
-	for (unsigned t = 0; head && t < hn && *nh < L; t++)
-		head[(*nh)++] = H[t];
-	*nw += N;
-	return err;
-}
-
-/* Rule slot i (its parts done): its runs across its parts times its
- * weight, its words, first and last L words. */
-static int gwalk_rule(gwalk *w, uint64_t i, uint64_t weight)
-{
-	const an *x = w->x;
-	uint64_t start, nw = 0;
-	uint32_t len;
-	unsigned L = w->si->L, nh = 0;
-	int err = rhs(x, w->s->order[i], &start, &len);
-	w->wn = 0;
-	for (uint32_t j = 0; j < len && !err; j++) {
-		uint64_t y = td_rule_sym(x->a, start + j);
-		if (y >= x->T + x->R)
-			return td_fail(TD_ECORRUPT, "symbol out of range");
-		err = gwalk_feed(w, y, weight, w->si->head + i * L, &nh, &nw);
-	}
-	w->si->nw[i] = nw;
-	for (unsigned u = 0; u < w->wn; u++)
-		w->si->tail[i * L + u] = w->win[u];
-	return err;
-}
-
-/* File e's root symbols (their rules done), weight 1. */
-static int gwalk_file(gwalk *w, td_entry e)
-{
-	const an *x = w->x;
-	uint64_t rs, re, sym[QCHUNK], nw = 0;
-	int err = root_range(x, e, &rs, &re);
-	w->wn = 0;
-	for (uint64_t i = rs; !err && i < re;) {
-		uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-		td_root_range(x->a, i, k, sym);
-		for (uint64_t j = 0; j < k && !err; j++) {
-			if (sym[j] >= x->T + x->R)
-				return td_fail(TD_ECORRUPT, "entry %u: symbol out of range", e);
-			/* the rules' slots and infos are read at random: ask ahead */
-			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < x->T + x->R)
-				__builtin_prefetch(w->s->slot + (sym[j + KMP_AHEAD] - x->T));
-			uint64_t z = j + KMP_AHEAD / 2 < k ? sym[j + KMP_AHEAD / 2] : 0;
-			if (z >= x->T && z < x->T + x->R) {
-				uint64_t sl = w->s->slot[z - x->T] - 1;
-				__builtin_prefetch(w->si->nw + sl);
-				__builtin_prefetch(w->si->head + sl * w->si->L);
-				__builtin_prefetch(w->si->tail + sl * w->si->L);
+		for (unsigned t = 0; t < hn; t++) {
+			if (w->wn == L) {
+				for (unsigned u = 1; u < L; u++)
+					w->win[u - 1] = w->win[u];
+				w->wn--;
 			}
-			err = gwalk_feed(w, sym[j], 1, NULL, NULL, &nw);
+			w->win[w->wn++] = H[t];
+		}
+	}
+	return c;
+}
+
+/* Root symbols [i, e) of file `f` (weight 1), each rule met one more
+ * root occurrence; with `across` (e is inside the file, which ends at
+ * `across`), then the runs that begin before e and end in its next L
+ * words. */
+static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t across, int atomic)
+{
+	const an *x = w->ni->x;
+	const uint64_t TR = x->T + x->R;
+	uint64_t sym[QCHUNK];
+	while (i < e && !w->err) {
+		uint64_t k = e - i < QCHUNK ? e - i : QCHUNK;
+		td_root_range(x->a, i, k, sym);
+		for (uint64_t j = 0; j < k && !w->err; j++) {
+			if (sym[j] >= TR) {
+				w->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				break;
+			}
+			/* the rules' infos are read at random: ask ahead */
+			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
+				__builtin_prefetch(w->ni->info + (sym[j + KMP_AHEAD] - x->T) * w->ni->stride);
+			const uint32_t *c = gwalk_feed(w, sym[j], 1);
+			if (c) {
+				uint64_t *wr = (uint64_t *)(uintptr_t)(c + NI_W);
+				if (atomic)
+					__atomic_fetch_add(wr, 1, __ATOMIC_RELAXED);
+				else
+					++*wr;
+			}
 		}
 		i += k;
 	}
+	for (unsigned fed = 0; e < across && fed < w->ni->L && !w->err; e++) {
+		uint64_t y = td_root_sym(x->a, e);
+		if (y >= TR) {
+			w->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+		} else if (y < 2 * x->W || is_piece(x, y)) {
+			gwalk_word(w, y < 2 * x->W ? (uint32_t)(y >> 1) : BREAK, 1);
+			fed++;
+		} else if (y >= x->T) {
+			const uint32_t *c = ni_rule(w->ni, y - x->T, 0, &w->err);
+			uint64_t N = c ? ni_nw(c) : 0;
+			for (unsigned t = 0; t < N && fed < w->ni->L; t++, fed++)
+				gwalk_word(w, c[NI_H + t], 1);
+		}
+	}
+}
+
+/* Rule r's runs across its parts, times its weight. */
+static inline uint64_t *ni_w(const ninfo *ni, uint64_t r)
+{
+	return (uint64_t *)(uintptr_t)(ni->info + r * ni->stride + NI_W);
+}
+
+static void gwalk_rule(gwalk *w, uint64_t r)
+{
+	const an *x = w->ni->x;
+	uint64_t start, weight = *ni_w(w->ni, r);
+	uint32_t len;
+	if (!weight || (w->err = rhs(x, r, &start, &len)))
+		return;
+	w->wn = 0;
+	for (uint32_t j = 0; j < len && !w->err; j++)
+		gwalk_feed(w, td_rule_sym(x->a, start + j), weight);
+}
+
+/* The walk's threads: tasks [0, nchunks) are the root chunks of sp,
+ * then rchunks chunks of the rules (after the weights: `rules`). */
+typedef struct njob {
+	const ninfo *ni;
+	const rsplit *sp;
+	gsink *sinks; /* one a thread */
+	size_t rchunks;
+	int rules;
+	td_par_err err;
+} njob;
+
+static void ngram_task(void *ctx, size_t c)
+{
+	njob *j = ctx;
+	gwalk w = { .ni = j->ni, .g = &j->sinks[td_par_self()] };
+	const an *x = j->ni->x;
+	if (j->rules) {
+		uint64_t lo = x->R * c / j->rchunks, hi = x->R * (c + 1) / j->rchunks;
+		for (uint64_t r = lo; r < hi && !w.err; r++)
+			gwalk_rule(&w, r);
+	} else {
+		const rsplit *sp = j->sp;
+		uint64_t pos, end = sp->n * (c + 1) / sp->nchunks;
+		for (size_t f = rsplit_first(sp, c, &pos); pos < end && f < x->nfiles && !w.err; f++) {
+			if (sp->pre[f + 1] <= pos)
+				continue;
+			uint64_t rs = td_pack_get(&x->a->e_root, x->files[f]);
+			uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
+			uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
+			w.wn = 0;
+			gwalk_roots(&w, x->files[f], a, b, fe, sp->nthreads > 1);
+			pos = sp->pre[f + 1];
+		}
+	}
+	td_par_err_set(&j->err, w.err);
+}
+
+/* Table p of every thread into thread 0's. */
+static void ngram_merge(void *ctx, size_t p)
+{
+	njob *j = ctx;
+	gtab *d = &j->sinks[0].t[p];
+	int err = TD_OK;
+	for (unsigned k = 1; k < j->sp->nthreads && !err; k++) {
+		gtab *src = &j->sinks[k].t[p];
+		for (uint64_t i = 0; src->mask && i <= src->mask && !err; i++) {
+			uint64_t v = gval(src, i);
+			if (v)
+				err = gtab_add(d, gkey(src, i), v);
+		}
+		free(src->slot);
+		src->slot = NULL;
+	}
+	td_par_err_set(&j->err, err);
+}
+
+/* Weights top-down: the rules reached (state set) by height, highest
+ * first, each adding its weight to its parts'. */
+static int ngram_weights(const ninfo *ni)
+{
+	const an *x = ni->x;
+	uint64_t at[TD_MAXDEPTH + 3] = { 0 }, n = 0;
+	for (uint64_t r = 0; r < x->R; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			at[(st & 0xff) + 1]++;
+	}
+	for (unsigned h = 1; h < TD_MAXDEPTH + 3; h++)
+		at[h] += at[h - 1];
+	n = at[TD_MAXDEPTH + 2];
+	uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+	if (!order)
+		return TD_ENOMEM;
+	for (uint64_t r = 0; r < x->R; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			order[at[st & 0xff]++] = (uint32_t)r;
+	}
+	int err = TD_OK;
+	for (uint64_t i = n; i-- > 0 && !err;) {
+		uint64_t r = order[i], start, wr = *ni_w(ni, r);
+		uint32_t len;
+		if (!wr || (err = rhs(x, r, &start, &len)))
+			continue;
+		for (uint32_t j = 0; j < len; j++) {
+			uint64_t y = td_rule_sym(x->a, start + j);
+			if (y >= x->T && y < x->T + x->R)
+				*ni_w(ni, y - x->T) += wr;
+		}
+	}
+	free(order);
+	return err;
+}
+
+/* The runs of x's files (but those flagged in skip) into t (empty,
+ * allocated): the walk above on sp->nthreads threads; g gives the
+ * pruning. */
+static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gtab *t)
+{
+	rsplit sp;
+	ninfo ni = { .x = x, .m = m, .L = m - 1, .stride = NI_H + 2 * (m - 1) };
+	njob j = { .ni = &ni, .sp = &sp };
+	gtab *parts = NULL;
+	unsigned nt = 1, np = 1, pbits = 0;
+	int err = rsplit_init(&sp, x, skip);
+	if (!err) {
+		nt = sp.nthreads;
+		ni.info = calloc(x->R ? x->R : 1, ni.stride * sizeof *ni.info);
+		j.sinks = calloc(nt, sizeof *j.sinks);
+		if (!ni.info || !j.sinks)
+			err = TD_ENOMEM;
+	}
+	if (!err && nt > 1) {
+		while ((1u << pbits) < 2 * nt && pbits < 10)
+			pbits++;
+		np = 1u << pbits;
+		if (!(parts = calloc((size_t)nt * np, sizeof *parts)))
+			err = TD_ENOMEM;
+		for (size_t i = 0; !err && i < (size_t)nt * np; i++)
+			err = gtab_alloc(&parts[i], m, 1u << 10);
+		for (unsigned k = 0; !err && k < nt; k++)
+			j.sinks[k] = (gsink){ .t = parts + (size_t)k * np, .m = m, .pbits = pbits, .ok = g->ok, .W = g->W };
+	} else if (!err) {
+		j.sinks[0] = *g;
+	}
+	if (!err)
+		err = td_par_for(sp.nchunks, nt, ngram_task, &j);
+	if (!err && !(err = td_par_err_get(&j.err)))
+		err = ngram_weights(&ni);
+	if (!err) {
+		j.rules = 1;
+		j.rchunks = nt > 1 ? (size_t)nt * PAR_CHUNKS : 1;
+		err = td_par_for(j.rchunks, nt, ngram_task, &j);
+	}
+	if (!err)
+		err = td_par_err_get(&j.err);
+	for (unsigned k = 0; !err && k < nt; k++)
+		err = gsink_flush(&j.sinks[k]);
+	if (nt > 1 && !err && !(err = td_par_for(np, nt, ngram_merge, &j)))
+		err = td_par_err_get(&j.err);
+	if (nt > 1 && !err) {
+		/* the merged tables (their runs are distinct) into t */
+		uint64_t used = 0, cap = 1u << 16;
+		for (unsigned p = 0; p < np; p++)
+			used += parts[p].used;
+		while ((used + 1) * 2 > cap - 1)
+			cap *= 2;
+		free(t->slot);
+		err = gtab_alloc(t, m, cap);
+		for (unsigned p = 0; !err && p < np; p++) {
+			const gtab *src = &parts[p];
+			for (uint64_t i = 0; i <= src->mask; i++) {
+				if (!gval(src, i))
+					continue;
+				uint64_t h = ghash(gkey(src, i), m) & t->mask;
+				while (gval(t, h))
+					h = (h + 1) & t->mask;
+				memcpy(t->slot + h * t->stride, src->slot + i * src->stride, t->stride * sizeof(uint32_t));
+			}
+			t->used += src->used;
+		}
+	} else if (!err) {
+		*g = j.sinks[0];
+	}
+	for (size_t i = 0; parts && i < (size_t)nt * np; i++)
+		free(parts[i].slot);
+	free(parts);
+	free(j.sinks);
+	free(ni.info);
+	free(sp.pre);
 	return err;
 }
 
@@ -1854,7 +2301,7 @@ static int ngram_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 			return (int)i;
 		id = (int64_t)nt->a->W + i;
 	}
-	unsigned m = nt->g->t->m;
+	unsigned m = nt->g->m;
 	if (nt->n == m) {
 		memmove(nt->win, nt->win + 1, (m - 1) * sizeof *nt->win);
 		nt->n--;
@@ -1891,77 +2338,29 @@ static int grank(uint64_t i, uint64_t j, void *ctx)
 static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
 		       unsigned n, const uint8_t *ok, gtab *t, td_longw *lw)
 {
-	gsink g = { .t = t, .ok = ok, .W = a->W };
+	gsink g = { .t = t, .m = n, .ok = ok, .W = a->W };
 	an x;
-	rset s = { 0 };
-	seqinfo si = { 0 };
-	uint64_t *freq = NULL;
 	uint8_t *longf = NULL;
 	int err = an_init_list(&x, a, scope, list, nlist, 1);
 	if (err)
 		goto out;
-	scope_roots_flat(&x); /* read three times below */
 	longf = calloc(x.nfiles ? x.nfiles : 1, 1);
-	if (!longf || (err = rset_init(&s, x.R)) || (err = gtab_grow(t))) {
+	if (!longf || (err = gtab_grow(t))) {
 		err = err ? err : TD_ENOMEM;
 		goto out;
 	}
-	uint64_t sym[QCHUNK];
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
 		int v = file_long(&x, x.files[f]);
-		if (v) {
+		if (v)
 			err = v < 0 ? v : TD_OK;
-			longf[f] = 1;
-			continue;
-		}
-		uint64_t rs, re;
-		err = root_range(&x, x.files[f], &rs, &re);
-		for (uint64_t i = rs; !err && i < re;) {
-			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(a, i, k, sym);
-			for (uint64_t j = 0; j < k && !err; j++)
-				err = rset_add(&x, &s, sym[j]);
-			i += k;
-		}
+		longf[f] = v != 0;
 	}
-	if (err || (err = seqinfo_init(&si, n, s.n)))
-		goto out;
-	/* weights: root occurrences, then top-down */
-	freq = si.val;
+	if (!err)
+		err = ngram_walk(&x, longf, n, &g, t);
+	/* files with words longer than TD_MAXTOK, and the texts: their words */
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
-		uint64_t rs, re;
-		if (longf[f])
+		if (!longf[f])
 			continue;
-		err = root_range(&x, x.files[f], &rs, &re);
-		for (uint64_t i = rs; !err && i < re;) {
-			uint64_t k = re - i < QCHUNK ? re - i : QCHUNK;
-			td_root_range(a, i, k, sym);
-			for (uint64_t j = 0; j < k; j++)
-				if (sym[j] >= x.T)
-					freq[s.slot[sym[j] - x.T] - 1]++;
-			i += k;
-		}
-	}
-	for (uint64_t i = s.n; !err && i-- > 0;) {
-		uint64_t start;
-		uint32_t len;
-		if ((err = rhs(&x, s.order[i], &start, &len)))
-			break;
-		for (uint32_t j = 0; j < len; j++) {
-			uint64_t y = td_rule_sym(a, start + j);
-			if (y >= x.T)
-				freq[s.slot[y - x.T] - 1] += freq[i];
-		}
-	}
-	/* bottom-up: each rule's runs across its parts, times its weight */
-	gwalk gw = { .x = &x, .s = &s, .si = &si, .g = &g };
-	for (uint64_t i = 0; i < s.n && !err; i++)
-		err = gwalk_rule(&gw, i, freq[i]);
-	for (size_t f = 0; f < x.nfiles && !err; f++) {
-		if (!longf[f]) {
-			err = gwalk_file(&gw, x.files[f]);
-			continue;
-		}
 		ntext nt = { .a = a, .g = &g, .lw = lw };
 		err = td_text_words(a, x.files[f], ngram_text_fn, &nt);
 	}
@@ -1973,8 +2372,6 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 		err = gsink_flush(&g);
 out:
 	free(longf);
-	seqinfo_free(&si);
-	rset_free(&s);
 	an_free(&x);
 	return err;
 }

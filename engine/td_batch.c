@@ -1,58 +1,11 @@
 /* td_batch: the batched CPU forms of extract, count and search. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "td_analytics_int.h"
 #include "td_extract.h"
+#include "td_par.h"
 #include "td_query.h"
-
-typedef struct job {
-	size_t n;
-	size_t next; /* atomic work index */
-	void (*fn)(void *ctx, size_t i);
-	void *ctx;
-} job;
-
-static void *worker(void *p)
-{
-	job *j = p;
-	for (;;) {
-		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-		if (i >= j->n)
-			return NULL;
-		j->fn(j->ctx, i);
-	}
-}
-
-/* Run fn(ctx, i) for i in [0, n) on up to nthreads threads (0 = cores). */
-static int parallel_for(size_t n, unsigned nthreads, void (*fn)(void *, size_t), void *ctx)
-{
-	if (nthreads == 0) {
-		long c = sysconf(_SC_NPROCESSORS_ONLN);
-		nthreads = c > 0 ? (unsigned)c : 1;
-	}
-	if (nthreads > n)
-		nthreads = n ? (unsigned)n : 1;
-	job j = { n, 0, fn, ctx };
-	if (nthreads <= 1) {
-		worker(&j);
-		return TD_OK;
-	}
-	pthread_t *t = malloc((nthreads - 1) * sizeof *t);
-	if (!t)
-		return TD_ENOMEM;
-	unsigned started = 0;
-	for (; started < nthreads - 1; started++)
-		if (pthread_create(&t[started], NULL, worker, &j))
-			break;
-	worker(&j);
-	for (unsigned i = 0; i < started; i++)
-		pthread_join(t[i], NULL);
-	free(t);
-	return TD_OK;
-}
 
 typedef struct bctx {
 	const td_archive *a;
@@ -87,19 +40,19 @@ static void do_search(void *p, size_t i)
 int td_extract_batch(const td_archive *a, td_extract_req *reqs, size_t n, unsigned nthreads)
 {
 	bctx c = { a, reqs, NULL, NULL };
-	return parallel_for(n, nthreads, do_extract, &c);
+	return td_par_for(n, nthreads, do_extract, &c);
 }
 
 int td_count_batch(const td_archive *a, td_count_req *reqs, size_t n, unsigned nthreads)
 {
 	bctx c = { a, reqs, NULL, NULL };
-	return parallel_for(n, nthreads, do_count, &c);
+	return td_par_for(n, nthreads, do_count, &c);
 }
 
 int td_search_batch(const td_archive *a, td_search_req *reqs, size_t n, unsigned nthreads)
 {
 	bctx c = { a, reqs, NULL, NULL };
-	return parallel_for(n, nthreads, do_search, &c);
+	return td_par_for(n, nthreads, do_search, &c);
 }
 
 typedef struct fbctx {
@@ -126,7 +79,7 @@ int td_files_batch_given(const td_archive *a, td_files_req *reqs, size_t n, unsi
 			 void *fctx)
 {
 	fbctx c = { a, reqs, find, fctx };
-	return parallel_for(n, nthreads, do_files, &c);
+	return td_par_for(n, nthreads, do_files, &c);
 }
 
 int td_files_batch(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads)
@@ -242,13 +195,13 @@ static void do_vector(void *p, size_t i)
 int td_top_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
 {
 	bctx c = { a, reqs, NULL, NULL };
-	return parallel_for(n, nthreads, do_top, &c);
+	return td_par_for(n, nthreads, do_top, &c);
 }
 
 int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
 {
 	bctx c = { a, reqs, NULL, NULL };
-	return parallel_for(n, nthreads, do_vector, &c);
+	return td_par_for(n, nthreads, do_vector, &c);
 }
 
 static void do_fuzzy(void *p, size_t i)
@@ -265,7 +218,7 @@ int td_fuzzy_batch_given(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsi
 			 void *fctx)
 {
 	bctx c = { a, reqs, find, fctx };
-	return parallel_for(n, nthreads, do_fuzzy, &c);
+	return td_par_for(n, nthreads, do_fuzzy, &c);
 }
 
 int td_fuzzy_batch(const td_archive *a, td_fuzzy_req *reqs, size_t n, unsigned nthreads)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "td_mem.h"
+#include "td_par.h"
 
 /* Slot value of a rule met once and not expanded yet. */
 #define SEEN ((uint8_t *)TD_RCACHE_SEEN)
@@ -496,13 +497,38 @@ static size_t flat_bytes(uint64_t n)
 	return (n + 1) * sizeof(uint32_t);
 }
 
+/* Coded symbols decoded whole on threads: FLAT_TILES tiles a task (a
+ * multiple of the vector decoder's 32), threads for FLAT_GRAIN symbols
+ * or more each. */
+#define FLAT_TILES 256u
+#define FLAT_GRAIN (UINT64_C(1) << 20)
+
+typedef struct fjob {
+	const td_scode *c;
+	uint32_t *v;
+} fjob;
+
+static void flat_tiles(void *ctx, size_t i)
+{
+	const fjob *j = ctx;
+	td_scode_decode_tiles(j->c, (uint64_t)i * FLAT_TILES, (uint64_t)(i + 1) * FLAT_TILES, j->v);
+}
+
 static uint32_t *flatten_syms(const td_syms *s)
 {
 	uint32_t *v = td_big_alloc(flat_bytes(s->n));
 	if (!v)
 		return NULL;
 	if (s->coded) { /* undecodable symbols read as the alphabet, out of range */
-		td_scode_decode_all(&s->c, v);
+		unsigned nt = td_par_threads(s->n, FLAT_GRAIN);
+		if (nt <= 1) {
+			td_scode_decode_all(&s->c, v);
+			return v;
+		}
+		/* in parallel: ranges of FLAT_TILES tiles, taken in turn */
+		fjob j = { &s->c, v };
+		if (td_par_for((size_t)((s->c.ntiles + FLAT_TILES - 1) / FLAT_TILES), nt, flat_tiles, &j))
+			td_scode_decode_all(&s->c, v);
 		return v;
 	}
 	uint64_t t[TD_TILE]; /* a tile at a time: one header (or decode) per 128 values */

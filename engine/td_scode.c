@@ -895,16 +895,25 @@ void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out
 	}
 }
 
-void td_scode_decode_all(const td_scode *c, uint32_t *out)
+void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out)
 {
 	const struct td_sc_tab *tb = tables(c);
-	uint64_t t = 0, full = c->n >> c->tile_shift;
+	uint64_t full = c->n >> c->tile_shift;
+	if (end > c->ntiles)
+		end = c->ntiles;
+	if (full > end)
+		full = end;
 	for (; t + X16_TILES <= full; t += X16_TILES)
 		decode_tiles32_any(c, tb, t, out + (t << c->tile_shift));
 	for (; t + 4 <= full; t += 4)
 		decode_tiles4(c, tb, t, out + (t << c->tile_shift));
-	for (; t < c->ntiles; t++)
+	for (; t < end; t++)
 		decode_tile(c, tb, t, tile_count(c, t), out + (t << c->tile_shift));
+}
+
+void td_scode_decode_all(const td_scode *c, uint32_t *out)
+{
+	td_scode_decode_tiles(c, 0, c->ntiles, out);
 }
 
 int td_scode_check(const td_scode *c)

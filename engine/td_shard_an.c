@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "td_par.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
 
@@ -331,6 +332,15 @@ static int scope_pieces(const td_archive *a, td_entry scope, const td_disk_piece
 	if (err || S_ISLNK(st.mode))
 		return err;
 	return td_shard_pieces(a, scope, p, n);
+}
+
+/* Threads over a scope's n pieces, each piece's walk then on one thread:
+ * when there are at least half as many pieces as threads; else 1 (each
+ * piece's own walk takes the threads). */
+static unsigned piece_threads(uint64_t n)
+{
+	unsigned t = td_par_threads(n, 1);
+	return n >= 2 && 2 * n >= t ? t : 1;
 }
 
 /* ---------- merging the shards' runs by bytes ---------- */
@@ -668,6 +678,25 @@ static int part_fill(part *pt, const td_archive *s, td_entry local, const td_ent
 	return m == 1 ? td_list_counts(s, local, list, n, &pt->c) : td_list_gtab(s, local, list, n, m, &pt->t, &pt->lw);
 }
 
+/* Pieces filled on threads (fill_piece: piece k into parts[k]). */
+typedef struct pfjob {
+	const td_archive *a;
+	const td_disk_piece *p;
+	part *parts;
+	unsigned m;
+	td_par_err err;
+} pfjob;
+
+static void fill_piece(void *ctx, size_t k)
+{
+	pfjob *j = ctx;
+	td_archive *s;
+	int err = td_shard_sub(j->a, j->p[k].shard, &s);
+	if (!err)
+		err = part_fill(&j->parts[k], s, j->p[k].local, NULL, 0, j->m);
+	td_par_err_set(&j->err, err);
+}
+
 /* Gather and sum the runs of m words of scope's pieces and cuts. */
 static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
 {
@@ -681,11 +710,11 @@ static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned
 		return err;
 	if (!(mg->p = calloc(n + 1, sizeof *mg->p)))
 		return TD_ENOMEM;
-	for (uint64_t k = 0; k < n && !err; k++) {
-		td_archive *s;
-		if (!(err = td_shard_sub(a, p[k].shard, &s)))
-			err = part_fill(&mg->p[mg->np++], s, p[k].local, NULL, 0, m);
-	}
+	pfjob j = { .a = a, .p = p, .parts = mg->p, .m = m };
+	err = td_par_for((size_t)n, piece_threads(n), fill_piece, &j);
+	mg->np = (size_t)n;
+	if (!err)
+		err = td_par_err_get(&j.err);
 	if (!err && n > 1)
 		err = fix_scope(a, scope, m, corr_run, &mg->c);
 	if (!err)
@@ -1134,6 +1163,26 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
 	return TD_OK;
 }
 
+/* Pieces counted on threads (count_piece: piece k's count into c[k]). */
+typedef struct pcjob {
+	const td_archive *a;
+	const char *p;
+	size_t len;
+	const td_disk_piece *pc;
+	uint64_t *c;
+	td_par_err err;
+} pcjob;
+
+static void count_piece(void *ctx, size_t k)
+{
+	pcjob *j = ctx;
+	td_archive *s;
+	int err = td_shard_sub(j->a, j->pc[k].shard, &s);
+	if (!err)
+		err = td_phrase_count(s, j->p, j->len, j->pc[k].local, &j->c[k]);
+	td_par_err_set(&j->err, err);
+}
+
 int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
 	*count = 0;
@@ -1143,12 +1192,17 @@ int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_ent
 	uint64_t n = 0, sum = 0;
 	if (!err)
 		err = scope_pieces(a, scope, &pc, &n);
-	for (uint64_t k = 0; k < n && !err; k++) {
-		td_archive *s;
-		uint64_t c = 0;
-		if (!(err = td_shard_sub(a, pc[k].shard, &s)) && !(err = td_phrase_count(s, p, len, pc[k].local, &c)))
-			sum += c;
-	}
+	uint64_t *cs = !err ? calloc(n ? n : 1, sizeof *cs) : NULL;
+	if (!err && !cs)
+		err = TD_ENOMEM;
+	pcjob j = { .a = a, .p = p, .len = len, .pc = pc, .c = cs };
+	if (!err)
+		err = td_par_for((size_t)n, piece_threads(n), count_piece, &j);
+	if (!err)
+		err = td_par_err_get(&j.err);
+	for (uint64_t k = 0; k < n && !err; k++)
+		sum += cs[k];
+	free(cs);
 	if (!err && n > 1)
 		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
 	if (!err)

@@ -36,15 +36,18 @@ failures = []
 checks = 0
 
 
-def tadoc(*args):
+def tadoc(*args, threads=None):
+    env = None
+    if threads:
+        env = dict(os.environ, TADOC_THREADS=str(threads))
     return subprocess.run([TADOC] + [os.fsencode(a) if isinstance(a, str) else a for a in args],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600, env=env)
 
 
-def same(what, args, want):
+def same(what, args, want, threads=None):
     global checks
     checks += 1
-    r = tadoc(*args)
+    r = tadoc(*args, threads=threads)
     if r.returncode != 0 or r.stdout != want:
         got = r.stdout.splitlines()
         exp = want.splitlines()
@@ -138,6 +141,7 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
         j = max(0, i - 1)
         phr.append(b" ".join(w for w, _ in ws[j:j + 2]))  # a phrase holding a word over 255 bytes
         phr.append(ws[i][0])
+    grams_want = {}  # (scope, len, top) -> the oracle's n-grams, for the thread checks below
     for s in scopes:
         p = [s] if s else []
         label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
@@ -150,8 +154,9 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
         if light:
             grams = ((2, 20), (3, 20))
         for ln, top in grams:
+            want = grams_want[(s, ln, top)] = oracle.render("ngrams", c, {"path": s, "len": ln, "top": top})
             same(label + " ngrams -n %d --top %d" % (ln, top), ["ngrams", "-n", str(ln), "--top", str(top), arch] + p,
-                 oracle.render("ngrams", c, {"path": s, "len": ln, "top": top}))
+                 want)
         words_here = [w for w, _ in c.top(s, 3) if len(w) <= 4096] + ([rng.choice(vocab)] if vocab else [])
         for q in words_here + rng.sample(phr, min(4, len(phr))) + (cutp if s == single or not single else []):
             same(label + " count %r" % q[:40], ["count", arch, q] + p, b"%d\n" % len(c.hits(q, s)))
@@ -167,6 +172,19 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
                      oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
             same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,
                  oracle.render("files", c, {"path": s, "word": os.fsdecode(top_words[1]), "n": 2}))
+    # n-grams and phrase counts on several threads (TADOC_THREADS forces them on small
+    # scopes): root symbols cut in chunks inside files, per-thread run tables merged
+    for s in [b""] + pick_d[:2] + pick_f[:2]:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        for ln, top in ((2, 0 if s or not heavy_root else 50), (3, 20), (5, 0 if s else 30)):
+            want = grams_want.get((s, ln, top)) or oracle.render("ngrams", c, {"path": s, "len": ln, "top": top})
+            same(label + " ngrams -n %d --top %d (7 threads)" % (ln, top),
+                 ["ngrams", "-n", str(ln), "--top", str(top), arch] + p, want, threads=7)
+        for q in phr[:4] + phr[-2:] + cutp[:2]:
+            want = b"%d\n" % len(c.hits(q, s))
+            for th in (2, 7):
+                same(label + " count %r (%d threads)" % (q[:40], th), ["count", arch, q] + p, want, threads=th)
     # fuzzy: accents, CJK, digits, a word not in the corpus, an empty result; K 0..3
     queries = [b"cafe", "café".encode(), "naive".encode(), "日本語".encode(), "日本".encode(), b"007", b"1e10",
                "русский".encode(), b"zzqqxxyyzz", "Straße".encode(), b"the", b"x86_64"]

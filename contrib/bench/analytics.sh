@@ -17,6 +17,8 @@
 # /proc/PID/stat: 10 ms ticks), which does the work; the pipelines run once (they take seconds). On a shared machine
 # the CPU times are the figures to compare; speed-ups are given for both.
 # Env: AN_ARCHIVES=DIR reuses DIR/NAME.tadoc (else compressed into BENCH_WORK); AN_RUNS;
+# AN_ROWS=PATTERN runs only the rows whose label matches the extended regular expression
+# (e.g. '3-grams|phrase'; then no fuzzy_bench); AN_XATTR=0 leaves out the getfattr columns;
 # BUILD, BENCH_WORK, TADOC as bench_lib.sh.
 set -euo pipefail
 . "$(dirname "$0")/bench_lib.sh"
@@ -33,8 +35,11 @@ bench_need_gnu_time
 [ -n "$TADOC" ] || die "tadoc not found (build first)"
 FUZZY_BENCH=$(bench_bin fuzzy_bench contrib/bench || true)
 XATTR=1
-{ [ -n "$TADOCFS" ] && command -v getfattr >/dev/null && command -v mountpoint >/dev/null; } ||
-	{ XATTR=; log "no tadocfs or getfattr: no getfattr column"; }
+[ "${AN_XATTR:-1}" != 0 ] || XATTR=
+[ -z "${AN_ROWS:-}" ] || FUZZY_BENCH=
+[ -z "$XATTR" ] ||
+	{ [ -n "$TADOCFS" ] && command -v getfattr >/dev/null && command -v mountpoint >/dev/null; } ||
+		{ XATTR=; log "no tadocfs or getfattr: no getfattr column"; }
 MNT=$BENCH_WORK/an-mnt
 DAEMON=
 an_umount() {
@@ -136,6 +141,7 @@ ms() { awk -v s="$1" 'BEGIN { printf (s < 0.1 ? "%.1f" : "%.0f"), s * 1000 }'; }
 	echo "- commit: $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)," \
 		"tadoc runs: median wall / least CPU (user + sys, getrusage) of $RUNS; pipelines: one run"
 	echo "- locale: $LC_ALL (grep's \\w is Unicode-aware, like tadoc's words)"
+	echo "- tadoc threads: ${TADOC_THREADS:-one per core} (TADOC_THREADS); the pipelines are processes of their own"
 	echo
 } >"$OUT"
 
@@ -164,6 +170,7 @@ for name in "${NAMES[@]}"; do
 	} >>"$OUT"
 	row() { # LABEL TADOC-ARGS-STRING XATTR-NAME PIPE-LABEL PIPE-COMMAND
 		local label=$1 targs=$2 xname=$3 plabel=$4 pcmd=$5 xcell="n/a" acell="n/a" xratio="n/a"
+		[ -z "${AN_ROWS:-}" ] || [[ $label =~ $AN_ROWS ]] || return 0
 		log "$name: $label"
 		eval "tadoc_row \"\$TADOC\" $targs"
 		if [ -n "$XATTR" ] && [ -n "$xname" ]; then

@@ -120,6 +120,11 @@ void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out
  * vector decoder). Thread-safe. */
 void td_scode_decode_all(const td_scode *c, uint32_t *out);
 
+/* The symbols of tiles [t, end) (end capped at the tile count) into
+ * out[t << tile_shift ..], as td_scode_decode_all does for all of them:
+ * threads decoding disjoint tile ranges fill one array. Thread-safe. */
+void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out);
+
 /* Whether decoding uses the CPU's vector unit (AVX-512: sixteen tiles in
  * step, td_scode_decode_all), which gives the same symbols as the
  * portable decoder. on = 0 turns it off for the whole process (tests
