@@ -151,6 +151,40 @@ typedef enum td_section_id {
 	TD_SEC_MAX = 24
 } td_section_id;
 
+/*
+ * Postings (optional, format 4 and the shards of format 5). Section id
+ * TD_SEC_POSTINGS, outside 1..TD_SEC_MAX-1, so readers that do not know it
+ * skip it (the section table may hold ids they do not know). It holds, for
+ * every word id, the regular files of the archive whose text holds the
+ * word, with the word's count there: the ranked inverted index stored
+ * instead of computed. Layout (little-endian, 8-byte aligned):
+ *
+ *   td_disk_postings                  the header below
+ *   packed array, W + 1 values        byte offset of word w's block in data
+ *                                     (ascending; the last one is data's size)
+ *   u8 data[]                         the blocks, word after word
+ *
+ * Word w's block: one byte L (1..TD_MAXTOK), the word's L bytes (so a
+ * query finds its block by binary search without the dictionary), a
+ * varint df (files holding it, >= 1), then df items in ascending entry
+ * order: a varint (gap << 1 | (count == 1)), gap = entry - previous entry
+ * (the previous one is 0 before the first; so gap >= 1), and for a count
+ * above 1 a varint count - 2. Varints are LEB128 (7 bits a byte, low
+ * first, at most 10 bytes). Words longer than TD_MAXTOK are not in the
+ * dictionary and have no block; counts of a file are those of the whole
+ * file (format 5: of the piece the shard holds).
+ */
+#define TD_SEC_POSTINGS 40u
+#define TD_POSTINGS_VERSION 1u
+
+typedef struct td_disk_postings {
+	uint32_t version;         /* TD_POSTINGS_VERSION */
+	uint32_t reserved;
+	uint64_t nwords;          /* W of the archive */
+	uint64_t nitems;          /* (word, file) pairs */
+	uint64_t off_size;        /* bytes of the packed offset array that follows */
+} td_disk_postings;
+
 /* The sections a version 2 archive stores as zstd frames (TD_SECF_ZSTD):
  * the writer compresses exactly these, readers refuse the flag elsewhere. */
 static inline int td_sec_zstd(unsigned id)

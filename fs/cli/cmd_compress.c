@@ -21,7 +21,7 @@
 
 static const char help[] =
 	"Usage: tadoc compress [-j N] [--shard-size SIZE] [--memory SIZE] [--format 3|4|5]\n"
-	"                      [--gpu auto|on|off] [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
+	"                      [--gpu auto|on|off] [--postings] [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
 	"       tadoc compress [OPTIONS] -o OUT.tadoc -\n"
 	"\n"
 	"Compress files and directories into one archive. A single directory\n"
@@ -59,6 +59,10 @@ static const char help[] =
 	"                        (default) when one is usable, on (an error without\n"
 	"                        one), off (CPU only); the archive's bytes are the\n"
 	"                        same either way\n"
+	"      --postings        also store each word's files and counts (the ranked\n"
+	"                        inverted index), so `tadoc files ARCHIVE WORD` reads\n"
+	"                        one list instead of walking the grammar; 'tadoc add'\n"
+	"                        and compaction keep them (see `tadoc info`)\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"
@@ -170,7 +174,7 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 
 int td_cmd_compress(int argc, char **argv)
 {
-	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU };
+	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU, OPT_POSTINGS };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-depth", required_argument, NULL, OPT_DEPTH },
@@ -180,6 +184,7 @@ int td_cmd_compress(int argc, char **argv)
 		{ "shard-size", required_argument, NULL, OPT_SHARD },
 		{ "memory", required_argument, NULL, OPT_MEMORY },
 		{ "gpu", required_argument, NULL, OPT_GPU },
+		{ "postings", no_argument, NULL, OPT_POSTINGS },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -201,6 +206,9 @@ int td_cmd_compress(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = 1;
+			break;
+		case OPT_POSTINGS:
+			opts.postings = 1;
 			break;
 		case OPT_GPU:
 			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
@@ -238,6 +246,8 @@ int td_cmd_compress(int argc, char **argv)
 	}
 	if (!out)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
+	if (opts.postings && bo.format == 3)
+		return td_cli_usage(argv[0], "--postings needs format 4 or 5");
 	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();
