@@ -273,7 +273,7 @@ static int block_at(const td_archive *a, uint64_t w, pblock *b)
 	b->word = p + 1;
 	b->p = p + 1 + b->wlen;
 	b->end = end;
-	if (get_varint(&b->p, end, &b->df) || !b->df)
+	if (get_varint(&b->p, end, &b->df)) /* 0: the word is only in symlink targets */
 		return post_bad("bad file count");
 	return TD_OK;
 }

@@ -166,7 +166,7 @@ typedef enum td_section_id {
  *
  * Word w's block: one byte L (1..TD_MAXTOK), the word's L bytes (so a
  * query finds its block by binary search without the dictionary), a
- * varint df (files holding it, >= 1), then df items in ascending entry
+ * varint df (files holding it; 0 for a word only symlink targets hold), then df items in ascending entry
  * order: a varint (gap << 1 | (count == 1)), gap = entry - previous entry
  * (the previous one is 0 before the first; so gap >= 1), and for a count
  * above 1 a varint count - 2. Varints are LEB128 (7 bits a byte, low
