@@ -161,6 +161,8 @@ struct td_archive {
 	const td_disk_section *post;
 	atomic_int post_state;
 	td_pack post_off;
+	const uint64_t *post_gsum;           /* a checksum a group of 2^post_shift words */
+	unsigned post_shift;
 	const uint8_t *post_data;
 	uint64_t post_dsize, post_nitems;
 };

@@ -1,6 +1,7 @@
 /* td_postings: the stored ranked inverted index, built by the writer and read by ranked-files queries. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -84,6 +85,14 @@ static size_t put_varint(uint8_t *p, uint64_t v)
 	return n;
 }
 
+/* A group's checksum (td_format.h): off[0 .. last - first] are the
+ * offsets of words first .. last. */
+static uint64_t td_post_group_sum(const uint64_t *off, uint64_t last, uint64_t first, const uint8_t *data)
+{
+	uint64_t seed = XXH3_64bits(off, (last - first + 1) * sizeof *off);
+	return XXH3_64bits_withSeed(data + off[0], off[last - first] - off[0], seed);
+}
+
 int td_post_encode(td_post_build *pb, const uint32_t *entry, uint32_t ne, td_buf *out)
 {
 	const uint64_t W = pb->W;
@@ -131,19 +140,33 @@ int td_post_encode(td_post_build *pb, const uint32_t *entry, uint32_t ne, td_buf
 		}
 	}
 	off[W] = data.len;
-	td_disk_postings h = { .version = TD_POSTINGS_VERSION, .nwords = W, .nitems = nitems };
+	const unsigned sh = TD_POSTINGS_GROUP_SHIFT;
+	uint64_t ng = (W + (UINT64_C(1) << sh) - 1) >> sh;
+	uint64_t *gsum = malloc((ng ? ng : 1) * sizeof *gsum);
+	if (!gsum)
+		err = TD_ENOMEM;
+	for (uint64_t g = 0; g < ng && !err; g++)
+		gsum[g] = td_post_group_sum(off + (g << sh), (g + 1) << sh < W ? (g + 1) << sh : W, g << sh,
+					    data.p);
+	td_disk_postings h = { .version = TD_POSTINGS_VERSION, .group_shift = sh, .nwords = W, .nitems = nitems,
+			       .ngroups = ng };
 	td_buf offs = { 0 };
 	if (!err)
 		err = td_pack_encode(off, W + 1, &offs);
 	if (!err) {
 		td_buf_align(&offs, 8);
 		h.off_size = offs.len;
+		h.sums_sum = XXH3_64bits(gsum, ng * sizeof *gsum);
+		h.header_sum = XXH3_64bits(&h, offsetof(td_disk_postings, header_sum));
 		err = td_buf_put(out, &h, sizeof h);
 	}
 	if (!err)
 		err = td_buf_put(out, offs.p, offs.len);
 	if (!err)
+		err = td_buf_put(out, gsum, ng * sizeof *gsum);
+	if (!err)
 		err = td_buf_put(out, data.p, data.len);
+	free(gsum);
 	td_buf_free(&offs);
 out:
 	td_buf_free(&data);
@@ -204,7 +227,7 @@ static int post_bad(const char *what)
 	return td_fail(TD_ECORRUPT, "section 'postings': %s", what);
 }
 
-/* The section's checksum, header and offset array, once. */
+/* The section's header, offsets and group sums, once (O(W / 128 + groups)). */
 static int post_open(const td_archive *a)
 {
 	int st = atomic_load_explicit(&a->post_state, memory_order_acquire);
@@ -217,16 +240,21 @@ static int post_open(const td_archive *a)
 			const uint8_t *p = a->map + s->off;
 			td_disk_postings h;
 			st = -1;
-			if (XXH3_64bits(p, s->size) == s->sum && s->size >= sizeof h) {
+			if (s->size >= sizeof h) {
 				memcpy(&h, p, sizeof h);
-				uint64_t rest = s->size - sizeof h;
-				if (h.version == TD_POSTINGS_VERSION && h.nwords == a->W && h.off_size <= rest &&
-				    !td_pack_view(&m->post_off, p + sizeof h, h.off_size) && m->post_off.n == a->W + 1 &&
-				    !td_pack_check(&m->post_off)) {
-					m->post_data = p + sizeof h + h.off_size;
-					m->post_dsize = rest - h.off_size;
+				uint64_t rest = s->size - sizeof h, G = UINT64_C(1) << (h.group_shift & 31);
+				if (h.header_sum == XXH3_64bits(&h, offsetof(td_disk_postings, header_sum)) &&
+				    h.version == TD_POSTINGS_VERSION && h.group_shift >= 1 && h.group_shift <= 20 &&
+				    h.nwords == a->W && h.ngroups == (a->W + G - 1) / G && h.off_size <= rest &&
+				    h.ngroups <= (rest - h.off_size) / 8 &&
+				    !td_pack_view(&m->post_off, p + sizeof h, h.off_size) && m->post_off.n == a->W + 1) {
+					m->post_gsum = (const uint64_t *)(p + sizeof h + h.off_size);
+					m->post_shift = h.group_shift;
+					m->post_data = p + sizeof h + h.off_size + 8 * h.ngroups;
+					m->post_dsize = rest - h.off_size - 8 * h.ngroups;
 					m->post_nitems = h.nitems;
-					if (td_pack_get(&m->post_off, a->W) <= m->post_dsize)
+					if (XXH3_64bits(m->post_gsum, 8 * h.ngroups) == h.sums_sum &&
+					    td_pack_get(&m->post_off, a->W) <= m->post_dsize)
 						st = 1;
 				}
 			}
@@ -234,7 +262,30 @@ static int post_open(const td_archive *a)
 		}
 		pthread_mutex_unlock(&m->check_mu);
 	}
-	return st == 1 ? TD_OK : post_bad("damaged (checksum, header or offsets)");
+	return st == 1 ? TD_OK : post_bad("damaged (header, offsets or group checksums)");
+}
+
+/* Check group g (its offsets and bytes against its checksum). */
+static int group_check(const td_archive *a, uint64_t g)
+{
+	uint64_t first = g << a->post_shift, last = first + (UINT64_C(1) << a->post_shift);
+	if (last > a->W)
+		last = a->W;
+	uint64_t off[257], *o = off;
+	uint64_t n = last - first + 1;
+	uint64_t *heap = NULL;
+	if (n > 257 && !(o = heap = malloc(n * sizeof *o)))
+		return TD_ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		o[i] = td_pack_get(&a->post_off, first + i);
+	int ok = 1;
+	for (uint64_t i = 0; i + 1 < n; i++)
+		ok &= o[i] <= o[i + 1];
+	ok = ok && o[n - 1] <= a->post_dsize && td_post_group_sum(o, last, first, a->post_data) == a->post_gsum[g];
+	free(heap);
+	return ok ? TD_OK
+		  : td_fail(TD_ECORRUPT, "section 'postings': words %llu..%llu: checksum mismatch",
+			    (unsigned long long)first, (unsigned long long)last - 1);
 }
 
 /* Read a varint at *p (< end). 0, or -1 past end or too long. */
@@ -304,11 +355,13 @@ static int wcmp(const uint8_t *x, size_t lx, const uint8_t *y, size_t ly)
 static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *b, int *found)
 {
 	*found = 0;
-	uint64_t lo = 0, hi = a->W;
+	uint64_t lo = 0, hi = a->W, checked = UINT64_MAX;
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		int err = block_at(a, mid, b);
-		if (err)
+		int err = TD_OK;
+		if (mid >> a->post_shift != checked && !(err = group_check(a, mid >> a->post_shift)))
+			checked = mid >> a->post_shift;
+		if (err || (err = block_at(a, mid, b)))
 			return err;
 		int c = wcmp(b->word, b->wlen, w, len);
 		if (c == 0) {
@@ -388,6 +441,11 @@ int td_post_verify(const td_archive *a)
 		err = td_data_check(a);
 	if (err)
 		return err;
+	if (XXH3_64bits(a->map + a->post->off, a->post->size) != a->post->sum)
+		return post_bad("checksum mismatch");
+	for (uint64_t g = 0; g << a->post_shift < a->W; g++)
+		if ((err = group_check(a, g)))
+			return err;
 	const td_pack *freq = td_word_freq(a);
 	if (!td_words(a) || !freq)
 		return TD_ECORRUPT;

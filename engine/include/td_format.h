@@ -162,7 +162,14 @@ typedef enum td_section_id {
  *   td_disk_postings                  the header below
  *   packed array, W + 1 values        byte offset of word w's block in data
  *                                     (ascending; the last one is data's size)
+ *   u64 gsum[ngroups]                 a checksum a group of 2^group_shift words
  *   u8 data[]                         the blocks, word after word
+ *
+ * gsum[g] is XXH3-64, seeded with the XXH3-64 of the group's offsets (words
+ * first .. last, last = min(W, first + 2^group_shift), as u64 values), of
+ * its blocks' bytes data[off[first], off[last]): a query checks the groups
+ * it reads, not the whole section (which can be larger than the rest of the
+ * archive); the section table's checksum covers it all (`tadoc verify`).
  *
  * Word w's block: one byte L (1..TD_MAXTOK), the word's L bytes (so a
  * query finds its block by binary search without the dictionary), a
@@ -176,13 +183,17 @@ typedef enum td_section_id {
  */
 #define TD_SEC_POSTINGS 40u
 #define TD_POSTINGS_VERSION 1u
+#define TD_POSTINGS_GROUP_SHIFT 6u
 
 typedef struct td_disk_postings {
 	uint32_t version;         /* TD_POSTINGS_VERSION */
-	uint32_t reserved;
+	uint32_t group_shift;     /* words a checksum group, log2 */
 	uint64_t nwords;          /* W of the archive */
 	uint64_t nitems;          /* (word, file) pairs */
 	uint64_t off_size;        /* bytes of the packed offset array that follows */
+	uint64_t ngroups;         /* ceil(W / 2^group_shift) */
+	uint64_t sums_sum;        /* XXH3-64 of gsum[] */
+	uint64_t header_sum;      /* XXH3-64 of the 48 bytes before it */
 } td_disk_postings;
 
 /* The sections a version 2 archive stores as zstd frames (TD_SECF_ZSTD):
