@@ -162,6 +162,7 @@ struct td_archive {
 	atomic_int post_state;
 	td_pack post_off;
 	const uint64_t *post_gsum;           /* a checksum a group of 2^post_shift words */
+	const uint64_t *post_mid;            /* a bit an entry: its text ends inside a word */
 	unsigned post_shift;
 	const uint8_t *post_data;
 	uint64_t post_dsize, post_nitems;

@@ -25,11 +25,23 @@ int td_post_begin(td_post_build *pb, uint64_t W, uint32_t nent)
 	pb->cnt = calloc(W ? W : 1, sizeof *pb->cnt);
 	pb->fstart = calloc(nent ? nent : 1, sizeof *pb->fstart);
 	pb->fend = calloc(nent ? nent : 1, sizeof *pb->fend);
-	if (!pb->woff || !pb->cnt || !pb->fstart || !pb->fend) {
+	pb->emid = calloc(nent ? nent : 1, 1);
+	if (!pb->woff || !pb->cnt || !pb->fstart || !pb->fend || !pb->emid) {
 		td_post_free(pb);
 		return TD_ENOMEM;
 	}
 	pb->woff[0] = 0;
+	return TD_OK;
+}
+
+int td_post_other(td_post_build *pb, uint64_t S, uint64_t k, uint8_t last)
+{
+	if (!pb->omid) {
+		if (!(pb->omid = calloc(S ? S : 1, 1)))
+			return TD_ENOMEM;
+		pb->S = S;
+	}
+	pb->omid[k] = !td_cut_byte(last);
 	return TD_OK;
 }
 
@@ -71,6 +83,10 @@ int td_post_file(td_post_build *pb, uint32_t ent, const uint32_t *seq, uint64_t 
 	}
 	pb->fstart[ent] = start;
 	pb->fend[ent] = pb->npair;
+	if (n) { /* a word token ends in a word character unless it took its space */
+		uint64_t last = seq[n - 1];
+		pb->emid[ent] = last < W2 ? !(last & 1) : last - W2 < pb->S && pb->omid[last - W2];
+	}
 	return TD_OK;
 }
 
@@ -148,15 +164,22 @@ int td_post_encode(td_post_build *pb, const uint32_t *entry, uint32_t ne, td_buf
 	for (uint64_t g = 0; g < ng && !err; g++)
 		gsum[g] = td_post_group_sum(off + (g << sh), (g + 1) << sh < W ? (g + 1) << sh : W, g << sh,
 					    data.p);
+	uint64_t nm = ((uint64_t)ne + 63) / 64;
+	uint64_t *mid = calloc(nm ? nm : 1, sizeof *mid);
+	if (!mid)
+		err = TD_ENOMEM;
+	for (uint32_t k = 0; k < ne && mid; k++)
+		if (entry[k] != UINT32_MAX && pb->emid[entry[k]])
+			mid[k >> 6] |= UINT64_C(1) << (k & 63);
 	td_disk_postings h = { .version = TD_POSTINGS_VERSION, .group_shift = sh, .nwords = W, .nitems = nitems,
-			       .ngroups = ng };
+			       .ngroups = ng, .nentries = ne };
 	td_buf offs = { 0 };
 	if (!err)
 		err = td_pack_encode(off, W + 1, &offs);
 	if (!err) {
 		td_buf_align(&offs, 8);
 		h.off_size = offs.len;
-		h.sums_sum = XXH3_64bits(gsum, ng * sizeof *gsum);
+		h.sums_sum = XXH3_64bits_withSeed(mid, nm * sizeof *mid, XXH3_64bits(gsum, ng * sizeof *gsum));
 		h.header_sum = XXH3_64bits(&h, offsetof(td_disk_postings, header_sum));
 		err = td_buf_put(out, &h, sizeof h);
 	}
@@ -165,8 +188,11 @@ int td_post_encode(td_post_build *pb, const uint32_t *entry, uint32_t ne, td_buf
 	if (!err)
 		err = td_buf_put(out, gsum, ng * sizeof *gsum);
 	if (!err)
+		err = td_buf_put(out, mid, nm * sizeof *mid);
+	if (!err)
 		err = td_buf_put(out, data.p, data.len);
 	free(gsum);
+	free(mid);
 	td_buf_free(&offs);
 out:
 	td_buf_free(&data);
@@ -185,6 +211,8 @@ void td_post_free(td_post_build *pb)
 	free(pb->fstart);
 	free(pb->fend);
 	free(pb->cnt);
+	free(pb->omid);
+	free(pb->emid);
 	memset(pb, 0, sizeof *pb);
 }
 
@@ -243,17 +271,21 @@ static int post_open(const td_archive *a)
 			if (s->size >= sizeof h) {
 				memcpy(&h, p, sizeof h);
 				uint64_t rest = s->size - sizeof h, G = UINT64_C(1) << (h.group_shift & 31);
+				uint64_t nm = (a->meta.nentries + 63) / 64;
 				if (h.header_sum == XXH3_64bits(&h, offsetof(td_disk_postings, header_sum)) &&
 				    h.version == TD_POSTINGS_VERSION && h.group_shift >= 1 && h.group_shift <= 20 &&
 				    h.nwords == a->W && h.ngroups == (a->W + G - 1) / G && h.off_size <= rest &&
-				    h.ngroups <= (rest - h.off_size) / 8 &&
+				    h.nentries == a->meta.nentries && h.ngroups <= (rest - h.off_size) / 8 &&
+				    nm <= (rest - h.off_size) / 8 - h.ngroups &&
 				    !td_pack_view(&m->post_off, p + sizeof h, h.off_size) && m->post_off.n == a->W + 1) {
 					m->post_gsum = (const uint64_t *)(p + sizeof h + h.off_size);
+					m->post_mid = m->post_gsum + h.ngroups;
 					m->post_shift = h.group_shift;
-					m->post_data = p + sizeof h + h.off_size + 8 * h.ngroups;
-					m->post_dsize = rest - h.off_size - 8 * h.ngroups;
+					m->post_data = p + sizeof h + h.off_size + 8 * (h.ngroups + nm);
+					m->post_dsize = rest - h.off_size - 8 * (h.ngroups + nm);
 					m->post_nitems = h.nitems;
-					if (XXH3_64bits(m->post_gsum, 8 * h.ngroups) == h.sums_sum &&
+					if (XXH3_64bits_withSeed(m->post_mid, 8 * nm, XXH3_64bits(m->post_gsum, 8 * h.ngroups)) ==
+						    h.sums_sum &&
 					    td_pack_get(&m->post_off, a->W) <= m->post_dsize)
 						st = 1;
 				}
@@ -286,6 +318,13 @@ static int group_check(const td_archive *a, uint64_t g)
 	return ok ? TD_OK
 		  : td_fail(TD_ECORRUPT, "section 'postings': words %llu..%llu: checksum mismatch",
 			    (unsigned long long)first, (unsigned long long)last - 1);
+}
+
+int td_post_ends_mid(const td_archive *a, td_entry e)
+{
+	if (!a->post || e >= a->meta.nentries || post_open(a))
+		return -1;
+	return (int)(a->post_mid[e >> 6] >> (e & 63) & 1);
 }
 
 /* Read a varint at *p (< end). 0, or -1 past end or too long. */

@@ -24,10 +24,16 @@ typedef struct td_post_build {
 	uint64_t *fend;
 	uint32_t nent;
 	uint32_t *cnt;       /* W scratch counters */
+	uint8_t *omid;       /* per other token (S): its last byte is no cut byte */
+	uint64_t S;
+	uint8_t *emid;       /* per writer entry: its text ends inside a word */
 } td_post_build;
 
 /* Start for a writer of nent entries and W words. TD_OK or TD_ENOMEM. */
 int td_post_begin(td_post_build *pb, uint64_t W, uint32_t nent);
+
+/* Other token k (0..S-1, after td_post_begin): its last byte. TD_OK or TD_ENOMEM. */
+int td_post_other(td_post_build *pb, uint64_t S, uint64_t k, uint8_t last);
 
 /* Word w (given in id order, 0..W-1): its bytes. TD_OK or TD_ENOMEM. */
 int td_post_word(td_post_build *pb, const uint8_t *bytes, size_t len);
@@ -61,6 +67,11 @@ int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope
  * each word's counts adding up to its count in the archive, each file's
  * to at most its word count. TD_OK (also when absent) or TD_ECORRUPT. */
 int td_post_verify(const td_archive *a);
+
+/* Whether entry e's text ends inside a word (its last byte is not an
+ * ASCII non-word byte, td_shard.h: td_cut_byte): 1 or 0, or -1 when the
+ * archive has no (intact) postings to say. */
+int td_post_ends_mid(const td_archive *a, td_entry e);
 
 /* Bytes of the section (0 when absent). */
 uint64_t td_post_bytes(const td_archive *a);

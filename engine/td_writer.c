@@ -969,6 +969,12 @@ static int fin_dictionary(fin *f)
 	if (err)
 		goto out;
 	at = 0;
+	for (uint64_t k = 0; k < S && want_postings(w) && !err; k++) {
+		uint32_t t = order[nw_tok + k];
+		err = td_post_other(&f->pb, S, k, d->len[t] ? d->bytes.p[d->off[t] + d->len[t] - 1] : ' ');
+	}
+	if (err)
+		goto out;
 	for (uint64_t k = 0; k < S; k++) {
 		uint32_t t = order[nw_tok + k];
 		off[k] = at;

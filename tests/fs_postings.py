@@ -44,6 +44,7 @@ def load(name):
 
 
 fs_an = load("fs_analytics")   # random_edits, getx
+cli_an = load("cli_analytics")  # make_midcut, shard_cuts, cut_phrases
 
 
 def tadoc(*args):
@@ -213,6 +214,27 @@ def main():
                 check_archive(label, cs, arch, rng, ndirs=0, nfiles=4)
         else:
             log("sotu not available: skipped (set TADOC_CORPORA)")
+        # a file without ASCII separators, cut inside words: the words at the cuts
+        # (the shards' postings say where a piece ends inside a word)
+        mid = os.path.join(work, "mid")
+        os.mkdir(mid)
+        cli_an.make_midcut(os.path.join(mid, "nosep.txt"))
+        arch = os.path.join(work, "mid.tadoc")
+        compress(mid, arch, ["--format", "5", "--shard-size", "65537"])
+        cm = oracle.Corpus(mid)
+        cuts = cli_an.shard_cuts(arch)
+        cutw = [w for p in cli_an.cut_phrases(cm, b"nosep.txt", cuts) for w in p.split(b" ")]
+        cutw = [w for w in dict.fromkeys(cutw) if len(w) <= 255][:24]
+        check(len(cuts) >= 2 and len(cutw) >= 4, "nosep.txt: %d cuts, %d words at them" % (len(cuts), len(cutw)))
+        bad = 0
+        for w in cutw:
+            want = oracle.render("files", cm, {"path": b"", "word": os.fsdecode(w)})
+            got = tadoc("files", arch, w)
+            bad += not check(got.stdout == want, "midcut files %r: %r, oracle %r" % (w, got.stdout or got.stderr, want))
+        r = tadoc("verify", arch)
+        check(r.returncode == 0, "midcut verify: %r" % r.stderr)
+        log("  a file cut inside words (%d cuts): %d words at the cuts equal the oracle%s" %
+            (len(cuts), len(cutw), "" if not bad else " (%d differ)" % bad))
         # tadoc add: the new shards get postings too
         part = os.path.join(work, "part")
         os.mkdir(part)

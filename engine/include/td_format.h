@@ -163,6 +163,9 @@ typedef enum td_section_id {
  *   packed array, W + 1 values        byte offset of word w's block in data
  *                                     (ascending; the last one is data's size)
  *   u64 gsum[ngroups]                 a checksum a group of 2^group_shift words
+ *   u64 mid[ceil(nentries / 64)]      bit e: entry e is a file whose last byte is
+ *                                     not an ASCII non-word byte (format 5: a
+ *                                     cut after it would be inside a word)
  *   u8 data[]                         the blocks, word after word
  *
  * gsum[g] is XXH3-64, seeded with the XXH3-64 of the group's offsets (words
@@ -192,8 +195,9 @@ typedef struct td_disk_postings {
 	uint64_t nitems;          /* (word, file) pairs */
 	uint64_t off_size;        /* bytes of the packed offset array that follows */
 	uint64_t ngroups;         /* ceil(W / 2^group_shift) */
-	uint64_t sums_sum;        /* XXH3-64 of gsum[] */
-	uint64_t header_sum;      /* XXH3-64 of the 48 bytes before it */
+	uint64_t sums_sum;        /* XXH3-64 of gsum[] and mid[] */
+	uint64_t nentries;        /* entries of the archive (bits of mid[]) */
+	uint64_t header_sum;      /* XXH3-64 of the 56 bytes before it */
 } td_disk_postings;
 
 /* The sections a version 2 archive stores as zstd frames (TD_SECF_ZSTD):
