@@ -17,6 +17,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_fzix.h"
 #include "td_grammar.h"
 #include "td_mem.h"
 #include "td_out.h"
@@ -1434,6 +1435,9 @@ static int write_container(td_build *b, const char *out_path)
 		goto ioerr;
 	}
 	fd = -1;
+	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
+	    (err = td_fzix_append(tmp, out_path)))
+		goto out;
 	if (rename(tmp, out_path)) {
 		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
 		goto out;
