@@ -9,6 +9,7 @@
 #include "td_extract.h"
 #include "td_par.h"
 #include "td_rcache.h"
+#include "td_postings.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
 
@@ -1683,11 +1684,13 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 {
 	if (td_sharded(a))
 		return td_shard_phrase_files(a, p, len, scope, out, n);
+	/* one word of a stored index: its list (td_postings.c) */
+	int done;
+	int err = td_post_files(a, p, len, scope, 1, out, n, &done);
+	if (err || done)
+		return err;
 	phrase ph;
-	*out = NULL;
-	*n = 0;
-	int err = phrase_parse(a, p, len, &ph);
-	if (err)
+	if ((err = phrase_parse(a, p, len, &ph)))
 		return err;
 	an x;
 	uint64_t *counts = NULL;

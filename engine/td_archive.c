@@ -625,6 +625,10 @@ static int check_sections(td_archive *a)
 			if (a->sec5[s->id - TD_SEC5_SHARDS])
 				return td_fail(TD_ECORRUPT, "shard section %u appears twice", s->id);
 			a->sec5[s->id - TD_SEC5_SHARDS] = s;
+		} else if (h->version == TD_VERSION && s->id == TD_SEC_POSTINGS) {
+			if (a->post)
+				return td_fail(TD_ECORRUPT, "section 'postings' appears twice");
+			a->post = s;
 		} else if (h->version >= TD_VERSION_SHARDED && s->id == TD_SEC5_FUZZY) {
 			if (a->sec_fz)
 				return td_fail(TD_ECORRUPT, "fuzzy index section %u appears twice", s->id);

@@ -160,6 +160,17 @@ struct td_archive {
 	uint64_t names_in;
 	atomic_uint_fast64_t names_done;
 	int names_bad;
+	/* The stored ranked inverted index (td_postings.c), or NULL; checked
+	 * (checksum, header, offsets) once, under check_mu, at first use:
+	 * post_state 0 not yet, 1 good, -1 damaged. */
+	const td_disk_section *post;
+	atomic_int post_state;
+	td_pack post_off;
+	const uint64_t *post_gsum;           /* a checksum a group of 2^post_shift words */
+	const uint64_t *post_mid;            /* a bit an entry: its text ends inside a word */
+	unsigned post_shift;
+	const uint8_t *post_data;
+	uint64_t post_dsize, post_nitems;
 };
 
 /* Open the archive image map[0, size) inside a mapping the caller keeps

@@ -662,6 +662,14 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		o.format = TD_VERSION_SHARDED;
 	if (o.format < 3 || o.format > TD_VERSION_SHARDED)
 		return td_fail(TD_EINVAL, "format %u: expected 3, 4 or 5", o.format);
+	/* an archive with postings keeps them in the shards built for it */
+	const td_archive *from = o.base ? o.base : o.keep_from;
+	if (from && !o.writer.postings) {
+		uint64_t pbytes;
+		uint32_t pwith, pn;
+		td_archive_postings(from, &pbytes, &pwith, &pn);
+		o.writer.postings = pwith != 0;
+	}
 	td_build *b = calloc(1, sizeof *b);
 	if (!b)
 		return TD_ENOMEM;

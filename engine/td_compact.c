@@ -287,6 +287,11 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 		bo.format = 0;
 		bo.shard_size = 0;
 	}
+	uint64_t pbytes;
+	uint32_t pwith, pn;
+	td_archive_postings(a, &pbytes, &pwith, &pn);
+	if (pwith) /* postings stay */
+		bo.writer.postings = 1;
 	if (!bo.shard_size) /* the archive's, else the default */
 		bo.shard_size = td_archive_shard_size(a) ? td_archive_shard_size(a) : TD_BUILD_SHARD_DEFAULT;
 	unsigned fmt = bo.format ? bo.format : td_archive_version(a);

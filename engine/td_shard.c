@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "td_analytics_int.h"
+#include "td_postings.h"
 #include "td_query_int.h"
 
 /* Where a shard's local file entry lies in the global tree. */
@@ -622,7 +623,15 @@ static int splits_get(const td_archive *a, const splits **out)
 			uint8_t b;
 			size_t got;
 			uint64_t c = sh->pieces[k].start;
-			if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL)))
+			/* the piece before says, when its shard stores postings
+			 * (td_postings.h); else read the byte (a data check of
+			 * that shard: its sections hashed, its words decoded) */
+			const td_disk_piece *pp = &sh->pieces[k - 1];
+			td_archive *ps;
+			int known = td_shard_sub(a, pp->shard, &ps) ? -1 : td_post_ends_mid(ps, pp->local);
+			if (known >= 0)
+				mid = c && known;
+			else if (c && !(err = td_shard_read(a, e, c - 1, &b, 1, &got, NULL)))
 				mid = got == 1 && !td_cut_byte(b);
 		}
 		if (mid)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "td_par.h"
+#include "td_postings.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
 
@@ -1304,7 +1305,10 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 		td_archive *s;
 		td_file_count *f = NULL;
 		size_t nf = 0;
+		int done = 0;
 		if (!(err = td_shard_sub(a, pc[k].shard, &s)))
+			err = td_post_files(s, p, len, pc[k].local, 0, &f, &nf, &done); /* ranked below */
+		if (!err && !done)
 			err = td_phrase_files(s, p, len, pc[k].local, &f, &nf);
 		if (!err && nv + nf > cap) {
 			cap = 2 * (nv + nf);

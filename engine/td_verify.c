@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "td_archive_int.h"
+#include "td_postings.h"
 #include "td_extract.h"
 #include "td_fzix.h"
 #include "td_query.h"
@@ -642,7 +643,7 @@ int td_archive_verify(const td_archive *a)
 	const uint8_t *wb = NULL;
 	int err;
 	if ((err = verify_sections(a, &wf, &wb)) || (err = verify_words(a, wb)) || (err = verify_rules(a)) ||
-	    (err = verify_root(a)) || (err = verify_texts(a, wf)))
+	    (err = verify_root(a)) || (err = verify_texts(a, wf)) || (err = td_post_verify(a)))
 		return err;
 	return TD_OK;
 }

@@ -19,6 +19,7 @@
 #include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
+#include "td_postings.h"
 #include "td_scode.h"
 #include "td_tokenize.h"
 #include "td_tmpfile.h"
@@ -656,6 +657,7 @@ static int cmp_rulelen(const void *x, const void *y)
 
 typedef struct secbuf {
 	td_buf b[TD_SEC_MAX];
+	td_buf post;               /* TD_SEC_POSTINGS, written when not empty */
 	uint8_t zdone[TD_SEC_MAX]; /* already one zstd frame (compressed early) */
 } secbuf;
 
@@ -691,7 +693,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 	memcpy(h.magic, TD_MAGIC, TD_MAGIC_LEN);
 	h.version = version;
 	h.header_size = sizeof h;
-	td_disk_section tab[TD_SEC_MAX];
+	td_disk_section tab[TD_SEC_MAX + 1];
 	uint32_t ns = 0;
 	uint64_t off = sizeof h;
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
@@ -705,6 +707,13 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 		off += b->len;
 		ns++;
 	}
+	if (sb->post.len) {
+		td_buf_align(&sb->post, 8);
+		tab[ns] = (td_disk_section){ .id = TD_SEC_POSTINGS, .off = off, .size = sb->post.len,
+					     .sum = XXH3_64bits(sb->post.p, sb->post.len) };
+		off += sb->post.len;
+		ns++;
+	}
 	h.nsections = ns;
 	h.sectab_off = off;
 	h.sectab_sum = XXH3_64bits(tab, ns * sizeof *tab);
@@ -715,6 +724,8 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		if (td_write_all(fd, sb->b[id].p, sb->b[id].len))
 			goto ioerr;
+	if (sb->post.len && td_write_all(fd, sb->post.p, sb->post.len))
+		goto ioerr;
 	if (td_write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
 		goto ioerr;
 	if (close(fd)) {
@@ -795,6 +806,7 @@ typedef struct fin {
 	uint32_t *nchild;      /* children of each writer entry */
 	uint32_t **kids;
 	uint64_t *col;         /* scratch column */
+	td_post_build pb;      /* postings (w->o.postings): gathered before the grammar */
 	pthread_t zt;          /* compresses WORDS and OTHER beside the grammar */
 	int zt_on, zt_err;
 } fin;
@@ -835,6 +847,8 @@ static void fin_free(fin *f)
 	zstd_join(f);
 	for (unsigned i = 0; i < TD_SEC_MAX; i++)
 		td_buf_free(&f->sb.b[i]);
+	td_buf_free(&f->sb.post);
+	td_post_free(&f->pb);
 	td_grammar_free(&f->g);
 	if (f->kids)
 		for (uint32_t i = 0; i < f->ne; i++)
@@ -869,6 +883,12 @@ static void dict_free(tokdict *d)
 	free(d->wordlen);
 	free(d->freq);
 	memset(d, 0, sizeof *d);
+}
+
+/* Postings are a format 4 section (format 3 readers would not know them). */
+static int want_postings(const td_writer *w)
+{
+	return w->o.postings && w->o.format != 3;
 }
 
 /* Phase 1: the distinct words, sorted (word ids), then the other tokens,
@@ -929,6 +949,11 @@ static int fin_dictionary(fin *f)
 		goto out;
 	}
 	uint64_t at = 0;
+	if (want_postings(w) && !(err = td_post_begin(&f->pb, W, w->nent)))
+		for (uint64_t i = 0; i < W && !err; i++)
+			err = td_post_word(&f->pb, d->bytes.p + d->off[words[i]], wl[words[i]]);
+	if (err)
+		goto out;
 	if (w->o.format >= 4) {
 		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W);
 	} else {
@@ -944,6 +969,12 @@ static int fin_dictionary(fin *f)
 	if (err)
 		goto out;
 	at = 0;
+	for (uint64_t k = 0; k < S && want_postings(w) && !err; k++) {
+		uint32_t t = order[nw_tok + k];
+		err = td_post_other(&f->pb, S, k, d->len[t] ? d->bytes.p[d->off[t] + d->len[t] - 1] : ' ');
+	}
+	if (err)
+		goto out;
 	for (uint64_t k = 0; k < S; k++) {
 		uint32_t t = order[nw_tok + k];
 		off[k] = at;
@@ -1265,6 +1296,40 @@ out:
 	return err;
 }
 
+/* Postings (w->o.postings), phase 1: each file's words and counts, from
+ * the token sequence in final ids, before the grammar consumes it. */
+static int fin_postings_collect(fin *f)
+{
+	const td_writer *w = f->w;
+	int err = TD_OK;
+	for (uint32_t i = 0; i < w->nent && !err; i++) {
+		const went *E = &w->ent[i];
+		if (E->type != ENT_FILE)
+			continue;
+		uint64_t n = 0;
+		while (E->seq0 + n < w->nseq && w->seq[E->seq0 + n] != TD_SPLIT)
+			n++;
+		err = td_post_file(&f->pb, i, w->seq + E->seq0, n);
+	}
+	td_trace("postings collected: %llu pairs", (unsigned long long)f->pb.npair / 2);
+	return err ? nomem() : TD_OK;
+}
+
+/* Phase 2, once entries have their numbers: the section. */
+static int fin_postings_encode(fin *f)
+{
+	uint32_t *ent = malloc(((uint64_t)f->ne + 1) * sizeof *ent);
+	if (!ent)
+		return nomem();
+	for (uint32_t k = 0; k < f->ne; k++)
+		ent[k] = f->w->ent[f->bfs[k]].type == ENT_FILE ? f->bfs[k] : UINT32_MAX;
+	int err = td_post_encode(&f->pb, ent, f->ne, &f->sb.post);
+	free(ent);
+	td_post_free(&f->pb);
+	td_trace("postings encoded: %llu bytes", (unsigned long long)f->sb.post.len);
+	return err ? nomem() : TD_OK;
+}
+
 int td_writer_finish(td_writer *w, const char *out_path)
 {
 	fin f;
@@ -1286,6 +1351,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		goto out;
 	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
 	zstd_start(&f);
+	if (want_postings(w) && (err = fin_postings_collect(&f)))
+		goto out;
 	if ((err = fin_grammar(&f)))
 		goto out;
 	td_trace("grammar total: %u rules, %llu root", f.g.nrules, (unsigned long long)f.g.file_root[f.g.nfiles]);
@@ -1295,6 +1362,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	if ((err = fin_entries(&f)))
 		goto out;
 	td_trace("entries");
+	if (want_postings(w) && (err = fin_postings_encode(&f)))
+		goto out;
 	if ((err = fin_indexes(&f)))
 		goto out;
 	if (w->o.progress)

@@ -140,6 +140,17 @@ static void exercise(td_archive *a)
 	td_search_req sr[1] = {{.word = "the", .len = 3, .scope = n > 1 ? 1 : 0}};
 	(void)td_search_batch(a, sr, 1, 1);
 	td_hits_free(&sr[0].hits);
+	/* ranked files: the stored postings' parser when the archive has them */
+	static const char *const fw[] = { "the", "ab", "x", "fox" };
+	for (unsigned k = 0; k < 4; k++) {
+		td_file_count *fc = NULL;
+		size_t nf = 0;
+		(void)td_phrase_files(a, fw[k], strlen(fw[k]), k & 1 ? (n > 1 ? 1 : 0) : TD_ROOT, &fc, &nf);
+		free(fc);
+	}
+	uint64_t pbytes;
+	uint32_t pwith, pn;
+	td_archive_postings(a, &pbytes, &pwith, &pn);
 	td_info in;
 	td_archive_info(a, &in);
 	uint64_t sz;

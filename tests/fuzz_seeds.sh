@@ -25,6 +25,11 @@ for t in empty one words uni tree long periodic; do
 	"$tadoc" compress -q --format 4 -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
 	"$tadoc" compress -q --format 5 -j 1 -o "$out/$t-v5.tadoc" "$tmp/$t" >/dev/null
 done
+# With the stored postings (their parser: tadoc files of one word, verify).
+for t in words uni tree periodic; do
+	"$tadoc" compress -q --postings --format 4 -o "$out/$t-post.tadoc" "$tmp/$t" >/dev/null
+	"$tadoc" compress -q --postings --format 5 -j 1 -o "$out/$t-post-v5.tadoc" "$tmp/$t" >/dev/null
+done
 # Format 5 with the fuzzy index (section 37, its parser behind its own sums).
 for t in words uni long; do
 	"$tadoc" compress -q --format 5 -j 1 --fuzzy-index -o "$out/$t-fzix.tadoc" "$tmp/$t" >/dev/null

@@ -104,33 +104,8 @@ xattr_row() {
 	A_MED=$(printf '%s\n' "${as[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
 }
 
-# run_cpu CMD...: one run; sets W_SECS (wall) and C_SECS (user + sys of CMD and its
-# children, from getrusage: microseconds, where GNU time rounds to 10 ms).
-run_cpu() {
-	read -r W_SECS C_SECS < <(python3 -c '
-import resource, subprocess, sys, time
-r0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # not zero after a launcher exec
-t = time.monotonic()
-with open(sys.argv[1], "wb") as out, open(sys.argv[2], "wb") as err:
-    subprocess.run(sys.argv[3:], stdout=out, stderr=err)
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("%.4f %.4f" % (time.monotonic() - t, r.ru_utime + r.ru_stime - r0.ru_utime - r0.ru_stime))' "$BENCH_WORK/out.txt" "$BENCH_WORK/err.txt" "$@")
-}
-
 # tadoc_row CMD...: AN_RUNS runs; sets W_MED (median wall) and C_MIN (least CPU).
-tadoc_row() {
-	local ws=() cs=() i
-	for ((i = 0; i < RUNS; i++)); do
-		run_cpu "$@"
-		ws+=("$W_SECS")
-		cs+=("$C_SECS")
-	done
-	W_MED=$(printf '%s\n' "${ws[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-	C_MIN=$(printf '%s\n' "${cs[@]}" | sort -g | head -n 1)
-}
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.0001; printf (a / b < 10 ? "%.1fx" : "%.0fx"), a / b }'; }
-ms() { awk -v s="$1" 'BEGIN { printf (s < 0.1 ? "%.1f" : "%.0f"), s * 1000 }'; }
+tadoc_row() { runs "$RUNS" "$@"; }
 
 {
 	echo "# Text analytics on the grammar vs plain-text pipelines ($(date -u +%Y-%m-%d))"

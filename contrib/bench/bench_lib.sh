@@ -171,3 +171,34 @@ goal() {
 
 # load_average: the 1, 5 and 15 minute load averages.
 load_average() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# run_cpu CMD...: one run, its output in BENCH_WORK/out.txt and err.txt; sets W_SECS (wall)
+# and C_SECS (user + sys of CMD and its children, from getrusage: microseconds, where GNU
+# time rounds to 10 ms).
+run_cpu() {
+	read -r W_SECS C_SECS < <(python3 -c '
+import resource, subprocess, sys, time
+r0 = resource.getrusage(resource.RUSAGE_CHILDREN)  # not zero after a launcher exec
+t = time.monotonic()
+with open(sys.argv[1], "wb") as out, open(sys.argv[2], "wb") as err:
+    subprocess.run(sys.argv[3:], stdout=out, stderr=err)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.5f %.5f" % (time.monotonic() - t, r.ru_utime + r.ru_stime - r0.ru_utime - r0.ru_stime))' "$BENCH_WORK/out.txt" "$BENCH_WORK/err.txt" "$@")
+}
+
+# runs N CMD...: N runs of run_cpu; sets W_MED (median wall) and C_MIN (least CPU).
+runs() {
+	local n=$1 ws=() cs=() i
+	shift
+	for ((i = 0; i < n; i++)); do
+		run_cpu "$@"
+		ws+=("$W_SECS")
+		cs+=("$C_SECS")
+	done
+	W_MED=$(printf '%s\n' "${ws[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+	C_MIN=$(printf '%s\n' "${cs[@]}" | sort -g | head -n 1)
+}
+
+# ratio A B: A / B as "12x" or "3.4x"; ms SECS: milliseconds, one decimal below 0.1 s.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.00001; printf (a / b < 10 ? "%.1fx" : "%.0fx"), a / b }'; }
+ms() { awk -v s="$1" 'BEGIN { printf (s < 0.1 ? "%.1f" : "%.0f"), s * 1000 }'; }

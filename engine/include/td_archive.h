@@ -192,6 +192,11 @@ typedef struct td_info {
 /* Fill *out (overwritten whole). O(entries); thread-safe. */
 void td_archive_info(const td_archive *a, td_info *out);
 
+/* The stored postings (td_format.h: TD_SEC_POSTINGS): their bytes in
+ * *bytes and in how many grammars (format 4: 0 or 1; format 5: shards)
+ * they are, *nwith, out of *ngrammars. O(shards); thread-safe. */
+void td_archive_postings(const td_archive *a, uint64_t *bytes, uint32_t *nwith, uint32_t *ngrammars);
+
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;
  * TD_VERSION_SHARDED for a container of shards). */
 uint32_t td_archive_version(const td_archive *a);

@@ -151,6 +151,55 @@ typedef enum td_section_id {
 	TD_SEC_MAX = 24
 } td_section_id;
 
+/*
+ * Postings (optional, format 4 and the shards of format 5). Section id
+ * TD_SEC_POSTINGS, outside 1..TD_SEC_MAX-1, so readers that do not know it
+ * skip it (the section table may hold ids they do not know). It holds, for
+ * every word id, the regular files of the archive whose text holds the
+ * word, with the word's count there: the ranked inverted index stored
+ * instead of computed. Layout (little-endian, 8-byte aligned):
+ *
+ *   td_disk_postings                  the header below
+ *   packed array, W + 1 values        byte offset of word w's block in data
+ *                                     (ascending; the last one is data's size)
+ *   u64 gsum[ngroups]                 a checksum a group of 2^group_shift words
+ *   u64 mid[ceil(nentries / 64)]      bit e: entry e is a file whose last byte is
+ *                                     not an ASCII non-word byte (format 5: a
+ *                                     cut after it would be inside a word)
+ *   u8 data[]                         the blocks, word after word
+ *
+ * gsum[g] is XXH3-64, seeded with the XXH3-64 of the group's offsets (words
+ * first .. last, last = min(W, first + 2^group_shift), as u64 values), of
+ * its blocks' bytes data[off[first], off[last]): a query checks the groups
+ * it reads, not the whole section (which can be larger than the rest of the
+ * archive); the section table's checksum covers it all (`tadoc verify`).
+ *
+ * Word w's block: one byte L (1..TD_MAXTOK), the word's L bytes (so a
+ * query finds its block by binary search without the dictionary), a
+ * varint df (files holding it; 0 for a word only symlink targets hold), then df items in ascending entry
+ * order: a varint (gap << 1 | (count == 1)), gap = entry - previous entry
+ * (the previous one is 0 before the first; so gap >= 1), and for a count
+ * above 1 a varint count - 2. Varints are LEB128 (7 bits a byte, low
+ * first, at most 10 bytes). Words longer than TD_MAXTOK are not in the
+ * dictionary and have no block; counts of a file are those of the whole
+ * file (format 5: of the piece the shard holds).
+ */
+#define TD_SEC_POSTINGS 40u
+#define TD_POSTINGS_VERSION 1u
+#define TD_POSTINGS_GROUP_SHIFT 6u
+
+typedef struct td_disk_postings {
+	uint32_t version;         /* TD_POSTINGS_VERSION */
+	uint32_t group_shift;     /* words a checksum group, log2 */
+	uint64_t nwords;          /* W of the archive */
+	uint64_t nitems;          /* (word, file) pairs */
+	uint64_t off_size;        /* bytes of the packed offset array that follows */
+	uint64_t ngroups;         /* ceil(W / 2^group_shift) */
+	uint64_t sums_sum;        /* XXH3-64 of gsum[] and mid[] */
+	uint64_t nentries;        /* entries of the archive (bits of mid[]) */
+	uint64_t header_sum;      /* XXH3-64 of the 56 bytes before it */
+} td_disk_postings;
+
 /* The sections a version 2 archive stores as zstd frames (TD_SECF_ZSTD):
  * the writer compresses exactly these, readers refuse the flag elsewhere. */
 static inline int td_sec_zstd(unsigned id)

@@ -69,6 +69,11 @@ typedef struct td_writer_opts {
 	 * engine-internal shape; td_build.h passes its workers' idle ones);
 	 * NULL = the finishing thread alone. The archive bytes are the same. */
 	const struct td_grammar_cores *grammar_cores;
+	/* Nonzero: also store the postings (td_format.h, TD_SEC_POSTINGS):
+	 * each word's files and counts, so a ranked-files query of one word
+	 * reads its list instead of walking the grammar. Memory while
+	 * finishing grows by about 16 bytes a (word, file) pair. */
+	int postings;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is

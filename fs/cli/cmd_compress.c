@@ -21,7 +21,7 @@
 
 static const char help[] =
 	"Usage: tadoc compress [-j N] [--shard-size SIZE] [--memory SIZE] [--format 3|4|5]\n"
-	"                      [--gpu auto|on|off] [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
+	"                      [--gpu auto|on|off] [--postings] [OPTIONS] -o OUT.tadoc DIR|FILE...\n"
 	"       tadoc compress [OPTIONS] -o OUT.tadoc -\n"
 	"\n"
 	"Compress files and directories into one archive. A single directory\n"
@@ -59,6 +59,10 @@ static const char help[] =
 	"                        (default) when one is usable, on (an error without\n"
 	"                        one), off (CPU only); the archive's bytes are the\n"
 	"                        same either way\n"
+	"      --postings        also store each word's files and counts (the ranked\n"
+	"                        inverted index), so `tadoc files ARCHIVE WORD` reads\n"
+	"                        one list instead of walking the grammar; 'tadoc add'\n"
+	"                        and compaction keep them (see `tadoc info`)\n"
 	"      --fuzzy-index     (format 5) also store the whole archive's vocabulary\n"
 	"                        with its counts, by length, so that `tadoc fuzzy`\n"
 	"                        over the whole archive opens no shard (about the\n"
@@ -175,7 +179,7 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 
 int td_cmd_compress(int argc, char **argv)
 {
-	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU, OPT_FZIX };
+	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU, OPT_POSTINGS, OPT_FZIX };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-depth", required_argument, NULL, OPT_DEPTH },
@@ -185,6 +189,7 @@ int td_cmd_compress(int argc, char **argv)
 		{ "shard-size", required_argument, NULL, OPT_SHARD },
 		{ "memory", required_argument, NULL, OPT_MEMORY },
 		{ "gpu", required_argument, NULL, OPT_GPU },
+		{ "postings", no_argument, NULL, OPT_POSTINGS },
 		{ "fuzzy-index", no_argument, NULL, OPT_FZIX },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
@@ -207,6 +212,9 @@ int td_cmd_compress(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = 1;
+			break;
+		case OPT_POSTINGS:
+			opts.postings = 1;
 			break;
 		case OPT_FZIX:
 			bo.fuzzy_index = 1;
@@ -247,6 +255,8 @@ int td_cmd_compress(int argc, char **argv)
 	}
 	if (!out)
 		return td_cli_usage(argv[0], "missing -o OUT.tadoc");
+	if (opts.postings && bo.format == 3)
+		return td_cli_usage(argv[0], "--postings needs format 4 or 5");
 	if (bo.fuzzy_index && bo.format != TD_VERSION_SHARDED)
 		return td_cli_usage(argv[0], "--fuzzy-index needs format 5");
 	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))

@@ -76,6 +76,17 @@ int td_cmd_info(int argc, char **argv)
 	td_cli_outf("vocabulary       %llu\n", (unsigned long long)in.nwords);
 	td_cli_outf("other tokens     %llu\n", (unsigned long long)in.nother);
 	td_cli_outf("word tokens      %llu\n", (unsigned long long)in.total_words);
+	uint64_t pbytes;
+	uint32_t pwith, pn;
+	td_archive_postings(a, &pbytes, &pwith, &pn);
+	if (!pwith)
+		td_cli_outf("postings         none (tadoc compress --postings stores them)\n");
+	else if (td_archive_nshards(a))
+		td_cli_outf("postings         %llu bytes (%.2f%%), in %u of %u shards\n", (unsigned long long)pbytes,
+			    pct(pbytes, in.archive_bytes), pwith, pn);
+	else
+		td_cli_outf("postings         %llu bytes (%.2f%%)\n", (unsigned long long)pbytes,
+			    pct(pbytes, in.archive_bytes));
 	if (in.build_time) {
 		time_t t = (time_t)in.build_time;
 		struct tm tm;
@@ -117,6 +128,10 @@ int td_cmd_info(int argc, char **argv)
 		else
 			td_cli_outf("  section %-12u %12llu %6.2f%%\n", id, (unsigned long long)b,
 				    pct(b, in.archive_bytes));
+	}
+	if (pbytes) {
+		sum += pbytes;
+		td_cli_outf("  %-20s %12llu %6.2f%%\n", "postings", (unsigned long long)pbytes, pct(pbytes, in.archive_bytes));
 	}
 	if (in.archive_bytes >= sum)
 		td_cli_outf("  %-20s %12llu %6.2f%%\n", "header+table", (unsigned long long)(in.archive_bytes - sum),

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""fs_postings: the stored ranked inverted index (`tadoc compress --postings`).
+
+`tadoc files ARCHIVE WORD [PATH]` of archives with postings equals the
+independent oracle (tests/oracle.py) on the adversarial tree and sotu, as
+format 4 and as format 5 at small shard sizes (files split over shards):
+the most frequent words, random ones, words over 255 bytes (no block: the
+grammar's path), non-ASCII words, an absent word, phrases; at the root, in
+directories and on files; -n; the -f batch. `tadoc verify` passes and
+`tadoc info` reports the section. `tadoc add` to an archive with postings
+gives its new shards postings too, and the answers stay the oracle's.
+On a writable mount after random edits, user.tadoc.files.WORD equals the
+oracle over the mount's current files (edited files are never answered
+from the stored lists); `tadoc compact` afterwards keeps postings in every
+shard. A damaged section (a byte flipped, checksums left stale; or
+flipped with every checksum made right again) is refused by verify and by
+`tadoc files` with one message naming the archive and the section.
+
+Environment: TADOC, TADOCFS, TADOC_CORPORA (sotu). Exit 77 without
+/dev/fuse or root (the mount part; the rest needs neither, but runs with
+it so one test covers the feature).
+"""
+import importlib.util
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle  # noqa: E402
+from fs_write_lib import teardown, TADOC, check, finish, log, mount, unmount, skip_without_fuse  # noqa: E402
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+os.environ.setdefault("TADOC", TADOC)
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(TESTS, name + ".py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+fs_an = load("fs_analytics")   # random_edits, getx
+cli_an = load("cli_analytics")  # make_midcut, shard_cuts, cut_phrases
+
+
+def tadoc(*args):
+    return subprocess.run([TADOC] + [os.fsencode(a) if isinstance(a, str) else a for a in args],
+                          capture_output=True, timeout=600)
+
+
+def compress(tree, arch, args):
+    r = tadoc("compress", "-q", "--postings", "-o", arch, *args, tree)
+    check(r.returncode == 0, "compress %s %s: %r" % (tree, args, r.stderr))
+
+
+def postings_line(arch):
+    for ln in tadoc("info", arch).stdout.decode().splitlines():
+        if ln.startswith("postings"):
+            return ln
+    return "(no postings line)"
+
+
+def words_of(c, rng, scope):
+    top = [w for w, _ in c.top(scope, 5)]
+    vocab = sorted(c.counter(scope))
+    out = top + rng.sample(vocab, min(6, len(vocab)))
+    out += [w for w in vocab if len(w) > 255][:2]                    # no block: the grammar's path
+    out += [w for w in vocab if any(b > 0x7f for b in w)][:3]        # non-ASCII
+    out += [b"zzqqxxw"]                                              # absent
+    if top:
+        out += [top[0] + b" " + top[0]]                              # a phrase: the matcher's path
+    return [w for w in dict.fromkeys(out) if b"\n" not in w and len(w) < 4000]
+
+
+def check_archive(label, c, arch, rng, ndirs=6, nfiles=6):
+    r = tadoc("verify", arch)
+    check(r.returncode == 0, "%s: verify: %r" % (label, r.stderr))
+    pl = postings_line(arch)
+    check(pl.startswith("postings") and "none" not in pl, "%s: info says %r" % (label, pl))
+    dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
+    files = sorted(c.words)
+    scopes = [b""] + rng.sample(dirs, min(ndirs, len(dirs))) + rng.sample(files, min(nfiles, len(files)))
+    n = bad = 0
+    for s in scopes:
+        p = [s] if s else []
+        for w in words_of(c, rng, s if c.kind.get(s) == "d" or not s else b""):
+            for lim in ((), ("-n", "2")):
+                want = oracle.render("files", c, {"path": s, "word": os.fsdecode(w), "n": 2 if lim else 0})
+                got = tadoc("files", *lim, arch, w, *p)
+                n += 1
+                bad += not check(got.returncode == 0 and got.stdout == want,
+                                 "%s: files %s %r %r: %r..., oracle %r..." % (label, " ".join(lim), w[:40], s,
+                                                                                 got.stdout[:200] or got.stderr,
+                                                                                 want[:200]))
+    # the batch form (td_files_batch)
+    qs = words_of(c, rng, b"")
+    qfile = arch + ".words"
+    with open(qfile, "wb") as h:
+        h.write(b"".join(q + b"\n" for q in qs))
+    want = b"".join(b"".join(q + b"\t" + ln + b"\n" for ln in
+                             oracle.render("files", c, {"path": b"", "word": os.fsdecode(q), "n": 0}).splitlines())
+                    for q in qs)
+    got = tadoc("files", "-f", qfile, arch)
+    n += 1
+    bad += not check(got.stdout == want, "%s: files -f: %r..." % (label, got.stdout[:200] or got.stderr))
+    log("  %s (%s): %d ranked-files queries over %d scopes equal the oracle%s" %
+        (label, pl, n, len(scopes), "" if not bad else " (%d differ)" % bad))
+
+
+def sections(arch):
+    """{id: (offset, size)} from the section table (td_format.h)."""
+    with open(arch, "rb") as h:
+        b = h.read()
+    import struct
+    nsec, = struct.unpack_from("<I", b, 24)
+    tab, = struct.unpack_from("<Q", b, 32)
+    out = {}
+    for i in range(nsec):
+        sid, _, off, size, _ = struct.unpack_from("<IIQQQ", b, tab + 32 * i)
+        out[sid] = (off, size)
+    return out
+
+
+def damaged(work, tree):
+    arch = os.path.join(work, "dmg.tadoc")
+    compress(tree, arch, ["--format", "4"])
+    off, size = sections(arch)[40]
+    patch = os.path.join(TESTS, "archive_patch.py")
+    for how in ("stale", "resum"):
+        a = os.path.join(work, "dmg-%s.tadoc" % how)
+        shutil.copy(arch, a)
+        with open(a, "r+b") as h:   # a byte of the item data, past the header and offsets
+            h.seek(off + size - 9)
+            byte = h.read(1)
+            h.seek(off + size - 9)
+            h.write(bytes([byte[0] ^ 0x5a]))
+        if how == "resum":
+            subprocess.run([sys.executable, patch, "resum", a], check=True)
+        r = tadoc("verify", a)
+        err = r.stderr.decode(errors="replace")
+        check(r.returncode != 0 and "postings" in err and a in err and err.count("\n") == 1,
+              "verify of a damaged postings section (%s): rc %d, %r" % (how, r.returncode, err))
+        # the word whose block holds the flipped byte: the last in byte order
+        c_words = sorted(oracle.Corpus(tree).counter(b""))
+        last = [w for w in c_words if len(w) <= 255][-1]
+        r2 = tadoc("files", a, last)
+        err2 = r2.stderr.decode(errors="replace")
+        if how == "stale":
+            check(r2.returncode != 0 and "postings" in err2 and a in err2 and not r2.stdout,
+                  "files on a damaged postings section: rc %d, %r, %r" % (r2.returncode, r2.stdout[:100], err2))
+        else:   # checksums right: a query may answer from the damaged block only if it still decodes
+            check(r2.returncode in (0, 1), "files on a resummed damaged section: rc %d" % r2.returncode)
+        log("  damaged postings (%s): verify says %r" % (how, err.strip()))
+
+
+def writable(work, tree, rng):
+    arch = os.path.join(work, "w5.tadoc")
+    compress(tree, arch, ["--format", "5", "--shard-size", "64K"])
+    mnt = os.path.join(work, "mnt-w5")
+    mount(arch, mnt, "rw")
+    try:
+        fs_an.random_edits(mnt, rng, 60)
+        c = oracle.Corpus(mnt)
+        dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
+        scopes = [b""] + rng.sample(dirs, min(5, len(dirs)))
+        qs = [b"the", b"of", b"alpha", "café".encode(), b"zzqqxx", b"new", b"Word", b"007"]
+        n = bad = 0
+        for s in scopes:
+            path = os.path.join(mnt, os.fsdecode(s))
+            for w in qs + [w for w, _ in c.top(s, 3)]:
+                want = oracle.render("files", c, {"path": s, "word": os.fsdecode(w)})
+                got, _ = fs_an.getx(path, "user.tadoc.files." + os.fsdecode(w))
+                n += 1
+                bad += not check(got == want, "rw %r files.%s: %r..., oracle %r..." % (s, os.fsdecode(w), got[:200],
+                                                                                        want[:200]))
+        log("  writable format 5 (64K shards) after 60 random edits: %d files.WORD attributes equal the oracle%s"
+            % (n, "" if not bad else " (%d differ)" % bad))
+    finally:
+        unmount(mnt)
+    r = tadoc("compact", arch)
+    check(r.returncode == 0, "compact: %r" % r.stderr)
+    pl = postings_line(arch)
+    got = pl.split("in ")[-1].split(" of ") if "shards" in pl else []
+    check(len(got) == 2 and got[0] == got[1].split()[0], "after compaction: %r" % pl)
+    check_archive("compacted after the edits", c, arch, rng, ndirs=3, nfiles=3)
+
+
+def main():
+    skip_without_fuse()
+    rng = random.Random(23)
+    work = tempfile.mkdtemp(prefix="fs_postings.")
+    try:
+        adv = os.path.join(work, "adv")
+        subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
+                       stdout=subprocess.DEVNULL)
+        c = oracle.Corpus(adv)
+        for label, args in (("adversarial, format 4", ["--format", "4"]),
+                            ("adversarial, format 5 at 64K shards", ["--format", "5", "--shard-size", "64K"])):
+            arch = os.path.join(work, "adv-%d.tadoc" % len(args))
+            compress(adv, arch, args)
+            check_archive(label, c, arch, rng)
+        corpora = os.environ.get("TADOC_CORPORA", os.path.expanduser("~/.cache/tadoc-corpora"))
+        sotu = os.path.join(corpora, "sotu")
+        if os.path.isdir(sotu):
+            cs = oracle.Corpus(sotu)
+            for label, args in (("sotu, format 4", ["--format", "4"]),
+                                ("sotu, format 5 at 1M shards", ["--format", "5", "--shard-size", "1M"])):
+                arch = os.path.join(work, "sotu-%d.tadoc" % len(args))
+                compress(sotu, arch, args)
+                check_archive(label, cs, arch, rng, ndirs=0, nfiles=4)
+        else:
+            log("sotu not available: skipped (set TADOC_CORPORA)")
+        # a file without ASCII separators, cut inside words: the words at the cuts
+        # (the shards' postings say where a piece ends inside a word)
+        mid = os.path.join(work, "mid")
+        os.mkdir(mid)
+        cli_an.make_midcut(os.path.join(mid, "nosep.txt"))
+        arch = os.path.join(work, "mid.tadoc")
+        compress(mid, arch, ["--format", "5", "--shard-size", "65537"])
+        cm = oracle.Corpus(mid)
+        cuts = cli_an.shard_cuts(arch)
+        cutw = [w for p in cli_an.cut_phrases(cm, b"nosep.txt", cuts) for w in p.split(b" ")]
+        cutw = [w for w in dict.fromkeys(cutw) if len(w) <= 255][:24]
+        check(len(cuts) >= 2 and len(cutw) >= 4, "nosep.txt: %d cuts, %d words at them" % (len(cuts), len(cutw)))
+        bad = 0
+        for w in cutw:
+            want = oracle.render("files", cm, {"path": b"", "word": os.fsdecode(w)})
+            got = tadoc("files", arch, w)
+            bad += not check(got.stdout == want, "midcut files %r: %r, oracle %r" % (w, got.stdout or got.stderr, want))
+        r = tadoc("verify", arch)
+        check(r.returncode == 0, "midcut verify: %r" % r.stderr)
+        log("  a file cut inside words (%d cuts): %d words at the cuts equal the oracle%s" %
+            (len(cuts), len(cutw), "" if not bad else " (%d differ)" % bad))
+        # tadoc add: the new shards get postings too
+        part = os.path.join(work, "part")
+        os.mkdir(part)
+        names = sorted(os.listdir(adv))
+        for nm in names[: len(names) // 2]:
+            os.rename(os.path.join(adv, nm), os.path.join(part, nm))
+        arch = os.path.join(work, "added.tadoc")
+        compress(part, arch, ["--format", "5", "--shard-size", "64K"])
+        for nm in sorted(os.listdir(adv)):
+            r = tadoc("add", arch, os.path.join(adv, nm))
+            check(r.returncode == 0, "add %s: %r" % (nm, r.stderr))
+        for nm in os.listdir(part):
+            os.rename(os.path.join(part, nm), os.path.join(adv, nm))
+        pl = postings_line(arch)
+        got = pl.split("in ")[-1].split(" of ")
+        check(len(got) == 2 and got[0] == got[1].split()[0], "after tadoc add: %r" % pl)
+        check_archive("adversarial, built in two halves by tadoc add", c, arch, rng, ndirs=4, nfiles=3)
+        damaged(work, adv)
+        writable(work, adv, rng)
+    finally:
+        teardown(work)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
