@@ -85,18 +85,38 @@ static uint64_t hbytes(const void *p, size_t n)
 	return XXH3_64bits(p, n);
 }
 
-static int seq_push(td_writer *w, uint32_t v)
+/* Where tokens go: a dictionary and a growing sequence of its ids (the
+ * writer's own, or one tokenizing thread's, tokenize_deferred). */
+typedef struct tokout {
+	tokdict *d;
+	uint32_t **seq;
+	uint64_t *nseq, *capseq;
+	uint64_t *nlong;  /* words longer than TD_MAXTOK in files */
+} tokout;
+
+static int seq_push_to(const tokout *o, uint32_t v)
 {
-	if (w->nseq == w->capseq) {
-		uint64_t cap = w->capseq ? w->capseq * 2 : 1 << 16;
-		uint32_t *p = realloc(w->seq, cap * sizeof *p);
+	if (*o->nseq == *o->capseq) {
+		uint64_t cap = *o->capseq ? *o->capseq * 2 : 1 << 16;
+		uint32_t *p = realloc(*o->seq, cap * sizeof *p);
 		if (!p)
 			return TD_ENOMEM;
-		w->seq = p;
-		w->capseq = cap;
+		*o->seq = p;
+		*o->capseq = cap;
 	}
-	w->seq[w->nseq++] = v;
+	(*o->seq)[(*o->nseq)++] = v;
 	return TD_OK;
+}
+
+static tokout writer_out(td_writer *w)
+{
+	return (tokout){ &w->td, &w->seq, &w->nseq, &w->capseq, &w->nlong };
+}
+
+static int seq_push(td_writer *w, uint32_t v)
+{
+	tokout o = writer_out(w);
+	return seq_push_to(&o, v);
 }
 
 static int dict_grow(tokdict *d)
@@ -166,6 +186,18 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 	d->slot[h] = i + 1;
 	*id = i;
 	return TD_OK;
+}
+
+/* The dictionary is not needed once the sequence holds final ids. */
+static void dict_free(tokdict *d)
+{
+	free(d->slot);
+	td_buf_free(&d->bytes);
+	free(d->off);
+	free(d->len);
+	free(d->wordlen);
+	free(d->freq);
+	memset(d, 0, sizeof *d);
 }
 
 td_writer *td_writer_new(const td_writer_opts *opts)
@@ -333,20 +365,19 @@ int td_writer_add_dir(td_writer *w, const char *path, mode_t mode, int64_t mtime
 	return add_entry(w, path, ENT_DIR, S_IFDIR | (mode & 07777), mtime_sec, mtime_nsec, &id);
 }
 
-/* Tokenize s[0..n) of the current text; returns bytes consumed. */
-static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *used)
+/* Tokenize s[0..n) of entry e's text into o; returns bytes consumed. */
+static int feed_to(const tokout *o, td_tokenizer *tz, went *e, const uint8_t *s, size_t n, int final, size_t *used)
 {
-	went *e = &w->ent[w->cur];
 	size_t i = 0;
 	while (i < n) {
 		td_token t;
-		size_t k = td_next_token(&w->tz, s + i, n - i, final, &t);
+		size_t k = td_next_token(tz, s + i, n - i, final, &t);
 		if (k == 0)
 			break;
 		uint32_t id;
-		int err = dict_add(&w->td, s + i, &t, e->type == ENT_FILE, &id);
+		int err = dict_add(o->d, s + i, &t, e->type == ENT_FILE, &id);
 		if (!err)
-			err = seq_push(w, id);
+			err = seq_push_to(o, id);
 		if (err)
 			return err;
 		/* A word longer than TD_MAXTOK is stored as pieces but still is
@@ -354,11 +385,18 @@ static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *use
 		e->nwords += t.kind == TD_TOK_WORD || t.long_start;
 		e->nlong += t.long_start != 0;
 		if (t.long_start && e->type == ENT_FILE)
-			w->nlong++;
+			(*o->nlong)++;
 		i += k;
 	}
 	*used = i;
 	return TD_OK;
+}
+
+/* Tokenize s[0..n) of the current text; returns bytes consumed. */
+static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *used)
+{
+	tokout o = writer_out(w);
+	return feed_to(&o, &w->tz, &w->ent[w->cur], s, n, final, used);
 }
 
 /* Start tokenizing text `id`: now, or in finish (defer_tokenize). */
@@ -393,21 +431,164 @@ static int text_begin(td_writer *w, uint32_t id)
 	return TD_OK;
 }
 
+/* One thread's share of tokenize_deferred: the recorded texts [a, b) into
+ * a dictionary and sequence of its own (ids in order of first occurrence
+ * there), each text's seq0 relative to its sequence. */
+typedef struct tokpart {
+	td_writer *w;
+	uint64_t a, b;
+	tokdict d;
+	uint32_t *seq;
+	uint64_t nseq, capseq, nlong;
+	int err;
+} tokpart;
+
+static void *tok_part(void *arg)
+{
+	tokpart *p = arg;
+	td_writer *w = p->w;
+	tokout o = { &p->d, &p->seq, &p->nseq, &p->capseq, &p->nlong };
+	for (uint64_t k = p->a; k < p->b && !p->err; k++) {
+		went *e = &w->ent[w->texts[k]];
+		td_tokenizer tz;
+		memset(&tz, 0, sizeof tz);
+		e->seqidx = k;
+		e->seq0 = p->nseq;
+		size_t used;
+		if (e->size)
+			p->err = feed_to(&o, &tz, e, w->raw.p + e->raw0, e->size, 1, &used);
+		if (!p->err)
+			p->err = seq_push_to(&o, TD_SPLIT);
+	}
+	return NULL;
+}
+
+/* Texts a tokenizing thread takes at least (starting more costs more than
+ * it saves), and the threads one writer tokenizes on at most (the merge
+ * grows with them). */
+#define TOK_BYTES_PER_THREAD (UINT64_C(2) << 20)
+#define TOK_MAXTHR 8
+
+/* Put the threads' parts together as one thread tokenizing every text in
+ * order makes them: a token's id is its place in order of first
+ * occurrence, so the parts' dictionaries, taken in order and each in its
+ * own order of first occurrence, add their new tokens to the writer's in
+ * exactly that order; frequencies add up, the sequences are renumbered
+ * and concatenated. */
+static int tok_merge(td_writer *w, tokpart *part, unsigned np)
+{
+	uint64_t total = 0;
+	for (unsigned t = 0; t < np; t++)
+		total += part[t].nseq;
+	uint32_t *map = NULL;
+	int err = TD_OK;
+	if (!(w->seq = malloc((total ? total : 1) * sizeof *w->seq)))
+		return TD_ENOMEM;
+	w->capseq = total ? total : 1;
+	w->nseq = 0;
+	for (unsigned t = 0; t < np && !err; t++) {
+		tokpart *p = &part[t];
+		uint32_t *m = realloc(map, ((uint64_t)p->d.n + 1) * sizeof *m);
+		if (!m) {
+			err = TD_ENOMEM;
+			break;
+		}
+		map = m;
+		for (uint32_t i = 0; i < p->d.n && !err; i++) {
+			td_token tk = { .len = p->d.len[i], .wordlen = p->d.wordlen[i],
+					.kind = p->d.wordlen[i] ? TD_TOK_WORD : TD_TOK_OTHER };
+			err = dict_add(&w->td, p->d.bytes.p + p->d.off[i], &tk, 0, &map[i]);
+			if (!err)
+				w->td.freq[map[i]] += p->d.freq[i];
+		}
+		for (uint64_t k = p->a; k < p->b; k++)
+			w->ent[w->texts[k]].seq0 += w->nseq;
+		for (uint64_t i = 0; i < p->nseq && !err; i++)
+			w->seq[w->nseq + i] = p->seq[i] == TD_SPLIT ? TD_SPLIT : map[p->seq[i]];
+		w->nseq += p->nseq;
+		w->nlong += p->nlong;
+		free(p->seq);
+		p->seq = NULL;
+		dict_free(&p->d);
+	}
+	free(map);
+	return err;
+}
+
+/* tokenize_deferred on the calling thread and the idle cores it may
+ * borrow (grammar_cores): the texts cut into runs of whole texts of about
+ * equal bytes, a thread each, merged in order (tok_merge). Returns TD_OK,
+ * an error, or -1 when no core was free (nothing done). */
+static int tokenize_parallel(td_writer *w)
+{
+	const td_grammar_cores *c = w->o.grammar_cores;
+	uint64_t want = w->bytes_in / TOK_BYTES_PER_THREAD;
+	if (!c || !c->take || !c->give || want < 2 || w->ntext_def < 2)
+		return -1;
+	if (want > TOK_MAXTHR)
+		want = TOK_MAXTHR;
+	unsigned got = c->take(c->ctx, (unsigned)want - 1);
+	if (got == 0)
+		return -1;
+	unsigned np = got + 1;
+	tokpart part[TOK_MAXTHR];
+	pthread_t th[TOK_MAXTHR];
+	int started[TOK_MAXTHR] = { 0 };
+	memset(part, 0, sizeof part);
+	uint64_t k = 0, acc = 0;
+	for (unsigned t = 0; t < np; t++) {
+		part[t].w = w;
+		part[t].a = k;
+		/* up to the text that brings the bytes to (t + 1) / np of all */
+		uint64_t goal = w->bytes_in / np * (t + 1);
+		while (k < w->ntext_def && (t == np - 1 || acc < goal))
+			acc += w->ent[w->texts[k++]].size;
+		part[t].b = k;
+	}
+	for (unsigned t = 1; t < np; t++)
+		started[t] = pthread_create(&th[t], NULL, tok_part, &part[t]) == 0;
+	tok_part(&part[0]);
+	for (unsigned t = 1; t < np; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			tok_part(&part[t]);
+	}
+	c->give(c->ctx, got);
+	int err = TD_OK;
+	for (unsigned t = 0; t < np && !err; t++)
+		err = part[t].err;
+	td_buf_free(&w->raw);
+	if (!err)
+		err = tok_merge(w, part, np);
+	for (unsigned t = 0; t < np; t++) {
+		free(part[t].seq);
+		dict_free(&part[t].d);
+	}
+	w->ntexts += w->ntext_def;
+	return err;
+}
+
 /* defer_tokenize: tokenize every recorded text, in order, as adding it
  * whole (td_writer_add_file, td_writer_add_symlink) does; then drop the
- * bytes. */
+ * bytes. The same sequence and dictionary on any number of threads. */
 static int tokenize_deferred(td_writer *w)
 {
-	int err = TD_OK;
-	for (uint64_t k = 0; k < w->ntext_def && !err; k++) {
+	int err = tokenize_parallel(w);
+	for (uint64_t k = 0; err < 0 && k < w->ntext_def; k++) {
 		uint32_t id = w->texts[k];
 		tok_begin(w, id);
 		size_t used;
+		int e = TD_OK;
 		if (w->ent[id].size)
-			err = feed(w, w->raw.p + w->ent[id].raw0, w->ent[id].size, 1, &used);
-		if (!err)
-			err = seq_push(w, TD_SPLIT);
+			e = feed(w, w->raw.p + w->ent[id].raw0, w->ent[id].size, 1, &used);
+		if (!e)
+			e = seq_push(w, TD_SPLIT);
+		if (e)
+			err = e;
 	}
+	if (err < 0)
+		err = TD_OK;
 	td_buf_free(&w->raw);
 	free(w->texts);
 	w->texts = NULL;
@@ -663,7 +844,9 @@ typedef struct secbuf {
  * MB, so this costs about a second and saves 5-25% of the archive. */
 enum { SEC_ZSTD_LEVEL = 19 };
 
-static int write_archive(secbuf *sb, unsigned version, const char *out_path)
+/* sync 0: out_path is a temporary its caller reads back and removes
+ * (td_writer_opts.temp_output): no fsync. */
+static int write_archive(secbuf *sb, unsigned version, const char *out_path, int sync)
 {
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
 	 * frame each (those compressed early already are). */
@@ -715,7 +898,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
 		if (td_write_all(fd, sb->b[id].p, sb->b[id].len))
 			goto ioerr;
-	if (td_write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
+	if (td_write_all(fd, tab, ns * sizeof *tab) || (sync && fsync(fd)))
 		goto ioerr;
 	if (close(fd)) {
 		fd = -1;
@@ -727,7 +910,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 		unlink(tmp);
 		goto out;
 	}
-	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = sync ? open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (dfd >= 0) {
 		fsync(dfd);
 		close(dfd);
@@ -795,44 +978,97 @@ typedef struct fin {
 	uint32_t *nchild;      /* children of each writer entry */
 	uint32_t **kids;
 	uint64_t *col;         /* scratch column */
-	pthread_t zt;          /* compresses WORDS and OTHER beside the grammar */
-	int zt_on, zt_err;
+	struct zjob {          /* compresses one section beside the grammar */
+		struct fin *f;
+		unsigned id;
+		pthread_t t;
+		int on, err;
+	} zt[3];               /* WORDS, OTHER, WORD_FREQ */
+	uint64_t *wfreq;       /* the words' frequencies the tokenizer counted */
+	struct sjob {          /* RULE_SYMS, ROOT_SYMS coded on helper threads */
+		const td_writer *w;
+		const uint32_t *v;
+		uint64_t n, W, T, R;
+		unsigned shift;
+		td_buf *out;
+		pthread_t t;
+		int on, err;
+	} sj[2];
 } fin;
 
-/* The dictionary sections are final once fin_dictionary has run and are
- * the bulk of the zstd work (level 19 of a few MB: a fifth of a build's
- * CPU time): a helper thread compresses them while the grammar is built,
- * so one shard's build takes that much less wall time. The bytes are what
- * write_archive would write. */
-static void *zstd_dict_sections(void *arg)
+/* The two coded sequences are the bulk of the finishing steps after the
+ * grammar and need nothing else: each is coded on a thread of its own
+ * beside the entries, the index build and the other sections (the same
+ * bytes; on this thread when none can be started). */
+static void *syms_thread(void *arg)
 {
-	fin *f = arg;
-	static const unsigned ids[] = { TD_SEC_WORDS, TD_SEC_OTHER };
-	for (unsigned k = 0; k < sizeof ids / sizeof *ids && !f->zt_err; k++) {
-		f->zt_err = td_buf_zstd(&f->sb.b[ids[k]], SEC_ZSTD_LEVEL);
-		f->sb.zdone[ids[k]] = !f->zt_err;
-	}
+	struct sjob *j = arg;
+	j->err = put_syms(j->w, j->v, j->n, j->W, j->T, j->R, j->shift, j->out);
+	return NULL;
+}
+
+static void syms_start(struct sjob *j)
+{
+	j->on = pthread_create(&j->t, NULL, syms_thread, j) == 0;
+	if (!j->on)
+		syms_thread(j);
+}
+
+static int syms_join(struct sjob *j)
+{
+	if (j->on)
+		pthread_join(j->t, NULL);
+	j->on = 0;
+	return j->err;
+}
+
+/* The dictionary sections (and the words' frequencies, which the
+ * tokenizer counted) are final once fin_dictionary has run and are the
+ * bulk of the zstd work (level 19 of a few MB: a fifth of a build's CPU
+ * time): helper threads, one a section, compress them while the grammar is
+ * built, so one shard's build takes that much less wall time. The bytes
+ * are what write_archive would write. */
+static void *zstd_section(void *arg)
+{
+	struct zjob *z = arg;
+	z->err = td_buf_zstd(&z->f->sb.b[z->id], SEC_ZSTD_LEVEL);
 	return NULL;
 }
 
 static void zstd_start(fin *f)
 {
-	/* no thread (e.g. none may be created): write_archive compresses them */
-	f->zt_on = pthread_create(&f->zt, NULL, zstd_dict_sections, f) == 0;
+	static const unsigned ids[] = { TD_SEC_WORDS, TD_SEC_OTHER, TD_SEC_WORD_FREQ };
+	for (unsigned k = 0; k < sizeof ids / sizeof *ids; k++) {
+		struct zjob *z = &f->zt[k];
+		*z = (struct zjob){ .f = f, .id = ids[k] };
+		if (ids[k] == TD_SEC_WORD_FREQ && !f->wfreq)
+			continue;
+		/* no thread (e.g. none may be created): write_archive compresses it */
+		z->on = pthread_create(&z->t, NULL, zstd_section, z) == 0;
+	}
 }
 
 static int zstd_join(fin *f)
 {
-	if (!f->zt_on)
-		return TD_OK;
-	pthread_join(f->zt, NULL);
-	f->zt_on = 0;
-	return f->zt_err ? td_fail(f->zt_err, "zstd of the dictionary sections failed (out of memory)") : TD_OK;
+	int err = TD_OK;
+	for (unsigned k = 0; k < sizeof f->zt / sizeof *f->zt; k++) {
+		struct zjob *z = &f->zt[k];
+		if (!z->on)
+			continue;
+		pthread_join(z->t, NULL);
+		z->on = 0;
+		f->sb.zdone[z->id] = !z->err;
+		if (z->err && !err)
+			err = td_fail(z->err, "zstd of the dictionary sections failed (out of memory)");
+	}
+	return err;
 }
 
 static void fin_free(fin *f)
 {
 	zstd_join(f);
+	syms_join(&f->sj[0]);
+	syms_join(&f->sj[1]);
 	for (unsigned i = 0; i < TD_SEC_MAX; i++)
 		td_buf_free(&f->sb.b[i]);
 	td_grammar_free(&f->g);
@@ -846,6 +1082,7 @@ static void fin_free(fin *f)
 	free(f->rnew);
 	free(f->rs);
 	free(f->col);
+	free(f->wfreq);
 }
 
 /* A symbol of the grammar by its id in the archive (rules renumbered). */
@@ -857,18 +1094,6 @@ static inline uint32_t remap(const fin *f, uint32_t s)
 static int nomem(void)
 {
 	return td_fail(TD_ENOMEM, "out of memory while building the archive");
-}
-
-/* The dictionary is not needed once the sequence holds final ids. */
-static void dict_free(tokdict *d)
-{
-	free(d->slot);
-	td_buf_free(&d->bytes);
-	free(d->off);
-	free(d->len);
-	free(d->wordlen);
-	free(d->freq);
-	memset(d, 0, sizeof *d);
 }
 
 /* Phase 1: the distinct words, sorted (word ids), then the other tokens,
@@ -968,6 +1193,17 @@ static int fin_dictionary(fin *f)
 	for (uint64_t i = 0; i < w->nseq; i++)
 		if (w->seq[i] != TD_SPLIT)
 			w->seq[i] = tokmap[w->seq[i]];
+	/* WORD_FREQ now (the index builder's must agree, fin_indexes), so it
+	 * is compressed beside the grammar */
+	if (!(f->wfreq = calloc(W + 1, sizeof *f->wfreq))) {
+		err = nomem();
+		goto out;
+	}
+	for (uint32_t t = 0; t < nt; t++)
+		if (wl[t])
+			f->wfreq[tokmap[t] >> 1] += d->freq[t];
+	if ((err = td_pack_encode(f->wfreq, W, &f->sb.b[TD_SEC_WORD_FREQ])))
+		goto out;
 	f->W = W;
 	f->S = S;
 	f->T = T;
@@ -993,12 +1229,18 @@ static int fin_grammar(fin *f)
 		 * turn on it): its core goes to other shards' CPU rounds */
 		const td_grammar_cores *c = w->o.grammar_cores;
 		int lend = c && c->give && c->reclaim;
-		if (lend)
+		if (lend) {
 			c->give(c->ctx, 1);
+			if (c->park)
+				c->park(c->ctx, 1);
+		}
 		err = w->o.grammar_rounds(w->o.grammar_ctx, w->seq, &n, (uint32_t)f->T, w->o.max_depth, w->o.progress,
 					  w->o.progress_ctx, &pairs, &nrules);
-		if (lend)
+		if (lend) {
+			if (c->park)
+				c->park(c->ctx, -1);
 			c->reclaim(c->ctx, 1);
+		}
 		td_trace("gpu rounds: %s", err == TD_OK ? "ran" : "declined");
 		if (err == TD_OK)
 			err = td_grammar_finish(w->seq, n, (uint32_t)f->T, pairs, nrules, &f->g);
@@ -1064,7 +1306,11 @@ static int fin_rules(fin *f)
 	}
 	f->nrsamp = nrsamp;
 	if (!err)
-		err = put_syms(f->w, f->rs, at, f->W, T, R, TD_RULE_TILE_SHIFT, &f->sb.b[TD_SEC_RULE_SYMS]);
+	if (!err) {
+		f->sj[0] = (struct sjob){ .w = f->w, .v = f->rs, .n = at, .W = f->W, .T = T, .R = R,
+					.shift = TD_RULE_TILE_SHIFT, .out = &f->sb.b[TD_SEC_RULE_SYMS] };
+		syms_start(&f->sj[0]);
+	}
 out:
 	free(rorder);
 	free(xlen);
@@ -1211,6 +1457,9 @@ static int fin_indexes(fin *f)
 	io.e_gstart = io.root_samples + nsamp;
 	io.word_freq = io.e_gstart + ne + 1;
 	io.e_nwords = io.word_freq + W;
+	f->sj[1] = (struct sjob){ .w = w, .v = root, .n = ri, .W = W, .T = T, .R = R,
+				.shift = TD_ROOT_TILE_SHIFT, .out = &f->sb.b[TD_SEC_ROOT_SYMS] };
+	syms_start(&f->sj[1]);
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "index", 0, 1);
 	err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
@@ -1226,13 +1475,16 @@ static int fin_indexes(fin *f)
 				      (unsigned long long)w->ent[bfs[k]].nwords);
 			goto out;
 		}
+	/* and each word's frequency (WORD_FREQ is fin_dictionary's) */
+	if (W && memcmp(io.word_freq, f->wfreq, W * sizeof *f->wfreq)) {
+		err = td_fail(TD_ECORRUPT, "index builder: word frequencies differ from the tokenizer's");
+		goto out;
+	}
 	if ((err = td_pack_encode(io.rule_len, R, &sec[TD_SEC_RULE_LEN])) ||
 	    (err = td_pack_encode(io.rule_samples, f->nrsamp, &sec[TD_SEC_RULE_SAMPLES])) ||
 	    (err = td_pack_encode(eroot, ne + 1, &sec[TD_SEC_E_ROOT])) ||
 	    (err = td_pack_encode(io.e_gstart, ne + 1, &sec[TD_SEC_E_GSTART])) ||
-	    (err = put_syms(w, root, ri, W, T, R, TD_ROOT_TILE_SHIFT, &sec[TD_SEC_ROOT_SYMS])) ||
 	    (err = td_pack_encode(io.root_samples, nsamp, &sec[TD_SEC_ROOT_SAMPLES])) ||
-	    (err = td_pack_encode(io.word_freq, W, &sec[TD_SEC_WORD_FREQ])) ||
 	    (err = td_pack_encode(io.e_nwords, ne, &sec[TD_SEC_E_NWORDS])))
 		goto out;
 	td_trace("index + root encode");
@@ -1255,7 +1507,10 @@ static int fin_indexes(fin *f)
 	m.build_time = w->o.build_time ? (uint64_t)w->o.build_time : (uint64_t)time(NULL);
 	m.nlongwords = w->nlong;
 	err = td_buf_put(&sec[TD_SEC_META], &m, sizeof m);
-out:
+out:;
+	int serr = syms_join(&f->sj[1]); /* it reads root */
+	if (!err)
+		err = serr;
 	free(root);
 	free(eroot);
 	free(elong);
@@ -1299,8 +1554,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		goto out;
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "write", 1, 1);
-	if (!(err = zstd_join(&f)))
-		err = write_archive(&f.sb, w->o.format, out_path);
+	if (!(err = syms_join(&f.sj[0])) && !(err = zstd_join(&f)))
+		err = write_archive(&f.sb, w->o.format, out_path, !w->o.temp_output);
 	td_trace("zstd sections + write");
 out:
 	fin_free(&f);

@@ -69,6 +69,10 @@ typedef struct td_writer_opts {
 	 * engine-internal shape; td_build.h passes its workers' idle ones);
 	 * NULL = the finishing thread alone. The archive bytes are the same. */
 	const struct td_grammar_cores *grammar_cores;
+	/* Nonzero: the output is a temporary file the caller reads back and
+	 * removes (td_build.h's shards, copied into the archive that is
+	 * synced): td_writer_finish skips its fsyncs. */
+	int temp_output;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
@@ -117,7 +121,7 @@ int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_
 
 /* Build the grammar and write the archive to `out_path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the
- * directory. The writer is consumed (freed) whatever the result.
+ * directory (no fsyncs with opts.temp_output). The writer is consumed (freed) whatever the result.
  * Errors: TD_EIO (detail names the file), TD_ENOMEM, TD_ELIMIT. */
 int td_writer_finish(td_writer *w, const char *out_path);
 
