@@ -78,6 +78,7 @@ struct td_writer {
 	td_buf raw;
 	uint32_t *texts;
 	uint64_t ntext_def, captext_def;
+	unsigned tok_threads;     /* threads that tokenized them (trace) */
 };
 
 static uint64_t hbytes(const void *p, size_t n)
@@ -525,12 +526,21 @@ static int tokenize_parallel(td_writer *w)
 	uint64_t want = w->bytes_in / TOK_BYTES_PER_THREAD;
 	if (!c || !c->take || !c->give || want < 2 || w->ntext_def < 2)
 		return -1;
-	if (want > TOK_MAXTHR)
-		want = TOK_MAXTHR;
+	uint64_t maxthr = TOK_MAXTHR;
+#ifdef TD_WRITER_TRACE
+	/* benchmarks: fewer threads (1: one, as before) */
+	if (getenv("TD_TRACE_TOK_MAXTHR") && (uint64_t)atoi(getenv("TD_TRACE_TOK_MAXTHR")) < maxthr)
+		maxthr = (uint64_t)atoi(getenv("TD_TRACE_TOK_MAXTHR"));
+#endif
+	if (want > maxthr)
+		want = maxthr;
+	if (want < 2)
+		return -1;
 	unsigned got = c->take(c->ctx, (unsigned)want - 1);
 	if (got == 0)
 		return -1;
 	unsigned np = got + 1;
+	w->tok_threads = np;
 	tokpart part[TOK_MAXTHR];
 	pthread_t th[TOK_MAXTHR];
 	int started[TOK_MAXTHR] = { 0 };
@@ -1535,8 +1545,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		if ((err = tokenize_deferred(w)))
 			goto out;
 	}
-	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct", (unsigned long long)w->bytes_in,
-		 (unsigned long long)w->nseq, w->td.n);
+	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct, %u threads", (unsigned long long)w->bytes_in,
+		 (unsigned long long)w->nseq, w->td.n, w->tok_threads ? w->tok_threads : 1);
 	if ((err = fin_dictionary(&f)))
 		goto out;
 	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
