@@ -988,12 +988,15 @@ typedef struct fin {
 	uint32_t *nchild;      /* children of each writer entry */
 	uint32_t **kids;
 	uint64_t *col;         /* scratch column */
-	struct zjob {          /* compresses one section beside the grammar */
-		struct fin *f;
-		unsigned id;
+	struct zq {            /* compresses sections beside the grammar */
 		pthread_t t;
-		int on, err;
-	} zt[3];               /* WORDS, OTHER, WORD_FREQ */
+		int on;           /* the thread runs (mu, cv initialised) */
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		unsigned id[3];   /* posted: WORDS, OTHER, WORD_FREQ */
+		unsigned n, done; /* posted, compressed (under mu) */
+		int closed, err;
+	} zq;
 	uint64_t *wfreq;       /* the words' frequencies the tokenizer counted */
 	struct sjob {          /* RULE_SYMS, ROOT_SYMS coded on helper threads */
 		const td_writer *w;
@@ -1033,45 +1036,81 @@ static int syms_join(struct sjob *j)
 }
 
 /* The dictionary sections (and the words' frequencies, which the
- * tokenizer counted) are final once fin_dictionary has run and are the
- * bulk of the zstd work (level 19 of a few MB: a fifth of a build's CPU
- * time): helper threads, one a section, compress them while the grammar is
- * built, so one shard's build takes that much less wall time. The bytes
+ * tokenizer counted) are final in fin_dictionary and are the bulk of the
+ * zstd work (level 19 of a few MB: a fifth of a build's CPU time, half of
+ * a GPU build's): a helper thread compresses each as soon as it is final,
+ * while the grammar is built, so one shard's build takes that much less
+ * wall time. The bytes
  * are what write_archive would write. */
-static void *zstd_section(void *arg)
+static void *zstd_sections(void *arg)
 {
-	struct zjob *z = arg;
-	z->err = td_buf_zstd(&z->f->sb.b[z->id], SEC_ZSTD_LEVEL);
+	fin *f = arg;
+	struct zq *q = &f->zq;
+#ifdef TD_WRITER_TRACE
+	/* benchmarks: this thread at a lower priority than the others */
+	if (getenv("TD_TRACE_ZSTD_NICE"))
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), atoi(getenv("TD_TRACE_ZSTD_NICE")));
+#endif
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (q->done == q->n && !q->closed)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (q->done == q->n || q->err)
+			break;
+		unsigned id = q->id[q->done];
+		pthread_mutex_unlock(&q->mu);
+		int err = td_buf_zstd(&f->sb.b[id], SEC_ZSTD_LEVEL);
+		pthread_mutex_lock(&q->mu);
+		if (err)
+			q->err = err;
+		else
+			f->sb.zdone[id] = 1;
+		q->done++;
+	}
+	pthread_mutex_unlock(&q->mu);
 	return NULL;
 }
 
-static void zstd_start(fin *f)
+/* Section `id` is final: the helper compresses it after those posted
+ * before (one at a time: one zstd context, tens of MB at level 19, in
+ * memory per shard while the grammar is built). Started at the first
+ * post; where no thread can be started, write_archive compresses it. */
+static void zstd_post(fin *f, unsigned id)
 {
-	static const unsigned ids[] = { TD_SEC_WORDS, TD_SEC_OTHER, TD_SEC_WORD_FREQ };
-	for (unsigned k = 0; k < sizeof ids / sizeof *ids; k++) {
-		struct zjob *z = &f->zt[k];
-		*z = (struct zjob){ .f = f, .id = ids[k] };
-		if (ids[k] == TD_SEC_WORD_FREQ && !f->wfreq)
-			continue;
-		/* no thread (e.g. none may be created): write_archive compresses it */
-		z->on = pthread_create(&z->t, NULL, zstd_section, z) == 0;
+	struct zq *q = &f->zq;
+	if (!q->on && q->n == 0) {
+		pthread_mutex_init(&q->mu, NULL);
+		pthread_cond_init(&q->cv, NULL);
+		q->id[q->n++] = id;
+		q->on = pthread_create(&q->t, NULL, zstd_sections, f) == 0;
+		if (!q->on) {
+			pthread_mutex_destroy(&q->mu);
+			pthread_cond_destroy(&q->cv);
+		}
+		return;
 	}
+	if (!q->on || q->n == sizeof q->id / sizeof *q->id)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->id[q->n++] = id;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
 }
 
 static int zstd_join(fin *f)
 {
-	int err = TD_OK;
-	for (unsigned k = 0; k < sizeof f->zt / sizeof *f->zt; k++) {
-		struct zjob *z = &f->zt[k];
-		if (!z->on)
-			continue;
-		pthread_join(z->t, NULL);
-		z->on = 0;
-		f->sb.zdone[z->id] = !z->err;
-		if (z->err && !err)
-			err = td_fail(z->err, "zstd of the dictionary sections failed (out of memory)");
-	}
-	return err;
+	struct zq *q = &f->zq;
+	if (!q->on)
+		return TD_OK;
+	pthread_mutex_lock(&q->mu);
+	q->closed = 1;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->t, NULL);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	q->on = 0;
+	return q->err ? td_fail(q->err, "zstd of the dictionary sections failed (out of memory)") : TD_OK;
 }
 
 static void fin_free(fin *f)
@@ -1178,6 +1217,7 @@ static int fin_dictionary(fin *f)
 	}
 	if (err)
 		goto out;
+	zstd_post(f, TD_SEC_WORDS); /* the largest: at once */
 	at = 0;
 	for (uint64_t k = 0; k < S; k++) {
 		uint32_t t = order[nw_tok + k];
@@ -1187,6 +1227,7 @@ static int fin_dictionary(fin *f)
 		at += d->len[t];
 	}
 	off[S] = at;
+	zstd_post(f, TD_SEC_OTHER);
 	if ((err = td_pack_encode(off, S + 1, &f->sb.b[TD_SEC_OTHER_OFF])))
 		goto out;
 	/* terminal byte lengths by final id */
@@ -1214,6 +1255,7 @@ static int fin_dictionary(fin *f)
 			f->wfreq[tokmap[t] >> 1] += d->freq[t];
 	if ((err = td_pack_encode(f->wfreq, W, &f->sb.b[TD_SEC_WORD_FREQ])))
 		goto out;
+	zstd_post(f, TD_SEC_WORD_FREQ);
 	f->W = W;
 	f->S = S;
 	f->T = T;
@@ -1550,7 +1592,6 @@ int td_writer_finish(td_writer *w, const char *out_path)
 	if ((err = fin_dictionary(&f)))
 		goto out;
 	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
-	zstd_start(&f);
 	if ((err = fin_grammar(&f)))
 		goto out;
 	td_trace("grammar total: %u rules, %llu root", f.g.nrules, (unsigned long long)f.g.file_root[f.g.nfiles]);
