@@ -99,11 +99,6 @@ struct td_build {
 	pthread_cond_t cv;
 	job *qhead, *qtail;
 	unsigned inflight, max_inflight;
-	/* workers building a shard and not parked (waiting for the GPU:
-	 * td_grammar_cores.park); a worker starts a shard only while fewer
-	 * than opts.jobs are, so with GPU rounds up to nth - jobs more
-	 * shards build while others wait for it (under mu) */
-	int running;
 	int quit;
 	/* cores no worker is building on, lent to the grammar rounds of the
 	 * shards being built (td_grammar_cores); may go below 0 when a worker
@@ -234,11 +229,10 @@ static void *worker(void *p)
 	td_build *b = p;
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
-		while (!b->quit && !(b->qhead && b->running < (int)b->o.jobs))
+		while (!b->qhead && !b->quit)
 			pthread_cond_wait(&b->cv, &b->mu);
 		if (!b->qhead)
 			break;
-		b->running++;
 		job *j = b->qhead;
 		b->qhead = j->next;
 		if (!b->qhead)
@@ -263,7 +257,6 @@ static void *worker(void *p)
 		if (err && !b->werr)
 			b->werr = err;
 		b->inflight--;
-		b->running--;
 		b->done_bytes += j->input_bytes;
 		pthread_cond_broadcast(&b->cv);
 	}
@@ -297,17 +290,6 @@ static void cores_reclaim(void *ctx, unsigned k)
 {
 	td_build *b = ctx;
 	__atomic_fetch_sub(&b->spare, (int)k, __ATOMIC_RELAXED);
-}
-
-/* A worker waits for the GPU (k 1) or is back (k -1): another may start
- * a shard meanwhile. */
-static void cores_park(void *ctx, int k)
-{
-	td_build *b = ctx;
-	pthread_mutex_lock(&b->mu);
-	b->running -= k;
-	pthread_cond_broadcast(&b->cv);
-	pthread_mutex_unlock(&b->mu);
 }
 
 /* The first worker failure, as this thread's error. */
@@ -704,7 +686,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		/* one grammar: its rounds may use the other cores */
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		b->spare = (o.jobs ? (int)o.jobs : c > 0 ? (int)c : 1) - 1;
-		b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim, NULL };
+		b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 		wo.grammar_cores = &b->cores;
 		b->o = o;
 		if (!(b->one = td_writer_new(&wo))) {
@@ -738,23 +720,14 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	td_trace("build start");
 	b->o = o;
 	b->spare = (int)o.jobs;
-	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim, cores_park };
+	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 	int err;
-	/* GPU rounds: shards queue for the GPU and wait with their cores
-	 * lent; as many more workers start the shards after them meanwhile
-	 * (contrib/bench/results/compress.md, "Many cores") */
-	unsigned nth = o.writer.grammar_rounds ? 2 * o.jobs : o.jobs;
-#ifdef TD_WRITER_TRACE
-	/* benchmarks: workers per job with GPU rounds (1: no more than jobs) */
-	if (o.writer.grammar_rounds && getenv("TD_TRACE_WORKERS_X") && atoi(getenv("TD_TRACE_WORKERS_X")) > 0)
-		nth = (unsigned)atoi(getenv("TD_TRACE_WORKERS_X")) * o.jobs;
-#endif
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
-	b->max_inflight = m > nth + 1 ? nth + 1 : (unsigned)m;
+	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	b->tmpbase = malloc(strlen(o.tmp_target ? o.tmp_target : dir) + 64);
 	b->ent = calloc(64, sizeof *b->ent);
-	b->th = calloc(nth, sizeof *b->th);
+	b->th = calloc(o.jobs, sizeof *b->th);
 	if (!b->tmpbase || !b->ent || td_pathtab_init(&b->pt) || !b->th || !(b->ent[0].path = strdup(""))) {
 		td_build_abort(b);
 		return TD_ENOMEM;
@@ -777,7 +750,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		td_build_abort(b);
 		return err;
 	}
-	for (; b->nth < nth; b->nth++)
+	for (; b->nth < o.jobs; b->nth++)
 		if (pthread_create(&b->th[b->nth], NULL, worker, b)) {
 			td_build_abort(b);
 			return td_fail(TD_EIO, "cannot start a worker thread");

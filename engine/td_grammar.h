@@ -50,10 +50,6 @@ typedef struct td_grammar_cores {
 	void (*give)(void *ctx, unsigned k);
 	void *ctx;
 	void (*reclaim)(void *ctx, unsigned k);
-	/* May be NULL. park(ctx, 1): the calling thread is about to wait
-	 * (its grammar rounds queued for the GPU) with its core given;
-	 * park(ctx, -1): it is back. A pool may start other work meanwhile. */
-	void (*park)(void *ctx, int k);
 } td_grammar_cores;
 
 /* td_grammar_build, with the table work of each round (digram counts, the

@@ -1046,11 +1046,6 @@ static void *zstd_sections(void *arg)
 {
 	fin *f = arg;
 	struct zq *q = &f->zq;
-#ifdef TD_WRITER_TRACE
-	/* benchmarks: this thread at a lower priority than the others */
-	if (getenv("TD_TRACE_ZSTD_NICE"))
-		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), atoi(getenv("TD_TRACE_ZSTD_NICE")));
-#endif
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
 		while (q->done == q->n && !q->closed)
@@ -1281,18 +1276,12 @@ static int fin_grammar(fin *f)
 		 * turn on it): its core goes to other shards' CPU rounds */
 		const td_grammar_cores *c = w->o.grammar_cores;
 		int lend = c && c->give && c->reclaim;
-		if (lend) {
+		if (lend)
 			c->give(c->ctx, 1);
-			if (c->park)
-				c->park(c->ctx, 1);
-		}
 		err = w->o.grammar_rounds(w->o.grammar_ctx, w->seq, &n, (uint32_t)f->T, w->o.max_depth, w->o.progress,
 					  w->o.progress_ctx, &pairs, &nrules);
-		if (lend) {
-			if (c->park)
-				c->park(c->ctx, -1);
+		if (lend)
 			c->reclaim(c->ctx, 1);
-		}
 		td_trace("gpu rounds: %s", err == TD_OK ? "ran" : "declined");
 		if (err == TD_OK)
 			err = td_grammar_finish(w->seq, n, (uint32_t)f->T, pairs, nrules, &f->g);

@@ -813,7 +813,7 @@ Test(writer, parallel_tokenize_same_bytes, .timeout = 0)
 		}
 		n += (size_t)sprintf(text + n, "%s tok%u %s", parts[i % 8], (unsigned)(i * 2654435761u % 500000), i % 11 ? "" : "!?");
 	}
-	td_grammar_cores cores = { take_all, give_back, NULL, NULL, NULL };
+	td_grammar_cores cores = { take_all, give_back, NULL, NULL };
 	write_mixed_on(0, NULL, 300, "ptok-now.tadoc", text, n);
 	g_taken = 0;
 	write_mixed_on(1, &cores, 300, "ptok-par.tadoc", text, n);
