@@ -1475,7 +1475,7 @@ static void td_qshare_run(void *ctx, unsigned c)
 	q->err = td_qshare_launch(q);
 }
 
-#define TD_QSHARE_PAR 16384u /* requests in a batch at least for a thread a share */
+#define TD_QSHARE_PAR 4096u /* requests in a batch at least for a thread a share (pool threads: a wake-up each) */
 
 /* The counts of the requests the kernels take (td_gpu_takes), cut into
  * parts (td_split_query): *m parts, their counts in g->hcnt when this

@@ -45,7 +45,10 @@ extern "C" {
  * opts.devices (largest shards first, each to the device with the most
  * room left), as long as it fits; shards that do not fit are served by the
  * CPU engine inside the same batch calls (partial residency;
- * td_gpu_residency() says how many are resident). A batch is split by
+ * td_gpu_residency() says how many are resident). When every shard is
+ * resident, shards are also copied to the other devices that have room to
+ * spare, so a large shard's requests can be shared among devices
+ * ($TD_GPU_COPIES=0: no copies). A batch is split by
  * shard (a read crossing a cut between pieces of a file into one request
  * per piece, a count or search over a directory into one per shard
  * holding part of it), every device runs its part at once on its own host

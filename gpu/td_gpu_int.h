@@ -258,8 +258,9 @@ int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned thread
 int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
 
 /* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread,
- * the others on threads of their own, or on the calling thread when one
- * cannot start); returns when all are done. (td_gpu_multi.c) */
+ * the others on threads of a pool kept between calls, one a task, or on
+ * the calling thread when none can start); returns when all are done.
+ * Thread-safe, and fn may call it again. (td_gpu_pool.c) */
 void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx);
 
 /* The shards of version 5 archive a over devices devs[0..ndev) (distinct

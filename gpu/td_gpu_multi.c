@@ -19,12 +19,16 @@
 #define TD_DEV_THREADS 8u               /* host threads driving one device's shards at most
                                            (one a shard: their kernels overlap) */
 
-/* One shard: its archive and, when resident, its handle. */
+/* One shard: its archive and, when resident, its handles: the first one
+ * placed, and a copy on every other device with room to spare. */
 typedef struct td_unit {
 	const td_archive *a;
 	td_gpu *g;                /* NULL: served by the CPU engine */
-	int slot;                 /* device slot, or -1 (CPU) */
+	int slot;                 /* g's device slot, or -1 (CPU) */
 	uint64_t bytes;           /* image size, for the placement */
+	td_gpu **on;              /* [slot]: its handle on that device, or NULL */
+	unsigned ncopies;         /* handles in on[] (g included) */
+	double cost[3];           /* seconds a request of each kind, measured (0: not yet) */
 } td_unit;
 
 typedef struct td_batch td_batch;
@@ -38,7 +42,10 @@ struct td_gmulti {
 	unsigned ndev;
 	int dev[64];
 	uint32_t nres;
-	unsigned used;            /* devices holding a shard */
+	unsigned used;            /* devices holding a shard or a copy */
+	uint64_t used_mask;       /* which (bit = slot) */
+	uint32_t ncopies;         /* copies of shards beside the first handles */
+	td_gpu **on;              /* the units' on[] arrays, n x ndev */
 	char name[256];
 	pthread_mutex_t lock;     /* one batch at a time */
 	td_batch *bt[3];   /* each kind's scratch, kept between batches */
@@ -65,6 +72,46 @@ static int td_cmp_order(const void *x, const void *y)
 	return (a->i > b->i) - (a->i < b->i);
 }
 
+/* Open unit u's handle on device slot d within left[d] (a quarter of it
+ * over `share` shards for its batch buffers), taking what it uses from
+ * left[d]: *g, or NULL when it is not resident there. */
+static int td_unit_open(td_gmulti *m, td_unit *u, unsigned d, uint64_t *left, uint32_t share, td_gpu **g)
+{
+	*g = NULL;
+	uint64_t ws = left[d] / (4 * (uint64_t)(share ? share : 1));
+	ws = ws < TD_UNIT_WS_MIN ? TD_UNIT_WS_MIN : ws > TD_UNIT_WS_MAX ? TD_UNIT_WS_MAX : ws;
+	td_gpu_opts so = m->o;
+	so.device = m->dev[d];
+	so.devices = 0;
+	if (!so.cpu_threads) {
+		/* a shard's copy-out threads: its share of the cores, as
+		 * the shards of a batch run at once (more threads than
+		 * cores, all waiting on their devices, slow them all) */
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		uint32_t at_once = m->n < m->ndev * TD_DEV_THREADS ? m->n : m->ndev * TD_DEV_THREADS;
+		long sh = cores / (long)(at_once ? at_once : 1);
+		so.cpu_threads = sh > 1 ? (unsigned)sh : 1;
+	}
+	uint64_t used = 0;
+	td_gpu *h = NULL;
+	int r = td_gpu_open_dev(u->a, &so, left[d], ws, &h, &used);
+	if (r)
+		return r;
+	if (!td_gpu_resident(h)) {
+		td_gpu_close(h);
+		return TD_OK;
+	}
+	left[d] -= used < left[d] ? used : left[d];
+	if (!(m->used_mask >> d & 1)) {
+		m->used_mask |= UINT64_C(1) << d;
+		m->used++;
+	}
+	u->on[d] = h;
+	u->ncopies++;
+	*g = h;
+	return TD_OK;
+}
+
 int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, unsigned ndev, td_gmulti **out)
 {
 	*out = NULL;
@@ -80,7 +127,8 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	snprintf(m->name, sizeof m->name, "cpu fallback");
 	td_order *order = malloc((m->n + 1) * sizeof *order);
 	m->u = calloc(m->n + 1, sizeof *m->u);
-	if (!order || !m->u) {
+	m->on = calloc((size_t)(m->n + 1) * (m->ndev ? m->ndev : 1), sizeof *m->on);
+	if (!order || !m->u || !m->on) {
 		free(order);
 		td_gmulti_close(m);
 		return td_fail(TD_ENOMEM, "gpu: shards");
@@ -89,6 +137,7 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	for (uint32_t i = 0; i < m->n && r == TD_OK; i++) {
 		td_shard_info si;
 		m->u[i].slot = -1;
+		m->u[i].on = m->on + (size_t)i * (m->ndev ? m->ndev : 1);
 		if ((r = td_archive_shard(a, i, &m->u[i].a)) == TD_OK && (r = td_archive_shard_info(a, i, &si)) == TD_OK)
 			m->u[i].bytes = si.archive_bytes;
 		order[i] = (td_order){m->u[i].bytes, i};
@@ -100,7 +149,6 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 	uint32_t per_dev = m->ndev ? (m->n + m->ndev - 1) / m->ndev : 1;
 	/* largest shards first, each to the device with the most room left */
 	qsort(order, m->n, sizeof *order, td_cmp_order);
-	uint64_t used_mask = 0;
 	for (uint32_t k = 0; k < m->n && r == TD_OK; k++) {
 		td_unit *u = &m->u[order[k].i];
 		unsigned best = 0;
@@ -109,38 +157,32 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 				best = d;
 		if (!m->ndev || left[best] < u->bytes + TD_UNIT_WS_MIN)
 			continue; /* not on the emptiest device: the CPU serves it */
-		uint64_t ws = left[best] / (4 * (uint64_t)(per_dev ? per_dev : 1));
-		ws = ws < TD_UNIT_WS_MIN ? TD_UNIT_WS_MIN : ws > TD_UNIT_WS_MAX ? TD_UNIT_WS_MAX : ws;
-		td_gpu_opts so = *o;
-		so.device = m->dev[best];
-		so.devices = 0;
-		if (!so.cpu_threads) {
-			/* a shard's copy-out threads: its share of the cores, as
-			 * the shards of a batch run at once (more threads than
-			 * cores, all waiting on their devices, slow them all) */
-			long cores = sysconf(_SC_NPROCESSORS_ONLN);
-			uint32_t at_once = m->n < m->ndev * TD_DEV_THREADS ? m->n : m->ndev * TD_DEV_THREADS;
-			long share = cores / (long)(at_once ? at_once : 1);
-			so.cpu_threads = share > 1 ? (unsigned)share : 1;
-		}
-		uint64_t used = 0;
 		td_gpu *g = NULL;
-		if ((r = td_gpu_open_dev(u->a, &so, left[best], ws, &g, &used)))
+		if ((r = td_unit_open(m, u, best, left, per_dev, &g)))
 			break;
-		if (!td_gpu_resident(g)) {
-			td_gpu_close(g);
+		if (!g)
 			continue;
-		}
 		u->g = g;
 		u->slot = (int)best;
-		left[best] -= used < left[best] ? used : left[best];
 		m->nres++;
-		if (!(used_mask >> best & 1)) {
-			used_mask |= UINT64_C(1) << best;
-			m->used++;
-		}
 		if (m->nres == 1)
 			snprintf(m->name, sizeof m->name, "%s", td_gpu_device_name(g));
+	}
+	/* copies: when every shard is resident, each shard (largest first)
+	 * on every other device that still has room for it and a reserve
+	 * ($TD_GPU_COPIES=0: none), so a batch can give every device a share of
+	 * every shard's requests instead of whole shards */
+	const char *ce = getenv("TD_GPU_COPIES");
+	int copies = !(ce && strcmp(ce, "0") == 0) && m->ndev > 1 && m->nres == m->n;
+	for (uint32_t k = 0; copies && k < m->n && r == TD_OK; k++) {
+		td_unit *u = &m->u[order[k].i];
+		for (unsigned d = 0; d < m->ndev && r == TD_OK; d++) {
+			if (u->on[d] || left[d] < u->bytes + TD_UNIT_WS_MIN + left[d] / 4)
+				continue;
+			td_gpu *g = NULL;
+			if ((r = td_unit_open(m, u, d, left, m->n, &g)) == TD_OK && g)
+				m->ncopies++;
+		}
 	}
 	free(order);
 	if (r) {
@@ -166,8 +208,10 @@ static void td_phases_report(const td_gmulti *m)
 			kname[k], m->used, (unsigned long long)p->batches, (double)p->reqs / b, p->wall * ms, p->split * ms,
 			p->run * ms, p->merge * ms, p->rest * ms, (double)p->nrest / b, (double)p->parts / b);
 		for (int s = 0; s <= (int)m->ndev; s++)
-			if (p->done[s] > 0)
-				fprintf(stderr, " %s%d %.3f", s ? "dev" : "cpu", s - 1, p->done[s] * ms);
+			if (p->done[s] > 0 && s)
+				fprintf(stderr, " dev%d %.3f", s - 1, p->done[s] * ms);
+			else if (p->done[s] > 0)
+				fprintf(stderr, " cpu %.3f", p->done[s] * ms);
 		fprintf(stderr, "\n");
 		if (k == 0)
 			continue;
@@ -175,10 +219,10 @@ static void td_phases_report(const td_gmulti *m)
 			td_gphase sum = {0}, most = {0};
 			unsigned nu = 0;
 			for (uint32_t i = 0; i < m->n; i++) {
-				if (m->u[i].slot != (int)d || !m->u[i].g)
+				if (!m->u[i].on || !m->u[i].on[d])
 					continue;
 				td_gphase h;
-				td_gpu_phases_get(m->u[i].g, k - 1, &h);
+				td_gpu_phases_get(m->u[i].on[d], k - 1, &h);
 				nu++;
 				double *sv = &sum.pack, *mv = &most.pack, *hv = &h.pack;
 				for (int f = 0; f < 6; f++) {
@@ -209,7 +253,10 @@ void td_gmulti_close(td_gmulti *m)
 	if (td_gpu_phases_on())
 		td_phases_report(m);
 	for (uint32_t i = 0; m->u && i < m->n; i++)
-		td_gpu_close(m->u[i].g);
+		for (unsigned d = 0; d < m->ndev; d++)
+			if (m->u[i].on)
+				td_gpu_close(m->u[i].on[d]);
+	free(m->on);
 	for (int k = 0; k < 3; k++)
 		td_batch_free(m->bt[k], m->n);
 	free(m->u);
@@ -239,6 +286,8 @@ const char *td_gmulti_name(const td_gmulti *m)
 typedef struct td_sub {
 	char *reqs;
 	size_t n, cap;
+	uint32_t *back;           /* the whole batch's split: the request of each */
+	size_t cap_back;
 } td_sub;
 
 /* One part of a request: the shard's request at sub[unit].reqs[idx]. */
@@ -307,8 +356,10 @@ static int td_sub_room(td_split *s, uint32_t u, size_t n)
 
 static void td_split_free(td_split *s, uint32_t units)
 {
-	for (uint32_t i = 0; s->sub && i < units; i++)
+	for (uint32_t i = 0; s->sub && i < units; i++) {
 		free(s->sub[i].reqs);
+		free(s->sub[i].back);
+	}
 	free(s->sub);
 	free(s->part);
 	free(s->pbeg);
@@ -363,40 +414,8 @@ typedef struct td_kind {
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 8u           /* threads splitting or merging a batch */
-#define TD_PAR_MIN 4096u        /* requests per such thread at least */
-
-typedef struct td_job {
-	void (*fn)(void *, unsigned);
-	void *ctx;
-	unsigned c;
-	pthread_t th;
-	int started;
-} td_job;
-
-static void *td_job_entry(void *arg)
-{
-	td_job *j = arg;
-	j->fn(j->ctx, j->c);
-	return NULL;
-}
-
-void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
-{
-	td_job *j = nt > 1 ? calloc(nt, sizeof *j) : NULL;
-	for (unsigned c = 1; c < nt && j; c++) {
-		j[c] = (td_job){fn, ctx, c, 0, 0};
-		j[c].started = pthread_create(&j[c].th, NULL, td_job_entry, &j[c]) == 0;
-	}
-	fn(ctx, 0);
-	for (unsigned c = 1; c < nt; c++) {
-		if (j && j[c].started)
-			pthread_join(j[c].th, NULL);
-		else
-			fn(ctx, c);
-	}
-	free(j);
-}
+#define TD_PAR_MAX 32u          /* threads splitting a batch */
+#define TD_PAR_MIN 2048u        /* requests per such thread at least */
 
 /* Threads for splitting and merging a batch of n. */
 static unsigned td_par_threads(size_t n)
@@ -408,32 +427,67 @@ static unsigned td_par_threads(size_t n)
 	return nt < 1 ? 1 : nt > TD_PAR_MAX ? TD_PAR_MAX : (unsigned)nt;
 }
 
+static void td_merge_done(td_batch *b, const uint32_t *req, size_t n);
+
 /* ---- running the shards' requests: a few host threads per device, one for the CPU ---- */
+
+#define TD_SLICE_MIN 4096u      /* requests of a shard's slice for one device at least */
+
+/* TD_SLICE_MIN, or $TD_GPU_SLICE_MIN: then every shard with copies is cut
+ * into slices of that many requests or more, one a device holding it,
+ * whatever its work (the tests cut small batches this way). */
+static size_t td_slice_min(int *forced)
+{
+	static atomic_size_t v; /* the value, times 2, plus 1 when forced */
+	size_t x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (!x) {
+		const char *e = getenv("TD_GPU_SLICE_MIN");
+		unsigned long l = e && *e ? strtoul(e, NULL, 10) : 0;
+		x = l ? 2 * (size_t)l + 1 : 2 * (size_t)TD_SLICE_MIN;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	*forced = (int)(x & 1);
+	return x >> 1;
+}
+
+/* A shard's requests [lo, hi) on the handle of one device slot (-1: the
+ * CPU engine). */
+typedef struct td_rjob {
+	uint32_t unit;
+	int slot;
+	size_t lo, hi;
+	double secs;
+	int err;
+} td_rjob;
 
 typedef struct td_worker {
 	td_gmulti *m;
+	td_batch *b;
 	td_split *s;
 	const td_kind *k;
-	int slot;                 /* device slot, -1: the shards on the CPU */
-	atomic_uint *next;        /* the slot's next shard to take */
-	int err;
-	double end;               /* when it ran out of shards */
+	td_rjob *job;             /* the slot's jobs, largest first */
+	size_t njob;
+	atomic_size_t *next;      /* the slot's next job to take */
+	int slot;
+	double end;               /* when it ran out of jobs */
 } td_worker;
 
 static void td_worker_run(td_worker *w)
 {
 	td_gmulti *m = w->m;
 	for (;;) {
-		unsigned i = atomic_fetch_add(w->next, 1);
-		if (i >= m->n)
+		size_t j = atomic_fetch_add(w->next, 1);
+		if (j >= w->njob)
 			break;
-		td_unit *u = &m->u[i];
-		td_sub *b = &w->s->sub[i];
-		if (u->slot != w->slot || !b->n)
-			continue;
-		int r = w->k->run(u->g, u->a, b->reqs, b->n, m->o.cpu_threads);
-		if (r && !w->err)
-			w->err = r;
+		td_rjob *jb = &w->job[j];
+		td_unit *u = &m->u[jb->unit];
+		td_sub *b = &w->s->sub[jb->unit];
+		double t0 = td_now();
+		jb->err = w->k->run(jb->slot < 0 ? NULL : u->on[jb->slot], u->a, b->reqs + jb->lo * w->s->size,
+				    jb->hi - jb->lo, m->o.cpu_threads);
+		jb->secs = td_now() - t0;
+		if (jb->err == TD_OK)
+			td_merge_done(w->b, b->back + jb->lo, jb->hi - jb->lo);
 	}
 	w->end = td_now();
 }
@@ -443,26 +497,110 @@ static void td_worker_par(void *ctx, unsigned c)
 	td_worker_run(&((td_worker *)ctx)[c]);
 }
 
-/* Run every shard's requests: each device's shards on TD_DEV_THREADS
- * threads of their own, the CPU's on one, all at once. */
-static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
+typedef struct td_uwork {
+	double work;
+	uint32_t unit;
+} td_uwork;
+
+static int td_cmp_uwork(const void *x, const void *y)
 {
+	const td_uwork *a = x, *b = y;
+	if (a->work != b->work)
+		return a->work > b->work ? -1 : 1;
+	return (a->unit > b->unit) - (a->unit < b->unit);
+}
+
+/* Run every shard's requests, all at once. Larger shards first, each goes
+ * to the least loaded devices holding it: whole, or, when its work is more
+ * than a device's share of the batch (the whole work over the devices)
+ * and it has copies, cut into as many slices as it has shares (rounded
+ * up; each of TD_SLICE_MIN requests or more, one a device). The work is
+ * requests times the shard's measured seconds a request. Each device's
+ * jobs run on up to TD_DEV_THREADS threads, the CPU's on one. */
+static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
+{
+	size_t maxjobs = (size_t)m->n * (m->ndev ? m->ndev : 1) + 1;
+	td_rjob *jobs = malloc(maxjobs * sizeof *jobs), *bys = malloc(maxjobs * sizeof *bys);
+	td_uwork *uw = malloc((m->n + 1) * sizeof *uw);
+	if (!jobs || !bys || !uw) {
+		free(jobs);
+		free(bys);
+		free(uw);
+		return td_fail(TD_ENOMEM, "gpu: shard jobs");
+	}
+	/* expected work of each shard's requests: a shard not measured yet
+	 * counts at the mean of those measured */
+	double csum = 0;
+	unsigned cn = 0;
+	for (uint32_t i = 0; i < m->n; i++)
+		if (m->u[i].cost[k->id] > 0) {
+			csum += m->u[i].cost[k->id];
+			cn++;
+		}
+	double cdef = cn ? csum / cn : 1e-6;
+	uint32_t nu = 0;
+	for (uint32_t i = 0; i < m->n; i++)
+		if (s->sub[i].n)
+			uw[nu++] = (td_uwork){(double)s->sub[i].n * (m->u[i].cost[k->id] > 0 ? m->u[i].cost[k->id] : cdef), i};
+	qsort(uw, nu, sizeof *uw, td_cmp_uwork);
+	double load[65] = {0}, total = 0;
+	for (uint32_t x = 0; x < nu; x++)
+		if (m->u[uw[x].unit].g)
+			total += uw[x].work;
+	double share = m->used ? total / m->used : total; /* a device's share of the work */
+	size_t nj = 0;
+	for (uint32_t x = 0; x < nu; x++) {
+		td_unit *u = &m->u[uw[x].unit];
+		size_t n = s->sub[uw[x].unit].n;
+		if (!u->g) {
+			jobs[nj++] = (td_rjob){uw[x].unit, -1, 0, n, 0, TD_OK};
+			continue;
+		}
+		/* its devices, least loaded first */
+		unsigned cand[64], nc = 0;
+		for (unsigned d = 0; d < m->ndev; d++) {
+			if (!u->on[d])
+				continue;
+			unsigned p = nc++;
+			while (p > 0 && load[cand[p - 1] + 1] > load[d + 1]) {
+				cand[p] = cand[p - 1];
+				p--;
+			}
+			cand[p] = d;
+		}
+		/* slices: as many as the shard has shares of a device's work
+		 * (rounded up), on as many devices as hold it */
+		int forced = 0;
+		size_t ns = n / td_slice_min(&forced), want = share > 0 ? (size_t)(uw[x].work / share + 0.999) : 1;
+		ns = ns > want && !forced ? want : ns;
+		ns = ns < 1 ? 1 : ns > nc ? nc : ns;
+		for (size_t j = 0; j < ns; j++) {
+			size_t lo = n * j / ns, hi = n * (j + 1) / ns;
+			jobs[nj++] = (td_rjob){uw[x].unit, (int)cand[j], lo, hi, 0, TD_OK};
+			load[cand[j] + 1] += uw[x].work * (double)(hi - lo) / (double)n;
+		}
+	}
+	/* by slot, keeping the order (larger shards first) */
+	size_t nby = 0, first[66];
+	for (int slot = -1; slot < (int)m->ndev; slot++) {
+		first[slot + 1] = nby;
+		for (size_t j = 0; j < nj; j++)
+			if (jobs[j].slot == slot)
+				bys[nby++] = jobs[j];
+	}
+	first[m->ndev + 1] = nby;
 	td_worker w[64 * TD_DEV_THREADS + 1];
-	atomic_uint next[65];
+	atomic_size_t next[65];
 	unsigned nw = 0;
 	for (int slot = -1; slot < (int)m->ndev; slot++) {
 		atomic_init(&next[slot + 1], 0);
-		size_t busy = 0;
-		for (uint32_t i = 0; i < m->n; i++)
-			busy += m->u[i].slot == slot && s->sub[i].n;
+		size_t busy = first[slot + 2] - first[slot + 1];
 		unsigned nt = slot < 0 ? 1 : TD_DEV_THREADS;
 		if (busy < nt)
 			nt = (unsigned)busy;
 		for (unsigned t = 0; t < nt; t++)
-			w[nw++] = (td_worker){m, s, k, slot, &next[slot + 1], TD_OK, 0};
+			w[nw++] = (td_worker){m, bt, s, k, bys + first[slot + 1], busy, &next[slot + 1], slot, 0};
 	}
-	if (!nw)
-		return TD_OK;
 	double t0 = td_now();
 	td_gpu_par(nw, td_worker_par, w);
 	if (td_gpu_phases_on()) {
@@ -473,10 +611,21 @@ static int td_run_all(td_gmulti *m, td_split *s, const td_kind *k)
 		for (int i = 0; i <= (int)m->ndev; i++)
 			m->ph[k->id].done[i] += done[i];
 	}
-	for (unsigned c = 0; c < nw; c++)
-		if (w[c].err)
-			return w[c].err;
-	return TD_OK;
+	/* each shard's seconds a request, for the next batches' balance */
+	int r = TD_OK;
+	for (size_t j = 0; j < nby; j++) {
+		td_rjob *jb = &bys[j];
+		if (jb->err && !r)
+			r = jb->err;
+		if (jb->hi > jb->lo && jb->secs > 0) {
+			double c = jb->secs / (double)(jb->hi - jb->lo), *pc = &m->u[jb->unit].cost[k->id];
+			*pc = *pc > 0 ? 0.75 * *pc + 0.25 * c : c;
+		}
+	}
+	free(jobs);
+	free(bys);
+	free(uw);
+	return r;
 }
 
 /* ---- one batch: split in chunks on several threads, run, merge ---- */
@@ -495,8 +644,9 @@ struct td_batch {
 	size_t *uoff;             /* [chunk][unit]: where its requests go */
 	td_split s;               /* the whole batch */
 	uint8_t *cpu;             /* per request: the CPU engine answers it */
+	atomic_uint *left;        /* per request: its parts not answered yet */
 	size_t *idx;
-	size_t cap;               /* of cpu and idx */
+	size_t cap;               /* of cpu, left and idx */
 };
 
 static void td_chunk(const td_batch *b, unsigned c, size_t *i0, size_t *i1)
@@ -536,17 +686,27 @@ static void td_place_chunk(void *ctx, unsigned c)
 		b->s.part[b->poff[c] + k] = (td_part){cs->part[k].unit, (uint32_t)(uo[cs->part[k].unit] + cs->part[k].idx)};
 	size_t i0, i1;
 	td_chunk(b, c, &i0, &i1);
-	for (size_t i = i0; i < i1; i++)
-		b->s.pbeg[i] = b->poff[c] + cs->pbeg[i - i0];
+	for (size_t i = i0; i < i1; i++) {
+		size_t k0 = cs->pbeg[i - i0], k1 = cs->pbeg[i - i0 + 1];
+		b->s.pbeg[i] = b->poff[c] + k0;
+		for (size_t k = k0; k < k1; k++)
+			b->s.sub[cs->part[k].unit].back[uo[cs->part[k].unit] + cs->part[k].idx] = (uint32_t)i;
+		atomic_init(&b->left[i], (unsigned)(k1 - k0));
+		b->cpu[i] = k1 == k0; /* no parts: the whole archive answers it */
+	}
 }
 
-static void td_merge_chunk(void *ctx, unsigned c)
+/* Parts req[0..n) (their requests' numbers) were answered: each request
+ * whose last part this was is merged here, on the thread that ran its
+ * last part, into the caller's slot (or marked for the CPU engine). */
+static void td_merge_done(td_batch *b, const uint32_t *req, size_t n)
 {
-	td_batch *b = ctx;
-	size_t i0, i1;
-	td_chunk(b, c, &i0, &i1);
-	for (size_t i = i0; i < i1; i++)
+	for (size_t j = 0; j < n; j++) {
+		size_t i = req[j];
+		if (atomic_fetch_sub_explicit(&b->left[i], 1, memory_order_acq_rel) != 1)
+			continue;
 		b->cpu[i] = !b->k->merge(b->m, &b->s, b->s.pbeg[i], b->s.pbeg[i + 1], b->reqs + i * b->k->size);
+	}
 }
 
 /* Split the batch by shard (chunks on several threads), then gather the
@@ -571,8 +731,18 @@ static int td_split_batch(td_batch *b)
 			b->uoff[(size_t)c * m->n + u] = tot;
 			tot += b->cs[c].sub[u].n;
 		}
-		if ((r = td_sub_room(&b->s, u, tot)) == TD_OK)
-			b->s.sub[u].n = tot;
+		td_sub *su = &b->s.sub[u];
+		if ((r = td_sub_room(&b->s, u, tot)) == TD_OK && tot > su->cap_back) {
+			uint32_t *p = realloc(su->back, su->cap * sizeof *p);
+			if (p) {
+				su->back = p;
+				su->cap_back = su->cap;
+			} else {
+				r = td_fail(TD_ENOMEM, "gpu: splitting a batch of %zu", b->n);
+			}
+		}
+		if (r == TD_OK)
+			su->n = tot;
 	}
 	if (r)
 		return r;
@@ -599,12 +769,19 @@ static void td_batch_free(td_batch *b, uint32_t units)
 	td_split_free(&b->s, units);
 	free(b->uoff);
 	free(b->cpu);
+	free(b->left);
 	free(b->idx);
 	free(b);
 }
 
 static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 {
+	if (n > (size_t)UINT32_MAX) { /* parts name their requests in 32 bits */
+		int r = TD_OK;
+		for (size_t o = 0; o < n && r == TD_OK; o += UINT32_MAX)
+			r = td_gmulti_batch(m, k, (char *)reqs + o * k->size, n - o < UINT32_MAX ? n - o : UINT32_MAX);
+		return r;
+	}
 	pthread_mutex_lock(&m->lock);
 	td_batch *b = m->bt[k->id];
 	if (!b && !(b = m->bt[k->id] = calloc(1, sizeof *b))) {
@@ -623,7 +800,10 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		uint8_t *c = realloc(b->cpu, n + 1);
 		if (c)
 			b->cpu = c;
-		size_t *x = c ? realloc(b->idx, (n + 1) * sizeof *x) : NULL;
+		atomic_uint *l = c ? realloc(b->left, (n + 1) * sizeof *l) : NULL;
+		if (l)
+			b->left = l;
+		size_t *x = l ? realloc(b->idx, (n + 1) * sizeof *x) : NULL;
 		if (x) {
 			b->idx = x;
 			b->cap = n + 1;
@@ -636,12 +816,11 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		r = td_split_batch(b);
 	t1 = td_now();
 	if (r == TD_OK)
-		r = td_run_all(m, &b->s, k);
+		r = td_run_all(m, b, &b->s, k);
 	t2 = td_now();
-	if (r == TD_OK) {
-		td_gpu_par(b->nt, td_merge_chunk, b);
-		b->merged = 1;
-	}
+	/* every request's parts were merged (which frees them) unless a job
+	 * failed: then what was not merged is dropped below */
+	b->merged = r == TD_OK;
 	size_t nc = 0;
 	for (size_t i = 0; i < n && r == TD_OK; i++)
 		if (b->cpu[i])

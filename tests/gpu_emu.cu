@@ -1,6 +1,8 @@
 /* gpu_emu: runs the GPU kernels' code on the host (32 coroutines emulate a warp) against the CPU engine; needs no GPU. */
 /*
  * Usage: gpu_emu [ARCHIVE]   (no archive: builds an adversarial one)
+ * $TD_EMU_SAMPLES_DIV=N checks 1/N of the usual random requests (at least 50 a kind):
+ * contrib/test-all.sh sets it under the sanitizers, where every coroutine switch is slow.
  * The per-thread and per-warp functions of gpu/td_gpu_kernels.cu are
  * __host__ __device__; here the 32 lanes of a warp are coroutines and
  * every warp collective (shuffle, ballot) is a barrier among them, so the same code paths, lane splits and
@@ -346,13 +348,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: %s (%s)\n", path.c_str(), td_strerror(r), td_errdetail());
 		return 1;
 	}
+	size_t div = 1;
+	if (const char *e = getenv("TD_EMU_SAMPLES_DIV"))
+		div = strtoul(e, NULL, 10);
+	div = div ? div : 1;
+	auto n_of = [div](size_t n) { return n / div > 50 ? n / div : 50; };
 	td_gdev d;
 	gdev_build(a, &d);
-	check_extract(a, d, 3000);
+	check_extract(a, d, n_of(3000));
 	printf("extract, lane-walked and warp-walked, seeking by root offsets: %s\n", failures ? "DIFFER" : "equal");
 	const uint64_t *root_pos = d.root_pos;
 	d.root_pos = NULL;
-	check_extract(a, d, 1500);
+	check_extract(a, d, n_of(1500));
 	printf("extract, lane-walked and warp-walked, seeking by samples: %s\n", failures ? "DIFFER" : "equal");
 	d.root_pos = root_pos;
 	/* other lane widths (td_gpu_opts.xchunk): one odd, one a whole 4 KiB read */
@@ -360,12 +367,12 @@ int main(int argc, char **argv)
 	static const uint32_t chunks[] = {1000, 4096};
 	for (uint32_t ch : chunks) {
 		d.xchunk = d.xseg = ch;
-		check_extract(a, d, 1000);
+		check_extract(a, d, n_of(1000));
 		printf("extract, %u bytes a lane or warp: %s\n", ch, failures ? "DIFFER" : "equal");
 	}
 	d.xchunk = d.xseg = 0;
 	int before = failures;
-	check_query(a, d, 300);
+	check_query(a, d, n_of(300));
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");
 	td_archive_close(a);
 	for (void *p : g_allocs)
