@@ -62,12 +62,13 @@ typedef struct td_writer_opts {
 	/* Nonzero: the add calls only record each file's bytes (one growing
 	 * buffer) and its place; td_writer_finish tokenizes them, in the same
 	 * order, on the thread that calls it (td_build.h hands that to a
-	 * worker). The archive bytes are the same either way; memory while
+	 * worker) and the idle cores it may borrow (grammar_cores). The archive bytes are the same either way; memory while
 	 * adding is the text itself instead of its tokens. */
 	int defer_tokenize;
-	/* Idle cores the grammar rounds may borrow (td_grammar_cores, an
-	 * engine-internal shape; td_build.h passes its workers' idle ones);
-	 * NULL = the finishing thread alone. The archive bytes are the same. */
+	/* Idle cores the tokenizer (defer_tokenize) and the grammar rounds
+	 * may borrow (td_grammar_cores, an engine-internal shape; td_build.h
+	 * passes its workers' idle ones); NULL = the finishing thread alone.
+	 * The archive bytes are the same. */
 	const struct td_grammar_cores *grammar_cores;
 	/* Nonzero: the output is a temporary file the caller reads back and
 	 * removes (td_build.h's shards, copied into the archive that is
