@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -241,12 +240,10 @@ static void *worker(void *p)
 		__atomic_fetch_sub(&b->spare, 1, __ATOMIC_RELAXED);
 		td_trace("shard %u taken", j->idx);
 		int err = job_run(j);
-#if defined(__GLIBC__) && !TD_ASAN
-		/* the writer's tables were freed into this thread's arena:
-		 * give them back, so the bound holds for the process's RSS
-		 * (not under AddressSanitizer: its allocator is not glibc's) */
-		malloc_trim(0);
-#endif
+		/* the writer's tables were freed into this thread's arena (and
+		 * its helpers'): give them back, so the bound holds for the
+		 * process's RSS */
+		td_mem_trim();
 		td_trace("shard %u built", j->idx);
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));

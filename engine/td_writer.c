@@ -16,6 +16,7 @@
 
 #include "td_format.h"
 #include "td_grammar.h"
+#include "td_mem.h"
 #include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
@@ -539,7 +540,7 @@ static int tokenize_parallel(td_writer *w)
 	unsigned got = c->take(c->ctx, (unsigned)want - 1);
 	if (got == 0)
 		return -1;
-	unsigned np = got + 1;
+	unsigned np = got + 1 < TOK_MAXTHR ? got + 1 : TOK_MAXTHR;
 	w->tok_threads = np;
 	tokpart part[TOK_MAXTHR];
 	pthread_t th[TOK_MAXTHR];
@@ -575,6 +576,9 @@ static int tokenize_parallel(td_writer *w)
 		free(part[t].seq);
 		dict_free(&part[t].d);
 	}
+	/* the runs were allocated in the threads' arenas: free them for the
+	 * grammar (the memory bound counts one shard's tables at a time) */
+	td_mem_trim();
 	w->ntexts += w->ntext_def;
 	return err;
 }
