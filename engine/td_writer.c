@@ -1502,6 +1502,10 @@ static int fin_indexes(fin *f)
 	io.e_gstart = io.root_samples + nsamp;
 	io.word_freq = io.e_gstart + ne + 1;
 	io.e_nwords = io.word_freq + W;
+	/* one coder at a time (each holds tables of the whole alphabet: two
+	 * at once raised a -j 2 build's peak), each beside this thread */
+	if ((err = syms_join(&f->sj[0])))
+		goto out;
 	f->sj[1] = (struct sjob){ .w = w, .v = root, .n = ri, .W = W, .T = T, .R = R,
 				.shift = TD_ROOT_TILE_SHIFT, .out = &f->sb.b[TD_SEC_ROOT_SYMS] };
 	syms_start(&f->sj[1]);
