@@ -11,6 +11,9 @@
 #include <xxhash.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_stableOutBuffer */
 #include <zstd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "td_archive_int.h"
 #include "td_mem.h"
@@ -209,79 +212,188 @@ static const uint8_t *decode_frame(const td_archive *a, unsigned id, int big)
 	return buf;
 }
 
+/* 16 bytes in a vector register (GCC/clang vector extensions). */
+typedef uint8_t v16u __attribute__((vector_size(16)));
+
+/* Bit j set where p[j] is '\n' (j < 64). */
+static inline uint64_t nl_mask64(const uint8_t *p)
+{
+#if defined(__SSE2__)
+	const __m128i nl = _mm_set1_epi8('\n');
+	uint64_t m = 0;
+	for (unsigned q = 0; q < 4; q++) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * q));
+		m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, nl)) << (16 * q);
+	}
+	return m;
+#else
+	uint64_t m = 0;
+	for (unsigned q = 0; q < 8; q++) {
+		uint64_t x, t, y;
+		memcpy(&x, p + 8 * q, 8);
+		t = x ^ UINT64_C(0x0a0a0a0a0a0a0a0a);
+		/* 0x80 exactly in the bytes of t that are 0 */
+		y = ~(((t & UINT64_C(0x7f7f7f7f7f7f7f7f)) + UINT64_C(0x7f7f7f7f7f7f7f7f)) | t |
+		      UINT64_C(0x7f7f7f7f7f7f7f7f));
+		m |= ((y >> 7) * UINT64_C(0x0102040810204080) >> 56) << (8 * q);
+	}
+	return m;
+#endif
+}
+
+/* The '\n' mask of fc's 64-byte chunk at cb (< n): bytes past n read as
+ * not '\n' (a plain stored section may end at the mapping's end). */
+static inline uint64_t nl_chunk(const uint8_t *fc, uint64_t n, uint64_t cb)
+{
+	if (cb + 64 <= n)
+		return nl_mask64(fc + cb);
+	uint8_t tail[64] = { 0 };
+	memcpy(tail, fc + cb, n - cb);
+	return nl_mask64(tail);
+}
+
 /* Version 4 words: undo the front coding of the decoded frame fc[0..n)
  * into the plain words (TD_BYTES_PAD zero bytes after them, from
  * td_big_alloc: a few huge pages instead of a thousand page faults), set
- * their size and build WORD_OFF's version 3 form (a packed array), which
- * a->word_off views. Caller holds lazy_mu. */
-static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n)
+ * their size and build WORD_OFF's version 3 form, a wide packed array
+ * (td_pack_wide_init) written as the words are found: no encoder pass, and
+ * while the words take under 2 GiB its data are the offsets themselves
+ * (a->word_off32), which td_flat_build adopts as its flat copy. room
+ * (>= n) bytes may be read from fc. Caller holds lazy_mu. */
+static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint64_t room)
 {
-	const size_t off_bytes = (a->W + 1) * sizeof(uint64_t);
-	uint64_t *off = td_big_alloc(off_bytes);
+	const uint64_t nv = a->W + 1, blob_bytes = td_pack_wide_size(nv);
+	uint8_t *blob = td_big_alloc(blob_bytes);
 	uint8_t *w = NULL;
-	td_buf blob = { 0 };
-	if (!off) {
-		td_fail(TD_ENOMEM, "section 'words': %llu words", (unsigned long long)a->W);
+	uint64_t out = 0;
+	if (!blob) {
+		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)nv);
 		return NULL;
 	}
-	/* First pass: check every word and find where each one starts. */
-	uint64_t at = 0, out = 0, plen = 0;
+	uint32_t *d = td_pack_wide_init(blob, nv);
+	/* First pass: check every word and find where each one starts, from
+	 * the '\n' masks of 64 bytes at a time. A word's record is its prefix
+	 * length (one byte, which may itself be '\n'), then the rest of its
+	 * bytes up to the first '\n' after that byte. Each tile's frame is its
+	 * first offset rounded down to 2^31, so its residuals fit 32 bits. */
+	uint64_t at = 0, plen = 0, frame = 0, cb = 0, m = n ? nl_chunk(fc, n, 0) : 0;
+	unsigned broken = 0;
 	for (uint64_t i = 0; i < a->W; i++) {
-		/* the prefix byte itself may be '\n' (10): the rest starts after it */
-		const uint8_t *nl = at < n ? memchr(fc + at + 1, '\n', n - at - 1) : NULL;
-		uint64_t k = at < n ? fc[at] : 0, rest = nl ? (uint64_t)(nl - fc) - at - 1 : 0;
-		if (!nl || k > plen || k + rest > TD_MAXTOK || k + rest == 0) {
-			bad(TD_SEC_WORDS, "front-coded words do not decode");
-			goto fail;
+		const uint64_t from = at + 1;
+		if (from >= n) {
+			broken = 1;
+			break;
 		}
-		off[i] = out;
-		plen = k + rest;
-		out += plen;
-		at = (uint64_t)(nl - fc) + 1;
+		if (from - cb >= 64)
+			m = nl_chunk(fc, n, cb = from & ~UINT64_C(63));
+		uint64_t mm = m & (~UINT64_C(0) << (from - cb)), p;
+		while (!mm) {
+			cb += 64;
+			if (cb >= n)
+				break;
+			mm = m = nl_chunk(fc, n, cb);
+		}
+		if (!mm) {
+			broken = 1;
+			break;
+		}
+		p = cb + (uint64_t)__builtin_ctzll(mm);
+		const uint64_t k = fc[at], len = k + (p - at - 1);
+		broken |= (k > plen) | (len > TD_MAXTOK) | (len == 0);
+		if (i % TD_TILE == 0) {
+			frame = out & ~((UINT64_C(1) << 31) - 1);
+			td_pack_wide_frame(blob, i / TD_TILE, frame);
+		}
+		d[i] = (uint32_t)(out - frame);
+		plen = len;
+		out += len;
+		at = p + 1;
 	}
-	off[a->W] = out;
+	if (broken) {
+		bad(TD_SEC_WORDS, "front-coded words do not decode");
+		goto fail;
+	}
 	if (at != n) {
 		bad(TD_SEC_WORDS, "bytes after the last front-coded word");
 		goto fail;
 	}
+	if (a->W % TD_TILE == 0) {
+		frame = out & ~((UINT64_C(1) << 31) - 1);
+		td_pack_wide_frame(blob, a->W / TD_TILE, frame);
+	}
+	d[a->W] = (uint32_t)(out - frame);
 	/* Second pass: each word is the prefix it shares with the one before
 	 * and the rest of its bytes. */
 	if (!(w = td_big_alloc(out + TD_BYTES_PAD))) {
 		td_fail(TD_ENOMEM, "section 'words': %llu bytes", (unsigned long long)out);
 		goto fail;
 	}
+	/* A word of at most 32 bytes whose prefix is at most 32 is built in
+	 * two 16-byte registers: the previous word's (lo, hi) where a lane is
+	 * below k, else the 32 bytes at its rest's start less k (its rest then
+	 * lands at lane k; at >= k, as every word before took 2 bytes more
+	 * than its length), and stored whole (lanes past its length are
+	 * overwritten by the next word or are padding). Copying the prefix
+	 * back out of w instead would load what the previous word's two
+	 * overlapping stores just wrote, which the CPU cannot forward: a stall
+	 * a word. Longer words go through w, 16 bytes at a time. */
+	const v16u iota0 = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 }, iota1 = iota0 + 16;
+	v16u lo = { 0 }, hi = { 0 };
 	at = 0;
-	for (uint64_t i = 0; i < a->W; i++) {
-		uint64_t k = fc[at], len = off[i + 1] - off[i];
-		/* 16 bytes at a time (no call for a few bytes): both buffers
-		 * have TD_BYTES_PAD bytes past their end, and a word starts at
-		 * least its predecessor's length (>= k) after it, so a move
-		 * never reads what this word's earlier moves wrote. A move of
-		 * the prefix may overlap itself (a predecessor shorter than 16
-		 * bytes): it goes through a register, loaded before stored. */
-		for (uint64_t j = 0; j < k; j += 16) { /* k > 0 only after a word */
-			uint8_t t[16];
-			memcpy(t, w + off[i - 1] + j, 16);
-			memcpy(w + off[i] + j, t, 16);
+	for (uint64_t i = 0, o = 0, prev = 0; i < a->W; i++) {
+		const uint64_t k = fc[at];
+		uint64_t h;
+		memcpy(&h, blob + TD_PACK_HDR + 8 * ((i + 1) / TD_TILE), 8);
+		const uint64_t next = TD_TILE_BASE(h) + d[i + 1], len = next - o;
+		if (len <= 32 && at + 33 - k <= room) { /* k < len */
+			v16u r0, r1;
+			memcpy(&r0, fc + at + 1 - k, 16);
+			memcpy(&r1, fc + at + 17 - k, 16);
+			const v16u kv = (v16u){ 0 } + (uint8_t)k, m0 = (v16u)(iota0 < kv), m1 = (v16u)(iota1 < kv);
+			lo = (lo & m0) | (r0 & ~m0);
+			hi = (hi & m1) | (r1 & ~m1);
+			memcpy(w + o, &lo, 16);
+			memcpy(w + o + 16, &hi, 16);
+		} else {
+			/* 16 bytes at a time (no call for a few bytes): w has
+			 * TD_BYTES_PAD bytes past its end, and a word starts
+			 * at least its predecessor's length (>= k) after it,
+			 * so a move never reads what this word's earlier moves
+			 * wrote. A move of the prefix may overlap itself (a
+			 * predecessor shorter than 16 bytes): it goes through
+			 * a register, loaded before stored. */
+			for (uint64_t j = 0; j < k; j += 16) { /* k > 0 only after a word */
+				uint8_t t[16];
+				memcpy(t, w + prev + j, 16);
+				memcpy(w + o + j, t, 16);
+			}
+			for (uint64_t j = k; j < len; j += 16) {
+				uint64_t c = len - j < 16 ? len - j : 16;
+				if (at + 1 + (j - k) + 16 <= room)
+					memcpy(w + o + j, fc + at + 1 + (j - k), 16);
+				else
+					memcpy(w + o + j, fc + at + 1 + (j - k), c);
+			}
+			memcpy(&lo, w + o, 16);
+			memcpy(&hi, w + o + 16, 16);
 		}
-		for (uint64_t j = k; j < len; j += 16)
-			memcpy(w + off[i] + j, fc + at + 1 + (j - k), 16);
 		at += len - k + 2;
+		prev = o;
+		o = next;
 	}
 	memset(w + out, 0, TD_BYTES_PAD);
-	if (td_pack_encode_quick(off, a->W + 1, &blob) || td_pack_view(&a->word_off, blob.p, blob.len)) {
-		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)a->W + 1);
+	if (td_pack_view(&a->word_off, blob, blob_bytes)) {
+		td_fail(TD_ENOMEM, "section 'word-offsets': %llu values", (unsigned long long)nv);
 		goto fail;
 	}
-	td_big_free(off, off_bytes);
+	a->word_off32 = out < (UINT64_C(1) << 31) ? d : NULL;
 	a->bytes_size[TD_SEC_WORDS] = out;
-	a->bytes_size[TD_SEC_WORD_OFF] = blob.len;
-	atomic_store_explicit(&a->bytes[TD_SEC_WORD_OFF], blob.p, memory_order_release);
+	a->bytes_size[TD_SEC_WORD_OFF] = blob_bytes;
+	atomic_store_explicit(&a->bytes[TD_SEC_WORD_OFF], blob, memory_order_release);
 	return w;
 fail:
-	td_big_free(off, off_bytes);
+	td_big_free(blob, blob_bytes);
 	td_big_free(w, out + TD_BYTES_PAD);
-	td_buf_free(&blob);
 	return NULL;
 }
 
@@ -415,11 +527,19 @@ static const uint8_t *build_locked(td_archive *a, unsigned id)
 		int framed = (x->flags & TD_SECF_ZSTD) != 0;
 		const uint8_t *fc = framed ? decode_frame(a, id, 1) : check_sum(a, id) ? NULL : a->map + x->off;
 		const uint64_t fc_bytes = a->bytes_size[id]; /* unfront sets the plain size */
-		p = fc ? unfront(a, fc, fc_bytes) : NULL;
+		const uint64_t room = framed ? fc_bytes + TD_BYTES_PAD : (uint64_t)(a->map + a->size - fc);
+		p = fc ? unfront(a, fc, fc_bytes, room) : NULL;
 		if (framed)
 			td_big_free(fc, fc_bytes + TD_BYTES_PAD);
 	} else {
 		p = decode_frame(a, id, 0);
+		/* the first use's helper may have published it meanwhile */
+		const uint8_t *none = NULL;
+		if (p && !atomic_compare_exchange_strong(&a->bytes[id], &none, p)) {
+			free((void *)p);
+			return none;
+		}
+		return p;
 	}
 	if (p)
 		atomic_store_explicit(&a->bytes[id], p, memory_order_release);
@@ -505,6 +625,10 @@ static int check_sections(td_archive *a)
 			if (a->sec5[s->id - TD_SEC5_SHARDS])
 				return td_fail(TD_ECORRUPT, "shard section %u appears twice", s->id);
 			a->sec5[s->id - TD_SEC5_SHARDS] = s;
+		} else if (h->version >= TD_VERSION_SHARDED && s->id == TD_SEC5_FUZZY) {
+			if (a->sec_fz)
+				return td_fail(TD_ECORRUPT, "fuzzy index section %u appears twice", s->id);
+			a->sec_fz = s;
 		}
 	}
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)
@@ -542,6 +666,51 @@ static int sec_known_ok(const td_archive *a, unsigned id)
 	       (atomic_load_explicit(&a->sec_ok, memory_order_acquire) >> id & 1u);
 }
 
+/* The checksums of the sections read in place that are not known right
+ * yet (each marked once it matched): 0, or the first damaged one. */
+static unsigned sums_in_place(const td_archive *a)
+{
+	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
+		const td_disk_section *s = a->sec[id];
+		if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD) || sec_known_ok(a, id))
+			continue;
+		if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
+			return id;
+		td_sec_mark_ok(a, id);
+	}
+	return 0;
+}
+
+/* Version 4's first use besides the words, on a helper thread while the
+ * first reader rebuilds them (the longest part): the checksums of the
+ * sections read in place, then what every read needs next, the other
+ * tokens (decoded without lazy_mu, which the words' build holds) and the
+ * coded sequences' decoding tables (once their sections matched). */
+typedef struct first_use {
+	const td_archive *a;
+	unsigned bad; /* the damaged section, or 0 */
+} first_use;
+
+static void *first_use_run(void *arg)
+{
+	first_use *f = arg;
+	const td_archive *a = f->a;
+	f->bad = sums_in_place(a);
+	if (!f->bad) {
+		if (!atomic_load_explicit(&a->bytes[TD_SEC_OTHER], memory_order_acquire) &&
+		    (a->sec[TD_SEC_OTHER]->flags & TD_SECF_ZSTD)) {
+			const uint8_t *p = decode_frame(a, TD_SEC_OTHER, 0), *none = NULL;
+			/* published unless a reader decoded it meanwhile (build_locked
+			 * publishes the same way) */
+			if (p && !atomic_compare_exchange_strong(&((td_archive *)a)->bytes[TD_SEC_OTHER], &none, p))
+				free((void *)p);
+		}
+		td_scode_prepare(&a->root_syms.c);
+		td_scode_prepare(&a->rule_syms.c);
+	}
+	return NULL;
+}
+
 int td_data_check_slow(const td_archive *a)
 {
 	td_archive *m = (td_archive *)a; /* the result is a cache */
@@ -551,19 +720,15 @@ int td_data_check_slow(const td_archive *a)
 	pthread_mutex_lock(&m->check_mu);
 	if (atomic_load_explicit(&a->data_state, memory_order_relaxed) == 0) {
 		int state = 1;
-		for (unsigned id = 1; id < TD_SEC_MAX && state == 1; id++) {
-			const td_disk_section *s = a->sec[id];
-			if (checked_at_open(id) || (s->flags & TD_SECF_ZSTD) || sec_known_ok(a, id))
-				continue;
-			if (XXH3_64bits(a->map + s->off, s->size) != s->sum) {
-				m->data_bad = id;
-				state = -1;
-			} else {
-				td_sec_mark_ok(a, id);
-			}
-		}
 		/* version 4: the word offsets every terminal read needs come
-		 * from the words */
+		 * from the words, rebuilt here while a helper thread does the
+		 * rest of a first read's work (first_use_run); without one, the
+		 * checksums first and the rest on demand */
+		first_use f = { a, 0 };
+		pthread_t th;
+		const int helped = a->version >= 4 && a->rule_syms.coded && pthread_create(&th, NULL, first_use_run, &f) == 0;
+		if (!helped && (m->data_bad = sums_in_place(a)))
+			state = -1;
 		if (state == 1 && a->version >= 4) {
 			pthread_mutex_lock(&m->lazy_mu);
 			if (!build_locked(m, TD_SEC_WORDS)) {
@@ -571,6 +736,13 @@ int td_data_check_slow(const td_archive *a)
 				state = -1;
 			}
 			pthread_mutex_unlock(&m->lazy_mu);
+		}
+		if (helped) {
+			pthread_join(th, NULL);
+			if (f.bad) { /* a damaged section is named before the words */
+				m->data_bad = f.bad;
+				state = -1;
+			}
 		}
 		atomic_store_explicit(&m->data_state, state, memory_order_release);
 	}
@@ -788,6 +960,8 @@ void td_archive_close(td_archive *a)
 		if (a->sec[id] && on_heap(a, id)) {
 			if (id == TD_SEC_WORDS && a->version >= 4) /* unfront */
 				td_big_free(atomic_load(&a->bytes[id]), a->bytes_size[id] + TD_BYTES_PAD);
+			else if (id == TD_SEC_WORD_OFF) /* unfront */
+				td_big_free(atomic_load(&a->bytes[id]), a->bytes_size[id]);
 			else
 				free((void *)atomic_load(&a->bytes[id]));
 		}

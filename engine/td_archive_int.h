@@ -48,6 +48,10 @@ struct td_archive {
 	td_disk_meta meta;
 	td_pack e_nameoff, e_parent, e_mode, e_mtime, e_mtimens, e_size, e_child, e_root, e_gstart, e_nwords;
 	td_pack word_off, other_off;
+	/* Version 4: word_off's data when they are the W + 1 offsets as plain
+	 * uint32_t (a wide packed array with frames 0: td_archive.c, unfront),
+	 * which td_flat_build adopts instead of copying; else NULL. */
+	const uint32_t *word_off32;
 	td_pack rule_len, root_samples, rule_samples;
 	td_syms rule_syms, root_syms;
 	uint32_t version;                    /* the header's format version */
@@ -130,6 +134,7 @@ struct td_archive {
 	 * container, td_archive_open_mem): close leaves it and fd alone. */
 	int borrowed;
 	const td_disk_section *sec5[TD_SEC5_N]; /* TD_SEC5_SHARDS .. TD_SEC5_P_START */
+	const td_disk_section *sec_fz;       /* TD_SEC5_FUZZY, or NULL (td_fzix.h) */
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;

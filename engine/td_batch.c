@@ -145,8 +145,8 @@ void td_fuzzy_req_free(td_fuzzy_req *r)
 	r->nhits = r->nbytes = 0;
 }
 
-/* Capacity of a buffer grown by td_fuzzy_req_add holding n items: 0, or the
- * least power of two >= n and >= least. */
+/* Capacity of a buffer grown by the *_req_add calls holding n items: 0,
+ * or the least power of two >= n and >= least. */
 static size_t fz_cap(size_t n, size_t least)
 {
 	if (!n)
@@ -157,27 +157,98 @@ static size_t fz_cap(size_t n, size_t least)
 	return c;
 }
 
+/* Room for one more item of `size` bytes in *v (holding n), and len more
+ * bytes in *b (holding nb). TD_OK or TD_ENOMEM (nothing changed). */
+static int req_room(void **v, size_t n, size_t size, char **b, size_t nb, size_t len)
+{
+	if (n == fz_cap(n, 8)) {
+		void *h = realloc(*v, fz_cap(n + 1, 8) * size);
+		if (!h)
+			return TD_ENOMEM;
+		*v = h;
+	}
+	if (nb + len > fz_cap(nb, 64)) {
+		char *w = realloc(*b, fz_cap(nb + len, 64));
+		if (!w)
+			return TD_ENOMEM;
+		*b = w;
+	}
+	return TD_OK;
+}
+
 int td_fuzzy_req_add(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
 {
 	td_fuzzy_req *r = ctx;
-	if (r->nhits == fz_cap(r->nhits, 8)) {
-		td_fuzzy_hit *h = realloc(r->hits, fz_cap(r->nhits + 1, 8) * sizeof *h);
-		if (!h)
-			return TD_ENOMEM;
-		r->hits = h;
-	}
-	size_t need = r->nbytes + len;
-	if (need > fz_cap(r->nbytes, 64)) {
-		char *w = realloc(r->words, fz_cap(need, 64));
-		if (!w)
-			return TD_ENOMEM;
-		r->words = w;
-	}
+	if (req_room((void **)&r->hits, r->nhits, sizeof *r->hits, &r->words, r->nbytes, len))
+		return TD_ENOMEM;
 	if (len)
 		memcpy(r->words + r->nbytes, word, len);
 	r->hits[r->nhits++] = (td_fuzzy_hit){ r->nbytes, (uint32_t)len, dist, count };
-	r->nbytes = need;
+	r->nbytes += len;
 	return TD_OK;
+}
+
+void td_words_req_free(td_words_req *r)
+{
+	if (!r)
+		return;
+	free(r->words);
+	free(r->bytes);
+	r->words = NULL;
+	r->bytes = NULL;
+	r->nwords = r->nbytes = 0;
+}
+
+int td_words_req_add(void *ctx, const char *word, size_t len, uint64_t count)
+{
+	td_words_req *r = ctx;
+	if (req_room((void **)&r->words, r->nwords, sizeof *r->words, &r->bytes, r->nbytes, len))
+		return TD_ENOMEM;
+	if (len)
+		memcpy(r->bytes + r->nbytes, word, len);
+	r->words[r->nwords++] = (td_word_count){ r->nbytes, count, (uint32_t)len };
+	r->nbytes += len;
+	return TD_OK;
+}
+
+/* A top or vector request: its answer, or its error and nothing. */
+static void words_done(td_words_req *r, int err)
+{
+	r->err = err;
+	if (err)
+		td_words_req_free(r);
+}
+
+static void do_top(void *p, size_t i)
+{
+	bctx *c = p;
+	td_words_req *r = &((td_words_req *)c->reqs)[i];
+	r->words = NULL;
+	r->bytes = NULL;
+	r->nwords = r->nbytes = 0;
+	words_done(r, td_top_words(c->a, r->scope, r->n, td_words_req_add, r));
+}
+
+static void do_vector(void *p, size_t i)
+{
+	bctx *c = p;
+	td_words_req *r = &((td_words_req *)c->reqs)[i];
+	r->words = NULL;
+	r->bytes = NULL;
+	r->nwords = r->nbytes = 0;
+	words_done(r, td_term_vector(c->a, r->scope, td_words_req_add, r));
+}
+
+int td_top_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
+{
+	bctx c = { a, reqs, NULL, NULL };
+	return parallel_for(n, nthreads, do_top, &c);
+}
+
+int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
+{
+	bctx c = { a, reqs, NULL, NULL };
+	return parallel_for(n, nthreads, do_vector, &c);
 }
 
 static void do_fuzzy(void *p, size_t i)

@@ -16,6 +16,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_fzix.h"
 #include "td_grammar.h"
 #include "td_mem.h"
 #include "td_out.h"
@@ -1465,6 +1466,11 @@ static int write_container(td_build *b, const char *out_path)
 	if (close(fd)) {
 		unlink(b->ctmp);
 		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+		goto out;
+	}
+	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
+	    (err = td_fzix_append(b->ctmp, out_path))) {
+		unlink(b->ctmp);
 		goto out;
 	}
 	if (rename(b->ctmp, out_path)) {

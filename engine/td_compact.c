@@ -294,6 +294,7 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	bo.base = NULL;
 	bo.keep_from = NULL;
 	bo.keep = NULL;
+	bo.fuzzy_index = bo.fuzzy_index || a->sec_fz; /* kept, rebuilt over the new shards */
 	int v5 = bo.format == TD_VERSION_SHARDED && td_archive_version(a) == TD_VERSION_SHARDED && td_sharded(a);
 	if (v5 && stats)
 		stats->shards_before = td_archive_nshards(a);

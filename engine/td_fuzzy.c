@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "td_fzix.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
 
@@ -1085,6 +1086,11 @@ int td_shard_set_fuzzy(const td_archive *a, const td_entry *list, size_t nlist, 
 int td_fuzzy(const td_archive *a, const char *word, size_t len, unsigned k, td_entry scope, unsigned nthreads,
 	     td_fuzzy_fn fn, void *ctx)
 {
+	if (td_sharded(a) && scope == TD_ROOT && td_is_word(word, len) && k <= TD_FUZZY_MAXK) {
+		int used, err = td_fzix_fuzzy(a, word, len, k, fn, ctx, &used); /* one search, no shard opened */
+		if (err || used)
+			return err;
+	}
 	if (td_sharded(a))
 		return shard_fuzzy(a, word, len, k, scope, nthreads, NULL, fn, ctx);
 	return fuzzy_in(a, word, len, k, scope, NULL, nthreads, NULL, fn, ctx);

@@ -84,6 +84,33 @@ int td_pack_view_v1(td_pack *p, const void *blob, uint64_t size, void **owned)
 	return TD_OK;
 }
 
+/* A wide tile's data: TD_TILE 32-bit values, in 16-byte units. */
+#define WIDE_UNITS (TD_TILE * 4u / 16u)
+
+uint64_t td_pack_wide_size(uint64_t n)
+{
+	uint64_t nt = (n + TD_TILE - 1) / TD_TILE;
+	return TD_PACK_HDR + nt * 8 + groups_bytes(nt) + nt * TD_TILE * 4 + 8;
+}
+
+uint32_t *td_pack_wide_init(uint8_t *blob, uint64_t n)
+{
+	const uint64_t nt = (n + TD_TILE - 1) / TD_TILE, ds = nt * TD_TILE * 4 + 8, slope = 0;
+	memcpy(blob, &n, 8);
+	memcpy(blob + 8, &nt, 8);
+	memcpy(blob + 16, &ds, 8);
+	memcpy(blob + 24, &slope, 8);
+	for (uint64_t t = 0; t < nt; t++) {
+		uint64_t h = (uint64_t)(t % TD_PACK_GROUP) * WIDE_UNITS << 6 | 32u;
+		memcpy(blob + TD_PACK_HDR + 8 * t, &h, 8);
+	}
+	for (uint64_t g = 0; g * TD_PACK_GROUP < nt; g++) {
+		uint32_t at = (uint32_t)(g * TD_PACK_GROUP * WIDE_UNITS);
+		memcpy(blob + TD_PACK_HDR + 8 * nt + 4 * g, &at, 4);
+	}
+	return (uint32_t *)(blob + TD_PACK_HDR + 8 * nt + groups_bytes(nt));
+}
+
 uint64_t td_pack_blob_size(const td_pack *p)
 {
 	return (TD_PACK_HDR + p->ntiles * 8 + groups_bytes(p->ntiles) + p->datasize + 7) & ~UINT64_C(7);

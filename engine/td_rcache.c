@@ -670,7 +670,10 @@ void td_flat_build(const td_archive *a)
 		pthread_mutex_lock(flat_lock(a));
 		td_archive *m = (td_archive *)a;
 		if (!atomic_load(&m->flat)) {
-			uint32_t *wo = flatten(&a->word_off), *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
+			/* version 4's offsets are a flat array already (unfront) */
+			uint32_t *wo_own = a->word_off32 ? NULL : flatten(&a->word_off);
+			const uint32_t *wo = a->word_off32 ? a->word_off32 : wo_own;
+			uint32_t *oo = flatten(&a->other_off), *rl = flatten(&a->rule_len),
 				 *rs = a->rule_syms.coded ? NULL : flatten_syms(&a->rule_syms);
 			if (wo && oo && rl && (rs || a->rule_syms.coded)) {
 				m->f_word_off = wo;
@@ -684,7 +687,7 @@ void td_flat_build(const td_archive *a)
 				}
 				atomic_store_explicit(&m->flat, wo, memory_order_release);
 			} else {
-				td_big_free(wo, flat_bytes(a->word_off.n));
+				td_big_free(wo_own, flat_bytes(a->word_off.n));
 				td_big_free(oo, flat_bytes(a->other_off.n));
 				td_big_free(rl, flat_bytes(a->rule_len.n));
 				td_big_free(rs, flat_bytes(a->rule_syms.n));
@@ -924,7 +927,8 @@ void td_flat_free(td_archive *a)
 	atomic_store(&a->root_flat, 0);
 	if (!atomic_load(&a->flat))
 		return;
-	td_big_free(a->f_word_off, flat_bytes(a->word_off.n));
+	if (a->f_word_off != a->word_off32) /* adopted: the archive frees it */
+		td_big_free(a->f_word_off, flat_bytes(a->word_off.n));
 	td_big_free(a->f_other_off, flat_bytes(a->other_off.n));
 	td_big_free(a->f_rule_len, flat_bytes(a->rule_len.n));
 	if (a->f_sym) {

@@ -49,9 +49,10 @@ struct td_sc_tab {
 	uint64_t gen; /* unique per table: names it in the threads' tile caches */
 	int bad;      /* the description does not decode: every symbol is bad */
 	atomic_uint_fast64_t *seen; /* a bit per tile decoded by get/range */
-	uint32_t *all;              /* every context's syms back to back (the
-	                               SIMD decoder's one gather base), or NULL:
-	                               each ctx[k].syms is then its own block */
+	uint32_t *block;            /* every context's syms back to back, in
+	                               one allocation */
+	uint32_t *all;              /* block when its offsets fit the SIMD
+	                               decoder's 32-bit gather indices, else NULL */
 	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] (5 used; 16
 	                               for the vector decoder's one 512-bit load) */
 	struct sc_ctx ctx[TD_SC_NCTX];
@@ -198,27 +199,79 @@ static void tab_free(struct td_sc_tab *t)
 {
 	if (!t)
 		return;
-	if (t->all)
-		free(t->all);
-	else
-		for (unsigned k = 0; k < TD_SC_NCTX; k++)
-			free(t->ctx[k].syms);
+	free(t->block);
 	free(t->seen);
 	free(t);
 }
 
-/* Read one context's code from r into x. 0, or -1 when it is malformed. */
-static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
+/* One Rice value the slow way (near the end, or a long quotient). */
+static __attribute__((noinline)) uint64_t rice_slow(brd *r, uint64_t *at, unsigned k)
+{
+	r->at = *at;
+	uint64_t g = rd_rice(r, k);
+	*at = r->at;
+	return g;
+}
+
+/* cnt ascending values of a Rice list (parameter k, each the gap from the
+ * one before less 1, the first from v + 1; v = UINT64_MAX: from 0) into
+ * out; returns the last, or UINT64_MAX (r->bad set) when the list runs
+ * past r's end or a value reaches lim (<= 2^32, so the sum cannot wrap).
+ * Values are taken from a 64-bit window shifted along, reloaded only when
+ * the next one does not fit what is left of it: the chain from one value
+ * to the next is a count of leading ones and a shift, not a load. */
+static uint64_t rice_list(brd *r, unsigned k, uint64_t cnt, uint64_t v, uint64_t lim, uint32_t *out)
+{
+	const uint8_t *p = r->p;
+	const uint64_t nbits = r->nbits;
+	uint64_t at = r->at, x = 0;
+	unsigned avail = 0; /* valid bits at the top of x (the rest are 0) */
+	for (uint64_t j = 0; j < cnt; j++) {
+		uint64_t g;
+		unsigned q = ~x ? (unsigned)__builtin_clzll(~x) : 64u, need = q + 1 + k;
+		if (__builtin_expect(need > avail, 0)) {
+			if (at + 64 <= nbits) {
+				x = load_be64(p + (at >> 3)) << (at & 7);
+				avail = 64 - (unsigned)(at & 7);
+				q = ~x ? (unsigned)__builtin_clzll(~x) : 64u;
+				need = q + 1 + k;
+			}
+			if (need > avail) {
+				g = rice_slow(r, &at, k);
+				if (r->bad)
+					return UINT64_MAX;
+				avail = 0;
+				x = 0;
+				goto have;
+			}
+		}
+		g = ((uint64_t)q << k) | (k ? (x << (q + 1)) >> (64 - k) : 0);
+		at += need;
+		avail -= need;
+		x = need < 64 ? x << need : 0;
+have:
+		v += g + 1;
+		if (__builtin_expect(v >= lim, 0)) {
+			r->bad = 1;
+			return UINT64_MAX;
+		}
+		out[j] = (uint32_t)v;
+	}
+	r->at = at;
+	return v;
+}
+
+/* Read one context's code from r into x, its symbol list appended to
+ * *blk (*nblk entries, *cap allocated: grown here; x->syms is left NULL
+ * and x->nsyms set, the caller points it into the block). 0, or -1 when
+ * it is malformed or memory is short. */
+static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x, uint32_t **blk, uint64_t *nblk, uint64_t *cap)
 {
 	x->maxlen = (unsigned)rd(r, 5);
 	for (unsigned L = 0; L < LUT_BITS + 1 + NLONG; L++)
 		x->limx[L] = UINT32_MAX;
 	if (r->bad || x->maxlen > TD_SC_MAXLEN)
 		return -1;
-	if (x->maxlen == 0) {
-		x->nsyms = 1;
-		return (x->syms = calloc(1, sizeof *x->syms)) ? 0 : -1; /* read (and ignored) by sc_step */
-	}
 	uint64_t cnt[TD_SC_MAXLEN + 1][NGROUP], code = 0, m = 0;
 	for (unsigned L = 1; L <= x->maxlen; L++) {
 		uint64_t inlen = 0;
@@ -244,26 +297,55 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 		if (m > c->alphabet + 1)
 			return -1;
 	}
-	if (m == 0)
+	if (x->maxlen != 0 && m == 0)
 		return -1;
-	x->syms = malloc(m * sizeof *x->syms);
-	if (!x->syms)
-		return -1;
-	x->nsyms = m;
+	x->nsyms = x->maxlen == 0 ? 1 : m; /* a context that codes nothing: one entry, read (and ignored) by sc_step */
+	if (*nblk + x->nsyms > *cap) {
+		uint64_t want = *cap ? *cap : 1024;
+		while (want < *nblk + x->nsyms)
+			want *= 2;
+		uint32_t *nb = want <= SIZE_MAX / sizeof *nb ? realloc(*blk, want * sizeof *nb) : NULL;
+		if (!nb)
+			return -1;
+		*blk = nb;
+		*cap = want;
+	}
+	uint32_t *syms = *blk + *nblk;
+	*nblk += x->nsyms;
+	if (x->maxlen == 0) {
+		syms[0] = 0;
+		return 0;
+	}
 	uint64_t at = 0;
 	for (unsigned L = 1; L <= x->maxlen; L++)
 		for (unsigned g = 0; g < NGROUP; g++) {
 			if (!cnt[L][g])
 				continue;
 			unsigned k = (unsigned)rd(r, 5);
-			uint64_t v = UINT64_MAX; /* value - 1 before the first */
-			for (uint64_t j = 0; j < cnt[L][g]; j++) {
-				v += rd_rice(r, k) + 1;
-				/* a symbol of group g has class g; the escape is `alphabet` */
-				if (r->bad || (g == GROUP_ESC ? v != c->alphabet : v >= c->alphabet || sc_class(c, (uint32_t)v) != g))
+			if (r->bad)
+				return -1;
+			/* a symbol of group g has class g (classes 0 and 1 by
+			 * parity below c1, 2 up to c2, 3 up to the alphabet);
+			 * the escape is `alphabet` */
+			if (g == GROUP_ESC) {
+				uint32_t e;
+				if (rice_list(r, k, 1, UINT64_MAX, c->alphabet + 1, &e) != c->alphabet)
 					return -1;
-				x->syms[at++] = g == GROUP_ESC ? ESC : (uint32_t)v;
+				syms[at++] = ESC;
+				continue;
 			}
+			const uint64_t lo = g < 2 ? 0 : g == 2 ? c->c1 : c->c2, hi = g < 2 ? c->c1 : g == 2 ? c->c2 : c->alphabet;
+			uint32_t *out = syms + at;
+			if (rice_list(r, k, cnt[L][g], UINT64_MAX, hi, out) == UINT64_MAX || out[0] < lo)
+				return -1;
+			if (g < 2) {
+				uint32_t odd = 0;
+				for (uint64_t j = 0; j < cnt[L][g]; j++)
+					odd |= (out[j] ^ g) & 1u;
+				if (odd)
+					return -1;
+			}
+			at += cnt[L][g];
 		}
 	for (uint64_t p = 0; p < (UINT64_C(1) << LUT_BITS); p++) {
 		/* a prefix of longer codes (short codes overwrite theirs below):
@@ -292,32 +374,6 @@ static int read_ctx(const td_scode *c, brd *r, struct sc_ctx *x)
 	return 0;
 }
 
-/* Move every context's symbol list into one block (t->all), so that one
- * gather base and a per-context offset reach them all; left as they are
- * when the tables are bad, memory is short or the lists are too long for
- * 32-bit gather indices. */
-static void join_syms(struct td_sc_tab *t)
-{
-	uint64_t total = 0;
-	for (unsigned k = 0; k < TD_SC_NCTX; k++)
-		total += t->ctx[k].nsyms;
-	if (t->bad || total >= (UINT64_C(1) << 29))
-		return;
-	uint32_t *all = malloc(total * sizeof *all);
-	if (!all)
-		return;
-	uint64_t at = 0;
-	for (unsigned k = 0; k < TD_SC_NCTX; k++) {
-		struct sc_ctx *x = &t->ctx[k];
-		memcpy(all + at, x->syms, x->nsyms * sizeof *all);
-		free(x->syms);
-		x->syms = all + at;
-		t->soff[k] = (uint32_t)at;
-		at += x->nsyms;
-	}
-	t->all = all;
-}
-
 static struct td_sc_tab *tab_build(const td_scode *c)
 {
 	static atomic_uint_fast64_t gens = 1;
@@ -329,11 +385,24 @@ static struct td_sc_tab *tab_build(const td_scode *c)
 		free(t);
 		return NULL;
 	}
+	/* Every context's symbol list in one block (one gather base and a
+	 * per-context offset reach them all), grown as the lists are read. */
 	brd r = { c->desc, c->desc_bytes * 8, 0, 0 };
+	uint64_t nblk = 0, cap = 0;
 	for (unsigned k = 0; k < TD_SC_NCTX && !t->bad; k++)
-		if (read_ctx(c, &r, &t->ctx[k]))
+		if (read_ctx(c, &r, &t->ctx[k], &t->block, &nblk, &cap))
 			t->bad = 1;
-	join_syms(t);
+	if (t->bad) {
+		for (unsigned k = 0; k < TD_SC_NCTX; k++)
+			t->ctx[k].nsyms = 0; /* tables that do not decode: never read */
+		return t;
+	}
+	for (uint64_t k = 0, at = 0; k < TD_SC_NCTX; k++) {
+		t->ctx[k].syms = t->block + at;
+		t->soff[k] = (uint32_t)at; /* used only with all (below 2^29) */
+		at += t->ctx[k].nsyms;
+	}
+	t->all = nblk < (UINT64_C(1) << 29) ? t->block : NULL;
 	return t;
 }
 
@@ -354,6 +423,11 @@ static const struct td_sc_tab *tables(const td_scode *c)
 		atomic_store_explicit(&((td_scode *)c)->tab, t, memory_order_release);
 	pthread_mutex_unlock(m);
 	return t;
+}
+
+void td_scode_prepare(const td_scode *c)
+{
+	(void)tables(c);
 }
 
 void td_scode_free(td_scode *c)

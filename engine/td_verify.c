@@ -9,6 +9,7 @@
 
 #include "td_archive_int.h"
 #include "td_extract.h"
+#include "td_fzix.h"
 #include "td_query.h"
 #include "td_shard.h"
 
@@ -623,7 +624,9 @@ static int verify_texts(const td_archive *a, const td_pack *wf)
 			if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
 				return FAIL("shard section %u: checksum mismatch", s->id);
 		}
-		return td_shard_verify(a);
+		if ((err = td_shard_verify(a)))
+			return err;
+		return td_fzix_verify(a);
 	}
 	uint64_t freq = 0;
 	for (uint64_t w = 0; w < a->W; w++)

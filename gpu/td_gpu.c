@@ -71,6 +71,7 @@ struct td_gpu {
 	uint64_t *hcum;                /* hcum[i]: root symbols + 1 of each of
 	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
+	struct td_gwd *wd;             /* top words' and term vectors' grammar, built at first use */
 	/* blocks from td_gpu_host_alloc (pinned), under hlock */
 	pthread_mutex_t hlock;
 	td_gbuf *hblk;
@@ -161,6 +162,9 @@ int td_gpu_unit(td_gpu *g, td_gunit *u)
 	u->stream = g->st[0];
 	u->lock = &g->lock;
 	u->fz = &g->fz;
+	u->wd = &g->wd;
+	u->files = g->hfiles;
+	u->sub = g->hsub;
 	return 1;
 }
 
@@ -823,6 +827,7 @@ void td_gpu_close(td_gpu *g)
 	if (g->resident || g->dsec)
 		cudaSetDevice(g->o.device);
 	td_gfz_free(g->fz);
+	td_gwd_free(g->wd);
 	for (unsigned i = 0; i < g->nst; i++)
 		cudaStreamDestroy(g->st[i]);
 	for (unsigned i = 0; i < g->nev; i++)

@@ -247,6 +247,18 @@ int td_gpu_fuzzy_batch(td_gpu *g, td_fuzzy_req *reqs, size_t n);
  * request whose search failed. Returns TD_OK, TD_EINVAL or TD_ENOMEM. */
 int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n);
 
+/* Same contracts and results as td_top_batch() and td_vector_batch().
+ * The scopes' word counts are computed on the device: every root symbol of
+ * the batch's scopes a thread expanding its words, then a sort of (scope,
+ * word) keys and their runs; top words sorted again by count (ties by
+ * word), on the device, or on opts.cpu_threads threads with
+ * $TD_GPU_TOP_HOST set. The whole corpus, scopes holding words longer
+ * than TD_MAXTOK, symbolic links and scopes too large for a round are
+ * answered by the engine in the same call. Returns TD_OK, TD_EINVAL or
+ * TD_ENOMEM. */
+int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n);
+int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n);
+
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
  * medians of a few runs timed with device events, after a warm-up. */

@@ -153,6 +153,23 @@ static inline cudaError_t td_dsort(const uint64_t *kin, uint64_t *kout, const ui
 	return e;
 }
 
+/* Sort n keys by their low `bits` bits. */
+static inline cudaError_t td_dsort_keys(const uint64_t *kin, uint64_t *kout, uint64_t n, int bits, cudaStream_t s)
+{
+	if (n == 0)
+		return cudaSuccess;
+	size_t tb = 0;
+	cudaError_t e = cub::DeviceRadixSort::SortKeys(NULL, tb, kin, kout, (int64_t)n, 0, bits, s);
+	void *t = NULL;
+	if (e == cudaSuccess)
+		e = cudaMallocAsync(&t, tb ? tb : 8, s);
+	if (e == cudaSuccess)
+		e = cub::DeviceRadixSort::SortKeys(t, tb, kin, kout, (int64_t)n, 0, bits, s);
+	if (t)
+		cudaFreeAsync(t, s);
+	return e;
+}
+
 #else /* TD_GPU_EMU: the same primitives on the host */
 
 template <class F> static cudaError_t td_each(uint64_t n, const F &f, cudaStream_t)
@@ -232,6 +249,15 @@ static inline cudaError_t td_dsort(const uint64_t *kin, uint64_t *kout, const ui
 	}
 	std::copy(k.begin(), k.end(), kout);
 	std::copy(v.begin(), v.end(), vout);
+	return cudaSuccess;
+}
+
+static inline cudaError_t td_dsort_keys(const uint64_t *kin, uint64_t *kout, uint64_t n, int bits, cudaStream_t)
+{
+	uint64_t mask = bits >= 64 ? ~UINT64_C(0) : (UINT64_C(1) << bits) - 1;
+	std::vector<uint64_t> k(kin, kin + n);
+	std::stable_sort(k.begin(), k.end(), [&](uint64_t a, uint64_t b) { return (a & mask) < (b & mask); });
+	std::copy(k.begin(), k.end(), kout);
 	return cudaSuccess;
 }
 

@@ -217,6 +217,10 @@ typedef struct td_gunit {
 	pthread_mutex_t *lock;        /* the handle's: one batch at a time */
 	struct td_gfz **fz;           /* its fuzzy vocabulary (NULL until built;
 	                                 td_gpu_close calls td_gfz_free) */
+	struct td_gwd **wd;           /* its flat grammar for top words and term
+	                                 vectors (NULL until built; td_gpu_close
+	                                 calls td_gwd_free) */
+	const uint32_t *files, *sub;  /* host copies of td_gdev.dfs_files, .sub */
 } td_gunit;
 struct td_gpu;
 /* 1 and *u for a resident handle of one unit, else 0. */
@@ -227,6 +231,52 @@ unsigned td_gpu_cpu_threads(const struct td_gpu *g);
 const td_archive *td_gpu_archive(const struct td_gpu *g);
 /* Free a fuzzy vocabulary (device memory on the current device). */
 void td_gfz_free(struct td_gfz *z);
+
+/* ---- top words and term vectors (td_gpu_words.cu, td_gpu_words.c) ---- */
+
+/* A unit's grammar, flat, on the device: root symbols, each rule's right
+ * side (rsyms[rstart[r], rstart[r+1])) and its number of word tokens. The
+ * host builds the arrays (td_gpu_words.c) and has checked them: every
+ * symbol < T + R, rules acyclic and at most TD_MAXDEPTH deep, every
+ * expansion's word tokens counted in rnw. */
+typedef struct td_gwd_in {
+	const uint32_t *roots, *rstart, *rsyms, *rnw;
+	uint64_t nroot, nrules, nrsyms;
+	uint64_t w2, t;                 /* 2W (word tokens below) and T (rules from) */
+} td_gwd_in;
+
+/* A span of a batch: root symbols [rs, re) of one file of request `req`
+ * (of the round), its tasks (a root symbol each) numbered from t0
+ * (ascending over the spans). */
+typedef struct td_gwd_span {
+	uint64_t rs, t0;
+	uint32_t req, n;
+} td_gwd_span;
+
+/* A round's answers: runs (word id, count) of every request, request by
+ * request; request i's are [start[i], start[i + 1]). With top, each
+ * request's are count descending then word id ascending, at most topn[i]
+ * (0: all); else word id ascending. */
+typedef struct td_gwd_out {
+	uint32_t *wid, *cnt;            /* malloc'd by td_gwd_round */
+	uint64_t *start;                /* nreq + 1, malloc'd */
+	uint64_t nruns;
+} td_gwd_out;
+
+struct td_gwdev;
+/* Upload in (on the current device); TD_OK, TD_ENOGPU (no device memory
+ * or a CUDA error), TD_ENOMEM. */
+int td_gwdev_upload(const td_gwd_in *in, struct td_gwdev **out);
+/* Free (device memory on the current device). NULL accepted. */
+void td_gwdev_free(struct td_gwdev *z);
+/* The unit's structure (host and device parts, td_gpu_words.c). NULL accepted. */
+struct td_gwd;
+void td_gwd_free(struct td_gwd *w);
+/* One round: spans sp[0..nsp) of requests 0..nreq-1 expanding to nwords
+ * word tokens in all (< 2^32 each request), on `stream`. TD_OK, TD_ENOGPU,
+ * TD_ENOMEM; on error o holds nothing. */
+int td_gwdev_round(struct td_gwdev *z, void *stream, const td_gwd_span *sp, uint32_t nsp, uint32_t nreq,
+		 uint64_t ntasks, uint64_t nwords, int top, const uint64_t *topn, td_gwd_out *o);
 
 /* ---- shards and devices (td_gpu_multi.c) ---- */
 

@@ -218,6 +218,81 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
 F5 = ["--format", "5"]
 
 
+def fuzzy_index_checks(name, tree, work):
+    """The fuzzy index (tadoc compress --fuzzy-index): kept by tadoc add and tadoc compact
+    (rebuilt over the new shards, equal to the oracle over the grown tree), checked by
+    tadoc verify; a damaged
+    bucket or header gives one message naming the index, on the queries that read it and on
+    verify, and the archive's other answers stay right."""
+    global checks
+    import shutil
+    import struct
+    arch = os.path.join(work, "fzix.tadoc")
+    r = tadoc("compress", "-q", "--fuzzy-index", "--shard-size", "64K", "-o", arch, tree)
+    grown = os.path.join(work, "fzix-tree")
+    shutil.copytree(tree, grown, symlinks=True)
+    extra = os.path.join(work, "fzix-extra")
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, "added.txt"), "w", encoding="utf-8") as f:
+        f.write("controllre controller contrôleur Straße strasse x86_64 x86-64 café cafe " * 3 + "\n")
+    shutil.copytree(extra, os.path.join(grown, "fzix-extra"))
+    if r.returncode == 0:
+        r = tadoc("add", arch, extra)
+    checks += 1
+    if r.returncode:
+        failures.append("fuzzy index: compress/add")
+        print("FAIL fuzzy index compress/add: %r" % r.stderr, flush=True)
+        return
+    c = oracle.Corpus(grown)
+    for q in (b"controller", "contrôleur".encode(), b"strasse", b"x86_64", b"cafe", b"the", b"zzqqxxyyzz"):
+        for k in (0, 1, 2, 3):
+            same("fzix after add fuzzy -k %d %r" % (k, q), ["fuzzy", "-k", str(k), arch, q],
+                 oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(q), "k": k}))
+    # a compaction rebuilds every shard: the index is rebuilt over them
+    r = tadoc("compact", "--full", arch)
+    checks += 1
+    if r.returncode:
+        failures.append("fuzzy index: compact")
+        print("FAIL fuzzy index compact: %r" % r.stderr, flush=True)
+    for q in (b"controller", b"strasse"):
+        same("fzix after compact fuzzy -k 2 %r" % q, ["fuzzy", "-k", "2", arch, q],
+             oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(q), "k": 2}))
+    checks += 1
+    r = tadoc("verify", arch)
+    if r.returncode or not r.stdout.endswith(b": OK\n"):
+        failures.append("fuzzy index: verify")
+        print("FAIL fuzzy index verify: rc %d %r %r" % (r.returncode, r.stdout, r.stderr), flush=True)
+    data = bytearray(open(arch, "rb").read())
+    nsec, tab = struct.unpack_from("<I", data, 24)[0], struct.unpack_from("<Q", data, 32)[0]
+    secs = [struct.unpack_from("<IIQQQ", data, tab + 32 * i) for i in range(nsec)]
+    fz = [s for s in secs if s[0] == 37]
+    checks += 1
+    if len(fz) != 1:
+        failures.append("fuzzy index: no section 37 after add")
+        print("FAIL fuzzy index: sections %r" % [s[0] for s in secs], flush=True)
+        return
+    base = fz[0][2]
+    # bucket 10 (the query "controller" reads buckets 8..12 at k = 2; "cafe" at k = 1 reads 3..5)
+    boff, bsize = struct.unpack_from("<QQ", data, base + 32 + 40 * 10)
+    for what, at, word, k, other in (("bucket", base + boff + bsize // 2, b"controller", 2, b"cafe"),
+                                     ("header", base + 40, b"cafe", 1, None)):
+        bad = os.path.join(work, "fzix-bad.tadoc")
+        d = bytearray(data)
+        d[at] ^= 0x20
+        open(bad, "wb").write(d)
+        for args in (["fuzzy", "-k", str(k), bad, word], ["verify", bad]):
+            checks += 1
+            r = tadoc(*args)
+            msg = r.stderr.decode(errors="replace")
+            if r.returncode == 0 or "fuzzy index (section 37)" not in msg or msg.count("\n") != 1:
+                failures.append("fuzzy index: damaged %s: %s" % (what, args[0]))
+                print("FAIL damaged fuzzy index %s, %s: rc %d, %r" % (what, args[0], r.returncode, msg), flush=True)
+        if other:
+            same("fzix damaged bucket, other query", ["fuzzy", "-k", "1", bad, other],
+                 oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(other), "k": 1}))
+        same("fzix damaged %s, count" % what, ["count", bad, b"the"], b"%d\n" % len(c.hits(b"the", b"")))
+
+
 def make_midcut(path, size=3 << 20, seed=5):
     """A text without one ASCII byte that is not a word character: long words (letters,
     digits, accents, CJK) between non-ASCII separators (no-break space, ideographic comma,
@@ -292,7 +367,9 @@ def main():
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
                        stdout=subprocess.DEVNULL)
         if not f5:
-            timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27)
+            # with the fuzzy index: whole-archive fuzzy queries answered from it
+            timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=["--fuzzy-index"])
+            timed("fuzzy-index", fuzzy_index_checks, adv, work)
             timed("sample", check_corpus, os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
             bad_args(work)
             if corpora:
@@ -306,11 +383,12 @@ def main():
             os.mkdir(mid)
             make_midcut(os.path.join(mid, "nosep.txt"))
             # 65537: the first cut falls inside a 2-byte character of a word over 255 bytes
-            timed("midcut-f5", check_corpus, mid, work, nfiles=1, ndirs=0, cargs=F5 + ["--shard-size", "65537"],
+            timed("midcut-f5", check_corpus, mid, work, nfiles=1, ndirs=0,
+                  cargs=F5 + ["--shard-size", "65537", "--fuzzy-index"],
                   single=b"nosep.txt")
             if corpora:
                 timed("sotu-f5", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3,
-                      cargs=F5 + ["--shard-size", "1M"])
+                      cargs=F5 + ["--shard-size", "1M", "--fuzzy-index"])
                 # spam and gcide take about 20 minutes on 2 busy cores: with TD_TEST_HEAVY=1 only
                 heavy = os.environ.get("TD_TEST_HEAVY") == "1"
                 if not heavy:

@@ -177,6 +177,37 @@ Test(pack, quick_round_trip)
 		}
 }
 
+/* A wide array laid out in place (td_pack_wide_init): frames 0 give a
+ * plain uint32_t array; tiles with frames reach values past 2^32. */
+Test(pack, wide_in_place)
+{
+	static const uint64_t lens[] = {1, 2, 127, 128, 129, 1000, 5000};
+	uint64_t s = 5;
+	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+		for (int big = 0; big < 2; big++) {
+			const uint64_t n = lens[li], size = td_pack_wide_size(n);
+			uint64_t *v = malloc(n * sizeof *v), at = big ? (UINT64_C(1) << 40) - 3000 : 0;
+			td_buf b = {0};
+			b.p = calloc(1, size);
+			b.len = b.cap = size;
+			uint32_t *d = td_pack_wide_init(b.p, n);
+			for (uint64_t i = 0; i < n; i++) {
+				v[i] = at;
+				at += rnd(&s) % 256;
+				uint64_t frame = v[i - i % TD_TILE] & ~((UINT64_C(1) << 31) - 1);
+				if (i % TD_TILE == 0)
+					td_pack_wide_frame(b.p, i / TD_TILE, frame);
+				d[i] = (uint32_t)(v[i] - frame);
+			}
+			check_view(&b, 0, v, n);
+			if (!big) /* the data are the values */
+				for (uint64_t i = 0; i < n; i++)
+					cr_assert_eq(d[i], v[i]);
+			td_buf_free(&b);
+			free(v);
+		}
+}
+
 /* A tile whose values span more than 2^56 cannot be packed. */
 Test(pack, range_too_wide)
 {

@@ -27,7 +27,11 @@ Checks, against the original files and a Python word counter:
   gpu_min_read_size=1G with gpu_min_reads=1 (every read is smaller), nor a
   queue shallower than 8 requests a worker (16 readers, 8 workers);
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
-  does not end the daemon.
+  does not end the daemon;
+- user.tadoc.top.N, .vector, .fuzzy.K.WORD and .files.WORD (over the
+  root, a directory, files, an empty file) asked from 32 threads go through
+  the batcher's GPU batches (run_lists: emulated, or the real GPU with
+  TD_TEST_GPU=1) and equal the tadoc commands' output, #more parts joined.
 
 The GPU path: the load test runs again with the GPU dispatch on and the CPU
 engine standing in for the device (TADOCFS_GPU_EMULATE=1, read crossover 4
@@ -55,7 +59,7 @@ TADOC = os.environ.get("TADOC", "tadoc")
 TADOCFS = os.environ.get("TADOCFS", "tadocfs")
 TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import check, failures, log, run  # noqa: E402
+from fs_write_lib import check, failures, log, run, xattr_joined  # noqa: E402
 GPU = os.environ.get("TD_TEST_GPU") == "1"
 SLACK_US = float(os.environ.get("TD_BATCH_SLACK_US", "15"))
 WORD = re.compile(rb"\w+")
@@ -311,6 +315,65 @@ def check_concurrent(archive, files, tmp, gpu):
     unmount(mnt)
 
 
+def check_lists(archive, files, tmp, gpu):
+    """user.tadoc.top/vector/fuzzy/files queries from 32 threads go through
+    the batcher's GPU batches (emulated: TADOCFS_GPU_EMULATE=1, the CPU
+    engine standing in; or the real GPU) and equal the tadoc commands."""
+    log("== top, vector, fuzzy, files attributes through GPU batches (%s)" % gpu)
+    mnt = os.path.join(tmp, "mnt_lists")
+    env = dict(os.environ)
+    if gpu == "emu":
+        env["TADOCFS_GPU_EMULATE"] = "1"
+    mount(archive, mnt, "gpu=on" if gpu == "on" else "gpu=auto", "gpu_min_counts=1", "cpu_workers=4", env=env)
+    for _ in range(100):
+        if stats(mnt)["gpu"] != "opening":
+            break
+        time.sleep(0.05)
+    words = sorted({w for f in ("f01.txt", "sub/g00.txt") for w in count_words(files[f][:3000])})[:6]
+    scopes = ["", "sub", "f01.txt", "sub/g04.txt", "empty.txt"]
+    queries = []
+    for sc in scopes:
+        p = [sc] if sc else []
+        queries.append((sc, "user.tadoc.top.20", ["top", "-n", "20", None] + p))
+        queries.append((sc, "user.tadoc.top.0", ["top", "-n", "0", None] + p))
+        queries.append((sc, "user.tadoc.vector", ["vector", None, sc or "."]))
+        for w in words[:3]:
+            wd = w.decode()
+            queries.append((sc, "user.tadoc.fuzzy.2." + wd, ["fuzzy", "-k", "2", None, wd] + p))
+            queries.append((sc, "user.tadoc.files." + wd, ["files", None, wd] + p))
+    want = {}
+    for sc, name, argv in queries:  # None: where the archive goes
+        r = run([TADOC] + [archive if a is None else a for a in argv])
+        check(r.returncode == 0, "tadoc %s: %s" % (" ".join(map(str, argv)), r.stderr.decode(errors="replace")))
+        want[(sc, name)] = r.stdout
+    before = stats(mnt)
+    bad = []
+
+    def ask(k):
+        rnd = random.Random(k)
+        for sc, name, _ in rnd.sample(queries, len(queries)):
+            try:
+                got = xattr_joined(os.path.join(mnt, sc) if sc else mnt, name)
+            except OSError as e:
+                got = b"<%s>" % os.strerror(e.errno).encode()
+            if got != want[(sc, name)]:
+                bad.append("%s on /%s: %d bytes, tadoc %d" % (name, sc, len(got), len(want[(sc, name)])))
+
+    th = [threading.Thread(target=ask, args=(k,)) for k in range(32)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    for e in bad[:10]:
+        log("  " + e)
+    check(not bad, "%d queries x 32 threads equal the tadoc commands (%d differ)" % (len(queries), len(bad)))
+    s = stats(mnt)
+    check(s["gpu_requests"] > before["gpu_requests"], "lists were answered by GPU batches (gpu_requests %s -> %s)" %
+          (before["gpu_requests"], s["gpu_requests"]))
+    log("  %d queries x 32 threads; gpu_requests %d -> %d" % (len(queries), before["gpu_requests"], s["gpu_requests"]))
+    unmount(mnt)
+
+
 def check_reads_on_cpu(archive, files, tmp, opts=("gpu_min_reads=10000",)):
     """gpu_min_reads=10000 (or reads all smaller than gpu_min_read_size)
     keeps every read on the CPU (the FUSE threads) while counts still go
@@ -535,6 +598,7 @@ def main():
             raise SystemExit("tadoc compress failed: %s" % r.stderr.decode(errors="replace"))
         check_concurrent(archive, files, tmp, None)
         check_concurrent(archive, files, tmp, "emu")
+        check_lists(archive, files, tmp, "emu")
         check_concurrent(archive, files, tmp, "cpuq")
         check_reads_on_cpu(archive, files, tmp)
         check_reads_on_cpu(archive, files, tmp, ("gpu_min_reads=1", "gpu_min_read_size=1G"))
@@ -542,6 +606,7 @@ def main():
         check_reads_on_cpu(archive, files, tmp, ("gpu_min_reads=1", "gpu_min_read_size=1", "cpu_workers=8"))
         if GPU:
             check_concurrent(archive, files, tmp, "on")
+            check_lists(archive, files, tmp, "on")
         check_latency(archive, files, tmp)
         check_config(archive, files, tmp)
         check_rw_stats(archive, files, tmp)

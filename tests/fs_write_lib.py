@@ -67,6 +67,18 @@ def skip_without_fuse():
         sys.exit(77)
 
 
+def xattr_joined(path, name):
+    """A list attribute's whole value: its "#more NAME@N" parts joined."""
+    out = b""
+    while True:
+        v = os.getxattr(path, name)
+        i = v.rfind(b"\n", 0, len(v) - 1) + 1
+        if not v[i:].startswith(b"#more "):
+            return out + v
+        out += v[:i]
+        name = os.fsdecode(v[i + 6:].rstrip(b"\n"))
+
+
 def run(cmd, **kw):
     kw.setdefault("stdout", subprocess.PIPE)
     kw.setdefault("stderr", subprocess.PIPE)

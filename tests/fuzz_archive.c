@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "td_analytics.h"
 #include "td_archive.h"
 #include "td_extract.h"
 #include "td_format.h"
@@ -44,6 +45,26 @@ static void put(const uint8_t *data, size_t size)
 	}
 }
 
+/* The fuzzy index's own sums (its buckets', then its header's). */
+static void fix_fzix(uint8_t *p, uint64_t size)
+{
+	td_disk_fzix *x = (td_disk_fzix *)p;
+	for (unsigned i = 0; i < TD_FZIX_NB; i++)
+		if (x->b[i].off <= size && x->b[i].size <= size - x->b[i].off)
+			x->b[i].sum = XXH3_64bits(p + x->b[i].off, x->b[i].size);
+	x->sum = XXH3_64bits(x, offsetof(td_disk_fzix, sum));
+}
+
+static int fz_fn(void *ctx, unsigned dist, const char *word, size_t len, uint64_t count)
+{
+	(void)ctx;
+	(void)dist;
+	(void)word;
+	(void)len;
+	(void)count;
+	return TD_OK;
+}
+
 static void fix_sums(uint8_t *b, size_t len)
 {
 	if (len < sizeof(td_disk_header))
@@ -55,8 +76,11 @@ static void fix_sums(uint8_t *b, size_t len)
 		return;
 	td_disk_section *t = (td_disk_section *)(b + h.sectab_off);
 	for (uint32_t i = 0; i < h.nsections; i++)
-		if (t[i].off <= len && t[i].size <= len - t[i].off)
+		if (t[i].off <= len && t[i].size <= len - t[i].off) {
+			if (t[i].id == TD_SEC5_FUZZY && t[i].size >= sizeof(td_disk_fzix) && t[i].off % 8 == 0)
+				fix_fzix(b + t[i].off, t[i].size);
 			t[i].sum = XXH3_64bits(b + t[i].off, t[i].size);
+		}
 	h.sectab_sum = XXH3_64bits(t, tl);
 	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
 	memcpy(b, &h, sizeof h);
@@ -106,6 +130,8 @@ static void exercise(td_archive *a)
 	uint64_t count;
 	(void)td_count(a, "word", 4, TD_ROOT, &count);
 	(void)td_word_total(a, TD_ROOT, &count);
+	(void)td_fuzzy(a, "the", 3, 1, TD_ROOT, 1, fz_fn, NULL); /* the fuzzy index, where there is one */
+	(void)td_fuzzy(a, "quick", 5, 2, TD_ROOT, 1, fz_fn, NULL);
 	td_extract_req r[2] = {{.file = n > 1 ? 1 : 0, .off = 0, .len = 64, .buf = buf},
 			       {.file = n, .off = 0, .len = 8, .buf = buf + 100}};
 	(void)td_extract_batch(a, r, 2, 1);

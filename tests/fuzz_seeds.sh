@@ -25,6 +25,10 @@ for t in empty one words uni tree long periodic; do
 	"$tadoc" compress -q --format 4 -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
 	"$tadoc" compress -q --format 5 -j 1 -o "$out/$t-v5.tadoc" "$tmp/$t" >/dev/null
 done
+# Format 5 with the fuzzy index (section 37, its parser behind its own sums).
+for t in words uni long; do
+	"$tadoc" compress -q --format 5 -j 1 --fuzzy-index -o "$out/$t-fzix.tadoc" "$tmp/$t" >/dev/null
+done
 # The version 3 layout (FOR-packed symbols, stored word offsets) is still read.
 "$tadoc" compress -q --format 3 -o "$out/tree-v3.tadoc" "$tmp/tree" >/dev/null
 # Damaged copies: truncated, and a header-only prefix.

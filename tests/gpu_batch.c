@@ -503,6 +503,44 @@ static void check_files(td_gpu *g, const corpus *c, size_t n, char *scratch)
 	free(gq);
 }
 
+/* n top-words (top = 1: n of 0 to 30, now and then all) or term-vector
+ * requests over scopes as pick_scope's (files, directories, the corpus,
+ * symlinks, bad entries) through td_gpu_top_batch / td_gpu_vector_batch
+ * against td_top_batch / td_vector_batch, word by word. */
+static void check_words(td_gpu *g, const corpus *c, size_t n, int top)
+{
+	td_words_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	for (size_t i = 0; i < n; i++) {
+		cq[i].scope = below(20) == 0 ? TD_ROOT : pick_scope(c);
+		cq[i].n = below(10) == 0 ? 0 : below(31);
+		gq[i] = cq[i];
+		gq[i].err = 12345;
+		gq[i].nwords = 777;
+	}
+	if (top)
+		td_top_batch(c->a, cq, n, 0);
+	else
+		td_vector_batch(c->a, cq, n, 0);
+	int r = top ? td_gpu_top_batch(g, gq, n) : td_gpu_vector_batch(g, gq, n);
+	if (r)
+		FAIL("%s batch of %zu: %s", top ? "top" : "vector", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++) {
+		const td_words_req *x = &cq[i], *y = &gq[i];
+		int same = x->err == y->err && x->nwords == y->nwords && x->nbytes == y->nbytes &&
+			   (!x->nbytes || !memcmp(x->bytes, y->bytes, x->nbytes));
+		for (size_t k = 0; same && k < x->nwords; k++)
+			same = x->words[k].off == y->words[k].off && x->words[k].len == y->words[k].len &&
+			       x->words[k].count == y->words[k].count;
+		if (!same)
+			FAIL("%s #%zu scope %u n %llu: cpu err %d, %zu words; gpu err %d, %zu words", top ? "top" : "vector",
+			     i, x->scope, (unsigned long long)x->n, x->err, x->nwords, y->err, y->nwords);
+		td_words_req_free(&cq[i]);
+		td_words_req_free(&gq[i]);
+	}
+	free(cq);
+	free(gq);
+}
+
 static int run_archive(const char *path, size_t maxbatch)
 {
 	td_archive *a = NULL;
@@ -588,7 +626,9 @@ static int run_archive(const char *path, size_t maxbatch)
 			check_search(g, &c, n > 10000 ? 10000 : n, scratch);
 			check_fuzzy(g, &c, n > 10000 ? 10000 : n, scratch);
 			check_files(g, &c, n > 10000 ? 10000 : n, scratch);
-			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy, files %s\n", n,
+			check_words(g, &c, n > 10000 ? 10000 : n, 1);
+			check_words(g, &c, n > 10000 ? 10000 : n, 0);
+			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy, files, top, vector %s\n", n,
 			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}

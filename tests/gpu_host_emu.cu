@@ -15,6 +15,7 @@
 
 #include "td_gpu_kernels.cu"
 #include "td_gpu_fuzzy.cu"
+#include "td_gpu_words.cu"
 
 #include "gpu_warp_emu.h"
 

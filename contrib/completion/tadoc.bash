@@ -72,7 +72,7 @@ _tadoc()
         local opts="-h --help"
         case $cmd in
             # '-': a tar archive on standard input, as the only input
-            compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format --gpu" ;;
+            compress) opts+=" - -o --output -q --quiet -j --jobs --shard-size --memory --max-depth --sample-shift --format --gpu --fuzzy-index" ;;
             compact) opts+=" --format --full -j --jobs --shard-size --memory --gpu" ;;
             add) opts+=" --to -j --jobs --shard-size --memory --gpu" ;;
             ls) opts+=" -l --long" ;;

@@ -1,13 +1,16 @@
 /* gpu_fuzzy_bench: batches of fuzzy word queries or ranked-files queries on the GPU against the CPU engine on 1 and on all threads. */
 /*
- * Usage: gpu_fuzzy_bench [-a fuzzy|files] [-s dirs|root] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
+ * Usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector] [-s dirs|root|files] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
  * fuzzy (default): queries are corpus words (uniform over the vocabulary)
  * with one code point changed, distance K (default 2), scope the whole
  * corpus (td_gpu_fuzzy_batch against td_fuzzy_batch). files: queries are
  * corpus words (uniform over the vocabulary), scope (-s) a random
  * directory that the engine's query index does not answer at once
  * (td_query_fast; dirs, the default) or the whole corpus (root)
- * (td_gpu_files_batch against td_files_batch). For batch sizes 1, 10, 100,
+ * (td_gpu_files_batch against td_files_batch). top, vector: each request
+ * the top 20 words (td_gpu_top_batch against td_top_batch) or the term
+ * vector (td_gpu_vector_batch against td_vector_batch) of a random regular
+ * file (-s files) or directory as for files (-s dirs). For batch sizes 1, 10, 100,
  * 1k, 10k and 100k (up to MAXBATCH): queries a second on the GPU
  * (transfers and the engine's ranking included), the CPU engine on one
  * thread (above 2000 queries timed on the first 2000) and on THREADS
@@ -130,8 +133,62 @@ static void fl_release(void *q)
 	r->nfiles = 0;
 }
 
+static int tp_gpu(td_gpu *g, void *q, size_t n)
+{
+	return td_gpu_top_batch(g, q, n);
+}
+
+static int tp_cpu(const td_archive *a, void *q, size_t n, unsigned threads)
+{
+	return td_top_batch(a, q, n, threads);
+}
+
+static int vc_gpu(td_gpu *g, void *q, size_t n)
+{
+	return td_gpu_vector_batch(g, q, n);
+}
+
+static int vc_cpu(const td_archive *a, void *q, size_t n, unsigned threads)
+{
+	return td_vector_batch(a, q, n, threads);
+}
+
+static int wd_same(const void *px, const void *py)
+{
+	const td_words_req *x = px, *y = py;
+	if (x->err != y->err || x->nwords != y->nwords || x->nbytes != y->nbytes ||
+	    (x->nbytes && memcmp(x->bytes, y->bytes, x->nbytes)))
+		return 0;
+	for (size_t k = 0; k < x->nwords; k++)
+		if (x->words[k].off != y->words[k].off || x->words[k].len != y->words[k].len ||
+		    x->words[k].count != y->words[k].count)
+			return 0;
+	return 1;
+}
+
+static void wd_release(void *q)
+{
+	td_words_req_free(q);
+}
+
 static const analytic fuzzy_an = { sizeof(td_fuzzy_req), fz_gpu, fz_cpu, fz_same, fz_release };
 static const analytic files_an = { sizeof(td_files_req), fl_gpu, fl_cpu, fl_same, fl_release };
+static const analytic top_an = { sizeof(td_words_req), tp_gpu, tp_cpu, wd_same, wd_release };
+static const analytic vector_an = { sizeof(td_words_req), vc_gpu, vc_cpu, wd_same, wd_release };
+
+/* Regular files of a, into *out (malloc'd); their number. */
+static size_t reg_files(const td_archive *a, td_entry **out)
+{
+	uint32_t ne = td_archive_nentries(a);
+	size_t n = 0;
+	*out = malloc((ne + 1) * sizeof **out);
+	for (td_entry e = 1; *out && e < ne; e++) {
+		td_stat st;
+		if (td_archive_stat(a, e, &st) == TD_OK && S_ISREG(st.mode))
+			(*out)[n++] = e;
+	}
+	return n;
+}
 
 static void release_all(const analytic *an, char *q, size_t n)
 {
@@ -174,17 +231,24 @@ static size_t small_dirs(const td_archive *a, td_entry **out)
 
 int main(int argc, char **argv)
 {
-	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files] [-s dirs|root] [-k K] [-t SECONDS] "
+	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector] [-s dirs|root|files] [-k K] [-t SECONDS] "
 				    "[-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...";
 	unsigned k = 2, threads = 0;
 	double secs = 0.3;
 	size_t maxbatch = 100000;
 	const char *table = NULL;
-	int files = 0, root = 0, opt;
+	int files = 0, root = 0, words = 0, opt; /* words: 1 top, 2 vector */
+	int sfiles = 0;
 	while ((opt = getopt(argc, argv, "a:s:k:t:c:n:o:")) != -1) {
 		switch (opt) {
-		case 'a': files = !strcmp(optarg, "files"); break;
-		case 's': root = !strcmp(optarg, "root"); break;
+		case 'a':
+			files = !strcmp(optarg, "files");
+			words = !strcmp(optarg, "top") ? 1 : !strcmp(optarg, "vector") ? 2 : 0;
+			break;
+		case 's':
+			root = !strcmp(optarg, "root");
+			sfiles = !strcmp(optarg, "files");
+			break;
 		case 'k': k = (unsigned)atoi(optarg); break;
 		case 't': secs = atof(optarg); break;
 		case 'c': threads = (unsigned)atoi(optarg); break;
@@ -201,7 +265,7 @@ int main(int argc, char **argv)
 	int st = bench_start(argc, optind, usage, table, &out);
 	if (st >= 0)
 		return st;
-	const analytic *an = files ? &files_an : &fuzzy_an;
+	const analytic *an = words == 1 ? &top_an : words == 2 ? &vector_an : files ? &files_an : &fuzzy_an;
 	int bad = 0;
 	static const size_t sizes[] = { 1, 10, 100, 1000, 10000, 100000 };
 	const char *head = "| archive | analytic | words | batch | GPU q/s | CPU 1 thread q/s | CPU %u threads q/s | GPU / 1 thread | GPU / %u threads | equal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
@@ -209,6 +273,9 @@ int main(int argc, char **argv)
 	if (out)
 		fprintf(out, head, threads, threads);
 	const char *what = files ? (root ? "files (corpus)" : "files (directory)") : "fuzzy";
+	if (words)
+		what = words == 1 ? (sfiles ? "top 20 (file)" : "top 20 (directory)")
+				  : (sfiles ? "vector (file)" : "vector (directory)");
 	for (int ai = optind; ai < argc; ai++) {
 		td_archive *a = NULL;
 		int r = td_archive_open(argv[ai], 0, &a);
@@ -223,8 +290,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		td_entry *dirs = NULL;
-		size_t ndirs = files && !root ? small_dirs(a, &dirs) : 0;
-		if (!files) {
+		size_t ndirs = (files || words) && !root ? (sfiles ? reg_files(a, &dirs) : small_dirs(a, &dirs)) : 0;
+		if (words) {
+			fprintf(stderr, "%s: %zu words, %zu %s, %s\n", argv[ai], v.n, ndirs,
+				sfiles ? "regular files" : "directories below the query index's size", td_gpu_device_name(g));
+		} else if (!files) {
 			uint64_t tn = 0, tb = 0;
 			double tt = now();
 			td_fuzzy_tree(a, &tn, &tb);
@@ -244,6 +314,12 @@ int main(int argc, char **argv)
 				w = rnd() % v.n;
 			char *b = text + i * 272;
 			memcpy(b, v.w[w], len);
+			if (words) {
+				td_entry scope = ndirs ? dirs[rnd() % ndirs] : TD_ROOT;
+				((td_words_req *)q)[i] = (td_words_req){ .scope = scope, .n = 20 };
+				memcpy(c + i * an->size, q + i * an->size, an->size);
+				continue;
+			}
 			if (files) {
 				td_entry scope = ndirs ? dirs[rnd() % ndirs] : TD_ROOT;
 				((td_files_req *)q)[i] = (td_files_req){ .word = b, .len = len, .scope = scope };
@@ -264,7 +340,7 @@ int main(int argc, char **argv)
 			memcpy(c + i * an->size, q + i * an->size, an->size);
 		}
 		double up = now();
-		an->gpu(g, q, 1); /* builds the device vocabulary (fuzzy) */
+		an->gpu(g, q, 1); /* builds the device vocabulary (fuzzy) or grammar (top, vector) */
 		up = now() - up;
 		an->release(q);
 		fprintf(stderr, "%s: first GPU batch %.3f s\n", argv[ai], up);

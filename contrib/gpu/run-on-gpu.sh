@@ -20,8 +20,9 @@
 #             some): 100k counts, searches and 64-byte reads on 1, 2, 4 ...
 #             devices, each checked equal to the CPU engine -> $OUT/multi-gpu.md
 #   analytics gpu_fuzzy_bench on the packed archives ($TD_AN_ARCHIVES picks
-#             some): ranked files over small directories and over the corpus
-#             (and fuzzy search with TD_AN_FUZZY=1), batches of 1..100k
+#             some): ranked files over small directories and over the corpus,
+#             the top 20 words and the term vector of random files and small
+#             directories (and fuzzy search with TD_AN_FUZZY=1), batches of 1..100k
 #             against the CPU engine on 1 and all threads, answers compared
 #             -> $OUT/analytics.md; and `tadoc files -f` of 10k corpus words
 #             over the corpus and over its largest directory that the
@@ -133,10 +134,14 @@ if has analytics; then
 	sel=$(pick "${TD_AN_ARCHIVES:-}")
 	t=${TD_BENCH_T:-0.2}
 	{
-		kinds="files_dirs files_root"
+		kinds="files_dirs files_root top_files vector_files top_dirs vector_dirs"
 		[ "${TD_AN_FUZZY:-0}" = 1 ] && kinds="$kinds fuzzy"
 		for kind in $kinds; do
-			case $kind in files_dirs) how="files -s dirs" ;; files_root) how="files -s root" ;; *) how=fuzzy ;; esac
+			case $kind in
+			files_dirs) how="files -s dirs" ;; files_root) how="files -s root" ;;
+			top_files) how="top -s files" ;; vector_files) how="vector -s files" ;;
+			top_dirs) how="top -s dirs" ;; vector_dirs) how="vector -s dirs" ;; *) how=fuzzy ;;
+			esac
 			gpu_fuzzy_bench -a $how -t "$t" -o "$out/an.tmp" $sel || rc=1
 			cat "$out/an.tmp" >> "$out/analytics.md"
 		done

@@ -105,6 +105,42 @@ typedef int (*td_files_find_fn)(void *fctx, size_t req, const td_hits **out);
 int td_files_batch_given(const td_archive *a, td_files_req *reqs, size_t n, unsigned nthreads, td_files_find_fn find,
 			 void *fctx);
 
+/* ---- top words and term vectors in batches (gpu/ offers the same calls) ---- */
+
+/* One word of a batched answer: the word is bytes[off, off + len). */
+typedef struct td_word_count {
+	uint64_t off;
+	uint64_t count;
+	uint32_t len;
+} td_word_count;
+
+typedef struct td_words_req {
+	td_entry scope;           /* in */
+	uint64_t n;               /* in: td_top_batch's n (0: all); td_vector_batch ignores it */
+	td_word_count *words;     /* out: td_top_words's / td_term_vector's
+	                             words in their order (malloc'd: free with
+	                             td_words_req_free; none after an error) */
+	size_t nwords;
+	char *bytes;              /* out: their bytes, back to back */
+	size_t nbytes;
+	int err;                  /* out: the call's error, or TD_OK */
+} td_words_req;
+
+/* Answer reqs[0..n) as td_top_words(a, scope, n) / td_term_vector(a,
+ * scope) would one by one (each request's error in its err, its words in
+ * words/bytes), on `nthreads` threads (0 = one per core), each request on
+ * one thread. Returns TD_OK, or TD_ENOMEM when the threads could not be
+ * set up. Thread-safe. */
+int td_top_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads);
+int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads);
+
+/* Free a request's words and bytes (and zero them). NULL accepted. */
+void td_words_req_free(td_words_req *r);
+
+/* A td_word_fn that appends a word to the td_words_req ctx (words and
+ * bytes grow with realloc). TD_OK or TD_ENOMEM. */
+int td_words_req_add(void *ctx, const char *word, size_t len, uint64_t count);
+
 /* An n-gram: nwords words words[i] of lens[i] bytes, valid during the call. */
 typedef int (*td_ngram_fn)(void *ctx, const char *const *words, const size_t *lens, unsigned nwords,
 			   uint64_t count);

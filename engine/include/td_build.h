@@ -80,6 +80,11 @@ typedef struct td_build_opts {
 	 * stay open until finish; exclusive with base. */
 	const td_archive *keep_from;
 	const uint8_t *keep;
+	/* 1: write a fuzzy index (format 5: section TD_SEC5_FUZZY, the whole
+	 * archive's vocabulary and counts for td_fuzzy over the root, about
+	 * the size of the dictionary again); 0 (default): none, unless base or
+	 * keep_from has one (adding to or compacting an archive keeps it). */
+	int fuzzy_index;
 	/* Called from the adding thread: phase "compress", the text bytes of
 	 * the finished shards and total_bytes. May be NULL. */
 	td_progress_fn progress;

@@ -241,6 +241,40 @@ typedef struct td_disk_group {
 #define TD_SEC5_P_START 36u
 #define TD_SEC5_N 5u          /* sections 32 .. 36 */
 
+/*
+ * Version 5, optional: the fuzzy index (section TD_SEC5_FUZZY), the whole
+ * archive's vocabulary for `tadoc fuzzy` over the root, searchable without
+ * opening a shard. Words longer than TD_MAXTOK bytes are not in it. It is
+ * a td_disk_fzix, then the buckets: bucket L holds the words of L code
+ * points (UTF-8; a byte that does not decode counts as one), in byte
+ * order, as one zstd frame of `raw` bytes: for each word the bytes it
+ * shares with the word before in the bucket (a byte, 0 for the first),
+ * the count of the bytes after them (a byte, at least 1) and those bytes;
+ * then every word's whole-archive count, LEB128, in the same order.
+ * shards_sum ties the index to its shards: a reader uses it only while it
+ * equals the XXH3-64 of section TD_SEC5_SHARDS.
+ */
+#define TD_SEC5_FUZZY 37u
+#define TD_FZIX_MAGIC "TDFZIX1"
+#define TD_FZIX_NB 256u       /* buckets: lengths 0 .. 255 code points */
+
+typedef struct td_disk_fzbucket {
+	uint64_t off;             /* of the frame, from the section's start */
+	uint64_t size;            /* bytes of the frame (0: no words) */
+	uint64_t raw;             /* bytes it decodes to */
+	uint64_t nwords;
+	uint64_t sum;             /* XXH3-64 of the frame */
+} td_disk_fzbucket;
+
+typedef struct td_disk_fzix {
+	char magic[8];            /* TD_FZIX_MAGIC */
+	uint64_t shards_sum;
+	uint64_t nwords;          /* in all buckets */
+	uint64_t reserved;
+	td_disk_fzbucket b[TD_FZIX_NB];
+	uint64_t sum;             /* XXH3-64 of the bytes before it */
+} td_disk_fzix;
+
 typedef struct td_disk_shard {
 	uint64_t off;             /* of the shard's image in the container */
 	uint64_t size;            /* bytes of the image */

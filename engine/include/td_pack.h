@@ -159,6 +159,26 @@ int td_pack_encode32(const uint32_t *vals, uint64_t n, td_buf *out);
 int td_pack_encode_quick(const uint64_t *vals, uint64_t n, td_buf *out);
 int td_pack_encode32_quick(const uint32_t *vals, uint64_t n, td_buf *out);
 
+/* A "wide" packed array, laid out in place by a reader that computes its
+ * values in order (no encoder pass): every tile is 32 bits wide over a flat
+ * frame, so value i is its tile's frame plus the uint32_t data[i], and an
+ * array whose frames are all 0 is its data, a plain uint32_t array.
+ * td_pack_wide_size: the bytes of one of n (< 2^34) values. td_pack_wide_init: lay
+ * out the header, group table and tile words (frames 0) in blob (that many
+ * bytes, zeroed, 8-byte aligned) and return where data[0] lies; then the
+ * caller stores each tile's frame (< 2^48, set before td_pack_view) with
+ * td_pack_wide_frame and the residuals in data, and views it with
+ * td_pack_view. */
+uint64_t td_pack_wide_size(uint64_t n);
+uint32_t *td_pack_wide_init(uint8_t *blob, uint64_t n);
+static inline void td_pack_wide_frame(uint8_t *blob, uint64_t t, uint64_t frame)
+{
+	uint64_t h;
+	memcpy(&h, blob + TD_PACK_HDR + 8 * t, 8);
+	h = (h & 0xffffu) | frame << 16;
+	memcpy(blob + TD_PACK_HDR + 8 * t, &h, 8);
+}
+
 #ifdef __cplusplus
 }
 #endif

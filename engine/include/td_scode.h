@@ -99,6 +99,11 @@ int td_scode_view(td_scode *c, const void *blob, uint64_t size);
 /* Free the decoding tables (the view itself lies in the caller's memory). */
 void td_scode_free(td_scode *c);
 
+/* Build the decoding tables now (the first td_scode_get / range /
+ * decode_all builds them otherwise), e.g. on another thread while the
+ * first reader does other work. Thread-safe; idempotent. */
+void td_scode_prepare(const td_scode *c);
+
 /* Symbol i (< c->n), or c->alphabet when it does not decode. Consecutive
  * calls within one tile cost one look-up: each thread keeps its last
  * decoded tiles in slot c->slot. c->redecoded counts the symbols of tiles

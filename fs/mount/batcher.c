@@ -50,6 +50,7 @@ enum item_class {
 	CLS_OTHER = 0, /* answered by td_fs_req_run on a CPU worker */
 	CLS_READ = 1,  /* a read: merged, CPU worker or GPU */
 	CLS_COUNT = 2, /* user.tadoc.count.WORD of a file or directory: CPU or GPU */
+	CLS_LIST = 3,  /* user.tadoc.{top,vector,fuzzy,files}.* likewise (counted with the counts) */
 };
 
 enum gpu_state {
@@ -162,6 +163,7 @@ struct td_fs_batch {
 
 static void gres_reply(td_fs_batch *b, gres *g, size_t r0, size_t r1, size_t c0, size_t c1);
 static bjob *job_new(size_t n);
+static void run_gpu_rw(td_fs_batch *b, bjob *j, tbuf *buf, size_t n, size_t nr);
 
 static uint64_t now_ns(void)
 {
@@ -202,16 +204,19 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 		return CLS_OTHER;
 	td_fs_xname x;
 	td_fs_xattr_parse(r->name, &x);
-	if (x.kind != TD_FS_XCOUNT || x.err || x.nwords != 1)
-		return CLS_OTHER; /* the xattr module answers, errors and phrases included */
+	int list = x.kind == TD_FS_XTOP || x.kind == TD_FS_XVECTOR || x.kind == TD_FS_XFUZZY || x.kind == TD_FS_XFILES;
+	if ((x.kind != TD_FS_XCOUNT || x.nwords != 1) && !list)
+		return CLS_OTHER; /* the xattr module answers, phrase counts included */
+	if (x.err)
+		return CLS_OTHER; /* and the errors */
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;
-	if (td_query_fast(b->fs->a, r->e))
+	if (!list && td_query_fast(b->fs->a, r->e))
 		return CLS_OTHER; /* a look-up or the query index: faster than any round trip */
 	if (!td_fs_xattr_open_to(b->fs, r->e, r->who))
 		return CLS_OTHER; /* the subtree hides files from this caller: the xattr module subtracts them */
-	return CLS_COUNT;
+	return list ? CLS_LIST : CLS_COUNT;
 }
 
 /* --- CPU side --- */
@@ -560,10 +565,126 @@ static void gres_dispatch(td_fs_batch *b, gres *g)
 /* One GPU batch of reads and counts (items of other classes were sent to
  * the CPU workers). Takes ownership of j. Falls back to the CPU when a
  * launch fails. */
+/* The list items it[0..n) (CLS_LIST): one batch a kind (top, vector,
+ * fuzzy, files) on the GPU, then each value formatted from its answer and
+ * replied on this thread. A batch the GPU cannot run is answered by the
+ * CPU workers' code here. */
+static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
+{
+	if (!n)
+		return;
+	td_words_req *wq = calloc(n, sizeof *wq);
+	td_fuzzy_req *fq = calloc(n, sizeof *fq);
+	td_files_req *lq = calloc(n, sizeof *lq);
+	size_t *kind = calloc(n, sizeof *kind), *at = calloc(n, sizeof *at);
+	if (!wq || !fq || !lq || !kind || !at) {
+		run_cpu(b, it, n, buf);
+		goto out;
+	}
+	/* requests by kind: top words first in wq, then vectors */
+	size_t nk[4] = { 0 };
+	td_fs_xname x;
+	for (size_t i = 0; i < n; i++) {
+		td_fs_xattr_parse(it[i].r->name, &x);
+		kind[i] = x.kind == TD_FS_XTOP ? 0 : x.kind == TD_FS_XVECTOR ? 1 : x.kind == TD_FS_XFUZZY ? 2 : 3;
+		nk[kind[i]]++;
+	}
+	size_t next[4] = { 0, nk[0], 0, 0 };
+	for (size_t i = 0; i < n; i++) {
+		td_fs_xattr_parse(it[i].r->name, &x);
+		td_entry e = it[i].r->e;
+		size_t k = at[i] = next[kind[i]]++;
+		if (kind[i] <= 1)
+			wq[k] = (td_words_req){ .scope = e, .n = kind[i] == 0 ? x.n : 0 };
+		else if (kind[i] == 2)
+			fq[k] = (td_fuzzy_req){ .word = x.word, .len = x.wlen, .k = (unsigned)x.n, .scope = e };
+		else
+			lq[k] = (td_files_req){ .word = x.word, .len = x.wlen, .scope = e };
+	}
+	const td_archive *a = b->fs->a;
+	int err = TD_OK;
+	uint64_t t0 = now_ns();
+	if (b->gpu_emulated) { /* on this thread alone, as run_gpu's counts */
+		err = td_top_batch(a, wq, nk[0], 1);
+		err = err ? err : td_vector_batch(a, wq + nk[0], nk[1], 1);
+		err = err ? err : td_fuzzy_batch(a, fq, nk[2], 1);
+		err = err ? err : td_files_batch(a, lq, nk[3], 1);
+	} else {
+		err = nk[0] ? td_gpu_top_batch(b->gpu, wq, nk[0]) : TD_OK;
+		err = err || !nk[1] ? err : td_gpu_vector_batch(b->gpu, wq + nk[0], nk[1]);
+		err = err || !nk[2] ? err : td_gpu_fuzzy_batch(b->gpu, fq, nk[2]);
+		err = err || !nk[3] ? err : td_gpu_files_batch(b->gpu, lq, nk[3]);
+	}
+	atomic_fetch_add_explicit(&b->st.gpu_ns, now_ns() - t0, memory_order_relaxed);
+	if (err) {
+		td_fs_log(TD_CONF_LOG_WARN, "gpu: list batch failed (%s); answered by the CPU", td_strerror(err));
+		run_cpu(b, it, n, buf);
+		goto out;
+	}
+	atomic_fetch_add_explicit(&b->st.gpu_reqs, n, memory_order_relaxed);
+	for (size_t i = 0; i < n; i++) {
+		const void *given = kind[i] <= 1 ? (const void *)&wq[at[i]]
+				    : kind[i] == 2 ? (const void *)&fq[at[i]] : (const void *)&lq[at[i]];
+		char *val = NULL;
+		size_t len = 0;
+		int rc = td_fs_xattr_given(b->fs, it[i].r->e, it[i].r->name, given, &val, &len);
+		if (rc < 0)
+			td_fs_reply_err(it[i].r, -rc);
+		else
+			td_fs_reply_xattr(it[i].r, val, len);
+		free(val);
+		done(b, it[i].t0);
+	}
+out:
+	for (size_t i = 0; wq && i < n; i++) {
+		td_words_req_free(&wq[i]);
+		td_fuzzy_req_free(&fq[i]);
+		free(lq[i].files);
+	}
+	free(wq);
+	free(fq);
+	free(lq);
+	free(kind);
+	free(at);
+}
+
 static void run_gpu(td_fs_batch *b, bjob *j, tbuf *buf)
 {
 	bitem *it = j->it;
 	size_t n = j->n, nr = reads_first(it, n);
+	/* the lists to the end, out of the job (which its replies free) */
+	size_t nl = 0;
+	for (size_t i = n; i-- > nr;) {
+		if (it[i].cls == CLS_LIST) {
+			bitem t = it[n - 1 - nl];
+			it[n - 1 - nl] = it[i];
+			it[i] = t;
+			nl++;
+		}
+	}
+	bitem *lists = nl ? malloc(nl * sizeof *lists) : NULL;
+	if (nl && !lists) {
+		run_lists(b, it + n - nl, nl, buf); /* now, before the rest */
+	} else if (nl) {
+		memcpy(lists, it + n - nl, nl * sizeof *lists);
+	}
+	n -= nl;
+	j->n = n;
+	if (!n) {
+		free(j);
+		run_lists(b, lists, lists ? nl : 0, buf);
+		free(lists);
+		return;
+	}
+	run_gpu_rw(b, j, buf, n, nr);
+	run_lists(b, lists, lists ? nl : 0, buf);
+	free(lists);
+}
+
+/* run_gpu for reads it[0..nr) and counts it[nr..n) of j. */
+static void run_gpu_rw(td_fs_batch *b, bjob *j, tbuf *buf, size_t n, size_t nr)
+{
+	bitem *it = j->it;
 	size_t nruns = 0, bytes = 0;
 	for (size_t i = 0; i < nr;) {
 		uint64_t end;
@@ -685,7 +806,7 @@ static bitem q_pop(td_fs_batch *b)
 	atomic_fetch_sub_explicit(&b->pending, 1, memory_order_relaxed);
 	if (x.cls == CLS_READ)
 		b->q_reads--;
-	else if (x.cls == CLS_COUNT)
+	else if (x.cls == CLS_COUNT || x.cls == CLS_LIST)
 		b->q_counts--;
 	return x;
 }
@@ -816,7 +937,7 @@ static void drain(td_fs_batch *b)
 		b->qlen++;
 		if (r->qcls == CLS_READ)
 			b->q_reads++;
-		else if (r->qcls == CLS_COUNT)
+		else if (r->qcls == CLS_COUNT || r->qcls == CLS_LIST)
 			b->q_counts++;
 		if (b->last_arrival) {
 			uint64_t dt = r->qt0 > b->last_arrival ? r->qt0 - b->last_arrival : 0;
@@ -1000,7 +1121,7 @@ static int batch_submit(void *ctx, td_fs_req *r)
 		 * reads 1.22-1.34x at 256 readers, counts 1.3-1.6x at 64).
 		 * Counts also go there when alone (the GPU wins from one count). */
 		int cpu_full = atomic_load_explicit(&b->cpu_busy, memory_order_relaxed) >= b->cpu_slots;
-		if (cls == CLS_COUNT)
+		if (cls == CLS_COUNT || cls == CLS_LIST)
 			queue = b->gpu_min_count <= QUEUE_REACH &&
 				((cpu_full && load_depth(b, others) >= (long)b->depth_count) ||
 				 (others == 0 && b->gpu_min_count <= 1));

@@ -22,7 +22,12 @@
  *     count that finds nothing else in flight (the GPU wins from one
  *     count), except counts the engine answers with a look-up or its
  *     query index (td_query_fast: the corpus, large directories and
- *     files); the FUSE threads keep answering everything else themselves,
+ *     files); the list queries top.N, vector, fuzzy.K.WORD and
+ *     files.PHRASE of a scope hiding nothing from the caller queue as
+ *     counts do (and count toward gpu_min_counts), and go out as one
+ *     td_gpu_top/vector/fuzzy/files_batch call a kind, their values made
+ *     from the answers by td_fs_xattr_given on the batcher thread; the
+ *     FUSE threads keep answering everything else themselves,
  *     so the CPU serves at full rate while the GPU takes the excess. Only
  *     kinds whose crossover (gpu_min_reads, gpu_min_counts) is at most
  *     4096 queue, so gpu_min_reads=10000 keeps every read on the CPU.

@@ -433,6 +433,22 @@ static int value_analytics(td_fs *fs, td_entry e, int is_dir, const td_fs_xname 
 	return rc;
 }
 
+int td_fs_xattr_given(td_fs *fs, td_entry e, const char *name, const void *given, char **val, size_t *len)
+{
+	*val = NULL;
+	*len = 0;
+	td_fs_xname x;
+	td_fs_xattr_parse(name, &x);
+	td_stat st;
+	int err = td_archive_stat(fs->a, e, &st);
+	if (err)
+		return -td_err_errno(err);
+	if (x.err || x.kind < TD_FS_XTOP || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
+		return x.err ? x.err : -ENODATA;
+	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a, .given = given };
+	return td_fs_xattr_value(&src, &x, name, S_ISDIR(st.mode), val, len);
+}
+
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len)
 {
 	*val = NULL;

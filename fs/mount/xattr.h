@@ -24,6 +24,13 @@ void td_fs_xattr_fini(td_fs *fs);
  * Thread-safe. */
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len);
 
+/* Value of the list name `name` (kinds TOP, VECTOR, FUZZY, FILES) on
+ * entry e from `given`, the engine's answer for it computed already over
+ * the whole scope (td_fs_xsrc.given says its type; the batcher's GPU
+ * batches): what td_fs_xattr_get gives a caller the subtree hides nothing
+ * from. Returns as td_fs_xattr_get. Thread-safe. */
+int td_fs_xattr_given(td_fs *fs, td_entry e, const char *name, const void *given, char **val, size_t *len);
+
 /* 1 when the subtree of e hides nothing from class `who` (its answers are
  * the whole subtree's); 0 otherwise or when the totals cannot be built. */
 int td_fs_xattr_open_to(td_fs *fs, td_entry e, int who);

@@ -155,13 +155,42 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 	return rc;
 }
 
+/* The lines of an answer computed already (src->given), into v. */
+static int given_lines(const td_fs_xsrc *src, const td_fs_xname *x, vctx *v, int *err)
+{
+	int rc = 0, e = TD_OK;
+	if (x->kind == TD_FS_XTOP || x->kind == TD_FS_XVECTOR) {
+		const td_words_req *q = src->given;
+		if (!(e = q->err))
+			for (size_t i = 0; i < q->nwords && !e; i++)
+				e = word_line(v, q->bytes + q->words[i].off, q->words[i].len, q->words[i].count);
+	} else if (x->kind == TD_FS_XFUZZY) {
+		const td_fuzzy_req *q = src->given;
+		if (!(e = q->err))
+			for (size_t i = 0; i < q->nhits && !e; i++)
+				e = fuzzy_line(v, q->hits[i].dist, q->words + q->hits[i].off, q->hits[i].len,
+					       q->hits[i].count);
+	} else if (x->kind == TD_FS_XFILES) {
+		const td_files_req *q = src->given;
+		if (!(e = q->err))
+			rc = files_lines(v, src, q->files, q->nfiles);
+	} else {
+		rc = -EINVAL;
+	}
+	*err = e;
+	return rc;
+}
+
 /* Run the engine for list name x, its lines into v. 0 or -errno. */
 static int compute(const td_fs_xsrc *src, const td_fs_xname *x, vctx *v)
 {
 	const td_archive *a = src->a;
 	const td_fileset *s = src->set;
 	int err = TD_OK, rc = 0;
-	switch (x->kind) {
+	switch (src->given ? -1 : (int)x->kind) {
+	case -1:
+		rc = given_lines(src, x, v, &err);
+		break;
 	case TD_FS_XTOP:
 		err = s ? td_set_top_words(a, s, x->n, word_line, v) : td_top_words(a, src->scope, x->n, word_line, v);
 		break;

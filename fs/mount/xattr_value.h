@@ -18,6 +18,11 @@ typedef struct td_fs_xsrc {
 	const td_fileset *set;
 	td_fs_xpath_fn path;
 	const void *pctx;
+	/* The engine's answer over `scope`, computed already (a batch: the
+	 * batcher's GPU batches), or NULL: a td_words_req (TOP, VECTOR), a
+	 * td_fuzzy_req (FUZZY) or a td_files_req (FILES) of the same name;
+	 * its lines (or its error) are the value's. */
+	const void *given;
 } td_fs_xsrc;
 
 /* Value of the parsed name x (kinds TOP, VECTOR, FILES, NGRAMS, FUZZY; and
