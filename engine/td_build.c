@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +120,13 @@ struct td_build {
 	 * (tree_early); NULL / empty: not made */
 	uint32_t *pre_bfs, *pre_nchild;
 	td_buf pre_names;
+	/* the container's temporary file, filled with the shard images in
+	 * order as they are built (td_build_finish); open while copen */
+	int copen, cfd;
+	char *ctmp;
+	td_disk_shard *ctab;      /* the shard table being filled */
+	uint64_t coff;            /* its end */
+	uint32_t cnext;           /* the next new shard to append */
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -235,12 +241,10 @@ static void *worker(void *p)
 		__atomic_fetch_sub(&b->spare, 1, __ATOMIC_RELAXED);
 		td_trace("shard %u taken", j->idx);
 		int err = job_run(j);
-#if defined(__GLIBC__) && !TD_ASAN
-		/* the writer's tables were freed into this thread's arena:
-		 * give them back, so the bound holds for the process's RSS
-		 * (not under AddressSanitizer: its allocator is not glibc's) */
-		malloc_trim(0);
-#endif
+		/* the writer's tables were freed into this thread's arena (and
+		 * its helpers'): give them back, so the bound holds for the
+		 * process's RSS */
+		td_mem_trim();
 		td_trace("shard %u built", j->idx);
 		if (err)
 			snprintf(j->why, sizeof j->why, "shard %u: %s", j->idx, td_errdetail()[0] ? td_errdetail() : td_strerror(err));
@@ -351,6 +355,7 @@ static int shard_start(td_build *b)
 	wo.progress = NULL;
 	wo.build_time = b->o.build_time;
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
+	wo.temp_output = 1;    /* finish() copies it into the synced archive */
 	wo.grammar_cores = &b->cores;
 	j->w = td_writer_new(&wo);
 	j->tmp = malloc(strlen(b->tmpbase) + 48);
@@ -1074,6 +1079,12 @@ void td_build_abort(td_build *b)
 	free(b->pre_bfs);
 	free(b->pre_nchild);
 	td_buf_free(&b->pre_names);
+	if (b->copen) { /* not written: the temporary goes */
+		close(b->cfd);
+		unlink(b->ctmp);
+	}
+	free(b->ctmp);
+	free(b->ctab);
 	pthread_mutex_destroy(&b->mu);
 	pthread_cond_destroy(&b->cv);
 	free(b);
@@ -1356,6 +1367,59 @@ out:
 	return err;
 }
 
+/* Open the container's temporary file beside out_path: room for the
+ * header, then the kept shards byte for byte. */
+static int container_open(td_build *b, const char *out_path)
+{
+	b->ctab = calloc(b->base_n + b->njobs + 1, sizeof *b->ctab);
+	b->ctmp = malloc(strlen(out_path) + 32);
+	if (!b->ctab || !b->ctmp)
+		return TD_ENOMEM;
+	sprintf(b->ctmp, "%s.tmp.%d", out_path, (int)getpid());
+	if ((b->cfd = open(b->ctmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+		return td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+	b->copen = 1;
+	td_disk_header h;
+	memset(&h, 0, sizeof h);
+	if (td_write_all(b->cfd, &h, sizeof h))
+		return td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+	uint64_t off = sizeof h;
+	if (b->base_n) { /* the base's shards, byte for byte */
+		uint32_t n;
+		const td_disk_shard *bt = td_shard_table(b->src, &n);
+		static const uint8_t zero[8];
+		for (uint32_t i = 0; i < b->base_n; i++) {
+			const td_disk_shard *o = &bt[b->keep_src[i]];
+			b->ctab[i] = *o;
+			b->ctab[i].off = off;
+			size_t pad = (size_t)((8 - (o->size & 7)) & 7);
+			if (td_write_all(b->cfd, b->src->map + o->off, o->size) || td_write_all(b->cfd, zero, pad))
+				return td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+			off += o->size + pad;
+		}
+	}
+	b->coff = off;
+	return TD_OK;
+}
+
+/* Append the next new shard's image (built) to the container and start
+ * writing it back, so the final fsync has only the last ones left. */
+static int container_append(td_build *b, const char *out_path)
+{
+	const job *j = b->jobs[b->cnext];
+	uint64_t at = b->coff;
+	b->ctab[b->base_n + b->cnext] = (td_disk_shard){ at, j->size, j->sum, j->nfiles, j->input_bytes, 0 };
+	if (append_file(b->cfd, j->tmp, j->size, &b->coff))
+		return td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+	unlink(j->tmp);
+	sync_file_range(b->cfd, (off64_t)at, (off64_t)(b->coff - at), SYNC_FILE_RANGE_WRITE);
+	b->cnext++;
+	return TD_OK;
+}
+
+/* Finish the container (container_open, then container_append of the
+ * shards not appended yet): the tree and piece sections, the section
+ * table, the header; fsync, rename, fsync of the directory. */
 static int write_container(td_build *b, const char *out_path)
 {
 	enum { NSEC = TD_SEC_MAX + TD_SEC5_N };
@@ -1369,46 +1433,22 @@ static int write_container(td_build *b, const char *out_path)
 	s[TD_SEC_MAX + 3].id = TD_SEC5_P_LOCAL;
 	s[TD_SEC_MAX + 4].id = TD_SEC5_P_START;
 	s[TD_SEC_NAMES].flags = TD_SECF_ZSTD;
-	td_disk_shard *tab = calloc(b->base_n + b->njobs + 1, sizeof *tab);
-	char *tmp = malloc(strlen(out_path) + 32), *dcopy = strdup(out_path);
-	int fd = -1, err = TD_OK;
-	if (!tab || !tmp || !dcopy) {
+	char *dcopy = strdup(out_path);
+	int err = TD_OK;
+	if (!dcopy) {
 		err = TD_ENOMEM;
 		goto out;
 	}
-	sprintf(tmp, "%s.tmp.%d", out_path, (int)getpid());
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
-		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
+	if (!b->copen && (err = container_open(b, out_path)))
 		goto out;
-	}
-	/* the shards, in order, after room for the header */
+	while (b->cnext < b->njobs)
+		if ((err = container_append(b, out_path)))
+			goto out;
+	int fd = b->cfd;
+	uint64_t off = b->coff;
 	td_disk_header h;
 	memset(&h, 0, sizeof h);
-	if (td_write_all(fd, &h, sizeof h))
-		goto ioerr;
-	uint64_t off = sizeof h;
-	if (b->base_n) { /* the base's shards, byte for byte */
-		uint32_t n;
-		const td_disk_shard *bt = td_shard_table(b->src, &n);
-		static const uint8_t zero[8];
-		for (uint32_t i = 0; i < b->base_n; i++) {
-			const td_disk_shard *o = &bt[b->keep_src[i]];
-			tab[i] = *o;
-			tab[i].off = off;
-			size_t pad = (size_t)((8 - (o->size & 7)) & 7);
-			if (td_write_all(fd, b->src->map + o->off, o->size) || td_write_all(fd, zero, pad))
-				goto ioerr;
-			off += o->size + pad;
-		}
-	}
-	for (uint32_t i = 0; i < b->njobs; i++) {
-		const job *j = b->jobs[i];
-		tab[b->base_n + i] = (td_disk_shard){ off, j->size, j->sum, j->nfiles, j->input_bytes, 0 };
-		if (append_file(fd, j->tmp, j->size, &off))
-			goto ioerr;
-		unlink(j->tmp);
-	}
-	if ((err = tree_sections(b, s, tab)))
+	if ((err = tree_sections(b, s, b->ctab)))
 		goto out;
 	td_disk_section dtab[NSEC];
 	uint32_t ns = 0;
@@ -1430,15 +1470,19 @@ static int write_container(td_build *b, const char *out_path)
 	h.header_sum = XXH3_64bits(&h, offsetof(td_disk_header, header_sum));
 	if (td_write_all(fd, dtab, ns * sizeof *dtab) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || fsync(fd))
 		goto ioerr;
+	b->copen = 0;
 	if (close(fd)) {
-		fd = -1;
-		goto ioerr;
-	}
-	fd = -1;
-	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
-	    (err = td_fzix_append(tmp, out_path)))
+		unlink(b->ctmp);
+		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
 		goto out;
-	if (rename(tmp, out_path)) {
+	}
+	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
+	    (err = td_fzix_append(b->ctmp, out_path))) {
+		unlink(b->ctmp);
+		goto out;
+	}
+	if (rename(b->ctmp, out_path)) {
+		unlink(b->ctmp);
 		err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
 		goto out;
 	}
@@ -1450,15 +1494,9 @@ static int write_container(td_build *b, const char *out_path)
 	goto out;
 ioerr:
 	err = td_fail(TD_EIO, "%s: %s", out_path, strerror(errno));
-out:
-	if (fd >= 0)
-		close(fd);
-	if (err && tmp)
-		unlink(tmp);
+out: /* on an error td_build_abort removes the temporary */
 	for (unsigned i = 0; i < NSEC; i++)
 		td_buf_free(&s[i].b);
-	free(tab);
-	free(tmp);
 	free(dcopy);
 	return err;
 }
@@ -1482,9 +1520,19 @@ int td_build_finish(td_build *b, const char *out_path)
 	td_trace("input read");
 	pthread_t tt;
 	int early = !err && pthread_create(&tt, NULL, tree_early, b) == 0;
-	/* wait for every shard, reporting progress meanwhile */
+	/* wait for every shard, reporting progress meanwhile, and put each
+	 * one built into the container as soon as those before it are */
+	if (!err)
+		err = container_open(b, out_path);
 	pthread_mutex_lock(&b->mu);
-	while (!err && b->inflight > 0) {
+	for (;;) {
+		while (!err && b->cnext < b->njobs && b->jobs[b->cnext]->done && !b->jobs[b->cnext]->err) {
+			pthread_mutex_unlock(&b->mu);
+			err = container_append(b, out_path);
+			pthread_mutex_lock(&b->mu);
+		}
+		if (err || b->inflight == 0)
+			break;
 		wait_report(b);
 	}
 	pthread_mutex_unlock(&b->mu);

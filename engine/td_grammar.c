@@ -1053,6 +1053,30 @@ int td_grammar_build_mt(uint32_t *seq, uint64_t n, uint32_t nterm, unsigned max_
 	return err;
 }
 
+/* The root of td_grammar_finish: seq with inlining applied, split per
+ * file (file_root); on a thread of its own beside the rules. */
+typedef struct root_job {
+	inl_ctx c;
+	const uint32_t *seq;
+	uint64_t n;
+	uint64_t *file_root;
+	int err;
+} root_job;
+
+static void *root_emit(void *arg)
+{
+	root_job *j = arg;
+	uint64_t f = 0;
+	j->file_root[0] = 0;
+	for (uint64_t i = 0; i < j->n && !j->err; i++) {
+		if (j->seq[i] == TD_SPLIT)
+			j->file_root[++f] = j->c.out->n;
+		else
+			j->err = emit(&j->c, j->seq[i]);
+	}
+	return NULL;
+}
+
 int td_grammar_finish(const uint32_t *seq, uint64_t n, uint32_t nterm, const uint32_t *pairs_v, uint64_t nr,
 		      td_grammar *g)
 {
@@ -1101,6 +1125,22 @@ int td_grammar_finish(const uint32_t *seq, uint64_t n, uint32_t nterm, const uin
 	}
 	vec32 rs = { 0 }, root = { 0 };
 	inl_ctx c = { pairs.v, uses, newid, nterm, &rs };
+	/* Root: the sequence with inlining applied, split per file; it needs
+	 * only newid, so it is emitted beside the rules (on this thread when
+	 * no other can be started). */
+	uint64_t nfiles = 0;
+	for (uint64_t i = 0; i < n; i++)
+		nfiles += seq[i] == TD_SPLIT;
+	g->file_root = malloc((nfiles + 1) * sizeof *g->file_root);
+	if (!g->file_root) {
+		free(g->rule_off);
+		g->rule_off = NULL;
+		err = TD_ENOMEM;
+		goto out;
+	}
+	root_job rj = { { pairs.v, uses, newid, nterm, &root }, seq, n, g->file_root, TD_OK };
+	pthread_t rt;
+	int rt_on = pthread_create(&rt, NULL, root_emit, &rj) == 0;
 	uint32_t kept_i = 0;
 	uint32_t maxd = 0;
 	for (uint64_t k = 0; k < nr && !err; k++) {
@@ -1122,29 +1162,15 @@ int td_grammar_finish(const uint32_t *seq, uint64_t n, uint32_t nterm, const uin
 	g->rule_off[kept] = rs.n;
 	g->rule_syms = rs.v;
 	g->depth = maxd;
-	/* Root: the sequence with inlining applied, split per file. */
-	vec32 fr = { 0 };
-	uint64_t nfiles = 0;
-	for (uint64_t i = 0; i < n; i++)
-		nfiles += seq[i] == TD_SPLIT;
-	g->file_root = malloc((nfiles + 1) * sizeof *g->file_root);
-	if (!g->file_root && !err)
-		err = TD_ENOMEM;
-	c.out = &root;
-	uint64_t f = 0;
-	if (!err) {
-		g->file_root[0] = 0;
-		for (uint64_t i = 0; i < n && !err; i++) {
-			if (seq[i] == TD_SPLIT)
-				g->file_root[++f] = root.n;
-			else
-				err = emit(&c, seq[i]);
-		}
-	}
+	if (rt_on)
+		pthread_join(rt, NULL);
+	else
+		root_emit(&rj);
+	if (!err)
+		err = rj.err;
 	g->root = root.v;
 	g->nfiles = nfiles;
 	td_trace("inlining");
-	free(fr.v);
 	if (err)
 		td_grammar_free(g);
 out:

@@ -1,6 +1,8 @@
 /* td_mem: large tables in mappings of their own, advised into huge pages. */
 #include "td_mem.h"
 
+#include <malloc.h>
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -63,4 +65,11 @@ void td_big_free(const void *p, size_t n)
 		free((void *)p);
 	else
 		munmap((void *)p, big_len(n));
+}
+
+void td_mem_trim(void)
+{
+#if defined(__GLIBC__) && !TD_ASAN
+	malloc_trim(0);
+#endif
 }

@@ -47,4 +47,10 @@ void td_big_huge(void *p, size_t n);
  * same n (NULL is ignored). */
 void td_big_free(const void *p, size_t n);
 
+/* Give the free memory of every malloc arena back to the system (glibc's
+ * malloc_trim; a no-op elsewhere and under AddressSanitizer). A thread
+ * that frees what it or another thread allocated (a build's helpers:
+ * each has an arena of its own) leaves those pages resident otherwise. */
+void td_mem_trim(void);
+
 #endif

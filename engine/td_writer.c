@@ -16,6 +16,7 @@
 
 #include "td_format.h"
 #include "td_grammar.h"
+#include "td_mem.h"
 #include "td_out.h"
 #include "td_pack.h"
 #include "td_pathtab.h"
@@ -79,6 +80,7 @@ struct td_writer {
 	td_buf raw;
 	uint32_t *texts;
 	uint64_t ntext_def, captext_def;
+	unsigned tok_threads;     /* threads that tokenized them (trace) */
 };
 
 static uint64_t hbytes(const void *p, size_t n)
@@ -86,18 +88,38 @@ static uint64_t hbytes(const void *p, size_t n)
 	return XXH3_64bits(p, n);
 }
 
-static int seq_push(td_writer *w, uint32_t v)
+/* Where tokens go: a dictionary and a growing sequence of its ids (the
+ * writer's own, or one tokenizing thread's, tokenize_deferred). */
+typedef struct tokout {
+	tokdict *d;
+	uint32_t **seq;
+	uint64_t *nseq, *capseq;
+	uint64_t *nlong;  /* words longer than TD_MAXTOK in files */
+} tokout;
+
+static int seq_push_to(const tokout *o, uint32_t v)
 {
-	if (w->nseq == w->capseq) {
-		uint64_t cap = w->capseq ? w->capseq * 2 : 1 << 16;
-		uint32_t *p = realloc(w->seq, cap * sizeof *p);
+	if (*o->nseq == *o->capseq) {
+		uint64_t cap = *o->capseq ? *o->capseq * 2 : 1 << 16;
+		uint32_t *p = realloc(*o->seq, cap * sizeof *p);
 		if (!p)
 			return TD_ENOMEM;
-		w->seq = p;
-		w->capseq = cap;
+		*o->seq = p;
+		*o->capseq = cap;
 	}
-	w->seq[w->nseq++] = v;
+	(*o->seq)[(*o->nseq)++] = v;
 	return TD_OK;
+}
+
+static tokout writer_out(td_writer *w)
+{
+	return (tokout){ &w->td, &w->seq, &w->nseq, &w->capseq, &w->nlong };
+}
+
+static int seq_push(td_writer *w, uint32_t v)
+{
+	tokout o = writer_out(w);
+	return seq_push_to(&o, v);
 }
 
 static int dict_grow(tokdict *d)
@@ -167,6 +189,18 @@ static int dict_add(tokdict *d, const uint8_t *s, const td_token *t, uint32_t co
 	d->slot[h] = i + 1;
 	*id = i;
 	return TD_OK;
+}
+
+/* The dictionary is not needed once the sequence holds final ids. */
+static void dict_free(tokdict *d)
+{
+	free(d->slot);
+	td_buf_free(&d->bytes);
+	free(d->off);
+	free(d->len);
+	free(d->wordlen);
+	free(d->freq);
+	memset(d, 0, sizeof *d);
 }
 
 td_writer *td_writer_new(const td_writer_opts *opts)
@@ -334,20 +368,19 @@ int td_writer_add_dir(td_writer *w, const char *path, mode_t mode, int64_t mtime
 	return add_entry(w, path, ENT_DIR, S_IFDIR | (mode & 07777), mtime_sec, mtime_nsec, &id);
 }
 
-/* Tokenize s[0..n) of the current text; returns bytes consumed. */
-static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *used)
+/* Tokenize s[0..n) of entry e's text into o; returns bytes consumed. */
+static int feed_to(const tokout *o, td_tokenizer *tz, went *e, const uint8_t *s, size_t n, int final, size_t *used)
 {
-	went *e = &w->ent[w->cur];
 	size_t i = 0;
 	while (i < n) {
 		td_token t;
-		size_t k = td_next_token(&w->tz, s + i, n - i, final, &t);
+		size_t k = td_next_token(tz, s + i, n - i, final, &t);
 		if (k == 0)
 			break;
 		uint32_t id;
-		int err = dict_add(&w->td, s + i, &t, e->type == ENT_FILE, &id);
+		int err = dict_add(o->d, s + i, &t, e->type == ENT_FILE, &id);
 		if (!err)
-			err = seq_push(w, id);
+			err = seq_push_to(o, id);
 		if (err)
 			return err;
 		/* A word longer than TD_MAXTOK is stored as pieces but still is
@@ -355,11 +388,18 @@ static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *use
 		e->nwords += t.kind == TD_TOK_WORD || t.long_start;
 		e->nlong += t.long_start != 0;
 		if (t.long_start && e->type == ENT_FILE)
-			w->nlong++;
+			(*o->nlong)++;
 		i += k;
 	}
 	*used = i;
 	return TD_OK;
+}
+
+/* Tokenize s[0..n) of the current text; returns bytes consumed. */
+static int feed(td_writer *w, const uint8_t *s, size_t n, int final, size_t *used)
+{
+	tokout o = writer_out(w);
+	return feed_to(&o, &w->tz, &w->ent[w->cur], s, n, final, used);
 }
 
 /* Start tokenizing text `id`: now, or in finish (defer_tokenize). */
@@ -394,21 +434,176 @@ static int text_begin(td_writer *w, uint32_t id)
 	return TD_OK;
 }
 
+/* One thread's share of tokenize_deferred: the recorded texts [a, b) into
+ * a dictionary and sequence of its own (ids in order of first occurrence
+ * there), each text's seq0 relative to its sequence. */
+typedef struct tokpart {
+	td_writer *w;
+	uint64_t a, b;
+	tokdict d;
+	uint32_t *seq;
+	uint64_t nseq, capseq, nlong;
+	int err;
+} tokpart;
+
+static void *tok_part(void *arg)
+{
+	tokpart *p = arg;
+	td_writer *w = p->w;
+	tokout o = { &p->d, &p->seq, &p->nseq, &p->capseq, &p->nlong };
+	for (uint64_t k = p->a; k < p->b && !p->err; k++) {
+		went *e = &w->ent[w->texts[k]];
+		td_tokenizer tz;
+		memset(&tz, 0, sizeof tz);
+		e->seqidx = k;
+		e->seq0 = p->nseq;
+		size_t used;
+		if (e->size)
+			p->err = feed_to(&o, &tz, e, w->raw.p + e->raw0, e->size, 1, &used);
+		if (!p->err)
+			p->err = seq_push_to(&o, TD_SPLIT);
+	}
+	return NULL;
+}
+
+/* Texts a tokenizing thread takes at least (starting more costs more than
+ * it saves), and the threads one writer tokenizes on at most (the merge
+ * grows with them). */
+#define TOK_BYTES_PER_THREAD (UINT64_C(2) << 20)
+#define TOK_MAXTHR 8
+
+/* Put the threads' parts together as one thread tokenizing every text in
+ * order makes them: a token's id is its place in order of first
+ * occurrence, so the parts' dictionaries, taken in order and each in its
+ * own order of first occurrence, add their new tokens to the writer's in
+ * exactly that order; frequencies add up, the sequences are renumbered
+ * and concatenated. */
+static int tok_merge(td_writer *w, tokpart *part, unsigned np)
+{
+	uint64_t total = 0;
+	for (unsigned t = 0; t < np; t++)
+		total += part[t].nseq;
+	uint32_t *map = NULL;
+	int err = TD_OK;
+	if (!(w->seq = malloc((total ? total : 1) * sizeof *w->seq)))
+		return TD_ENOMEM;
+	w->capseq = total ? total : 1;
+	w->nseq = 0;
+	for (unsigned t = 0; t < np && !err; t++) {
+		tokpart *p = &part[t];
+		uint32_t *m = realloc(map, ((uint64_t)p->d.n + 1) * sizeof *m);
+		if (!m) {
+			err = TD_ENOMEM;
+			break;
+		}
+		map = m;
+		for (uint32_t i = 0; i < p->d.n && !err; i++) {
+			td_token tk = { .len = p->d.len[i], .wordlen = p->d.wordlen[i],
+					.kind = p->d.wordlen[i] ? TD_TOK_WORD : TD_TOK_OTHER };
+			err = dict_add(&w->td, p->d.bytes.p + p->d.off[i], &tk, 0, &map[i]);
+			if (!err)
+				w->td.freq[map[i]] += p->d.freq[i];
+		}
+		for (uint64_t k = p->a; k < p->b; k++)
+			w->ent[w->texts[k]].seq0 += w->nseq;
+		for (uint64_t i = 0; i < p->nseq && !err; i++)
+			w->seq[w->nseq + i] = p->seq[i] == TD_SPLIT ? TD_SPLIT : map[p->seq[i]];
+		w->nseq += p->nseq;
+		w->nlong += p->nlong;
+		free(p->seq);
+		p->seq = NULL;
+		dict_free(&p->d);
+	}
+	free(map);
+	return err;
+}
+
+/* tokenize_deferred on the calling thread and the idle cores it may
+ * borrow (grammar_cores): the texts cut into runs of whole texts of about
+ * equal bytes, a thread each, merged in order (tok_merge). Returns TD_OK,
+ * an error, or -1 when no core was free (nothing done). */
+static int tokenize_parallel(td_writer *w)
+{
+	const td_grammar_cores *c = w->o.grammar_cores;
+	uint64_t want = w->bytes_in / TOK_BYTES_PER_THREAD;
+	if (!c || !c->take || !c->give || want < 2 || w->ntext_def < 2)
+		return -1;
+	uint64_t maxthr = TOK_MAXTHR;
+#ifdef TD_WRITER_TRACE
+	/* benchmarks: fewer threads (1: one, as before) */
+	if (getenv("TD_TRACE_TOK_MAXTHR") && (uint64_t)atoi(getenv("TD_TRACE_TOK_MAXTHR")) < maxthr)
+		maxthr = (uint64_t)atoi(getenv("TD_TRACE_TOK_MAXTHR"));
+#endif
+	if (want > maxthr)
+		want = maxthr;
+	if (want < 2)
+		return -1;
+	unsigned got = c->take(c->ctx, (unsigned)want - 1);
+	if (got == 0)
+		return -1;
+	unsigned np = got + 1 < TOK_MAXTHR ? got + 1 : TOK_MAXTHR;
+	w->tok_threads = np;
+	tokpart part[TOK_MAXTHR];
+	pthread_t th[TOK_MAXTHR];
+	int started[TOK_MAXTHR] = { 0 };
+	memset(part, 0, sizeof part);
+	uint64_t k = 0, acc = 0;
+	for (unsigned t = 0; t < np; t++) {
+		part[t].w = w;
+		part[t].a = k;
+		/* up to the text that brings the bytes to (t + 1) / np of all */
+		uint64_t goal = w->bytes_in / np * (t + 1);
+		while (k < w->ntext_def && (t == np - 1 || acc < goal))
+			acc += w->ent[w->texts[k++]].size;
+		part[t].b = k;
+	}
+	for (unsigned t = 1; t < np; t++)
+		started[t] = pthread_create(&th[t], NULL, tok_part, &part[t]) == 0;
+	tok_part(&part[0]);
+	for (unsigned t = 1; t < np; t++) {
+		if (started[t])
+			pthread_join(th[t], NULL);
+		else
+			tok_part(&part[t]);
+	}
+	c->give(c->ctx, got);
+	int err = TD_OK;
+	for (unsigned t = 0; t < np && !err; t++)
+		err = part[t].err;
+	td_buf_free(&w->raw);
+	if (!err)
+		err = tok_merge(w, part, np);
+	for (unsigned t = 0; t < np; t++) {
+		free(part[t].seq);
+		dict_free(&part[t].d);
+	}
+	/* the runs were allocated in the threads' arenas: free them for the
+	 * grammar (the memory bound counts one shard's tables at a time) */
+	td_mem_trim();
+	w->ntexts += w->ntext_def;
+	return err;
+}
+
 /* defer_tokenize: tokenize every recorded text, in order, as adding it
  * whole (td_writer_add_file, td_writer_add_symlink) does; then drop the
- * bytes. */
+ * bytes. The same sequence and dictionary on any number of threads. */
 static int tokenize_deferred(td_writer *w)
 {
-	int err = TD_OK;
-	for (uint64_t k = 0; k < w->ntext_def && !err; k++) {
+	int err = tokenize_parallel(w);
+	for (uint64_t k = 0; err < 0 && k < w->ntext_def; k++) {
 		uint32_t id = w->texts[k];
 		tok_begin(w, id);
 		size_t used;
+		int e = TD_OK;
 		if (w->ent[id].size)
-			err = feed(w, w->raw.p + w->ent[id].raw0, w->ent[id].size, 1, &used);
-		if (!err)
-			err = seq_push(w, TD_SPLIT);
+			e = feed(w, w->raw.p + w->ent[id].raw0, w->ent[id].size, 1, &used);
+		if (!e)
+			e = seq_push(w, TD_SPLIT);
+		if (e)
+			err = e;
 	}
+	if (err < 0)
+		err = TD_OK;
 	td_buf_free(&w->raw);
 	free(w->texts);
 	w->texts = NULL;
@@ -665,7 +860,9 @@ typedef struct secbuf {
  * MB, so this costs about a second and saves 5-25% of the archive. */
 enum { SEC_ZSTD_LEVEL = 19 };
 
-static int write_archive(secbuf *sb, unsigned version, const char *out_path)
+/* sync 0: out_path is a temporary its caller reads back and removes
+ * (td_writer_opts.temp_output): no fsync. */
+static int write_archive(secbuf *sb, unsigned version, const char *out_path, int sync)
 {
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
 	 * frame each (those compressed early already are). */
@@ -726,7 +923,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 			goto ioerr;
 	if (sb->post.len && td_write_all(fd, sb->post.p, sb->post.len))
 		goto ioerr;
-	if (td_write_all(fd, tab, ns * sizeof *tab) || fsync(fd))
+	if (td_write_all(fd, tab, ns * sizeof *tab) || (sync && fsync(fd)))
 		goto ioerr;
 	if (close(fd)) {
 		fd = -1;
@@ -738,7 +935,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path)
 		unlink(tmp);
 		goto out;
 	}
-	int dfd = open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = sync ? open(dirname(dcopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 	if (dfd >= 0) {
 		fsync(dfd);
 		close(dfd);
@@ -807,44 +1004,131 @@ typedef struct fin {
 	uint32_t **kids;
 	uint64_t *col;         /* scratch column */
 	td_post_build pb;      /* postings (w->o.postings): gathered before the grammar */
-	pthread_t zt;          /* compresses WORDS and OTHER beside the grammar */
-	int zt_on, zt_err;
+	struct zq {            /* compresses sections beside the grammar */
+		pthread_t t;
+		int on;           /* the thread runs (mu, cv initialised) */
+		pthread_mutex_t mu;
+		pthread_cond_t cv;
+		unsigned id[3];   /* posted: WORDS, OTHER, WORD_FREQ */
+		unsigned n, done; /* posted, compressed (under mu) */
+		int closed, err;
+	} zq;
+	uint64_t *wfreq;       /* the words' frequencies the tokenizer counted */
+	struct sjob {          /* RULE_SYMS, ROOT_SYMS coded on helper threads */
+		const td_writer *w;
+		const uint32_t *v;
+		uint64_t n, W, T, R;
+		unsigned shift;
+		td_buf *out;
+		pthread_t t;
+		int on, err;
+	} sj[2];
 } fin;
 
-/* The dictionary sections are final once fin_dictionary has run and are
- * the bulk of the zstd work (level 19 of a few MB: a fifth of a build's
- * CPU time): a helper thread compresses them while the grammar is built,
- * so one shard's build takes that much less wall time. The bytes are what
- * write_archive would write. */
-static void *zstd_dict_sections(void *arg)
+/* The two coded sequences are the bulk of the finishing steps after the
+ * grammar and need nothing else: each is coded on a thread of its own
+ * beside the entries, the index build and the other sections (the same
+ * bytes; on this thread when none can be started). */
+static void *syms_thread(void *arg)
 {
-	fin *f = arg;
-	static const unsigned ids[] = { TD_SEC_WORDS, TD_SEC_OTHER };
-	for (unsigned k = 0; k < sizeof ids / sizeof *ids && !f->zt_err; k++) {
-		f->zt_err = td_buf_zstd(&f->sb.b[ids[k]], SEC_ZSTD_LEVEL);
-		f->sb.zdone[ids[k]] = !f->zt_err;
-	}
+	struct sjob *j = arg;
+	j->err = put_syms(j->w, j->v, j->n, j->W, j->T, j->R, j->shift, j->out);
 	return NULL;
 }
 
-static void zstd_start(fin *f)
+static void syms_start(struct sjob *j)
 {
-	/* no thread (e.g. none may be created): write_archive compresses them */
-	f->zt_on = pthread_create(&f->zt, NULL, zstd_dict_sections, f) == 0;
+	j->on = pthread_create(&j->t, NULL, syms_thread, j) == 0;
+	if (!j->on)
+		syms_thread(j);
+}
+
+static int syms_join(struct sjob *j)
+{
+	if (j->on)
+		pthread_join(j->t, NULL);
+	j->on = 0;
+	return j->err;
+}
+
+/* The dictionary sections (and the words' frequencies, which the
+ * tokenizer counted) are final in fin_dictionary and are the bulk of the
+ * zstd work (level 19 of a few MB: a fifth of a build's CPU time, half of
+ * a GPU build's): a helper thread compresses each as soon as it is final,
+ * while the grammar is built, so one shard's build takes that much less
+ * wall time. The bytes
+ * are what write_archive would write. */
+static void *zstd_sections(void *arg)
+{
+	fin *f = arg;
+	struct zq *q = &f->zq;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (q->done == q->n && !q->closed)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (q->done == q->n || q->err)
+			break;
+		unsigned id = q->id[q->done];
+		pthread_mutex_unlock(&q->mu);
+		int err = td_buf_zstd(&f->sb.b[id], SEC_ZSTD_LEVEL);
+		pthread_mutex_lock(&q->mu);
+		if (err)
+			q->err = err;
+		else
+			f->sb.zdone[id] = 1;
+		q->done++;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* Section `id` is final: the helper compresses it after those posted
+ * before (one at a time: one zstd context, tens of MB at level 19, in
+ * memory per shard while the grammar is built). Started at the first
+ * post; where no thread can be started, write_archive compresses it. */
+static void zstd_post(fin *f, unsigned id)
+{
+	struct zq *q = &f->zq;
+	if (!q->on && q->n == 0) {
+		pthread_mutex_init(&q->mu, NULL);
+		pthread_cond_init(&q->cv, NULL);
+		q->id[q->n++] = id;
+		q->on = pthread_create(&q->t, NULL, zstd_sections, f) == 0;
+		if (!q->on) {
+			pthread_mutex_destroy(&q->mu);
+			pthread_cond_destroy(&q->cv);
+		}
+		return;
+	}
+	if (!q->on || q->n == sizeof q->id / sizeof *q->id)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->id[q->n++] = id;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
 }
 
 static int zstd_join(fin *f)
 {
-	if (!f->zt_on)
+	struct zq *q = &f->zq;
+	if (!q->on)
 		return TD_OK;
-	pthread_join(f->zt, NULL);
-	f->zt_on = 0;
-	return f->zt_err ? td_fail(f->zt_err, "zstd of the dictionary sections failed (out of memory)") : TD_OK;
+	pthread_mutex_lock(&q->mu);
+	q->closed = 1;
+	pthread_cond_signal(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->t, NULL);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	q->on = 0;
+	return q->err ? td_fail(q->err, "zstd of the dictionary sections failed (out of memory)") : TD_OK;
 }
 
 static void fin_free(fin *f)
 {
 	zstd_join(f);
+	syms_join(&f->sj[0]);
+	syms_join(&f->sj[1]);
 	for (unsigned i = 0; i < TD_SEC_MAX; i++)
 		td_buf_free(&f->sb.b[i]);
 	td_buf_free(&f->sb.post);
@@ -860,6 +1144,7 @@ static void fin_free(fin *f)
 	free(f->rnew);
 	free(f->rs);
 	free(f->col);
+	free(f->wfreq);
 }
 
 /* A symbol of the grammar by its id in the archive (rules renumbered). */
@@ -871,18 +1156,6 @@ static inline uint32_t remap(const fin *f, uint32_t s)
 static int nomem(void)
 {
 	return td_fail(TD_ENOMEM, "out of memory while building the archive");
-}
-
-/* The dictionary is not needed once the sequence holds final ids. */
-static void dict_free(tokdict *d)
-{
-	free(d->slot);
-	td_buf_free(&d->bytes);
-	free(d->off);
-	free(d->len);
-	free(d->wordlen);
-	free(d->freq);
-	memset(d, 0, sizeof *d);
 }
 
 /* Postings are a format 4 section (format 3 readers would not know them). */
@@ -968,6 +1241,7 @@ static int fin_dictionary(fin *f)
 	}
 	if (err)
 		goto out;
+	zstd_post(f, TD_SEC_WORDS); /* the largest: at once */
 	at = 0;
 	for (uint64_t k = 0; k < S && want_postings(w) && !err; k++) {
 		uint32_t t = order[nw_tok + k];
@@ -983,6 +1257,7 @@ static int fin_dictionary(fin *f)
 		at += d->len[t];
 	}
 	off[S] = at;
+	zstd_post(f, TD_SEC_OTHER);
 	if ((err = td_pack_encode(off, S + 1, &f->sb.b[TD_SEC_OTHER_OFF])))
 		goto out;
 	/* terminal byte lengths by final id */
@@ -999,6 +1274,18 @@ static int fin_dictionary(fin *f)
 	for (uint64_t i = 0; i < w->nseq; i++)
 		if (w->seq[i] != TD_SPLIT)
 			w->seq[i] = tokmap[w->seq[i]];
+	/* WORD_FREQ now (the index builder's must agree, fin_indexes), so it
+	 * is compressed beside the grammar */
+	if (!(f->wfreq = calloc(W + 1, sizeof *f->wfreq))) {
+		err = nomem();
+		goto out;
+	}
+	for (uint32_t t = 0; t < nt; t++)
+		if (wl[t])
+			f->wfreq[tokmap[t] >> 1] += d->freq[t];
+	if ((err = td_pack_encode(f->wfreq, W, &f->sb.b[TD_SEC_WORD_FREQ])))
+		goto out;
+	zstd_post(f, TD_SEC_WORD_FREQ);
 	f->W = W;
 	f->S = S;
 	f->T = T;
@@ -1095,7 +1382,11 @@ static int fin_rules(fin *f)
 	}
 	f->nrsamp = nrsamp;
 	if (!err)
-		err = put_syms(f->w, f->rs, at, f->W, T, R, TD_RULE_TILE_SHIFT, &f->sb.b[TD_SEC_RULE_SYMS]);
+	if (!err) {
+		f->sj[0] = (struct sjob){ .w = f->w, .v = f->rs, .n = at, .W = f->W, .T = T, .R = R,
+					.shift = TD_RULE_TILE_SHIFT, .out = &f->sb.b[TD_SEC_RULE_SYMS] };
+		syms_start(&f->sj[0]);
+	}
 out:
 	free(rorder);
 	free(xlen);
@@ -1242,6 +1533,13 @@ static int fin_indexes(fin *f)
 	io.e_gstart = io.root_samples + nsamp;
 	io.word_freq = io.e_gstart + ne + 1;
 	io.e_nwords = io.word_freq + W;
+	/* one coder at a time (each holds tables of the whole alphabet: two
+	 * at once raised a -j 2 build's peak), each beside this thread */
+	if ((err = syms_join(&f->sj[0])))
+		goto out;
+	f->sj[1] = (struct sjob){ .w = w, .v = root, .n = ri, .W = W, .T = T, .R = R,
+				.shift = TD_ROOT_TILE_SHIFT, .out = &f->sb.b[TD_SEC_ROOT_SYMS] };
+	syms_start(&f->sj[1]);
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "index", 0, 1);
 	err = w->o.index_build ? w->o.index_build(w->o.index_ctx, &in, &io) : td_index_build_cpu(NULL, &in, &io);
@@ -1257,13 +1555,16 @@ static int fin_indexes(fin *f)
 				      (unsigned long long)w->ent[bfs[k]].nwords);
 			goto out;
 		}
+	/* and each word's frequency (WORD_FREQ is fin_dictionary's) */
+	if (W && memcmp(io.word_freq, f->wfreq, W * sizeof *f->wfreq)) {
+		err = td_fail(TD_ECORRUPT, "index builder: word frequencies differ from the tokenizer's");
+		goto out;
+	}
 	if ((err = td_pack_encode(io.rule_len, R, &sec[TD_SEC_RULE_LEN])) ||
 	    (err = td_pack_encode(io.rule_samples, f->nrsamp, &sec[TD_SEC_RULE_SAMPLES])) ||
 	    (err = td_pack_encode(eroot, ne + 1, &sec[TD_SEC_E_ROOT])) ||
 	    (err = td_pack_encode(io.e_gstart, ne + 1, &sec[TD_SEC_E_GSTART])) ||
-	    (err = put_syms(w, root, ri, W, T, R, TD_ROOT_TILE_SHIFT, &sec[TD_SEC_ROOT_SYMS])) ||
 	    (err = td_pack_encode(io.root_samples, nsamp, &sec[TD_SEC_ROOT_SAMPLES])) ||
-	    (err = td_pack_encode(io.word_freq, W, &sec[TD_SEC_WORD_FREQ])) ||
 	    (err = td_pack_encode(io.e_nwords, ne, &sec[TD_SEC_E_NWORDS])))
 		goto out;
 	td_trace("index + root encode");
@@ -1286,7 +1587,10 @@ static int fin_indexes(fin *f)
 	m.build_time = w->o.build_time ? (uint64_t)w->o.build_time : (uint64_t)time(NULL);
 	m.nlongwords = w->nlong;
 	err = td_buf_put(&sec[TD_SEC_META], &m, sizeof m);
-out:
+out:;
+	int serr = syms_join(&f->sj[1]); /* it reads root */
+	if (!err)
+		err = serr;
 	free(root);
 	free(eroot);
 	free(elong);
@@ -1345,12 +1649,11 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		if ((err = tokenize_deferred(w)))
 			goto out;
 	}
-	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct", (unsigned long long)w->bytes_in,
-		 (unsigned long long)w->nseq, w->td.n);
+	td_trace("read+tokenize: %llu bytes, %llu tokens, %u distinct, %u threads", (unsigned long long)w->bytes_in,
+		 (unsigned long long)w->nseq, w->td.n, w->tok_threads ? w->tok_threads : 1);
 	if ((err = fin_dictionary(&f)))
 		goto out;
 	td_trace("dictionary: %llu words, %llu others", (unsigned long long)f.W, (unsigned long long)f.S);
-	zstd_start(&f);
 	if (want_postings(w) && (err = fin_postings_collect(&f)))
 		goto out;
 	if ((err = fin_grammar(&f)))
@@ -1368,8 +1671,8 @@ int td_writer_finish(td_writer *w, const char *out_path)
 		goto out;
 	if (w->o.progress)
 		w->o.progress(w->o.progress_ctx, "write", 1, 1);
-	if (!(err = zstd_join(&f)))
-		err = write_archive(&f.sb, w->o.format, out_path);
+	if (!(err = syms_join(&f.sj[0])) && !(err = zstd_join(&f)))
+		err = write_archive(&f.sb, w->o.format, out_path, !w->o.temp_output);
 	td_trace("zstd sections + write");
 out:
 	fin_free(&f);

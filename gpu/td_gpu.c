@@ -114,6 +114,38 @@ static void td_avail_probe(void)
 	td_avail_cached = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+static pthread_t td_warm_th;
+static int td_warm_on;
+static pthread_once_t td_warm_once = PTHREAD_ONCE_INIT;
+
+static void *td_warm_thread(void *arg)
+{
+	(void)arg;
+	if (cudaSetDevice(0) == cudaSuccess)
+		cudaFree(0); /* creates the primary context, shared by every thread */
+	return NULL;
+}
+
+/* Registered before the thread starts CUDA (whose own exit handler comes
+ * later, so runs earlier): the context is made before it is torn down. */
+static void td_warm_join(void)
+{
+	if (td_warm_on)
+		pthread_join(td_warm_th, NULL);
+	td_warm_on = 0;
+}
+
+static void td_warm_begin(void)
+{
+	if (atexit(td_warm_join) == 0)
+		td_warm_on = pthread_create(&td_warm_th, NULL, td_warm_thread, NULL) == 0;
+}
+
+void td_gpu_warm_start(void)
+{
+	pthread_once(&td_warm_once, td_warm_begin);
+}
+
 int td_gpu_available(void)
 {
 	pthread_once(&td_avail_once, td_avail_probe);

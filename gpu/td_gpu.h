@@ -145,6 +145,12 @@ void td_gpu_opts_default(td_gpu_opts *o);
  * Never fails loudly; cheap after the first call. */
 int td_gpu_available(void);
 
+/* Start creating device 0's CUDA context on a background thread, so the
+ * first GPU call of a build about to start (tadoc compress, add, compact)
+ * does not wait for it; the thread is joined at exit (atexit) or by a
+ * later call. No-op without CUDA or after the first call. Thread-safe. */
+void td_gpu_warm_start(void);
+
 /* Number of visible CUDA devices; 0 without CUDA or without a device. */
 int td_gpu_device_count(void);
 

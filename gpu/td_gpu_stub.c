@@ -42,6 +42,10 @@ int td_gpu_link_measure(int device, uint64_t bytes, unsigned host_threads, td_gp
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA (-Dgpu=disabled or nvcc not found)");
 }
 
+void td_gpu_warm_start(void)
+{
+}
+
 int td_gpu_available(void)
 {
 	return 0;

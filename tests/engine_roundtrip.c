@@ -18,6 +18,7 @@
 #include "td_archive.h"
 #include "td_extract.h"
 #include "td_format.h"
+#include "td_grammar.h"
 #include "td_query.h"
 #include "td_writer.h"
 
@@ -689,17 +690,27 @@ static char *slurp(const char *path, size_t *len)
 }
 
 /* The same entries through a writer that tokenizes as it goes and one
- * that defers tokenizing to finish (what td_build's shards use). */
-static void write_mixed(int defer, const char *name, const char *text, size_t n)
+ * that defers tokenizing to finish (what td_build's shards use), on the
+ * finishing thread alone or (cores) on the threads it may borrow; nsmall
+ * small files of their own words go between the big ones. */
+static void write_mixed_on(int defer, const td_grammar_cores *cores, unsigned nsmall, const char *name,
+			   const char *text, size_t n)
 {
 	td_writer_opts o;
 	memset(&o, 0, sizeof o);
 	o.build_time = 1700000000;
 	o.defer_tokenize = defer;
+	o.grammar_cores = cores;
 	td_writer *w = td_writer_new(&o);
 	cr_assert_not_null(w);
 	cr_assert_eq(td_writer_add_dir(w, "", 0755, 1700000000, 0), TD_OK);
 	cr_assert_eq(td_writer_add_file(w, "d/whole", 0644, 1, 2, text, n), TD_OK);
+	for (unsigned i = 0; i < nsmall; i++) {
+		char path[64], body[256];
+		snprintf(path, sizeof path, "s/%04u", i);
+		int k = snprintf(body, sizeof body, "small%u word%u the \xff\xfe %s\n", i, i % 7, i % 3 ? "fox" : "");
+		cr_assert_eq(td_writer_add_file(w, path, 0644, 1, 2, body, (size_t)k), TD_OK);
+	}
 	cr_assert_eq(td_writer_add_symlink(w, "d/link", 3, 4, "whole words here"), TD_OK);
 	cr_assert_eq(td_writer_file_begin(w, "empty", 0600, 5, 6), TD_OK);
 	cr_assert_eq(td_writer_file_end(w), TD_OK);
@@ -713,13 +724,30 @@ static void write_mixed(int defer, const char *name, const char *text, size_t n)
 	}
 	cr_assert_eq(td_writer_file_end(w), TD_OK);
 	/* what td_build's hard links read back from the filling shard */
-	static char back[4096];
+	char *back = malloc(n + 1);
+	cr_assert_not_null(back);
 	uint64_t nb = 0;
-	cr_assert_eq(td_writer_file_text(w, "d/e/stream", back, sizeof back, &nb), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(td_writer_file_text(w, "d/e/stream", back, n + 1, &nb), TD_OK, "%s", td_errdetail());
 	assert_same("file_text", "d/e/stream", 0, back, nb, text, n);
+	free(back);
 	cr_assert_eq(td_writer_add_copy(w, "copy", 0644, 9, 10, "d/e/stream"), TD_OK, "%s", td_errdetail());
 	cr_assert_eq(td_writer_add_dir(w, "late", 0700, 11, 12), TD_OK);
 	cr_assert_eq(td_writer_finish(w, tdt_path(name)), TD_OK, "%s", td_errdetail());
+}
+
+static void write_mixed(int defer, const char *name, const char *text, size_t n)
+{
+	write_mixed_on(defer, NULL, 0, name, text, n);
+}
+
+static void assert_same_file(const char *x, const char *y, const char *what)
+{
+	size_t la, lb;
+	char *a = slurp(tdt_path(x), &la), *b = slurp(tdt_path(y), &lb);
+	cr_assert(a && b);
+	cr_assert(la == lb && !memcmp(a, b, la), "%s wrote other bytes (%zu vs %zu)", what, la, lb);
+	free(a);
+	free(b);
 }
 
 Test(writer, deferred_tokenize_same_bytes)
@@ -740,12 +768,7 @@ Test(writer, deferred_tokenize_same_bytes)
 	}
 	write_mixed(0, "tok-now.tadoc", text, n);
 	write_mixed(1, "tok-defer.tadoc", text, n);
-	size_t la, lb;
-	char *a = slurp(tdt_path("tok-now.tadoc"), &la), *b = slurp(tdt_path("tok-defer.tadoc"), &lb);
-	cr_assert(a && b);
-	cr_assert(la == lb && !memcmp(a, b, la), "deferred tokenizing wrote other bytes (%zu vs %zu)", la, lb);
-	free(a);
-	free(b);
+	assert_same_file("tok-now.tadoc", "tok-defer.tadoc", "deferred tokenizing");
 	td_archive *ar = tdt_open("tok-defer.tadoc", TD_OPEN_VERIFY);
 	td_entry e;
 	static char got[sizeof text];
@@ -754,6 +777,58 @@ Test(writer, deferred_tokenize_same_bytes)
 	cr_assert_eq(td_extract(ar, e, 0, got, sizeof got, &ng), TD_OK);
 	assert_same("copy", "copy", 0, got, ng, text, n);
 	td_archive_close(ar);
+}
+
+/* Cores for the writer: every one asked for (the tokenizer's threads,
+ * the grammar's); counted, so the test knows threads were used. */
+static unsigned g_taken;
+static unsigned take_all(void *ctx, unsigned want)
+{
+	(void)ctx;
+	__atomic_fetch_add(&g_taken, want, __ATOMIC_RELAXED);
+	return want;
+}
+static void give_back(void *ctx, unsigned k)
+{
+	(void)ctx;
+	(void)k;
+}
+
+Test(writer, parallel_tokenize_same_bytes, .timeout = 0)
+{
+	/* about 4 MB a big file (three of them: the tokenizer cuts its work
+	 * into threads of a few MB at text boundaries), words and other
+	 * tokens that first occur in one part or another, long words, UTF-8
+	 * and bytes that are not */
+	size_t cap = 4u << 20, n = 0;
+	char *text = malloc(cap + 1024);
+	cr_assert_not_null(text);
+	static const char *const parts[] = {"The quick brown fox, ", "jumps over\n", "the lazy dog. ", "caf\xc3\xa9 ",
+					    "\t12345 ", "x_y z", "\xc3 broken ", "\xe4\xb8\xad\xe6\x96\x87 "};
+	for (unsigned i = 0; n < cap; i++) {
+		if (i % 97 == 4) {
+			memset(text + n, 'w', 300 + i % 5);
+			n += 300 + i % 5;
+			text[n++] = ' ';
+		}
+		n += (size_t)sprintf(text + n, "%s tok%u %s", parts[i % 8], (unsigned)(i * 2654435761u % 500000), i % 11 ? "" : "!?");
+	}
+	td_grammar_cores cores = { take_all, give_back, NULL, NULL };
+	write_mixed_on(0, NULL, 300, "ptok-now.tadoc", text, n);
+	g_taken = 0;
+	write_mixed_on(1, &cores, 300, "ptok-par.tadoc", text, n);
+	cr_assert_gt(g_taken, 0, "no thread was asked for");
+	assert_same_file("ptok-now.tadoc", "ptok-par.tadoc", "tokenizing on threads");
+	td_archive *ar = tdt_open("ptok-par.tadoc", TD_OPEN_VERIFY);
+	td_entry e;
+	char *got = malloc(n);
+	size_t ng;
+	cr_assert_eq(td_archive_lookup_path(ar, "copy", &e), TD_OK);
+	cr_assert_eq(td_extract(ar, e, 0, got, n, &ng), TD_OK);
+	assert_same("copy", "copy", 0, got, ng, text, n);
+	td_archive_close(ar);
+	free(got);
+	free(text);
 }
 
 static int compress_one(const char *in)

@@ -62,18 +62,23 @@ typedef struct td_writer_opts {
 	/* Nonzero: the add calls only record each file's bytes (one growing
 	 * buffer) and its place; td_writer_finish tokenizes them, in the same
 	 * order, on the thread that calls it (td_build.h hands that to a
-	 * worker). The archive bytes are the same either way; memory while
+	 * worker) and the idle cores it may borrow (grammar_cores). The archive bytes are the same either way; memory while
 	 * adding is the text itself instead of its tokens. */
 	int defer_tokenize;
-	/* Idle cores the grammar rounds may borrow (td_grammar_cores, an
-	 * engine-internal shape; td_build.h passes its workers' idle ones);
-	 * NULL = the finishing thread alone. The archive bytes are the same. */
+	/* Idle cores the tokenizer (defer_tokenize) and the grammar rounds
+	 * may borrow (td_grammar_cores, an engine-internal shape; td_build.h
+	 * passes its workers' idle ones); NULL = the finishing thread alone.
+	 * The archive bytes are the same. */
 	const struct td_grammar_cores *grammar_cores;
 	/* Nonzero: also store the postings (td_format.h, TD_SEC_POSTINGS):
 	 * each word's files and counts, so a ranked-files query of one word
 	 * reads its list instead of walking the grammar. Memory while
 	 * finishing grows by about 16 bytes a (word, file) pair. */
 	int postings;
+	/* Nonzero: the output is a temporary file the caller reads back and
+	 * removes (td_build.h's shards, copied into the archive that is
+	 * synced): td_writer_finish skips its fsyncs. */
+	int temp_output;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
@@ -122,7 +127,7 @@ int td_writer_file_text(const td_writer *w, const char *path, void *buf, uint64_
 
 /* Build the grammar and write the archive to `out_path` atomically: a
  * temporary file in the same directory, fsync, rename, fsync of the
- * directory. The writer is consumed (freed) whatever the result.
+ * directory (no fsyncs with opts.temp_output). The writer is consumed (freed) whatever the result.
  * Errors: TD_EIO (detail names the file), TD_ENOMEM, TD_ELIMIT. */
 int td_writer_finish(td_writer *w, const char *out_path);
 

@@ -261,6 +261,8 @@ int td_cli_gpu_setup(const char *cmd, td_writer_opts *wo, td_gpu_use use)
 	td_cli_clear_detail();
 	if (td_gpu_writer_use(wo, use) != TD_OK)
 		return td_cli_errorf(cmd, "%s", td_errdetail());
+	if (wo->grammar_rounds || wo->index_build)
+		td_gpu_warm_start(); /* the CUDA context while the input is read */
 	return TD_CLI_OK;
 }
 
