@@ -352,9 +352,25 @@ int td_shard_count(const td_archive *a, const char *word, size_t len, td_entry s
 }
 
 /* Why rev_get gave NULL: a piece that names no shard, or memory. */
+/* The first piece whose entry in its shard is past any shard's entries
+ * (a shard holds at most the container's entries and pieces), or npieces;
+ * the pieces are ready. */
+static uint64_t local_past(const td_archive *a)
+{
+	const td_shards *sh = a->sh;
+	uint64_t i = 0;
+	while (i < sh->npieces && sh->pieces[i].local < a->meta.nentries + sh->npieces)
+		i++;
+	return i;
+}
+
 static int rev_err(const td_archive *a)
 {
 	int err = pieces_ready(a->sh, 0, a->sh->npieces);
+	uint64_t bad = err ? 0 : local_past(a);
+	if (!err && bad < a->sh->npieces)
+		err = td_fail(TD_ECORRUPT, "shard table: piece %llu: entry %u past its shard's entries",
+			      (unsigned long long)bad, (unsigned)a->sh->pieces[bad].local);
 	return err ? err : td_fail(TD_ENOMEM, "the shards' entry map");
 }
 
@@ -390,7 +406,7 @@ static const rev_map *rev_get(const td_archive *a)
 			for (uint32_t i = nc; i-- > 0 && top < ne;)
 				stack[top++] = c0 + i;
 	}
-	if (pieces_ready(sh, 0, sh->npieces))
+	if (pieces_ready(sh, 0, sh->npieces) || local_past(a) < sh->npieces)
 		goto fail;
 	for (uint64_t i = 0; i < sh->npieces; i++)
 		if (sh->pieces[i].shard < sh->n && sh->pieces[i].local + 1 > r->nloc[sh->pieces[i].shard])
