@@ -243,6 +243,12 @@ static int get_state(const td_archive *a, fstate **out)
 		return err;
 	if (!td_words(a))
 		return TD_ECORRUPT;
+	if (a->version < 4) { /* stored offsets: every walk below trusts them */
+		uint64_t *off = word_offsets(a, &err);
+		free(off);
+		if (err)
+			return err;
+	}
 	pthread_mutex_lock(&build_mu);
 	st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
 	if (!st && (st = calloc(1, sizeof *st)))
