@@ -210,25 +210,32 @@ static int tree_build(ftree *t, const char *words, const uint64_t *off, const ui
 	return err;
 }
 
-/* The archive's W + 1 word offsets, flat (malloc'd), or NULL with *err
- * set: TD_ENOMEM, or TD_ECORRUPT where they do not ascend within the
- * words' bytes by at most TD_MAXTOK (a version 3 archive stores them as
- * they are; only verify checks them there). */
-static uint64_t *word_offsets(const td_archive *a, int *err)
+/* The archive's W + 1 word offsets, flat (malloc'd), or NULL. */
+static uint64_t *word_offsets(const td_archive *a)
 {
 	uint64_t *off = malloc((a->W + 1) * sizeof *off);
-	*err = off ? TD_OK : TD_ENOMEM;
-	const uint64_t end = a->bytes_size[TD_SEC_WORDS];
-	for (uint64_t i = 0; off && i <= a->W; i++) {
+	for (uint64_t i = 0; off && i <= a->W; i++)
 		off[i] = TD_FLAT(a, f_word_off, word_off, i);
-		if (off[i] > end || (i && (off[i] < off[i - 1] || off[i] - off[i - 1] > TD_MAXTOK))) {
-			free(off);
-			off = NULL;
-			*err = td_fail(TD_ECORRUPT, "section 'word-offsets': word %llu out of order or bounds",
-				       (unsigned long long)i);
-		}
-	}
 	return off;
+}
+
+/* TD_OK, or TD_ECORRUPT where the word offsets do not ascend within the
+ * words' bytes by at most TD_MAXTOK. A version 3 archive stores them as
+ * they are (only verify checks them); version 4 builds them from the
+ * words, checked. Every walk and tree here trusts them. */
+static int offsets_check(const td_archive *a)
+{
+	if (a->version >= 4)
+		return TD_OK;
+	const uint64_t end = a->bytes_size[TD_SEC_WORDS];
+	for (uint64_t i = 0, prev = 0; i <= a->W; i++) {
+		const uint64_t o = TD_FLAT(a, f_word_off, word_off, i);
+		if (o > end || (i && (o < prev || o - prev > TD_MAXTOK)))
+			return td_fail(TD_ECORRUPT, "section 'word-offsets': word %llu out of order or bounds",
+				       (unsigned long long)i);
+		prev = o;
+	}
+	return TD_OK;
 }
 
 static int get_state(const td_archive *a, fstate **out)
@@ -243,12 +250,8 @@ static int get_state(const td_archive *a, fstate **out)
 		return err;
 	if (!td_words(a))
 		return TD_ECORRUPT;
-	if (a->version < 4) { /* stored offsets: every walk below trusts them */
-		uint64_t *off = word_offsets(a, &err);
-		free(off);
-		if (err)
-			return err;
-	}
+	if ((err = offsets_check(a)))
+		return err;
 	pthread_mutex_lock(&build_mu);
 	st = atomic_load_explicit(&a->fuzzy, memory_order_acquire);
 	if (!st && (st = calloc(1, sizeof *st)))
@@ -285,13 +288,11 @@ static int rev_build(const td_archive *a, fstate *st)
 {
 	const char *words = (const char *)td_words(a);
 	uint64_t W = a->W;
-	int err;
-	uint64_t *off = word_offsets(a, &err);
+	uint64_t *off = word_offsets(a);
 	char *rw = off ? malloc(off[W] - off[0] + 1) : NULL;
 	rkey *rk = rw ? malloc((W ? W : 1) * sizeof *rk) : NULL;
 	ftree *t = rk ? calloc(1, sizeof *t) : NULL;
-	int bad = 0;
-	err = err ? err : t ? TD_OK : TD_ENOMEM;
+	int err = t ? TD_OK : TD_ENOMEM, bad = 0;
 	/* each word's code points in reverse order, each kept in its bytes */
 	for (uint64_t i = 0; i < W && !err && !bad; i++) {
 		const char *w = words + off[i];
@@ -368,8 +369,8 @@ static int get_trees(const td_archive *a, fstate *st, int now, const ftree **fwd
 	int err = TD_OK;
 	if (!atomic_load(&st->fwd)) {
 		ftree *t = calloc(1, sizeof *t);
-		uint64_t *off = t ? word_offsets(a, &err) : NULL;
-		err = off ? tree_build(t, (const char *)td_words(a), off, NULL, a->W) : err ? err : TD_ENOMEM;
+		uint64_t *off = t ? word_offsets(a) : NULL;
+		err = off ? tree_build(t, (const char *)td_words(a), off, NULL, a->W) : TD_ENOMEM;
 		free(off);
 		if (!err)
 			atomic_store_explicit(&st->fwd, t, memory_order_release);
