@@ -307,6 +307,22 @@ int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned thre
 int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads);
 int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
 
+/* A count (search 0) or search (1) batch on the resident handle g of one
+ * unit (not a version 5 archive's own handle) in steps, so that one host
+ * thread keeps several handles' batches in flight: td_gpu_query_begin
+ * locks g, packs reqs (td_count_req or td_search_req) and launches their
+ * kernels without waiting for them; td_gpu_query_end takes the next step
+ * (a count: all of the rest; a search: the counts, then each round of
+ * hits), setting *more to 1 while a step is left (call it again later)
+ * and to 0 when the batch is answered as td_gpu_count_batch /
+ * td_gpu_search_batch would answer it and g is unlocked (on an error
+ * too). Every begin, failed or not, must be followed by ends on the same
+ * thread with the same reqs and n until *more is 0; the first end returns
+ * begin's error if it had one. Until then reqs must stay in place and g
+ * must not be used by this thread. Returns TD_OK or the error met. (td_gpu.c) */
+int td_gpu_query_begin(struct td_gpu *g, int search, void *reqs, size_t n);
+int td_gpu_query_end(struct td_gpu *g, void *reqs, size_t n, int *more);
+
 /* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread,
  * the others on threads of a pool kept between calls, one a task, or on
  * the calling thread when none can start); returns when all are done.
