@@ -1,5 +1,6 @@
 /* td_gpu: host side of the GPU engine: upload, buffers, streams, batches, CPU fallback. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1342,6 +1343,53 @@ int td_gpu_cpu_rest(const td_archive *a, unsigned threads, void *reqs, size_t si
 	return r == TD_ENOMEM ? r : TD_OK; /* other errors are the requests' own */
 }
 
+/* td_gpu_cpu_rest's requests on the pool's threads, one request a call
+ * of `run` (a unit's count or search does not spread over threads
+ * itself), instead of threads started for each call. */
+typedef struct td_rest_job {
+	const td_archive *a;
+	char *tmp;
+	size_t size, nc;
+	atomic_size_t next;
+	atomic_int nomem;
+	int (*run)(const td_archive *, void *, size_t, unsigned);
+} td_rest_job;
+
+static void td_rest_task(void *ctx, unsigned c)
+{
+	td_rest_job *j = ctx;
+	(void)c;
+	for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->nc;)
+		if (j->run(j->a, j->tmp + i * j->size, 1, 1) == TD_ENOMEM)
+			atomic_store(&j->nomem, 1);
+}
+
+/* td_gpu_cpu_rest for handle g of one unit (a version 1-4 archive or a
+ * shard: never a version 5 archive's own handle) on up to
+ * g->o.cpu_threads (0: the cores) pool threads. */
+static int td_rest_pooled(td_gpu *g, void *reqs, size_t size, const size_t *idx, size_t nc,
+			  int (*run)(const td_archive *, void *, size_t, unsigned))
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = g->o.cpu_threads ? g->o.cpu_threads : cores > 0 ? (unsigned)cores : 1;
+	if (nc < 2 || nt < 2)
+		return td_gpu_cpu_rest(g->a, 1, reqs, size, idx, nc, run);
+	if (nt > nc)
+		nt = (unsigned)nc;
+	td_rest_job j = {.a = g->a, .tmp = malloc(nc * size), .size = size, .nc = nc, .run = run};
+	if (!j.tmp)
+		return td_fail(TD_ENOMEM, "gpu: requests for the CPU");
+	atomic_init(&j.next, 0);
+	atomic_init(&j.nomem, 0);
+	for (size_t i = 0; i < nc; i++)
+		memcpy(j.tmp + i * size, (char *)reqs + idx[i] * size, size);
+	td_gpu_par(nt, td_rest_task, &j);
+	for (size_t i = 0; i < nc; i++)
+		memcpy((char *)reqs + idx[i] * size, j.tmp + i * size, size);
+	free(j.tmp);
+	return atomic_load(&j.nomem) ? td_fail(TD_ENOMEM, "gpu: requests for the CPU") : TD_OK;
+}
+
 int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned threads)
 {
 	return td_extract_batch(a, reqs, n, threads);
@@ -1567,7 +1615,7 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 	/* the requests the kernels do not take, on the CPU meanwhile */
 	double t1 = td_now();
 	if (r == TD_OK)
-		r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, size, g->rest.p, g->qnc, cpu);
+		r = td_rest_pooled(g, reqs, size, g->rest.p, g->qnc, cpu);
 	double t2 = td_now();
 	for (unsigned s = 0; s < g->qns; s++) {
 		cudaError_t e = cudaStreamSynchronize(g->st[s]);
@@ -1650,7 +1698,7 @@ static int td_count_finish(td_gpu *g, td_count_req *reqs, size_t n)
 		}
 	}
 	t3 = td_now();
-	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
+	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
 	if (g->npev) {
 		ph->unpack += t3 - t2;
@@ -1849,7 +1897,7 @@ static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
 			cpu[nc++] = i;
 	}
 	double t4 = td_now();
-	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
+	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
 	if (g->npev) {
 		ph->unpack += t4 - t3;

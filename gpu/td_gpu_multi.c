@@ -424,17 +424,26 @@ typedef struct td_kind {
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 32u          /* threads splitting a batch */
+#define TD_PAR_MAX 64u          /* threads splitting a batch at most */
+#define TD_PAR_DEF 32u          /* ... unless $TD_GPU_SPLIT_THREADS says */
 #define TD_PAR_MIN 2048u        /* requests per such thread at least */
+
+static unsigned td_env_uint(const char *name, unsigned def, unsigned max);
 
 /* Threads for splitting and merging a batch of n. */
 static unsigned td_par_threads(size_t n)
 {
+	static atomic_uint most;
+	unsigned mx = atomic_load_explicit(&most, memory_order_relaxed);
+	if (!mx) {
+		mx = td_env_uint("TD_GPU_SPLIT_THREADS", TD_PAR_DEF, TD_PAR_MAX);
+		atomic_store_explicit(&most, mx, memory_order_relaxed);
+	}
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t nt = n / TD_PAR_MIN;
 	if (cores > 0 && nt > (size_t)cores)
 		nt = (size_t)cores;
-	return nt < 1 ? 1 : nt > TD_PAR_MAX ? TD_PAR_MAX : (unsigned)nt;
+	return nt < 1 ? 1 : nt > mx ? mx : (unsigned)nt;
 }
 
 static void td_merge_done(td_batch *b, const uint32_t *req, size_t n);
