@@ -93,7 +93,7 @@ struct td_gpu {
 	/* a search batch's steps after its counts (td_search_step): the
 	 * stage (0: counts not yet waited for), its parts, the next part
 	 * to put in a round, the round in flight */
-	int qstage;
+	int qstage, pempty;
 	size_t qm, sk, pk0, pk1;
 	/* growable buffers: h* pinned host, d* device */
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
@@ -1752,10 +1752,14 @@ static int td_hits_append(td_hits *h, const td_hit *v, size_t c)
 }
 
 /* Launch the fill of the hits of packed parts [k0, k1) (those with skip
- * 0; total hits) on stream 0, without waiting. */
+ * 0; total hits) on stream 0, without waiting; a round without hits is
+ * not launched (g->pempty). */
 static int td_search_launch(td_gpu *g, size_t k0, size_t k1, uint64_t total)
 {
 	int r;
+	g->pempty = total == 0;
+	if (g->pempty)
+		return TD_OK;
 	if ((r = td_grow(&g->hhits, (total + 1) * sizeof(td_hit), 0)) || (r = td_grow(&g->dhits, (total + 1) * sizeof(td_hit), 1)))
 		return r;
 	uint64_t *hb = g->hbase.p;
@@ -1774,18 +1778,21 @@ static int td_search_launch(td_gpu *g, size_t k0, size_t k1, uint64_t total)
  * to their requests. */
 static int td_search_collect(td_gpu *g, td_search_req *reqs, size_t k0, size_t k1)
 {
-	CK(cudaStreamSynchronize(g->st[0]));
+	if (!g->pempty)
+		CK(cudaStreamSynchronize(g->st[0]));
 	const uint32_t *map = g->map.p;
 	const uint64_t *hc = g->hcnt.p, *hb = g->hbase.p;
 	const uint8_t *hs = g->hskip.p;
 	const td_hit *hh = g->hhits.p;
 	double t0 = g->npev ? td_now() : 0;
 	for (size_t k = k0; k < k1; k++) {
-		if (hs[k])
+		if (hs[k] == 1)
 			continue;
 		td_search_req *q = &reqs[map[k]];
 		if (k == 0 || map[k - 1] != map[k]) /* its first part */
 			q->err = TD_OK;
+		if (hs[k])
+			continue; /* no hits */
 		int e = td_hits_append(&q->hits, hh + hb[k], hc[k]);
 		if (e)
 			q->err = e;
@@ -1795,7 +1802,9 @@ static int td_search_collect(td_gpu *g, td_search_req *reqs, size_t k0, size_t k
 	return TD_OK;
 }
 
-/* The next round of consecutive packed parts from g->sk whose hits fit
+/* The next round of consecutive packed parts from g->sk (those of skip
+ * 0 taking part: 1 marks a request the CPU answers, 2 a part without
+ * hits, which the kernel does not walk again) whose hits fit
  * round_hits (a request's parts may fall in two rounds: their hits are
  * appended in part order either way): [*k0, *k1), their bases in hbase;
  * 0 when no part is left. */
@@ -1858,8 +1867,10 @@ static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
 			}
 			if (sum > g->round_hits)
 				skip = 1;
+			/* 1: the CPU answers the request; 2: a part without
+			 * hits, not walked again */
 			for (; k < j; k++)
-				hs[k] = (uint8_t)skip;
+				hs[k] = (uint8_t)(skip ? 1 : hc[k] == 0 ? 2 : 0);
 		}
 		g->qstage = 1;
 	} else {
@@ -1890,7 +1901,7 @@ static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
 	for (size_t i = 0; i < n; i++) {
 		if (k >= m || map[k] != i)
 			continue; /* no parts: answered by the CPU already */
-		int gpu = !hs[k];
+		int gpu = hs[k] != 1;
 		while (k < m && map[k] == i)
 			k++;
 		if (!gpu)
