@@ -224,6 +224,18 @@ static const td_disk_fzix *fz_header(const td_archive *a, int *err)
 	return h;
 }
 
+int td_archive_fuzzy_index(const td_archive *a, uint64_t *bytes, uint64_t *nwords)
+{
+	*bytes = a->sec_fz ? a->sec_fz->size : 0;
+	*nwords = 0;
+	int err;
+	const td_disk_fzix *h = fz_header(a, &err);
+	if (!h)
+		return err;
+	*nwords = h->nwords;
+	return 1;
+}
+
 /* Bucket L's raw bytes into *buf (grown as needed). */
 static int fz_bucket(const td_archive *a, const td_disk_fzix *h, unsigned L, uint8_t **buf, size_t *cap)
 {
