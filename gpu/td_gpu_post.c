@@ -45,6 +45,14 @@ struct td_gpostg {
 	uint32_t *grank;               /* archive entry -> path rank (UINT32_MAX: no file) */
 	uint32_t **l2g;                /* shard, shard entry -> archive entry (UINT32_MAX: none) */
 	uint32_t nshards;
+	/* the indexed shards' dictionaries merged: word i (bytes vw[i], vl[i],
+	 * in byte order) has id vid[k] in shard vsh[k] for k in [vstart[i],
+	 * vstart[i + 1]); vdone once made */
+	int vdone;
+	uint64_t nv;
+	const uint8_t **vw;
+	uint32_t *vl, *vsh, *vid;
+	uint64_t *vstart;
 };
 
 static pthread_mutex_t td_gpost_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -70,6 +78,11 @@ void td_gpostg_free(struct td_gpostg *p)
 		free(p->l2g[s]);
 	free(p->l2g);
 	free(p->grank);
+	free(p->vw);
+	free(p->vl);
+	free(p->vsh);
+	free(p->vid);
+	free(p->vstart);
 	free(p);
 }
 
@@ -312,6 +325,138 @@ static int td_gpost_build5(const td_gunit *u, unsigned threads, const struct td_
 	return td_gpost_build(u, threads, gent, grank, out);
 }
 
+/* A shard's dictionary as a merge source: its words [i, n). */
+typedef struct td_gvsrc {
+	const uint8_t *words;
+	td_pack off;
+	uint64_t i, n;
+	uint32_t sh;
+	const uint8_t *w;              /* word i's bytes */
+	uint32_t len;
+} td_gvsrc;
+
+static void td_gvsrc_load(td_gvsrc *v)
+{
+	uint64_t o0 = td_pack_get(&v->off, v->i), o1 = td_pack_get(&v->off, v->i + 1);
+	v->w = v->words + o0;
+	v->len = (uint32_t)(o1 - o0);
+}
+
+static int td_gv_cmp(const uint8_t *p, size_t pl, const uint8_t *q, size_t ql)
+{
+	int c = memcmp(p, q, pl < ql ? pl : ql);
+	return c ? c : (pl > ql) - (pl < ql);
+}
+
+static int td_gvsrc_less(const td_gvsrc *x, const td_gvsrc *y)
+{
+	int c = td_gv_cmp(x->w, x->len, y->w, y->len);
+	return c ? c < 0 : x->sh < y->sh;
+}
+
+static void td_gv_down(td_gvsrc *src, uint32_t *h, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && td_gvsrc_less(&src[h[l]], &src[h[m]]))
+			m = l;
+		if (l + 1 < n && td_gvsrc_less(&src[h[l + 1]], &src[h[m]]))
+			m = l + 1;
+		if (m == i)
+			return;
+		uint32_t t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+/* Merge the dictionaries of the shards with an index (units[s].post set)
+ * into g's vocabulary (one k-way merge by bytes). TD_OK, TD_ENOMEM,
+ * TD_ENOGPU (a dictionary not readable: the look-ups stay per shard). */
+static int td_gpostg_vocab(struct td_gpostg *g, const td_gunit *units, uint32_t nu)
+{
+	td_gvsrc *src = calloc(nu + 1, sizeof *src);
+	uint32_t *h = malloc((nu + 1) * sizeof *h);
+	uint64_t total = 0;
+	size_t nh = 0;
+	int r = src && h ? TD_OK : TD_ENOMEM;
+	for (uint32_t s = 0; !r && s < nu; s++) {
+		if (!units[s].post || !*units[s].post)
+			continue;
+		uint64_t wsz = 0, osz = 0;
+		const uint8_t *words = td_archive_bytes(units[s].a, TD_SEC_WORDS, &wsz);
+		const void *ob = td_archive_bytes(units[s].a, TD_SEC_WORD_OFF, &osz);
+		td_gvsrc *v = &src[s];
+		v->n = units[s].nwords;
+		v->sh = s;
+		v->words = words;
+		if (!ob || td_pack_view(&v->off, ob, osz) || v->off.n < v->n + 1 || (v->n && !words) ||
+		    td_pack_get(&v->off, v->n) > wsz)
+			r = TD_ENOGPU;
+		else if (v->n) {
+			td_gvsrc_load(v);
+			h[nh++] = s;
+			total += v->n;
+		}
+	}
+	if (!r && (!(g->vw = malloc((total + 1) * sizeof *g->vw)) || !(g->vl = malloc((total + 1) * 4)) ||
+		   !(g->vsh = malloc((total + 1) * 4)) || !(g->vid = malloc((total + 1) * 4)) ||
+		   !(g->vstart = malloc((total + 2) * 8))))
+		r = TD_ENOMEM;
+	for (size_t i = nh / 2; !r && i-- > 0;)
+		td_gv_down(src, h, nh, i);
+	uint64_t nv = 0, k = 0;
+	while (!r && nh) {
+		td_gvsrc *v = &src[h[0]];
+		if (!nv || td_gv_cmp(g->vw[nv - 1], g->vl[nv - 1], v->w, v->len)) {
+			g->vw[nv] = v->w;
+			g->vl[nv] = v->len;
+			g->vstart[nv++] = k;
+		}
+		g->vsh[k] = v->sh;
+		g->vid[k++] = (uint32_t)v->i;
+		if (++v->i == v->n)
+			h[0] = h[--nh];
+		else
+			td_gvsrc_load(v);
+		td_gv_down(src, h, nh, 0);
+	}
+	if (!r) {
+		g->vstart[nv] = k;
+		g->nv = nv;
+	} else {
+		free(g->vw);
+		free(g->vl);
+		free(g->vsh);
+		free(g->vid);
+		free(g->vstart);
+		g->vw = NULL;
+		g->vl = g->vsh = g->vid = NULL;
+		g->vstart = NULL;
+	}
+	free(src);
+	free(h);
+	return r;
+}
+
+/* Index of p[0..len) in g's vocabulary, or -1. */
+static int64_t td_gpostg_word(const struct td_gpostg *g, const char *p, size_t len)
+{
+	uint64_t lo = 0, hi = g->nv;
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		int c = td_gv_cmp(g->vw[mid], g->vl[mid], (const uint8_t *)p, len);
+		if (!c)
+			return (int64_t)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
 /* ---- answering ---- */
 
 /* The answer of a request in one unit: its files in [d0, d1) holding word
@@ -396,32 +541,45 @@ static int td_gpq_one5(const td_gpq *c, td_files_req *q)
 		return 0;
 	if (np > 1 && td_archive_cut_in_word(a, q->scope))
 		return 0;
+	const int merged = c->gg->vdone == 1;
+	int64_t gw = merged ? td_gpostg_word(c->gg, q->word, q->len) : 0;
+	if (gw < 0)
+		return 0; /* in no indexed shard: the engine */
+	uint32_t st0[64], st1[64], *d0 = np <= 64 ? st0 : malloc(np * 4), *d1 = np <= 64 ? st1 : malloc(np * 4);
 	td_file_count *v = NULL;
 	size_t n = 0, cap = 0;
-	int found = 0, r = TD_OK;
+	int found = merged, r = d0 && d1 ? TD_OK : TD_ENOMEM;
+	/* every piece's shard indexed, and its files counted whole */
 	for (uint64_t k = 0; k < np && !r; k++) {
-		uint32_t s = pc[k].shard, d0, d1;
-		if (s >= c->nu || !c->units[s].post || !*c->units[s].post) {
+		uint32_t s = pc[k].shard;
+		if (s >= c->nu || !c->units[s].post || !*c->units[s].post ||
+		    !td_gpost_range(*c->units[s].post, &c->units[s], pc[k].local, &d0[k], &d1[k]))
 			r = 1;
-			break;
-		}
-		const td_gunit *u = &c->units[s];
-		const struct td_gpost *p = *u->post;
-		if (!td_gpost_range(p, u, pc[k].local, &d0, &d1)) {
-			r = 1;
-			break;
-		}
+	}
+	if (!r && merged) { /* the word's shards, from the merged vocabulary */
+		for (uint64_t e = c->gg->vstart[gw]; e < c->gg->vstart[gw + 1] && !r; e++)
+			for (uint64_t k = 0; k < np && !r; k++)
+				if (pc[k].shard == c->gg->vsh[e])
+					r = td_gpost_take(*c->units[pc[k].shard].post, c->gg->vid[e], d0[k], d1[k], &v, &n,
+							  &cap);
+	}
+	for (uint64_t k = 0; k < np && !r && !merged; k++) {
+		const td_gunit *u = &c->units[pc[k].shard];
 		int64_t w = td_gwd_word(u, q->word, q->len);
 		if (w < 0)
 			continue;
 		found = 1;
-		r = td_gpost_take(p, (uint64_t)w, d0, d1, &v, &n, &cap);
+		r = td_gpost_take(*u->post, (uint64_t)w, d0[k], d1[k], &v, &n, &cap);
 	}
+	if (d0 != st0)
+		free(d0);
+	if (d1 != st1)
+		free(d1);
 	if (r || !found) {
 		free(v);
 		return r == TD_ENOMEM ? -TD_ENOMEM : 0;
 	}
-	if (np > 1 && n > 1) { /* a file cut between shards: its pieces summed */
+	if (np > 1 && n > 1) { /* several shards' lists: a file cut between shards summed, ranked again */
 		qsort(v, n, sizeof *v, td_gfc_cmp_entry);
 		size_t j = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -467,7 +625,10 @@ static int td_gpq_one1(const td_gpq *c, td_files_req *q)
 static void td_gpq_run(void *ctx, unsigned t)
 {
 	td_gpq *c = ctx;
-	for (size_t i = t; i < c->n; i += c->nt) {
+	/* a contiguous share a thread: no two threads write the same lines of
+	 * reqs and skip */
+	const size_t i0 = c->n * t / c->nt, i1 = c->n * (t + 1) / c->nt;
+	for (size_t i = i0; i < i1; i++) {
 		td_files_req *q = &c->reqs[i];
 		if (c->skip[i])
 			continue;
@@ -510,6 +671,13 @@ int td_gpost_files(td_gpu *g, td_files_req *reqs, size_t n, size_t *rest, size_t
 					r = e;
 			}
 		}
+		if (!r && gg && *gg && !(*gg)->vdone) {
+			int e = td_gpostg_vocab(*gg, units, c.nu);
+			if (e == TD_ENOMEM)
+				r = e;
+			else
+				(*gg)->vdone = e ? 2 : 1; /* 2: look-ups shard by shard */
+		}
 		c.units = units;
 		if (!c.gg)
 			r = r ? r : TD_ENOGPU;
@@ -535,6 +703,10 @@ int td_gpost_files(td_gpu *g, td_files_req *reqs, size_t n, size_t *rest, size_t
 	for (size_t i = 0; i < n; i++) {
 		const td_files_req *q = &reqs[i];
 		c.skip[i] = r || !q->word || !q->len || q->len > TD_MAXTOK || !td_is_word(q->word, q->len);
+		/* format 5: small scopes stay with the search kernels, which
+		 * measured faster there (one look-up a shard a request here) */
+		if (!c.skip[i] && c.m && (q->scope >= td_archive_nentries(a) || !td_query_fast(a, q->scope)))
+			c.skip[i] = 1;
 		if (!c.skip[i]) {
 			reqs[i].files = NULL;
 			reqs[i].nfiles = 0;
