@@ -107,6 +107,8 @@ struct td_gpu {
 	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
 	struct td_gwd *wd;             /* top words' and term vectors' grammar, built at first use */
+	struct td_gpost *post;         /* ranked files' inverted index, built at first use */
+	struct td_gpostg *postg;       /* format 5: the shards' files in the archive's, built at first use */
 	/* blocks from td_gpu_host_alloc (pinned), under hlock */
 	pthread_mutex_t hlock;
 	td_gbuf *hblk;
@@ -198,9 +200,15 @@ int td_gpu_unit(td_gpu *g, td_gunit *u)
 	u->lock = &g->lock;
 	u->fz = &g->fz;
 	u->wd = &g->wd;
+	u->post = &g->post;
 	u->files = g->hfiles;
 	u->sub = g->hsub;
 	return 1;
+}
+
+struct td_gpostg **td_gpu_postg(td_gpu *g)
+{
+	return g && g->resident && g->multi ? &g->postg : NULL;
 }
 
 td_gmulti *td_gpu_multi(td_gpu *g)
@@ -866,6 +874,8 @@ void td_gpu_close(td_gpu *g)
 		cudaSetDevice(g->o.device);
 	td_gfz_free(g->fz);
 	td_gwd_free(g->wd);
+	td_gpost_free(g->post);
+	td_gpostg_free(g->postg);
 	for (unsigned i = 0; i < g->nst; i++)
 		cudaStreamDestroy(g->st[i]);
 	for (unsigned i = 0; i < g->nev; i++)
