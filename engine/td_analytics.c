@@ -2526,15 +2526,15 @@ int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entr
 
 /* ---------- for merging shards ---------- */
 
-int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m, td_gtab *t,
-		 td_longw *lw)
+int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m,
+		 const uint8_t *ok, td_gtab *t, td_longw *lw)
 {
 	if (m < 2 || m > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
 	memset(t, 0, sizeof *t);
 	t->m = m;
 	t->stride = m + 2;
-	return ngram_table(a, scope, list, nlist, NULL, m, NULL, t, lw);
+	return ngram_table(a, scope, list, nlist, NULL, m, ok, t, lw);
 }
 
 int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n)
@@ -2560,6 +2560,11 @@ int64_t td_gtab_find(const td_gtab *t, const uint32_t *g)
 void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v)
 {
 	gset(t, i, v);
+}
+
+int64_t td_longw_find(const td_longw *l, const char *w, size_t len)
+{
+	return longw_find(l, (const uint8_t *)w, len);
 }
 
 int64_t td_longw_intern(td_longw *l, const char *w, size_t len)
