@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "td_extract.h"
+#include "td_mem.h"
 #include "td_par.h"
 #include "td_rcache.h"
 #include "td_postings.h"
@@ -1298,7 +1299,7 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 	kmp_init(&k, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
 	int err = rsplit_init(&sp, x, NULL);
-	if (!err && !(k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info)))
+	if (!err && !(k.info = td_big_alloc((x->R ? x->R : 1) * k.stride * sizeof *k.info)))
 		err = TD_ENOMEM;
 	if (!err) {
 		if (sp.nthreads <= 1)
@@ -1308,7 +1309,7 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 		if (!err)
 			err = td_par_err_get(&j.err);
 	}
-	free(k.info);
+	td_big_free(k.info, (x->R ? x->R : 1) * k.stride * sizeof *k.info);
 	free(sp.pre);
 	if (err)
 		memset(counts, 0, x->nfiles * sizeof *counts);
@@ -1749,13 +1750,34 @@ static uint64_t ghash(const uint32_t *g, unsigned m)
 	return h;
 }
 
+/* Bytes of a table of cap slots of runs of m words. */
+static size_t gtab_bytes(unsigned m, uint64_t cap)
+{
+	return (size_t)cap * (m + 2) * sizeof(uint32_t);
+}
+
+/* The tables are written at random, the large ones in huge pages
+ * (td_mem.h): fewer page faults and TLB misses. */
+static uint32_t *gtab_slots(unsigned m, uint64_t cap)
+{
+	return td_big_alloc(gtab_bytes(m, cap));
+}
+
+void td_gtab_free(td_gtab *t)
+{
+	if (t->slot)
+		td_big_free(t->slot, gtab_bytes(t->m, t->mask + 1));
+	t->slot = NULL;
+	t->mask = t->used = 0;
+}
+
 static int gtab_grow(gtab *t)
 {
-	uint64_t cap = t->mask ? 2 * (t->mask + 1) : 1 << 16;
-	gtab n = { t->m, t->m + 2, calloc(cap, (t->m + 2) * sizeof(uint32_t)), cap - 1, t->used };
+	uint64_t cap = t->slot ? 2 * (t->mask + 1) : 1 << 16;
+	gtab n = { t->m, t->m + 2, gtab_slots(t->m, cap), cap - 1, t->used };
 	if (!n.slot)
 		return TD_ENOMEM;
-	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+	for (uint64_t i = 0; t->slot && i <= t->mask; i++) {
 		uint64_t v = gval(t, i);
 		if (!v)
 			continue;
@@ -1764,7 +1786,7 @@ static int gtab_grow(gtab *t)
 			h = (h + 1) & n.mask;
 		memcpy(n.slot + h * n.stride, t->slot + i * t->stride, n.stride * sizeof(uint32_t));
 	}
-	free(t->slot);
+	td_gtab_free(t);
 	*t = n;
 	return TD_OK;
 }
@@ -1772,7 +1794,7 @@ static int gtab_grow(gtab *t)
 /* An empty table of cap slots (a power of two) for runs of m words. */
 static int gtab_alloc(gtab *t, unsigned m, uint64_t cap)
 {
-	*t = (gtab){ m, m + 2, calloc(cap, (m + 2) * sizeof(uint32_t)), cap - 1, 0 };
+	*t = (gtab){ m, m + 2, gtab_slots(m, cap), cap - 1, 0 };
 	return t->slot ? TD_OK : TD_ENOMEM;
 }
 
@@ -2200,8 +2222,7 @@ static void ngram_merge(void *ctx, size_t p)
 			if (v)
 				err = gtab_add(d, gkey(src, i), v);
 		}
-		free(src->slot);
-		src->slot = NULL;
+		td_gtab_free(src);
 	}
 	td_par_err_set(&j->err, err);
 }
@@ -2352,8 +2373,9 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 	if (!err) {
 		nt = sp.nthreads;
 		ni.atomic = nt > 1;
-		ni.info = calloc(x->R ? x->R : 1, ni.stride * sizeof *ni.info);
-		ni.w = calloc(x->R ? x->R : 1, sizeof *ni.w);
+		/* read at random: in huge pages (td_mem.h) */
+		ni.info = td_big_alloc((x->R ? x->R : 1) * ni.stride * sizeof *ni.info);
+		ni.w = td_big_alloc((x->R ? x->R : 1) * sizeof *ni.w);
 		j.sinks = calloc(nt, sizeof *j.sinks);
 		if (!ni.info || !ni.w || !j.sinks)
 			err = TD_ENOMEM;
@@ -2401,7 +2423,7 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 			used += parts[p].used;
 		while ((used + 1) * 2 > cap - 1)
 			cap *= 2;
-		free(t->slot);
+		td_gtab_free(t);
 		err = gtab_alloc(t, m, cap);
 		for (unsigned p = 0; !err && p < np; p++) {
 			const gtab *src = &parts[p];
@@ -2419,11 +2441,11 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 		*g = j.sinks[0];
 	}
 	for (size_t i = 0; parts && i < (size_t)nt * np; i++)
-		free(parts[i].slot);
+		td_gtab_free(&parts[i]);
 	free(parts);
 	free(j.sinks);
-	free(ni.info);
-	free(ni.w);
+	td_big_free(ni.info, (x->R ? x->R : 1) * ni.stride * sizeof *ni.info);
+	td_big_free(ni.w, (x->R ? x->R : 1) * sizeof *ni.w);
 	free(sp.pre);
 	return err;
 }
@@ -2611,9 +2633,9 @@ static int ngram_ok(const td_archive *a, uint64_t min, uint8_t *ok)
 static void gtabs_free(gtab *parts, unsigned np, gtab *t)
 {
 	for (unsigned p = 0; parts && p < np; p++)
-		free(parts[p].slot);
+		td_gtab_free(&parts[p]);
 	free(parts);
-	free(t->slot);
+	td_gtab_free(t);
 	*t = (gtab){ .m = t->m, .stride = t->m + 2 };
 }
 

@@ -109,9 +109,12 @@ static inline const uint32_t *td_gtab_key(const td_gtab *t, uint64_t i)
  * into t (items: word ids of a, or a->W + j for long word j of lw, which
  * the caller frees); with ok (a->W flags, NULL: every run), only the runs
  * whose word ids w < a->W all have ok[w] set (long words always pass).
- * Errors as td_ngrams. Free t->slot. */
+ * Errors as td_ngrams. Free t with td_gtab_free. */
 int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m,
 		 const uint8_t *ok, td_gtab *t, td_longw *lw);
+
+/* Free t's slots (t->slot NULL: nothing). */
+void td_gtab_free(td_gtab *t);
 
 /* Add n to run g of t (t zeroed with m set, or filled before; n > 0).
  * TD_OK or TD_ENOMEM. */

@@ -574,7 +574,7 @@ static void merged_free(merged *mg)
 {
 	for (size_t i = 0; i < mg->np; i++) {
 		td_counts_free(&mg->p[i].c);
-		free(mg->p[i].t.slot);
+		td_gtab_free(&mg->p[i].t);
 		td_longw_free(&mg->p[i].lw);
 		free(mg->p[i].map);
 	}
@@ -586,7 +586,7 @@ static void merged_free(merged *mg)
 	free(mg->gw);
 	free(mg->gl);
 	free(mg->cnt);
-	free(mg->t.slot);
+	td_gtab_free(&mg->t);
 }
 
 static const td_longw *part_lw(const merged *mg, const part *p)
