@@ -1155,7 +1155,7 @@ static void scope_roots_flat(const an *x)
 /* Root symbols a thread takes at least; a scope's root symbols go in
  * about PAR_CHUNKS chunks a thread, taken in turn. */
 #define PAR_GRAIN (UINT64_C(1) << 16)
-#define PAR_CHUNKS 4u
+#define PAR_CHUNKS 8u
 
 /* A scope's files as one sequence of root symbols cut in chunks for
  * threads: file f holds positions [pre[f], pre[f + 1]) (none when

@@ -386,14 +386,47 @@ static int gprune_keep(const gprune *gp, const char *w, size_t len)
 	return i >= 0 && gp->cand.count[i] >= gp->min;
 }
 
-/* Each candidate's id and count in shard k (one thread a shard). */
+/* Per shard (one thread a shard): its words counted T times or more
+ * (gp_gather), then each candidate's id and count there (gp_lookup). */
 typedef struct gpjob {
 	const td_archive *a;
 	gprune *gp;
+	uint64_t T;
+	uint32_t **fw;   /* per shard: its frequent words' ids, then */
+	uint64_t *nfw;
 	int64_t *id;     /* per shard and candidate: its id there (-1: none) */
 	uint64_t *cnt;   /* and its count there */
 	td_par_err err;
 } gpjob;
+
+static void gp_gather(void *ctx, size_t k)
+{
+	gpjob *j = ctx;
+	td_archive *s;
+	const td_pack *wf = NULL;
+	int err = td_shard_sub(j->a, (uint32_t)k, &s);
+	if (!err && (!(wf = td_word_freq(s)) || !td_words(s)))
+		err = td_fail(TD_ECORRUPT, "shard %zu: word counts or words unreadable", k);
+	uint64_t n = 0, cap = 0;
+	uint32_t *v = NULL;
+	for (uint64_t w = 0; !err && w < s->W; w++) {
+		if (td_pack_get(wf, w) < j->T)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			uint32_t *nv = realloc(v, cap * sizeof *v);
+			if (!nv) {
+				err = TD_ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = (uint32_t)w;
+	}
+	j->fw[k] = v;
+	j->nfw[k] = n;
+	td_par_err_set(&j->err, err);
+}
 
 static void gp_lookup(void *ctx, size_t k)
 {
@@ -431,35 +464,37 @@ static int gprune_init(gprune *gp, const td_archive *a, uint64_t min)
 	free(split);
 	if (err || !nsh || min <= cuts + 1)
 		return err;
-	const uint64_t T = (min - cuts - 1) / nsh + 1;
-	/* the candidates: words counted T times or more in some shard */
+	/* the candidates: words counted T times or more in some shard (the
+	 * shards' words decoded on threads) */
+	gpjob j = { .a = a, .gp = gp, .T = (min - cuts - 1) / nsh + 1 };
+	const unsigned nt = td_par_threads(nsh, 1);
+	if (!(j.fw = calloc(nsh, sizeof *j.fw)) || !(j.nfw = calloc(nsh, sizeof *j.nfw)))
+		err = TD_ENOMEM;
+	if (!err && !(err = td_par_for(nsh, nt, gp_gather, &j)))
+		err = td_par_err_get(&j.err);
 	for (uint32_t k = 0; k < nsh && !err; k++) {
 		td_archive *s;
-		const td_pack *wf = NULL;
 		if ((err = td_shard_sub(a, k, &s)))
 			break;
-		if (!(wf = td_word_freq(s)) || !td_words(s)) {
-			err = td_fail(TD_ECORRUPT, "shard %u: word counts or words unreadable", k);
-			break;
-		}
-		for (uint64_t w = 0; w < s->W && !err; w++) {
-			if (td_pack_get(wf, w) < T)
-				continue;
+		for (uint64_t i = 0; i < j.nfw[k] && !err; i++) {
 			size_t len;
-			const char *b = td_word_at(s, w, &len);
-			int64_t i = td_longw_intern(&gp->cand, b, len);
-			err = i < 0 ? (int)i : TD_OK;
+			const char *b = td_word_at(s, j.fw[k][i], &len);
+			int64_t c = td_longw_intern(&gp->cand, b, len);
+			err = c < 0 ? (int)c : TD_OK;
 		}
 	}
+	for (uint32_t k = 0; j.fw && k < nsh; k++)
+		free(j.fw[k]);
+	free(j.fw);
+	free(j.nfw);
 	/* their bounds: their counts in every shard, plus the cuts */
 	const size_t nc = gp->cand.n;
-	gpjob j = { .a = a, .gp = gp };
 	gp->nsh = nsh;
 	if (!err && (!(j.id = malloc((size_t)nsh * (nc ? nc : 1) * sizeof *j.id)) ||
 		     !(j.cnt = malloc((size_t)nsh * (nc ? nc : 1) * sizeof *j.cnt)) ||
 		     !(gp->ok = calloc(nsh, sizeof *gp->ok))))
 		err = TD_ENOMEM;
-	if (!err && !(err = td_par_for(nsh, td_par_threads(nsh, 1), gp_lookup, &j)))
+	if (!err && !(err = td_par_for(nsh, nt, gp_lookup, &j)))
 		err = td_par_err_get(&j.err);
 	for (size_t i = 0; i < nc && !err; i++) {
 		gp->cand.count[i] = cuts;
