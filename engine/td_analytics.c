@@ -2250,7 +2250,7 @@ typedef struct wjob {
 	uint32_t *order;           /* the rules reached by height */
 	uint64_t at[WH + 1];       /* the heights' starts in order */
 	wlevel lv[WH];
-	td_par_stage_t st[3 + WH];
+	td_par_gate st[3 + WH];
 	td_par_err err;
 } wjob;
 

@@ -103,7 +103,7 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 	return TD_OK;
 }
 
-void td_par_stage(td_par_stage_t *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+void td_par_stage(td_par_gate *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	size_t i;
 	while ((i = __atomic_fetch_add(&st->next, 1, __ATOMIC_RELAXED)) < n) {
