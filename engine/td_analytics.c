@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "td_extract.h"
+#include "td_mem.h"
 #include "td_par.h"
 #include "td_rcache.h"
 #include "td_postings.h"
@@ -973,6 +974,11 @@ static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *
 	if (!ph->m)
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a word or a phrase of words separated by single spaces",
 			       (int)(len > 64 ? 64 : len), p);
+	/* checked first, the checksums (and OTHER) go on a helper thread
+	 * while this one decodes WORDS, where the words are looked up */
+	int err = a && ph->m > 1 ? td_data_check(a) : TD_OK;
+	if (err)
+		return err;
 	size_t i = 0;
 	for (unsigned k = 0; k < ph->m; k++) {
 		size_t j = i;
@@ -1149,7 +1155,7 @@ static void scope_roots_flat(const an *x)
 /* Root symbols a thread takes at least; a scope's root symbols go in
  * about PAR_CHUNKS chunks a thread, taken in turn. */
 #define PAR_GRAIN (UINT64_C(1) << 16)
-#define PAR_CHUNKS 4u
+#define PAR_CHUNKS 8u
 
 /* A scope's files as one sequence of root symbols cut in chunks for
  * threads: file f holds positions [pre[f], pre[f + 1]) (none when
@@ -1293,7 +1299,7 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 	kmp_init(&k, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
 	int err = rsplit_init(&sp, x, NULL);
-	if (!err && !(k.info = calloc(x->R ? x->R : 1, k.stride * sizeof *k.info)))
+	if (!err && !(k.info = td_big_alloc((x->R ? x->R : 1) * k.stride * sizeof *k.info)))
 		err = TD_ENOMEM;
 	if (!err) {
 		if (sp.nthreads <= 1)
@@ -1303,7 +1309,7 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint
 		if (!err)
 			err = td_par_err_get(&j.err);
 	}
-	free(k.info);
+	td_big_free(k.info, (x->R ? x->R : 1) * k.stride * sizeof *k.info);
 	free(sp.pre);
 	if (err)
 		memset(counts, 0, x->nfiles * sizeof *counts);
@@ -1993,13 +1999,34 @@ static uint64_t ghash(const uint32_t *g, unsigned m)
 	return h;
 }
 
+/* Bytes of a table of cap slots of runs of m words. */
+static size_t gtab_bytes(unsigned m, uint64_t cap)
+{
+	return (size_t)cap * (m + 2) * sizeof(uint32_t);
+}
+
+/* The tables are written at random, the large ones in huge pages
+ * (td_mem.h): fewer page faults and TLB misses. */
+static uint32_t *gtab_slots(unsigned m, uint64_t cap)
+{
+	return td_big_alloc(gtab_bytes(m, cap));
+}
+
+void td_gtab_free(td_gtab *t)
+{
+	if (t->slot)
+		td_big_free(t->slot, gtab_bytes(t->m, t->mask + 1));
+	t->slot = NULL;
+	t->mask = t->used = 0;
+}
+
 static int gtab_grow(gtab *t)
 {
-	uint64_t cap = t->mask ? 2 * (t->mask + 1) : 1 << 16;
-	gtab n = { t->m, t->m + 2, calloc(cap, (t->m + 2) * sizeof(uint32_t)), cap - 1, t->used };
+	uint64_t cap = t->slot ? 2 * (t->mask + 1) : 1 << 16;
+	gtab n = { t->m, t->m + 2, gtab_slots(t->m, cap), cap - 1, t->used };
 	if (!n.slot)
 		return TD_ENOMEM;
-	for (uint64_t i = 0; t->mask && i <= t->mask; i++) {
+	for (uint64_t i = 0; t->slot && i <= t->mask; i++) {
 		uint64_t v = gval(t, i);
 		if (!v)
 			continue;
@@ -2008,7 +2035,7 @@ static int gtab_grow(gtab *t)
 			h = (h + 1) & n.mask;
 		memcpy(n.slot + h * n.stride, t->slot + i * t->stride, n.stride * sizeof(uint32_t));
 	}
-	free(t->slot);
+	td_gtab_free(t);
 	*t = n;
 	return TD_OK;
 }
@@ -2016,7 +2043,7 @@ static int gtab_grow(gtab *t)
 /* An empty table of cap slots (a power of two) for runs of m words. */
 static int gtab_alloc(gtab *t, unsigned m, uint64_t cap)
 {
-	*t = (gtab){ m, m + 2, calloc(cap, (m + 2) * sizeof(uint32_t)), cap - 1, 0 };
+	*t = (gtab){ m, m + 2, gtab_slots(m, cap), cap - 1, 0 };
 	return t->slot ? TD_OK : TD_ENOMEM;
 }
 
@@ -2128,15 +2155,16 @@ static int gsink_flush(gsink *g)
  * No list of the rules reached is built: one not reached has weight 0. */
 typedef struct ninfo {
 	const an *x;
-	unsigned m, L, stride; /* u32 a rule (NI_*): state, -, weight (2), words (2), first L, last L */
+	unsigned m, L, stride; /* u32 a rule (NI_*): state, words (2), first L, last L */
 	uint32_t *info;        /* R * stride, zeroed; state 0: not computed */
+	uint64_t *w;           /* R weights, zeroed (apart from the infos: threads add to them) */
+	int atomic;            /* several threads add to w */
 } ninfo;
 
-/* Where a rule's info keeps its weight (u64, aligned: stride is even,
- * added to by the threads), words (u64) and first words (then the last). */
-#define NI_W 2u
-#define NI_NW 4u
-#define NI_H 6u
+/* Where a rule's info keeps its words (u64) and first words (then the
+ * last). */
+#define NI_NW 1u
+#define NI_H 3u
 
 /* State word: NI_DONE | height; NI_BUSY while being written. */
 #define NI_DONE 0x80000000u
@@ -2224,6 +2252,11 @@ static const uint32_t *ni_rule(const ninfo *ni, uint64_t r, unsigned depth, int 
 	return ri;
 }
 
+/* Root occurrences a thread keeps before adding them to the shared
+ * weights: a small direct-mapped cache by rule (the frequent rules would
+ * otherwise bounce their weight's cache line between the cores). */
+#define WCACHE 2048u
+
 /* One thread's walk of a sequence: the window of its last L words. */
 typedef struct gwalk {
 	const ninfo *ni;
@@ -2231,7 +2264,37 @@ typedef struct gwalk {
 	uint32_t win[TD_PHRASE_MAX];
 	unsigned wn;
 	int err;
+	uint32_t wc_r[WCACHE]; /* rule + 1, 0: empty */
+	uint32_t wc_n[WCACHE];
 } gwalk;
+
+/* One more root occurrence of rule r. */
+static inline void gwalk_root_rule(gwalk *w, uint64_t r)
+{
+	if (!w->ni->atomic) {
+		w->ni->w[r]++;
+		return;
+	}
+	unsigned i = (unsigned)((r * 0x9E3779B1u) >> 7) & (WCACHE - 1);
+	if (w->wc_r[i] == r + 1 && w->wc_n[i] < UINT32_MAX) {
+		w->wc_n[i]++;
+		return;
+	}
+	if (w->wc_r[i])
+		__atomic_fetch_add(&w->ni->w[w->wc_r[i] - 1], w->wc_n[i], __ATOMIC_RELAXED);
+	w->wc_r[i] = (uint32_t)(r + 1);
+	w->wc_n[i] = 1;
+}
+
+/* The cached root occurrences into the weights. */
+static void gwalk_root_flush(gwalk *w)
+{
+	for (unsigned i = 0; w->ni->atomic && i < WCACHE; i++)
+		if (w->wc_r[i]) {
+			__atomic_fetch_add(&w->ni->w[w->wc_r[i] - 1], w->wc_n[i], __ATOMIC_RELAXED);
+			w->wc_r[i] = 0;
+		}
+}
 
 /* Feed word item id: the run it ends (after L words) goes to the table
  * with `weight`. */
@@ -2300,7 +2363,7 @@ static inline const uint32_t *gwalk_feed(gwalk *w, uint64_t y, uint64_t weight)
  * root occurrence; with `across` (e is inside the file, which ends at
  * `across`), then the runs that begin before e and end in its next L
  * words. */
-static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t across, int atomic)
+static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t across)
 {
 	const an *x = w->ni->x;
 	const uint64_t TR = x->T + x->R;
@@ -2314,16 +2377,12 @@ static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t a
 				break;
 			}
 			/* the rules' infos are read at random: ask ahead */
-			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR)
+			if (j + KMP_AHEAD < k && sym[j + KMP_AHEAD] >= x->T && sym[j + KMP_AHEAD] < TR) {
 				__builtin_prefetch(w->ni->info + (sym[j + KMP_AHEAD] - x->T) * w->ni->stride);
-			const uint32_t *c = gwalk_feed(w, sym[j], 1);
-			if (c) {
-				uint64_t *wr = (uint64_t *)(uintptr_t)(c + NI_W);
-				if (atomic)
-					__atomic_fetch_add(wr, 1, __ATOMIC_RELAXED);
-				else
-					++*wr;
+				__builtin_prefetch(w->ni->w + (sym[j + KMP_AHEAD] - x->T));
 			}
+			if (gwalk_feed(w, sym[j], 1))
+				gwalk_root_rule(w, sym[j] - x->T);
 		}
 		i += k;
 	}
@@ -2344,15 +2403,10 @@ static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t a
 }
 
 /* Rule r's runs across its parts, times its weight. */
-static inline uint64_t *ni_w(const ninfo *ni, uint64_t r)
-{
-	return (uint64_t *)(uintptr_t)(ni->info + r * ni->stride + NI_W);
-}
-
 static void gwalk_rule(gwalk *w, uint64_t r)
 {
 	const an *x = w->ni->x;
-	uint64_t start, weight = *ni_w(w->ni, r);
+	uint64_t start, weight = w->ni->w[r];
 	uint32_t len;
 	if (!weight || (w->err = rhs(x, r, &start, &len)))
 		return;
@@ -2391,9 +2445,10 @@ static void ngram_task(void *ctx, size_t c)
 			uint64_t a = rs + (pos - sp->pre[f]), fe = rs + (sp->pre[f + 1] - sp->pre[f]);
 			uint64_t b = end < sp->pre[f + 1] ? rs + (end - sp->pre[f]) : fe;
 			w.wn = 0;
-			gwalk_roots(&w, x->files[f], a, b, fe, sp->nthreads > 1);
+			gwalk_roots(&w, x->files[f], a, b, fe);
 			pos = sp->pre[f + 1];
 		}
+		gwalk_root_flush(&w);
 	}
 	td_par_err_set(&j->err, w.err);
 }
@@ -2406,59 +2461,157 @@ static void ngram_merge(void *ctx, size_t p)
 	int err = TD_OK;
 	for (unsigned k = 1; k < j->sp->nthreads && !err; k++) {
 		gtab *src = &j->sinks[k].t[p];
-		for (uint64_t i = 0; src->mask && i <= src->mask && !err; i++) {
+		if (!d->slot) { /* thread 0 walked nothing */
+			*d = *src;
+			src->slot = NULL;
+			continue;
+		}
+		for (uint64_t i = 0; src->slot && i <= src->mask && !err; i++) {
 			uint64_t v = gval(src, i);
 			if (v)
 				err = gtab_add(d, gkey(src, i), v);
 		}
-		free(src->slot);
-		src->slot = NULL;
+		td_gtab_free(src);
 	}
 	td_par_err_set(&j->err, err);
 }
 
 /* Weights top-down: the rules reached (state set) by height, highest
- * first, each adding its weight to its parts'. */
-static int ngram_weights(const ninfo *ni)
+ * first, each adding its weight to its parts'. The rules of one height
+ * hold none of each other, so each height's go in chunks over the
+ * threads (atomic adds when several), one height after the other: td_par_stage
+ * stages inside one td_par_for task a thread. Before them, the rules
+ * listed by height (a counting sort: each chunk of rule ids counts its
+ * heights, then places its rules). */
+#define WH (TD_MAXDEPTH + 2u)  /* heights */
+#define WCHUNK 1024u           /* rules of one height a task */
+
+struct wjob;
+typedef struct wlevel {
+	struct wjob *j;
+	unsigned h;
+} wlevel;
+
+typedef struct wjob {
+	const ninfo *ni;
+	size_t nc;                 /* chunks of rule ids */
+	uint32_t (*hist)[WH];      /* per chunk: its rules of each height */
+	uint32_t *order;           /* the rules reached by height */
+	uint64_t at[WH + 1];       /* the heights' starts in order */
+	wlevel lv[WH];
+	td_par_gate st[3 + WH];
+	td_par_err err;
+} wjob;
+
+static void weights_hist(void *ctx, size_t c)
 {
+	wjob *j = ctx;
+	const ninfo *ni = j->ni;
+	uint64_t R = ni->x->R;
+	for (uint64_t r = R * c / j->nc; r < R * (c + 1) / j->nc; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			j->hist[c][st & 0xff]++;
+	}
+}
+
+static void weights_at(void *ctx, size_t c)
+{
+	(void)c;
+	wjob *j = ctx;
+	j->at[0] = 0;
+	for (unsigned h = 0; h < WH; h++) {
+		j->at[h + 1] = j->at[h];
+		for (size_t k = 0; k < j->nc; k++)
+			j->at[h + 1] += j->hist[k][h];
+	}
+}
+
+static void weights_place(void *ctx, size_t c)
+{
+	wjob *j = ctx;
+	const ninfo *ni = j->ni;
+	uint64_t R = ni->x->R, off[WH];
+	for (unsigned h = 0; h < WH; h++) {
+		off[h] = j->at[h];
+		for (size_t k = 0; k < c; k++)
+			off[h] += j->hist[k][h];
+	}
+	for (uint64_t r = R * c / j->nc; r < R * (c + 1) / j->nc; r++) {
+		uint32_t st = ni->info[r * ni->stride];
+		if (st)
+			j->order[off[st & 0xff]++] = (uint32_t)r;
+	}
+}
+
+/* Chunk c of a height's rules: each one's weight into its parts'. */
+static void weights_level(void *ctx, size_t c)
+{
+	const wlevel *lv = ctx;
+	wjob *j = lv->j;
+	const ninfo *ni = j->ni;
 	const an *x = ni->x;
-	uint64_t at[TD_MAXDEPTH + 3] = { 0 }, n = 0;
-	for (uint64_t r = 0; r < x->R; r++) {
-		uint32_t st = ni->info[r * ni->stride];
-		if (st)
-			at[(st & 0xff) + 1]++;
-	}
-	for (unsigned h = 1; h < TD_MAXDEPTH + 3; h++)
-		at[h] += at[h - 1];
-	n = at[TD_MAXDEPTH + 2];
-	uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-	if (!order)
-		return TD_ENOMEM;
-	for (uint64_t r = 0; r < x->R; r++) {
-		uint32_t st = ni->info[r * ni->stride];
-		if (st)
-			order[at[st & 0xff]++] = (uint32_t)r;
-	}
+	uint64_t lo = j->at[lv->h] + (uint64_t)c * WCHUNK, hi = lo + WCHUNK;
+	if (hi > j->at[lv->h + 1])
+		hi = j->at[lv->h + 1];
 	int err = TD_OK;
-	for (uint64_t i = n; i-- > 0 && !err;) {
-		uint64_t r = order[i], start, wr = *ni_w(ni, r);
+	for (uint64_t i = lo; i < hi && !err; i++) {
+		uint64_t r = j->order[i], start, wr = ni->w[r];
 		uint32_t len;
 		if (!wr || (err = rhs(x, r, &start, &len)))
 			continue;
-		for (uint32_t j = 0; j < len; j++) {
-			uint64_t y = td_rule_sym(x->a, start + j);
-			if (y >= x->T && y < x->T + x->R)
-				*ni_w(ni, y - x->T) += wr;
+		for (uint32_t k = 0; k < len; k++) {
+			uint64_t y = td_rule_sym(x->a, start + k);
+			if (y < x->T || y >= x->T + x->R)
+				continue;
+			if (ni->atomic)
+				__atomic_fetch_add(&ni->w[y - x->T], wr, __ATOMIC_RELAXED);
+			else
+				ni->w[y - x->T] += wr;
 		}
 	}
-	free(order);
+	td_par_err_set(&j->err, err);
+}
+
+static void weights_task(void *ctx, size_t t)
+{
+	(void)t;
+	wjob *j = ctx;
+	td_par_stage(&j->st[0], j->nc, weights_hist, j);
+	td_par_stage(&j->st[1], 1, weights_at, j);
+	td_par_stage(&j->st[2], j->nc, weights_place, j);
+	for (unsigned h = WH; h-- > 1;) /* height 0: no rule parts */
+		td_par_stage(&j->st[3 + h], (size_t)((j->at[h + 1] - j->at[h] + WCHUNK - 1) / WCHUNK), weights_level,
+			     &j->lv[h]);
+}
+
+static int ngram_weights(const ninfo *ni, unsigned nt)
+{
+	wjob *j = calloc(1, sizeof *j);
+	if (!j)
+		return TD_ENOMEM;
+	j->ni = ni;
+	j->nc = nt > 1 ? (size_t)nt * PAR_CHUNKS : 1;
+	for (unsigned h = 0; h < WH; h++)
+		j->lv[h] = (wlevel){ j, h };
+	j->hist = calloc(j->nc, sizeof *j->hist);
+	int err = j->hist ? TD_OK : TD_ENOMEM;
+	if (!err && !(j->order = malloc((ni->x->R ? ni->x->R : 1) * sizeof *j->order)))
+		err = TD_ENOMEM;
+	if (!err && !(err = td_par_for(nt, nt, weights_task, j)))
+		err = td_par_err_get(&j->err);
+	free(j->order);
+	free(j->hist);
+	free(j);
 	return err;
 }
 
 /* The runs of x's files (but those flagged in skip) into t (empty,
  * allocated): the walk above on sp->nthreads threads; g gives the
- * pruning. */
-static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gtab *t)
+ * pruning. With `out`, runs walked on several threads stay in *np tables
+ * (*out, malloc'd, each slot too; every run in one of them) instead of
+ * being copied into t; *out is NULL when they are in t. */
+static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gtab *t, gtab **out, unsigned *npout)
 {
 	rsplit sp;
 	ninfo ni = { .x = x, .m = m, .L = m - 1, .stride = NI_H + 2 * (m - 1) };
@@ -2468,19 +2621,26 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 	int err = rsplit_init(&sp, x, skip);
 	if (!err) {
 		nt = sp.nthreads;
-		ni.info = calloc(x->R ? x->R : 1, ni.stride * sizeof *ni.info);
+		ni.atomic = nt > 1;
+		/* read at random: in huge pages (td_mem.h) */
+		ni.info = td_big_alloc((x->R ? x->R : 1) * ni.stride * sizeof *ni.info);
+		ni.w = td_big_alloc((x->R ? x->R : 1) * sizeof *ni.w);
 		j.sinks = calloc(nt, sizeof *j.sinks);
-		if (!ni.info || !j.sinks)
+		if (!ni.info || !ni.w || !j.sinks)
 			err = TD_ENOMEM;
 	}
+	if (out)
+		*out = NULL;
 	if (!err && nt > 1) {
 		while ((1u << pbits) < 2 * nt && pbits < 10)
 			pbits++;
 		np = 1u << pbits;
+		/* allocated here: grown from threads' malloc arenas instead, they
+		 * cost 7 times the page faults (measured, 16 threads) */
 		if (!(parts = calloc((size_t)nt * np, sizeof *parts)))
 			err = TD_ENOMEM;
 		for (size_t i = 0; !err && i < (size_t)nt * np; i++)
-			err = gtab_alloc(&parts[i], m, 1u << 10);
+			err = gtab_alloc(&parts[i], m, 1u << 8);
 		for (unsigned k = 0; !err && k < nt; k++)
 			j.sinks[k] = (gsink){ .t = parts + (size_t)k * np, .m = m, .pbits = pbits, .ok = g->ok, .W = g->W };
 	} else if (!err) {
@@ -2489,7 +2649,7 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 	if (!err)
 		err = td_par_for(sp.nchunks, nt, ngram_task, &j);
 	if (!err && !(err = td_par_err_get(&j.err)))
-		err = ngram_weights(&ni);
+		err = ngram_weights(&ni, nt);
 	if (!err) {
 		j.rules = 1;
 		j.rchunks = nt > 1 ? (size_t)nt * PAR_CHUNKS : 1;
@@ -2501,18 +2661,22 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 		err = gsink_flush(&j.sinks[k]);
 	if (nt > 1 && !err && !(err = td_par_for(np, nt, ngram_merge, &j)))
 		err = td_par_err_get(&j.err);
-	if (nt > 1 && !err) {
+	if (nt > 1 && !err && out) {
+		*out = parts;
+		*npout = np;
+		parts = NULL;
+	} else if (nt > 1 && !err) {
 		/* the merged tables (their runs are distinct) into t */
 		uint64_t used = 0, cap = 1u << 16;
 		for (unsigned p = 0; p < np; p++)
 			used += parts[p].used;
 		while ((used + 1) * 2 > cap - 1)
 			cap *= 2;
-		free(t->slot);
+		td_gtab_free(t);
 		err = gtab_alloc(t, m, cap);
 		for (unsigned p = 0; !err && p < np; p++) {
 			const gtab *src = &parts[p];
-			for (uint64_t i = 0; i <= src->mask; i++) {
+			for (uint64_t i = 0; src->slot && i <= src->mask; i++) {
 				if (!gval(src, i))
 					continue;
 				uint64_t h = ghash(gkey(src, i), m) & t->mask;
@@ -2526,10 +2690,11 @@ static int ngram_walk(const an *x, const uint8_t *skip, unsigned m, gsink *g, gt
 		*g = j.sinks[0];
 	}
 	for (size_t i = 0; parts && i < (size_t)nt * np; i++)
-		free(parts[i].slot);
+		td_gtab_free(&parts[i]);
 	free(parts);
 	free(j.sinks);
-	free(ni.info);
+	td_big_free(ni.info, (x->R ? x->R : 1) * ni.stride * sizeof *ni.info);
+	td_big_free(ni.w, (x->R ? x->R : 1) * sizeof *ni.w);
 	free(sp.pre);
 	return err;
 }
@@ -2562,33 +2727,85 @@ static int ngram_text_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 	return nt->n == m ? gsink_put(nt->g, nt->win, 1) : TD_OK;
 }
 
+/* Runs in tables t[]: an item is (table << GT_BITS) | slot. */
+#define GT_BITS 40
+#define GT_SLOT(v) ((v) & ((UINT64_C(1) << GT_BITS) - 1))
+
 typedef struct grank_ctx {
 	const td_archive *a;
 	const td_longw *l;
 	const gtab *t;
 } grank_ctx;
 
-/* N-grams (slots of the table): count descending, then words. */
+/* N-grams (items of the tables): count descending, then words. */
 static int grank(uint64_t i, uint64_t j, void *ctx)
 {
 	const grank_ctx *g = ctx;
-	const gtab *t = g->t;
-	uint64_t vi = gval(t, i), vj = gval(t, j);
+	const gtab *ti = &g->t[i >> GT_BITS], *tj = &g->t[j >> GT_BITS];
+	uint64_t vi = gval(ti, GT_SLOT(i)), vj = gval(tj, GT_SLOT(j));
 	if (vi != vj)
 		return vi > vj ? -1 : 1;
-	for (unsigned k = 0; k < t->m; k++) {
-		int c = item_cmp(g->a, g->l, gkey(t, i)[k], gkey(t, j)[k]);
+	const uint32_t *ki = gkey(ti, GT_SLOT(i)), *kj = gkey(tj, GT_SLOT(j));
+	for (unsigned k = 0; k < ti->m; k++) {
+		int c = item_cmp(g->a, g->l, ki[k], kj[k]);
 		if (c)
 			return c;
 	}
 	return 0;
 }
 
+/* The best of each table on threads, then of theirs. */
+typedef struct rjob {
+	const grank_ctx *g;
+	topk *tk;      /* one a table */
+	uint64_t top;  /* 0: all */
+	td_par_err err;
+} rjob;
+
+static void rank_table(void *ctx, size_t p)
+{
+	rjob *j = ctx;
+	const gtab *t = &j->g->t[p];
+	topk *tk = &j->tk[p];
+	int err = topk_init(tk, j->top && j->top < t->used ? (size_t)j->top : (size_t)t->used, grank, (void *)j->g);
+	for (uint64_t i = 0; !err && t->slot && i <= t->mask; i++)
+		if (gval(t, i))
+			topk_offer(tk, (uint64_t)p << GT_BITS | i);
+	td_par_err_set(&j->err, err);
+}
+
+/* The `top` best runs (0: all) of the tables g->t[0..nt) into tk, best
+ * first. */
+static int rank_tables(const grank_ctx *g, unsigned nt, uint64_t top, topk *tk)
+{
+	rjob j = { .g = g, .top = top };
+	uint64_t used = 0, slots = 0;
+	for (unsigned p = 0; p < nt; p++) {
+		used += g->t[p].used;
+		slots += g->t[p].slot ? g->t[p].mask + 1 : 0;
+	}
+	int err = (j.tk = calloc(nt, sizeof *j.tk)) ? TD_OK : TD_ENOMEM;
+	if (!err && !(err = td_par_for(nt, nt > 1 ? td_par_threads(slots, 1u << 16) : 1, rank_table, &j)))
+		err = td_par_err_get(&j.err);
+	if (!err)
+		err = topk_init(tk, top && top < used ? (size_t)top : (size_t)used, grank, (void *)g);
+	for (unsigned p = 0; !err && p < nt; p++)
+		for (size_t i = 0; i < j.tk[p].n; i++)
+			topk_offer(tk, j.tk[p].h[i]);
+	if (!err)
+		topk_sort(tk);
+	for (unsigned p = 0; j.tk && p < nt; p++)
+		free(j.tk[p].h);
+	free(j.tk);
+	return err;
+}
+
 /* Count every run of n words of `scope` (or of the files list[0..nlist)
  * when list is not NULL, then of the texts) into t (grown from empty) and
- * the long words met into lw; with ok, only the runs gsink_keep keeps. */
+ * the long words met into lw; with ok, only the runs gsink_keep keeps.
+ * With out, the runs may instead be left in *np tables (ngram_walk). */
 static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
-		       unsigned n, const uint8_t *ok, gtab *t, td_longw *lw)
+		       unsigned n, const uint8_t *ok, gtab *t, td_longw *lw, gtab **out, unsigned *np)
 {
 	gsink g = { .t = t, .m = n, .ok = ok, .W = a->W };
 	an x;
@@ -2607,8 +2824,11 @@ static int ngram_table(const td_archive *a, td_entry scope, const td_entry *list
 			err = v < 0 ? v : TD_OK;
 		longf[f] = v != 0;
 	}
+	int more = texts && texts->n; /* runs that go into t after the walk */
+	for (size_t f = 0; f < x.nfiles; f++)
+		more |= longf[f];
 	if (!err)
-		err = ngram_walk(&x, longf, n, &g, t);
+		err = ngram_walk(&x, longf, n, &g, t, more ? NULL : out, np);
 	/* files with words longer than TD_MAXTOK, and the texts: their words */
 	for (size_t f = 0; f < x.nfiles && !err; f++) {
 		if (!longf[f])
@@ -2658,12 +2878,23 @@ static int ngram_ok(const td_archive *a, uint64_t min, uint8_t *ok)
 	return TD_OK;
 }
 
+/* Free the tables of a walk: parts[0..np) when parts, and t. */
+static void gtabs_free(gtab *parts, unsigned np, gtab *t)
+{
+	for (unsigned p = 0; parts && p < np; p++)
+		td_gtab_free(&parts[p]);
+	free(parts);
+	td_gtab_free(t);
+	*t = (gtab){ .m = t->m, .stride = t->m + 2 };
+}
+
 int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, const td_texts *texts,
 		   unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
 {
 	if (n < 2 || n > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", n, TD_PHRASE_MAX);
-	gtab t = { .m = n, .stride = n + 2 };
+	gtab t = { .m = n, .stride = n + 2 }, *parts = NULL;
+	unsigned np = 0;
 	td_longw lw = { 0 };
 	topk tk = { 0 };
 	grank_ctx g = { a, &lw, &t };
@@ -2685,36 +2916,36 @@ int td_ngrams_list(const td_archive *a, td_entry scope, const td_entry *list, si
 	for (;;) {
 		if (min > 1 && (err = ngram_ok(a, min, ok)))
 			goto out;
-		err = ngram_table(a, scope, list, nlist, texts, n, min > 1 ? ok : NULL, &t, &lw);
+		err = ngram_table(a, scope, list, nlist, texts, n, min > 1 ? ok : NULL, &t, &lw, &parts, &np);
 		if (err)
 			goto out;
-		if ((err = topk_init(&tk, top && top < t.used ? (size_t)top : (size_t)t.used, grank, &g)))
+		g.t = parts ? parts : &t;
+		if ((err = rank_tables(&g, parts ? np : 1, top, &tk)))
 			goto out;
-		for (uint64_t i = 0; i <= t.mask; i++)
-			if (gval(&t, i))
-				topk_offer(&tk, i);
-		topk_sort(&tk);
-		if (min <= 1 || (tk.n == top && gval(&t, tk.h[top - 1]) >= min))
+		uint64_t kth = top && tk.n == top ? gval(&g.t[tk.h[top - 1] >> GT_BITS], GT_SLOT(tk.h[top - 1])) : 0;
+		if (min <= 1 || kth >= min)
 			break;
-		min = tk.n == top ? gval(&t, tk.h[top - 1]) : min / 64;
+		min = tk.n == top ? kth : min / 64;
 		free(tk.h);
-		free(t.slot);
+		gtabs_free(parts, np, &t);
+		parts = NULL;
 		longw_free(&lw);
 		memset(&tk, 0, sizeof tk);
-		t = (gtab){ .m = n, .stride = n + 2 };
 		memset(&lw, 0, sizeof lw);
 	}
 	for (size_t i = 0; i < tk.n && !err; i++) {
+		const gtab *ti = &g.t[tk.h[i] >> GT_BITS];
+		uint64_t slot = GT_SLOT(tk.h[i]);
 		const char *w[TD_PHRASE_MAX];
 		size_t wl[TD_PHRASE_MAX];
 		for (unsigned k = 0; k < n; k++)
-			w[k] = item_bytes(a, &lw, gkey(&t, tk.h[i])[k], &wl[k]);
-		err = fn(ctx, w, wl, n, gval(&t, tk.h[i]));
+			w[k] = item_bytes(a, &lw, gkey(ti, slot)[k], &wl[k]);
+		err = fn(ctx, w, wl, n, gval(ti, slot));
 	}
 out:
 	free(ok);
 	free(tk.h);
-	free(t.slot);
+	gtabs_free(parts, np, &t);
 	longw_free(&lw);
 	return err;
 }
@@ -2775,15 +3006,15 @@ int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entr
 
 /* ---------- for merging shards ---------- */
 
-int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m, td_gtab *t,
-		 td_longw *lw)
+int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m,
+		 const uint8_t *ok, td_gtab *t, td_longw *lw)
 {
 	if (m < 2 || m > TD_PHRASE_MAX)
 		return td_fail(TD_EINVAL, "n-gram length %u outside 2..%u", m, TD_PHRASE_MAX);
 	memset(t, 0, sizeof *t);
 	t->m = m;
 	t->stride = m + 2;
-	return ngram_table(a, scope, list, nlist, NULL, m, NULL, t, lw);
+	return ngram_table(a, scope, list, nlist, NULL, m, ok, t, lw, NULL, NULL);
 }
 
 int td_gtab_add(td_gtab *t, const uint32_t *g, uint64_t n)
@@ -2809,6 +3040,11 @@ int64_t td_gtab_find(const td_gtab *t, const uint32_t *g)
 void td_gtab_set(td_gtab *t, uint64_t i, uint64_t v)
 {
 	gset(t, i, v);
+}
+
+int64_t td_longw_find(const td_longw *l, const char *w, size_t len)
+{
+	return longw_find(l, (const uint8_t *)w, len);
 }
 
 int64_t td_longw_intern(td_longw *l, const char *w, size_t len)

@@ -107,9 +107,14 @@ static inline const uint32_t *td_gtab_key(const td_gtab *t, uint64_t i)
 /* Every run of m (2..TD_PHRASE_MAX) words of `scope` of a format 1-4
  * archive (or of the regular files list[0..nlist) when list is not NULL)
  * into t (items: word ids of a, or a->W + j for long word j of lw, which
- * the caller frees). Errors as td_ngrams. Free t->slot. */
-int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m, td_gtab *t,
-		 td_longw *lw);
+ * the caller frees); with ok (a->W flags, NULL: every run), only the runs
+ * whose word ids w < a->W all have ok[w] set (long words always pass).
+ * Errors as td_ngrams. Free t with td_gtab_free. */
+int td_list_gtab(const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, unsigned m,
+		 const uint8_t *ok, td_gtab *t, td_longw *lw);
+
+/* Free t's slots (t->slot NULL: nothing). */
+void td_gtab_free(td_gtab *t);
 
 /* Add n to run g of t (t zeroed with m set, or filled before; n > 0).
  * TD_OK or TD_ENOMEM. */
@@ -133,6 +138,8 @@ int td_hits_files(const td_archive *a, const td_hits *h, td_file_count **out, si
 /* Index of w[0..len) in l (added with count 0 when new), or a negative
  * td_err; td_longw_free frees the list. */
 int64_t td_longw_intern(td_longw *l, const char *w, size_t len);
+/* Index of w[0..len) in l, or -1 when absent. */
+int64_t td_longw_find(const td_longw *l, const char *w, size_t len);
 void td_longw_free(td_longw *l);
 
 /* The version 5 forms of td_analytics.h's calls (td_shard_an.c):

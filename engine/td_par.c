@@ -103,6 +103,22 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 	return TD_OK;
 }
 
+void td_par_stage(td_par_gate *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	size_t i;
+	while ((i = __atomic_fetch_add(&st->next, 1, __ATOMIC_RELAXED)) < n) {
+		fn(ctx, i);
+		__atomic_fetch_add(&st->done, 1, __ATOMIC_RELEASE);
+	}
+	/* the rest are running: spin a while, then let them have the core */
+	for (unsigned spin = 0; __atomic_load_n(&st->done, __ATOMIC_ACQUIRE) < n; spin++) {
+		if (spin < 4096)
+			td_par_relax();
+		else
+			sched_yield();
+	}
+}
+
 void td_par_err_set(td_par_err *e, int err)
 {
 	if (!err || __atomic_exchange_n(&e->claimed, 1, __ATOMIC_ACQ_REL))

@@ -47,4 +47,16 @@ static inline void td_par_relax(void)
 #endif
 }
 
+/* A stage of work inside one td_par_for whose tasks each run every stage
+ * in turn (a barrier between stages without a pool per stage): zeroed,
+ * then each thread calls td_par_stage on it with the same n. */
+typedef struct td_par_gate {
+	size_t next, done;
+} td_par_gate;
+
+/* Run fn(ctx, i) for the i of [0, n) this thread claims, then wait until
+ * every i has run (on any thread). A thread only waits once every i is
+ * claimed, so any number of threads (one too) finishes. Thread-safe. */
+void td_par_stage(td_par_gate *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+
 #endif

@@ -501,7 +501,7 @@ static size_t flat_bytes(uint64_t n)
  * multiple of the vector decoder's 32), threads for FLAT_GRAIN symbols
  * or more each. */
 #define FLAT_TILES 256u
-#define FLAT_GRAIN (UINT64_C(1) << 20)
+#define FLAT_GRAIN (UINT64_C(1) << 17)
 
 typedef struct fjob {
 	const td_scode *c;

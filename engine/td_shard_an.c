@@ -346,7 +346,187 @@ static unsigned piece_threads(uint64_t n)
 
 /* ---------- merging the shards' runs by bytes ---------- */
 
-/* The cuts' runs: items index lw, each with its sign. */
+/* ---------- pruning top n-grams over shards ----------
+ *
+ * As td_ngrams prunes one archive's runs (engine/README.md, "Sequences"):
+ * only the runs whose words all occur at least `min` times may be
+ * counted. A word's count over the archive is at most its shards' counts
+ * (WORD_FREQ, each over the shard's whole text) plus the number of cuts:
+ * a cut inside a word hides at most that one occurrence from the shards
+ * (its fragments count as other words, which only adds). A word whose
+ * count is below T = (min - cuts - 1) / shards + 1 in every shard thus
+ * occurs fewer than min times; the others (the candidates, few) get that
+ * bound exactly, summed over every shard. A word is kept when it is a
+ * candidate whose bound reaches min; each shard keeps the runs of kept
+ * words (its ok flags, by its ids) and so do the cuts' runs (by bytes;
+ * words longer than TD_MAXTOK always, as the shards do): a run is
+ * counted in full or not at all. */
+typedef struct gprune {
+	uint64_t min;
+	uint32_t nsh;
+	uint8_t **ok;    /* per shard: ok[w] for its word ids */
+	td_longw cand;   /* the candidates' bytes; count: their bound */
+} gprune;
+
+static void gprune_free(gprune *gp)
+{
+	for (uint32_t k = 0; gp->ok && k < gp->nsh; k++)
+		free(gp->ok[k]);
+	free(gp->ok);
+	td_longw_free(&gp->cand);
+	memset(gp, 0, sizeof *gp);
+}
+
+/* Whether the word w[0..len) may be in a counted run. */
+static int gprune_keep(const gprune *gp, const char *w, size_t len)
+{
+	if (len > TD_MAXTOK)
+		return 1;
+	int64_t i = td_longw_find(&gp->cand, w, len);
+	return i >= 0 && gp->cand.count[i] >= gp->min;
+}
+
+/* Per shard (one thread a shard): its words counted T times or more
+ * (gp_gather), then each candidate's id and count there (gp_lookup). */
+typedef struct gpjob {
+	const td_archive *a;
+	gprune *gp;
+	uint64_t T;
+	uint32_t **fw;   /* per shard: its frequent words' ids, then */
+	uint64_t *nfw;
+	int64_t *id;     /* per shard and candidate: its id there (-1: none) */
+	uint64_t *cnt;   /* and its count there */
+	td_par_err err;
+} gpjob;
+
+static void gp_gather(void *ctx, size_t k)
+{
+	gpjob *j = ctx;
+	td_archive *s;
+	const td_pack *wf = NULL;
+	int err = td_shard_sub(j->a, (uint32_t)k, &s);
+	if (!err && (!(wf = td_word_freq(s)) || !td_words(s)))
+		err = td_fail(TD_ECORRUPT, "shard %zu: word counts or words unreadable", k);
+	uint64_t n = 0, cap = 0;
+	uint32_t *v = NULL;
+	for (uint64_t w = 0; !err && w < s->W; w++) {
+		if (td_pack_get(wf, w) < j->T)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			uint32_t *nv = realloc(v, cap * sizeof *v);
+			if (!nv) {
+				err = TD_ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = (uint32_t)w;
+	}
+	j->fw[k] = v;
+	j->nfw[k] = n;
+	td_par_err_set(&j->err, err);
+}
+
+static void gp_lookup(void *ctx, size_t k)
+{
+	gpjob *j = ctx;
+	const td_longw *c = &j->gp->cand;
+	td_archive *s;
+	const td_pack *wf = NULL;
+	int err = td_shard_sub(j->a, (uint32_t)k, &s);
+	if (!err && (!(wf = td_word_freq(s)) || !td_words(s)))
+		err = td_fail(TD_ECORRUPT, "shard %zu: word counts or words unreadable", k);
+	for (size_t i = 0; !err && i < c->n; i++) {
+		int64_t w = td_find_word(s, c->w[i], c->len[i]);
+		j->id[k * c->n + i] = w;
+		j->cnt[k * c->n + i] = w >= 0 ? td_pack_get(wf, (uint64_t)w) : 0;
+	}
+	td_par_err_set(&j->err, err);
+}
+
+/* gp for scope's runs with `min`, over every shard of a; gp->min is 0
+ * when the cuts leave no room to prune (then count every run). */
+static int gprune_init(gprune *gp, const td_archive *a, uint64_t min)
+{
+	memset(gp, 0, sizeof *gp);
+	uint32_t nsh = td_archive_nshards(a);
+	td_entry *split;
+	size_t nsplit;
+	uint64_t cuts = 0;
+	int err = td_shard_split_files(a, TD_ROOT, 0, &split, &nsplit);
+	for (size_t i = 0; i < nsplit && !err; i++) {
+		const td_disk_piece *p;
+		uint64_t n;
+		if (!(err = td_shard_pieces(a, split[i], &p, &n)))
+			cuts += n ? n - 1 : 0;
+	}
+	free(split);
+	if (err || !nsh || min <= cuts + 1)
+		return err;
+	/* the candidates: words counted T times or more in some shard (the
+	 * shards' words decoded on threads) */
+	gpjob j = { .a = a, .gp = gp, .T = (min - cuts - 1) / nsh + 1 };
+	const unsigned nt = td_par_threads(nsh, 1);
+	if (!(j.fw = calloc(nsh, sizeof *j.fw)) || !(j.nfw = calloc(nsh, sizeof *j.nfw)))
+		err = TD_ENOMEM;
+	if (!err && !(err = td_par_for(nsh, nt, gp_gather, &j)))
+		err = td_par_err_get(&j.err);
+	for (uint32_t k = 0; k < nsh && !err; k++) {
+		td_archive *s;
+		if ((err = td_shard_sub(a, k, &s)))
+			break;
+		for (uint64_t i = 0; i < j.nfw[k] && !err; i++) {
+			size_t len;
+			const char *b = td_word_at(s, j.fw[k][i], &len);
+			int64_t c = td_longw_intern(&gp->cand, b, len);
+			err = c < 0 ? (int)c : TD_OK;
+		}
+	}
+	for (uint32_t k = 0; j.fw && k < nsh; k++)
+		free(j.fw[k]);
+	free(j.fw);
+	free(j.nfw);
+	/* their bounds: their counts in every shard, plus the cuts */
+	const size_t nc = gp->cand.n;
+	gp->nsh = nsh;
+	if (!err && (!(j.id = malloc((size_t)nsh * (nc ? nc : 1) * sizeof *j.id)) ||
+		     !(j.cnt = malloc((size_t)nsh * (nc ? nc : 1) * sizeof *j.cnt)) ||
+		     !(gp->ok = calloc(nsh, sizeof *gp->ok))))
+		err = TD_ENOMEM;
+	if (!err && !(err = td_par_for(nsh, nt, gp_lookup, &j)))
+		err = td_par_err_get(&j.err);
+	for (size_t i = 0; i < nc && !err; i++) {
+		gp->cand.count[i] = cuts;
+		for (uint32_t k = 0; k < nsh; k++)
+			gp->cand.count[i] += j.cnt[(size_t)k * nc + i];
+	}
+	/* each shard's flags */
+	for (uint32_t k = 0; k < nsh && !err; k++) {
+		td_archive *s;
+		if ((err = td_shard_sub(a, k, &s)))
+			break;
+		if (!(gp->ok[k] = calloc(s->W ? s->W : 1, 1))) {
+			err = TD_ENOMEM;
+			break;
+		}
+		for (size_t i = 0; i < nc; i++) {
+			int64_t w = j.id[(size_t)k * nc + i];
+			if (w >= 0 && gp->cand.count[i] >= min)
+				gp->ok[k][w] = 1;
+		}
+	}
+	free(j.id);
+	free(j.cnt);
+	if (!err)
+		gp->min = min;
+	else
+		gprune_free(gp);
+	return err;
+}
+
+/* The cuts' runs: items index lw, each with its sign; with gp, only the
+ * runs it keeps. */
 typedef struct corr {
 	unsigned m;
 	uint64_t n, cap;
@@ -354,6 +534,7 @@ typedef struct corr {
 	int *sign;
 	td_longw lw;
 	uint32_t *map; /* lw index -> global id */
+	const gprune *gp;
 } corr;
 
 static int corr_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsigned m, uint64_t base, int sign)
@@ -361,6 +542,9 @@ static int corr_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, un
 	(void)e;
 	(void)base;
 	corr *c = ctx;
+	for (unsigned k = 0; c->gp && k < m; k++)
+		if (!gprune_keep(c->gp, (const char *)buf + t[k].s, (size_t)(t[k].e - t[k].s)))
+			return TD_OK;
 	if (c->n == c->cap) {
 		uint64_t cap = c->cap ? 2 * c->cap : 64;
 		uint32_t *k = realloc(c->key, cap * m * sizeof *k);
@@ -425,7 +609,7 @@ static void merged_free(merged *mg)
 {
 	for (size_t i = 0; i < mg->np; i++) {
 		td_counts_free(&mg->p[i].c);
-		free(mg->p[i].t.slot);
+		td_gtab_free(&mg->p[i].t);
 		td_longw_free(&mg->p[i].lw);
 		free(mg->p[i].map);
 	}
@@ -437,7 +621,7 @@ static void merged_free(merged *mg)
 	free(mg->gw);
 	free(mg->gl);
 	free(mg->cnt);
-	free(mg->t.slot);
+	td_gtab_free(&mg->t);
 }
 
 static const td_longw *part_lw(const merged *mg, const part *p)
@@ -673,10 +857,12 @@ static int merged_sum(merged *mg)
 
 /* Part pt: the runs of m words of the files list[0..n) of shard s (list
  * NULL: of its entry `local`). */
-static int part_fill(part *pt, const td_archive *s, td_entry local, const td_entry *list, size_t n, unsigned m)
+static int part_fill(part *pt, const td_archive *s, td_entry local, const td_entry *list, size_t n, unsigned m,
+		     const uint8_t *ok)
 {
 	pt->s = s;
-	return m == 1 ? td_list_counts(s, local, list, n, &pt->c) : td_list_gtab(s, local, list, n, m, &pt->t, &pt->lw);
+	return m == 1 ? td_list_counts(s, local, list, n, &pt->c)
+		      : td_list_gtab(s, local, list, n, m, ok, &pt->t, &pt->lw);
 }
 
 /* A piece's word counts given elsewhere (td_words_find_fn), for request
@@ -716,6 +902,7 @@ typedef struct pfjob {
 	part *parts;
 	unsigned m;
 	const pgiven *given;
+	const gprune *gp;
 	td_par_err err;
 } pfjob;
 
@@ -730,18 +917,22 @@ static void fill_piece(void *ctx, size_t k)
 		err = TD_ENOGPU;
 	if (err == TD_ENOGPU) {
 		td_counts_free(&j->parts[k].c);
-		err = part_fill(&j->parts[k], s, j->p[k].local, NULL, 0, j->m);
+		err = part_fill(&j->parts[k], s, j->p[k].local, NULL, 0, j->m,
+				j->gp && j->gp->min ? j->gp->ok[j->p[k].shard] : NULL);
 	}
 	td_par_err_set(&j->err, err);
 }
 
 /* Gather and sum the runs of m words of scope's pieces and cuts (the
- * pieces' word counts from given where it has them). */
-static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, unsigned m, const pgiven *given)
+ * pieces' word counts from given where it has them; with gp, the runs it
+ * keeps). */
+static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, unsigned m, const pgiven *given,
+			     const gprune *gp)
 {
 	memset(mg, 0, sizeof *mg);
 	mg->m = m;
 	mg->c.m = m;
+	mg->c.gp = gp && gp->min ? gp : NULL;
 	const td_disk_piece *p;
 	uint64_t n;
 	int err = scope_pieces(a, scope, &p, &n);
@@ -749,7 +940,7 @@ static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, un
 		return err;
 	if (!(mg->p = calloc(n + 1, sizeof *mg->p)))
 		return TD_ENOMEM;
-	pfjob j = { .a = a, .p = p, .parts = mg->p, .m = m, .given = given };
+	pfjob j = { .a = a, .p = p, .parts = mg->p, .m = m, .given = given, .gp = mg->c.gp };
 	err = td_par_for((size_t)n, piece_threads(n), fill_piece, &j);
 	mg->np = (size_t)n;
 	if (!err)
@@ -763,9 +954,9 @@ static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, un
 	return err;
 }
 
-static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
+static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m, const gprune *gp)
 {
-	return merged_init_given(mg, a, scope, m, NULL);
+	return merged_init_given(mg, a, scope, m, NULL, gp);
 }
 
 /* ---------- a set of files (td_analytics_set.c) ---------- */
@@ -914,7 +1105,7 @@ static int merged_init_set(merged *mg, const td_archive *a, const td_entry *list
 	for (size_t k = 0; k < ss.n && !err; k++) {
 		td_archive *s;
 		if (!(err = td_shard_sub(a, ss.v[k].shard, &s)))
-			err = part_fill(&mg->p[mg->np++], s, TD_ROOT, ss.v[k].local, ss.v[k].n, m);
+			err = part_fill(&mg->p[mg->np++], s, TD_ROOT, ss.v[k].local, ss.v[k].n, m, NULL);
 	}
 	for (size_t i = 0; i < ss.nsplit && !err; i++)
 		err = fix_file(a, list[ss.split[i]], m, corr_run, &mg->c);
@@ -1018,50 +1209,112 @@ static int kept_cmp(const void *p, const void *q, void *ctx)
 	return worse(y, x, m) ? -1 : worse(x, y, m) ? 1 : 0;
 }
 
+/* The K best runs of mg (K = 0: all) into b, best first. */
+static int best_pick(const merged *mg, uint64_t K, best *b)
+{
+	const unsigned m = mg->m;
+	int err = TD_OK;
+	*b = (best){ .m = m };
+	b->cap = K > (1u << 26) ? 0 : (size_t)K;
+	if (b->cap && !(b->h = malloc(b->cap * sizeof *b->h)))
+		return TD_ENOMEM;
+	b->alloc = b->cap;
+	if (m == 1) {
+		for (uint32_t i = 0; i < mg->nid && !err; i++)
+			if (mg->cnt[i])
+				err = best_offer(b, &i, mg->cnt[i]);
+	} else {
+		for (uint64_t i = 0; mg->t.mask && i <= mg->t.mask && !err; i++)
+			if (td_gtab_val(&mg->t, i))
+				err = best_offer(b, td_gtab_key(&mg->t, i), td_gtab_val(&mg->t, i));
+	}
+	if (!err && b->n > 1)
+		qsort_r(b->h, b->n, sizeof *b->h, kept_cmp, &b->m);
+	if (!err && K && b->n > K)
+		b->n = (size_t)K;
+	return err;
+}
+
+/* fn per run of b (runs of mg), in order. */
+static int best_emit(const merged *mg, const best *b, td_ngram_fn fn, void *ctx)
+{
+	int err = TD_OK;
+	for (size_t i = 0; i < b->n && !err; i++) {
+		const char *w[TD_PHRASE_MAX];
+		size_t wl[TD_PHRASE_MAX];
+		for (unsigned k = 0; k < mg->m; k++) {
+			w[k] = mg->gw[b->h[i].id[k]];
+			wl[k] = mg->gl[b->h[i].id[k]];
+		}
+		err = fn(ctx, w, wl, mg->m, b->h[i].count);
+	}
+	return err;
+}
+
 /* The K best runs of mg (K = 0: all), best first: fn per run; err is
  * merged_init's. Frees mg. */
 static int best_of(merged *mgp, int err, uint64_t K, td_ngram_fn fn, void *ctx)
 {
-	merged mg = *mgp;
-	const unsigned m = mg.m;
-	best b = { .m = m };
-	b.cap = K > (1u << 26) ? 0 : (size_t)K;
-	if (!err && b.cap && !(b.h = malloc(b.cap * sizeof *b.h)))
-		err = TD_ENOMEM;
-	b.alloc = b.cap;
-	if (m == 1) {
-		for (uint32_t i = 0; i < mg.nid && !err; i++)
-			if (mg.cnt[i])
-				err = best_offer(&b, &i, mg.cnt[i]);
-	} else {
-		for (uint64_t i = 0; mg.t.mask && i <= mg.t.mask && !err; i++)
-			if (td_gtab_val(&mg.t, i))
-				err = best_offer(&b, td_gtab_key(&mg.t, i), td_gtab_val(&mg.t, i));
-	}
-	if (!err && b.n > 1)
-		qsort_r(b.h, b.n, sizeof *b.h, kept_cmp, &b.m);
-	if (!err && K && b.n > K)
-		b.n = (size_t)K;
-	for (size_t i = 0; i < b.n && !err; i++) {
-		const char *w[TD_PHRASE_MAX];
-		size_t wl[TD_PHRASE_MAX];
-		for (unsigned k = 0; k < m; k++) {
-			w[k] = mg.gw[b.h[i].id[k]];
-			wl[k] = mg.gl[b.h[i].id[k]];
-		}
-		err = fn(ctx, w, wl, m, b.h[i].count);
-	}
+	best b = { 0 };
+	if (!err)
+		err = best_pick(mgp, K, &b);
+	if (!err)
+		err = best_emit(mgp, &b, fn, ctx);
 	free(b.h);
-	merged_free(&mg);
+	merged_free(mgp);
 	return err;
 }
 
-/* The K best runs of m words of scope (K = 0: all), best first. */
+/* Words of scope's pieces. */
+static int scope_words(const td_archive *a, td_entry scope, uint64_t *n)
+{
+	const td_disk_piece *p;
+	uint64_t np;
+	*n = 0;
+	int err = scope_pieces(a, scope, &p, &np);
+	for (uint64_t k = 0; k < np && !err; k++) {
+		td_archive *s;
+		uint64_t w = 0;
+		if (!(err = td_shard_sub(a, p[k].shard, &s)) && !(err = td_word_total(s, p[k].local, &w)))
+			*n += w;
+	}
+	return err;
+}
+
+/* The K best runs of m words of scope (K = 0: all), best first. With K
+ * and m >= 2 pruned as td_ngrams_list prunes (the same guess of min, the
+ * same retries; gprune says which runs are counted): exact when the K-th
+ * run counted occurs min times or more. */
 static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
 {
-	merged mg;
-	int err = merged_init(&mg, a, scope, m);
-	return best_of(&mg, err, K, fn, ctx);
+	uint64_t min = 0;
+	int err = TD_OK;
+	if (K && m >= 2 && !(err = scope_words(a, scope, &min)))
+		min >>= 9 + m;
+	for (; !err;) {
+		gprune gp = { 0 };
+		merged mg;
+		best b = { 0 };
+		if (min > 1)
+			err = gprune_init(&gp, a, min);
+		if (!err)
+			err = merged_init(&mg, a, scope, m, &gp);
+		else
+			memset(&mg, 0, sizeof mg);
+		if (!err)
+			err = best_pick(&mg, K, &b);
+		int again = !err && gp.min && !(b.n == K && b.h[K - 1].count >= min);
+		if (!err && !again)
+			err = best_emit(&mg, &b, fn, ctx);
+		if (again)
+			min = b.n == K ? b.h[K - 1].count : min / 64;
+		free(b.h);
+		merged_free(&mg);
+		gprune_free(&gp);
+		if (!again)
+			break;
+	}
+	return err;
 }
 
 /* Every word of mg with its count, in byte order (global ids are);
@@ -1113,7 +1366,7 @@ int td_shard_words_given(const td_archive *a, td_entry scope, int top, uint64_t 
 		return err ? err : top ? td_top_words(s, local, n, fn, ctx) : td_term_vector(s, local, fn, ctx);
 	pgiven gv = { find, fctx, req };
 	merged mg;
-	err = merged_init_given(&mg, a, scope, 1, find ? &gv : NULL);
+	err = merged_init_given(&mg, a, scope, 1, find ? &gv : NULL, NULL);
 	if (!top)
 		return vector_of(&mg, err, fn, ctx);
 	word_ctx v = { fn, ctx };

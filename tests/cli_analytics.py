@@ -6,7 +6,9 @@ generated tree, the bundled sample (contrib/sample) and sotu (skipped when absen
 format 4 archives and as format 5 archives forced to many shards (so files are split over
 shards): the adversarial tree at --shard-size 64K, sotu at 1M, and with TD_TEST_HEAVY=1
 also spam at 1M and gcide (one 40 MB file) at 4M; and a generated file without any ASCII separator, which the builder can only
-cut inside words and UTF-8 characters. Phrases and n-grams across the cuts are checked
+cut inside words and UTF-8 characters. Top n-grams of a generated Zipf corpus over 12 shards
+(pruned by the words' counts over all shards) against the oracle and the unpruned answer.
+Phrases and n-grams across the cuts are checked
 explicitly (the cuts are where `tadoc info` says each shard's input ends). Format 5 runs
 with --format5 (meson: cli_analytics_shards).
 Bad arguments: one message on stderr, exit 2.
@@ -347,6 +349,59 @@ def make_midcut(path, size=3 << 20, seed=5):
         f.write("".join(out).encode())
 
 
+def make_zipf(top, nfiles=5, size=500_000, seed=9):
+    """Files of words drawn from a Zipf-like vocabulary (so top n-grams are pruned: their
+    words are frequent, most runs hold a rare word), in two directories; the last file has
+    no ASCII separator and is longer than a shard and the builder's 1 MiB of slack, so it
+    is cut inside words."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(1, 9)))
+             for _ in range(4000)] + ["é" * 200, "x" * 300]  # a word over 255 bytes
+    vocab = list(dict.fromkeys(vocab))
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]
+    for i in range(nfiles):
+        d = os.path.join(top, "d%d" % (i % 2))
+        os.makedirs(d, exist_ok=True)
+        seps = ["\u00a0", "\u3001", "\u2014"] if i == nfiles - 1 else [" ", " ", " ", "\n", ", ", ". "]
+        out, n = [], 0
+        while n < (size if i < nfiles - 1 else 5 * size):
+            w = rng.choices(vocab, weights, k=64)
+            t = "".join(x + rng.choice(seps) for x in w)
+            out.append(t)
+            n += len(t.encode())
+        with open(os.path.join(d, "f%d.txt" % i), "wb") as f:
+            f.write("".join(out).encode())
+
+
+def pruned_shards(name, work):
+    """Top n-grams of a format 5 archive of many shards, pruned by the words' counts over
+    every shard (cuts at sync points and inside words): equal to the oracle, and to the
+    unpruned answer (--top 0, every run, cut to its first K lines), on 1 and 7 threads."""
+    tree = os.path.join(work, "zipf")
+    make_zipf(tree)
+    arch = os.path.join(work, "zipf.tadoc")
+    r = tadoc("compress", "-q", "--format", "5", "--shard-size", "256K", "-o", arch, tree)
+    if r.returncode:
+        failures.append(name + ": compress")
+        print("FAIL compress %s: %r" % (name, r.stderr), flush=True)
+        return
+    nsh = [l for l in tadoc("info", arch).stdout.decode().splitlines() if l.startswith("shards")]
+    print("%s: %s" % (name, nsh[0] if nsh else "no shards line"), flush=True)
+    c = oracle.Corpus(tree)
+    for s in (b"", b"d1"):
+        p = [s] if s else []
+        for ln, top in ((2, 20), (3, 20), (3, 1), (4, 10), (5, 5)):
+            want = oracle.render("ngrams", c, {"path": s, "len": ln, "top": top})
+            label = "%s:%s ngrams -n %d --top %d" % (name, os.fsdecode(s) or "(corpus)", ln, top)
+            for th in (1, 7):
+                same(label + " (%d threads)" % th, ["ngrams", "-n", str(ln), "--top", str(top), arch] + p, want,
+                     threads=th)
+            if ln == 3:
+                every = tadoc("ngrams", "-n", "3", "--top", "0", arch, *p)
+                same(label + " = --top 0", ["ngrams", "-n", "3", "--top", str(top), arch] + p,
+                     b"".join(every.stdout.splitlines(True)[:top]))
+
+
 def bad_args(work):
     global checks
     arch = os.path.join(work, "sample.tadoc")
@@ -414,6 +469,7 @@ def main():
         else:
             # many shards: files split over them, phrases and n-grams across the cuts
             timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
+            timed("pruned-f5", pruned_shards, work)
             mid = os.path.join(work, "midcut")
             os.mkdir(mid)
             make_midcut(os.path.join(mid, "nosep.txt"))
