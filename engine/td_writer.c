@@ -1070,7 +1070,16 @@ static void *zstd_sections(void *arg)
 			break;
 		unsigned id = q->id[q->done];
 		pthread_mutex_unlock(&q->mu);
-		int err = td_buf_zstd(&f->sb.b[id], SEC_ZSTD_LEVEL);
+		size_t raw = f->sb.b[id].len;
+		(void)raw;
+		td_trace("zstd helper wait");
+		int level = SEC_ZSTD_LEVEL;
+#ifdef TD_WRITER_TRACE
+		if (getenv("TD_TRACE_ZLEVEL")) /* benchmarks: another level */
+			level = atoi(getenv("TD_TRACE_ZLEVEL"));
+#endif
+		int err = td_buf_zstd(&f->sb.b[id], level);
+		td_trace("zstd section %u: %zu -> %zu bytes", id, raw, f->sb.b[id].len);
 		pthread_mutex_lock(&q->mu);
 		if (err)
 			q->err = err;
