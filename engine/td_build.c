@@ -765,16 +765,6 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	return TD_OK;
 }
 
-unsigned td_build_jobs(const td_build *b)
-{
-	return b->one ? 1 : b->o.jobs;
-}
-
-uint64_t td_build_memory(const td_build *b)
-{
-	return b->one ? 0 : b->o.memory;
-}
-
 int td_build_add_dir(td_build *b, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec)
 {
 	if (b->one)

@@ -162,14 +162,6 @@ int td_build_finish(td_build *b, const char *out_path);
 /* Stop the workers, remove temporary files, free. NULL accepted. */
 void td_build_abort(td_build *b);
 
-/* The threads building shards (opts.jobs, 0 resolved to the cores; 1
- * for formats 3 and 4). */
-unsigned td_build_jobs(const td_build *b);
-
-/* The memory bound (opts.memory, 0 resolved to the default; 0 for formats
- * 3 and 4: no bound). */
-uint64_t td_build_memory(const td_build *b);
-
 /* Add each of inputs (file, directory or symlink on disk, walked as
  * td_compress_paths walks them, directories in name order) under its base
  * name, below `to` ("" or NULL: the top level; its missing parents are
