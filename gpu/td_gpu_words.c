@@ -263,6 +263,7 @@ typedef struct td_gwb {
 	struct td_gwd *w;
 	const td_gunit *u;
 	td_words_req *reqs;
+	td_gwd_raw *raw;               /* non-NULL: runs kept here instead of answers */
 	int top;
 	int host_top;                  /* rank top words on the host over the runs */
 	unsigned nt;                   /* threads filling in answers */
@@ -360,6 +361,18 @@ static void td_gwd_answers(void *ctx, unsigned c)
 	for (uint32_t i = c; i < b->nreq; i += nt) {
 		td_words_req *q = &b->reqs[b->map[i]];
 		uint64_t s = b->o.start[i], n = b->o.start[i + 1] - s;
+		if (b->raw) {
+			td_gwd_raw *x = &b->raw[b->map[i]];
+			if (!(x->v = malloc((n ? 2 * n : 1) * sizeof *x->v))) {
+				b->err = TD_ENOMEM;
+				continue;
+			}
+			memcpy(x->v, b->o.wid + s, n * sizeof *x->v);
+			memcpy(x->v + n, b->o.cnt + s, n * sizeof *x->v);
+			x->n = (size_t)n;
+			x->ok = 1;
+			continue;
+		}
 		int r = b->top && b->host_top ? td_gwd_fill_top(b->w, q, b->o.wid + s, b->o.cnt + s, n, q->n)
 				    : td_gwd_fill(b->w, q, b->o.wid + s, b->o.cnt + s, n);
 		if (r)
@@ -406,29 +419,27 @@ static int td_gwd_run(td_gwb *b, const td_gwd_span *sp, uint32_t nsp, const uint
 	return b->err;
 }
 
-static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+static void td_gwd_raw_free(td_gwd_raw *x, size_t n)
 {
-	if (!g || (!reqs && n))
-		return td_fail(TD_EINVAL, "gpu: bad batch");
-	for (size_t i = 0; i < n; i++) {
-		reqs[i].words = NULL;
-		reqs[i].bytes = NULL;
-		reqs[i].nwords = reqs[i].nbytes = 0;
-		reqs[i].err = TD_OK;
-	}
-	const td_archive *a = td_gpu_archive(g);
-	const unsigned threads = td_gpu_cpu_threads(g);
-	int (*run)(const td_archive *, void *, size_t, unsigned) = top ? td_cpu_top : td_cpu_vector;
-	td_gunit u;
-	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
-		return run(a, reqs, n, threads);
-	size_t *rest = malloc((n + 1) * sizeof *rest);
+	for (size_t i = 0; x && i < n; i++)
+		free(x[i].v);
+	free(x);
+}
+
+/* The GPU's part of a batch on unit u: the requests it takes are answered
+ * (or, with raw, their runs kept there; top must be 0), the others' indices
+ * listed in rest[0..*nrest) (rest holds n). TD_OK or TD_ENOMEM (then the
+ * caller answers nothing: every answer given is freed). */
+static int td_gwd_gpu(const td_gunit *up, unsigned threads, td_words_req *reqs, size_t n, int top, td_gwd_raw *raw,
+		      size_t *rest, size_t *nrest_out)
+{
+	td_gunit u = *up;
 	uint32_t *map = malloc((n + 1) * sizeof *map);
 	uint64_t *topn = malloc((n + 1) * sizeof *topn);
 	size_t nrest = 0, cap = 1024;
 	td_gwd_span *sp = malloc(cap * sizeof *sp);
-	if (!rest || !map || !topn || !sp) {
-		free(rest);
+	*nrest_out = 0;
+	if (!map || !topn || !sp) {
 		free(map);
 		free(topn);
 		free(sp);
@@ -438,7 +449,7 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 	cudaSetDevice(u.device);
 	int r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
 	struct td_gwd *w = *u.wd;
-	td_gwb b = { .w = w, .u = &u, .reqs = reqs, .top = top, .host_top = td_gwd_host_top(),
+	td_gwb b = { .w = w, .u = &u, .reqs = reqs, .raw = raw, .top = top, .host_top = td_gwd_host_top(),
 		     .nt = threads ? threads : 1, .map = map };
 	if (b.nt > 64)
 		b.nt = 64;
@@ -469,6 +480,10 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 			if (e) { /* the engine answers the round */
 				for (uint32_t k = 0; k < b.nreq; k++) {
 					td_words_req_free(&reqs[map[k]]);
+					if (raw) {
+						free(raw[map[k]].v);
+						raw[map[k]] = (td_gwd_raw){ 0 };
+					}
 					rest[nrest++] = map[k];
 				}
 				if (e == TD_ENOMEM)
@@ -510,16 +525,256 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 		nwords += words;
 	}
 	pthread_mutex_unlock(u.lock);
-	if (r != TD_ENOMEM) {
-		for (size_t k = 0; k < nrest; k++)
-			td_words_req_free(&reqs[rest[k]]);
-		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, run);
-	}
-	free(rest);
 	free(map);
 	free(topn);
 	free(sp);
+	if (r == TD_ENOMEM) {
+		for (size_t k = 0; k < n; k++)
+			td_words_req_free(&reqs[k]);
+		return r;
+	}
+	for (size_t k = 0; k < nrest; k++)
+		td_words_req_free(&reqs[rest[k]]);
+	*nrest_out = nrest;
+	return TD_OK;
+}
+
+static void td_words_clear(td_words_req *reqs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		reqs[i].words = NULL;
+		reqs[i].bytes = NULL;
+		reqs[i].nwords = reqs[i].nbytes = 0;
+		reqs[i].err = TD_OK;
+	}
+}
+
+/* A batch on one handle of one unit (format 1-4, or one shard): the GPU's
+ * part, then the engine for the rest, on the unit's archive. */
+static int td_gwd_unit_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+{
+	const td_archive *a = td_gpu_archive(g);
+	const unsigned threads = td_gpu_cpu_threads(g);
+	int (*run)(const td_archive *, void *, size_t, unsigned) = top ? td_cpu_top : td_cpu_vector;
+	td_gunit u;
+	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
+		return run(a, reqs, n, threads);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;
+	if (!rest)
+		return td_fail(TD_ENOMEM, "gpu: words batch");
+	int r = td_gwd_gpu(&u, threads, reqs, n, top, NULL, rest, &nrest);
+	if (!r)
+		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, run);
+	free(rest);
 	return r;
+}
+
+/* ---- format 5: a batch over the shards ---- */
+
+/* Where a request goes: the engine on the whole archive, the one shard
+ * holding its scope, or its pieces' counts on their shards and the
+ * engine's merge. */
+enum { TD_GWM_CPU, TD_GWM_ONE, TD_GWM_PIECES };
+
+typedef struct td_gwm_unit_l {
+	size_t *req;                   /* whole: batch request; pieces: its piece's index in pc */
+	td_entry *local;               /* the scope in the shard */
+	size_t n;
+} td_gwm_unit_l;
+
+typedef struct td_gwm {
+	td_gmulti *m;
+	td_words_req *reqs;
+	int top;
+	/* pieces of the requests over several shards: request i's are
+	 * pcu[pbase[i]..], each the unit (UINT32_MAX: not resident) and the
+	 * index of its runs in that unit's raw answers */
+	uint64_t *pbase;
+	uint32_t *pcu, *pci;
+	td_gwm_unit_l *one, *pcs;      /* a unit each */
+	td_gwd_raw **raw;              /* a unit each */
+	const size_t *cmap;            /* engine request -> batch request */
+	int err;
+} td_gwm;
+
+static void td_gwm_unit(void *ctx, unsigned s)
+{
+	td_gwm *c = ctx;
+	td_gpu *h = td_gmulti_handle(c->m, s);
+	const td_gwm_unit_l *one = &c->one[s], *pcs = &c->pcs[s];
+	size_t ns = one->n > pcs->n ? one->n : pcs->n;
+	if (!ns || !h)
+		return;
+	td_words_req *sub = calloc(ns, sizeof *sub);
+	int r = sub ? TD_OK : TD_ENOMEM;
+	/* scopes held whole by this shard: its answers are the archive's */
+	for (size_t k = 0; !r && k < one->n; k++)
+		sub[k] = (td_words_req){ .scope = one->local[k], .n = c->reqs[one->req[k]].n };
+	if (!r && one->n && (r = td_gwd_unit_batch(h, sub, one->n, c->top)) == TD_OK)
+		for (size_t k = 0; k < one->n; k++) {
+			td_words_req *q = &c->reqs[one->req[k]];
+			q->words = sub[k].words;
+			q->bytes = sub[k].bytes;
+			q->nwords = sub[k].nwords;
+			q->nbytes = sub[k].nbytes;
+			q->err = sub[k].err;
+		}
+	/* pieces of scopes over several shards: their runs, for the merge */
+	td_gunit u;
+	if (!r && pcs->n && td_gpu_unit(h, &u)) {
+		size_t *rest = malloc((pcs->n + 1) * sizeof *rest), nrest = 0;
+		c->raw[s] = calloc(pcs->n + 1, sizeof *c->raw[s]);
+		if (!rest || !c->raw[s])
+			r = td_fail(TD_ENOMEM, "gpu: words batch");
+		for (size_t k = 0; !r && k < pcs->n; k++)
+			sub[k] = (td_words_req){ .scope = pcs->local[k] };
+		if (!r)
+			r = td_gwd_gpu(&u, td_gpu_cpu_threads(h), sub, pcs->n, 0, c->raw[s], rest, &nrest);
+		free(rest);
+	}
+	free(sub);
+	if (r)
+		c->err = r;
+}
+
+static int td_gwm_find(void *fctx, size_t req, uint64_t k, td_piece_words *out)
+{
+	const td_gwm *c = fctx;
+	size_t i = c->cmap[req];
+	if (c->pbase[i] == UINT64_MAX)
+		return TD_ENOGPU;
+	uint32_t s = c->pcu[c->pbase[i] + k], x = c->pci[c->pbase[i] + k];
+	if (s == UINT32_MAX || !c->raw[s] || !c->raw[s][x].ok)
+		return TD_ENOGPU;
+	const td_gwd_raw *w = &c->raw[s][x];
+	*out = (td_piece_words){ w->v, w->v + w->n, w->n };
+	return TD_OK;
+}
+
+static int td_gwm_push(td_gwm_unit_l *l, size_t *cap, size_t req, td_entry local)
+{
+	if (l->n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		size_t *a = realloc(l->req, nc * sizeof *a);
+		if (a)
+			l->req = a;
+		td_entry *b = realloc(l->local, nc * sizeof *b);
+		if (b)
+			l->local = b;
+		if (!a || !b)
+			return TD_ENOMEM;
+		*cap = nc;
+	}
+	l->req[l->n] = req;
+	l->local[l->n++] = local;
+	return TD_OK;
+}
+
+static int td_gwd_multi(td_gpu *g, td_gmulti *m, td_words_req *reqs, size_t n, int top)
+{
+	const td_archive *a = td_gpu_archive(g);
+	const unsigned threads = td_gpu_cpu_threads(g);
+	const uint32_t nu = td_gmulti_units(m), nent = td_archive_nentries(a);
+	td_gwm c = { .m = m, .reqs = reqs, .top = top };
+	size_t *ocap = calloc(nu + 1, sizeof *ocap), *pcap = calloc(nu + 1, sizeof *pcap);
+	size_t *cmap = malloc((n + 1) * sizeof *cmap), nc = 0, npc = 0, pccap = 0;
+	c.pbase = malloc((n + 1) * sizeof *c.pbase);
+	c.one = calloc(nu + 1, sizeof *c.one);
+	c.pcs = calloc(nu + 1, sizeof *c.pcs);
+	c.raw = calloc(nu + 1, sizeof *c.raw);
+	int r = ocap && pcap && cmap && c.pbase && c.one && c.pcs && c.raw ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; i < n && !r; i++) {
+		const td_disk_piece *p = NULL;
+		uint64_t np = 0;
+		td_entry e = reqs[i].scope;
+		c.pbase[i] = UINT64_MAX;
+		if (e >= nent || e == TD_ROOT || td_archive_pieces(a, e, &p, &np) || np == 0) {
+			cmap[nc++] = i; /* the corpus (WORD_FREQ), a symbolic link, a bad entry: the engine */
+			continue;
+		}
+		if (np == 1) {
+			if (p[0].shard < nu && td_gmulti_handle(m, p[0].shard))
+				r = td_gwm_push(&c.one[p[0].shard], &ocap[p[0].shard], i, p[0].local);
+			else
+				cmap[nc++] = i;
+			continue;
+		}
+		if (npc + np > pccap) {
+			size_t cap2 = pccap ? 2 * pccap : 1024;
+			while (cap2 < npc + np)
+				cap2 *= 2;
+			uint32_t *x = realloc(c.pcu, cap2 * sizeof *x), *y = x ? realloc(c.pci, cap2 * sizeof *y) : NULL;
+			if (x)
+				c.pcu = x;
+			if (y)
+				c.pci = y;
+			if (!x || !y) {
+				r = TD_ENOMEM;
+				break;
+			}
+			pccap = cap2;
+		}
+		c.pbase[i] = npc;
+		for (uint64_t k = 0; k < np && !r; k++, npc++) {
+			uint32_t s = p[k].shard;
+			c.pcu[npc] = UINT32_MAX;
+			if (s < nu && td_gmulti_handle(m, s) && td_gpu_resident(td_gmulti_handle(m, s))) {
+				c.pcu[npc] = s;
+				c.pci[npc] = (uint32_t)c.pcs[s].n;
+				r = td_gwm_push(&c.pcs[s], &pcap[s], npc, p[k].local);
+			}
+		}
+		cmap[nc++] = i;
+	}
+	if (!r) {
+		td_gpu_par(nu, td_gwm_unit, &c);
+		r = c.err;
+	}
+	/* the engine: the rest, and the merges */
+	td_words_req *cr = !r && nc ? malloc(nc * sizeof *cr) : NULL;
+	if (!r && nc && !cr)
+		r = TD_ENOMEM;
+	if (!r && nc) {
+		for (size_t k = 0; k < nc; k++)
+			cr[k] = reqs[cmap[k]];
+		c.cmap = cmap;
+		r = top ? td_top_batch_given(a, cr, nc, threads, td_gwm_find, &c)
+			: td_vector_batch_given(a, cr, nc, threads, td_gwm_find, &c);
+		for (size_t k = 0; k < nc; k++)
+			reqs[cmap[k]] = cr[k];
+	}
+	free(cr);
+	for (uint32_t s = 0; s < nu && c.one; s++) {
+		free(c.one[s].req);
+		free(c.one[s].local);
+		free(c.pcs[s].req);
+		td_gwd_raw_free(c.raw[s], c.pcs[s].n);
+		free(c.pcs[s].local);
+	}
+	if (r)
+		for (size_t i = 0; i < n; i++)
+			td_words_req_free(&reqs[i]);
+	free(c.one);
+	free(c.pcs);
+	free(c.raw);
+	free(c.pbase);
+	free(c.pcu);
+	free(c.pci);
+	free(cmap);
+	free(ocap);
+	free(pcap);
+	return r == TD_ENOMEM ? td_fail(TD_ENOMEM, "gpu: words batch") : r;
+}
+
+static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	td_words_clear(reqs, n);
+	td_gmulti *m = td_gpu_multi(g);
+	if (m && n <= UINT32_MAX)
+		return td_gwd_multi(g, m, reqs, n, top);
+	return td_gwd_unit_batch(g, reqs, n, top);
 }
 
 int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n)
@@ -530,4 +785,31 @@ int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n)
 int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n)
 {
 	return td_gwd_batch(g, reqs, n, 0);
+}
+
+int td_gwd_counts(const td_gunit *u, unsigned threads, const td_entry *scopes, size_t n, td_gwd_raw *out)
+{
+	td_words_req *q = calloc(n + 1, sizeof *q);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;
+	int r = q && rest && n <= UINT32_MAX ? TD_OK : td_fail(TD_ENOMEM, "gpu: word counts");
+	for (size_t i = 0; !r && i < n; i++) {
+		q[i].scope = scopes[i];
+		out[i] = (td_gwd_raw){ 0 };
+	}
+	if (!r)
+		r = td_gwd_gpu(u, threads, q, n, 0, out, rest, &nrest);
+	if (r)
+		for (size_t i = 0; i < n; i++) {
+			free(out[i].v);
+			out[i] = (td_gwd_raw){ 0 };
+		}
+	free(q);
+	free(rest);
+	return r;
+}
+
+int64_t td_gwd_word(const td_gunit *u, const char *p, size_t len)
+{
+	int64_t w = td_word_id(u->a, p, len);
+	return w >= 0 && (uint64_t)w < u->nwords ? w : -1;
 }
