@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -227,6 +229,12 @@ static int job_run(job *j)
 static void *worker(void *p)
 {
 	td_build *b = p;
+#ifdef TD_WRITER_TRACE
+	/* benchmarks: the workers (and the helpers they start) below the
+	 * adding thread's priority */
+	if (getenv("TD_TRACE_WORKER_NICE"))
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), atoi(getenv("TD_TRACE_WORKER_NICE")));
+#endif
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		while (!b->qhead && !b->quit)

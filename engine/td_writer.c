@@ -856,9 +856,16 @@ typedef struct secbuf {
 	uint8_t zdone[TD_SEC_MAX]; /* already one zstd frame (compressed early) */
 } secbuf;
 
-/* zstd level of the TD_SECF_ZSTD sections: names and dictionary are a few
- * MB, so this costs about a second and saves 5-25% of the archive. */
-enum { SEC_ZSTD_LEVEL = 19 };
+/* zstd level of a TD_SECF_ZSTD section (each one frame; any level reads
+ * the same): the names at 19; the dictionary sections (WORDS, OTHER,
+ * WORD_FREQ: most of a GPU build's CPU time at 19) at 17, which costs
+ * under a tenth of a percent of the archive for a quarter less time
+ * (contrib/bench/results/compress.md). The level of a section is fixed,
+ * so any number of threads writes the same bytes. */
+static int sec_zstd_level(unsigned id)
+{
+	return id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ ? 17 : 19;
+}
 
 /* sync 0: out_path is a temporary its caller reads back and removes
  * (td_writer_opts.temp_output): no fsync. */
@@ -867,7 +874,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path, int
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
 	 * frame each (those compressed early already are). */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], SEC_ZSTD_LEVEL) : TD_OK;
+		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], sec_zstd_level(id)) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -1053,7 +1060,7 @@ static int syms_join(struct sjob *j)
 
 /* The dictionary sections (and the words' frequencies, which the
  * tokenizer counted) are final in fin_dictionary and are the bulk of the
- * zstd work (level 19 of a few MB: a fifth of a build's CPU time, half of
+ * zstd work (level 17 of a few MB: a fifth of a build's CPU time, nearly half of
  * a GPU build's): a helper thread compresses each as soon as it is final,
  * while the grammar is built, so one shard's build takes that much less
  * wall time. The bytes
@@ -1070,7 +1077,16 @@ static void *zstd_sections(void *arg)
 			break;
 		unsigned id = q->id[q->done];
 		pthread_mutex_unlock(&q->mu);
-		int err = td_buf_zstd(&f->sb.b[id], SEC_ZSTD_LEVEL);
+		size_t raw = f->sb.b[id].len;
+		(void)raw;
+		td_trace("zstd helper wait");
+		int level = sec_zstd_level(id);
+#ifdef TD_WRITER_TRACE
+		if (getenv("TD_TRACE_ZLEVEL")) /* benchmarks: another level */
+			level = atoi(getenv("TD_TRACE_ZLEVEL"));
+#endif
+		int err = td_buf_zstd(&f->sb.b[id], level);
+		td_trace("zstd section %u: %zu -> %zu bytes", id, raw, f->sb.b[id].len);
 		pthread_mutex_lock(&q->mu);
 		if (err)
 			q->err = err;
@@ -1083,7 +1099,7 @@ static void *zstd_sections(void *arg)
 }
 
 /* Section `id` is final: the helper compresses it after those posted
- * before (one at a time: one zstd context, tens of MB at level 19, in
+ * before (one at a time: one zstd context, tens of MB at level 17, in
  * memory per shard while the grammar is built). Started at the first
  * post; where no thread can be started, write_archive compresses it. */
 static void zstd_post(fin *f, unsigned id)
