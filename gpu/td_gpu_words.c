@@ -259,17 +259,21 @@ static int td_gwd_build(const td_gunit *u, struct td_gwd **out)
 
 /* ---- a batch ---- */
 
+enum { TD_GWK_VECTOR, TD_GWK_TOP, TD_GWK_NGRAM };
+
 typedef struct td_gwb {
 	struct td_gwd *w;
 	const td_gunit *u;
-	td_words_req *reqs;
-	int top;
+	void *reqs;                    /* td_words_req, or td_ngram_req (NGRAM) */
+	int kind;
 	int host_top;                  /* rank top words on the host over the runs */
 	unsigned nt;                   /* threads filling in answers */
+	unsigned len;                  /* the round's n-gram length */
 	/* the round */
 	const uint32_t *map;           /* round request -> batch request */
 	uint32_t nreq;
 	td_gwd_out o;
+	td_gng_out go;
 	int err;                       /* TD_ENOMEM while filling answers */
 } td_gwb;
 
@@ -353,15 +357,57 @@ static int td_gwd_fill_top(const struct td_gwd *w, td_words_req *q, const uint32
 	return r;
 }
 
+/* Request q's n-grams from runs (wid[j * len ..], cnt[j])[0..n): each
+ * its words joined by spaces. */
+static int td_gng_fill(const struct td_gwd *w, td_ngram_req *q, unsigned len, const uint32_t *wid,
+		       const uint32_t *cnt, size_t n)
+{
+	size_t nb = 0;
+	for (size_t j = 0; j < n * len; j++)
+		nb += w->woff[wid[j] + 1] - w->woff[wid[j]] + 1;
+	q->grams = malloc((n ? n : 1) * sizeof *q->grams);
+	q->bytes = malloc(nb ? nb : 1);
+	if (!q->grams || !q->bytes) {
+		td_ngram_req_free(q);
+		return TD_ENOMEM;
+	}
+	size_t at = 0;
+	for (size_t j = 0; j < n; j++) {
+		size_t from = at;
+		for (unsigned k = 0; k < len; k++) {
+			uint32_t x = wid[j * len + k];
+			uint64_t o0 = w->woff[x], l = w->woff[x + 1] - o0;
+			if (k)
+				q->bytes[at++] = ' ';
+			memcpy(q->bytes + at, w->words + o0, l);
+			at += l;
+		}
+		q->grams[j] = (td_word_count){ from, cnt[j], (uint32_t)(at - from) };
+	}
+	q->ngrams = n;
+	q->nbytes = at;
+	if (!n)
+		td_ngram_req_free(q);
+	return TD_OK;
+}
+
 static void td_gwd_answers(void *ctx, unsigned c)
 {
 	td_gwb *b = ctx;
 	const unsigned nt = b->nt;
 	for (uint32_t i = c; i < b->nreq; i += nt) {
-		td_words_req *q = &b->reqs[b->map[i]];
-		uint64_t s = b->o.start[i], n = b->o.start[i + 1] - s;
-		int r = b->top && b->host_top ? td_gwd_fill_top(b->w, q, b->o.wid + s, b->o.cnt + s, n, q->n)
+		int r;
+		if (b->kind == TD_GWK_NGRAM) {
+			td_ngram_req *q = &((td_ngram_req *)b->reqs)[b->map[i]];
+			uint64_t s = b->go.start[i], n = b->go.start[i + 1] - s;
+			r = td_gng_fill(b->w, q, b->len, b->go.wid + s * b->len, b->go.cnt + s, n);
+		} else {
+			td_words_req *q = &((td_words_req *)b->reqs)[b->map[i]];
+			uint64_t s = b->o.start[i], n = b->o.start[i + 1] - s;
+			r = b->kind == TD_GWK_TOP && b->host_top
+				    ? td_gwd_fill_top(b->w, q, b->o.wid + s, b->o.cnt + s, n, q->n)
 				    : td_gwd_fill(b->w, q, b->o.wid + s, b->o.cnt + s, n);
+		}
 		if (r)
 			b->err = r;
 	}
@@ -377,6 +423,11 @@ static int td_cpu_vector(const td_archive *a, void *q, size_t n, unsigned t)
 	return td_vector_batch(a, q, n, t);
 }
 
+static int td_cpu_ngram(const td_archive *a, void *q, size_t n, unsigned t)
+{
+	return td_ngram_batch(a, q, n, t);
+}
+
 static int td_gwd_host_top(void)
 {
 	static int v = -1;
@@ -387,38 +438,176 @@ static int td_gwd_host_top(void)
 	return v;
 }
 
+static void td_gwb_free_out(td_gwb *b)
+{
+	free(b->o.wid);
+	free(b->o.cnt);
+	free(b->o.start);
+	free(b->go.wid);
+	free(b->go.cnt);
+	free(b->go.start);
+	memset(&b->o, 0, sizeof b->o);
+	memset(&b->go, 0, sizeof b->go);
+}
+
 /* The round of requests map[0..nreq) (spans sp[0..nsp)) on the device and
  * their answers. TD_OK, TD_ENOGPU (the requests go to the engine),
  * TD_ENOMEM. */
 static int td_gwd_run(td_gwb *b, const td_gwd_span *sp, uint32_t nsp, const uint64_t *topn, uint64_t ntasks,
 		      uint64_t nwords)
 {
-	int r = td_gwdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords, b->top && !b->host_top,
-			       topn, &b->o);
+	int r = b->kind == TD_GWK_NGRAM
+			? td_gngdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords, b->len, topn, &b->go)
+			: td_gwdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords,
+					 b->kind == TD_GWK_TOP && !b->host_top, topn, &b->o);
 	if (r)
 		return r;
 	b->err = TD_OK;
 	td_gpu_par(b->nt, td_gwd_answers, b);
-	free(b->o.wid);
-	free(b->o.cnt);
-	free(b->o.start);
-	memset(&b->o, 0, sizeof b->o);
+	td_gwb_free_out(b);
 	return b->err;
 }
 
-static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+/* The batch's request i: its scope, top n (0: all) and n-gram length. */
+static void td_gwb_req(const td_gwb *b, size_t i, td_entry *scope, uint64_t *topn, unsigned *len)
 {
+	if (b->kind == TD_GWK_NGRAM) {
+		const td_ngram_req *q = &((const td_ngram_req *)b->reqs)[i];
+		*scope = q->scope;
+		*topn = q->top;
+		*len = q->len;
+	} else {
+		const td_words_req *q = &((const td_words_req *)b->reqs)[i];
+		*scope = q->scope;
+		*topn = b->kind == TD_GWK_TOP ? q->n : 0;
+		*len = 0;
+	}
+}
+
+static void td_gwb_clear(const td_gwb *b, size_t i)
+{
+	if (b->kind == TD_GWK_NGRAM)
+		td_ngram_req_free(&((td_ngram_req *)b->reqs)[i]);
+	else
+		td_words_req_free(&((td_words_req *)b->reqs)[i]);
+}
+
+/* Rounds over the requests i < n of length b->len (any for words) that
+ * the device takes; the others are appended to rest. *gpu_ok drops to 0
+ * after a round the device could not take. TD_OK or TD_ENOMEM. */
+static int td_gwd_rounds(td_gwb *b, size_t n, size_t *rest, size_t *nrest, int *gpu_ok, uint64_t *topn,
+			 uint32_t *map, td_gwd_span **psp, size_t *pcap)
+{
+	const struct td_gwd *w = b->w;
+	const td_gunit *u = b->u;
+	td_gwd_span *sp = *psp;
+	size_t cap = *pcap;
+	uint32_t nsp = 0;
+	uint64_t ntasks = 0, nwords = 0;
+	int r = TD_OK;
+	b->map = map;
+	b->nreq = 0;
+	for (size_t i = 0; i <= n && r != TD_ENOMEM; i++) {
+		td_entry e = 0;
+		uint64_t tn = 0;
+		unsigned len = 0;
+		if (i < n) {
+			td_gwb_req(b, i, &e, &tn, &len);
+			/* another length's round (a bad length goes to the engine from 2's) */
+			if (b->kind == TD_GWK_NGRAM && (len >= 2 && len <= TD_PHRASE_MAX ? len != b->len : b->len != 2))
+				continue;
+		}
+		/* the request's files in depth-first order [f0, f1), and words */
+		uint64_t f0 = 0, f1 = 0, words = 0;
+		int take = 0;
+		if (i < n && *gpu_ok && (b->kind != TD_GWK_NGRAM || len == b->len)) {
+			if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
+				f0 = u->sub[2 * (uint64_t)e];
+				f1 = u->sub[2 * (uint64_t)e + 1];
+				if (w->isfile[e] && f1 != f0 + 1)
+					f1 = f0; /* not where the order says: the engine */
+				take = f1 > f0 && f1 <= w->nent && w->cuml[f1] == w->cuml[f0];
+				words = take ? w->cumw[f1] - w->cumw[f0] : 0;
+				take = take && words < TD_GWD_ROUND && (f1 - f0) < UINT32_MAX / 2;
+				if (f1 == f0 && !w->isfile[e])
+					take = 1; /* a directory without files: no words */
+			}
+		}
+		/* the round is full (or the batch done): run it */
+		if (b->nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND || nsp + (f1 - f0) > UINT32_MAX / 2)))) {
+			int x = td_gwd_run(b, sp, nsp, topn, ntasks, nwords);
+			if (x) { /* the engine answers the round */
+				for (uint32_t k = 0; k < b->nreq; k++) {
+					td_gwb_clear(b, map[k]);
+					rest[(*nrest)++] = map[k];
+				}
+				if (x == TD_ENOMEM)
+					r = x;
+				else
+					*gpu_ok = 0;
+			}
+			b->nreq = 0;
+			nsp = 0;
+			ntasks = nwords = 0;
+		}
+		if (i == n)
+			break;
+		if (!take) {
+			rest[(*nrest)++] = i;
+			continue;
+		}
+		topn[b->nreq] = tn;
+		map[b->nreq] = (uint32_t)i;
+		for (uint64_t k = f0; k < f1; k++) {
+			uint32_t f = u->files[k];
+			uint64_t rs = 0, re = 0;
+			td_gwd_roots(w, f, &rs, &re);
+			if (re == rs)
+				continue;
+			if (nsp == cap) {
+				td_gwd_span *v = realloc(sp, 2 * cap * sizeof *v);
+				if (!v) {
+					r = td_fail(TD_ENOMEM, "gpu: words batch");
+					break;
+				}
+				sp = v;
+				cap *= 2;
+			}
+			sp[nsp++] = (td_gwd_span){ rs, ntasks, b->nreq, (uint32_t)(re - rs) };
+			ntasks += re - rs;
+		}
+		b->nreq++;
+		nwords += words;
+	}
+	*psp = sp;
+	*pcap = cap;
+	return r;
+}
+
+static int td_gwd_batch(td_gpu *g, void *reqs, size_t n, int kind)
+{
+	const size_t size = kind == TD_GWK_NGRAM ? sizeof(td_ngram_req) : sizeof(td_words_req);
 	if (!g || (!reqs && n))
 		return td_fail(TD_EINVAL, "gpu: bad batch");
 	for (size_t i = 0; i < n; i++) {
-		reqs[i].words = NULL;
-		reqs[i].bytes = NULL;
-		reqs[i].nwords = reqs[i].nbytes = 0;
-		reqs[i].err = TD_OK;
+		if (kind == TD_GWK_NGRAM) {
+			td_ngram_req *q = &((td_ngram_req *)reqs)[i];
+			q->grams = NULL;
+			q->bytes = NULL;
+			q->ngrams = q->nbytes = 0;
+			q->err = TD_OK;
+		} else {
+			td_words_req *q = &((td_words_req *)reqs)[i];
+			q->words = NULL;
+			q->bytes = NULL;
+			q->nwords = q->nbytes = 0;
+			q->err = TD_OK;
+		}
 	}
 	const td_archive *a = td_gpu_archive(g);
 	const unsigned threads = td_gpu_cpu_threads(g);
-	int (*run)(const td_archive *, void *, size_t, unsigned) = top ? td_cpu_top : td_cpu_vector;
+	int (*run)(const td_archive *, void *, size_t, unsigned) =
+		kind == TD_GWK_NGRAM ? td_cpu_ngram : kind == TD_GWK_TOP ? td_cpu_top : td_cpu_vector;
 	td_gunit u;
 	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
 		return run(a, reqs, n, threads);
@@ -437,84 +626,29 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 	pthread_mutex_lock(u.lock);
 	cudaSetDevice(u.device);
 	int r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
-	struct td_gwd *w = *u.wd;
-	td_gwb b = { .w = w, .u = &u, .reqs = reqs, .top = top, .host_top = td_gwd_host_top(),
-		     .nt = threads ? threads : 1, .map = map };
+	td_gwb b = { .w = *u.wd, .u = &u, .reqs = reqs, .kind = kind, .host_top = td_gwd_host_top(),
+		     .nt = threads ? threads : 1 };
 	if (b.nt > 64)
 		b.nt = 64;
-	uint32_t nsp = 0;
-	uint64_t ntasks = 0, nwords = 0;
-	int gpu_ok = w != NULL;
-	for (size_t i = 0; i <= n && r != TD_ENOMEM; i++) {
-		/* the request's files in depth-first order [f0, f1), and words */
-		uint64_t f0 = 0, f1 = 0, words = 0;
-		int take = 0;
-		if (i < n && gpu_ok) {
-			td_entry e = reqs[i].scope;
-			if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
-				f0 = u.sub[2 * (uint64_t)e];
-				f1 = u.sub[2 * (uint64_t)e + 1];
-				if (w->isfile[e] && f1 != f0 + 1)
-					f1 = f0; /* not where the order says: the engine */
-				take = f1 > f0 && f1 <= w->nent && w->cuml[f1] == w->cuml[f0];
-				words = take ? w->cumw[f1] - w->cumw[f0] : 0;
-				take = take && words < TD_GWD_ROUND && (f1 - f0) < UINT32_MAX / 2;
-				if (f1 == f0 && !w->isfile[e])
-					take = 1; /* a directory without files: no words */
-			}
-		}
-		/* the round is full (or the batch done): run it */
-		if (b.nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND || nsp + (f1 - f0) > UINT32_MAX / 2)))) {
-			int e = td_gwd_run(&b, sp, nsp, topn, ntasks, nwords);
-			if (e) { /* the engine answers the round */
-				for (uint32_t k = 0; k < b.nreq; k++) {
-					td_words_req_free(&reqs[map[k]]);
-					rest[nrest++] = map[k];
-				}
-				if (e == TD_ENOMEM)
-					r = e;
-				else
-					gpu_ok = 0;
-			}
-			b.nreq = 0;
-			nsp = 0;
-			ntasks = nwords = 0;
-		}
-		if (i == n)
-			break;
-		if (!take) {
+	int gpu_ok = b.w != NULL;
+	if (r != TD_ENOMEM && !gpu_ok) {
+		for (size_t i = 0; i < n; i++)
 			rest[nrest++] = i;
-			continue;
+	} else if (r != TD_ENOMEM) {
+		r = TD_OK;
+		/* n-grams: a round of each length (bad lengths to the engine with 2's) */
+		for (unsigned len = 2; r == TD_OK && len <= (kind == TD_GWK_NGRAM ? TD_PHRASE_MAX : 2); len++) {
+			b.len = len;
+			r = td_gwd_rounds(&b, n, rest, &nrest, &gpu_ok, topn, map, &sp, &cap);
 		}
-		topn[b.nreq] = top ? reqs[i].n : 0;
-		map[b.nreq] = (uint32_t)i;
-		for (uint64_t k = f0; k < f1; k++) {
-			uint32_t f = u.files[k];
-			uint64_t rs = 0, re = 0;
-			td_gwd_roots(w, f, &rs, &re);
-			if (re == rs)
-				continue;
-			if (nsp == cap) {
-				td_gwd_span *v = realloc(sp, 2 * cap * sizeof *v);
-				if (!v) {
-					r = td_fail(TD_ENOMEM, "gpu: words batch");
-					break;
-				}
-				sp = v;
-				cap *= 2;
-			}
-			sp[nsp++] = (td_gwd_span){ rs, ntasks, b.nreq, (uint32_t)(re - rs) };
-			ntasks += re - rs;
-		}
-		b.nreq++;
-		nwords += words;
 	}
 	pthread_mutex_unlock(u.lock);
 	if (r != TD_ENOMEM) {
 		for (size_t k = 0; k < nrest; k++)
-			td_words_req_free(&reqs[rest[k]]);
-		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, run);
+			td_gwb_clear(&b, rest[k]);
+		r = td_gpu_cpu_rest(a, threads, reqs, size, rest, nrest, run);
 	}
+	td_gwb_free_out(&b);
 	free(rest);
 	free(map);
 	free(topn);
@@ -524,10 +658,15 @@ static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
 
 int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n)
 {
-	return td_gwd_batch(g, reqs, n, 1);
+	return td_gwd_batch(g, reqs, n, TD_GWK_TOP);
 }
 
 int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n)
 {
-	return td_gwd_batch(g, reqs, n, 0);
+	return td_gwd_batch(g, reqs, n, TD_GWK_VECTOR);
+}
+
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
+{
+	return td_gwd_batch(g, reqs, n, TD_GWK_NGRAM);
 }
