@@ -1591,9 +1591,14 @@ static int franked_cmp(const void *p, const void *q)
 	return strcmp(u->path, v->path);
 }
 
+static int entry_path(const void *a, uint32_t e, char *buf, size_t cap);
+static int rank_tree(const td_archive *a, td_file_count *v, size_t k);
+
 /* Sort v[0..k) by count descending, then path(pctx, file) bytes. */
 static int rank_by(td_file_count *v, size_t k, td_set_path_fn path, const void *pctx)
 {
+	if (path == entry_path)
+		return rank_tree(pctx, v, k);
 	franked *f = k > 1 ? calloc(k, sizeof *f) : NULL;
 	int err = k > 1 && !f ? TD_ENOMEM : TD_OK;
 	for (size_t i = 0; i < k && f && !err; i++) {
@@ -1619,6 +1624,250 @@ static int rank_by(td_file_count *v, size_t k, td_set_path_fn path, const void *
 static int entry_path(const void *a, uint32_t e, char *buf, size_t cap)
 {
 	return td_archive_path(a, e, buf, cap);
+}
+
+/* Files of the archive's tree ranked without building their paths: a
+ * file's chain of entries below the root decides against another's at the
+ * first place they differ, siblings s < t of one directory. Siblings are
+ * numbered in name order, so s's path sorts first, unless s is a
+ * directory whose name is a proper prefix of t's and the byte after it in
+ * t's name sorts before '/' ("a/x" after "a-b"). The names that s prefixes
+ * follow it, the first of them with the least next byte, so whether that
+ * can happen is known from s's next sibling ("flips"), once a directory. */
+typedef struct chain_file {
+	td_file_count fc;
+	size_t off;               /* its chain: arena[off, off + len), the file last */
+	uint32_t len;
+} chain_file;
+
+typedef struct chain_ctx {
+	const td_archive *a;
+	const uint32_t *arena;
+	const uint8_t *flip;      /* per entry: 2 when a directory flips */
+} chain_ctx;
+
+/* Bytes of name x (then '/' when a directory) against y's. */
+static int key_cmp(const char *x, size_t xl, int xdir, const char *y, size_t yl, int ydir)
+{
+	size_t m = xl < yl ? xl : yl;
+	int c = memcmp(x, y, m);
+	if (c)
+		return c;
+	int cx = xl > m ? (uint8_t)x[m] : xdir ? '/' : -1;
+	int cy = yl > m ? (uint8_t)y[m] : ydir ? '/' : -1;
+	return cx - cy;
+}
+
+static int chain_cmp(const void *p, const void *q, void *ctx)
+{
+	const chain_file *u = p, *v = q;
+	const chain_ctx *c = ctx;
+	if (u->fc.count != v->fc.count)
+		return u->fc.count > v->fc.count ? -1 : 1;
+	const uint32_t *x = c->arena + u->off, *y = c->arena + v->off;
+	uint32_t n = u->len < v->len ? u->len : v->len, i = 0;
+	while (i < n && x[i] == y[i])
+		i++;
+	if (i == n) /* the same file (not after merging) */
+		return (u->len > v->len) - (u->len < v->len);
+	const td_entry s = x[i], t = y[i];
+	const int sdir = i + 1 < u->len, tdir = i + 1 < v->len;
+	if (!(s < t ? sdir && c->flip[s] == 2 : tdir && c->flip[t] == 2))
+		return s < t ? -1 : 1;
+	size_t sl = 0, tl = 0;
+	const char *sn = td_archive_name(c->a, s, &sl), *tn = td_archive_name(c->a, t, &tl);
+	if (!sn || !tn) /* checked before the sort: not reached */
+		return s < t ? -1 : 1;
+	return key_cmp(sn, sl, sdir, tn, tl, tdir);
+}
+
+/* Whether directory d flips (above): 2 or 1, or an error. */
+static int dir_flips(const td_archive *a, td_entry d)
+{
+	td_stat st;
+	td_entry first;
+	uint32_t cnt;
+	int err = td_archive_stat(a, d, &st);
+	if (!err)
+		err = td_archive_children(a, st.parent, &first, &cnt);
+	if (err)
+		return err;
+	if (d + 1 >= (uint64_t)first + cnt)
+		return 1;
+	size_t l1, l2;
+	const char *n1 = td_archive_name(a, d, &l1), *n2 = td_archive_name(a, d + 1, &l2);
+	if (!n1 || !n2)
+		return td_fail(TD_ECORRUPT, "entry %u: no name", n1 ? d + 1 : d);
+	return l2 > l1 && !memcmp(n1, n2, l1) && (uint8_t)n2[l1] < '/' ? 2 : 1;
+}
+
+/* Siblings x, y of the chains' union (below) in path order. */
+typedef struct kid_ctx {
+	const td_archive *a;
+	const uint32_t *start;
+} kid_ctx;
+
+static int kid_cmp(const void *p, const void *q, void *ctx)
+{
+	const kid_ctx *c = ctx;
+	const uint32_t x = *(const uint32_t *)p, y = *(const uint32_t *)q;
+	size_t xl = 0, yl = 0;
+	const char *xn = td_archive_name(c->a, x, &xl), *yn = td_archive_name(c->a, y, &yl);
+	if (!xn || !yn) /* vouched for before: not reached */
+		return x < y ? -1 : 1;
+	return key_cmp(xn, xl, c->start[x] != c->start[x + 1], yn, yl, c->start[y] != c->start[y + 1]);
+}
+
+/* v[0..k) (files f[i]'s chains in arena) ranked without comparing chains:
+ * their union is a tree whose siblings sort by number (but around a
+ * directory that flips: those few lists are sorted by name), so one pass
+ * over the entries in number order lists each node's children in path
+ * order (O(entries)), a depth-first walk numbers the files in path order,
+ * and a stable radix sort by count, descending, over that order is the
+ * ranking. For answers of many files, where k log k comparisons of chains
+ * cost more than the pass. TD_OK or TD_ENOMEM (v unchanged then). */
+static int rank_dfs(const td_archive *ar, td_file_count *v, size_t k, const chain_file *f, const uint32_t *arena,
+		    const uint8_t *flip)
+{
+	const uint64_t ne = ar->meta.nentries;
+	uint32_t *par = calloc(ne, sizeof *par);        /* a chain entry's parent + 1; 0: none */
+	uint32_t *start = calloc(ne + 1, sizeof *start); /* node p's children: kids[start[p], start[p + 1]) */
+	uint32_t *pos = malloc((ne + 1) * sizeof *pos);
+	size_t nodes = 0;
+	for (size_t i = 0; par && start && pos && i < k; i++)
+		for (uint32_t j = 0; j < f[i].len; j++) {
+			uint32_t c = arena[f[i].off + j];
+			if (!par[c]) {
+				par[c] = (j ? arena[f[i].off + j - 1] : TD_ROOT) + 1;
+				nodes++;
+			}
+		}
+	uint32_t *kids = malloc((nodes + 1) * sizeof *kids), *stack = malloc((nodes + 1) * sizeof *stack);
+	uint32_t *order = malloc(2 * k * sizeof *order);
+	td_file_count *w = malloc(k * sizeof *w);
+	if (!par || !start || !pos || !kids || !stack || !order || !w) {
+		free(par), free(start), free(pos), free(kids), free(stack), free(order), free(w);
+		return TD_ENOMEM;
+	}
+	for (uint64_t c = 1; c < ne; c++)
+		if (par[c])
+			start[par[c]]++; /* counted at p + 1 */
+	for (uint64_t p = 0; p < ne; p++)
+		start[p + 1] += start[p];
+	memcpy(pos, start, (ne + 1) * sizeof *pos);
+	for (uint64_t c = 1; c < ne; c++)
+		if (par[c])
+			kids[pos[par[c] - 1]++] = (uint32_t)c;
+	/* the children of a directory holding one that flips: by name */
+	kid_ctx kc = { ar, start };
+	for (uint64_t c = 1; c < ne; c++) {
+		uint32_t p = par[c] - 1;
+		if (par[c] && flip[c] == 2 && pos[p] != UINT32_MAX) {
+			qsort_r(kids + start[p], start[p + 1] - start[p], sizeof *kids, kid_cmp, &kc);
+			pos[p] = UINT32_MAX; /* sorted (pos is refilled below) */
+		}
+	}
+	/* depth-first from the root, children in number order: a node
+	 * without children is a file; pos[file] becomes its place */
+	size_t top = 0;
+	uint32_t r = 0;
+	stack[top++] = TD_ROOT;
+	while (top) {
+		uint32_t x = stack[--top];
+		if (x != TD_ROOT && start[x] == start[x + 1]) {
+			pos[x] = r++;
+			continue;
+		}
+		for (uint32_t j = start[x + 1]; j-- > start[x];)
+			stack[top++] = kids[j];
+	}
+	uint32_t *cur = order, *nxt = order + k;
+	uint64_t most = 0;
+	for (size_t i = 0; i < k; i++) {
+		cur[pos[v[i].file]] = (uint32_t)i;
+		if (v[i].count > most)
+			most = v[i].count;
+	}
+	/* least significant byte first; 255 - digit: descending */
+	for (unsigned sh = 0; sh < 64 && (most >> sh); sh += 8) {
+		size_t cnt[257] = { 0 };
+		for (size_t i = 0; i < k; i++)
+			cnt[256 - ((v[cur[i]].count >> sh) & 255)]++;
+		for (unsigned d = 1; d <= 256; d++)
+			cnt[d] += cnt[d - 1];
+		for (size_t i = 0; i < k; i++)
+			nxt[cnt[255 - ((v[cur[i]].count >> sh) & 255)]++] = cur[i];
+		uint32_t *t = cur;
+		cur = nxt;
+		nxt = t;
+	}
+	for (size_t i = 0; i < k; i++)
+		w[i] = v[cur[i]];
+	memcpy(v, w, k * sizeof *v);
+	free(par), free(start), free(pos), free(kids), free(stack), free(order), free(w);
+	return TD_OK;
+}
+
+static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
+{
+	if (k < 2)
+		return k && v[0].file >= a->meta.nentries ? td_fail(TD_EINVAL, "no entry %u", v[0].file) : TD_OK;
+	const uint64_t ne = a->meta.nentries;
+	chain_file *f = malloc(k * sizeof *f);
+	uint8_t *flip = calloc(ne, 1);
+	size_t cap = 8 * k, used = 0;
+	uint32_t *arena = malloc(cap * sizeof *arena);
+	int err = f && flip && arena ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; i < k && !err; i++) {
+		td_entry e = v[i].file;
+		if (e >= ne) {
+			err = td_fail(TD_EINVAL, "no entry %u", e);
+			break;
+		}
+		/* its directories checked (the chain below is then sound) */
+		if ((err = td_tree_vouch(a, e)))
+			break;
+		uint32_t depth = 0;
+		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
+			depth++;
+		if (used + depth > cap) {
+			cap = 2 * (used + depth);
+			uint32_t *na = realloc(arena, cap * sizeof *na);
+			if (!na) {
+				err = TD_ENOMEM;
+				break;
+			}
+			arena = na;
+		}
+		uint32_t at = depth;
+		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
+			arena[used + --at] = x;
+		for (uint32_t j = 0; j + 1 < depth && !err; j++) {
+			td_entry d = arena[used + j];
+			if (!flip[d]) {
+				int r = dir_flips(a, d);
+				if (r < 0)
+					err = r;
+				else
+					flip[d] = (uint8_t)r;
+			}
+		}
+		f[i] = (chain_file){ v[i], used, depth };
+		used += depth;
+	}
+	/* many files: the pass over the entries costs less than the sort */
+	if (!err && k >= ne / 32 && rank_dfs(a, v, k, f, arena, flip) == TD_OK)
+		k = 0;
+	if (!err && k) {
+		chain_ctx c = { a, arena, flip };
+		qsort_r(f, k, sizeof *f, chain_cmp, &c);
+		for (size_t i = 0; i < k; i++)
+			v[i] = f[i].fc;
+	}
+	free(f);
+	free(flip);
+	free(arena);
+	return err;
 }
 
 int td_rank_files(const td_archive *a, td_file_count *v, size_t k)

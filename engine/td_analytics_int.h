@@ -140,6 +140,11 @@ void td_longw_free(td_longw *l);
  * of files split over shards added. */
 int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx);
 int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx);
+/* Either of them (top: td_shard_top_words with n, else td_shard_term_vector)
+ * with the word counts of the scope's pieces (scope over several pieces)
+ * asked of find for request `req` first (find NULL: none). */
+int td_shard_words_given(const td_archive *a, td_entry scope, int top, uint64_t n, td_words_find_fn find,
+			 void *fctx, size_t req, td_word_fn fn, void *ctx);
 int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
 int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count);
 int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_entry scope, td_hits *out);

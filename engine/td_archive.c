@@ -143,10 +143,27 @@ static uint64_t zstd_max(const td_archive *a, unsigned id)
 	}
 }
 
+/* A compressed section is one zstd frame and up to 7 zero bytes of
+ * padding: TD_OK with the frame's bytes in *fs, or TD_ECORRUPT. Finding
+ * the frame's end walks its block headers (a page of the mapping touched
+ * every block), so it is checked where the frame is decoded (or at open
+ * with TD_OPEN_VERIFY), not at every open of every shard. */
+static int frame_ok(const td_archive *a, unsigned id, uint64_t *fs)
+{
+	const td_disk_section *s = a->sec[id];
+	*fs = frame_size(a, id);
+	if (*fs == UINT64_MAX || s->size - *fs > 7)
+		return bad(id, "not one zstd frame");
+	for (uint64_t i = *fs; i < s->size; i++)
+		if (a->map[s->off + i])
+			return bad(id, "nonzero padding after the zstd frame");
+	return TD_OK;
+}
+
 /* Set up the logical bytes of section `id`: the mapping itself, or for a
  * compressed one only its logical size, from the frame header, leaving the
  * bytes to td_archive_bytes. */
-static int lay_out(td_archive *a, unsigned id)
+static int lay_out(td_archive *a, unsigned id, unsigned flags)
 {
 	const td_disk_section *s = a->sec[id];
 	if (derived(a, id)) {
@@ -167,12 +184,10 @@ static int lay_out(td_archive *a, unsigned id)
 		return TD_OK;
 	}
 	atomic_init(&a->bytes[id], NULL);
-	uint64_t fs = frame_size(a, id);
-	if (fs == UINT64_MAX || s->size - fs > 7)
-		return bad(id, "not one zstd frame");
-	for (uint64_t i = fs; i < s->size; i++)
-		if (a->map[s->off + i])
-			return bad(id, "nonzero padding after the zstd frame");
+	uint64_t fs;
+	int err = (flags & TD_OPEN_VERIFY) ? frame_ok(a, id, &fs) : TD_OK;
+	if (err)
+		return err;
 	unsigned long long n = ZSTD_getFrameContentSize(a->map + s->off, s->size);
 	if (n == ZSTD_CONTENTSIZE_UNKNOWN || n == ZSTD_CONTENTSIZE_ERROR || n > zstd_max(a, id))
 		return bad(id, "zstd frame without a plausible content size");
@@ -193,12 +208,15 @@ static const uint8_t *decode_frame(const td_archive *a, unsigned id, int big)
 		td_fail(TD_ECORRUPT, "section '%s': checksum mismatch", td_section_name(id));
 		return NULL;
 	}
+	uint64_t fs;
+	if (frame_ok(a, id, &fs))
+		return NULL;
 	uint8_t *buf = big ? td_big_alloc(n + TD_BYTES_PAD) : malloc(n + TD_BYTES_PAD);
 	if (!buf) {
 		td_fail(TD_ENOMEM, "section '%s': %llu bytes", td_section_name(id), (unsigned long long)n);
 		return NULL;
 	}
-	size_t k = ZSTD_decompress(buf, n, a->map + s->off, frame_size(a, id));
+	size_t k = ZSTD_decompress(buf, n, a->map + s->off, fs);
 	if (ZSTD_isError(k) || k != n) {
 		if (big)
 			td_big_free(buf, n + TD_BYTES_PAD);
@@ -448,6 +466,10 @@ static const uint8_t *names_locked(td_archive *a, uint64_t hi)
 			td_fail(TD_ECORRUPT, "section 'names': checksum mismatch");
 			return NULL;
 		}
+		if (frame_ok(a, id, &a->names_fsz)) {
+			a->names_bad = 1;
+			return NULL;
+		}
 		ZSTD_DStream *ds = ZSTD_createDStream();
 		uint8_t *buf = malloc(n + TD_BYTES_PAD);
 		if (!ds || !buf || ZSTD_isError(ZSTD_DCtx_setParameter(ds, ZSTD_d_stableOutBuffer, 1))) {
@@ -459,7 +481,7 @@ static const uint8_t *names_locked(td_archive *a, uint64_t hi)
 		a->names_ds = ds;
 		a->names_buf = buf;
 	}
-	const uint64_t fsz = frame_size(a, id);
+	const uint64_t fsz = a->names_fsz;
 	ZSTD_outBuffer out = { a->names_buf, n, done };
 	while (out.pos < hi && out.pos < n) {
 		/* feed about what the bytes still wanted take, at the ratio so far */
@@ -813,7 +835,7 @@ static int setup(td_archive *a, unsigned flags)
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
 		if ((a->sec[id]->flags & TD_SECF_ZSTD) && !td_sec_zstd(id))
 			return bad(id, "compressed, which this section may not be");
-		if ((err = lay_out(a, id)))
+		if ((err = lay_out(a, id, flags)))
 			return err;
 	}
 	if (!(a->sec[TD_SEC_WORD_FREQ]->flags & TD_SECF_ZSTD)) {
@@ -854,7 +876,9 @@ static int setup(td_archive *a, unsigned flags)
 	/* Hostile names or shapes are refused here, once, not met by lookups;
 	 * a large tree a directory at a time, before anything in it is
 	 * answered (td_tree_vouch): open stays O(1) in the number of files. */
-	int terr = (flags & TD_OPEN_VERIFY) || ne <= td_tree_eager_max ? td_tree_check(a) : td_tree_lazy_setup(a);
+	int terr = (flags & TD_OPEN_VERIFY) || (!(flags & TD_OPEN_LAZY_TREE) && ne <= td_tree_eager_max)
+			   ? td_tree_check(a)
+			   : td_tree_lazy_setup(a);
 	if (terr)
 		return terr;
 	if (a->version >= TD_VERSION_SHARDED)
@@ -1037,8 +1061,10 @@ const void *td_archive_section(const td_archive *a, unsigned id, uint64_t *size)
 	return a->map + a->sec[id]->off;
 }
 
-/* Entry e's name (e < nentries) without td_tree_vouch, or NULL. */
-static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
+/* Entry e's name (e < nentries), or NULL. Unless `checked` (e vouched
+ * for: the tree check passed its name), a name that could escape or
+ * confuse a path is refused here too. */
+static const char *name_get(const td_archive *a, td_entry e, size_t *len, int checked)
 {
 	uint64_t lo = td_pack_get(&a->e_nameoff, e), hi = td_pack_get(&a->e_nameoff, e + 1);
 	if (lo > hi || hi > a->bytes_size[TD_SEC_NAMES] || hi - lo > TD_MAXNAME)
@@ -1049,19 +1075,25 @@ static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
 		return NULL;
 	const char *p = names + lo;
 	size_t n = hi - lo;
-	/* A name that could escape or confuse a path is corrupt. */
-	if (e != 0 && (n == 0 || memchr(p, '/', n) || memchr(p, '\0', n) || (n == 1 && p[0] == '.') ||
-		       (n == 2 && p[0] == '.' && p[1] == '.')))
+	if (!checked && e != 0 &&
+	    (n == 0 || memchr(p, '/', n) || memchr(p, '\0', n) || (n == 1 && p[0] == '.') ||
+	     (n == 2 && p[0] == '.' && p[1] == '.')))
 		return NULL;
 	*len = n;
 	return p;
+}
+
+/* Entry e's name (e < nentries) without td_tree_vouch, or NULL. */
+static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
+{
+	return name_get(a, e, len, 0);
 }
 
 const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 {
 	if (e >= a->meta.nentries || td_tree_vouch(a, e))
 		return NULL;
-	return name_raw(a, e, len);
+	return name_get(a, e, len, 1);
 }
 
 int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count)
@@ -1132,18 +1164,27 @@ int td_archive_lookup_path(const td_archive *a, const char *path, td_entry *out)
 	return TD_OK;
 }
 
+static int path_build(const td_archive *a, td_entry e, char *buf, size_t cap, int checked);
+
 int td_archive_path(const td_archive *a, td_entry e, char *buf, size_t cap)
 {
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
 	int err = td_tree_vouch(a, e);
-	return err ? err : td_path_raw(a, e, buf, cap);
+	return err ? err : path_build(a, e, buf, cap, 1);
 }
 
 int td_path_raw(const td_archive *a, td_entry e, char *buf, size_t cap)
 {
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
+	return path_build(a, e, buf, cap, 0);
+}
+
+/* td_path_raw; `checked`: e is vouched for (its names and parents passed
+ * the tree check). */
+static int path_build(const td_archive *a, td_entry e, char *buf, size_t cap, int checked)
+{
 	/* Build backwards from the end of buf, then move to the front. */
 	size_t at = cap;
 	if (at == 0)
@@ -1152,7 +1193,7 @@ int td_path_raw(const td_archive *a, td_entry e, char *buf, size_t cap)
 	unsigned guard = 0;
 	while (e != TD_ROOT) {
 		size_t n;
-		const char *nm = name_raw(a, e, &n);
+		const char *nm = name_get(a, e, &n, checked);
 		if (!nm || ++guard > 4096)
 			return td_fail(TD_ECORRUPT, "entry %u: bad name or parent chain", e);
 		if (n + (at < cap - 1) > at)

@@ -158,6 +158,7 @@ struct td_archive {
 	uint8_t *names_buf;
 	void *names_ds;
 	uint64_t names_in;
+	uint64_t names_fsz;                  /* the frame's bytes (frame_ok), once names_buf is set */
 	atomic_uint_fast64_t names_done;
 	int names_bad;
 	/* The stored ranked inverted index (td_postings.c), or NULL; checked

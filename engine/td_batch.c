@@ -172,36 +172,61 @@ static void words_done(td_words_req *r, int err)
 		td_words_req_free(r);
 }
 
-static void do_top(void *p, size_t i)
+typedef struct wbctx {
+	const td_archive *a;
+	td_words_req *reqs;
+	td_words_find_fn find; /* NULL unless version 5 */
+	void *fctx;
+} wbctx;
+
+static void words_one(wbctx *c, size_t i, int top)
 {
-	bctx *c = p;
-	td_words_req *r = &((td_words_req *)c->reqs)[i];
+	td_words_req *r = &c->reqs[i];
 	r->words = NULL;
 	r->bytes = NULL;
 	r->nwords = r->nbytes = 0;
-	words_done(r, td_top_words(c->a, r->scope, r->n, td_words_req_add, r));
+	int err;
+	if (c->find)
+		err = td_shard_words_given(c->a, r->scope, top, r->n, c->find, c->fctx, i, td_words_req_add, r);
+	else if (top)
+		err = td_top_words(c->a, r->scope, r->n, td_words_req_add, r);
+	else
+		err = td_term_vector(c->a, r->scope, td_words_req_add, r);
+	words_done(r, err);
+}
+
+static void do_top(void *p, size_t i)
+{
+	words_one(p, i, 1);
 }
 
 static void do_vector(void *p, size_t i)
 {
-	bctx *c = p;
-	td_words_req *r = &((td_words_req *)c->reqs)[i];
-	r->words = NULL;
-	r->bytes = NULL;
-	r->nwords = r->nbytes = 0;
-	words_done(r, td_term_vector(c->a, r->scope, td_words_req_add, r));
+	words_one(p, i, 0);
+}
+
+int td_top_batch_given(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads, td_words_find_fn find,
+		       void *fctx)
+{
+	wbctx c = { a, reqs, td_sharded(a) ? find : NULL, fctx };
+	return td_par_for(n, nthreads, do_top, &c);
+}
+
+int td_vector_batch_given(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads,
+			  td_words_find_fn find, void *fctx)
+{
+	wbctx c = { a, reqs, td_sharded(a) ? find : NULL, fctx };
+	return td_par_for(n, nthreads, do_vector, &c);
 }
 
 int td_top_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
 {
-	bctx c = { a, reqs, NULL, NULL };
-	return td_par_for(n, nthreads, do_top, &c);
+	return td_top_batch_given(a, reqs, n, nthreads, NULL, NULL);
 }
 
 int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads)
 {
-	bctx c = { a, reqs, NULL, NULL };
-	return td_par_for(n, nthreads, do_vector, &c);
+	return td_vector_batch_given(a, reqs, n, nthreads, NULL, NULL);
 }
 
 void td_ngram_req_free(td_ngram_req *r)

@@ -415,11 +415,17 @@ static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *
 	return TD_OK;
 }
 
-/* Whether entry e lies under directory d (ancestors have smaller numbers). */
+/* Whether entry e lies under directory d (ancestors have smaller numbers;
+ * a parent that does not is a damaged tree, which a lazily checked one
+ * may not have met yet): 1, 0, or TD_ECORRUPT. */
 static int under(const td_archive *a, td_entry e, td_entry d)
 {
-	while (e > d)
-		e = (td_entry)td_pack_get(&a->e_parent, e);
+	while (e > d) {
+		td_entry p = (td_entry)td_pack_get(&a->e_parent, e);
+		if (p >= e)
+			return td_fail(TD_ECORRUPT, "entry %u: parent %u does not list it", e, p);
+		e = p;
+	}
 	return e == d;
 }
 
@@ -456,7 +462,12 @@ int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope
 			r = post_bad("an item names no regular file");
 			break;
 		}
-		if (dir ? (scope == 0 || under(a, (td_entry)e, scope)) : e == scope)
+		int in = dir ? (scope == 0 || under(a, (td_entry)e, scope)) : e == scope;
+		if (in < 0) {
+			r = in;
+			break;
+		}
+		if (in)
 			v[k++] = (td_file_count){ (td_entry)e, c };
 	}
 	err = r < 0 ? r : TD_OK;

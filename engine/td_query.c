@@ -26,6 +26,11 @@ int td_is_word(const char *word, size_t len)
 	return 1;
 }
 
+int64_t td_word_id(const td_archive *a, const char *word, size_t len)
+{
+	return td_sharded(a) ? -1 : td_find_word(a, word, len);
+}
+
 int64_t td_find_word(const td_archive *a, const char *word, size_t len)
 {
 	uint64_t lo = 0, hi = a->W;

@@ -21,7 +21,6 @@ typedef struct rev_map {
 	uint64_t *base;           /* shard i's locals start at ents[base[i]] */
 	uint32_t *nloc;           /* and number nloc[i] */
 	rev_ent *ents;
-	uint32_t *rank;           /* global entry -> position in path order */
 } rev_map;
 
 typedef struct td_shards td_shards;
@@ -49,6 +48,7 @@ struct td_shards {
 	pthread_mutex_t mu;       /* the reverse map's build */
 	uint64_t budget;
 	_Atomic(rev_map *) rev;
+	_Atomic(uint32_t *) rank; /* global entry -> position in path order (rank_get) */
 	_Atomic(struct splits *) splits;
 };
 
@@ -177,9 +177,9 @@ void td_shard_free(td_archive *a)
 		free(r->base);
 		free(r->nloc);
 		free(r->ents);
-		free(r->rank);
 		free(r);
 	}
+	free(atomic_load(&sh->rank));
 	pthread_mutex_destroy(&sh->mu);
 	free(sh);
 	a->sh = NULL;
@@ -211,7 +211,9 @@ int td_shard_sub(const td_archive *a, uint32_t i, td_archive **out)
 	s = atomic_load_explicit(&sh->sub[i], memory_order_relaxed);
 	if (!s) {
 		const td_disk_shard *d = &sh->tab[i];
-		err = td_archive_open_mem(a->map + d->off, d->size, 0, &s);
+		/* the shard's tree a directory at a time: most questions reach
+		 * a few of its entries, or none (its files by number) */
+		err = td_archive_open_mem(a->map + d->off, d->size, TD_OPEN_LAZY_TREE, &s);
 		if (err) {
 			char why[512];
 			snprintf(why, sizeof why, "%s", td_errdetail());
@@ -374,38 +376,27 @@ static int rev_err(const td_archive *a)
 	return err ? err : td_fail(TD_ENOMEM, "the shards' entry map");
 }
 
-/* Path order (depth-first, names sorted) of the global tree and the map
- * from each shard's file entries to the global ones; built on the first
- * directory search. */
+/* The map from each shard's file entries to the global ones, built on
+ * the first question that needs it (a directory's hits or files): one pass
+ * over the entries' piece ranges and modes, a chunk of them decoded at a
+ * time; no entry is stat'ed, so the tree is checked only where an answer
+ * is read (td_archive_path, td_archive_stat of what it names). */
+#define REV_CHUNK 512u
+
 static const rev_map *rev_get(const td_archive *a)
 {
 	td_shards *sh = a->sh;
 	rev_map *r = atomic_load_explicit(&sh->rev, memory_order_acquire);
 	if (r)
 		return r;
-	uint32_t *stack = NULL;
 	pthread_mutex_lock(&sh->mu);
 	r = atomic_load_explicit(&sh->rev, memory_order_relaxed);
 	if (r)
 		goto out;
 	uint64_t ne = a->meta.nentries, total = 0;
-	stack = malloc(ne * sizeof *stack);
 	r = calloc(1, sizeof *r);
-	if (!r || !stack || !(r->base = calloc(sh->n + 1, sizeof *r->base)) ||
-	    !(r->nloc = calloc(sh->n + 1, sizeof *r->nloc)) || !(r->rank = malloc(ne * sizeof *r->rank)))
+	if (!r || !(r->base = calloc(sh->n + 1, sizeof *r->base)) || !(r->nloc = calloc(sh->n + 1, sizeof *r->nloc)))
 		goto fail;
-	/* path order: a depth-first walk, children pushed in reverse */
-	uint64_t top = 0, at = 0;
-	stack[top++] = TD_ROOT;
-	while (top) {
-		td_entry e = stack[--top];
-		r->rank[e] = (uint32_t)at++;
-		td_entry c0;
-		uint32_t nc;
-		if (td_archive_children(a, e, &c0, &nc) == TD_OK)
-			for (uint32_t i = nc; i-- > 0 && top < ne;)
-				stack[top++] = c0 + i;
-	}
 	if (pieces_ready(sh, 0, sh->npieces) || local_past(a) < sh->npieces)
 		goto fail;
 	for (uint64_t i = 0; i < sh->npieces; i++)
@@ -419,15 +410,20 @@ static const rev_map *rev_get(const td_archive *a)
 		goto fail;
 	for (uint64_t i = 0; i < total; i++)
 		r->ents[i].e = TD_NOENTRY;
-	for (td_entry e = 0; e < ne; e++) {
-		td_stat st;
-		uint64_t first = 0, n = 0;
-		if (td_archive_stat(a, e, &st) || S_ISDIR(st.mode) || pieces_of(a, e, &first, &n))
-			continue;
-		for (uint64_t k = 0; k < n; k++) {
-			const td_disk_piece *p = &sh->pieces[first + k];
-			if (p->shard < sh->n)
-				r->ents[r->base[p->shard] + p->local] = (rev_ent){ e, p->start };
+	/* each file's pieces (a directory has none; a range out of order
+	 * or past the pieces maps nothing, as pieces_of refuses it) */
+	for (uint64_t e0 = 0; e0 < ne; e0 += REV_CHUNK) {
+		uint64_t off[REV_CHUNK + 1], mode[REV_CHUNK], m = ne - e0 < REV_CHUNK ? ne - e0 : REV_CHUNK;
+		td_pack_get_range(&sh->piece_off, e0, m + 1, off);
+		td_pack_get_range(&a->e_mode, e0, m, mode);
+		for (uint64_t i = 0; i < m; i++) {
+			if (S_ISDIR(mode[i]) || off[i] > off[i + 1] || off[i + 1] > sh->npieces)
+				continue;
+			for (uint64_t k = off[i]; k < off[i + 1]; k++) {
+				const td_disk_piece *p = &sh->pieces[k];
+				if (p->shard < sh->n)
+					r->ents[r->base[p->shard] + p->local] = (rev_ent){ (uint32_t)(e0 + i), p->start };
+			}
 		}
 	}
 	atomic_store_explicit(&sh->rev, r, memory_order_release);
@@ -436,14 +432,51 @@ fail:
 	if (r) {
 		free(r->base);
 		free(r->nloc);
-		free(r->rank);
 		free(r);
 	}
 	r = NULL;
 out:
 	pthread_mutex_unlock(&sh->mu);
-	free(stack);
 	return r;
+}
+
+/* Path order (depth-first, names sorted) of the global tree: entry ->
+ * position; built on the first search of a directory over several
+ * files. NULL when out of memory. */
+static const uint32_t *rank_get(const td_archive *a)
+{
+	td_shards *sh = a->sh;
+	uint32_t *rank = atomic_load_explicit(&sh->rank, memory_order_acquire);
+	if (rank)
+		return rank;
+	pthread_mutex_lock(&sh->mu);
+	rank = atomic_load_explicit(&sh->rank, memory_order_relaxed);
+	if (!rank) {
+		uint64_t ne = a->meta.nentries;
+		uint32_t *stack = malloc(ne * sizeof *stack);
+		rank = malloc(ne * sizeof *rank);
+		if (stack && rank) {
+			/* a depth-first walk, children pushed in reverse */
+			uint64_t top = 0, at = 0;
+			stack[top++] = TD_ROOT;
+			while (top) {
+				td_entry e = stack[--top];
+				rank[e] = (uint32_t)at++;
+				td_entry c0;
+				uint32_t nc;
+				if (td_archive_children(a, e, &c0, &nc) == TD_OK)
+					for (uint32_t i = nc; i-- > 0 && top < ne;)
+						stack[top++] = c0 + i;
+			}
+			atomic_store_explicit(&sh->rank, rank, memory_order_release);
+		} else {
+			free(rank);
+			rank = NULL;
+		}
+		free(stack);
+	}
+	pthread_mutex_unlock(&sh->mu);
+	return rank;
 }
 
 typedef struct rhit {
@@ -492,14 +525,14 @@ int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before)
 		qsort(out->v + before, m, sizeof *out->v, cmp_hit_off);
 		return TD_OK;
 	}
-	const rev_map *r = rev_get(a);
-	if (!r)
-		return rev_err(a);
+	const uint32_t *rank = rank_get(a);
+	if (!rank)
+		return td_fail(TD_ENOMEM, "the tree's path order");
 	rhit *t = malloc(m * sizeof *t);
 	if (!t)
 		return TD_ENOMEM;
 	for (size_t i = 0; i < m; i++)
-		t[i] = (rhit){ r->rank[out->v[before + i].file], out->v[before + i].file, out->v[before + i].off };
+		t[i] = (rhit){ rank[out->v[before + i].file], out->v[before + i].file, out->v[before + i].off };
 	qsort(t, m, sizeof *t, cmp_rhit);
 	for (size_t i = 0; i < m; i++)
 		out->v[before + i] = (td_hit){ t[i].e, t[i].off };

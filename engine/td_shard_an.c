@@ -679,12 +679,43 @@ static int part_fill(part *pt, const td_archive *s, td_entry local, const td_ent
 	return m == 1 ? td_list_counts(s, local, list, n, &pt->c) : td_list_gtab(s, local, list, n, m, &pt->t, &pt->lw);
 }
 
+/* A piece's word counts given elsewhere (td_words_find_fn), for request
+ * `req` of a batch (find NULL: none). */
+typedef struct pgiven {
+	td_words_find_fn find;
+	void *fctx;
+	size_t req;
+} pgiven;
+
+/* Part pt from given counts of shard s's word ids: TD_OK, TD_ENOGPU (not
+ * given: the shard counts), TD_ENOMEM, TD_ECORRUPT (an id past the shard's
+ * words). */
+static int part_given(part *pt, const td_archive *s, const pgiven *gv, uint64_t k)
+{
+	td_piece_words pw = { 0 };
+	if (!gv || !gv->find || gv->find(gv->fctx, gv->req, k, &pw) != TD_OK)
+		return TD_ENOGPU;
+	pt->s = s;
+	if (!(pt->c.cnt = calloc(s->W ? s->W : 1, sizeof *pt->c.cnt)))
+		return TD_ENOMEM;
+	int err = TD_OK;
+	for (size_t i = 0; i < pw.n && !err; i++) {
+		if (pw.wid[i] >= s->W)
+			err = td_fail(TD_ECORRUPT, "given word id %u past the shard's %llu words", pw.wid[i],
+				      (unsigned long long)s->W);
+		else if (pw.cnt[i])
+			err = td_counts_add(&pt->c, pw.wid[i], pw.cnt[i]);
+	}
+	return err;
+}
+
 /* Pieces filled on threads (fill_piece: piece k into parts[k]). */
 typedef struct pfjob {
 	const td_archive *a;
 	const td_disk_piece *p;
 	part *parts;
 	unsigned m;
+	const pgiven *given;
 	td_par_err err;
 } pfjob;
 
@@ -693,13 +724,20 @@ static void fill_piece(void *ctx, size_t k)
 	pfjob *j = ctx;
 	td_archive *s;
 	int err = td_shard_sub(j->a, j->p[k].shard, &s);
-	if (!err)
+	if (!err && j->m == 1)
+		err = part_given(&j->parts[k], s, j->given, k);
+	else if (!err)
+		err = TD_ENOGPU;
+	if (err == TD_ENOGPU) {
+		td_counts_free(&j->parts[k].c);
 		err = part_fill(&j->parts[k], s, j->p[k].local, NULL, 0, j->m);
+	}
 	td_par_err_set(&j->err, err);
 }
 
-/* Gather and sum the runs of m words of scope's pieces and cuts. */
-static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
+/* Gather and sum the runs of m words of scope's pieces and cuts (the
+ * pieces' word counts from given where it has them). */
+static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, unsigned m, const pgiven *given)
 {
 	memset(mg, 0, sizeof *mg);
 	mg->m = m;
@@ -711,7 +749,7 @@ static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned
 		return err;
 	if (!(mg->p = calloc(n + 1, sizeof *mg->p)))
 		return TD_ENOMEM;
-	pfjob j = { .a = a, .p = p, .parts = mg->p, .m = m };
+	pfjob j = { .a = a, .p = p, .parts = mg->p, .m = m, .given = given };
 	err = td_par_for((size_t)n, piece_threads(n), fill_piece, &j);
 	mg->np = (size_t)n;
 	if (!err)
@@ -723,6 +761,11 @@ static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned
 	if (!err)
 		err = merged_sum(mg);
 	return err;
+}
+
+static int merged_init(merged *mg, const td_archive *a, td_entry scope, unsigned m)
+{
+	return merged_init_given(mg, a, scope, m, NULL);
 }
 
 /* ---------- a set of files (td_analytics_set.c) ---------- */
@@ -1060,27 +1103,31 @@ static int word_fn(void *ctx, const char *const *w, const size_t *len, unsigned 
 	return v->fn(v->ctx, w[0], len[0], count);
 }
 
-int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
+int td_shard_words_given(const td_archive *a, td_entry scope, int top, uint64_t n, td_words_find_fn find,
+			 void *fctx, size_t req, td_word_fn fn, void *ctx)
 {
 	td_archive *s;
 	td_entry local = 0;
 	int err = one_shard(a, scope, &s, &local);
 	if (err || s)
-		return err ? err : td_top_words(s, local, n, fn, ctx);
+		return err ? err : top ? td_top_words(s, local, n, fn, ctx) : td_term_vector(s, local, fn, ctx);
+	pgiven gv = { find, fctx, req };
+	merged mg;
+	err = merged_init_given(&mg, a, scope, 1, find ? &gv : NULL);
+	if (!top)
+		return vector_of(&mg, err, fn, ctx);
 	word_ctx v = { fn, ctx };
-	return best_runs(a, scope, 1, n, word_fn, &v);
+	return best_of(&mg, err, n, word_fn, &v);
+}
+
+int td_shard_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
+{
+	return td_shard_words_given(a, scope, 1, n, NULL, NULL, 0, fn, ctx);
 }
 
 int td_shard_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
-	td_archive *s;
-	td_entry local = 0;
-	int err = one_shard(a, scope, &s, &local);
-	if (err || s)
-		return err ? err : td_term_vector(s, local, fn, ctx);
-	merged mg;
-	err = merged_init(&mg, a, scope, 1);
-	return vector_of(&mg, err, fn, ctx);
+	return td_shard_words_given(a, scope, 0, 0, NULL, NULL, 0, fn, ctx);
 }
 
 int td_shard_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)

@@ -68,11 +68,11 @@ typedef struct tree_cols {
 	uint64_t name[TREE_CHUNK + 1], child[TREE_CHUNK + 1], g[TREE_CHUNK + 1], r[TREE_CHUNK + 1];
 } tree_cols;
 
-static void tree_load(const td_archive *a, tree_cols *t, uint64_t base)
+/* Entries [base, min(base + TREE_CHUNK, end)) into t (end <= nentries). */
+static void tree_load(const td_archive *a, tree_cols *t, uint64_t base, uint64_t end)
 {
-	uint64_t ne = a->meta.nentries;
 	t->base = base;
-	t->n = ne - base < TREE_CHUNK ? ne - base : TREE_CHUNK;
+	t->n = end - base < TREE_CHUNK ? end - base : TREE_CHUNK;
 	td_pack_get_range(&a->e_mode, base, t->n, t->mode);
 	td_pack_get_range(&a->e_parent, base, t->n, t->parent);
 	td_pack_get_range(&a->e_size, base, t->n, t->size);
@@ -190,7 +190,7 @@ int td_tree_check(const td_archive *a)
 	uint64_t cur_p = UINT64_MAX, cur_first = 0, cur_end = 0; /* the last parent seen, its children */
 	for (uint64_t e = 0; e < ne && !err; e++) {
 		if (e == 0 || e - t->base == t->n)
-			tree_load(a, t, e);
+			tree_load(a, t, e, ne);
 		const uint64_t k = e - t->base;
 		const uint64_t lo = t->name[k], hi = t->name[k + 1], p = e ? t->parent[k] : 0;
 		if (lo != prev_name_end || lo > hi || hi > nb || hi - lo > TD_MAXNAME) {
@@ -275,11 +275,8 @@ static int dir_check(const td_archive *a, td_entry d)
 		err = entry_check(a, t, 0, 0, 0, 0, names, nb);
 	}
 	for (uint64_t e = c0; e < c1 && !err; e++) {
-		if (e == c0 || e - t->base == t->n) {
-			tree_load(a, t, e);
-			if (t->n > c1 - e)
-				t->n = c1 - e;
-		}
+		if (e == c0 || e - t->base == t->n)
+			tree_load(a, t, e, c1); /* this directory's children only */
 		const uint64_t k = e - t->base;
 		if (t->parent[k] != d) {
 			err = parent_fail(e, t->parent[k]);

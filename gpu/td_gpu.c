@@ -1,5 +1,6 @@
 /* td_gpu: host side of the GPU engine: upload, buffers, streams, batches, CPU fallback. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,27 @@ typedef struct td_gbuf {
 	size_t cap;
 } td_gbuf;
 
+/* A count or search request of either kind, as the packing reads it. */
+typedef struct td_qview {
+	const char *word;
+	size_t len;
+	td_entry scope;
+} td_qview;
+
+/* One stream's share of a count or search batch: requests [i0, i1), their
+ * parts (np, from k0), word bytes (wb, from w0) and requests the kernels
+ * do not take (nc, from r0 in g->rest). */
+typedef struct td_qshare {
+	td_gpu *g;
+	const td_qview *(*get)(const void *, size_t, td_qview *);
+	const void *reqs;
+	int search;
+	unsigned s;
+	size_t i0, i1, np, nc, k0, r0;
+	uint64_t wb, w0;
+	int err;
+} td_qshare;
+
 struct td_gpu {
 	const td_archive *a;
 	td_gpu_opts o;
@@ -60,6 +82,19 @@ struct td_gpu {
 	cudaEvent_t pev[2 * TD_GPU_MAXSTREAMS]; /* $TD_GPU_PHASES: each stream's start and end */
 	unsigned npev;
 	td_gphase ph[2];               /* $TD_GPU_PHASES: count, search */
+	/* a count or search batch begun (td_query_begin) and not yet ended:
+	 * its shares, parts, requests left to the CPU, begin's error, its
+	 * kind and when its packing began and ended */
+	td_qshare qsh[TD_GPU_MAXSTREAMS];
+	unsigned qns;
+	size_t qnp, qnc;
+	int qerr, qsearch;
+	double qt0, qt1;
+	/* a search batch's steps after its counts (td_search_step): the
+	 * stage (0: counts not yet waited for), its parts, the next part
+	 * to put in a round, the round in flight */
+	int qstage, pempty;
+	size_t qm, sk, pk0, pk1;
 	/* growable buffers: h* pinned host, d* device */
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
@@ -72,6 +107,8 @@ struct td_gpu {
 	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
 	struct td_gwd *wd;             /* top words' and term vectors' grammar, built at first use */
+	struct td_gpost *post;         /* ranked files' inverted index, built at first use */
+	struct td_gpostg *postg;       /* format 5: the shards' files in the archive's, built at first use */
 	/* blocks from td_gpu_host_alloc (pinned), under hlock */
 	pthread_mutex_t hlock;
 	td_gbuf *hblk;
@@ -163,9 +200,15 @@ int td_gpu_unit(td_gpu *g, td_gunit *u)
 	u->lock = &g->lock;
 	u->fz = &g->fz;
 	u->wd = &g->wd;
+	u->post = &g->post;
 	u->files = g->hfiles;
 	u->sub = g->hsub;
 	return 1;
+}
+
+struct td_gpostg **td_gpu_postg(td_gpu *g)
+{
+	return g && g->resident && g->multi ? &g->postg : NULL;
 }
 
 td_gmulti *td_gpu_multi(td_gpu *g)
@@ -722,6 +765,9 @@ int td_gpu_open_dev(const td_archive *a, const td_gpu_opts *o, uint64_t avail, u
 	g->round_hits = g->budget / 4 / sizeof(td_hit);
 	if (g->round_hits > (UINT64_C(1) << 25))
 		g->round_hits = UINT64_C(1) << 25;
+	const char *rh = getenv("TD_GPU_ROUND_HITS"); /* the tests: smaller rounds */
+	if (rh && *rh && strtoull(rh, NULL, 10) > 0 && strtoull(rh, NULL, 10) < g->round_hits)
+		g->round_hits = strtoull(rh, NULL, 10);
 	if (used)
 		*used = g->sec_bytes + g->budget;
 	g->open_s = td_now() - t0;
@@ -828,6 +874,8 @@ void td_gpu_close(td_gpu *g)
 		cudaSetDevice(g->o.device);
 	td_gfz_free(g->fz);
 	td_gwd_free(g->wd);
+	td_gpost_free(g->post);
+	td_gpostg_free(g->postg);
 	for (unsigned i = 0; i < g->nst; i++)
 		cudaStreamDestroy(g->st[i]);
 	for (unsigned i = 0; i < g->nev; i++)
@@ -1277,15 +1325,6 @@ void td_gpu_phases_get(const td_gpu *g, int k, td_gphase *out)
 		*out = g->ph[k];
 }
 
-/* Pack the requests the kernels can answer into hq/hw; map[k] = request.
- * Returns the number packed in *m. `word(i)`, `len(i)`, `scope(i)` read
- * request i of either kind. */
-typedef struct td_qview {
-	const char *word;
-	size_t len;
-	td_entry scope;
-} td_qview;
-
 /* Whether the kernels take request v: a word they can look up in a valid
  * scope, except the large scopes the CPU engine answers from its query
  * index (td_query_fast) while a warp would walk all of it; a whole-corpus
@@ -1312,6 +1351,53 @@ int td_gpu_cpu_rest(const td_archive *a, unsigned threads, void *reqs, size_t si
 		memcpy((char *)reqs + idx[j] * size, tmp + j * size, size);
 	free(tmp);
 	return r == TD_ENOMEM ? r : TD_OK; /* other errors are the requests' own */
+}
+
+/* td_gpu_cpu_rest's requests on the pool's threads, one request a call
+ * of `run` (a unit's count or search does not spread over threads
+ * itself), instead of threads started for each call. */
+typedef struct td_rest_job {
+	const td_archive *a;
+	char *tmp;
+	size_t size, nc;
+	atomic_size_t next;
+	atomic_int nomem;
+	int (*run)(const td_archive *, void *, size_t, unsigned);
+} td_rest_job;
+
+static void td_rest_task(void *ctx, unsigned c)
+{
+	td_rest_job *j = ctx;
+	(void)c;
+	for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->nc;)
+		if (j->run(j->a, j->tmp + i * j->size, 1, 1) == TD_ENOMEM)
+			atomic_store(&j->nomem, 1);
+}
+
+/* td_gpu_cpu_rest for handle g of one unit (a version 1-4 archive or a
+ * shard: never a version 5 archive's own handle) on up to
+ * g->o.cpu_threads (0: the cores) pool threads. */
+static int td_rest_pooled(td_gpu *g, void *reqs, size_t size, const size_t *idx, size_t nc,
+			  int (*run)(const td_archive *, void *, size_t, unsigned))
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = g->o.cpu_threads ? g->o.cpu_threads : cores > 0 ? (unsigned)cores : 1;
+	if (nc < 2 || nt < 2)
+		return td_gpu_cpu_rest(g->a, 1, reqs, size, idx, nc, run);
+	if (nt > nc)
+		nt = (unsigned)nc;
+	td_rest_job j = {.a = g->a, .tmp = malloc(nc * size), .size = size, .nc = nc, .run = run};
+	if (!j.tmp)
+		return td_fail(TD_ENOMEM, "gpu: requests for the CPU");
+	atomic_init(&j.next, 0);
+	atomic_init(&j.nomem, 0);
+	for (size_t i = 0; i < nc; i++)
+		memcpy(j.tmp + i * size, (char *)reqs + idx[i] * size, size);
+	td_gpu_par(nt, td_rest_task, &j);
+	for (size_t i = 0; i < nc; i++)
+		memcpy((char *)reqs + idx[i] * size, j.tmp + i * size, size);
+	free(j.tmp);
+	return atomic_load(&j.nomem) ? td_fail(TD_ENOMEM, "gpu: requests for the CPU") : TD_OK;
 }
 
 int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned threads)
@@ -1400,20 +1486,6 @@ static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td
 	return n;
 }
 
-/* One stream's share of a count or search batch: requests [i0, i1), their
- * parts (np, from k0), word bytes (wb, from w0) and requests the kernels
- * do not take (nc, from r0 in g->rest). */
-typedef struct td_qshare {
-	td_gpu *g;
-	const td_qview *(*get)(const void *, size_t, td_qview *);
-	const void *reqs;
-	int search;
-	unsigned s;
-	size_t i0, i1, np, nc, k0, r0;
-	uint64_t wb, w0;
-	int err;
-} td_qshare;
-
 /* Pass 1 of share c: its parts, word bytes and requests not taken. */
 static void td_qshare_size(void *ctx, unsigned c)
 {
@@ -1483,23 +1555,29 @@ static void td_qshare_run(void *ctx, unsigned c)
 #define TD_QSHARE_PAR 4096u /* requests in a batch at least for a thread a share (pool threads: a wake-up each) */
 
 /* The counts of the requests the kernels take (td_gpu_takes), cut into
- * parts (td_split_query): *m parts, their counts in g->hcnt when this
- * returns; map[k] = the request of part k (a request's parts are
- * consecutive, in request order); the words in g->hw. The batch is cut
+ * parts (td_split_query), in two steps. td_query_begin: the batch is cut
  * into one share of requests per stream; each share is sized, then packed
  * and launched (upload, kernel, download) on its stream, on a thread of
  * its own when the batch is large, so packing runs in parallel and
- * overlaps the kernels; the requests the kernels do not take (they have
- * no parts) are answered by the CPU engine (`cpu`) while the kernels run.
- * Phase times into ph when kept. */
-static int td_query_counts(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), void *reqs, size_t size,
-			   size_t n, int search, int (*cpu)(const td_archive *, void *, size_t, unsigned), size_t *m,
-			   td_gphase *ph)
+ * overlaps the kernels; returns without waiting for them (g->qnp parts,
+ * g->qnc requests the kernels do not take, g->qerr). td_query_end: the
+ * requests the kernels do not take (they have no parts) are answered by
+ * the CPU engine (`cpu`) while the kernels run, then it waits for the
+ * streams: *m parts, their counts in g->hcnt; map[k] = the request of part
+ * k (a request's parts are consecutive, in request order); the words in
+ * g->hw. Phase times into ph when kept. Between the two, nothing else may
+ * use g's batch buffers or streams (g->lock is held). */
+static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_t, td_qview *), void *reqs, size_t n,
+			   int search)
 {
 	int r;
-	double t0 = td_now();
+	g->qt0 = td_now();
+	g->qsearch = search;
+	g->qstage = 0;
+	g->qnp = g->qnc = 0;
 	unsigned ns = n < 4096 ? 1 : g->nst, par = n >= TD_QSHARE_PAR;
-	td_qshare sh[TD_GPU_MAXSTREAMS];
+	td_qshare *sh = g->qsh;
+	g->qns = 0;
 	for (unsigned s = 0; s < ns; s++)
 		sh[s] = (td_qshare){.g = g, .get = get, .reqs = reqs, .search = search, .s = s, .i0 = n * s / ns,
 				    .i1 = n * (s + 1) / ns};
@@ -1521,34 +1599,54 @@ static int td_query_counts(td_gpu *g, const td_qview *(*get)(const void *, size_
 	if ((r = td_grow(&g->rest, (nc + 1) * sizeof(size_t), 2)) || (r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) ||
 	    (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) || (r = td_grow(&g->hw, wb + 1, 0)) ||
 	    (r = td_grow(&g->dq, (np + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wb + 1, 1)) ||
-	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1)))
-		return r;
+	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1))) {
+		g->qerr = r;
+		g->qt1 = td_now();
+		return;
+	}
+	g->qns = ns; /* from here on the streams may hold work */
 	if (par)
 		td_gpu_par(ns, td_qshare_run, sh);
 	else
 		for (unsigned s = 0; s < ns; s++)
 			td_qshare_run(sh, s);
-	double t1 = td_now();
+	g->qt1 = td_now();
 	for (unsigned s = 0; s < ns && r == TD_OK; s++)
 		r = sh[s].err;
+	g->qnp = np;
+	g->qnc = nc;
+	g->qerr = r;
+}
+
+static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_archive *, void *, size_t, unsigned),
+			size_t *m, td_gphase *ph)
+{
+	int r = g->qerr;
 	/* the requests the kernels do not take, on the CPU meanwhile */
+	double t1 = td_now();
 	if (r == TD_OK)
-		r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, size, g->rest.p, nc, cpu);
+		r = td_rest_pooled(g, reqs, size, g->rest.p, g->qnc, cpu);
 	double t2 = td_now();
-	for (unsigned s = 0; s < ns; s++)
-		CK(cudaStreamSynchronize(g->st[s]));
-	*m = np;
+	for (unsigned s = 0; s < g->qns; s++) {
+		cudaError_t e = cudaStreamSynchronize(g->st[s]);
+		if (e != cudaSuccess && r == TD_OK)
+			r = td_cuda_fail(e, "cudaStreamSynchronize(g->st[s])");
+	}
+	if (r)
+		return r;
+	*m = g->qnp;
 	if (g->npev) { /* the device's time: the longest stream */
 		float most = 0, ms = 0;
-		for (unsigned s = 0; s < ns; s++)
-			if (sh[s].np && cudaEventElapsedTime(&ms, g->pev[2 * s], g->pev[2 * s + 1]) == cudaSuccess && ms > most)
+		for (unsigned s = 0; s < g->qns; s++)
+			if (g->qsh[s].np && cudaEventElapsedTime(&ms, g->pev[2 * s], g->pev[2 * s + 1]) == cudaSuccess &&
+			    ms > most)
 				most = ms;
 		(void)cudaGetLastError();
 		ph->dev += most * 1e-3;
-		ph->pack += t1 - t0;
+		ph->pack += g->qt1 - g->qt0;
 		ph->rest += t2 - t1;
 		ph->wait += td_now() - t2;
-		ph->nrest += nc;
+		ph->nrest += g->qnc;
 	}
 	return r;
 }
@@ -1571,12 +1669,14 @@ static const td_qview *td_search_view(const void *reqs, size_t i, td_qview *v)
 	return v;
 }
 
-static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
+/* The end of a count batch begun by td_query_begin: its parts' counts
+ * added up into the requests, the rest answered by the CPU engine. */
+static int td_count_finish(td_gpu *g, td_count_req *reqs, size_t n)
 {
 	size_t m = 0;
 	int r;
 	td_gphase *ph = &g->ph[0];
-	if ((r = td_query_counts(g, td_count_view, reqs, sizeof *reqs, n, 0, td_gpu_cpu_counts, &m, ph)))
+	if ((r = td_query_end(g, reqs, sizeof *reqs, td_gpu_cpu_counts, &m, ph)))
 		return r;
 	double t2 = td_now(), t3;
 	const uint32_t *map = g->map.p;
@@ -1608,7 +1708,7 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 		}
 	}
 	t3 = td_now();
-	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
+	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
 	if (g->npev) {
 		ph->unpack += t3 - t2;
@@ -1619,6 +1719,12 @@ static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
 		ph->nrest += nc;
 	}
 	return r;
+}
+
+static int td_gpu_count_locked(td_gpu *g, td_count_req *reqs, size_t n)
+{
+	td_query_begin(g, td_count_view, reqs, n, 0);
+	return td_count_finish(g, reqs, n);
 }
 
 int td_gpu_count_batch(td_gpu *g, td_count_req *reqs, size_t n)
@@ -1655,15 +1761,17 @@ static int td_hits_append(td_hits *h, const td_hit *v, size_t c)
 	return TD_OK;
 }
 
-/* Fill the hits of packed requests [k0, k1) (those with skip 0) in one
- * launch, then append them to their requests. */
-static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, size_t k1, uint64_t total)
+/* Launch the fill of the hits of packed parts [k0, k1) (those with skip
+ * 0; total hits) on stream 0, without waiting; a round without hits is
+ * not launched (g->pempty). */
+static int td_search_launch(td_gpu *g, size_t k0, size_t k1, uint64_t total)
 {
 	int r;
+	g->pempty = total == 0;
+	if (g->pempty)
+		return TD_OK;
 	if ((r = td_grow(&g->hhits, (total + 1) * sizeof(td_hit), 0)) || (r = td_grow(&g->dhits, (total + 1) * sizeof(td_hit), 1)))
 		return r;
-	const uint32_t *map = g->map.p;
-	const uint64_t *hc = g->hcnt.p;
 	uint64_t *hb = g->hbase.p;
 	uint8_t *hs = g->hskip.p;
 	cudaStream_t st = g->st[0];
@@ -1673,16 +1781,28 @@ static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, 
 				     (const uint64_t *)g->dbase.p + k0, (const uint8_t *)g->dskip.p + k0, g->dhits.p, st));
 	if (total)
 		CK(cudaMemcpyAsync(g->hhits.p, g->dhits.p, total * sizeof(td_hit), cudaMemcpyDeviceToHost, st));
-	CK(cudaStreamSynchronize(st));
+	return TD_OK;
+}
+
+/* Wait for the fill launched for parts [k0, k1), then append their hits
+ * to their requests. */
+static int td_search_collect(td_gpu *g, td_search_req *reqs, size_t k0, size_t k1)
+{
+	if (!g->pempty)
+		CK(cudaStreamSynchronize(g->st[0]));
+	const uint32_t *map = g->map.p;
+	const uint64_t *hc = g->hcnt.p, *hb = g->hbase.p;
+	const uint8_t *hs = g->hskip.p;
 	const td_hit *hh = g->hhits.p;
-	(void)m;
 	double t0 = g->npev ? td_now() : 0;
 	for (size_t k = k0; k < k1; k++) {
-		if (hs[k])
+		if (hs[k] == 1)
 			continue;
 		td_search_req *q = &reqs[map[k]];
 		if (k == 0 || map[k - 1] != map[k]) /* its first part */
 			q->err = TD_OK;
+		if (hs[k])
+			continue; /* no hits */
 		int e = td_hits_append(&q->hits, hh + hb[k], hc[k]);
 		if (e)
 			q->err = e;
@@ -1692,84 +1812,115 @@ static int td_search_round(td_gpu *g, td_search_req *reqs, size_t m, size_t k0, 
 	return TD_OK;
 }
 
-static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
+/* The next round of consecutive packed parts from g->sk (those of skip
+ * 0 taking part: 1 marks a request the CPU answers, 2 a part without
+ * hits, which the kernel does not walk again) whose hits fit
+ * round_hits (a request's parts may fall in two rounds: their hits are
+ * appended in part order either way): [*k0, *k1), their bases in hbase;
+ * 0 when no part is left. */
+static int td_search_next(td_gpu *g, size_t *k0, size_t *k1, uint64_t *total)
 {
-	size_t m = 0;
+	size_t k = g->sk, m = g->qm;
+	if (k >= m)
+		return 0;
+	const uint64_t *hc = g->hcnt.p;
+	uint64_t *hb = g->hbase.p, t = 0;
+	const uint8_t *hs = g->hskip.p;
+	*k0 = k;
+	for (; k < m; k++) {
+		if (hs[k])
+			continue;
+		if (t + hc[k] > g->round_hits && k > *k0)
+			break;
+		hb[k] = t;
+		t += hc[k];
+	}
+	*k1 = g->sk = k;
+	*total = t;
+	return 1;
+}
+
+/* A search batch begun by td_query_begin, one step at a time (*more: 1
+ * when another step is left): first its counts are waited for and the
+ * first fill round launched, then each step collects a round and
+ * launches the next; the last answers what is left by the CPU engine. */
+static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
+{
 	int r;
 	td_gphase *ph = &g->ph[1];
-	if ((r = td_query_counts(g, td_search_view, reqs, sizeof *reqs, n, 1, td_gpu_cpu_searches, &m, ph)))
-		return r;
-	double t2 = td_now(), t3;
-	double app0 = ph->unpack;
-	if ((r = td_grow(&g->hbase, (m + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dbase, (m + 1) * sizeof(uint64_t), 1)) ||
-	    (r = td_grow(&g->hskip, m + 1, 0)) || (r = td_grow(&g->dskip, m + 1, 1)))
-		return r;
-	const uint64_t *hc = g->hcnt.p;
-	const uint32_t *pmap = g->map.p;
-	uint64_t *hb = g->hbase.p;
-	uint8_t *hs = g->hskip.p;
-	/* a request with a part not found, or more hits than a round holds,
-	 * goes to the CPU whole: all its parts skipped */
-	for (size_t k = 0; k < m;) {
-		size_t j = k;
-		uint64_t sum = 0;
-		int skip = 0;
-		for (; j < m && pmap[j] == pmap[k]; j++) {
-			if (hc[j] == TD_GQ_NOTFOUND)
+	*more = 0;
+	if (g->qstage == 0) {
+		size_t m = 0;
+		if ((r = td_query_end(g, reqs, sizeof *reqs, td_gpu_cpu_searches, &m, ph)))
+			return r;
+		g->qm = m;
+		g->sk = 0;
+		g->pk0 = g->pk1 = 0;
+		if ((r = td_grow(&g->hbase, (m + 1) * sizeof(uint64_t), 0)) ||
+		    (r = td_grow(&g->dbase, (m + 1) * sizeof(uint64_t), 1)) || (r = td_grow(&g->hskip, m + 1, 0)) ||
+		    (r = td_grow(&g->dskip, m + 1, 1)))
+			return r;
+		const uint64_t *hc = g->hcnt.p;
+		const uint32_t *pmap = g->map.p;
+		uint8_t *hs = g->hskip.p;
+		/* a request with a part not found, or more hits than a round
+		 * holds, goes to the CPU whole: all its parts skipped */
+		for (size_t k = 0; k < m;) {
+			size_t j = k;
+			uint64_t sum = 0;
+			int skip = 0;
+			for (; j < m && pmap[j] == pmap[k]; j++) {
+				if (hc[j] == TD_GQ_NOTFOUND)
+					skip = 1;
+				else
+					sum += hc[j];
+			}
+			if (sum > g->round_hits)
 				skip = 1;
-			else
-				sum += hc[j];
+			/* 1: the CPU answers the request; 2: a part without
+			 * hits, not walked again */
+			for (; k < j; k++)
+				hs[k] = (uint8_t)(skip ? 1 : hc[k] == 0 ? 2 : 0);
 		}
-		if (sum > g->round_hits)
-			skip = 1;
-		for (; k < j; k++)
-			hs[k] = (uint8_t)skip;
+		g->qstage = 1;
+	} else {
+		double t0 = td_now(), app0 = ph->unpack;
+		r = td_search_collect(g, reqs, g->pk0, g->pk1);
+		if (g->npev)
+			ph->fill += td_now() - t0 - (ph->unpack - app0);
+		if (r)
+			return r;
 	}
-	/* rounds of consecutive packed parts whose hits fit round_hits (a
-	 * request's parts may fall in two rounds: their hits are appended in
-	 * part order either way) */
-	size_t k0 = 0;
-	uint64_t total = 0;
-	for (size_t k = 0; k <= m; k++) {
-		int flush = k == m;
-		if (!flush) {
-			uint64_t c = hc[k];
-			if (hs[k])
-				continue;
-			if (total + c > g->round_hits)
-				flush = 1;
-		}
-		if (flush) {
-			if (k > k0 && (r = td_search_round(g, reqs, m, k0, k, total)))
-				return r;
-			k0 = k;
-			total = 0;
-			if (k == m)
-				break;
-		}
-		hb[k] = total;
-		total += hc[k];
+	uint64_t total;
+	double t0 = td_now();
+	if (td_search_next(g, &g->pk0, &g->pk1, &total)) {
+		r = td_search_launch(g, g->pk0, g->pk1, total);
+		if (g->npev)
+			ph->fill += td_now() - t0;
+		*more = r == TD_OK;
+		return r;
 	}
 	/* everything else: one CPU engine batch */
-	t3 = td_now();
+	double t3 = td_now();
+	size_t m = g->qm;
 	const uint32_t *map = g->map.p;
+	const uint8_t *hs = g->hskip.p;
 	size_t *cpu = malloc((n + 1) * sizeof *cpu), nc = 0, k = 0;
 	if (!cpu)
 		return td_fail(TD_ENOMEM, "gpu: search batch");
 	for (size_t i = 0; i < n; i++) {
 		if (k >= m || map[k] != i)
 			continue; /* no parts: answered by the CPU already */
-		int gpu = !hs[k];
+		int gpu = hs[k] != 1;
 		while (k < m && map[k] == i)
 			k++;
 		if (!gpu)
 			cpu[nc++] = i;
 	}
 	double t4 = td_now();
-	r = td_gpu_cpu_rest(g->a, g->o.cpu_threads, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
+	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
 	if (g->npev) {
-		ph->fill += t3 - t2 - (ph->unpack - app0);
 		ph->unpack += t4 - t3;
 		ph->rest += td_now() - t4;
 		ph->batches++;
@@ -1778,6 +1929,22 @@ static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
 		ph->nrest += nc;
 	}
 	return r;
+}
+
+/* The end of a search batch begun by td_query_begin, all of its steps. */
+static int td_search_finish(td_gpu *g, td_search_req *reqs, size_t n)
+{
+	int r, more = 1;
+	while (more)
+		if ((r = td_search_step(g, reqs, n, &more)))
+			return r;
+	return TD_OK;
+}
+
+static int td_gpu_search_locked(td_gpu *g, td_search_req *reqs, size_t n)
+{
+	td_query_begin(g, td_search_view, reqs, n, 1);
+	return td_search_finish(g, reqs, n);
 }
 
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
@@ -1792,5 +1959,29 @@ int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 	cudaSetDevice(g->o.device);
 	int r = td_gpu_search_locked(g, reqs, n);
 	pthread_mutex_unlock(&g->lock);
+	return r;
+}
+
+int td_gpu_query_begin(td_gpu *g, int search, void *reqs, size_t n)
+{
+	pthread_mutex_lock(&g->lock);
+	cudaSetDevice(g->o.device);
+	td_query_begin(g, search ? td_search_view : td_count_view, reqs, n, search);
+	return g->qerr;
+}
+
+int td_gpu_query_end(td_gpu *g, void *reqs, size_t n, int *more)
+{
+	cudaSetDevice(g->o.device);
+	int r;
+	*more = 0;
+	if (g->qsearch)
+		r = td_search_step(g, reqs, n, more);
+	else
+		r = td_count_finish(g, reqs, n);
+	if (r || !*more) {
+		*more = 0;
+		pthread_mutex_unlock(&g->lock);
+	}
 	return r;
 }

@@ -33,10 +33,47 @@ static int td_gfl_find(void *ctx, size_t req, const td_hits **out)
 	return TD_OK;
 }
 
+static int td_gfl_post(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("TD_GPU_FILES_POST");
+		v = !(e && strcmp(e, "0") == 0);
+	}
+	return v;
+}
+
+static int td_gfl_search(td_gpu *g, td_files_req *reqs, size_t n);
+
 int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n)
 {
 	if (!g || (!reqs && n) || n > UINT32_MAX - 1)
 		return td_fail(TD_EINVAL, "gpu: bad batch");
+	if (!td_gpu_resident(g) || !td_gfl_post())
+		return td_gfl_search(g, reqs, n);
+	/* the inverted index first, the search kernels and the engine for the rest */
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;
+	if (!rest)
+		return td_fail(TD_ENOMEM, "gpu: files batch");
+	int r = td_gpost_files(g, reqs, n, rest, &nrest);
+	td_files_req *sub = !r && nrest ? malloc(nrest * sizeof *sub) : NULL;
+	if (!r && nrest && !sub)
+		r = td_fail(TD_ENOMEM, "gpu: files batch");
+	if (!r && nrest) {
+		for (size_t k = 0; k < nrest; k++)
+			sub[k] = reqs[rest[k]];
+		r = td_gfl_search(g, sub, nrest);
+		for (size_t k = 0; k < nrest; k++)
+			reqs[rest[k]] = sub[k];
+	}
+	free(sub);
+	free(rest);
+	return r;
+}
+
+/* Single words by the search kernels, the rest by the engine. */
+static int td_gfl_search(td_gpu *g, td_files_req *reqs, size_t n)
+{
 	const td_archive *a = td_gpu_archive(g);
 	const unsigned threads = td_gpu_cpu_threads(g);
 	if (!td_gpu_resident(g))

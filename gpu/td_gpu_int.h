@@ -221,7 +221,13 @@ typedef struct td_gunit {
 	                                 vectors (NULL until built; td_gpu_close
 	                                 calls td_gwd_free) */
 	const uint32_t *files, *sub;  /* host copies of td_gdev.dfs_files, .sub */
+	struct td_gpost **post;       /* its ranked inverted index (NULL until
+	                                 built; td_gpu_close calls td_gpost_free) */
 } td_gunit;
+struct td_gpu;
+/* The format 5 handle's file map for the shards' inverted indexes (NULL
+ * until built; td_gpu_close calls td_gpostg_free), or NULL for others. */
+struct td_gpostg **td_gpu_postg(struct td_gpu *g);
 struct td_gpu;
 /* 1 and *u for a resident handle of one unit, else 0. */
 int td_gpu_unit(struct td_gpu *g, td_gunit *u);
@@ -293,6 +299,37 @@ typedef struct td_gng_out {
 int td_gngdev_round(struct td_gwdev *z, void *stream, const td_gwd_span *sp, uint32_t nsp, uint32_t nreq,
 		    uint64_t ntasks, uint64_t nwords, unsigned len, const uint64_t *topn, td_gng_out *o);
 
+/* A scope's word counts as the device found them (word id ascending):
+ * wid[0..n) then cnt[0..n) in v (malloc'd); ok = 0 where the device did
+ * not take the scope (words longer than TD_MAXTOK, a symbolic link, too
+ * large for a round, the corpus root, a failed round). */
+typedef struct td_gwd_raw {
+	uint32_t *v;
+	size_t n;
+	int ok;
+} td_gwd_raw;
+/* The word counts of scopes[0..n) of unit u into out[0..n) (the flat
+ * grammar built first if need be; takes u's lock), answers copied out on
+ * `threads` threads. TD_OK or TD_ENOMEM (then out holds nothing). */
+int td_gwd_counts(const td_gunit *u, unsigned threads, const td_entry *scopes, size_t n, td_gwd_raw *out);
+/* Word id of p[0..len) in unit u's dictionary, or -1. Thread-safe. */
+int64_t td_gwd_word(const td_gunit *u, const char *p, size_t len);
+
+/* ---- ranked files from an inverted index made on the device (td_gpu_post.c) ---- */
+
+/* A unit's ranked inverted index (NULL accepted). */
+struct td_gpost;
+struct td_files_req;
+void td_gpost_free(struct td_gpost *p);
+/* The format 5 handle's map of the shards' files to the archive's. */
+struct td_gpostg;
+void td_gpostg_free(struct td_gpostg *p);
+/* Answer the single-word requests of reqs[0..n) that the index can (built
+ * at the first call: every file's word counts on the device, ranked by
+ * count and path); the others' indices go to rest[0..*nrest) (rest holds
+ * n). TD_OK or TD_ENOMEM (then nothing is answered). */
+int td_gpost_files(struct td_gpu *g, struct td_files_req *reqs, size_t n, size_t *rest, size_t *nrest);
+
 /* ---- shards and devices (td_gpu_multi.c) ---- */
 
 struct td_gpu;
@@ -321,6 +358,22 @@ int td_gpu_cpu_rest(const td_archive *a, unsigned threads, void *reqs, size_t si
 int td_gpu_cpu_extracts(const td_archive *a, void *reqs, size_t n, unsigned threads);
 int td_gpu_cpu_counts(const td_archive *a, void *reqs, size_t n, unsigned threads);
 int td_gpu_cpu_searches(const td_archive *a, void *reqs, size_t n, unsigned threads);
+
+/* A count (search 0) or search (1) batch on the resident handle g of one
+ * unit (not a version 5 archive's own handle) in steps, so that one host
+ * thread keeps several handles' batches in flight: td_gpu_query_begin
+ * locks g, packs reqs (td_count_req or td_search_req) and launches their
+ * kernels without waiting for them; td_gpu_query_end takes the next step
+ * (a count: all of the rest; a search: the counts, then each round of
+ * hits), setting *more to 1 while a step is left (call it again later)
+ * and to 0 when the batch is answered as td_gpu_count_batch /
+ * td_gpu_search_batch would answer it and g is unlocked (on an error
+ * too). Every begin, failed or not, must be followed by ends on the same
+ * thread with the same reqs and n until *more is 0; the first end returns
+ * begin's error if it had one. Until then reqs must stay in place and g
+ * must not be used by this thread. Returns TD_OK or the error met. (td_gpu.c) */
+int td_gpu_query_begin(struct td_gpu *g, int search, void *reqs, size_t n);
+int td_gpu_query_end(struct td_gpu *g, void *reqs, size_t n, int *more);
 
 /* Run fn(ctx, c) for every c < nt at once (c = 0 on the calling thread,
  * the others on threads of a pool kept between calls, one a task, or on

@@ -18,6 +18,9 @@
 #define TD_UNIT_WS_MAX (1536 * TD_MIB)  /* ... and at most (3 extract rounds) */
 #define TD_DEV_THREADS 8u               /* host threads driving one device's shards at most
                                            (one a shard: their kernels overlap) */
+#define TD_DEV_THREADS_MAX 32u          /* ... under $TD_GPU_DEV_THREADS */
+
+static unsigned td_dev_threads(void);
 
 /* One shard: its archive and, when resident, its handles: the first one
  * placed, and a copy on every other device with room to spare. */
@@ -53,7 +56,7 @@ struct td_gmulti {
 	 * whole call, split, run, merge, CPU engine's share), and when each
 	 * device's shards (slot + 1; 0: the CPU's) were done, from the run's start */
 	struct td_mphase {
-		double wall, split, run, merge, rest, done[65];
+		double wall, split, run, merge, rest, done[65], begun[65];
 		uint64_t batches, reqs, parts, nrest;
 	} ph[3];
 };
@@ -88,7 +91,7 @@ static int td_unit_open(td_gmulti *m, td_unit *u, unsigned d, uint64_t *left, ui
 		 * the shards of a batch run at once (more threads than
 		 * cores, all waiting on their devices, slow them all) */
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-		uint32_t at_once = m->n < m->ndev * TD_DEV_THREADS ? m->n : m->ndev * TD_DEV_THREADS;
+		uint32_t at_once = m->n < m->ndev * td_dev_threads() ? m->n : m->ndev * td_dev_threads();
 		long sh = cores / (long)(at_once ? at_once : 1);
 		so.cpu_threads = sh > 1 ? (unsigned)sh : 1;
 	}
@@ -212,6 +215,10 @@ static void td_phases_report(const td_gmulti *m)
 				fprintf(stderr, " dev%d %.3f", s - 1, p->done[s] * ms);
 			else if (p->done[s] > 0)
 				fprintf(stderr, " cpu %.3f", p->done[s] * ms);
+		fprintf(stderr, "; its threads' first jobs begun by");
+		for (int s = 0; s <= (int)m->ndev; s++)
+			if (p->done[s] > 0)
+				fprintf(stderr, " %s%d %.3f", s ? "dev" : "cpu", s - 1, p->begun[s] * ms);
 		fprintf(stderr, "\n");
 		if (k == 0)
 			continue;
@@ -410,21 +417,33 @@ typedef struct td_kind {
 	int (*cpu)(const td_archive *a, void *reqs, size_t n, unsigned threads);
 	/* Free what a part's answer holds when it is not merged (NULL: nothing). */
 	void (*drop)(void *part);
+	/* On a device: 0 count, 1 search through td_gpu_query_begin/end (a
+	 * device thread keeps all of its jobs in flight), -1 through run. */
+	int query;
 } td_kind;
 
 /* ---- host threads ---- */
 
-#define TD_PAR_MAX 32u          /* threads splitting a batch */
+#define TD_PAR_MAX 64u          /* threads splitting a batch at most */
+#define TD_PAR_DEF 32u          /* ... unless $TD_GPU_SPLIT_THREADS says */
 #define TD_PAR_MIN 2048u        /* requests per such thread at least */
+
+static unsigned td_env_uint(const char *name, unsigned def, unsigned max);
 
 /* Threads for splitting and merging a batch of n. */
 static unsigned td_par_threads(size_t n)
 {
+	static atomic_uint most;
+	unsigned mx = atomic_load_explicit(&most, memory_order_relaxed);
+	if (!mx) {
+		mx = td_env_uint("TD_GPU_SPLIT_THREADS", TD_PAR_DEF, TD_PAR_MAX);
+		atomic_store_explicit(&most, mx, memory_order_relaxed);
+	}
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	size_t nt = n / TD_PAR_MIN;
 	if (cores > 0 && nt > (size_t)cores)
 		nt = (size_t)cores;
-	return nt < 1 ? 1 : nt > TD_PAR_MAX ? TD_PAR_MAX : (unsigned)nt;
+	return nt < 1 ? 1 : nt > mx ? mx : (unsigned)nt;
 }
 
 static void td_merge_done(td_batch *b, const uint32_t *req, size_t n);
@@ -450,6 +469,40 @@ static size_t td_slice_min(int *forced)
 	return x >> 1;
 }
 
+/* A positive integer from environment variable name, else def. */
+static unsigned td_env_uint(const char *name, unsigned def, unsigned max)
+{
+	const char *e = getenv(name);
+	unsigned long v = e && *e ? strtoul(e, NULL, 10) : 0;
+	return v ? (v > max ? max : (unsigned)v) : def;
+}
+
+/* Host threads a device: TD_DEV_THREADS, or $TD_GPU_DEV_THREADS. */
+static unsigned td_dev_threads(void)
+{
+	static atomic_uint v;
+	unsigned x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (!x) {
+		x = td_env_uint("TD_GPU_DEV_THREADS", TD_DEV_THREADS, TD_DEV_THREADS_MAX);
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x;
+}
+
+/* Whether a device thread keeps its jobs in flight (td_worker_run): yes,
+ * unless $TD_GPU_PIPE is 0 (each job then ends before the next begins). */
+static int td_pipe_on(void)
+{
+	static atomic_int v;
+	int x = atomic_load_explicit(&v, memory_order_relaxed);
+	if (!x) {
+		const char *e = getenv("TD_GPU_PIPE");
+		x = e && !strcmp(e, "0") ? 2 : 1;
+		atomic_store_explicit(&v, x, memory_order_relaxed);
+	}
+	return x == 1;
+}
+
 /* A shard's requests [lo, hi) on the handle of one device slot (-1: the
  * CPU engine). */
 typedef struct td_rjob {
@@ -458,6 +511,7 @@ typedef struct td_rjob {
 	size_t lo, hi;
 	double secs;
 	int err;
+	size_t link;              /* the next job its thread began (SIZE_MAX: none) */
 } td_rjob;
 
 typedef struct td_worker {
@@ -469,12 +523,24 @@ typedef struct td_worker {
 	size_t njob;
 	atomic_size_t *next;      /* the slot's next job to take */
 	int slot;
+	double begun;             /* when it began its first job (0: none) */
 	double end;               /* when it ran out of jobs */
 } td_worker;
 
+/* The jobs of a device slot on one of its threads: each job it takes is
+ * begun (packed and launched) at once when the kind allows, so the
+ * device holds all of its jobs' kernels while this thread packs the next
+ * ones; then the begun jobs are ended in the order taken, a step of each
+ * at a time (their CPU shares answered, their counts waited for; a
+ * search's rounds of hits launched, waited for and appended), and merged.
+ * A job's seconds are this thread's time in it (its begin and its
+ * steps, which hold the waits for its kernels that its other jobs' steps
+ * did not already cover). */
 static void td_worker_run(td_worker *w)
 {
 	td_gmulti *m = w->m;
+	size_t head = SIZE_MAX, *tail = &head;
+	const int pipe = td_pipe_on();
 	for (;;) {
 		size_t j = atomic_fetch_add(w->next, 1);
 		if (j >= w->njob)
@@ -483,11 +549,43 @@ static void td_worker_run(td_worker *w)
 		td_unit *u = &m->u[jb->unit];
 		td_sub *b = &w->s->sub[jb->unit];
 		double t0 = td_now();
-		jb->err = w->k->run(jb->slot < 0 ? NULL : u->on[jb->slot], u->a, b->reqs + jb->lo * w->s->size,
-				    jb->hi - jb->lo, m->o.cpu_threads);
+		if (w->begun == 0)
+			w->begun = t0;
+		void *reqs = b->reqs + jb->lo * w->s->size;
+		if (jb->slot >= 0 && w->k->query >= 0 && pipe) {
+			td_gpu_query_begin(u->on[jb->slot], w->k->query, reqs, jb->hi - jb->lo);
+			jb->secs = td_now() - t0;
+			jb->link = SIZE_MAX;
+			*tail = j;
+			tail = &jb->link;
+			continue;
+		}
+		jb->err = w->k->run(jb->slot < 0 ? NULL : u->on[jb->slot], u->a, reqs, jb->hi - jb->lo, m->o.cpu_threads);
 		jb->secs = td_now() - t0;
 		if (jb->err == TD_OK)
 			td_merge_done(w->b, b->back + jb->lo, jb->hi - jb->lo);
+	}
+	/* passes over the begun jobs, each taking one step of every job
+	 * left (a search's rounds of hits are steps too), the done ones
+	 * dropped from the list */
+	while (head != SIZE_MAX) {
+		size_t *pj = &head;
+		while (*pj != SIZE_MAX) {
+			td_rjob *jb = &w->job[*pj];
+			td_sub *b = &w->s->sub[jb->unit];
+			double t0 = td_now();
+			int more = 0;
+			jb->err = td_gpu_query_end(m->u[jb->unit].on[jb->slot], b->reqs + jb->lo * w->s->size,
+						   jb->hi - jb->lo, &more);
+			jb->secs += td_now() - t0;
+			if (more) {
+				pj = &jb->link;
+				continue;
+			}
+			if (jb->err == TD_OK)
+				td_merge_done(w->b, b->back + jb->lo, jb->hi - jb->lo);
+			*pj = jb->link;
+		}
 	}
 	w->end = td_now();
 }
@@ -553,7 +651,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		td_unit *u = &m->u[uw[x].unit];
 		size_t n = s->sub[uw[x].unit].n;
 		if (!u->g) {
-			jobs[nj++] = (td_rjob){uw[x].unit, -1, 0, n, 0, TD_OK};
+			jobs[nj++] = (td_rjob){uw[x].unit, -1, 0, n, 0, TD_OK, SIZE_MAX};
 			continue;
 		}
 		/* its devices, least loaded first */
@@ -576,7 +674,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		ns = ns < 1 ? 1 : ns > nc ? nc : ns;
 		for (size_t j = 0; j < ns; j++) {
 			size_t lo = n * j / ns, hi = n * (j + 1) / ns;
-			jobs[nj++] = (td_rjob){uw[x].unit, (int)cand[j], lo, hi, 0, TD_OK};
+			jobs[nj++] = (td_rjob){uw[x].unit, (int)cand[j], lo, hi, 0, TD_OK, SIZE_MAX};
 			load[cand[j] + 1] += uw[x].work * (double)(hi - lo) / (double)n;
 		}
 	}
@@ -589,27 +687,39 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 				bys[nby++] = jobs[j];
 	}
 	first[m->ndev + 1] = nby;
-	td_worker w[64 * TD_DEV_THREADS + 1];
+	unsigned dth = td_dev_threads();
+	td_worker *w = malloc(((size_t)m->ndev * dth + 1) * sizeof *w);
+	if (!w) {
+		free(jobs);
+		free(bys);
+		free(uw);
+		return td_fail(TD_ENOMEM, "gpu: shard threads");
+	}
 	atomic_size_t next[65];
 	unsigned nw = 0;
 	for (int slot = -1; slot < (int)m->ndev; slot++) {
 		atomic_init(&next[slot + 1], 0);
 		size_t busy = first[slot + 2] - first[slot + 1];
-		unsigned nt = slot < 0 ? 1 : TD_DEV_THREADS;
+		unsigned nt = slot < 0 ? 1 : dth;
 		if (busy < nt)
 			nt = (unsigned)busy;
 		for (unsigned t = 0; t < nt; t++)
-			w[nw++] = (td_worker){m, bt, s, k, bys + first[slot + 1], busy, &next[slot + 1], slot, 0};
+			w[nw++] = (td_worker){m, bt, s, k, bys + first[slot + 1], busy, &next[slot + 1], slot, 0, 0};
 	}
 	double t0 = td_now();
 	td_gpu_par(nw, td_worker_par, w);
 	if (td_gpu_phases_on()) {
-		double done[65] = {0};
-		for (unsigned c = 0; c < nw; c++)
+		double done[65] = {0}, begun[65] = {0};
+		for (unsigned c = 0; c < nw; c++) {
 			if (w[c].end - t0 > done[w[c].slot + 1])
 				done[w[c].slot + 1] = w[c].end - t0;
-		for (int i = 0; i <= (int)m->ndev; i++)
+			if (w[c].begun > 0 && w[c].begun - t0 > begun[w[c].slot + 1])
+				begun[w[c].slot + 1] = w[c].begun - t0;
+		}
+		for (int i = 0; i <= (int)m->ndev; i++) {
 			m->ph[k->id].done[i] += done[i];
+			m->ph[k->id].begun[i] += begun[i];
+		}
 	}
 	/* each shard's seconds a request, for the next batches' balance */
 	int r = TD_OK;
@@ -622,6 +732,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 			*pc = *pc > 0 ? 0.75 * *pc + 0.25 * c : c;
 		}
 	}
+	free(w);
 	free(jobs);
 	free(bys);
 	free(uw);
@@ -920,7 +1031,7 @@ static int td_run_extract(td_gpu *g, const td_archive *a, void *reqs, size_t n, 
 int td_gmulti_extract(td_gmulti *m, td_extract_req *reqs, size_t n)
 {
 	static const td_kind k = {0, sizeof(td_extract_req), td_split_extract, td_merge_extract, td_run_extract,
-				  td_gpu_cpu_extracts, NULL};
+				  td_gpu_cpu_extracts, NULL, -1};
 	return td_gmulti_batch(m, &k, reqs, n);
 }
 
@@ -990,7 +1101,7 @@ static int td_run_count(td_gpu *g, const td_archive *a, void *reqs, size_t n, un
 int td_gmulti_count(td_gmulti *m, td_count_req *reqs, size_t n)
 {
 	static const td_kind k = {1, sizeof(td_count_req), td_split_count, td_merge_count, td_run_count,
-				  td_gpu_cpu_counts, NULL};
+				  td_gpu_cpu_counts, NULL, 0};
 	return td_gmulti_batch(m, &k, reqs, n);
 }
 
@@ -1045,7 +1156,7 @@ static int td_run_search(td_gpu *g, const td_archive *a, void *reqs, size_t n, u
 int td_gmulti_search(td_gmulti *m, td_search_req *reqs, size_t n)
 {
 	static const td_kind k = {2, sizeof(td_search_req), td_split_search, td_merge_search, td_run_search,
-				  td_gpu_cpu_searches, td_drop_search};
+				  td_gpu_cpu_searches, td_drop_search, 1};
 	return td_gmulti_batch(m, &k, reqs, n);
 }
 

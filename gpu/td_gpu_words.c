@@ -259,21 +259,18 @@ static int td_gwd_build(const td_gunit *u, struct td_gwd **out)
 
 /* ---- a batch ---- */
 
-enum { TD_GWK_VECTOR, TD_GWK_TOP, TD_GWK_NGRAM };
-
 typedef struct td_gwb {
 	struct td_gwd *w;
 	const td_gunit *u;
-	void *reqs;                    /* td_words_req, or td_ngram_req (NGRAM) */
-	int kind;
+	td_words_req *reqs;
+	td_gwd_raw *raw;               /* non-NULL: runs kept here instead of answers */
+	int top;
 	int host_top;                  /* rank top words on the host over the runs */
 	unsigned nt;                   /* threads filling in answers */
-	unsigned len;                  /* the round's n-gram length */
 	/* the round */
 	const uint32_t *map;           /* round request -> batch request */
 	uint32_t nreq;
 	td_gwd_out o;
-	td_gng_out go;
 	int err;                       /* TD_ENOMEM while filling answers */
 } td_gwb;
 
@@ -357,6 +354,495 @@ static int td_gwd_fill_top(const struct td_gwd *w, td_words_req *q, const uint32
 	return r;
 }
 
+static void td_gwd_answers(void *ctx, unsigned c)
+{
+	td_gwb *b = ctx;
+	const unsigned nt = b->nt;
+	for (uint32_t i = c; i < b->nreq; i += nt) {
+		td_words_req *q = &b->reqs[b->map[i]];
+		uint64_t s = b->o.start[i], n = b->o.start[i + 1] - s;
+		if (b->raw) {
+			td_gwd_raw *x = &b->raw[b->map[i]];
+			if (!(x->v = malloc((n ? 2 * n : 1) * sizeof *x->v))) {
+				b->err = TD_ENOMEM;
+				continue;
+			}
+			memcpy(x->v, b->o.wid + s, n * sizeof *x->v);
+			memcpy(x->v + n, b->o.cnt + s, n * sizeof *x->v);
+			x->n = (size_t)n;
+			x->ok = 1;
+			continue;
+		}
+		int r = b->top && b->host_top ? td_gwd_fill_top(b->w, q, b->o.wid + s, b->o.cnt + s, n, q->n)
+				    : td_gwd_fill(b->w, q, b->o.wid + s, b->o.cnt + s, n);
+		if (r)
+			b->err = r;
+	}
+}
+
+static int td_cpu_top(const td_archive *a, void *q, size_t n, unsigned t)
+{
+	return td_top_batch(a, q, n, t);
+}
+
+static int td_cpu_vector(const td_archive *a, void *q, size_t n, unsigned t)
+{
+	return td_vector_batch(a, q, n, t);
+}
+
+static int td_gwd_host_top(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("TD_GPU_TOP_HOST");
+		v = e && *e && strcmp(e, "0") != 0;
+	}
+	return v;
+}
+
+/* The round of requests map[0..nreq) (spans sp[0..nsp)) on the device and
+ * their answers. TD_OK, TD_ENOGPU (the requests go to the engine),
+ * TD_ENOMEM. */
+static int td_gwd_run(td_gwb *b, const td_gwd_span *sp, uint32_t nsp, const uint64_t *topn, uint64_t ntasks,
+		      uint64_t nwords)
+{
+	int r = td_gwdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords, b->top && !b->host_top,
+			       topn, &b->o);
+	if (r)
+		return r;
+	b->err = TD_OK;
+	td_gpu_par(b->nt, td_gwd_answers, b);
+	free(b->o.wid);
+	free(b->o.cnt);
+	free(b->o.start);
+	memset(&b->o, 0, sizeof b->o);
+	return b->err;
+}
+
+static void td_gwd_raw_free(td_gwd_raw *x, size_t n)
+{
+	for (size_t i = 0; x && i < n; i++)
+		free(x[i].v);
+	free(x);
+}
+
+/* Whether the device takes scope e of unit u: its files in depth-first
+ * order [*f0, *f1) and their word tokens *words. */
+static int td_gwd_take(const struct td_gwd *w, const td_gunit *u, td_entry e, uint64_t *f0, uint64_t *f1,
+		       uint64_t *words)
+{
+	int take = 0;
+	*f0 = *f1 = *words = 0;
+	if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
+		*f0 = u->sub[2 * (uint64_t)e];
+		*f1 = u->sub[2 * (uint64_t)e + 1];
+		if (w->isfile[e] && *f1 != *f0 + 1)
+			*f1 = *f0; /* not where the order says: the engine */
+		take = *f1 > *f0 && *f1 <= w->nent && w->cuml[*f1] == w->cuml[*f0];
+		*words = take ? w->cumw[*f1] - w->cumw[*f0] : 0;
+		take = take && *words < TD_GWD_ROUND && (*f1 - *f0) < UINT32_MAX / 2;
+		if (*f1 == *f0 && !w->isfile[e])
+			take = 1; /* a directory without files: no words */
+	}
+	return take;
+}
+
+/* Spans of files [f0, f1) of round request req appended to *sp (cap
+ * *cap, *nsp of them), tasks numbered from *ntasks. TD_OK or TD_ENOMEM. */
+static int td_gwd_spans(const struct td_gwd *w, const td_gunit *u, uint64_t f0, uint64_t f1, uint32_t req,
+			td_gwd_span **sp, size_t *cap, uint32_t *nsp, uint64_t *ntasks)
+{
+	for (uint64_t k = f0; k < f1; k++) {
+		uint64_t rs = 0, re = 0;
+		td_gwd_roots(w, u->files[k], &rs, &re);
+		if (re == rs)
+			continue;
+		if (*nsp == *cap) {
+			td_gwd_span *v = realloc(*sp, 2 * *cap * sizeof *v);
+			if (!v)
+				return td_fail(TD_ENOMEM, "gpu: words batch");
+			*sp = v;
+			*cap *= 2;
+		}
+		(*sp)[(*nsp)++] = (td_gwd_span){ rs, *ntasks, req, (uint32_t)(re - rs) };
+		*ntasks += re - rs;
+	}
+	return TD_OK;
+}
+
+/* The GPU's part of a batch on unit u: the requests it takes are answered
+ * (or, with raw, their runs kept there; top must be 0), the others' indices
+ * listed in rest[0..*nrest) (rest holds n). TD_OK or TD_ENOMEM (then the
+ * caller answers nothing: every answer given is freed). */
+static int td_gwd_gpu(const td_gunit *up, unsigned threads, td_words_req *reqs, size_t n, int top, td_gwd_raw *raw,
+		      size_t *rest, size_t *nrest_out)
+{
+	td_gunit u = *up;
+	uint32_t *map = malloc((n + 1) * sizeof *map);
+	uint64_t *topn = malloc((n + 1) * sizeof *topn);
+	size_t nrest = 0, cap = 1024;
+	td_gwd_span *sp = malloc(cap * sizeof *sp);
+	*nrest_out = 0;
+	if (!map || !topn || !sp) {
+		free(map);
+		free(topn);
+		free(sp);
+		return td_fail(TD_ENOMEM, "gpu: words batch");
+	}
+	pthread_mutex_lock(u.lock);
+	cudaSetDevice(u.device);
+	int r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
+	struct td_gwd *w = *u.wd;
+	td_gwb b = { .w = w, .u = &u, .reqs = reqs, .raw = raw, .top = top, .host_top = td_gwd_host_top(),
+		     .nt = threads ? threads : 1, .map = map };
+	if (b.nt > 64)
+		b.nt = 64;
+	uint32_t nsp = 0;
+	uint64_t ntasks = 0, nwords = 0;
+	int gpu_ok = w != NULL;
+	for (size_t i = 0; i <= n && r != TD_ENOMEM; i++) {
+		/* the request's files in depth-first order [f0, f1), and words */
+		uint64_t f0 = 0, f1 = 0, words = 0;
+		int take = i < n && gpu_ok && td_gwd_take(w, &u, reqs[i].scope, &f0, &f1, &words);
+		/* the round is full (or the batch done): run it */
+		if (b.nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND || nsp + (f1 - f0) > UINT32_MAX / 2)))) {
+			int e = td_gwd_run(&b, sp, nsp, topn, ntasks, nwords);
+			if (e) { /* the engine answers the round */
+				for (uint32_t k = 0; k < b.nreq; k++) {
+					td_words_req_free(&reqs[map[k]]);
+					if (raw) {
+						free(raw[map[k]].v);
+						raw[map[k]] = (td_gwd_raw){ 0 };
+					}
+					rest[nrest++] = map[k];
+				}
+				if (e == TD_ENOMEM)
+					r = e;
+				else
+					gpu_ok = 0;
+			}
+			b.nreq = 0;
+			nsp = 0;
+			ntasks = nwords = 0;
+		}
+		if (i == n)
+			break;
+		if (!take) {
+			rest[nrest++] = i;
+			continue;
+		}
+		topn[b.nreq] = top ? reqs[i].n : 0;
+		map[b.nreq] = (uint32_t)i;
+		if (td_gwd_spans(w, &u, f0, f1, b.nreq, &sp, &cap, &nsp, &ntasks))
+			r = TD_ENOMEM;
+		b.nreq++;
+		nwords += words;
+	}
+	pthread_mutex_unlock(u.lock);
+	free(map);
+	free(topn);
+	free(sp);
+	if (r == TD_ENOMEM) {
+		for (size_t k = 0; k < n; k++)
+			td_words_req_free(&reqs[k]);
+		return r;
+	}
+	for (size_t k = 0; k < nrest; k++)
+		td_words_req_free(&reqs[rest[k]]);
+	*nrest_out = nrest;
+	return TD_OK;
+}
+
+static void td_words_clear(td_words_req *reqs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		reqs[i].words = NULL;
+		reqs[i].bytes = NULL;
+		reqs[i].nwords = reqs[i].nbytes = 0;
+		reqs[i].err = TD_OK;
+	}
+}
+
+/* A batch on one handle of one unit (format 1-4, or one shard): the GPU's
+ * part, then the engine for the rest, on the unit's archive. */
+static int td_gwd_unit_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+{
+	const td_archive *a = td_gpu_archive(g);
+	const unsigned threads = td_gpu_cpu_threads(g);
+	int (*run)(const td_archive *, void *, size_t, unsigned) = top ? td_cpu_top : td_cpu_vector;
+	td_gunit u;
+	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
+		return run(a, reqs, n, threads);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;
+	if (!rest)
+		return td_fail(TD_ENOMEM, "gpu: words batch");
+	int r = td_gwd_gpu(&u, threads, reqs, n, top, NULL, rest, &nrest);
+	if (!r)
+		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, run);
+	free(rest);
+	return r;
+}
+
+/* ---- format 5: a batch over the shards ---- */
+
+/* Where a request goes: the engine on the whole archive, the one shard
+ * holding its scope, or its pieces' counts on their shards and the
+ * engine's merge. */
+enum { TD_GWM_CPU, TD_GWM_ONE, TD_GWM_PIECES };
+
+typedef struct td_gwm_unit_l {
+	size_t *req;                   /* whole: batch request; pieces: its piece's index in pc */
+	td_entry *local;               /* the scope in the shard */
+	size_t n;
+} td_gwm_unit_l;
+
+typedef struct td_gwm {
+	td_gmulti *m;
+	td_words_req *reqs;
+	int top;
+	/* pieces of the requests over several shards: request i's are
+	 * pcu[pbase[i]..], each the unit (UINT32_MAX: not resident) and the
+	 * index of its runs in that unit's raw answers */
+	uint64_t *pbase;
+	uint32_t *pcu, *pci;
+	td_gwm_unit_l *one, *pcs;      /* a unit each */
+	td_gwd_raw **raw;              /* a unit each */
+	const size_t *cmap;            /* engine request -> batch request */
+	int err;
+} td_gwm;
+
+static void td_gwm_unit(void *ctx, unsigned s)
+{
+	td_gwm *c = ctx;
+	td_gpu *h = td_gmulti_handle(c->m, s);
+	const td_gwm_unit_l *one = &c->one[s], *pcs = &c->pcs[s];
+	size_t ns = one->n > pcs->n ? one->n : pcs->n;
+	if (!ns || !h)
+		return;
+	td_words_req *sub = calloc(ns, sizeof *sub);
+	int r = sub ? TD_OK : TD_ENOMEM;
+	/* scopes held whole by this shard: its answers are the archive's */
+	for (size_t k = 0; !r && k < one->n; k++)
+		sub[k] = (td_words_req){ .scope = one->local[k], .n = c->reqs[one->req[k]].n };
+	if (!r && one->n && (r = td_gwd_unit_batch(h, sub, one->n, c->top)) == TD_OK)
+		for (size_t k = 0; k < one->n; k++) {
+			td_words_req *q = &c->reqs[one->req[k]];
+			q->words = sub[k].words;
+			q->bytes = sub[k].bytes;
+			q->nwords = sub[k].nwords;
+			q->nbytes = sub[k].nbytes;
+			q->err = sub[k].err;
+		}
+	/* pieces of scopes over several shards: their runs, for the merge */
+	td_gunit u;
+	if (!r && pcs->n && td_gpu_unit(h, &u)) {
+		size_t *rest = malloc((pcs->n + 1) * sizeof *rest), nrest = 0;
+		c->raw[s] = calloc(pcs->n + 1, sizeof *c->raw[s]);
+		if (!rest || !c->raw[s])
+			r = td_fail(TD_ENOMEM, "gpu: words batch");
+		for (size_t k = 0; !r && k < pcs->n; k++)
+			sub[k] = (td_words_req){ .scope = pcs->local[k] };
+		if (!r)
+			r = td_gwd_gpu(&u, td_gpu_cpu_threads(h), sub, pcs->n, 0, c->raw[s], rest, &nrest);
+		free(rest);
+	}
+	free(sub);
+	if (r)
+		c->err = r;
+}
+
+static int td_gwm_find(void *fctx, size_t req, uint64_t k, td_piece_words *out)
+{
+	const td_gwm *c = fctx;
+	size_t i = c->cmap[req];
+	if (c->pbase[i] == UINT64_MAX)
+		return TD_ENOGPU;
+	uint32_t s = c->pcu[c->pbase[i] + k], x = c->pci[c->pbase[i] + k];
+	if (s == UINT32_MAX || !c->raw[s] || !c->raw[s][x].ok)
+		return TD_ENOGPU;
+	const td_gwd_raw *w = &c->raw[s][x];
+	*out = (td_piece_words){ w->v, w->v + w->n, w->n };
+	return TD_OK;
+}
+
+static int td_gwm_push(td_gwm_unit_l *l, size_t *cap, size_t req, td_entry local)
+{
+	if (l->n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		size_t *a = realloc(l->req, nc * sizeof *a);
+		if (a)
+			l->req = a;
+		td_entry *b = realloc(l->local, nc * sizeof *b);
+		if (b)
+			l->local = b;
+		if (!a || !b)
+			return TD_ENOMEM;
+		*cap = nc;
+	}
+	l->req[l->n] = req;
+	l->local[l->n++] = local;
+	return TD_OK;
+}
+
+static int td_gwd_multi(td_gpu *g, td_gmulti *m, td_words_req *reqs, size_t n, int top)
+{
+	const td_archive *a = td_gpu_archive(g);
+	const unsigned threads = td_gpu_cpu_threads(g);
+	const uint32_t nu = td_gmulti_units(m), nent = td_archive_nentries(a);
+	td_gwm c = { .m = m, .reqs = reqs, .top = top };
+	size_t *ocap = calloc(nu + 1, sizeof *ocap), *pcap = calloc(nu + 1, sizeof *pcap);
+	size_t *cmap = malloc((n + 1) * sizeof *cmap), nc = 0, npc = 0, pccap = 0;
+	c.pbase = malloc((n + 1) * sizeof *c.pbase);
+	c.one = calloc(nu + 1, sizeof *c.one);
+	c.pcs = calloc(nu + 1, sizeof *c.pcs);
+	c.raw = calloc(nu + 1, sizeof *c.raw);
+	int r = ocap && pcap && cmap && c.pbase && c.one && c.pcs && c.raw ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; i < n && !r; i++) {
+		const td_disk_piece *p = NULL;
+		uint64_t np = 0;
+		td_entry e = reqs[i].scope;
+		c.pbase[i] = UINT64_MAX;
+		if (e >= nent || e == TD_ROOT || td_archive_pieces(a, e, &p, &np) || np == 0) {
+			cmap[nc++] = i; /* the corpus (WORD_FREQ), a symbolic link, a bad entry: the engine */
+			continue;
+		}
+		if (np == 1) {
+			if (p[0].shard < nu && td_gmulti_handle(m, p[0].shard))
+				r = td_gwm_push(&c.one[p[0].shard], &ocap[p[0].shard], i, p[0].local);
+			else
+				cmap[nc++] = i;
+			continue;
+		}
+		if (npc + np > pccap) {
+			size_t cap2 = pccap ? 2 * pccap : 1024;
+			while (cap2 < npc + np)
+				cap2 *= 2;
+			uint32_t *x = realloc(c.pcu, cap2 * sizeof *x), *y = x ? realloc(c.pci, cap2 * sizeof *y) : NULL;
+			if (x)
+				c.pcu = x;
+			if (y)
+				c.pci = y;
+			if (!x || !y) {
+				r = TD_ENOMEM;
+				break;
+			}
+			pccap = cap2;
+		}
+		c.pbase[i] = npc;
+		for (uint64_t k = 0; k < np && !r; k++, npc++) {
+			uint32_t s = p[k].shard;
+			c.pcu[npc] = UINT32_MAX;
+			if (s < nu && td_gmulti_handle(m, s) && td_gpu_resident(td_gmulti_handle(m, s))) {
+				c.pcu[npc] = s;
+				c.pci[npc] = (uint32_t)c.pcs[s].n;
+				r = td_gwm_push(&c.pcs[s], &pcap[s], npc, p[k].local);
+			}
+		}
+		cmap[nc++] = i;
+	}
+	if (!r) {
+		td_gpu_par(nu, td_gwm_unit, &c);
+		r = c.err;
+	}
+	/* the engine: the rest, and the merges */
+	td_words_req *cr = !r && nc ? malloc(nc * sizeof *cr) : NULL;
+	if (!r && nc && !cr)
+		r = TD_ENOMEM;
+	if (!r && nc) {
+		for (size_t k = 0; k < nc; k++)
+			cr[k] = reqs[cmap[k]];
+		c.cmap = cmap;
+		r = top ? td_top_batch_given(a, cr, nc, threads, td_gwm_find, &c)
+			: td_vector_batch_given(a, cr, nc, threads, td_gwm_find, &c);
+		for (size_t k = 0; k < nc; k++)
+			reqs[cmap[k]] = cr[k];
+	}
+	free(cr);
+	for (uint32_t s = 0; s < nu && c.one; s++) {
+		free(c.one[s].req);
+		free(c.one[s].local);
+		free(c.pcs[s].req);
+		td_gwd_raw_free(c.raw[s], c.pcs[s].n);
+		free(c.pcs[s].local);
+	}
+	if (r)
+		for (size_t i = 0; i < n; i++)
+			td_words_req_free(&reqs[i]);
+	free(c.one);
+	free(c.pcs);
+	free(c.raw);
+	free(c.pbase);
+	free(c.pcu);
+	free(c.pci);
+	free(cmap);
+	free(ocap);
+	free(pcap);
+	return r == TD_ENOMEM ? td_fail(TD_ENOMEM, "gpu: words batch") : r;
+}
+
+static int td_gwd_batch(td_gpu *g, td_words_req *reqs, size_t n, int top)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	td_words_clear(reqs, n);
+	td_gmulti *m = td_gpu_multi(g);
+	if (m && n <= UINT32_MAX)
+		return td_gwd_multi(g, m, reqs, n, top);
+	return td_gwd_unit_batch(g, reqs, n, top);
+}
+
+int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n)
+{
+	return td_gwd_batch(g, reqs, n, 1);
+}
+
+int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n)
+{
+	return td_gwd_batch(g, reqs, n, 0);
+}
+
+int td_gwd_counts(const td_gunit *u, unsigned threads, const td_entry *scopes, size_t n, td_gwd_raw *out)
+{
+	td_words_req *q = calloc(n + 1, sizeof *q);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;
+	int r = q && rest && n <= UINT32_MAX ? TD_OK : td_fail(TD_ENOMEM, "gpu: word counts");
+	for (size_t i = 0; !r && i < n; i++) {
+		q[i].scope = scopes[i];
+		out[i] = (td_gwd_raw){ 0 };
+	}
+	if (!r)
+		r = td_gwd_gpu(u, threads, q, n, 0, out, rest, &nrest);
+	if (r)
+		for (size_t i = 0; i < n; i++) {
+			free(out[i].v);
+			out[i] = (td_gwd_raw){ 0 };
+		}
+	free(q);
+	free(rest);
+	return r;
+}
+
+int64_t td_gwd_word(const td_gunit *u, const char *p, size_t len)
+{
+	int64_t w = td_word_id(u->a, p, len);
+	return w >= 0 && (uint64_t)w < u->nwords ? w : -1;
+}
+
+/* ---- n-grams (td_gpu_ngram_batch) ----
+ * The same spans and expansion as top words (td_gngdev_round); a round a
+ * length. Format 5, the corpus, long words, symbolic links, bad lengths
+ * and what a round cannot take go to the engine (td_ngram_batch). */
+
+typedef struct td_gngb {
+	const struct td_gwd *w;
+	td_ngram_req *reqs;
+	unsigned nt, len;
+	const uint32_t *map;
+	uint32_t nreq;
+	td_gng_out go;
+	int err;
+} td_gngb;
+
 /* Request q's n-grams from runs (wid[j * len ..], cnt[j])[0..n): each
  * its words joined by spaces. */
 static int td_gng_fill(const struct td_gwd *w, td_ngram_req *q, unsigned len, const uint32_t *wid,
@@ -391,36 +877,29 @@ static int td_gng_fill(const struct td_gwd *w, td_ngram_req *q, unsigned len, co
 	return TD_OK;
 }
 
-static void td_gwd_answers(void *ctx, unsigned c)
+static void td_gng_answers(void *ctx, unsigned c)
 {
-	td_gwb *b = ctx;
-	const unsigned nt = b->nt;
-	for (uint32_t i = c; i < b->nreq; i += nt) {
-		int r;
-		if (b->kind == TD_GWK_NGRAM) {
-			td_ngram_req *q = &((td_ngram_req *)b->reqs)[b->map[i]];
-			uint64_t s = b->go.start[i], n = b->go.start[i + 1] - s;
-			r = td_gng_fill(b->w, q, b->len, b->go.wid + s * b->len, b->go.cnt + s, n);
-		} else {
-			td_words_req *q = &((td_words_req *)b->reqs)[b->map[i]];
-			uint64_t s = b->o.start[i], n = b->o.start[i + 1] - s;
-			r = b->kind == TD_GWK_TOP && b->host_top
-				    ? td_gwd_fill_top(b->w, q, b->o.wid + s, b->o.cnt + s, n, q->n)
-				    : td_gwd_fill(b->w, q, b->o.wid + s, b->o.cnt + s, n);
-		}
-		if (r)
-			b->err = r;
+	td_gngb *b = ctx;
+	for (uint32_t i = c; i < b->nreq; i += b->nt) {
+		uint64_t s = b->go.start[i], n = b->go.start[i + 1] - s;
+		if (td_gng_fill(b->w, &b->reqs[b->map[i]], b->len, b->go.wid + s * b->len, b->go.cnt + s, n))
+			b->err = TD_ENOMEM;
 	}
 }
 
-static int td_cpu_top(const td_archive *a, void *q, size_t n, unsigned t)
+static int td_gng_run(td_gngb *b, const td_gunit *u, const td_gwd_span *sp, uint32_t nsp, const uint64_t *topn,
+		      uint64_t ntasks, uint64_t nwords)
 {
-	return td_top_batch(a, q, n, t);
-}
-
-static int td_cpu_vector(const td_archive *a, void *q, size_t n, unsigned t)
-{
-	return td_vector_batch(a, q, n, t);
+	int r = td_gngdev_round(b->w->dev, u->stream, sp, nsp, b->nreq, ntasks, nwords, b->len, topn, &b->go);
+	if (r)
+		return r;
+	b->err = TD_OK;
+	td_gpu_par(b->nt, td_gng_answers, b);
+	free(b->go.wid);
+	free(b->go.cnt);
+	free(b->go.start);
+	memset(&b->go, 0, sizeof b->go);
+	return b->err;
 }
 
 static int td_cpu_ngram(const td_archive *a, void *q, size_t n, unsigned t)
@@ -428,245 +907,96 @@ static int td_cpu_ngram(const td_archive *a, void *q, size_t n, unsigned t)
 	return td_ngram_batch(a, q, n, t);
 }
 
-static int td_gwd_host_top(void)
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
 {
-	static int v = -1;
-	if (v < 0) {
-		const char *e = getenv("TD_GPU_TOP_HOST");
-		v = e && *e && strcmp(e, "0") != 0;
-	}
-	return v;
-}
-
-static void td_gwb_free_out(td_gwb *b)
-{
-	free(b->o.wid);
-	free(b->o.cnt);
-	free(b->o.start);
-	free(b->go.wid);
-	free(b->go.cnt);
-	free(b->go.start);
-	memset(&b->o, 0, sizeof b->o);
-	memset(&b->go, 0, sizeof b->go);
-}
-
-/* The round of requests map[0..nreq) (spans sp[0..nsp)) on the device and
- * their answers. TD_OK, TD_ENOGPU (the requests go to the engine),
- * TD_ENOMEM. */
-static int td_gwd_run(td_gwb *b, const td_gwd_span *sp, uint32_t nsp, const uint64_t *topn, uint64_t ntasks,
-		      uint64_t nwords)
-{
-	int r = b->kind == TD_GWK_NGRAM
-			? td_gngdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords, b->len, topn, &b->go)
-			: td_gwdev_round(b->w->dev, b->u->stream, sp, nsp, b->nreq, ntasks, nwords,
-					 b->kind == TD_GWK_TOP && !b->host_top, topn, &b->o);
-	if (r)
-		return r;
-	b->err = TD_OK;
-	td_gpu_par(b->nt, td_gwd_answers, b);
-	td_gwb_free_out(b);
-	return b->err;
-}
-
-/* The batch's request i: its scope, top n (0: all) and n-gram length. */
-static void td_gwb_req(const td_gwb *b, size_t i, td_entry *scope, uint64_t *topn, unsigned *len)
-{
-	if (b->kind == TD_GWK_NGRAM) {
-		const td_ngram_req *q = &((const td_ngram_req *)b->reqs)[i];
-		*scope = q->scope;
-		*topn = q->top;
-		*len = q->len;
-	} else {
-		const td_words_req *q = &((const td_words_req *)b->reqs)[i];
-		*scope = q->scope;
-		*topn = b->kind == TD_GWK_TOP ? q->n : 0;
-		*len = 0;
-	}
-}
-
-static void td_gwb_clear(const td_gwb *b, size_t i)
-{
-	if (b->kind == TD_GWK_NGRAM)
-		td_ngram_req_free(&((td_ngram_req *)b->reqs)[i]);
-	else
-		td_words_req_free(&((td_words_req *)b->reqs)[i]);
-}
-
-/* Rounds over the requests i < n of length b->len (any for words) that
- * the device takes; the others are appended to rest. *gpu_ok drops to 0
- * after a round the device could not take. TD_OK or TD_ENOMEM. */
-static int td_gwd_rounds(td_gwb *b, size_t n, size_t *rest, size_t *nrest, int *gpu_ok, uint64_t *topn,
-			 uint32_t *map, td_gwd_span **psp, size_t *pcap)
-{
-	const struct td_gwd *w = b->w;
-	const td_gunit *u = b->u;
-	td_gwd_span *sp = *psp;
-	size_t cap = *pcap;
-	uint32_t nsp = 0;
-	uint64_t ntasks = 0, nwords = 0;
-	int r = TD_OK;
-	b->map = map;
-	b->nreq = 0;
-	for (size_t i = 0; i <= n && r != TD_ENOMEM; i++) {
-		td_entry e = 0;
-		uint64_t tn = 0;
-		unsigned len = 0;
-		if (i < n) {
-			td_gwb_req(b, i, &e, &tn, &len);
-			/* another length's round (a bad length goes to the engine from 2's) */
-			if (b->kind == TD_GWK_NGRAM && (len >= 2 && len <= TD_PHRASE_MAX ? len != b->len : b->len != 2))
-				continue;
-		}
-		/* the request's files in depth-first order [f0, f1), and words */
-		uint64_t f0 = 0, f1 = 0, words = 0;
-		int take = 0;
-		if (i < n && *gpu_ok && (b->kind != TD_GWK_NGRAM || len == b->len)) {
-			if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
-				f0 = u->sub[2 * (uint64_t)e];
-				f1 = u->sub[2 * (uint64_t)e + 1];
-				if (w->isfile[e] && f1 != f0 + 1)
-					f1 = f0; /* not where the order says: the engine */
-				take = f1 > f0 && f1 <= w->nent && w->cuml[f1] == w->cuml[f0];
-				words = take ? w->cumw[f1] - w->cumw[f0] : 0;
-				take = take && words < TD_GWD_ROUND && (f1 - f0) < UINT32_MAX / 2;
-				if (f1 == f0 && !w->isfile[e])
-					take = 1; /* a directory without files: no words */
-			}
-		}
-		/* the round is full (or the batch done): run it */
-		if (b->nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND || nsp + (f1 - f0) > UINT32_MAX / 2)))) {
-			int x = td_gwd_run(b, sp, nsp, topn, ntasks, nwords);
-			if (x) { /* the engine answers the round */
-				for (uint32_t k = 0; k < b->nreq; k++) {
-					td_gwb_clear(b, map[k]);
-					rest[(*nrest)++] = map[k];
-				}
-				if (x == TD_ENOMEM)
-					r = x;
-				else
-					*gpu_ok = 0;
-			}
-			b->nreq = 0;
-			nsp = 0;
-			ntasks = nwords = 0;
-		}
-		if (i == n)
-			break;
-		if (!take) {
-			rest[(*nrest)++] = i;
-			continue;
-		}
-		topn[b->nreq] = tn;
-		map[b->nreq] = (uint32_t)i;
-		for (uint64_t k = f0; k < f1; k++) {
-			uint32_t f = u->files[k];
-			uint64_t rs = 0, re = 0;
-			td_gwd_roots(w, f, &rs, &re);
-			if (re == rs)
-				continue;
-			if (nsp == cap) {
-				td_gwd_span *v = realloc(sp, 2 * cap * sizeof *v);
-				if (!v) {
-					r = td_fail(TD_ENOMEM, "gpu: words batch");
-					break;
-				}
-				sp = v;
-				cap *= 2;
-			}
-			sp[nsp++] = (td_gwd_span){ rs, ntasks, b->nreq, (uint32_t)(re - rs) };
-			ntasks += re - rs;
-		}
-		b->nreq++;
-		nwords += words;
-	}
-	*psp = sp;
-	*pcap = cap;
-	return r;
-}
-
-static int td_gwd_batch(td_gpu *g, void *reqs, size_t n, int kind)
-{
-	const size_t size = kind == TD_GWK_NGRAM ? sizeof(td_ngram_req) : sizeof(td_words_req);
 	if (!g || (!reqs && n))
 		return td_fail(TD_EINVAL, "gpu: bad batch");
 	for (size_t i = 0; i < n; i++) {
-		if (kind == TD_GWK_NGRAM) {
-			td_ngram_req *q = &((td_ngram_req *)reqs)[i];
-			q->grams = NULL;
-			q->bytes = NULL;
-			q->ngrams = q->nbytes = 0;
-			q->err = TD_OK;
-		} else {
-			td_words_req *q = &((td_words_req *)reqs)[i];
-			q->words = NULL;
-			q->bytes = NULL;
-			q->nwords = q->nbytes = 0;
-			q->err = TD_OK;
-		}
+		reqs[i].grams = NULL;
+		reqs[i].bytes = NULL;
+		reqs[i].ngrams = reqs[i].nbytes = 0;
+		reqs[i].err = TD_OK;
 	}
 	const td_archive *a = td_gpu_archive(g);
 	const unsigned threads = td_gpu_cpu_threads(g);
-	int (*run)(const td_archive *, void *, size_t, unsigned) =
-		kind == TD_GWK_NGRAM ? td_cpu_ngram : kind == TD_GWK_TOP ? td_cpu_top : td_cpu_vector;
 	td_gunit u;
 	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
-		return run(a, reqs, n, threads);
-	size_t *rest = malloc((n + 1) * sizeof *rest);
+		return td_cpu_ngram(a, reqs, n, threads);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0, cap = 1024;
 	uint32_t *map = malloc((n + 1) * sizeof *map);
 	uint64_t *topn = malloc((n + 1) * sizeof *topn);
-	size_t nrest = 0, cap = 1024;
 	td_gwd_span *sp = malloc(cap * sizeof *sp);
-	if (!rest || !map || !topn || !sp) {
+	int r = rest && map && topn && sp ? TD_OK : td_fail(TD_ENOMEM, "gpu: n-gram batch");
+	if (r) {
 		free(rest);
 		free(map);
 		free(topn);
 		free(sp);
-		return td_fail(TD_ENOMEM, "gpu: words batch");
+		return r;
 	}
 	pthread_mutex_lock(u.lock);
 	cudaSetDevice(u.device);
-	int r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
-	td_gwb b = { .w = *u.wd, .u = &u, .reqs = reqs, .kind = kind, .host_top = td_gwd_host_top(),
-		     .nt = threads ? threads : 1 };
-	if (b.nt > 64)
-		b.nt = 64;
-	int gpu_ok = b.w != NULL;
-	if (r != TD_ENOMEM && !gpu_ok) {
-		for (size_t i = 0; i < n; i++)
-			rest[nrest++] = i;
-	} else if (r != TD_ENOMEM) {
+	r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
+	const struct td_gwd *w = *u.wd;
+	td_gngb b = { .w = w, .reqs = reqs, .nt = threads ? (threads > 64 ? 64 : threads) : 1, .map = map };
+	int gpu_ok = w != NULL;
+	if (r != TD_ENOMEM)
 		r = TD_OK;
-		/* n-grams: a round of each length (bad lengths to the engine with 2's) */
-		for (unsigned len = 2; r == TD_OK && len <= (kind == TD_GWK_NGRAM ? TD_PHRASE_MAX : 2); len++) {
-			b.len = len;
-			r = td_gwd_rounds(&b, n, rest, &nrest, &gpu_ok, topn, map, &sp, &cap);
+	/* a round of each length; bad lengths go to the engine with 2's */
+	for (unsigned len = 2; !r && len <= TD_PHRASE_MAX; len++) {
+		uint32_t nsp = 0;
+		uint64_t ntasks = 0, nwords = 0;
+		b.len = len;
+		b.nreq = 0;
+		for (size_t i = 0; i <= n && !r; i++) {
+			unsigned ql = i < n ? reqs[i].len : 0;
+			if (i < n && (ql >= 2 && ql <= TD_PHRASE_MAX ? ql != len : len != 2))
+				continue;
+			uint64_t f0 = 0, f1 = 0, words = 0;
+			int take = i < n && gpu_ok && ql == len && td_gwd_take(w, &u, reqs[i].scope, &f0, &f1, &words);
+			if (b.nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND ||
+							   nsp + (f1 - f0) > UINT32_MAX / 2)))) {
+				int x = td_gng_run(&b, &u, sp, nsp, topn, ntasks, nwords);
+				if (x) {
+					for (uint32_t k = 0; k < b.nreq; k++) {
+						td_ngram_req_free(&reqs[map[k]]);
+						rest[nrest++] = map[k];
+					}
+					if (x == TD_ENOMEM)
+						r = x;
+					else
+						gpu_ok = 0;
+				}
+				b.nreq = 0;
+				nsp = 0;
+				ntasks = nwords = 0;
+			}
+			if (i == n)
+				break;
+			if (!take) {
+				rest[nrest++] = i;
+				continue;
+			}
+			topn[b.nreq] = reqs[i].top;
+			map[b.nreq] = (uint32_t)i;
+			if (td_gwd_spans(w, &u, f0, f1, b.nreq, &sp, &cap, &nsp, &ntasks))
+				r = TD_ENOMEM;
+			b.nreq++;
+			nwords += words;
 		}
 	}
 	pthread_mutex_unlock(u.lock);
 	if (r != TD_ENOMEM) {
 		for (size_t k = 0; k < nrest; k++)
-			td_gwb_clear(&b, rest[k]);
-		r = td_gpu_cpu_rest(a, threads, reqs, size, rest, nrest, run);
+			td_ngram_req_free(&reqs[rest[k]]);
+		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, td_cpu_ngram);
+	} else {
+		for (size_t k = 0; k < n; k++)
+			td_ngram_req_free(&reqs[k]);
 	}
-	td_gwb_free_out(&b);
 	free(rest);
 	free(map);
 	free(topn);
 	free(sp);
 	return r;
-}
-
-int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n)
-{
-	return td_gwd_batch(g, reqs, n, TD_GWK_TOP);
-}
-
-int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n)
-{
-	return td_gwd_batch(g, reqs, n, TD_GWK_VECTOR);
-}
-
-int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
-{
-	return td_gwd_batch(g, reqs, n, TD_GWK_NGRAM);
 }

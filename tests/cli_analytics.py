@@ -289,6 +289,16 @@ def fuzzy_index_checks(name, tree, work):
         failures.append("fuzzy index: no section 37 after add")
         print("FAIL fuzzy index: sections %r" % [s[0] for s in secs], flush=True)
         return
+    # tadoc info names the index, its bytes (the section's, from the table) and its words
+    # (the oracle's vocabulary of the grown tree, less words over 255 bytes: the index
+    # leaves them to the queries that could reach them)
+    checks += 1
+    nw = sum(1 for w in c.counter(b"") if len(w if isinstance(w, bytes) else w.encode()) <= 255)
+    want = "fuzzy index      %d bytes (%.2f%%), %d words" % (fz[0][3], 100.0 * fz[0][3] / len(data), nw)
+    line = [ln for ln in tadoc("info", arch).stdout.decode().splitlines() if ln.startswith("fuzzy index")]
+    if line != [want]:
+        failures.append("fuzzy index: info")
+        print("FAIL fuzzy index info: %r, want %r" % (line, want), flush=True)
     base = fz[0][2]
     # bucket 10 (the query "controller" reads buckets 8..12 at k = 2; "cafe" at k = 1 reads 3..5)
     boff, bsize = struct.unpack_from("<QQ", data, base + 32 + 40 * 10)
@@ -305,6 +315,13 @@ def fuzzy_index_checks(name, tree, work):
             if r.returncode == 0 or "fuzzy index (section 37)" not in msg or msg.count("\n") != 1:
                 failures.append("fuzzy index: damaged %s: %s" % (what, args[0]))
                 print("FAIL damaged fuzzy index %s, %s: rc %d, %r" % (what, args[0], r.returncode, msg), flush=True)
+        if what == "header":  # info still answers, and names the damage
+            checks += 1
+            r = tadoc("info", bad)
+            line = [ln for ln in r.stdout.decode().splitlines() if ln.startswith("fuzzy index")]
+            if r.returncode or len(line) != 1 or "damaged: fuzzy index (section 37)" not in line[0]:
+                failures.append("fuzzy index: info on a damaged header")
+                print("FAIL info, damaged fuzzy index header: rc %d %r" % (r.returncode, line), flush=True)
         if other:
             same("fzix damaged bucket, other query", ["fuzzy", "-k", "1", bad, other],
                  oracle.render("fuzzy", c, {"path": b"", "word": os.fsdecode(other), "k": 1}))

@@ -472,6 +472,23 @@ tar_bad "compress - of a text file" "tadoc: -: not a tar archive" "$work/not.tar
 tar_bad "compress - of nothing" "tadoc: -: not a tar archive" "$work/empty.tar"
 gzip -c "$work/not.tar" >"$work/not.tar.gz"
 tar_bad "compress - of gzip'd text" "tadoc: -: not a tar archive" "$work/not.tar.gz"
+# libarchive is loaded only to read a tar stream (fs/README.md, "Start-up"): tadoc does not
+# link it, works without it, and compress - names the library it misses (hidden here by a
+# bind mount of /dev/null over it, in a mount namespace of its own).
+if ldd "$TADOC" | grep -q 'libarchive'; then not_ok "tadoc does not link libarchive" "$(ldd "$TADOC")"
+else ok "tadoc does not link libarchive"; fi
+lib=$(ldconfig -p | awk '$1 == "libarchive.so.13" { print $NF; exit }')
+if [ "$(id -u)" = 0 ] && [ -n "$lib" ] && command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+	rc=0
+	unshare -m sh -c 'mount --bind /dev/null "$1" && "$2" count "$3" the >/dev/null && exec "$2" compress -q -o "$4" - <"$5"' \
+		_ "$(readlink -f "$lib")" "$TADOC" "$A" "$work/nolib.tadoc" "$work/t-gnu.tar" >"$work/out" 2>"$work/err" || rc=$?
+	if [ "$rc" -eq 1 ] && [ "$(grep -c . "$work/err")" -eq 1 ] && [ ! -e "$work/nolib.tadoc" ] &&
+	   grep -q '^tadoc: -: reading a tar stream needs libarchive (libarchive.so.13), which cannot be loaded: ' "$work/err"
+	then ok "compress - without libarchive: one message naming it (exit 1)"
+	else not_ok "compress - without libarchive (exit $rc)" "$(cat "$work/err")"; fi
+else
+	echo "ok $((n += 1)) - compress - without libarchive # SKIP needs root, unshare and ldconfig's libarchive.so.13"
+fi
 # cut inside d/bin's data (its header is the 7th block or later; find its offset)
 off=$("$PY" - "$work/t-gnu.tar" <<'PYEOF'
 import sys, tarfile

@@ -374,6 +374,17 @@ def check_lists(archive, files, tmp, gpu):
     check(s["gpu_requests"] > before["gpu_requests"], "lists were answered by GPU batches (gpu_requests %s -> %s)" %
           (before["gpu_requests"], s["gpu_requests"]))
     log("  %d queries x 32 threads; gpu_requests %d -> %d" % (len(queries), before["gpu_requests"], s["gpu_requests"]))
+    # a list the batch computed is kept in the mount's list cache: the
+    # same query again (and the value after getxattr's size probe) is
+    # answered from it, not by another GPU batch
+    want7 = run([TADOC, "top", "-n", "7", archive]).stdout
+    g0 = stats(mnt)["gpu_requests"]
+    got1 = xattr_joined(mnt, "user.tadoc.top.7")
+    g1 = stats(mnt)["gpu_requests"]
+    got2 = xattr_joined(mnt, "user.tadoc.top.7")
+    g2 = stats(mnt)["gpu_requests"]
+    check(got1 == want7 and got2 == want7, "top.7 twice equals tadoc top -n 7")
+    check(g1 - g0 <= 1 and g2 == g1, "a batched list is kept: gpu_requests %d -> %d -> %d" % (g0, g1, g2))
     unmount(mnt)
 
 

@@ -996,6 +996,11 @@ static void bench_multi(bench *b, const char *base, FILE *md)
 			td_gpu_opts_default(&o);
 			if (qparts[qi])
 				o.qpart = qparts[qi];
+			/* $TD_BENCH_SYNC: how the host threads wait (spin, the
+			 * default; yield; block), td_gpu_opts.blocking_sync */
+			const char *sy = getenv("TD_BENCH_SYNC");
+			if (sy && *sy)
+				o.blocking_sync = strcmp(sy, "yield") == 0 ? 2 : strcmp(sy, "block") == 0 ? 1 : 0;
 			o.devices = nd >= 64 ? TD_GPU_DEVICES_ALL : (UINT64_C(1) << nd) - 1;
 			td_gpu *g = NULL;
 			int r = td_gpu_open(a, &o, &g);

@@ -134,6 +134,34 @@ typedef struct td_words_req {
 int td_top_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads);
 int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads);
 
+/* The word counts of one piece of a request's scope in a version 5
+ * archive (piece k of td_archive_pieces(a, scope): its shard's entry),
+ * found elsewhere (a GPU): wid[0..n) are the shard's own word ids, each
+ * once, with their counts cnt[0..n); words longer than TD_MAXTOK (no id)
+ * must not occur in the piece. */
+typedef struct td_piece_words {
+	const uint32_t *wid, *cnt;
+	size_t n;
+} td_piece_words;
+
+/* Fill *out for piece k of request `req` and return TD_OK, or return
+ * TD_ENOGPU to have the engine count that piece itself. Called from the
+ * batch's threads (only for scopes of several pieces: a scope held by one
+ * shard is answered by that shard); *out stays valid until the batch
+ * returns. */
+typedef int (*td_words_find_fn)(void *fctx, size_t req, uint64_t k, td_piece_words *out);
+
+/* td_top_batch / td_vector_batch with the pieces' counts supplied by find
+ * (NULL, or an archive of another version: td_top_batch /
+ * td_vector_batch): the pieces are merged by word bytes, the words across
+ * shard cuts corrected and ranked by the engine's own code, so the answers
+ * are td_top_words's / td_term_vector's when find's counts are the pieces'
+ * counts. */
+int td_top_batch_given(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads, td_words_find_fn find,
+		       void *fctx);
+int td_vector_batch_given(const td_archive *a, td_words_req *reqs, size_t n, unsigned nthreads,
+			  td_words_find_fn find, void *fctx);
+
 /* Free a request's words and bytes (and zero them). NULL accepted. */
 void td_words_req_free(td_words_req *r);
 

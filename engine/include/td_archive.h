@@ -26,12 +26,15 @@ typedef uint32_t td_entry;
 enum td_open_flags {
 	TD_OPEN_VERIFY = 1u << 0, /* also check every section checksum (O(size)) */
 	TD_OPEN_POPULATE = 1u << 1, /* MAP_POPULATE the mapping (benchmarks) */
+	TD_OPEN_LAZY_TREE = 1u << 2, /* check the entry tree a directory at a time, whatever its size */
 };
 
 /* Map `path` and validate header, section table and the checksums of the
  * small sections (metadata, rule groups, the entry tables: a few bytes per
  * file) and the entry tree: whole at open for a small tree or with
- * TD_OPEN_VERIFY; a large one a directory at a time, when the directory
+ * TD_OPEN_VERIFY; a large one (or any, with TD_OPEN_LAZY_TREE: for a
+ * process that answers one query and may reach few entries, or none) a
+ * directory at a time, when the directory
  * is first listed or an entry under it first reached (then that call,
  * and every later one answering from the damaged directory, fails with
  * TD_ECORRUPT naming the entry; td_archive_stat, _name, _children,
@@ -196,6 +199,15 @@ void td_archive_info(const td_archive *a, td_info *out);
  * *bytes and in how many grammars (format 4: 0 or 1; format 5: shards)
  * they are, *nwith, out of *ngrammars. O(shards); thread-safe. */
 void td_archive_postings(const td_archive *a, uint64_t *bytes, uint32_t *nwith, uint32_t *ngrammars);
+
+/* The fuzzy index (td_format.h: TD_SEC5_FUZZY; format 5 only): its
+ * section's bytes in *bytes (0: none) and its words in *nwords; returns 1
+ * when whole-archive fuzzy queries are answered from it, 0 when there is
+ * none or it was built for other shards (left by a tool that rewrote the
+ * shard table: unused), or TD_ECORRUPT when its header is damaged (the
+ * detail names it). Checks the header and the shard table's hash, not the
+ * buckets (td_archive_verify does). Thread-safe. */
+int td_archive_fuzzy_index(const td_archive *a, uint64_t *bytes, uint64_t *nwords);
 
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;
  * TD_VERSION_SHARDED for a container of shards). */

@@ -25,6 +25,12 @@ extern "C" {
  * else 0. */
 int td_is_word(const char *word, size_t len);
 
+/* The dictionary id of word[0..len) in a version 1-4 archive (or one
+ * shard: td_archive_shard), ids being in byte order of the words; -1 when
+ * it is not in the dictionary (or is longer than TD_MAXTOK, or the archive
+ * is of version 5), -2 when the dictionary cannot be read. Thread-safe. */
+int64_t td_word_id(const td_archive *a, const char *word, size_t len);
+
 /* Number of occurrences of `word` in `scope`. Whole-corpus counts are one
  * table look-up. A scope of a sixteenth of the root symbols or more goes
  * through the query index (td_rcache.h: td_qindex_get; built by the first

@@ -60,6 +60,10 @@ void td_cli_out_commit(size_t len);
 /* printf-style td_cli_out. */
 void td_cli_outf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* td_cli_out of v in decimal, then the byte `sep` (a list's count and
+ * its tab, without printf's cost on every line). */
+void td_cli_out_u64(uint64_t v, char sep);
+
 /* Write out everything buffered (same error handling as td_cli_out). */
 void td_cli_flush(void);
 

@@ -142,6 +142,17 @@ void td_cli_out_commit(size_t len)
 	out_len += len; /* within the room td_cli_out_room gave */
 }
 
+void td_cli_out_u64(uint64_t v, char sep)
+{
+	char b[24];
+	size_t at = sizeof b;
+	b[--at] = sep;
+	do
+		b[--at] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	td_cli_out(b + at, sizeof b - at);
+}
+
 void td_cli_outf(const char *fmt, ...)
 {
 	va_list ap;

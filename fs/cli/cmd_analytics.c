@@ -182,7 +182,8 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 			return td_cli_usage(argv[0], "'%s' is not a word or a phrase (words separated by single spaces)",
 					    ar->word);
 	}
-	ar->a = td_cli_open(argv[first], 0);
+	/* one query: the tree checked where it is reached */
+	ar->a = td_cli_open(argv[first], TD_OPEN_LAZY_TREE);
 	if (!ar->a)
 		return TD_CLI_FAIL;
 	ar->scope = TD_ROOT;
@@ -213,7 +214,7 @@ static int finish(args *ar, int err)
 static int print_word(void *ctx, const char *word, size_t len, uint64_t count)
 {
 	(void)ctx;
-	td_cli_outf("%llu\t", (unsigned long long)count);
+	td_cli_out_u64(count, '\t');
 	td_cli_out(word, len);
 	td_cli_out("\n", 1);
 	return 0;
@@ -440,7 +441,7 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 			td_cli_out(query, qlen);
 			td_cli_out("\t", 1);
 		}
-		td_cli_outf("%llu\t", (unsigned long long)v[i].count);
+		td_cli_out_u64(v[i].count, '\t');
 		td_cli_out(esc, td_path_escape(path, (size_t)pl, esc));
 		td_cli_out("\n", 1);
 	}

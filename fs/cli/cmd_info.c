@@ -18,6 +18,9 @@ static const char info_help[] =
 	"shard size it was cut at (which 'tadoc add' and 'tadoc compact' reuse)\n"
 	"and lists its shards: files, input bytes, archive bytes, ratio and image\n"
 	"checksum (XXH3-64) of each (the grammar figures are summed over the shards).\n"
+	"The optional indexes are named with their sizes: the postings ('tadoc\n"
+	"compress --postings', for 'tadoc files') and, in format 5, the fuzzy index\n"
+	"('--fuzzy-index', for 'tadoc fuzzy' over the whole archive) with its words.\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -87,6 +90,24 @@ int td_cmd_info(int argc, char **argv)
 	else
 		td_cli_outf("postings         %llu bytes (%.2f%%)\n", (unsigned long long)pbytes,
 			    pct(pbytes, in.archive_bytes));
+	uint64_t fzbytes, fzwords;
+	int fz = td_archive_fuzzy_index(a, &fzbytes, &fzwords);
+	if (td_archive_version(a) < TD_VERSION_SHARDED)
+		td_cli_outf("fuzzy index      none (format 5 only)\n");
+	else if (!fzbytes)
+		td_cli_outf("fuzzy index      none (tadoc compress --fuzzy-index stores it)\n");
+	else if (fz == 1)
+		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), %llu words\n", (unsigned long long)fzbytes,
+			    pct(fzbytes, in.archive_bytes), (unsigned long long)fzwords);
+	else if (fz == 0)
+		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), built for other shards: unused\n",
+			    (unsigned long long)fzbytes, pct(fzbytes, in.archive_bytes));
+	else {
+		const char *d = td_errdetail();
+		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), damaged: %s\n", (unsigned long long)fzbytes,
+			    pct(fzbytes, in.archive_bytes), d && *d ? d : td_strerror(fz));
+		td_cli_clear_detail();
+	}
 	if (in.build_time) {
 		time_t t = (time_t)in.build_time;
 		struct tm tm;
@@ -132,6 +153,11 @@ int td_cmd_info(int argc, char **argv)
 	if (pbytes) {
 		sum += pbytes;
 		td_cli_outf("  %-20s %12llu %6.2f%%\n", "postings", (unsigned long long)pbytes, pct(pbytes, in.archive_bytes));
+	}
+	if (fzbytes) {
+		sum += fzbytes;
+		td_cli_outf("  %-20s %12llu %6.2f%%\n", "fuzzy-index", (unsigned long long)fzbytes,
+			    pct(fzbytes, in.archive_bytes));
 	}
 	if (in.archive_bytes >= sum)
 		td_cli_outf("  %-20s %12llu %6.2f%%\n", "header+table", (unsigned long long)(in.archive_bytes - sum),

@@ -54,7 +54,8 @@ static int setup(int argc, char **argv, const char *help, td_archive **a, td_ent
 	if (!td_phrase_words(word, strlen(word)))
 		return td_cli_usage(argv[0], "'%s' is not a word or a phrase (words separated by single spaces)",
 				    word);
-	*a = td_cli_open(argv[first], 0);
+	/* one query: the tree checked where it is reached */
+	*a = td_cli_open(argv[first], TD_OPEN_LAZY_TREE);
 	if (!*a)
 		return TD_CLI_FAIL;
 	*scope = TD_ROOT;

@@ -1,6 +1,7 @@
 /* tar_input: walk a tar stream with libarchive and feed its entries to the archive builder. */
 #include "tar_input.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,56 @@
 
 #include "td_err.h"
 #include "td_format.h"
+
+#ifndef TD_LIBARCHIVE_SONAME
+#define TD_LIBARCHIVE_SONAME "libarchive.so.13"
+#endif
+
+/* libarchive is loaded when a tar stream is read, not when tadoc starts:
+ * it and what it needs (libxml2, ICU, nettle, the compression libraries)
+ * would otherwise be mapped and relocated by every tadoc process, most of
+ * a short query's cost (fs/README.md). The functions used, by their own
+ * names; the header gives their types. */
+#define LA_FUNCS(X)                                                                                                   \
+	X(archive_read_new) X(archive_read_free) X(archive_read_support_filter_all)                                   \
+	X(archive_read_support_format_tar) X(archive_read_support_format_gnutar) X(archive_read_open_fd)              \
+	X(archive_read_next_header) X(archive_read_data) X(archive_read_data_skip) X(archive_filter_bytes)            \
+	X(archive_error_string) X(archive_entry_pathname) X(archive_entry_perm) X(archive_entry_mtime)                \
+	X(archive_entry_mtime_is_set) X(archive_entry_mtime_nsec) X(archive_entry_hardlink)                           \
+	X(archive_entry_filetype) X(archive_entry_symlink)
+
+#define LA_FIELD(f) __typeof__(f) *f;
+static struct {
+	LA_FUNCS(LA_FIELD)
+} la;
+#undef LA_FIELD
+
+/* Load libarchive (once a process; never unloaded). TD_OK, or TD_EUNSUPP
+ * naming the library and why it could not be used. */
+static int la_load(const char *name)
+{
+	static int loaded;
+	if (loaded)
+		return TD_OK;
+	void *h = dlopen(TD_LIBARCHIVE_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		const char *why = dlerror();
+		return td_fail(TD_EUNSUPP, "%s: reading a tar stream needs libarchive (%s), which cannot be loaded: %s",
+			       name, TD_LIBARCHIVE_SONAME, why ? why : "unknown error");
+	}
+#define LA_SYM(f)                                                                                                     \
+	if (!(p = dlsym(h, #f))) {                                                                                    \
+		dlclose(h);                                                                                           \
+		return td_fail(TD_EUNSUPP, "%s: %s has no function %s (libarchive 3 is needed)", name,                \
+			       TD_LIBARCHIVE_SONAME, #f);                                                             \
+	}                                                                                                             \
+	memcpy(&la.f, &p, sizeof p);
+	void *p;
+	LA_FUNCS(LA_SYM)
+#undef LA_SYM
+	loaded = 1;
+	return TD_OK;
+}
 
 /* Bytes of file data handed to the builder at a time. */
 #define TAR_CHUNK (256u << 10)
@@ -126,7 +177,7 @@ static int entry_fail(const tar_in *t, int err)
  * nothing: that is a cut too. */
 static int stream_fail(const tar_in *t, int in_data)
 {
-	const char *why = archive_error_string(t->ar);
+	const char *why = la.archive_error_string(t->ar);
 	int cut = !why || !*why || strstr(why, "runcated") != NULL;
 	const char *at = in_data ? "at" : "after", *path = t->path[0] ? t->path : ".";
 	if (t->nentries == 0 && !in_data)
@@ -145,7 +196,7 @@ static int add_file(tar_in *t, mode_t mode, int64_t sec, uint32_t nsec)
 	if (err)
 		return entry_fail(t, err);
 	for (;;) {
-		la_ssize_t n = archive_read_data(t->ar, t->buf, TAR_CHUNK);
+		la_ssize_t n = la.archive_read_data(t->ar, t->buf, TAR_CHUNK);
 		if (n == 0)
 			break;
 		if (n < 0) {
@@ -164,18 +215,18 @@ static int add_file(tar_in *t, mode_t mode, int64_t sec, uint32_t nsec)
 /* Add the entry whose header was just read. */
 static int add_entry(tar_in *t, struct archive_entry *e)
 {
-	const char *raw = archive_entry_pathname(e);
+	const char *raw = la.archive_entry_pathname(e);
 	if (!raw)
 		return td_fail(TD_ECORRUPT, "%s: entry %llu has no name", t->name, (unsigned long long)t->nentries);
 	int err = normalize(t, raw, t->path);
 	if (err)
 		return err;
-	mode_t mode = archive_entry_perm(e);
-	int64_t sec = archive_entry_mtime(e);
-	long ns = archive_entry_mtime_is_set(e) ? archive_entry_mtime_nsec(e) : 0;
+	mode_t mode = la.archive_entry_perm(e);
+	int64_t sec = la.archive_entry_mtime(e);
+	long ns = la.archive_entry_mtime_is_set(e) ? la.archive_entry_mtime_nsec(e) : 0;
 	uint32_t nsec = ns > 0 && ns < 1000000000L ? (uint32_t)ns : 0;
-	const char *hard = archive_entry_hardlink(e);
-	mode_t type = archive_entry_filetype(e);
+	const char *hard = la.archive_entry_hardlink(e);
+	mode_t type = la.archive_entry_filetype(e);
 	if (!t->path[0] && (hard || type != AE_IFDIR))
 		return td_fail(TD_EINVAL, "%s: entry '%s': only a directory can be the root", t->name, raw);
 	if (hard) {
@@ -191,7 +242,7 @@ static int add_entry(tar_in *t, struct archive_entry *e)
 	case AE_IFREG:
 		return add_file(t, mode, sec, nsec);
 	case AE_IFLNK: {
-		const char *target = archive_entry_symlink(e);
+		const char *target = la.archive_entry_symlink(e);
 		err = sink_symlink(t->sink, t->path, sec, nsec, target ? target : "");
 		return err ? entry_fail(t, err) : TD_OK;
 	}
@@ -207,26 +258,28 @@ int td_cli_tar_compress(int fd, const char *name, const char *out_path, const td
 	tar_in t;
 	memset(&t, 0, sizeof t);
 	t.name = name;
-	int err = TD_OK;
+	int err = la_load(name);
+	if (err)
+		return err;
 	t.sink = sink_new(opts, &err);
 	if (err)
 		goto out;
-	t.ar = archive_read_new();
+	t.ar = la.archive_read_new();
 	t.buf = malloc(TAR_CHUNK);
 	if (!t.ar || !t.buf) {
 		err = td_fail(TD_ENOMEM, "%s: out of memory", name);
 		goto out;
 	}
-	archive_read_support_filter_all(t.ar);
-	archive_read_support_format_tar(t.ar);
-	archive_read_support_format_gnutar(t.ar);
-	if (archive_read_open_fd(t.ar, fd, TAR_CHUNK) != ARCHIVE_OK) {
+	la.archive_read_support_filter_all(t.ar);
+	la.archive_read_support_format_tar(t.ar);
+	la.archive_read_support_format_gnutar(t.ar);
+	if (la.archive_read_open_fd(t.ar, fd, TAR_CHUNK) != ARCHIVE_OK) {
 		err = stream_fail(&t, 0);
 		goto out;
 	}
 	for (;;) {
 		struct archive_entry *e;
-		int r = archive_read_next_header(t.ar, &e);
+		int r = la.archive_read_next_header(t.ar, &e);
 		if (r == ARCHIVE_EOF)
 			break;
 		if (r == ARCHIVE_RETRY)
@@ -240,15 +293,15 @@ int td_cli_tar_compress(int fd, const char *name, const char *out_path, const td
 			goto out;
 		/* the rest of the entry (a directory's or link's nothing, the
 		 * padding) is consumed before the next header is read */
-		if (archive_read_data_skip(t.ar) < ARCHIVE_WARN) {
+		if (la.archive_read_data_skip(t.ar) < ARCHIVE_WARN) {
 			err = stream_fail(&t, 1);
 			goto out;
 		}
-		t.mark = archive_filter_bytes(t.ar, 0);
+		t.mark = la.archive_filter_bytes(t.ar, 0);
 	}
 	/* libarchive accepts a stream that stops between entries; a tar
 	 * archive ends with zero blocks, so one that stops there was cut. */
-	if (t.nentries > 0 && archive_filter_bytes(t.ar, 0) == t.mark) {
+	if (t.nentries > 0 && la.archive_filter_bytes(t.ar, 0) == t.mark) {
 		err = td_fail(TD_ECORRUPT, "%s: truncated tar archive after entry %s (no end-of-archive blocks)", name,
 			      t.path[0] ? t.path : ".");
 		goto out;
@@ -263,7 +316,7 @@ out:
 	if (t.sink)
 		sink_abort(t.sink);
 	if (t.ar)
-		archive_read_free(t.ar);
+		la.archive_read_free(t.ar);
 	free(t.buf);
 	return err;
 }

@@ -363,11 +363,10 @@ static void count_keep(td_fs *fs, td_entry e, const td_fs_xname *x, uint64_t n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-/* The part `name` of a list over the open scope e from the list cache,
- * computing the whole list into it when absent. 1 when the list does not
- * fit the cache (nothing done), else 0 or -errno. */
-static int list_cached(td_fs *fs, const td_fs_xsrc *src, td_entry e, const td_fs_xname *x, const char *name,
-		       char **val, size_t *len)
+/* The part `name` of a list over the open scope e when the list cache
+ * holds the list: 0 or -errno; 1 when the cache keeps no lists, 2 when
+ * this one is not there. */
+static int list_hit(td_fs *fs, td_entry e, const td_fs_xname *x, const char *name, char **val, size_t *len)
 {
 	td_fs_xcache *c = fs->xcache;
 	if (!c->lbudget)
@@ -383,6 +382,20 @@ static int list_cached(td_fs *fs, const td_fs_xsrc *src, td_entry e, const td_fs
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
+	return 2;
+}
+
+/* The part `name` of a list over the open scope e from the list cache,
+ * computing the whole list into it when absent (from src->given when
+ * set). 1 when the list does not fit the cache (nothing done), else 0 or
+ * -errno. */
+static int list_cached(td_fs *fs, const td_fs_xsrc *src, td_entry e, const td_fs_xname *x, const char *name,
+		       char **val, size_t *len)
+{
+	td_fs_xcache *c = fs->xcache;
+	int hit = list_hit(fs, e, x, name, val, len);
+	if (hit != 2)
+		return hit;
 	xlist *l = calloc(1, sizeof *l);
 	if (!l || !(l->name = malloc(x->blen ? x->blen : 1))) {
 		free(l);
@@ -446,7 +459,20 @@ int td_fs_xattr_given(td_fs *fs, td_entry e, const char *name, const void *given
 	if (x.err || x.kind < TD_FS_XTOP || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return x.err ? x.err : -ENODATA;
 	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a, .given = given };
-	return td_fs_xattr_value(&src, &x, name, S_ISDIR(st.mode), val, len);
+	int rc = fs->xcache ? list_cached(fs, &src, e, &x, name, val, len) : 1; /* kept for its next parts and queries */
+	return rc != 1 ? rc : td_fs_xattr_value(&src, &x, name, S_ISDIR(st.mode), val, len);
+}
+
+int td_fs_xattr_list_kept(td_fs *fs, td_entry e, const char *name, char **val, size_t *len)
+{
+	*val = NULL;
+	*len = 0;
+	td_fs_xname x;
+	td_fs_xattr_parse(name, &x);
+	if (x.err || x.kind < TD_FS_XTOP || !fs->xcache)
+		return 1;
+	int rc = list_hit(fs, e, &x, name, val, len);
+	return rc == 2 ? 1 : rc;
 }
 
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len)

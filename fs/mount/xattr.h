@@ -31,6 +31,14 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val
  * from. Returns as td_fs_xattr_get. Thread-safe. */
 int td_fs_xattr_given(td_fs *fs, td_entry e, const char *name, const void *given, char **val, size_t *len);
 
+/* Value of the list name `name` on entry e from the mount's list cache,
+ * for a caller the subtree hides nothing from (the batcher's list
+ * queries, before they go to the GPU): 0 or -errno as td_fs_xattr_get
+ * when the cache holds the list, 1 when it does not (nothing done; the
+ * value is then computed, and td_fs_xattr_given keeps the list).
+ * Thread-safe. */
+int td_fs_xattr_list_kept(td_fs *fs, td_entry e, const char *name, char **val, size_t *len);
+
 /* 1 when the subtree of e hides nothing from class `who` (its answers are
  * the whole subtree's); 0 otherwise or when the totals cannot be built. */
 int td_fs_xattr_open_to(td_fs *fs, td_entry e, int who);

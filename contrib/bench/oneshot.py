@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""oneshot: one-shot tadoc queries as whole processes (ranked files from stored postings,
+fuzzy -k 2 from the fuzzy index, and the floors `tadoc --version` and `tadoc info`), two
+tadoc binaries side by side in one run, against the plain-text pipelines over the tree.
+
+Usage: oneshot.py [-r RUNS] [-p PIPE_RUNS] -o OUT.md NEW_TADOC BASE_TADOC NAME:ARCHIVE:DIR:W1,W2:FW ...
+
+For each corpus NAME (its archive built with `tadoc compress --postings --fuzzy-index`, the
+original tree DIR): `tadoc files ARCHIVE W` for each W, `tadoc fuzzy -k 2 ARCHIVE FW`, and
+the pipelines `grep -rcw W DIR | sort -t: -k2 -rn` and `ugrep -r -Z2 -w -o -h FW DIR | sort |
+uniq -c`. Each command runs RUNS times (default 7), the commands of a round one after the
+other (NEW and BASE interleaved), pipelines PIPE_RUNS times (default 5); the figures are the
+least CPU time (user + sys of the process and every child it waited for, from wait4) and
+the median wall time. Both binaries' answers are checked equal first. CPU time is the
+figure to compare on a shared machine.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def run_once(cmd, shell=False):
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    argv = ["bash", "-c", cmd] if shell else cmd
+    t = time.monotonic()
+    pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[(os.POSIX_SPAWN_DUP2, devnull, 1)])
+    _, st, ru = os.wait4(pid, 0)
+    w = time.monotonic() - t
+    os.close(devnull)
+    if os.waitstatus_to_exitcode(st) != 0:
+        sys.exit("oneshot: failed: %r" % (argv,))
+    return (ru.ru_utime + ru.ru_stime) * 1000.0, w * 1000.0
+
+
+def measure(cmds, runs):
+    """cmds: {label: (argv or shell string, shell)}; interleaved rounds; {label: (cpu_min, wall_med)}."""
+    got = {label: ([], []) for label in cmds}
+    for _ in range(runs):
+        for label, (cmd, shell) in cmds.items():
+            c, w = run_once(cmd, shell)
+            got[label][0].append(c)
+            got[label][1].append(w)
+    return {label: (min(c), sorted(w)[len(w) // 2]) for label, (c, w) in got.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-r", type=int, default=7)
+    ap.add_argument("-p", type=int, default=5)
+    ap.add_argument("-o", required=True)
+    ap.add_argument("new")
+    ap.add_argument("base")
+    ap.add_argument("corpora", nargs="+")
+    a = ap.parse_args()
+    os.environ["LC_ALL"] = "C.UTF-8"
+    new, base = os.path.realpath(a.new), os.path.realpath(a.base)
+    out = []
+    load = open("/proc/loadavg").read().split()[:3]
+    model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    here = os.path.dirname(os.path.abspath(__file__))
+    commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip() or "unknown"
+    out.append("- machine: %s, %d cores, load average %s at the start" % (model, os.cpu_count(), " ".join(load)))
+    out.append("- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
+                                                      a.new, a.base))
+    out.append("- tadoc: least CPU / median wall of %d runs, both binaries interleaved; pipelines: of %d" % (a.r, a.p))
+    out.append("")
+    out.append("| corpus | query | base tadoc (ms CPU / wall) | new tadoc (ms CPU / wall) | pipeline | pipeline (ms CPU / wall) | speed-up CPU base / new |")
+    out.append("|---|---|---:|---:|---|---:|---:|")
+    for spec in a.corpora:
+        name, arch, tree, words, fw = spec.split(":")
+        queries = [("files %s" % w, ["files", arch, w], "grep -rcw W DIR | sort -t: -k2 -rn",
+                    "grep -rcw '%s' '%s' | sort -t: -k2 -rn" % (w, tree)) for w in words.split(",")]
+        queries.append(("fuzzy -k 2 %s" % fw, ["fuzzy", "-k", "2", arch, fw], "ugrep -r -Z2 -w -o W DIR | sort | uniq -c",
+                        "ugrep -r -Z2 -w -o -h '%s' '%s' | sort | uniq -c" % (fw, tree)))
+        queries.append(("tadoc info (floor)", ["info", arch], None, None))
+        queries.append(("tadoc --version (floor)", ["--version"], None, None))
+        subprocess.run(["cat", arch], stdout=subprocess.DEVNULL)
+        for label, args, plabel, pcmd in queries:
+            if args[0] != "info" and args[0] != "--version":
+                x = subprocess.run([new] + args, capture_output=True).stdout
+                y = subprocess.run([base] + args, capture_output=True).stdout
+                if x != y:
+                    sys.exit("oneshot: %s: the two binaries' answers differ" % label)
+            m = measure({"base": ([base] + args, False), "new": ([new] + args, False)}, a.r)
+            row = "| %s | `%s` | %.2f / %.1f | %.2f / %.1f |" % (name, label, m["base"][0], m["base"][1],
+                                                              m["new"][0], m["new"][1])
+            if pcmd:
+                p = measure({"p": (pcmd, True)}, a.p)["p"]
+                row += " `%s` | %.0f / %.0f | %.0fx / %.0fx |" % (plabel.replace("|", "\\|"), p[0], p[1],
+                                                                p[0] / m["base"][0], p[0] / m["new"][0])
+            else:
+                row += " | | |"
+            out.append(row)
+            print(row, flush=True)
+    open(a.o, "w").write("\n".join(out) + "\n")
+
+
+if __name__ == "__main__":
+    main()
