@@ -229,6 +229,56 @@ int td_vector_batch(const td_archive *a, td_words_req *reqs, size_t n, unsigned 
 	return td_vector_batch_given(a, reqs, n, nthreads, NULL, NULL);
 }
 
+void td_ngram_req_free(td_ngram_req *r)
+{
+	if (!r)
+		return;
+	free(r->grams);
+	free(r->bytes);
+	r->grams = NULL;
+	r->bytes = NULL;
+	r->ngrams = r->nbytes = 0;
+}
+
+/* A td_ngram_fn appending the run, words joined by spaces, to the td_ngram_req ctx. */
+static int ngram_req_add(void *ctx, const char *const *words, const size_t *lens, unsigned nwords, uint64_t count)
+{
+	td_ngram_req *r = ctx;
+	size_t len = nwords ? nwords - 1 : 0;
+	for (unsigned k = 0; k < nwords; k++)
+		len += lens[k];
+	if (req_room((void **)&r->grams, r->ngrams, sizeof *r->grams, &r->bytes, r->nbytes, len))
+		return TD_ENOMEM;
+	char *o = r->bytes + r->nbytes;
+	for (unsigned k = 0; k < nwords; k++) {
+		if (k)
+			*o++ = ' ';
+		memcpy(o, words[k], lens[k]);
+		o += lens[k];
+	}
+	r->grams[r->ngrams++] = (td_word_count){ r->nbytes, count, (uint32_t)len };
+	r->nbytes += len;
+	return TD_OK;
+}
+
+static void do_ngram(void *p, size_t i)
+{
+	bctx *c = p;
+	td_ngram_req *r = &((td_ngram_req *)c->reqs)[i];
+	r->grams = NULL;
+	r->bytes = NULL;
+	r->ngrams = r->nbytes = 0;
+	r->err = td_ngrams(c->a, r->scope, r->len, r->top, ngram_req_add, r);
+	if (r->err)
+		td_ngram_req_free(r);
+}
+
+int td_ngram_batch(const td_archive *a, td_ngram_req *reqs, size_t n, unsigned nthreads)
+{
+	bctx c = { a, reqs, NULL, NULL };
+	return td_par_for(n, nthreads, do_ngram, &c);
+}
+
 static void do_fuzzy(void *p, size_t i)
 {
 	bctx *c = p;

@@ -259,6 +259,18 @@ int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n);
 int td_gpu_top_batch(td_gpu *g, td_words_req *reqs, size_t n);
 int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n);
 
+/* Same contract and results as td_ngram_batch(). Each scope's runs of len
+ * words are counted on the device: the expansion of td_gpu_top_batch
+ * writes every request's words in file order, each position that starts a
+ * run inside its file is sorted by (request, its len words) in stable
+ * radix passes, equal neighbours are counted, and the counts are ranked
+ * (count descending, then the words' byte order) and cut to `top` on the
+ * device; the host joins the words. A round a length. The whole corpus,
+ * scopes holding words longer than TD_MAXTOK, symbolic links, bad lengths
+ * and scopes too large for a round are answered by the engine in the same
+ * call. Returns TD_OK, TD_EINVAL or TD_ENOMEM. */
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n);
+
 /* The link's ceilings, for stating extract throughput against them
  * (gpu_bench): GB/s (1e9 bytes/s) of `bytes`-long copies on `device`,
  * medians of a few runs timed with device events, after a warm-up. */

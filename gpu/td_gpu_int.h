@@ -284,6 +284,21 @@ void td_gwd_free(struct td_gwd *w);
 int td_gwdev_round(struct td_gwdev *z, void *stream, const td_gwd_span *sp, uint32_t nsp, uint32_t nreq,
 		 uint64_t ntasks, uint64_t nwords, int top, const uint64_t *topn, td_gwd_out *o);
 
+/* A round's n-grams: runs of len words of every request, request by
+ * request ([start[i], start[i + 1]) are request i's), count descending,
+ * then by their words, at most topn[i] (0: all); run j's words are
+ * wid[j * len, (j + 1) * len). */
+typedef struct td_gng_out {
+	uint32_t *wid, *cnt;            /* malloc'd by td_gngdev_round */
+	uint64_t *start;                /* nreq + 1, malloc'd */
+	uint64_t nruns;
+} td_gng_out;
+
+/* One n-gram round over the spans of td_gwdev_round (len in 2..8). TD_OK,
+ * TD_ENOGPU, TD_ENOMEM; on error o holds nothing. */
+int td_gngdev_round(struct td_gwdev *z, void *stream, const td_gwd_span *sp, uint32_t nsp, uint32_t nreq,
+		    uint64_t ntasks, uint64_t nwords, unsigned len, const uint64_t *topn, td_gng_out *o);
+
 /* A scope's word counts as the device found them (word id ascending):
  * wid[0..n) then cnt[0..n) in v (malloc'd); ok = 0 where the device did
  * not take the scope (words longer than TD_MAXTOK, a symbolic link, too

@@ -143,6 +143,14 @@ int td_gpu_vector_batch(td_gpu *g, td_words_req *reqs, size_t n)
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
 
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
+{
+	(void)g;
+	(void)reqs;
+	(void)n;
+	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
+}
+
 int td_gpu_search_batch(td_gpu *g, td_search_req *reqs, size_t n)
 {
 	(void)g;

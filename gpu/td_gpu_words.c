@@ -426,6 +426,50 @@ static void td_gwd_raw_free(td_gwd_raw *x, size_t n)
 	free(x);
 }
 
+/* Whether the device takes scope e of unit u: its files in depth-first
+ * order [*f0, *f1) and their word tokens *words. */
+static int td_gwd_take(const struct td_gwd *w, const td_gunit *u, td_entry e, uint64_t *f0, uint64_t *f1,
+		       uint64_t *words)
+{
+	int take = 0;
+	*f0 = *f1 = *words = 0;
+	if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
+		*f0 = u->sub[2 * (uint64_t)e];
+		*f1 = u->sub[2 * (uint64_t)e + 1];
+		if (w->isfile[e] && *f1 != *f0 + 1)
+			*f1 = *f0; /* not where the order says: the engine */
+		take = *f1 > *f0 && *f1 <= w->nent && w->cuml[*f1] == w->cuml[*f0];
+		*words = take ? w->cumw[*f1] - w->cumw[*f0] : 0;
+		take = take && *words < TD_GWD_ROUND && (*f1 - *f0) < UINT32_MAX / 2;
+		if (*f1 == *f0 && !w->isfile[e])
+			take = 1; /* a directory without files: no words */
+	}
+	return take;
+}
+
+/* Spans of files [f0, f1) of round request req appended to *sp (cap
+ * *cap, *nsp of them), tasks numbered from *ntasks. TD_OK or TD_ENOMEM. */
+static int td_gwd_spans(const struct td_gwd *w, const td_gunit *u, uint64_t f0, uint64_t f1, uint32_t req,
+			td_gwd_span **sp, size_t *cap, uint32_t *nsp, uint64_t *ntasks)
+{
+	for (uint64_t k = f0; k < f1; k++) {
+		uint64_t rs = 0, re = 0;
+		td_gwd_roots(w, u->files[k], &rs, &re);
+		if (re == rs)
+			continue;
+		if (*nsp == *cap) {
+			td_gwd_span *v = realloc(*sp, 2 * *cap * sizeof *v);
+			if (!v)
+				return td_fail(TD_ENOMEM, "gpu: words batch");
+			*sp = v;
+			*cap *= 2;
+		}
+		(*sp)[(*nsp)++] = (td_gwd_span){ rs, *ntasks, req, (uint32_t)(re - rs) };
+		*ntasks += re - rs;
+	}
+	return TD_OK;
+}
+
 /* The GPU's part of a batch on unit u: the requests it takes are answered
  * (or, with raw, their runs kept there; top must be 0), the others' indices
  * listed in rest[0..*nrest) (rest holds n). TD_OK or TD_ENOMEM (then the
@@ -459,21 +503,7 @@ static int td_gwd_gpu(const td_gunit *up, unsigned threads, td_words_req *reqs, 
 	for (size_t i = 0; i <= n && r != TD_ENOMEM; i++) {
 		/* the request's files in depth-first order [f0, f1), and words */
 		uint64_t f0 = 0, f1 = 0, words = 0;
-		int take = 0;
-		if (i < n && gpu_ok) {
-			td_entry e = reqs[i].scope;
-			if (e < w->nent && e != TD_ROOT && !w->skip[e]) {
-				f0 = u.sub[2 * (uint64_t)e];
-				f1 = u.sub[2 * (uint64_t)e + 1];
-				if (w->isfile[e] && f1 != f0 + 1)
-					f1 = f0; /* not where the order says: the engine */
-				take = f1 > f0 && f1 <= w->nent && w->cuml[f1] == w->cuml[f0];
-				words = take ? w->cumw[f1] - w->cumw[f0] : 0;
-				take = take && words < TD_GWD_ROUND && (f1 - f0) < UINT32_MAX / 2;
-				if (f1 == f0 && !w->isfile[e])
-					take = 1; /* a directory without files: no words */
-			}
-		}
+		int take = i < n && gpu_ok && td_gwd_take(w, &u, reqs[i].scope, &f0, &f1, &words);
 		/* the round is full (or the batch done): run it */
 		if (b.nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND || nsp + (f1 - f0) > UINT32_MAX / 2)))) {
 			int e = td_gwd_run(&b, sp, nsp, topn, ntasks, nwords);
@@ -503,24 +533,8 @@ static int td_gwd_gpu(const td_gunit *up, unsigned threads, td_words_req *reqs, 
 		}
 		topn[b.nreq] = top ? reqs[i].n : 0;
 		map[b.nreq] = (uint32_t)i;
-		for (uint64_t k = f0; k < f1; k++) {
-			uint32_t f = u.files[k];
-			uint64_t rs = 0, re = 0;
-			td_gwd_roots(w, f, &rs, &re);
-			if (re == rs)
-				continue;
-			if (nsp == cap) {
-				td_gwd_span *v = realloc(sp, 2 * cap * sizeof *v);
-				if (!v) {
-					r = td_fail(TD_ENOMEM, "gpu: words batch");
-					break;
-				}
-				sp = v;
-				cap *= 2;
-			}
-			sp[nsp++] = (td_gwd_span){ rs, ntasks, b.nreq, (uint32_t)(re - rs) };
-			ntasks += re - rs;
-		}
+		if (td_gwd_spans(w, &u, f0, f1, b.nreq, &sp, &cap, &nsp, &ntasks))
+			r = TD_ENOMEM;
 		b.nreq++;
 		nwords += words;
 	}
@@ -812,4 +826,177 @@ int64_t td_gwd_word(const td_gunit *u, const char *p, size_t len)
 {
 	int64_t w = td_word_id(u->a, p, len);
 	return w >= 0 && (uint64_t)w < u->nwords ? w : -1;
+}
+
+/* ---- n-grams (td_gpu_ngram_batch) ----
+ * The same spans and expansion as top words (td_gngdev_round); a round a
+ * length. Format 5, the corpus, long words, symbolic links, bad lengths
+ * and what a round cannot take go to the engine (td_ngram_batch). */
+
+typedef struct td_gngb {
+	const struct td_gwd *w;
+	td_ngram_req *reqs;
+	unsigned nt, len;
+	const uint32_t *map;
+	uint32_t nreq;
+	td_gng_out go;
+	int err;
+} td_gngb;
+
+/* Request q's n-grams from runs (wid[j * len ..], cnt[j])[0..n): each
+ * its words joined by spaces. */
+static int td_gng_fill(const struct td_gwd *w, td_ngram_req *q, unsigned len, const uint32_t *wid,
+		       const uint32_t *cnt, size_t n)
+{
+	size_t nb = 0;
+	for (size_t j = 0; j < n * len; j++)
+		nb += w->woff[wid[j] + 1] - w->woff[wid[j]] + 1;
+	q->grams = malloc((n ? n : 1) * sizeof *q->grams);
+	q->bytes = malloc(nb ? nb : 1);
+	if (!q->grams || !q->bytes) {
+		td_ngram_req_free(q);
+		return TD_ENOMEM;
+	}
+	size_t at = 0;
+	for (size_t j = 0; j < n; j++) {
+		size_t from = at;
+		for (unsigned k = 0; k < len; k++) {
+			uint32_t x = wid[j * len + k];
+			uint64_t o0 = w->woff[x], l = w->woff[x + 1] - o0;
+			if (k)
+				q->bytes[at++] = ' ';
+			memcpy(q->bytes + at, w->words + o0, l);
+			at += l;
+		}
+		q->grams[j] = (td_word_count){ from, cnt[j], (uint32_t)(at - from) };
+	}
+	q->ngrams = n;
+	q->nbytes = at;
+	if (!n)
+		td_ngram_req_free(q);
+	return TD_OK;
+}
+
+static void td_gng_answers(void *ctx, unsigned c)
+{
+	td_gngb *b = ctx;
+	for (uint32_t i = c; i < b->nreq; i += b->nt) {
+		uint64_t s = b->go.start[i], n = b->go.start[i + 1] - s;
+		if (td_gng_fill(b->w, &b->reqs[b->map[i]], b->len, b->go.wid + s * b->len, b->go.cnt + s, n))
+			b->err = TD_ENOMEM;
+	}
+}
+
+static int td_gng_run(td_gngb *b, const td_gunit *u, const td_gwd_span *sp, uint32_t nsp, const uint64_t *topn,
+		      uint64_t ntasks, uint64_t nwords)
+{
+	int r = td_gngdev_round(b->w->dev, u->stream, sp, nsp, b->nreq, ntasks, nwords, b->len, topn, &b->go);
+	if (r)
+		return r;
+	b->err = TD_OK;
+	td_gpu_par(b->nt, td_gng_answers, b);
+	free(b->go.wid);
+	free(b->go.cnt);
+	free(b->go.start);
+	memset(&b->go, 0, sizeof b->go);
+	return b->err;
+}
+
+static int td_cpu_ngram(const td_archive *a, void *q, size_t n, unsigned t)
+{
+	return td_ngram_batch(a, q, n, t);
+}
+
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	for (size_t i = 0; i < n; i++) {
+		reqs[i].grams = NULL;
+		reqs[i].bytes = NULL;
+		reqs[i].ngrams = reqs[i].nbytes = 0;
+		reqs[i].err = TD_OK;
+	}
+	const td_archive *a = td_gpu_archive(g);
+	const unsigned threads = td_gpu_cpu_threads(g);
+	td_gunit u;
+	if (!td_gpu_unit(g, &u) || n > UINT32_MAX)
+		return td_cpu_ngram(a, reqs, n, threads);
+	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0, cap = 1024;
+	uint32_t *map = malloc((n + 1) * sizeof *map);
+	uint64_t *topn = malloc((n + 1) * sizeof *topn);
+	td_gwd_span *sp = malloc(cap * sizeof *sp);
+	int r = rest && map && topn && sp ? TD_OK : td_fail(TD_ENOMEM, "gpu: n-gram batch");
+	if (r) {
+		free(rest);
+		free(map);
+		free(topn);
+		free(sp);
+		return r;
+	}
+	pthread_mutex_lock(u.lock);
+	cudaSetDevice(u.device);
+	r = *u.wd ? TD_OK : td_gwd_build(&u, u.wd);
+	const struct td_gwd *w = *u.wd;
+	td_gngb b = { .w = w, .reqs = reqs, .nt = threads ? (threads > 64 ? 64 : threads) : 1, .map = map };
+	int gpu_ok = w != NULL;
+	if (r != TD_ENOMEM)
+		r = TD_OK;
+	/* a round of each length; bad lengths go to the engine with 2's */
+	for (unsigned len = 2; !r && len <= TD_PHRASE_MAX; len++) {
+		uint32_t nsp = 0;
+		uint64_t ntasks = 0, nwords = 0;
+		b.len = len;
+		b.nreq = 0;
+		for (size_t i = 0; i <= n && !r; i++) {
+			unsigned ql = i < n ? reqs[i].len : 0;
+			if (i < n && (ql >= 2 && ql <= TD_PHRASE_MAX ? ql != len : len != 2))
+				continue;
+			uint64_t f0 = 0, f1 = 0, words = 0;
+			int take = i < n && gpu_ok && ql == len && td_gwd_take(w, &u, reqs[i].scope, &f0, &f1, &words);
+			if (b.nreq && (i == n || (take && (nwords + words > TD_GWD_ROUND ||
+							   nsp + (f1 - f0) > UINT32_MAX / 2)))) {
+				int x = td_gng_run(&b, &u, sp, nsp, topn, ntasks, nwords);
+				if (x) {
+					for (uint32_t k = 0; k < b.nreq; k++) {
+						td_ngram_req_free(&reqs[map[k]]);
+						rest[nrest++] = map[k];
+					}
+					if (x == TD_ENOMEM)
+						r = x;
+					else
+						gpu_ok = 0;
+				}
+				b.nreq = 0;
+				nsp = 0;
+				ntasks = nwords = 0;
+			}
+			if (i == n)
+				break;
+			if (!take) {
+				rest[nrest++] = i;
+				continue;
+			}
+			topn[b.nreq] = reqs[i].top;
+			map[b.nreq] = (uint32_t)i;
+			if (td_gwd_spans(w, &u, f0, f1, b.nreq, &sp, &cap, &nsp, &ntasks))
+				r = TD_ENOMEM;
+			b.nreq++;
+			nwords += words;
+		}
+	}
+	pthread_mutex_unlock(u.lock);
+	if (r != TD_ENOMEM) {
+		for (size_t k = 0; k < nrest; k++)
+			td_ngram_req_free(&reqs[rest[k]]);
+		r = td_gpu_cpu_rest(a, threads, reqs, sizeof *reqs, rest, nrest, td_cpu_ngram);
+	} else {
+		for (size_t k = 0; k < n; k++)
+			td_ngram_req_free(&reqs[k]);
+	}
+	free(rest);
+	free(map);
+	free(topn);
+	free(sp);
+	return r;
 }

@@ -28,7 +28,7 @@ Checks, against the original files and a Python word counter:
   queue shallower than 8 requests a worker (16 readers, 8 workers);
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon;
-- user.tadoc.top.N, .vector, .fuzzy.K.WORD and .files.WORD (over the
+- user.tadoc.top.N, .vector, .ngrams.LEN.K, .fuzzy.K.WORD and .files.WORD (over the
   root, a directory, files, an empty file) asked from 32 threads go through
   the batcher's GPU batches (run_lists: emulated, or the real GPU with
   TD_TEST_GPU=1) and equal the tadoc commands' output, #more parts joined.
@@ -316,10 +316,10 @@ def check_concurrent(archive, files, tmp, gpu):
 
 
 def check_lists(archive, files, tmp, gpu):
-    """user.tadoc.top/vector/fuzzy/files queries from 32 threads go through
+    """user.tadoc.top/vector/ngrams/fuzzy/files queries from 32 threads go through
     the batcher's GPU batches (emulated: TADOCFS_GPU_EMULATE=1, the CPU
     engine standing in; or the real GPU) and equal the tadoc commands."""
-    log("== top, vector, fuzzy, files attributes through GPU batches (%s)" % gpu)
+    log("== top, vector, ngrams, fuzzy, files attributes through GPU batches (%s)" % gpu)
     mnt = os.path.join(tmp, "mnt_lists")
     env = dict(os.environ)
     if gpu == "emu":
@@ -337,6 +337,9 @@ def check_lists(archive, files, tmp, gpu):
         queries.append((sc, "user.tadoc.top.20", ["top", "-n", "20", None] + p))
         queries.append((sc, "user.tadoc.top.0", ["top", "-n", "0", None] + p))
         queries.append((sc, "user.tadoc.vector", ["vector", None, sc or "."]))
+        queries.append((sc, "user.tadoc.ngrams.3.20", ["ngrams", "-n", "3", "--top", "20", None] + p))
+        if sc.endswith(".txt"):  # every run of a file (a directory's would be many #more parts)
+            queries.append((sc, "user.tadoc.ngrams.2.0", ["ngrams", "-n", "2", "--top", "0", None] + p))
         for w in words[:3]:
             wd = w.decode()
             queries.append((sc, "user.tadoc.fuzzy.2." + wd, ["fuzzy", "-k", "2", None, wd] + p))

@@ -541,6 +541,41 @@ static void check_words(td_gpu *g, const corpus *c, size_t n, int top)
 	free(gq);
 }
 
+/* n n-gram requests (lengths 2 to 8, now and then a bad one; top 0 to
+ * 30, now and then all) over scopes as pick_scope's through
+ * td_gpu_ngram_batch against td_ngram_batch, run by run. */
+static void check_ngrams(td_gpu *g, const corpus *c, size_t n)
+{
+	td_ngram_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	for (size_t i = 0; i < n; i++) {
+		cq[i].scope = below(50) == 0 ? TD_ROOT : pick_scope(c);
+		cq[i].len = below(30) == 0 ? (unsigned)below(12) : 2 + (unsigned)below(7);
+		cq[i].top = below(10) == 0 ? 0 : below(31);
+		gq[i] = cq[i];
+		gq[i].err = 12345;
+		gq[i].ngrams = 777;
+	}
+	td_ngram_batch(c->a, cq, n, 0);
+	int r = td_gpu_ngram_batch(g, gq, n);
+	if (r)
+		FAIL("n-gram batch of %zu: %s", n, td_strerror(r));
+	for (size_t i = 0; i < n; i++) {
+		const td_ngram_req *x = &cq[i], *y = &gq[i];
+		int same = x->err == y->err && x->ngrams == y->ngrams && x->nbytes == y->nbytes &&
+			   (!x->nbytes || !memcmp(x->bytes, y->bytes, x->nbytes));
+		for (size_t k = 0; same && k < x->ngrams; k++)
+			same = x->grams[k].off == y->grams[k].off && x->grams[k].len == y->grams[k].len &&
+			       x->grams[k].count == y->grams[k].count;
+		if (!same)
+			FAIL("ngrams #%zu scope %u len %u top %llu: cpu err %d, %zu runs; gpu err %d, %zu runs", i,
+			     x->scope, x->len, (unsigned long long)x->top, x->err, x->ngrams, y->err, y->ngrams);
+		td_ngram_req_free(&cq[i]);
+		td_ngram_req_free(&gq[i]);
+	}
+	free(cq);
+	free(gq);
+}
+
 static int run_archive(const char *path, size_t maxbatch)
 {
 	td_archive *a = NULL;
@@ -628,7 +663,8 @@ static int run_archive(const char *path, size_t maxbatch)
 			check_files(g, &c, n > 10000 ? 10000 : n, scratch);
 			check_words(g, &c, n > 10000 ? 10000 : n, 1);
 			check_words(g, &c, n > 10000 ? 10000 : n, 0);
-			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy, files, top, vector %s\n", n,
+			check_ngrams(g, &c, n > 10000 ? 10000 : n);
+			printf("  batch %6zu: extract (also into host_alloc buffers), count, search, fuzzy, files, top, vector, ngrams %s\n", n,
 			       failures == before ? "equal" : "DIFFER");
 			fflush(stdout);
 		}

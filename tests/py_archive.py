@@ -180,6 +180,22 @@ def analytics(a, c, files, name, fmt):
                 same([(os.fsencode(p), n) for p, n in a.files(q, 0, sp)], c.files(q, s), "%s files %r" % (label, q))
             same([(os.fsencode(p), n) for p, n in a.files(top[1], 2, sp)], c.files(top[1], s)[:2],
                  "%s files -n 2" % label)
+    # n-grams as one batch (ngrams_many: td_ngram_batch, td_gpu_ngram_batch
+    # with gpu="on" where a GPU is), every length, per file and per directory
+    qs, want = [], []
+    for s in scopes(c, files, 12):
+        for ln in range(2, 9):
+            for k in ((0, 20) if ln in (2, 3) else (5,)):
+                if k == 0 and s == b"":
+                    continue
+                qs.append((ln, k, None if s == b"" else s))
+                want.append(c.ngrams(s, ln, k))
+    gpus = ("off", "on") if tadoc._lib.lib().td_gpu_available() else ("off",)
+    for gpu in gpus:
+        got = a.ngrams_many(qs, gpu=gpu)
+        for q, g, w in zip(qs, got, want):
+            same([(tuple(x.encode("utf-8", "surrogateescape") for x in t), n) for t, n in g], w,
+                 "%s ngrams_many %r (gpu %s)" % (name, q, gpu))
     for q in ["cafe", "日本語", "the", "x86_64", "zzqqxxyy", top[3].decode()]:
         for k in (0, 1, 2):
             same([(d, n, w.encode()) for d, n, w in a.fuzzy(q, k)], c.fuzzy(q.encode(), k, b""),

@@ -1,6 +1,6 @@
 /* gpu_fuzzy_bench: batches of fuzzy word queries or ranked-files queries on the GPU against the CPU engine on 1 and on all threads. */
 /*
- * Usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector] [-s dirs|root|files] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
+ * Usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector|ngrams] [-s dirs|root|files] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
  * fuzzy (default): queries are corpus words (uniform over the vocabulary)
  * with one code point changed, distance K (default 2), scope the whole
  * corpus (td_gpu_fuzzy_batch against td_fuzzy_batch). files: queries are
@@ -10,7 +10,9 @@
  * (td_gpu_files_batch against td_files_batch). top, vector: each request
  * the top 20 words (td_gpu_top_batch against td_top_batch) or the term
  * vector (td_gpu_vector_batch against td_vector_batch) of a random regular
- * file (-s files) or directory as for files (-s dirs). For batch sizes 1, 10, 100,
+ * file (-s files) or directory as for files (-s dirs). ngrams: the top
+ * 20 3-grams of such a scope (td_gpu_ngram_batch against td_ngram_batch).
+ * For batch sizes 1, 10, 100,
  * 1k, 10k and 100k (up to MAXBATCH): queries a second on the GPU
  * (transfers and the engine's ranking included), the CPU engine on one
  * thread (above 2000 queries timed on the first 2000) and on THREADS
@@ -171,10 +173,39 @@ static void wd_release(void *q)
 	td_words_req_free(q);
 }
 
+static int ng_gpu(td_gpu *g, void *q, size_t n)
+{
+	return td_gpu_ngram_batch(g, q, n);
+}
+
+static int ng_cpu(const td_archive *a, void *q, size_t n, unsigned threads)
+{
+	return td_ngram_batch(a, q, n, threads);
+}
+
+static int ng_same(const void *px, const void *py)
+{
+	const td_ngram_req *x = px, *y = py;
+	if (x->err != y->err || x->ngrams != y->ngrams || x->nbytes != y->nbytes ||
+	    (x->nbytes && memcmp(x->bytes, y->bytes, x->nbytes)))
+		return 0;
+	for (size_t k = 0; k < x->ngrams; k++)
+		if (x->grams[k].off != y->grams[k].off || x->grams[k].len != y->grams[k].len ||
+		    x->grams[k].count != y->grams[k].count)
+			return 0;
+	return 1;
+}
+
+static void ng_release(void *q)
+{
+	td_ngram_req_free(q);
+}
+
 static const analytic fuzzy_an = { sizeof(td_fuzzy_req), fz_gpu, fz_cpu, fz_same, fz_release };
 static const analytic files_an = { sizeof(td_files_req), fl_gpu, fl_cpu, fl_same, fl_release };
 static const analytic top_an = { sizeof(td_words_req), tp_gpu, tp_cpu, wd_same, wd_release };
 static const analytic vector_an = { sizeof(td_words_req), vc_gpu, vc_cpu, wd_same, wd_release };
+static const analytic ngram_an = { sizeof(td_ngram_req), ng_gpu, ng_cpu, ng_same, ng_release };
 
 /* Regular files of a, into *out (malloc'd); their number. */
 static size_t reg_files(const td_archive *a, td_entry **out)
@@ -231,19 +262,19 @@ static size_t small_dirs(const td_archive *a, td_entry **out)
 
 int main(int argc, char **argv)
 {
-	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector] [-s dirs|root|files] [-k K] [-t SECONDS] "
+	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector|ngrams] [-s dirs|root|files] [-k K] [-t SECONDS] "
 				    "[-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...";
 	unsigned k = 2, threads = 0;
 	double secs = 0.3;
 	size_t maxbatch = 100000;
 	const char *table = NULL;
-	int files = 0, root = 0, words = 0, opt; /* words: 1 top, 2 vector */
+	int files = 0, root = 0, words = 0, opt; /* words: 1 top, 2 vector, 3 n-grams */
 	int sfiles = 0;
 	while ((opt = getopt(argc, argv, "a:s:k:t:c:n:o:")) != -1) {
 		switch (opt) {
 		case 'a':
 			files = !strcmp(optarg, "files");
-			words = !strcmp(optarg, "top") ? 1 : !strcmp(optarg, "vector") ? 2 : 0;
+			words = !strcmp(optarg, "top") ? 1 : !strcmp(optarg, "vector") ? 2 : !strcmp(optarg, "ngrams") ? 3 : 0;
 			break;
 		case 's':
 			root = !strcmp(optarg, "root");
@@ -265,7 +296,7 @@ int main(int argc, char **argv)
 	int st = bench_start(argc, optind, usage, table, &out);
 	if (st >= 0)
 		return st;
-	const analytic *an = words == 1 ? &top_an : words == 2 ? &vector_an : files ? &files_an : &fuzzy_an;
+	const analytic *an = words == 1 ? &top_an : words == 2 ? &vector_an : words == 3 ? &ngram_an : files ? &files_an : &fuzzy_an;
 	int bad = 0;
 	static const size_t sizes[] = { 1, 10, 100, 1000, 10000, 100000 };
 	const char *head = "| archive | analytic | words | batch | GPU q/s | CPU 1 thread q/s | CPU %u threads q/s | GPU / 1 thread | GPU / %u threads | equal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
@@ -274,8 +305,9 @@ int main(int argc, char **argv)
 		fprintf(out, head, threads, threads);
 	const char *what = files ? (root ? "files (corpus)" : "files (directory)") : "fuzzy";
 	if (words)
-		what = words == 1 ? (sfiles ? "top 20 (file)" : "top 20 (directory)")
-				  : (sfiles ? "vector (file)" : "vector (directory)");
+		what = words == 1   ? (sfiles ? "top 20 (file)" : "top 20 (directory)")
+		       : words == 3 ? (sfiles ? "top 20 3-grams (file)" : "top 20 3-grams (directory)")
+				    : (sfiles ? "vector (file)" : "vector (directory)");
 	for (int ai = optind; ai < argc; ai++) {
 		td_archive *a = NULL;
 		int r = td_archive_open(argv[ai], 0, &a);
@@ -316,7 +348,10 @@ int main(int argc, char **argv)
 			memcpy(b, v.w[w], len);
 			if (words) {
 				td_entry scope = ndirs ? dirs[rnd() % ndirs] : TD_ROOT;
-				((td_words_req *)q)[i] = (td_words_req){ .scope = scope, .n = 20 };
+				if (words == 3)
+					((td_ngram_req *)q)[i] = (td_ngram_req){ .scope = scope, .len = 3, .top = 20 };
+				else
+					((td_words_req *)q)[i] = (td_words_req){ .scope = scope, .n = 20 };
 				memcpy(c + i * an->size, q + i * an->size, an->size);
 				continue;
 			}

@@ -179,6 +179,32 @@ typedef int (*td_ngram_fn)(void *ctx, const char *const *words, const size_t *le
  * distinct n-grams met. */
 int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx);
 
+/* ---- n-grams in batches (gpu/ offers the same call) ---- */
+
+typedef struct td_ngram_req {
+	td_entry scope;           /* in */
+	unsigned len;             /* in: words a run, 2..TD_PHRASE_MAX */
+	uint64_t top;             /* in: runs kept (0: all) */
+	td_word_count *grams;     /* out: td_ngrams's runs in its order, each
+	                             the words joined by single spaces
+	                             (malloc'd: free with td_ngram_req_free;
+	                             none after an error) */
+	size_t ngrams;
+	char *bytes;              /* out: their bytes, back to back */
+	size_t nbytes;
+	int err;                  /* out: td_ngrams's error, or TD_OK */
+} td_ngram_req;
+
+/* Answer reqs[0..n) as td_ngrams(a, scope, len, top) would one by one
+ * (each request's error in its err, its runs in grams/bytes), on
+ * `nthreads` threads (0 = one per core), each request on one thread.
+ * Returns TD_OK, or TD_ENOMEM when the threads could not be set up.
+ * Thread-safe. */
+int td_ngram_batch(const td_archive *a, td_ngram_req *reqs, size_t n, unsigned nthreads);
+
+/* Free a request's grams and bytes (and zero them). NULL accepted. */
+void td_ngram_req_free(td_ngram_req *r);
+
 /* Fuzzy word search. The vocabulary's adaptive radix trees (td_fuzzy.c:
  * the words, and the words reversed) are built by the second call on an
  * archive (the first searches the sorted vocabulary itself; a call made

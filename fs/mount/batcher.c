@@ -50,7 +50,7 @@ enum item_class {
 	CLS_OTHER = 0, /* answered by td_fs_req_run on a CPU worker */
 	CLS_READ = 1,  /* a read: merged, CPU worker or GPU */
 	CLS_COUNT = 2, /* user.tadoc.count.WORD of a file or directory: CPU or GPU */
-	CLS_LIST = 3,  /* user.tadoc.{top,vector,fuzzy,files}.* likewise (counted with the counts) */
+	CLS_LIST = 3,  /* user.tadoc.{top,vector,ngrams,fuzzy,files}.* likewise (counted with the counts) */
 };
 
 enum gpu_state {
@@ -204,7 +204,8 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 		return CLS_OTHER;
 	td_fs_xname x;
 	td_fs_xattr_parse(r->name, &x);
-	int list = x.kind == TD_FS_XTOP || x.kind == TD_FS_XVECTOR || x.kind == TD_FS_XFUZZY || x.kind == TD_FS_XFILES;
+	int list = x.kind == TD_FS_XTOP || x.kind == TD_FS_XVECTOR || x.kind == TD_FS_XFUZZY || x.kind == TD_FS_XFILES ||
+		   x.kind == TD_FS_XNGRAMS;
 	if ((x.kind != TD_FS_XCOUNT || x.nwords != 1) && !list)
 		return CLS_OTHER; /* the xattr module answers, phrase counts included */
 	if (x.err)
@@ -566,7 +567,7 @@ static void gres_dispatch(td_fs_batch *b, gres *g)
  * the CPU workers). Takes ownership of j. Falls back to the CPU when a
  * launch fails. */
 /* The list items it[0..n) (CLS_LIST): one batch a kind (top, vector,
- * fuzzy, files) on the GPU, then each value formatted from its answer and
+ * n-grams, fuzzy, files) on the GPU, then each value formatted from its answer and
  * replied on this thread. A batch the GPU cannot run is answered by the
  * CPU workers' code here. */
 static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
@@ -593,20 +594,22 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 	td_words_req *wq = calloc(n, sizeof *wq);
 	td_fuzzy_req *fq = calloc(n, sizeof *fq);
 	td_files_req *lq = calloc(n, sizeof *lq);
+	td_ngram_req *gq = calloc(n, sizeof *gq);
 	size_t *kind = calloc(n, sizeof *kind), *at = calloc(n, sizeof *at);
-	if (!wq || !fq || !lq || !kind || !at) {
+	if (!wq || !fq || !lq || !gq || !kind || !at) {
 		run_cpu(b, it, n, buf);
 		goto out;
 	}
 	/* requests by kind: top words first in wq, then vectors */
-	size_t nk[4] = { 0 };
+	size_t nk[5] = { 0 };
 	td_fs_xname x;
 	for (size_t i = 0; i < n; i++) {
 		td_fs_xattr_parse(it[i].r->name, &x);
-		kind[i] = x.kind == TD_FS_XTOP ? 0 : x.kind == TD_FS_XVECTOR ? 1 : x.kind == TD_FS_XFUZZY ? 2 : 3;
+		kind[i] = x.kind == TD_FS_XTOP ? 0 : x.kind == TD_FS_XVECTOR ? 1 : x.kind == TD_FS_XFUZZY ? 2
+			: x.kind == TD_FS_XFILES ? 3 : 4;
 		nk[kind[i]]++;
 	}
-	size_t next[4] = { 0, nk[0], 0, 0 };
+	size_t next[5] = { 0, nk[0], 0, 0, 0 };
 	for (size_t i = 0; i < n; i++) {
 		td_fs_xattr_parse(it[i].r->name, &x);
 		td_entry e = it[i].r->e;
@@ -615,8 +618,10 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 			wq[k] = (td_words_req){ .scope = e, .n = kind[i] == 0 ? x.n : 0 };
 		else if (kind[i] == 2)
 			fq[k] = (td_fuzzy_req){ .word = x.word, .len = x.wlen, .k = (unsigned)x.n, .scope = e };
-		else
+		else if (kind[i] == 3)
 			lq[k] = (td_files_req){ .word = x.word, .len = x.wlen, .scope = e };
+		else
+			gq[k] = (td_ngram_req){ .scope = e, .len = x.len, .top = x.n };
 	}
 	const td_archive *a = b->fs->a;
 	int err = TD_OK;
@@ -626,11 +631,13 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		err = err ? err : td_vector_batch(a, wq + nk[0], nk[1], 1);
 		err = err ? err : td_fuzzy_batch(a, fq, nk[2], 1);
 		err = err ? err : td_files_batch(a, lq, nk[3], 1);
+		err = err ? err : td_ngram_batch(a, gq, nk[4], 1);
 	} else {
 		err = nk[0] ? td_gpu_top_batch(b->gpu, wq, nk[0]) : TD_OK;
 		err = err || !nk[1] ? err : td_gpu_vector_batch(b->gpu, wq + nk[0], nk[1]);
 		err = err || !nk[2] ? err : td_gpu_fuzzy_batch(b->gpu, fq, nk[2]);
 		err = err || !nk[3] ? err : td_gpu_files_batch(b->gpu, lq, nk[3]);
+		err = err || !nk[4] ? err : td_gpu_ngram_batch(b->gpu, gq, nk[4]);
 	}
 	atomic_fetch_add_explicit(&b->st.gpu_ns, now_ns() - t0, memory_order_relaxed);
 	if (err) {
@@ -640,8 +647,10 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 	}
 	atomic_fetch_add_explicit(&b->st.gpu_reqs, n, memory_order_relaxed);
 	for (size_t i = 0; i < n; i++) {
-		const void *given = kind[i] <= 1 ? (const void *)&wq[at[i]]
-				    : kind[i] == 2 ? (const void *)&fq[at[i]] : (const void *)&lq[at[i]];
+		const void *given = kind[i] <= 1   ? (const void *)&wq[at[i]]
+				    : kind[i] == 2 ? (const void *)&fq[at[i]]
+				    : kind[i] == 3 ? (const void *)&lq[at[i]]
+						   : (const void *)&gq[at[i]];
 		char *val = NULL;
 		size_t len = 0;
 		int rc = td_fs_xattr_given(b->fs, it[i].r->e, it[i].r->name, given, &val, &len);
@@ -653,14 +662,16 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		done(b, it[i].t0);
 	}
 out:
-	for (size_t i = 0; wq && i < n; i++) {
+	for (size_t i = 0; wq && fq && lq && gq && i < n; i++) {
 		td_words_req_free(&wq[i]);
 		td_fuzzy_req_free(&fq[i]);
 		free(lq[i].files);
+		td_ngram_req_free(&gq[i]);
 	}
 	free(wq);
 	free(fq);
 	free(lq);
+	free(gq);
 	free(kind);
 	free(at);
 }

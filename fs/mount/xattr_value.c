@@ -164,6 +164,11 @@ static int given_lines(const td_fs_xsrc *src, const td_fs_xname *x, vctx *v, int
 		if (!(e = q->err))
 			for (size_t i = 0; i < q->nwords && !e; i++)
 				e = word_line(v, q->bytes + q->words[i].off, q->words[i].len, q->words[i].count);
+	} else if (x->kind == TD_FS_XNGRAMS) {
+		const td_ngram_req *q = src->given; /* each run's words joined by spaces */
+		if (!(e = q->err))
+			for (size_t i = 0; i < q->ngrams && !e; i++)
+				e = word_line(v, q->bytes + q->grams[i].off, q->grams[i].len, q->grams[i].count);
 	} else if (x->kind == TD_FS_XFUZZY) {
 		const td_fuzzy_req *q = src->given;
 		if (!(e = q->err))

@@ -20,7 +20,8 @@ typedef struct td_fs_xsrc {
 	const void *pctx;
 	/* The engine's answer over `scope`, computed already (a batch: the
 	 * batcher's GPU batches), or NULL: a td_words_req (TOP, VECTOR), a
-	 * td_fuzzy_req (FUZZY) or a td_files_req (FILES) of the same name;
+	 * td_ngram_req (NGRAMS), a td_fuzzy_req (FUZZY) or a td_files_req
+	 * (FILES) of the same name;
 	 * its lines (or its error) are the value's. */
 	const void *given;
 } td_fs_xsrc;

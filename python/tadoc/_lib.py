@@ -125,6 +125,15 @@ class td_fuzzy_req(Structure):
                 ("err", c_int)]
 
 
+class td_word_count(Structure):
+    _fields_ = [("off", c_uint64), ("count", c_uint64), ("len", c_uint32)]
+
+
+class td_ngram_req(Structure):
+    _fields_ = [("scope", c_uint32), ("len", c_uint), ("top", c_uint64), ("grams", POINTER(td_word_count)),
+                ("ngrams", c_size_t), ("bytes", c_void_p), ("nbytes", c_size_t), ("err", c_int)]
+
+
 WORD_FN = CFUNCTYPE(c_int, c_void_p, POINTER(c_char), c_size_t, c_uint64)
 NGRAM_FN = CFUNCTYPE(c_int, c_void_p, POINTER(POINTER(c_char)), POINTER(c_size_t), c_uint, c_uint64)
 FUZZY_FN = CFUNCTYPE(c_int, c_void_p, c_uint, POINTER(c_char), c_size_t, c_uint64)
@@ -179,6 +188,9 @@ _PROTOS = {
     "td_gpu_open": (c_int, [_A, c_void_p, POINTER(c_void_p)]),
     "td_gpu_close": (None, [c_void_p]),
     "td_gpu_fuzzy_batch": (c_int, [c_void_p, POINTER(td_fuzzy_req), c_size_t]),
+    "td_ngram_batch": (c_int, [_A, POINTER(td_ngram_req), c_size_t, c_uint]),
+    "td_ngram_req_free": (None, [POINTER(td_ngram_req)]),
+    "td_gpu_ngram_batch": (c_int, [c_void_p, POINTER(td_ngram_req), c_size_t]),
 }
 
 _lib = None

@@ -741,6 +741,61 @@ class Archive:
             self._leave()
         return out
 
+    def _gpu_for(self, h, n, gpu, g):
+        """Open the GPU into g for a batch of n queries when `gpu` ("auto":
+        4000 queries or more and a usable GPU; "on": required) says so."""
+        L = self._L
+        if gpu == "on" or (gpu == "auto" and n >= 4000 and L.td_gpu_available()):
+            err = L.td_gpu_open(h, None, ctypes.byref(g)) if L.td_gpu_available() else _lib.TD_ENOGPU
+            if err and gpu == "on":
+                raise self._err(err, None)
+
+    def ngrams_many(self, queries, gpu="auto"):
+        """ngrams() of every (n, top, path) of `queries` as one batch: a
+        list of their answers, in order. gpu: "auto" runs a batch of 4000
+        queries or more on the GPU when one is usable, "on" requires it,
+        "off" keeps it on the CPU (every core); the answers are the same."""
+        qs = list(queries)
+        if gpu not in ("auto", "on", "off"):
+            raise TadocError(errno.EINVAL, "invalid argument: gpu must be auto, on or off, not %r" % (gpu,),
+                             self._path, None, _lib.TD_EINVAL)
+        for n, top, _ in qs:
+            if not 2 <= n <= _lib.TD_PHRASE_MAX or top < 0:
+                raise TadocError(errno.EINVAL, "invalid argument: n must be 2..%d and top >= 0 (n=%d, top=%d)"
+                                 % (_lib.TD_PHRASE_MAX, n, top), self._path, None, _lib.TD_EINVAL)
+        reqs = (_lib.td_ngram_req * max(1, len(qs)))()
+        h = self._enter()
+        g = ctypes.c_void_p()
+        try:
+            for i, (n, top, path) in enumerate(qs):
+                reqs[i].scope = self._scope(h, path)
+                reqs[i].len = n
+                reqs[i].top = top
+            L = self._L
+            _lib.clear_detail()
+            self._gpu_for(h, len(qs), gpu, g)
+            err = (L.td_gpu_ngram_batch(g, reqs, len(qs)) if g.value
+                   else L.td_ngram_batch(h, reqs, len(qs), 0))
+            out = []
+            for i in range(len(qs) if not err else 0):
+                r = reqs[i]
+                err = err or r.err
+                if err:
+                    break
+                raw = ctypes.string_at(r.bytes, r.nbytes) if r.nbytes else b""
+                out.append([(tuple(raw[r.grams[j].off:r.grams[j].off + r.grams[j].len]
+                                   .decode("utf-8", "surrogateescape").split(" ")), r.grams[j].count)
+                            for j in range(r.ngrams)])
+            if err:
+                raise self._err(err, None)
+        finally:
+            for i in range(len(qs)):
+                self._L.td_ngram_req_free(ctypes.byref(reqs[i]))
+            if g.value:
+                self._L.td_gpu_close(g)
+            self._leave()
+        return out
+
     def fuzzy(self, word, k=1, path=None):
         """Every distinct word of the scope within Levenshtein distance k
         (0..3, over code points) of `word`, as (distance, count, word), by
@@ -791,11 +846,7 @@ class Archive:
                 reqs[i].scope = scope
             L = self._L
             _lib.clear_detail()
-            use = gpu == "on" or (gpu == "auto" and len(wbs) >= 4000 and L.td_gpu_available())
-            if use:
-                err = L.td_gpu_open(h, None, ctypes.byref(g)) if L.td_gpu_available() else _lib.TD_ENOGPU
-                if err and gpu == "on":
-                    raise self._err(err, None)
+            self._gpu_for(h, len(wbs), gpu, g)
             err = (L.td_gpu_fuzzy_batch(g, reqs, len(wbs)) if g.value
                    else L.td_fuzzy_batch(h, reqs, len(wbs), 0))
             out = []
