@@ -444,6 +444,17 @@ static void reply_count(td_fs_batch *b, bitem *x, const td_count_req *c)
 	done(b, x->t0);
 }
 
+/* Answer x with a list value (rc < 0: that errno), free val. */
+static void reply_list(td_fs_batch *b, bitem *x, int rc, char *val, size_t len)
+{
+	if (rc < 0)
+		td_fs_reply_err(x->r, -rc);
+	else
+		td_fs_reply_xattr(x->r, val, len);
+	free(val);
+	done(b, x->t0);
+}
+
 /* A result arena of at least `bytes`: a pooled one if one is big enough
  * (else the largest free one is regrown), else a new one. Pinned memory is
  * slow to allocate: sizes grow in powers of two and are kept. */
@@ -581,12 +592,7 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 			i++;
 			continue;
 		}
-		if (rc < 0)
-			td_fs_reply_err(it[i].r, -rc);
-		else
-			td_fs_reply_xattr(it[i].r, val, len);
-		free(val);
-		done(b, it[i].t0);
+		reply_list(b, &it[i], rc, val, len);
 		it[i] = it[--n];
 	}
 	if (!n)
@@ -654,12 +660,7 @@ static void run_lists(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 		char *val = NULL;
 		size_t len = 0;
 		int rc = td_fs_xattr_given(b->fs, it[i].r->e, it[i].r->name, given, &val, &len);
-		if (rc < 0)
-			td_fs_reply_err(it[i].r, -rc);
-		else
-			td_fs_reply_xattr(it[i].r, val, len);
-		free(val);
-		done(b, it[i].t0);
+		reply_list(b, &it[i], rc, val, len);
 	}
 out:
 	for (size_t i = 0; wq && fq && lq && gq && i < n; i++) {
