@@ -965,20 +965,14 @@ typedef struct phrase {
 	int has_long, absent;           /* a word longer than TD_MAXTOK; a word not in the archive */
 } phrase;
 
-/* The phrase's words (bytes only; a the archive to find their ids in, or
- * NULL). */
-static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *ph)
+/* The phrase's words (their bytes; no archive read). */
+static int phrase_parse(const char *p, size_t len, phrase *ph)
 {
 	memset(ph, 0, sizeof *ph);
 	ph->m = td_phrase_words(p, len);
 	if (!ph->m)
 		return td_fail(TD_ENOTWORD, "'%.*s' is not a word or a phrase of words separated by single spaces",
 			       (int)(len > 64 ? 64 : len), p);
-	/* checked first, the checksums (and OTHER) go on a helper thread
-	 * while this one decodes WORDS, where the words are looked up */
-	int err = a && ph->m > 1 ? td_data_check(a) : TD_OK;
-	if (err)
-		return err;
 	size_t i = 0;
 	for (unsigned k = 0; k < ph->m; k++) {
 		size_t j = i;
@@ -986,18 +980,32 @@ static int phrase_parse(const td_archive *a, const char *p, size_t len, phrase *
 			j++;
 		ph->w[k] = p + i;
 		ph->len[k] = j - i;
-		if (j - i > TD_MAXTOK) {
+		ph->id[k] = BREAK;
+		if (j - i > TD_MAXTOK)
 			ph->has_long = 1;
-			ph->id[k] = BREAK;
-		} else if (a) {
-			int64_t w = td_find_word(a, p + i, j - i);
-			if (w < 0)
-				ph->absent = 1;
-			ph->id[k] = w < 0 ? BREAK : (uint32_t)w;
-		}
 		i = j + 1;
 	}
 	return TD_OK;
+}
+
+/* The phrase's word ids in a (BREAK for a long word; ph->absent when a
+ * word is not in its dictionary). */
+static int phrase_ids(const td_archive *a, phrase *ph)
+{
+	/* checked first, the checksums (and OTHER) go on a helper thread
+	 * while this one decodes WORDS, where the words are looked up */
+	int err = ph->m > 1 ? td_data_check(a) : TD_OK;
+	for (unsigned k = 0; k < ph->m && !err; k++) {
+		if (ph->len[k] > TD_MAXTOK)
+			continue;
+		int64_t w = td_find_word(a, ph->w[k], ph->len[k]);
+		if (w == -2)
+			return TD_ECORRUPT;
+		if (w < 0)
+			ph->absent = 1;
+		ph->id[k] = w < 0 ? BREAK : (uint32_t)w;
+	}
+	return err;
 }
 
 /* ---------- phrase counts per file: a matcher over the word stream ----------
@@ -1140,12 +1148,10 @@ static const uint32_t *kmp_rule(kmp *k, uint64_t r, unsigned depth)
 }
 
 /* Decode the root symbols whole (td_syms_build_part) when the scope's
- * files hold a quarter of them or more: cheaper than tile by tile. */
-static void scope_roots_flat(const an *x)
+ * files (those walked: `roots` symbols) hold a quarter of them or more:
+ * cheaper than tile by tile. */
+static void scope_roots_flat(const an *x, uint64_t roots)
 {
-	uint64_t roots = 0;
-	for (size_t f = 0; f < x->nfiles; f++)
-		roots += td_pack_get(&x->a->e_root, x->files[f] + 1) - td_pack_get(&x->a->e_root, x->files[f]);
 	if (roots >= x->a->meta.nroot / 4)
 		td_syms_build_part(x->a, 0, 1);
 }
@@ -1288,28 +1294,33 @@ static void phrase_chunk(void *ctx, size_t c)
 }
 
 /* Occurrences of the phrase ids[0..m) (word ids; 1 <= m <= TD_PHRASE_MAX)
- * in each of x's files into counts[] (zeroed here): the files' root
- * symbols in chunks over threads (td_par_threads), each chunk from the
- * automaton's start state (the matches that begin in it) and on for L
- * words past its end (those that begin in it and end after). */
-static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, uint64_t *counts)
+ * in each of x's files into counts[] (zeroed here; 0 for the files
+ * skip[f] names, not walked): the files' root symbols in chunks over
+ * threads (td_par_threads), each chunk from the automaton's start state
+ * (the matches that begin in it) and on for L words past its end (those
+ * that begin in it and end after). */
+static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, const uint8_t *skip, uint64_t *counts)
 {
 	kmp k;
 	rsplit sp;
 	kmp_init(&k, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
-	int err = rsplit_init(&sp, x, NULL);
-	if (!err && !(k.info = td_big_alloc((x->R ? x->R : 1) * k.stride * sizeof *k.info)))
+	int err = rsplit_init(&sp, x, skip);
+	/* a walk of a few files reaches few rules: their infos in 4 KiB
+	 * pages, not 2 MiB ones zeroed whole */
+	const size_t ib = (x->R ? x->R : 1) * k.stride * sizeof *k.info;
+	const int few = skip && sp.n < x->a->meta.nroot / 16;
+	if (!err && !(k.info = few ? td_big_alloc_sparse(ib) : td_big_alloc(ib)))
 		err = TD_ENOMEM;
 	if (!err) {
 		if (sp.nthreads <= 1)
-			scope_roots_flat(x);
+			scope_roots_flat(x, sp.n);
 		pjob j = { .k = &k, .sp = &sp, .counts = counts };
 		err = td_par_for(sp.nchunks, sp.nthreads, phrase_chunk, &j);
 		if (!err)
 			err = td_par_err_get(&j.err);
 	}
-	td_big_free(k.info, (x->R ? x->R : 1) * k.stride * sizeof *k.info);
+	td_big_free(k.info, ib);
 	free(sp.pre);
 	if (err)
 		memset(counts, 0, x->nfiles * sizeof *counts);
@@ -1484,21 +1495,159 @@ static int search_file(scanner *sc, pctx *p, td_entry e)
 	return err;
 }
 
+/* ---------- phrases of rare words: only the files that can hold them ----------
+ *
+ * With stored postings (td_postings.h: a format 4 archive or a shard
+ * made with --postings) the phrase's words are looked up by their bytes
+ * before the grammar is read: a word in no file of the archive means no
+ * occurrence anywhere (nothing else is read, not even the data's
+ * checksums). Otherwise the files holding the word in the fewest files
+ * are the candidates; the next rarest words' lists are intersected with
+ * them while a list holds at most PHR_ISECT times as many files as the
+ * candidates left (a list entry costs a few nanoseconds to decode, a
+ * candidate file's walk thousands of symbols). Only the candidates under
+ * the scope are walked; when they hold more than PHR_KEEP of the scope's
+ * root symbols the whole scope is walked as without postings (the
+ * restriction saves little there, and the whole walk decodes the
+ * symbols in bulk). A file without the rarest word cannot hold the
+ * phrase, so the counts are the full walk's. Phrases with a word longer
+ * than TD_MAXTOK (no id, never in the postings) are not restricted. */
+#define PHR_ISECT 64u
+#define PHR_KEEP(roots) ((roots) / 2)
+
+/* The candidate files of ph in a: *none = 1 when a word is in no file;
+ * else *keep (a bitmap over the entries, malloc'd) or NULL for all. */
+static int phrase_keep(const td_archive *a, const phrase *ph, uint64_t **keep, int *none)
+{
+	*keep = NULL;
+	*none = 0;
+	if (!td_post_has(a) || ph->has_long || ph->m < 2)
+		return TD_OK;
+	uint64_t df[TD_PHRASE_MAX];
+	unsigned ord[TD_PHRASE_MAX];
+	for (unsigned k = 0; k < ph->m; k++) {
+		int err = td_post_lookup(a, ph->w[k], ph->len[k], &df[k], NULL);
+		if (err)
+			return err;
+		if (!df[k]) {
+			*none = 1;
+			return TD_OK;
+		}
+		/* by file count, ascending (insertion: m <= 8) */
+		unsigned j = k;
+		for (; j > 0 && df[ord[j - 1]] > df[k]; j--)
+			ord[j] = ord[j - 1];
+		ord[j] = k;
+	}
+	td_entry *c = NULL;
+	uint64_t nc = 0;
+	int err = td_post_lookup(a, ph->w[ord[0]], ph->len[ord[0]], &nc, &c);
+	for (unsigned i = 1; i < ph->m && !err && nc; i++) {
+		unsigned k = ord[i];
+		if (df[k] > PHR_ISECT * nc)
+			continue;
+		td_entry *d = NULL;
+		uint64_t nd = 0, n = 0;
+		if ((err = td_post_lookup(a, ph->w[k], ph->len[k], &nd, &d)))
+			break;
+		for (uint64_t u = 0, v = 0; u < nc && v < nd;) { /* both ascending */
+			if (c[u] < d[v])
+				u++;
+			else if (c[u] > d[v])
+				v++;
+			else {
+				c[n++] = c[u++];
+				v++;
+			}
+		}
+		nc = n;
+		free(d);
+	}
+	const uint64_t ne = a->meta.nentries;
+	if (!err && !nc)
+		*none = 1;
+	else if (!err && !(*keep = calloc(ne / 64 + 1, sizeof **keep)))
+		err = TD_ENOMEM;
+	for (uint64_t i = 0; i < nc && !err && *keep; i++)
+		(*keep)[c[i] >> 6] |= UINT64_C(1) << (c[i] & 63);
+	free(c);
+	return err;
+}
+
+/* The scope without any file read: its files for a list (checked), none
+ * for a scope (checked), for a phrase that cannot occur. */
+static int an_init_none(an *x, const td_archive *a, td_entry scope, const td_entry *list, size_t nlist)
+{
+	memset(x, 0, sizeof *x);
+	x->a = a;
+	if (list)
+		return add_list(x, list, nlist);
+	return scope < a->meta.nentries ? TD_OK : td_fail(TD_EINVAL, "no entry %u", scope);
+}
+
+/* Per file of x, whether it is left out (not in keep), into *skip
+ * (malloc'd), and the root symbols of the files kept in *kept; *skip
+ * stays NULL (walk all) when they are more than PHR_KEEP of the scope's. */
+static int phrase_skip(const an *x, const uint64_t *keep, uint8_t **skip, uint64_t *kept)
+{
+	uint64_t all = 0, in = 0;
+	*skip = NULL;
+	*kept = 0;
+	uint8_t *sk = malloc(x->nfiles ? x->nfiles : 1);
+	if (!sk)
+		return TD_ENOMEM;
+	for (size_t f = 0; f < x->nfiles; f++) {
+		uint64_t rs, re;
+		int err = root_range(x, x->files[f], &rs, &re);
+		if (err) {
+			free(sk);
+			return err;
+		}
+		sk[f] = !(keep[x->files[f] >> 6] >> (x->files[f] & 63) & 1);
+		all += re - rs;
+		in += sk[f] ? 0 : re - rs;
+	}
+	*kept = all;
+	if (in > PHR_KEEP(all)) {
+		free(sk);
+		return TD_OK;
+	}
+	*skip = sk;
+	*kept = in;
+	return TD_OK;
+}
+
 /* Count a phrase per file of the scope: counts[i] for x->files[i], and,
- * with out, every hit. */
-static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, const td_entry *list, size_t nlist,
-		      an *x, uint64_t **counts, td_hits *out)
+ * with out, every hit. ph: phrase_parse's (its ids are looked up here). */
+static int phrase_run(const td_archive *a, phrase *ph, td_entry scope, const td_entry *list, size_t nlist, an *x,
+		      uint64_t **counts, td_hits *out)
 {
 	rset s = { 0 };
 	seqinfo si = { 0 };
-	int err = an_init_list(x, a, scope, list, nlist, 1);
+	uint64_t *keep = NULL, kept = 0;
+	uint8_t *skip = NULL;
+	int none = 0;
+	*counts = NULL;
+	memset(x, 0, sizeof *x);
+	int err = phrase_keep(a, ph, &keep, &none);
+	if (!err && none)
+		err = an_init_none(x, a, scope, list, nlist);
+	if (!err && !none && !(err = phrase_ids(a, ph)))
+		err = an_init_list(x, a, scope, list, nlist, !keep);
+	if (!err && keep && !(err = phrase_skip(x, keep, &skip, &kept)) && kept >= a->meta.nroot / 16)
+		td_syms_build_part(a, 1, 0); /* as an_init_list does for a large walk */
+	free(keep);
 	if (err)
 		return err;
 	*counts = calloc(x->nfiles ? x->nfiles : 1, sizeof **counts);
-	if (!*counts)
+	if (!*counts) {
+		free(skip);
 		return TD_ENOMEM;
-	if (ph->absent)
+	}
+	if (none || ph->absent) {
+		free(skip);
 		return TD_OK;
+	}
 	if (ph->has_long) {
 		/* only files with pieces can hold it: their text */
 		for (size_t f = 0; f < x->nfiles && !err; f++) {
@@ -1515,7 +1664,8 @@ static int phrase_run(const td_archive *a, const phrase *ph, td_entry scope, con
 	}
 	/* counts by the matcher; a search then scans only the files that
 	 * hold the phrase */
-	err = phrase_counts_fast(x, ph->id, ph->m, *counts);
+	err = phrase_counts_fast(x, ph->id, ph->m, skip, *counts);
+	free(skip);
 	if (err || !out)
 		return err;
 	/* one pass: each file's root symbols, each rule met computed
@@ -1545,7 +1695,7 @@ int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry sco
 		return td_shard_phrase_count(a, p, len, scope, count);
 	phrase ph;
 	*count = 0;
-	int err = phrase_parse(a, p, len, &ph);
+	int err = phrase_parse(p, len, &ph);
 	if (err)
 		return err;
 	if (ph.m == 1)
@@ -1567,7 +1717,7 @@ int td_phrase_search(const td_archive *a, const char *p, size_t len, td_entry sc
 	if (td_sharded(a))
 		return td_shard_phrase_search(a, p, len, scope, out);
 	phrase ph;
-	int err = phrase_parse(a, p, len, &ph);
+	int err = phrase_parse(p, len, &ph);
 	if (err)
 		return err;
 	if (ph.m == 1)
@@ -1945,7 +2095,7 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 	if (err || done)
 		return err;
 	phrase ph;
-	if ((err = phrase_parse(a, p, len, &ph)))
+	if ((err = phrase_parse(p, len, &ph)))
 		return err;
 	an x;
 	uint64_t *counts = NULL;
@@ -1956,7 +2106,7 @@ int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry sco
 		err = an_init_list(&x, a, scope, NULL, 0, 0);
 		if (!err && !(counts = calloc(x.nfiles ? x.nfiles : 1, sizeof *counts)))
 			err = TD_ENOMEM;
-		if (!err && !ph.absent)
+		if (!err) /* a word not in the archive: counts 0 */
 			err = td_word_file_counts(a, p, len, x.files, x.nfiles, counts);
 	} else {
 		err = phrase_run(a, &ph, scope, NULL, 0, &x, &counts, NULL);
@@ -2968,7 +3118,7 @@ static int texts_phrase(const phrase *ph, const td_texts *texts, size_t first, u
 int td_phrase_texts(const char *p, size_t len, const td_texts *texts, size_t first, uint64_t *counts, td_hits *out)
 {
 	phrase ph;
-	int err = phrase_parse(NULL, p, len, &ph);
+	int err = phrase_parse(p, len, &ph);
 	return err ? err : texts_phrase(&ph, texts, first, counts, out);
 }
 
@@ -2976,7 +3126,7 @@ int td_phrase_list(const td_archive *a, const char *p, size_t len, const td_entr
 		   const td_texts *texts, uint64_t *counts, td_hits *out)
 {
 	phrase ph;
-	int err = phrase_parse(a, p, len, &ph);
+	int err = phrase_parse(p, len, &ph);
 	if (err)
 		return err;
 	an x;

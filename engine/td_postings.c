@@ -482,6 +482,42 @@ int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope
 	return TD_OK;
 }
 
+int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df, td_entry **ents)
+{
+	*df = 0;
+	if (ents)
+		*ents = NULL;
+	if (!a->post || len == 0 || len > TD_MAXTOK)
+		return TD_OK;
+	int err = post_open(a);
+	pblock b;
+	int found = 0;
+	if (err || (err = post_find(a, (const uint8_t *)w, len, &b, &found)) || !found)
+		return err;
+	*df = b.df;
+	if (!ents || !b.df)
+		return TD_OK;
+	td_entry *v = malloc(b.df * sizeof *v);
+	if (!v)
+		return TD_ENOMEM;
+	uint64_t e = 0, c, k = 0, want = b.df;
+	int r;
+	while ((r = block_next(&b, &e, &c)) == 1) {
+		if (e >= a->meta.nentries || (k && e <= v[k - 1])) {
+			r = post_bad("an item names no regular file");
+			break;
+		}
+		v[k++] = (td_entry)e;
+	}
+	if (r < 0 || k != want) {
+		free(v);
+		*df = 0;
+		return r < 0 ? r : post_bad("bad file count");
+	}
+	*ents = v;
+	return TD_OK;
+}
+
 int td_post_verify(const td_archive *a)
 {
 	if (!a->post)

@@ -62,6 +62,14 @@ int td_post_has(const td_archive *a);
 int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope, int rank, td_file_count **out,
 		  size_t *n, int *done);
 
+/* Word w[0..len) in a's postings (a format 4 archive or a shard; none, or
+ * a word longer than TD_MAXTOK: *df = 0): *df the number of files holding
+ * it (0: none), and with ents the entries of those files, ascending, in
+ * *ents (malloc'd, caller frees; NULL when *df is 0). Reads only the
+ * word's block (bisected by its bytes, the groups it meets checked), not
+ * the grammar. TD_OK, TD_ENOMEM, TD_ECORRUPT. Thread-safe. */
+int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df, td_entry **ents);
+
 /* Check the whole section against the grammar's counts: bounds, block
  * words equal to the dictionary's, entries ascending and regular files,
  * each word's counts adding up to its count in the archive, each file's

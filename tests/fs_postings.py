@@ -15,6 +15,13 @@ from the stored lists); `tadoc compact` afterwards keeps postings in every
 shard. A damaged section (a byte flipped, checksums left stale; or
 flipped with every checksum made right again) is refused by verify and by
 `tadoc files` with one message naming the archive and the section.
+Phrases, which postings restrict to the files holding their rarest word
+(td_analytics.c): `tadoc count`, `search` and `files` of phrases around
+words in one or two files, of rare words never together, of rare beside
+common words, of common pairs and of absent words, on format 4 and 5
+(files split over shards, phrases across cuts inside words), and the same
+xattrs on the writable mount after the edits (phrases only the edits
+wrote included), against the oracle.
 
 Environment: TADOC, TADOCFS, TADOC_CORPORA (sotu). Exit 77 without
 /dev/fuse or root (the mount part; the rest needs neither, but runs with
@@ -27,6 +34,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import oracle  # noqa: E402
@@ -76,7 +84,68 @@ def words_of(c, rng, scope):
     return [w for w in dict.fromkeys(out) if b"\n" not in w and len(w) < 4000]
 
 
-def check_archive(label, c, arch, rng, ndirs=6, nfiles=6):
+def rare_phrases(c, rng, k=3):
+    """Phrases the postings restrict (td_analytics.c, "phrases of rare words"): around
+    words in at most two files (the word and its neighbours), two rare words of different
+    files (each in few files, never together), a rare word beside a common one it never
+    precedes, common pairs, and absent words beside common ones."""
+    df = {}
+    for f, ws in c.words.items():
+        for w in set(w for w, _ in ws):
+            df[w] = df.get(w, 0) + 1
+    top = [w for w, _ in c.top(b"", 2)]
+    out, rare = [], []
+    files = sorted(f for f in c.words if len(c.words[f]) >= 4)
+    for f in rng.sample(files, min(len(files), 40)):
+        ws = c.words[f]
+        i = next((i for i in rng.sample(range(1, len(ws) - 2), len(ws) - 3) if df[ws[i][0]] <= 2), None)
+        if i is None or len(rare) >= 2 * k:
+            continue
+        rare.append((ws[i][0], f))
+        out += [b" ".join(w for w, _ in ws[i:i + 2]), b" ".join(w for w, _ in ws[i - 1:i + 2])]
+    out = out[:2 * k]
+    for (a, fa), (b, fb) in zip(rare, rare[1:]):
+        if fa != fb:
+            out.append(a + b" " + b)
+    if rare and top:
+        out += [rare[0][0] + b" " + top[0], top[0] + b" " + rare[0][0]]
+    if len(files) > 0:
+        ws = c.words[rng.choice(files)]
+        out.append(b" ".join(w for w, _ in ws[:2]))
+    out += [b" ".join(top[:2]) if len(top) > 1 else b"", b"zzqqxxw " + top[0], top[0] + b" zzqqxxw"] if top else []
+    return [p for p in dict.fromkeys(out) if b" " in p and b"\n" not in p and len(p) < 250]
+
+
+def check_phrases(label, c, arch, rng, scopes, mnt=None, phr=None):
+    """count, search and files of rare_phrases (or phr) on `scopes` against the oracle:
+    through tadoc, and through the xattrs of the mount mnt when given."""
+    n = bad = 0
+    t0 = time.monotonic()
+    phr = phr if phr is not None else rare_phrases(c, rng, 2)
+    for s in scopes:
+        is_dir = not s or c.kind.get(s) == "d"
+        p = [s] if s else []
+        for q in phr:
+            hits = c.hits(q, s)
+            want = {"count": b"%d\n" % len(hits),
+                    "search": b"".join((oracle.esc_path(f) + b":" if is_dir else b"") + b"%d\n" % o for f, o in hits)}
+            if is_dir:
+                want["files"] = oracle.render("files", c, {"path": s, "word": os.fsdecode(q)})
+            for cmd, w in want.items():
+                n += 1
+                if mnt is None:
+                    got = tadoc(cmd, arch, q, *p)
+                    got = got.stdout if got.returncode == 0 else got.stderr
+                else:
+                    got, _ = fs_an.getx(os.path.join(mnt, os.fsdecode(s)), "user.tadoc.%s.%s" % (cmd, os.fsdecode(q)))
+                    w = w[:-1] if cmd == "count" else w
+                bad += not check(got == w, "%s %r %s %r: %r..., oracle %r..." % (label, s, cmd, q[:60], got[:200],
+                                                                             w[:200]))
+    log("  %s: %d phrase queries (count, search, files; %d phrases) over %d scopes equal the oracle%s (%.1f s)" %
+        (label, n, len(phr), len(scopes), "" if not bad else " (%d differ)" % bad, time.monotonic() - t0))
+
+
+def check_archive(label, c, arch, rng, ndirs=6, nfiles=6, phrases=True):
     r = tadoc("verify", arch)
     check(r.returncode == 0, "%s: verify: %r" % (label, r.stderr))
     pl = postings_line(arch)
@@ -109,6 +178,8 @@ def check_archive(label, c, arch, rng, ndirs=6, nfiles=6):
     bad += not check(got.stdout == want, "%s: files -f: %r..." % (label, got.stdout[:200] or got.stderr))
     log("  %s (%s): %d ranked-files queries over %d scopes equal the oracle%s" %
         (label, pl, n, len(scopes), "" if not bad else " (%d differ)" % bad))
+    if phrases:
+        check_phrases(label, c, arch, rng, scopes[:2])
 
 
 def sections(arch):
@@ -179,6 +250,9 @@ def writable(work, tree, rng):
                                                                                         want[:200]))
         log("  writable format 5 (64K shards) after 60 random edits: %d files.WORD attributes equal the oracle%s"
             % (n, "" if not bad else " (%d differ)" % bad))
+        # phrases: rare ones of the edited tree, and ones only the edits wrote (absent from the postings)
+        check_phrases("writable, phrases", c, arch, rng, scopes[:2], mnt=mnt,
+                      phr=rare_phrases(c, rng, 2) + [b"zzqqxx the", b"the zzqqxx", b"alpha beta", b"new Word"])
     finally:
         unmount(mnt)
     r = tadoc("compact", arch)
@@ -186,7 +260,7 @@ def writable(work, tree, rng):
     pl = postings_line(arch)
     got = pl.split("in ")[-1].split(" of ") if "shards" in pl else []
     check(len(got) == 2 and got[0] == got[1].split()[0], "after compaction: %r" % pl)
-    check_archive("compacted after the edits", c, arch, rng, ndirs=3, nfiles=3)
+    check_archive("compacted after the edits", c, arch, rng, ndirs=3, nfiles=3, phrases=False)
 
 
 def main():
@@ -211,7 +285,7 @@ def main():
                                 ("sotu, format 5 at 1M shards", ["--format", "5", "--shard-size", "1M"])):
                 arch = os.path.join(work, "sotu-%d.tadoc" % len(args))
                 compress(sotu, arch, args)
-                check_archive(label, cs, arch, rng, ndirs=0, nfiles=4)
+                check_archive(label, cs, arch, rng, ndirs=0, nfiles=4, phrases="format 5" in label)
         else:
             log("sotu not available: skipped (set TADOC_CORPORA)")
         # a file without ASCII separators, cut inside words: the words at the cuts
@@ -235,6 +309,9 @@ def main():
         check(r.returncode == 0, "midcut verify: %r" % r.stderr)
         log("  a file cut inside words (%d cuts): %d words at the cuts equal the oracle%s" %
             (len(cuts), len(cutw), "" if not bad else " (%d differ)" % bad))
+        # phrases across the cuts (rare words there: the shards' candidates hold a piece)
+        cutp = [p for p in cli_an.cut_phrases(cm, b"nosep.txt", cuts) if b" " in p and len(p) < 250]
+        check_phrases("midcut", cm, arch, rng, [b""], phr=cutp[:6])
         # tadoc add: the new shards get postings too
         part = os.path.join(work, "part")
         os.mkdir(part)
@@ -251,7 +328,7 @@ def main():
         pl = postings_line(arch)
         got = pl.split("in ")[-1].split(" of ")
         check(len(got) == 2 and got[0] == got[1].split()[0], "after tadoc add: %r" % pl)
-        check_archive("adversarial, built in two halves by tadoc add", c, arch, rng, ndirs=4, nfiles=3)
+        check_archive("adversarial, built in two halves by tadoc add", c, arch, rng, ndirs=4, nfiles=3, phrases=False)
         damaged(work, adv)
         writable(work, adv, rng)
     finally:
