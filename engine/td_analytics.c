@@ -1634,8 +1634,11 @@ static int phrase_run(const td_archive *a, phrase *ph, td_entry scope, const td_
 		err = an_init_none(x, a, scope, list, nlist);
 	if (!err && !none && !(err = phrase_ids(a, ph)))
 		err = an_init_list(x, a, scope, list, nlist, !keep);
-	if (!err && keep && !(err = phrase_skip(x, keep, &skip, &kept)) && kept >= a->meta.nroot / 16)
-		td_syms_build_part(a, 1, 0); /* as an_init_list does for a large walk */
+	/* rule symbols decoded whole for a large walk, as an_init_list does;
+	 * for a walk of some files from a thirty-second of the root symbols
+	 * (their rules are read tile by tile, again and again, otherwise) */
+	if (!err && keep && !(err = phrase_skip(x, keep, &skip, &kept)) && kept >= a->meta.nroot / (skip ? 32 : 16))
+		td_syms_build_part(a, 1, 0);
 	free(keep);
 	if (err)
 		return err;

@@ -518,6 +518,22 @@ int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df,
 	return TD_OK;
 }
 
+int td_post_holds(const td_archive *a, const char *w, size_t len, td_entry e)
+{
+	if (!a->post || len == 0 || len > TD_MAXTOK)
+		return 0;
+	int err = post_open(a);
+	pblock b;
+	int found = 0;
+	if (err || (err = post_find(a, (const uint8_t *)w, len, &b, &found)) || !found)
+		return err ? err : 0;
+	uint64_t at = 0, c;
+	int r;
+	while ((r = block_next(&b, &at, &c)) == 1 && at < e)
+		;
+	return r < 0 ? r : r == 1 && at == e;
+}
+
 int td_post_verify(const td_archive *a)
 {
 	if (!a->post)

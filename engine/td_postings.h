@@ -70,6 +70,11 @@ int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope
  * the grammar. TD_OK, TD_ENOMEM, TD_ECORRUPT. Thread-safe. */
 int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df, td_entry **ents);
 
+/* Whether a's postings list entry e under word w[0..len): 1 or 0 (also
+ * without postings, or for a word longer than TD_MAXTOK), or
+ * TD_ECORRUPT / TD_ENOMEM. Reads the word's block up to e. Thread-safe. */
+int td_post_holds(const td_archive *a, const char *w, size_t len, td_entry e);
+
 /* Check the whole section against the grammar's counts: bounds, block
  * words equal to the dictionary's, entries ascending and regular files,
  * each word's counts adding up to its count in the archive, each file's

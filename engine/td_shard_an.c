@@ -268,7 +268,11 @@ static int fix_zone(cfile *cf, zone z, uint64_t pe, unsigned m, run_fn fn, void 
 }
 
 /* Every run of m words that the shards miscount in split file e. */
-static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void *ctx)
+/* Whether the cut between pieces p and q (the next) of a file can be left
+ * out: 1 (no run fn could want touches it), 0, or an error. */
+typedef int (*cut_fn)(void *sctx, const td_archive *a, const td_disk_piece *p, const td_disk_piece *q);
+
+static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void *ctx, cut_fn skip, void *sctx)
 {
 	cfile cf = { .a = a, .e = e };
 	td_stat st;
@@ -287,6 +291,13 @@ static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void
 		zone z = { c, c };
 		if (c == 0 || c >= cf.size)
 			continue; /* an empty piece: nothing is cut */
+		int sk = skip ? skip(sctx, a, &cf.pc[k - 1], &cf.pc[k]) : 0;
+		if (sk < 0) {
+			err = sk;
+			break;
+		}
+		if (sk)
+			continue;
 		if ((err = cf_read(&cf, c - 1, 1)))
 			break;
 		if (!td_cut_byte(cf.buf[0]) && ((err = sync_back(&cf, c, &z.zs)) || (err = sync_fwd(&cf, c, &z.ze))))
@@ -307,13 +318,13 @@ static int fix_file(const td_archive *a, td_entry e, unsigned m, run_fn fn, void
 }
 
 /* fix_file over every split file of scope. */
-static int fix_scope(const td_archive *a, td_entry scope, unsigned m, run_fn fn, void *ctx)
+static int fix_scope(const td_archive *a, td_entry scope, unsigned m, run_fn fn, void *ctx, cut_fn skip, void *sctx)
 {
 	td_entry *v;
 	size_t n;
 	int err = td_shard_split_files(a, scope, m == 1, &v, &n); /* one word spans no cut at a sync point */
 	for (size_t i = 0; i < n && !err; i++)
-		err = fix_file(a, v[i], m, fn, ctx);
+		err = fix_file(a, v[i], m, fn, ctx, skip, sctx);
 	free(v);
 	return err;
 }
@@ -946,7 +957,7 @@ static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, un
 	if (!err)
 		err = td_par_err_get(&j.err);
 	if (!err && n > 1)
-		err = fix_scope(a, scope, m, corr_run, &mg->c);
+		err = fix_scope(a, scope, m, corr_run, &mg->c, NULL, NULL);
 	if (!err)
 		err = merged_ids(mg);
 	if (!err)
@@ -1108,7 +1119,7 @@ static int merged_init_set(merged *mg, const td_archive *a, const td_entry *list
 			err = part_fill(&mg->p[mg->np++], s, TD_ROOT, ss.v[k].local, ss.v[k].n, m, NULL);
 	}
 	for (size_t i = 0; i < ss.nsplit && !err; i++)
-		err = fix_file(a, list[ss.split[i]], m, corr_run, &mg->c);
+		err = fix_file(a, list[ss.split[i]], m, corr_run, &mg->c, NULL, NULL);
 	if (!err && texts && texts->n) {
 		part *pt = &mg->p[mg->np++];
 		tpart tp = { .p = pt, .m = m };
@@ -1464,6 +1475,38 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
 	return TD_OK;
 }
 
+/* The cut between pieces p and q of a file, for a phrase (a cut_fn): it
+ * can be left out when no run of the phrase touches it. With both shards'
+ * postings that is so when p's text does not end inside a word (no word
+ * spans the cut, so the shards' words near it are the file's), both
+ * pieces hold at least m + 2 words (a run touching the cut lies in the two
+ * pieces), and one of the phrase's words is in neither piece (a run
+ * equal to the phrase holds each of its words whole, in p or in q). */
+static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, const td_disk_piece *q)
+{
+	const pmatch *pm = sctx;
+	td_archive *sp, *sq;
+	int err = td_shard_sub(a, p->shard, &sp);
+	if (!err)
+		err = td_shard_sub(a, q->shard, &sq);
+	if (err)
+		return err;
+	if (!td_post_has(sp) || !td_post_has(sq) || td_post_ends_mid(sp, p->local) != 0 ||
+	    p->local >= sp->meta.nentries || q->local >= sq->meta.nentries ||
+	    td_pack_get(&sp->e_nwords, p->local) < pm->m + 2 || td_pack_get(&sq->e_nwords, q->local) < pm->m + 2)
+		return 0;
+	for (unsigned k = 0; k < pm->m; k++) {
+		if (pm->len[k] > TD_MAXTOK)
+			continue; /* never in the postings */
+		int in = td_post_holds(sp, pm->w[k], pm->len[k], p->local);
+		if (!in)
+			in = td_post_holds(sq, pm->w[k], pm->len[k], q->local);
+		if (in <= 0)
+			return in < 0 ? in : 1;
+	}
+	return 0;
+}
+
 /* Pieces counted on threads (count_piece: piece k's count into c[k]). */
 typedef struct pcjob {
 	const td_archive *a;
@@ -1505,7 +1548,7 @@ int td_shard_phrase_count(const td_archive *a, const char *p, size_t len, td_ent
 		sum += cs[k];
 	free(cs);
 	if (!err && n > 1)
-		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm, pmatch_cut, &pm);
 	if (!err)
 		*count = sum + (uint64_t)pm.count;
 	return err;
@@ -1568,7 +1611,7 @@ int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_en
 	pm.drop = &drop;
 	if (!(err = td_shard_hits(a, scope, phrase_piece_fn, &ps, out)) && !(err = scope_pieces(a, scope, &pc, &n)) &&
 	    n > 1)
-		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm, pmatch_cut, &pm);
 	if (!err)
 		drop_hits(out, before, &drop);
 	if (!err)
@@ -1630,7 +1673,7 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 	/* and the runs at the cuts */
 	pm.files = 1;
 	if (!err && n > 1)
-		err = fix_scope(a, scope, pm.m, pmatch_run, &pm);
+		err = fix_scope(a, scope, pm.m, pmatch_run, &pm, pmatch_cut, &pm);
 	if (!err && nv + pm.nf > cap) {
 		cap = nv + pm.nf;
 		td_file_count *nv2 = realloc(v, (cap ? cap : 1) * sizeof *nv2);
@@ -1685,7 +1728,7 @@ static int cw_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, unsi
 int td_shard_cut_words(const td_archive *a, td_entry scope, td_cutword_fn fn, void *ctx)
 {
 	cw c = { fn, ctx };
-	return fix_scope(a, scope, 1, cw_run, &c);
+	return fix_scope(a, scope, 1, cw_run, &c, NULL, NULL);
 }
 
 /* ---------- a set of files: the public forms ---------- */
@@ -1769,7 +1812,7 @@ int td_shard_set_phrase(const td_archive *a, const char *p, size_t len, const td
 	setp sp = { &pm, 0, counts, out, &drop };
 	for (size_t i = 0; i < ss.nsplit && !err; i++) {
 		sp.i = ss.split[i];
-		err = fix_file(a, list[sp.i], pm.m, setp_run, &sp);
+		err = fix_file(a, list[sp.i], pm.m, setp_run, &sp, pmatch_cut, &pm);
 	}
 	/* the texts, matched by bytes */
 	if (!err && texts)
@@ -1802,7 +1845,7 @@ int td_shard_set_counts(const td_archive *a, const td_entry *list, size_t nlist,
 	}
 	cw c = { cut, ctx };
 	for (size_t i = 0; i < ss.nsplit && !err; i++)
-		err = fix_file(a, list[ss.split[i]], 1, cw_run, &c);
+		err = fix_file(a, list[ss.split[i]], 1, cw_run, &c, NULL, NULL);
 	sset_free(&ss);
 	return err;
 }
