@@ -312,7 +312,7 @@ def main():
             (len(cuts), len(cutw), "" if not bad else " (%d differ)" % bad))
         # phrases across the cuts (rare words there: the shards' candidates hold a piece)
         cutp = [p for p in cli_an.cut_phrases(cm, b"nosep.txt", cuts) if b" " in p and len(p) < 250]
-        check_phrases("midcut", cm, arch, rng, [b""], phr=cutp[:6])
+        check_phrases("midcut", cm, arch, rng, [b""], phr=cutp[:3])
         # one file of separated words over five shards: its cuts fall between words (cuts a
         # phrase cannot touch are not read; these phrases straddle them)
         sep = os.path.join(work, "sep")
@@ -328,7 +328,7 @@ def main():
         cutp = [p for p in cli_an.cut_phrases(cs5, b"words.txt", cuts) if b" " in p]
         check(len(cuts) >= 3 and len(cutp) >= 8, "words.txt: %d cuts, %d phrases at them" % (len(cuts), len(cutp)))
         check_phrases("separated words, %d cuts" % len(cuts), cs5, arch, rng, [b""],
-                      phr=cutp[:12] + rare_phrases(cs5, rng, 2))
+                      phr=cutp[:8] + rare_phrases(cs5, rng, 1))
         # tadoc add: the new shards get postings too
         part = os.path.join(work, "part")
         os.mkdir(part)
