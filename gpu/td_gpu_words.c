@@ -1006,12 +1006,46 @@ typedef struct td_gngm {
 	const td_archive *a;
 	td_ngram_req *reqs;
 	td_gwm_unit_l *one;            /* a unit each: its whole scopes */
-	const size_t *cmap;            /* the engine's requests */
+	const size_t *cmap;            /* the engine's requests, one of each question */
 	size_t nc;
+	const size_t *dup;             /* pairs (request, the same question in cmap) */
+	size_t ndup;
 	unsigned threads;
 	uint32_t nu;
 	int err;
 } td_gngm;
+
+/* *d = a copy of answer *q. TD_OK or TD_ENOMEM. */
+static int td_gng_copy(td_ngram_req *d, const td_ngram_req *q)
+{
+	d->err = q->err;
+	if (!q->ngrams)
+		return TD_OK;
+	d->grams = malloc(q->ngrams * sizeof *d->grams);
+	d->bytes = malloc(q->nbytes ? q->nbytes : 1);
+	if (!d->grams || !d->bytes) {
+		td_ngram_req_free(d);
+		return TD_ENOMEM;
+	}
+	memcpy(d->grams, q->grams, q->ngrams * sizeof *d->grams);
+	memcpy(d->bytes, q->bytes, q->nbytes);
+	d->ngrams = q->ngrams;
+	d->nbytes = q->nbytes;
+	return TD_OK;
+}
+
+/* Order of requests by question (scope, length, top), then index. */
+static int td_gng_qcmp(const void *x, const void *y, void *ctx)
+{
+	const td_ngram_req *r = ctx, *p = &r[*(const size_t *)x], *q = &r[*(const size_t *)y];
+	if (p->scope != q->scope)
+		return p->scope < q->scope ? -1 : 1;
+	if (p->len != q->len)
+		return p->len < q->len ? -1 : 1;
+	if (p->top != q->top)
+		return p->top < q->top ? -1 : 1;
+	return (*(const size_t *)x > *(const size_t *)y) - (*(const size_t *)x < *(const size_t *)y);
+}
 
 /* Task s < nu: shard s's requests on its handle; task nu: the engine's
  * requests on the whole archive, meanwhile. */
@@ -1022,6 +1056,8 @@ static void td_gngm_unit(void *ctx, unsigned s)
 	if (s == c->nu) {
 		if (c->nc)
 			r = td_gpu_cpu_rest(c->a, c->threads, c->reqs, sizeof *c->reqs, c->cmap, c->nc, td_cpu_ngram);
+		for (size_t k = 0; !r && k < c->ndup; k++)
+			r = td_gng_copy(&c->reqs[c->dup[2 * k]], &c->reqs[c->dup[2 * k + 1]]);
 		if (r)
 			c->err = r;
 		return;
@@ -1074,9 +1110,29 @@ static int td_gng_multi(td_gpu *g, td_gmulti *m, td_ngram_req *reqs, size_t n)
 		else
 			r = td_gwm_push(&c.one[p[0].shard], &ocap[p[0].shard], i, p[0].local);
 	}
+	/* the engine's requests asking the same question (a scope over
+	 * several shards costs it a merge of every piece): answered once,
+	 * then copied */
+	size_t *dup = !r && nc > 1 ? malloc(2 * nc * sizeof *dup) : NULL, ndup = 0;
+	if (dup) {
+		qsort_r(cmap, nc, sizeof *cmap, td_gng_qcmp, reqs);
+		size_t nu2 = 0;
+		for (size_t k = 0; k < nc; k++) {
+			const td_ngram_req *p = &reqs[cmap[k]], *q = nu2 ? &reqs[cmap[nu2 - 1]] : NULL;
+			if (q && p->scope == q->scope && p->len == q->len && p->top == q->top) {
+				dup[2 * ndup] = cmap[k];
+				dup[2 * ndup++ + 1] = cmap[nu2 - 1];
+			} else {
+				cmap[nu2++] = cmap[k];
+			}
+		}
+		nc = nu2;
+	}
 	if (!r) {
 		c.cmap = cmap;
 		c.nc = nc;
+		c.dup = dup;
+		c.ndup = ndup;
 		td_gpu_par(nu + 1, td_gngm_unit, &c);
 		r = c.err;
 	}
@@ -1089,6 +1145,7 @@ static int td_gng_multi(td_gpu *g, td_gmulti *m, td_ngram_req *reqs, size_t n)
 			td_ngram_req_free(&reqs[i]);
 	free(c.one);
 	free(cmap);
+	free(dup);
 	free(ocap);
 	return r == TD_ENOMEM ? td_fail(TD_ENOMEM, "gpu: n-gram batch") : r;
 }
