@@ -830,8 +830,12 @@ int64_t td_gwd_word(const td_gunit *u, const char *p, size_t len)
 
 /* ---- n-grams (td_gpu_ngram_batch) ----
  * The same spans and expansion as top words (td_gngdev_round); a round a
- * length. Format 5, the corpus, long words, symbolic links, bad lengths
- * and what a round cannot take go to the engine (td_ngram_batch). */
+ * length. The corpus, long words, symbolic links, bad lengths and what a
+ * round cannot take go to the engine (td_ngram_batch). Format 5: a scope
+ * held whole by one shard is that shard's question (td_shard_ngrams asks
+ * td_ngrams of the shard the same way), on the shard's handle; a scope
+ * over several shards (a file cut between shards, a directory across a
+ * cut) is the engine's, which counts the runs across each cut. */
 
 typedef struct td_gngb {
 	const struct td_gwd *w;
@@ -907,16 +911,10 @@ static int td_cpu_ngram(const td_archive *a, void *q, size_t n, unsigned t)
 	return td_ngram_batch(a, q, n, t);
 }
 
-int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
+/* A batch on one handle of one unit (format 1-4, or one shard); the
+ * requests' answers are cleared. */
+static int td_gng_unit_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
 {
-	if (!g || (!reqs && n))
-		return td_fail(TD_EINVAL, "gpu: bad batch");
-	for (size_t i = 0; i < n; i++) {
-		reqs[i].grams = NULL;
-		reqs[i].bytes = NULL;
-		reqs[i].ngrams = reqs[i].nbytes = 0;
-		reqs[i].err = TD_OK;
-	}
 	const td_archive *a = td_gpu_archive(g);
 	const unsigned threads = td_gpu_cpu_threads(g);
 	td_gunit u;
@@ -999,4 +997,171 @@ int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
 	free(topn);
 	free(sp);
 	return r;
+}
+
+/* ---- n-grams of format 5: by shard ---- */
+
+typedef struct td_gngm {
+	td_gmulti *m;
+	const td_archive *a;
+	td_ngram_req *reqs;
+	td_gwm_unit_l *one;            /* a unit each: its whole scopes */
+	const size_t *cmap;            /* the engine's requests, one of each question */
+	size_t nc;
+	const size_t *dup;             /* pairs (request, the same question in cmap) */
+	size_t ndup;
+	unsigned threads;
+	uint32_t nu;
+	int err;
+} td_gngm;
+
+/* *d = a copy of answer *q. TD_OK or TD_ENOMEM. */
+static int td_gng_copy(td_ngram_req *d, const td_ngram_req *q)
+{
+	d->err = q->err;
+	if (!q->ngrams)
+		return TD_OK;
+	d->grams = malloc(q->ngrams * sizeof *d->grams);
+	d->bytes = malloc(q->nbytes ? q->nbytes : 1);
+	if (!d->grams || !d->bytes) {
+		td_ngram_req_free(d);
+		return TD_ENOMEM;
+	}
+	memcpy(d->grams, q->grams, q->ngrams * sizeof *d->grams);
+	memcpy(d->bytes, q->bytes, q->nbytes);
+	d->ngrams = q->ngrams;
+	d->nbytes = q->nbytes;
+	return TD_OK;
+}
+
+/* Order of requests by question (scope, length, top), then index. */
+static int td_gng_qcmp(const void *x, const void *y, void *ctx)
+{
+	const td_ngram_req *r = ctx, *p = &r[*(const size_t *)x], *q = &r[*(const size_t *)y];
+	if (p->scope != q->scope)
+		return p->scope < q->scope ? -1 : 1;
+	if (p->len != q->len)
+		return p->len < q->len ? -1 : 1;
+	if (p->top != q->top)
+		return p->top < q->top ? -1 : 1;
+	return (*(const size_t *)x > *(const size_t *)y) - (*(const size_t *)x < *(const size_t *)y);
+}
+
+/* Task s < nu: shard s's requests on its handle; task nu: the engine's
+ * requests on the whole archive, meanwhile. */
+static void td_gngm_unit(void *ctx, unsigned s)
+{
+	td_gngm *c = ctx;
+	int r = TD_OK;
+	if (s == c->nu) {
+		if (c->nc)
+			r = td_gpu_cpu_rest(c->a, c->threads, c->reqs, sizeof *c->reqs, c->cmap, c->nc, td_cpu_ngram);
+		for (size_t k = 0; !r && k < c->ndup; k++)
+			r = td_gng_copy(&c->reqs[c->dup[2 * k]], &c->reqs[c->dup[2 * k + 1]]);
+		if (r)
+			c->err = r;
+		return;
+	}
+	const td_gwm_unit_l *one = &c->one[s];
+	td_gpu *h = td_gmulti_handle(c->m, s);
+	if (!one->n || !h)
+		return;
+	td_ngram_req *sub = calloc(one->n, sizeof *sub);
+	if (!sub) {
+		c->err = TD_ENOMEM;
+		return;
+	}
+	for (size_t k = 0; k < one->n; k++) {
+		const td_ngram_req *q = &c->reqs[one->req[k]];
+		sub[k] = (td_ngram_req){ .scope = one->local[k], .len = q->len, .top = q->top };
+	}
+	if ((r = td_gng_unit_batch(h, sub, one->n)) == TD_OK)
+		for (size_t k = 0; k < one->n; k++) {
+			td_ngram_req *q = &c->reqs[one->req[k]];
+			q->grams = sub[k].grams;
+			q->bytes = sub[k].bytes;
+			q->ngrams = sub[k].ngrams;
+			q->nbytes = sub[k].nbytes;
+			q->err = sub[k].err;
+		}
+	free(sub);
+	if (r)
+		c->err = r;
+}
+
+static int td_gng_multi(td_gpu *g, td_gmulti *m, td_ngram_req *reqs, size_t n)
+{
+	const td_archive *a = td_gpu_archive(g);
+	const uint32_t nu = td_gmulti_units(m), nent = td_archive_nentries(a);
+	td_gngm c = { .m = m, .a = a, .reqs = reqs, .threads = td_gpu_cpu_threads(g), .nu = nu };
+	size_t *ocap = calloc(nu + 1, sizeof *ocap), *cmap = malloc((n + 1) * sizeof *cmap), nc = 0;
+	c.one = calloc(nu + 1, sizeof *c.one);
+	int r = ocap && cmap && c.one ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; i < n && !r; i++) {
+		const td_disk_piece *p = NULL;
+		uint64_t np = 0;
+		td_entry e = reqs[i].scope;
+		td_stat st;
+		/* bad lengths, the corpus, symbolic links, bad entries, scopes
+		 * over several shards: the engine */
+		if (reqs[i].len < 2 || reqs[i].len > TD_PHRASE_MAX || e >= nent || e == TD_ROOT ||
+		    td_archive_stat(a, e, &st) || !(S_ISREG(st.mode) || S_ISDIR(st.mode)) || td_archive_pieces(a, e, &p, &np) || np != 1 || p[0].shard >= nu || !td_gmulti_handle(m, p[0].shard))
+			cmap[nc++] = i;
+		else
+			r = td_gwm_push(&c.one[p[0].shard], &ocap[p[0].shard], i, p[0].local);
+	}
+	/* the engine's requests asking the same question (a scope over
+	 * several shards costs it a merge of every piece): answered once,
+	 * then copied */
+	size_t *dup = !r && nc > 1 ? malloc(2 * nc * sizeof *dup) : NULL, ndup = 0;
+	if (dup) {
+		qsort_r(cmap, nc, sizeof *cmap, td_gng_qcmp, reqs);
+		size_t nu2 = 0;
+		for (size_t k = 0; k < nc; k++) {
+			const td_ngram_req *p = &reqs[cmap[k]], *q = nu2 ? &reqs[cmap[nu2 - 1]] : NULL;
+			if (q && p->scope == q->scope && p->len == q->len && p->top == q->top) {
+				dup[2 * ndup] = cmap[k];
+				dup[2 * ndup++ + 1] = cmap[nu2 - 1];
+			} else {
+				cmap[nu2++] = cmap[k];
+			}
+		}
+		nc = nu2;
+	}
+	if (!r) {
+		c.cmap = cmap;
+		c.nc = nc;
+		c.dup = dup;
+		c.ndup = ndup;
+		td_gpu_par(nu + 1, td_gngm_unit, &c);
+		r = c.err;
+	}
+	for (uint32_t s = 0; s < nu && c.one; s++) {
+		free(c.one[s].req);
+		free(c.one[s].local);
+	}
+	if (r)
+		for (size_t i = 0; i < n; i++)
+			td_ngram_req_free(&reqs[i]);
+	free(c.one);
+	free(cmap);
+	free(dup);
+	free(ocap);
+	return r == TD_ENOMEM ? td_fail(TD_ENOMEM, "gpu: n-gram batch") : r;
+}
+
+int td_gpu_ngram_batch(td_gpu *g, td_ngram_req *reqs, size_t n)
+{
+	if (!g || (!reqs && n))
+		return td_fail(TD_EINVAL, "gpu: bad batch");
+	for (size_t i = 0; i < n; i++) {
+		reqs[i].grams = NULL;
+		reqs[i].bytes = NULL;
+		reqs[i].ngrams = reqs[i].nbytes = 0;
+		reqs[i].err = TD_OK;
+	}
+	td_gmulti *m = td_gpu_multi(g);
+	if (m && n <= UINT32_MAX)
+		return td_gng_multi(g, m, reqs, n);
+	return td_gng_unit_batch(g, reqs, n);
 }

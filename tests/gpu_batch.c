@@ -9,6 +9,13 @@
  * of 1 MiB (files cut between shards) and checks a version 5 archive (built
  * or given) on every device, on one device, with a memory cap that leaves
  * only some shards resident (partial residency) and in CPU fallback.
+ *
+ * gpu_batch --ngrams ARCHIVE: n-gram requests "LEN<TAB>TOP<TAB>PATH" (PATH
+ * empty: the corpus) from stdin as one td_gpu_ngram_batch; per request
+ * "= PIECES ERR" (the scope's pieces in a format 5 archive, else 1, and
+ * the answer's td_err) then its runs as `tadoc ngrams` prints them
+ * (COUNT<TAB>W1 W2 ...), for tests/gpu_ngram_oracle.py; exit 1 when an
+ * answer differs from td_ngram_batch's.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -544,11 +551,38 @@ static void check_words(td_gpu *g, const corpus *c, size_t n, int top)
 /* n n-gram requests (lengths 2 to 8, now and then a bad one; top 0 to
  * 30, now and then all) over scopes as pick_scope's through
  * td_gpu_ngram_batch against td_ngram_batch, run by run. */
+static int ngram_same(const td_ngram_req *x, const td_ngram_req *y)
+{
+	int same = x->err == y->err && x->ngrams == y->ngrams && x->nbytes == y->nbytes &&
+		   (!x->nbytes || !memcmp(x->bytes, y->bytes, x->nbytes));
+	for (size_t k = 0; same && k < x->ngrams; k++)
+		same = x->grams[k].off == y->grams[k].off && x->grams[k].len == y->grams[k].len &&
+		       x->grams[k].count == y->grams[k].count;
+	return same;
+}
+
+/* Pieces of entry e in a format 5 archive (1 otherwise, or on error). */
+static uint64_t scope_pieces(const td_archive *a, td_entry e)
+{
+	const struct td_disk_piece *p = NULL;
+	uint64_t np = 0;
+	return td_archive_version(a) == TD_VERSION_SHARDED && !td_archive_pieces(a, e, &p, &np) ? np : 1;
+}
+
 static void check_ngrams(td_gpu *g, const corpus *c, size_t n)
 {
 	td_ngram_req *cq = calloc(n, sizeof *cq), *gq = calloc(n, sizeof *gq);
+	/* format 5: scopes over several shards (files cut between shards and
+	 * the directories above them) first, a third of the batch */
+	td_entry *split = calloc(c->nent + 1, sizeof *split);
+	size_t nsplit = 0;
+	for (td_entry e = 1; split && e < c->nent; e++)
+		if (scope_pieces(c->a, e) > 1)
+			split[nsplit++] = e;
 	for (size_t i = 0; i < n; i++) {
 		cq[i].scope = below(50) == 0 ? TD_ROOT : pick_scope(c);
+		if (nsplit && i < n / 3)
+			cq[i].scope = split[i % nsplit];
 		cq[i].len = below(30) == 0 ? (unsigned)below(12) : 2 + (unsigned)below(7);
 		cq[i].top = below(10) == 0 ? 0 : below(31);
 		gq[i] = cq[i];
@@ -561,12 +595,7 @@ static void check_ngrams(td_gpu *g, const corpus *c, size_t n)
 		FAIL("n-gram batch of %zu: %s", n, td_strerror(r));
 	for (size_t i = 0; i < n; i++) {
 		const td_ngram_req *x = &cq[i], *y = &gq[i];
-		int same = x->err == y->err && x->ngrams == y->ngrams && x->nbytes == y->nbytes &&
-			   (!x->nbytes || !memcmp(x->bytes, y->bytes, x->nbytes));
-		for (size_t k = 0; same && k < x->ngrams; k++)
-			same = x->grams[k].off == y->grams[k].off && x->grams[k].len == y->grams[k].len &&
-			       x->grams[k].count == y->grams[k].count;
-		if (!same)
+		if (!ngram_same(x, y))
 			FAIL("ngrams #%zu scope %u len %u top %llu: cpu err %d, %zu runs; gpu err %d, %zu runs", i,
 			     x->scope, x->len, (unsigned long long)x->top, x->err, x->ngrams, y->err, y->ngrams);
 		td_ngram_req_free(&cq[i]);
@@ -574,6 +603,75 @@ static void check_ngrams(td_gpu *g, const corpus *c, size_t n)
 	}
 	free(cq);
 	free(gq);
+	free(split);
+}
+
+/* gpu_batch --ngrams ARCHIVE (above). */
+static int ngram_mode(const char *path)
+{
+	td_archive *a = NULL;
+	td_gpu *g = NULL;
+	int r = td_archive_open(path, 0, &a);
+	if (!r)
+		r = td_gpu_open(a, NULL, &g);
+	if (r) {
+		fprintf(stderr, "%s: %s (%s)\n", path, td_strerror(r), td_errdetail());
+		return 1;
+	}
+	size_t n = 0, cap = 0;
+	td_ngram_req *gq = NULL;
+	char line[4096];
+	while (fgets(line, sizeof line, stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		char *t1 = strchr(line, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+		if (!t2) {
+			fprintf(stderr, "--ngrams: bad request line '%s'\n", line);
+			return 1;
+		}
+		*t2 = 0;
+		td_entry e = TD_ROOT;
+		if (t2[1] && td_archive_lookup_path(a, t2 + 1, &e)) {
+			fprintf(stderr, "--ngrams: no entry '%s'\n", t2 + 1);
+			return 1;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			gq = realloc(gq, cap * sizeof *gq);
+			if (!gq)
+				return 1;
+		}
+		gq[n++] = (td_ngram_req){ .scope = e, .len = (unsigned)atoi(line), .top = strtoull(t1 + 1, NULL, 10) };
+	}
+	td_ngram_req *cq = calloc(n + 1, sizeof *cq);
+	for (size_t i = 0; cq && i < n; i++)
+		cq[i] = gq[i];
+	uint32_t res = 0, units = 0;
+	unsigned ndev = 0;
+	td_gpu_residency(g, &res, &units, &ndev);
+	fprintf(stderr, "%s: %u of %u units resident on %u devices\n", path, res, units, ndev);
+	if (!cq || (r = td_gpu_ngram_batch(g, gq, n)) || (r = td_ngram_batch(a, cq, n, 0))) {
+		fprintf(stderr, "--ngrams: batch of %zu: %s\n", n, td_strerror(r));
+		return 1;
+	}
+	int bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		const td_ngram_req *q = &gq[i];
+		if (!ngram_same(q, &cq[i])) {
+			fprintf(stderr, "--ngrams: request %zu differs from td_ngram_batch's\n", i);
+			bad = 1;
+		}
+		printf("= %llu %d\n", (unsigned long long)scope_pieces(a, q->scope), q->err);
+		for (size_t k = 0; k < q->ngrams; k++)
+			printf("%llu\t%.*s\n", (unsigned long long)q->grams[k].count, (int)q->grams[k].len,
+			       q->bytes + q->grams[k].off);
+		td_ngram_req_free(&gq[i]);
+		td_ngram_req_free(&cq[i]);
+	}
+	free(gq);
+	free(cq);
+	td_gpu_close(g);
+	td_archive_close(a);
+	return bad;
 }
 
 static int run_archive(const char *path, size_t maxbatch)
@@ -691,6 +789,8 @@ int main(int argc, char **argv)
 		printf("no GPU: skipping the GPU tests (no usable CUDA device, or built without CUDA)\n");
 		return 77;
 	}
+	if (argc == 3 && strcmp(argv[1], "--ngrams") == 0)
+		return ngram_mode(argv[2]);
 	const char *seed = getenv("TD_GPU_SEED");
 	if (seed)
 		rng = strtoull(seed, NULL, 0) | 1;

@@ -1,6 +1,7 @@
 /* gpu_fuzzy_bench: batches of fuzzy word queries or ranked-files queries on the GPU against the CPU engine on 1 and on all threads. */
 /*
- * Usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector|ngrams] [-s dirs|root|files] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...
+ * Usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector|ngrams] [-s dirs|root|files] [-k K] [-t SECONDS] [-c THREADS] [-n MAXBATCH]
+ *                        [-b SIZE,...] [-1 N1] [-m NMAX] [-o TABLE.md] ARCHIVE...
  * fuzzy (default): queries are corpus words (uniform over the vocabulary)
  * with one code point changed, distance K (default 2), scope the whole
  * corpus (td_gpu_fuzzy_batch against td_fuzzy_batch). files: queries are
@@ -13,11 +14,12 @@
  * file (-s files) or directory as for files (-s dirs). ngrams: the top
  * 20 3-grams of such a scope (td_gpu_ngram_batch against td_ngram_batch).
  * For batch sizes 1, 10, 100,
- * 1k, 10k and 100k (up to MAXBATCH): queries a second on the GPU
- * (transfers and the engine's ranking included), the CPU engine on one
- * thread (above 2000 queries timed on the first 2000) and on THREADS
- * threads (default: every core); every GPU answer is compared with the
- * all-threads CPU answer, byte for byte. Each timing repeats until SECONDS
+ * 1k, 10k and 100k (up to MAXBATCH; -b: the sizes listed): queries a
+ * second on the GPU (transfers and the engine's ranking included), the CPU
+ * engine on one thread (above N1 queries, default 2000, timed on the first
+ * N1) and on THREADS threads (default: every core; -m: above NMAX queries
+ * timed on the first NMAX, default all); every GPU answer the all-threads
+ * CPU answered is compared with it, byte for byte. Each timing repeats until SECONDS
  * (default 0.3) passed (the first GPU batch, which uploads the fuzzy
  * vocabulary, is timed apart). Exit 0 when all answers matched, 1
  * otherwise, 77 without a GPU.
@@ -263,14 +265,14 @@ static size_t small_dirs(const td_archive *a, td_entry **out)
 int main(int argc, char **argv)
 {
 	static const char usage[] = "usage: gpu_fuzzy_bench [-a fuzzy|files|top|vector|ngrams] [-s dirs|root|files] [-k K] [-t SECONDS] "
-				    "[-c THREADS] [-n MAXBATCH] [-o TABLE.md] ARCHIVE...";
+				    "[-c THREADS] [-n MAXBATCH] [-b SIZE,...] [-1 N1] [-m NMAX] [-o TABLE.md] ARCHIVE...";
 	unsigned k = 2, threads = 0;
 	double secs = 0.3;
-	size_t maxbatch = 100000;
+	size_t maxbatch = 100000, n1max = 2000, nallmax = SIZE_MAX, bsizes[16], nb = 0;
 	const char *table = NULL;
 	int files = 0, root = 0, words = 0, opt; /* words: 1 top, 2 vector, 3 n-grams */
 	int sfiles = 0;
-	while ((opt = getopt(argc, argv, "a:s:k:t:c:n:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "a:s:k:t:c:n:o:b:1:m:")) != -1) {
 		switch (opt) {
 		case 'a':
 			files = !strcmp(optarg, "files");
@@ -285,6 +287,12 @@ int main(int argc, char **argv)
 		case 'c': threads = (unsigned)atoi(optarg); break;
 		case 'n': maxbatch = (size_t)atol(optarg); break;
 		case 'o': table = optarg; break;
+		case '1': n1max = (size_t)atol(optarg); break;
+		case 'm': nallmax = (size_t)atol(optarg); break;
+		case 'b':
+			for (char *t = strtok(optarg, ","); t && nb < 16; t = strtok(NULL, ","))
+				bsizes[nb++] = (size_t)atol(t);
+			break;
 		default:
 			fprintf(stderr, "%s\n", usage);
 			return 2;
@@ -298,7 +306,8 @@ int main(int argc, char **argv)
 		return st;
 	const analytic *an = words == 1 ? &top_an : words == 2 ? &vector_an : words == 3 ? &ngram_an : files ? &files_an : &fuzzy_an;
 	int bad = 0;
-	static const size_t sizes[] = { 1, 10, 100, 1000, 10000, 100000 };
+	static const size_t dsizes[] = { 1, 10, 100, 1000, 10000, 100000 };
+	const size_t *sizes = nb ? bsizes : dsizes, nsizes = nb ? nb : sizeof dsizes / sizeof dsizes[0];
 	const char *head = "| archive | analytic | words | batch | GPU q/s | CPU 1 thread q/s | CPU %u threads q/s | GPU / 1 thread | GPU / %u threads | equal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
 	printf(head, threads, threads);
 	if (out)
@@ -338,6 +347,9 @@ int main(int argc, char **argv)
 				v.n, ndirs, td_gpu_device_name(g));
 		}
 		size_t nmax = maxbatch;
+		for (size_t si = 0; si < nsizes; si++)
+			if (sizes[si] > nmax)
+				nmax = sizes[si];
 		char *q = calloc(nmax, an->size), *c = calloc(nmax, an->size);
 		char *text = malloc(nmax * 272);
 		for (size_t i = 0; i < nmax; i++) {
@@ -379,29 +391,39 @@ int main(int argc, char **argv)
 		up = now() - up;
 		an->release(q);
 		fprintf(stderr, "%s: first GPU batch %.3f s\n", argv[ai], up);
-		for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+		/* a batch that reaches every shard of format 5 (each builds its
+		 * device grammar or vocabulary at its first request), untimed */
+		size_t nw = nmax < 1000 ? nmax : 1000;
+		up = now();
+		an->gpu(g, q, nw);
+		release_all(an, q, nw);
+		fprintf(stderr, "%s: warm-up batch of %zu %.3f s\n", argv[ai], nw, now() - up);
+		for (size_t si = 0; si < nsizes; si++) {
 			size_t n = sizes[si];
-			if (n > nmax)
+			if (n > nmax || !n)
 				break;
-			size_t n1 = n > 2000 ? 2000 : n;
+			size_t n1 = n > n1max ? n1max : n, na = n > nallmax ? nallmax : n;
 			double g_qs = rate(an, q, n, secs, g, NULL, 0);
-			double a_qs = rate(an, c, n, secs, NULL, a, threads);
+			double a_qs = rate(an, c, na, secs, NULL, a, threads);
 			size_t diff = 0;
-			for (size_t i = 0; i < n; i++)
+			for (size_t i = 0; i < na; i++)
 				diff += !an->same(q + i * an->size, c + i * an->size);
-			release_all(an, c, n);
+			release_all(an, c, na);
 			double o_qs = rate(an, c, n1, secs, NULL, a, 1);
 			release_all(an, c, n1);
 			release_all(an, q, n);
 			bad |= diff != 0;
-			const char *fmt = "| %s | %s | %zu | %zu | %.0f | %.0f%s | %.0f | %.1fx | %.2fx | %s |\n";
+			const char *fmt = "| %s | %s | %zu | %zu | %.0f | %.0f%s | %.0f%s | %.1fx | %.2fx | %s |\n";
 			const char *base = strrchr(argv[ai], '/') ? strrchr(argv[ai], '/') + 1 : argv[ai];
-			char eq[64];
+			char eq[64], p1[32] = "", pa[32] = "";
+			if (n1 < n)
+				snprintf(p1, sizeof p1, " (%zu)", n1);
+			if (na < n)
+				snprintf(pa, sizeof pa, " (%zu)", na);
 			snprintf(eq, sizeof eq, diff ? "%zu DIFFER" : "yes", diff);
-			printf(fmt, base, what, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs, g_qs / o_qs, g_qs / a_qs, eq);
+			printf(fmt, base, what, v.n, n, g_qs, o_qs, p1, a_qs, pa, g_qs / o_qs, g_qs / a_qs, eq);
 			if (out)
-				fprintf(out, fmt, base, what, v.n, n, g_qs, o_qs, n1 < n ? " (2000)" : "", a_qs,
-					g_qs / o_qs, g_qs / a_qs, eq);
+				fprintf(out, fmt, base, what, v.n, n, g_qs, o_qs, p1, a_qs, pa, g_qs / o_qs, g_qs / a_qs, eq);
 			fflush(stdout);
 		}
 		free(q);
