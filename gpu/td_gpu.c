@@ -89,7 +89,11 @@ struct td_gpu {
 	unsigned qns;
 	size_t qnp, qnc;
 	int qerr, qsearch;
+	int qrested;                   /* its requests for the CPU were answered
+	                                  already (td_gpu_query_end's first step) */
 	double qt0, qt1;
+	double qtr[5];                 /* $TD_GPU_TRACE: size pass done, CPU share begun and
+	                                  done, streams synced, answers unpacked */
 	/* a search batch's steps after its counts (td_search_step): the
 	 * stage (0: counts not yet waited for), its parts, the next part
 	 * to put in a round, the round in flight */
@@ -346,6 +350,16 @@ typedef struct td_layout {
 	uint64_t total;
 } td_layout;
 
+/* Count walks: rules expanding to more bytes than this are expanded over
+ * the warp's lanes (td_gdev.qcoop); $TD_GPU_QCOOP overrides (0: never). */
+#define TD_QCOOP_BYTES 1024u
+
+static uint32_t td_qcoop_bytes(void)
+{
+	const char *e = getenv("TD_GPU_QCOOP");
+	return e && *e ? (uint32_t)strtoul(e, NULL, 10) : TD_QCOOP_BYTES;
+}
+
 /* Phase 1: the meta counts into g->d. TD_OK, 1 (an archive version the
  * kernels do not read: CPU fallback), or an error. */
 static int td_upload_meta(td_gpu *g, const td_archive *a)
@@ -357,6 +371,7 @@ static int td_upload_meta(td_gpu *g, const td_archive *a)
 	td_gdev *d = &g->d;
 	d->xchunk = g->o.xchunk;
 	d->xcoop = g->o.xcoop == UINT32_MAX ? 0 : g->o.xcoop;
+	d->qcoop = td_qcoop_bytes();
 	d->nentries = m->nentries;
 	d->nwords = m->nwords;
 	d->nother = m->nother;
@@ -1318,6 +1333,27 @@ int td_gpu_phases_on(void)
 	return td_phases_cached;
 }
 
+void td_gpu_qtrace(const td_gpu *g, double out[7])
+{
+	out[0] = g->qt0;
+	out[1] = g->qtr[0];
+	out[2] = g->qt1;
+	memcpy(out + 3, g->qtr + 1, 4 * sizeof *out);
+}
+
+/* $TD_GPU_NOKERNEL=1 (measurement only): count and search launch no
+ * kernel, every part counts 0, so a batch's time is its host steps and
+ * copies alone (the answers are wrong) */
+static int td_nokernel(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("TD_GPU_NOKERNEL");
+		v = e && *e == '1';
+	}
+	return v;
+}
+
 void td_gpu_phases_get(const td_gpu *g, int k, td_gphase *out)
 {
 	memset(out, 0, sizeof *out);
@@ -1539,7 +1575,10 @@ static int td_qshare_launch(td_qshare *q)
 		CK(cudaEventRecord(g->pev[2 * q->s], st));
 	CK(cudaMemcpyAsync(dw + q->w0, hw + q->w0, wb - q->w0, cudaMemcpyHostToDevice, st));
 	CK(cudaMemcpyAsync(dq + q->k0, hq + q->k0, (k - q->k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-	CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
+	if (td_nokernel())
+		CK(cudaMemsetAsync(dc + q->k0, 0, (k - q->k0) * sizeof *dc, st));
+	else
+		CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
 	CK(cudaMemcpyAsync(hc + q->k0, dc + q->k0, (k - q->k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
 	if (g->npev)
 		CK(cudaEventRecord(g->pev[2 * q->s + 1], st));
@@ -1573,6 +1612,7 @@ static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_
 	int r;
 	g->qt0 = td_now();
 	g->qsearch = search;
+	g->qrested = 0;
 	g->qstage = 0;
 	g->qnp = g->qnc = 0;
 	unsigned ns = n < 4096 ? 1 : g->nst, par = n >= TD_QSHARE_PAR;
@@ -1586,6 +1626,7 @@ static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_
 	else
 		for (unsigned s = 0; s < ns; s++)
 			td_qshare_size(sh, s);
+	g->qtr[0] = td_now();
 	size_t np = 0, nc = 0;
 	uint64_t wb = 0;
 	for (unsigned s = 0; s < ns; s++) {
@@ -1624,14 +1665,22 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 	int r = g->qerr;
 	/* the requests the kernels do not take, on the CPU meanwhile */
 	double t1 = td_now();
-	if (r == TD_OK)
+	if (r == TD_OK && !g->qrested)
 		r = td_rest_pooled(g, reqs, size, g->rest.p, g->qnc, cpu);
 	double t2 = td_now();
+	if (g->qrested) {
+		t1 = g->qtr[1];
+		t2 = g->qtr[2];
+	}
+	const double tw = td_now();
 	for (unsigned s = 0; s < g->qns; s++) {
 		cudaError_t e = cudaStreamSynchronize(g->st[s]);
 		if (e != cudaSuccess && r == TD_OK)
 			r = td_cuda_fail(e, "cudaStreamSynchronize(g->st[s])");
 	}
+	g->qtr[1] = t1;
+	g->qtr[2] = t2;
+	g->qtr[3] = td_now();
 	if (r)
 		return r;
 	*m = g->qnp;
@@ -1644,8 +1693,8 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 		(void)cudaGetLastError();
 		ph->dev += most * 1e-3;
 		ph->pack += g->qt1 - g->qt0;
-		ph->rest += t2 - t1;
-		ph->wait += td_now() - t2;
+		ph->rest += g->qtr[2] - g->qtr[1];
+		ph->wait += td_now() - tw;
 		ph->nrest += g->qnc;
 	}
 	return r;
@@ -1710,6 +1759,7 @@ static int td_count_finish(td_gpu *g, td_count_req *reqs, size_t n)
 	t3 = td_now();
 	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
+	g->qtr[4] = td_now();
 	if (g->npev) {
 		ph->unpack += t3 - t2;
 		ph->rest += td_now() - t3;
@@ -1920,6 +1970,7 @@ static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
 	double t4 = td_now();
 	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
+	g->qtr[4] = td_now();
 	if (g->npev) {
 		ph->unpack += t4 - t3;
 		ph->rest += td_now() - t4;
@@ -1975,6 +2026,21 @@ int td_gpu_query_end(td_gpu *g, void *reqs, size_t n, int *more)
 	cudaSetDevice(g->o.device);
 	int r;
 	*more = 0;
+	if (!g->qrested && g->qstage == 0) {
+		/* the first step: the requests the kernels do not take, on the
+		 * CPU, without waiting for the streams, so that the caller can
+		 * answer those of all its jobs while their kernels run */
+		g->qrested = 1;
+		g->qtr[1] = td_now();
+		if (g->qerr == TD_OK && g->qnc)
+			g->qerr = td_rest_pooled(g, reqs, g->qsearch ? sizeof(td_search_req) : sizeof(td_count_req),
+						 g->rest.p, g->qnc, g->qsearch ? td_gpu_cpu_searches : td_gpu_cpu_counts);
+		g->qtr[2] = td_now();
+		if (g->qerr == TD_OK) { /* no wait in this step, also with none */
+			*more = 1;
+			return TD_OK;
+		}
+	}
 	if (g->qsearch)
 		r = td_search_step(g, reqs, n, more);
 	else

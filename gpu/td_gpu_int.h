@@ -42,6 +42,10 @@ typedef struct td_gdev {
 	                                per xseg bytes, and get no work items;
 	                                0 = none */
 	uint32_t xseg;               /* 0 = TD_GX_SEG */
+	uint32_t qcoop;              /* count walks: a rule expanding to more
+	                                bytes is expanded over the warp's lanes
+	                                (td_warp_coop_count); 0 = each lane
+	                                walks its symbols alone */
 	/* Expansions of short rules (at most TD_RX_MAX bytes; built at open
 	 * by td_gk_rx_fill): rule r's text is rx_pool[rx_off[r],
 	 * rx_off[r+1]), kept iff that range is not empty; extract copies it
@@ -414,6 +418,11 @@ typedef struct td_gphase {
 int td_gpu_phases_on(void);
 /* Handle g's sums for kind k (0 count, 1 search). */
 void td_gpu_phases_get(const struct td_gpu *g, int k, td_gphase *out);
+
+/* $TD_GPU_TRACE: handle g's last count or search batch: when its packing
+ * began, its size pass ended, its packing ended, its CPU share began and
+ * ended, its streams were synced, its answers were unpacked (td_now). */
+void td_gpu_qtrace(const struct td_gpu *g, double out[7]);
 
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)
