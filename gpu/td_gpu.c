@@ -89,8 +89,6 @@ struct td_gpu {
 	unsigned qns;
 	size_t qnp, qnc;
 	int qerr, qsearch;
-	int qrested;                   /* its requests for the CPU were answered
-	                                  already (td_gpu_query_end's first step) */
 	double qt0, qt1;
 	double qtr[5];                 /* $TD_GPU_TRACE: size pass done, CPU share begun and
 	                                  done, streams synced, answers unpacked */
@@ -350,16 +348,6 @@ typedef struct td_layout {
 	uint64_t total;
 } td_layout;
 
-/* Count walks: rules expanding to more bytes than this are expanded over
- * the warp's lanes (td_gdev.qcoop); $TD_GPU_QCOOP overrides (0: never). */
-#define TD_QCOOP_BYTES 1024u
-
-static uint32_t td_qcoop_bytes(void)
-{
-	const char *e = getenv("TD_GPU_QCOOP");
-	return e && *e ? (uint32_t)strtoul(e, NULL, 10) : TD_QCOOP_BYTES;
-}
-
 /* Phase 1: the meta counts into g->d. TD_OK, 1 (an archive version the
  * kernels do not read: CPU fallback), or an error. */
 static int td_upload_meta(td_gpu *g, const td_archive *a)
@@ -371,7 +359,6 @@ static int td_upload_meta(td_gpu *g, const td_archive *a)
 	td_gdev *d = &g->d;
 	d->xchunk = g->o.xchunk;
 	d->xcoop = g->o.xcoop == UINT32_MAX ? 0 : g->o.xcoop;
-	d->qcoop = td_qcoop_bytes();
 	d->nentries = m->nentries;
 	d->nwords = m->nwords;
 	d->nother = m->nother;
@@ -1612,7 +1599,6 @@ static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_
 	int r;
 	g->qt0 = td_now();
 	g->qsearch = search;
-	g->qrested = 0;
 	g->qstage = 0;
 	g->qnp = g->qnc = 0;
 	unsigned ns = n < 4096 ? 1 : g->nst, par = n >= TD_QSHARE_PAR;
@@ -1665,13 +1651,9 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 	int r = g->qerr;
 	/* the requests the kernels do not take, on the CPU meanwhile */
 	double t1 = td_now();
-	if (r == TD_OK && !g->qrested)
+	if (r == TD_OK)
 		r = td_rest_pooled(g, reqs, size, g->rest.p, g->qnc, cpu);
 	double t2 = td_now();
-	if (g->qrested) {
-		t1 = g->qtr[1];
-		t2 = g->qtr[2];
-	}
 	const double tw = td_now();
 	for (unsigned s = 0; s < g->qns; s++) {
 		cudaError_t e = cudaStreamSynchronize(g->st[s]);
@@ -2026,21 +2008,6 @@ int td_gpu_query_end(td_gpu *g, void *reqs, size_t n, int *more)
 	cudaSetDevice(g->o.device);
 	int r;
 	*more = 0;
-	if (!g->qrested && g->qstage == 0) {
-		/* the first step: the requests the kernels do not take, on the
-		 * CPU, without waiting for the streams, so that the caller can
-		 * answer those of all its jobs while their kernels run */
-		g->qrested = 1;
-		g->qtr[1] = td_now();
-		if (g->qerr == TD_OK && g->qnc)
-			g->qerr = td_rest_pooled(g, reqs, g->qsearch ? sizeof(td_search_req) : sizeof(td_count_req),
-						 g->rest.p, g->qnc, g->qsearch ? td_gpu_cpu_searches : td_gpu_cpu_counts);
-		g->qtr[2] = td_now();
-		if (g->qerr == TD_OK) { /* no wait in this step, also with none */
-			*more = 1;
-			return TD_OK;
-		}
-	}
 	if (g->qsearch)
 		r = td_search_step(g, reqs, n, more);
 	else

@@ -42,10 +42,6 @@ typedef struct td_gdev {
 	                                per xseg bytes, and get no work items;
 	                                0 = none */
 	uint32_t xseg;               /* 0 = TD_GX_SEG */
-	uint32_t qcoop;              /* count walks: a rule expanding to more
-	                                bytes is expanded over the warp's lanes
-	                                (td_warp_coop_count); 0 = each lane
-	                                walks its symbols alone */
 	/* Expansions of short rules (at most TD_RX_MAX bytes; built at open
 	 * by td_gk_rx_fill): rule r's text is rx_pool[rx_off[r],
 	 * rx_off[r+1]), kept iff that range is not empty; extract copies it

@@ -1215,111 +1215,11 @@ TD_HD uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint
 	return n;
 }
 
-/* Rules a lane puts aside for its warp at most (td_warp_range_count). */
-#define TD_QDEFER 4u
-
-/* Whole warp: occurrences of the word in the expansions of the symbols
- * the lanes hold (s where has; this lane's share of the count returned).
- * A rule expanding to more than d.qcoop bytes is not walked by its lane:
- * rounds expand such rules breadth-first, their children dealt out over
- * the lanes (a frontier of at most 32 symbols, kept in lane order), while
- * the lanes holding smaller symbols walk them; so no lane walks a large
- * rule alone and a warp lasts about as long as its largest symbol's
- * expansion over 32 lanes. A rule of more children than the frontier has
- * room for is walked by its lane. */
-TD_HD uint64_t td_warp_coop_count(const td_gdev &d, const td_q &q, uint64_t s, bool has, uint32_t lane, bool &bad)
-{
-	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
-	uint64_t n = 0;
-	for (;;) {
-		bool big = false;
-		uint64_t first = 0;
-		uint32_t len = 0;
-		if (has && !bad) {
-			if (s < t) {
-				n += td_is_hit(q, s, w2);
-			} else if (s - t >= d.nrules) {
-				bad = true;
-			} else if (td_mask_has(d, s - t, q.bit)) {
-				if (td_pgets(d.rule_len, s - t, bad) <= d.qcoop)
-					n += td_dev_count_sym(d, q, s, bad);
-				else if (!td_rhs(d, s - t, first, len))
-					bad = true;
-				else
-					big = true;
-			}
-		}
-		if (td_any(bad))
-			return n;
-		const uint32_t bigm = td_ballot(big);
-		if (!bigm)
-			return n;
-		/* the big lanes, in lane order, expand while their children
-		 * and the big lanes after them (kept whole) fit 32 slots */
-		const uint32_t below = bigm & ((UINT32_C(1) << lane) - 1), nbig = td_popc(bigm), rank = td_popc(below);
-		const uint64_t incl = td_warp_scan(big ? len : 0, lane);
-		bool expand = big && incl + (nbig - rank - 1) <= 32;
-		if (!td_any(expand) && big && rank == 0) {
-			n += td_dev_count_sym(d, q, s, bad); /* too many children: walked here */
-			big = false;
-		}
-		const uint64_t slots = expand ? len : big ? 1 : 0, end = td_warp_scan(slots, lane);
-		const uint64_t total = td_shfl(end, 31);
-		/* slot `lane` of the next frontier: the first lane whose slots
-		 * end past it */
-		uint32_t lo = 0;
-		for (uint32_t step = 16; step; step >>= 1) {
-			uint64_t e = td_shfl(end, lo + step - 1);
-			if (e <= lane)
-				lo += step;
-		}
-		const uint32_t src = lo > 31 ? 31 : lo;
-		const uint64_t sfirst = td_shfl(first, src), ss = td_shfl(s, src), send = td_shfl(end, src),
-			       sslots = td_shfl(slots, src);
-		const bool sexp = td_shfl(expand ? 1 : 0, src) != 0;
-		has = lane < total;
-		if (has)
-			s = sexp ? td_pget(d.rule_syms, sfirst + (lane - (send - sslots))) : ss;
-	}
-}
-
 /* Whole warp: occurrences in root symbols [rlo, rhi) (lanes split them). */
 TD_HD uint64_t td_warp_range_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, uint32_t lane,
 				       bool &bad)
 {
 	uint64_t n = 0;
-	if (d.qcoop) {
-		/* each lane walks its symbols alone but puts up to TD_QDEFER
-		 * rules over qcoop bytes (holding the word's bit) aside; then
-		 * the warp expands those together, a round of one a lane */
-		const uint64_t t = 2 * d.nwords + d.nother;
-		uint64_t def[TD_QDEFER];
-		uint32_t nd = 0;
-		if (!bad)
-			for (uint64_t k = rlo + lane; k < rhi; k += 32) {
-				uint64_t s = td_pget(d.root_syms, k);
-				if (nd < TD_QDEFER && s >= t && s - t < d.nrules && td_mask_has(d, s - t, q.bit) &&
-				    td_pgets(d.rule_len, s - t, bad) > d.qcoop) {
-#pragma unroll
-					for (uint32_t x = 0; x < TD_QDEFER; x++)
-						if (x == nd)
-							def[x] = s;
-					nd++;
-				} else {
-					n += td_dev_count_sym(d, q, s, bad);
-				}
-			}
-		uint64_t most = nd;
-		for (int o = 16; o > 0; o >>= 1) {
-			uint64_t v = td_shfl_xor(most, (uint32_t)o);
-			most = v > most ? v : most;
-		}
-#pragma unroll
-		for (uint32_t x = 0; x < TD_QDEFER; x++)
-			if (x < most && !td_any(bad))
-				n += td_warp_coop_count(d, q, x < nd ? def[x] : 0, x < nd, lane, bad);
-		return td_warp_sum(n);
-	}
 	if (!bad)
 		for (uint64_t k = rlo + lane; k < rhi; k += 32)
 			n += td_dev_count_sym(d, q, td_pget(d.root_syms, k), bad);
@@ -1336,24 +1236,13 @@ TD_HD uint64_t td_warp_range_fill(const td_gdev &d, td_q q, uint32_t e, uint64_t
 		return 0;
 	q.e = e;
 	uint64_t n = 0;
-	const uint64_t t = 2 * d.nwords + d.nother;
 	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
 		uint64_t k = k0 + lane;
 		uint64_t s = 0, l = 0, c = 0;
-		bool big = false;
 		if (k < rhi) {
 			s = td_pget(d.root_syms, k);
 			l = td_symlen(d, s, bad);
-			big = d.qcoop && s >= t && s - t < d.nrules && td_mask_has(d, s - t, q.bit) && l > d.qcoop;
-			if (!big)
-				c = td_dev_count_sym(d, q, s, bad);
-		}
-		/* a rule over qcoop bytes is counted by the whole warp */
-		for (uint32_t m = td_ballot(big); m; m &= m - 1) {
-			uint32_t b = td_ffs(m) - 1;
-			uint64_t cb = td_warp_sum(td_warp_coop_count(d, q, td_shfl(s, b), lane == 0, lane, bad));
-			if (lane == b)
-				c = cb;
+			c = td_dev_count_sym(d, q, s, bad);
 		}
 		uint64_t li = td_warp_scan(l, lane), ci = td_warp_scan(c, lane);
 		if (c)

@@ -374,17 +374,6 @@ int main(int argc, char **argv)
 	int before = failures;
 	check_query(a, d, n_of(300));
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");
-	/* counts with rules over qcoop bytes expanded over the lanes: every
-	 * rule (0 bytes is "never", so 1), small and medium ones */
-	static const uint32_t coops[] = {1, 7, 64};
-	for (uint32_t c : coops) {
-		d.qcoop = c;
-		before = failures;
-		check_query(a, d, n_of(300));
-		printf("count, search, rules over %u bytes expanded over the lanes: %s\n", c,
-		       failures > before ? "DIFFER" : "equal");
-	}
-	d.qcoop = 0;
 	td_archive_close(a);
 	for (void *p : g_allocs)
 		free(p);
