@@ -90,6 +90,8 @@ struct td_gpu {
 	size_t qnp, qnc;
 	int qerr, qsearch;
 	double qt0, qt1;
+	double qtr[5];                 /* $TD_GPU_TRACE: size pass done, CPU share begun and
+	                                  done, streams synced, answers unpacked */
 	/* a search batch's steps after its counts (td_search_step): the
 	 * stage (0: counts not yet waited for), its parts, the next part
 	 * to put in a round, the round in flight */
@@ -1318,6 +1320,27 @@ int td_gpu_phases_on(void)
 	return td_phases_cached;
 }
 
+void td_gpu_qtrace(const td_gpu *g, double out[7])
+{
+	out[0] = g->qt0;
+	out[1] = g->qtr[0];
+	out[2] = g->qt1;
+	memcpy(out + 3, g->qtr + 1, 4 * sizeof *out);
+}
+
+/* $TD_GPU_NOKERNEL=1 (measurement only): count and search launch no
+ * kernel, every part counts 0, so a batch's time is its host steps and
+ * copies alone (the answers are wrong) */
+static int td_nokernel(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("TD_GPU_NOKERNEL");
+		v = e && *e == '1';
+	}
+	return v;
+}
+
 void td_gpu_phases_get(const td_gpu *g, int k, td_gphase *out)
 {
 	memset(out, 0, sizeof *out);
@@ -1539,7 +1562,10 @@ static int td_qshare_launch(td_qshare *q)
 		CK(cudaEventRecord(g->pev[2 * q->s], st));
 	CK(cudaMemcpyAsync(dw + q->w0, hw + q->w0, wb - q->w0, cudaMemcpyHostToDevice, st));
 	CK(cudaMemcpyAsync(dq + q->k0, hq + q->k0, (k - q->k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
-	CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
+	if (td_nokernel())
+		CK(cudaMemsetAsync(dc + q->k0, 0, (k - q->k0) * sizeof *dc, st));
+	else
+		CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
 	CK(cudaMemcpyAsync(hc + q->k0, dc + q->k0, (k - q->k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
 	if (g->npev)
 		CK(cudaEventRecord(g->pev[2 * q->s + 1], st));
@@ -1586,6 +1612,7 @@ static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_
 	else
 		for (unsigned s = 0; s < ns; s++)
 			td_qshare_size(sh, s);
+	g->qtr[0] = td_now();
 	size_t np = 0, nc = 0;
 	uint64_t wb = 0;
 	for (unsigned s = 0; s < ns; s++) {
@@ -1627,11 +1654,15 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 	if (r == TD_OK)
 		r = td_rest_pooled(g, reqs, size, g->rest.p, g->qnc, cpu);
 	double t2 = td_now();
+	const double tw = td_now();
 	for (unsigned s = 0; s < g->qns; s++) {
 		cudaError_t e = cudaStreamSynchronize(g->st[s]);
 		if (e != cudaSuccess && r == TD_OK)
 			r = td_cuda_fail(e, "cudaStreamSynchronize(g->st[s])");
 	}
+	g->qtr[1] = t1;
+	g->qtr[2] = t2;
+	g->qtr[3] = td_now();
 	if (r)
 		return r;
 	*m = g->qnp;
@@ -1644,8 +1675,8 @@ static int td_query_end(td_gpu *g, void *reqs, size_t size, int (*cpu)(const td_
 		(void)cudaGetLastError();
 		ph->dev += most * 1e-3;
 		ph->pack += g->qt1 - g->qt0;
-		ph->rest += t2 - t1;
-		ph->wait += td_now() - t2;
+		ph->rest += g->qtr[2] - g->qtr[1];
+		ph->wait += td_now() - tw;
 		ph->nrest += g->qnc;
 	}
 	return r;
@@ -1710,6 +1741,7 @@ static int td_count_finish(td_gpu *g, td_count_req *reqs, size_t n)
 	t3 = td_now();
 	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_counts);
 	free(cpu);
+	g->qtr[4] = td_now();
 	if (g->npev) {
 		ph->unpack += t3 - t2;
 		ph->rest += td_now() - t3;
@@ -1920,6 +1952,7 @@ static int td_search_step(td_gpu *g, td_search_req *reqs, size_t n, int *more)
 	double t4 = td_now();
 	r = td_rest_pooled(g, reqs, sizeof *reqs, cpu, nc, td_gpu_cpu_searches);
 	free(cpu);
+	g->qtr[4] = td_now();
 	if (g->npev) {
 		ph->unpack += t4 - t3;
 		ph->rest += td_now() - t4;

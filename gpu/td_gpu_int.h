@@ -415,6 +415,11 @@ int td_gpu_phases_on(void);
 /* Handle g's sums for kind k (0 count, 1 search). */
 void td_gpu_phases_get(const struct td_gpu *g, int k, td_gphase *out);
 
+/* $TD_GPU_TRACE: handle g's last count or search batch: when its packing
+ * began, its size pass ended, its packing ended, its CPU share began and
+ * ended, its streams were synced, its answers were unpacked (td_now). */
+void td_gpu_qtrace(const struct td_gpu *g, double out[7]);
+
 /* Monotonic seconds, for open and link timings. */
 static inline double td_now(void)
 {

@@ -52,6 +52,7 @@ struct td_gmulti {
 	char name[256];
 	pthread_mutex_t lock;     /* one batch at a time */
 	td_batch *bt[3];   /* each kind's scratch, kept between batches */
+	unsigned ntrace[3];       /* $TD_GPU_TRACE: each kind's batches so far */
 	/* $TD_GPU_PHASES: each kind's seconds summed over its batches (the
 	 * whole call, split, run, merge, CPU engine's share), and when each
 	 * device's shards (slot + 1; 0: the CPU's) were done, from the run's start */
@@ -512,6 +513,10 @@ typedef struct td_rjob {
 	double secs;
 	int err;
 	size_t link;              /* the next job its thread began (SIZE_MAX: none) */
+	/* $TD_GPU_TRACE: its thread, when it was begun and ended, the handle's
+	 * own times (td_gpu_qtrace) */
+	unsigned thr;
+	double tb0, tb1, te0, te1, q[7];
 } td_rjob;
 
 typedef struct td_worker {
@@ -525,6 +530,7 @@ typedef struct td_worker {
 	int slot;
 	double begun;             /* when it began its first job (0: none) */
 	double end;               /* when it ran out of jobs */
+	unsigned idx;             /* its number among the batch's threads */
 } td_worker;
 
 /* The jobs of a device slot on one of its threads: each job it takes is
@@ -552,9 +558,12 @@ static void td_worker_run(td_worker *w)
 		if (w->begun == 0)
 			w->begun = t0;
 		void *reqs = b->reqs + jb->lo * w->s->size;
+		jb->thr = w->idx;
+		jb->tb0 = jb->te0 = t0;
 		if (jb->slot >= 0 && w->k->query >= 0 && pipe) {
 			td_gpu_query_begin(u->on[jb->slot], w->k->query, reqs, jb->hi - jb->lo);
 			jb->secs = td_now() - t0;
+			jb->tb1 = t0 + jb->secs;
 			jb->link = SIZE_MAX;
 			*tail = j;
 			tail = &jb->link;
@@ -562,6 +571,9 @@ static void td_worker_run(td_worker *w)
 		}
 		jb->err = w->k->run(jb->slot < 0 ? NULL : u->on[jb->slot], u->a, reqs, jb->hi - jb->lo, m->o.cpu_threads);
 		jb->secs = td_now() - t0;
+		jb->tb1 = jb->te1 = t0 + jb->secs;
+		if (jb->slot >= 0 && w->k->query >= 0)
+			td_gpu_qtrace(u->on[jb->slot], jb->q);
 		if (jb->err == TD_OK)
 			td_merge_done(w->b, b->back + jb->lo, jb->hi - jb->lo);
 	}
@@ -575,6 +587,8 @@ static void td_worker_run(td_worker *w)
 			td_sub *b = &w->s->sub[jb->unit];
 			double t0 = td_now();
 			int more = 0;
+			if (jb->te0 == jb->tb0)
+				jb->te0 = t0;
 			jb->err = td_gpu_query_end(m->u[jb->unit].on[jb->slot], b->reqs + jb->lo * w->s->size,
 						   jb->hi - jb->lo, &more);
 			jb->secs += td_now() - t0;
@@ -582,6 +596,8 @@ static void td_worker_run(td_worker *w)
 				pj = &jb->link;
 				continue;
 			}
+			jb->te1 = td_now();
+			td_gpu_qtrace(m->u[jb->unit].on[jb->slot], jb->q);
 			if (jb->err == TD_OK)
 				td_merge_done(w->b, b->back + jb->lo, jb->hi - jb->lo);
 			*pj = jb->link;
@@ -593,6 +609,39 @@ static void td_worker_run(td_worker *w)
 static void td_worker_par(void *ctx, unsigned c)
 {
 	td_worker_run(&((td_worker *)ctx)[c]);
+}
+
+/* $TD_GPU_TRACE=N: which batch of each kind a handle traces (0: none). */
+static unsigned td_trace_at(void)
+{
+	static int v = -1;
+	if (v < 0) {
+		const char *e = getenv("TD_GPU_TRACE");
+		v = e && *e ? atoi(e) : 0;
+	}
+	return (unsigned)v;
+}
+
+/* The timeline of one batch on stderr, ms from its start (tr[0]; tr[1]:
+ * the split's end; t0: the run's start): every job's thread, begin,
+ * packing's size pass, launches done, first end step, CPU share, streams
+ * synced, unpacked, merged. */
+static void td_trace_print(const td_gmulti *m, const td_kind *k, const td_rjob *j, size_t n, const double *tr,
+			   double t0)
+{
+	static const char *kname[3] = {"extract", "count", "search"};
+	const double b = tr[0];
+#define TD_MS(x) ((x) > 0 ? ((x) - b) * 1e3 : -1.0)
+	fprintf(stderr, "trace: %s on %u device(s): split 0-%.3f, run from %.3f, %zu jobs\n", kname[k->id], m->used,
+		TD_MS(tr[1]), TD_MS(t0), n);
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr,
+			"trace:   slot %d thr %u unit %u n %zu: begin %.3f size %.3f launched %.3f | end %.3f rest %.3f-%.3f "
+			"synced %.3f unpacked %.3f merged %.3f\n",
+			j[i].slot, j[i].thr, j[i].unit, j[i].hi - j[i].lo, TD_MS(j[i].tb0), TD_MS(j[i].q[1]), TD_MS(j[i].tb1),
+			TD_MS(j[i].te0), TD_MS(j[i].q[3]), TD_MS(j[i].q[4]), TD_MS(j[i].q[5]), TD_MS(j[i].q[6]),
+			TD_MS(j[i].te1));
+#undef TD_MS
 }
 
 typedef struct td_uwork {
@@ -615,7 +664,7 @@ static int td_cmp_uwork(const void *x, const void *y)
  * up; each of TD_SLICE_MIN requests or more, one a device). The work is
  * requests times the shard's measured seconds a request. Each device's
  * jobs run on up to TD_DEV_THREADS threads, the CPU's on one. */
-static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
+static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k, const double *tr)
 {
 	size_t maxjobs = (size_t)m->n * (m->ndev ? m->ndev : 1) + 1;
 	td_rjob *jobs = malloc(maxjobs * sizeof *jobs), *bys = malloc(maxjobs * sizeof *bys);
@@ -651,7 +700,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		td_unit *u = &m->u[uw[x].unit];
 		size_t n = s->sub[uw[x].unit].n;
 		if (!u->g) {
-			jobs[nj++] = (td_rjob){uw[x].unit, -1, 0, n, 0, TD_OK, SIZE_MAX};
+			jobs[nj++] = (td_rjob){.unit = uw[x].unit, .slot = -1, .lo = 0, .hi = n, .link = SIZE_MAX};
 			continue;
 		}
 		/* its devices, least loaded first */
@@ -674,7 +723,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		ns = ns < 1 ? 1 : ns > nc ? nc : ns;
 		for (size_t j = 0; j < ns; j++) {
 			size_t lo = n * j / ns, hi = n * (j + 1) / ns;
-			jobs[nj++] = (td_rjob){uw[x].unit, (int)cand[j], lo, hi, 0, TD_OK, SIZE_MAX};
+			jobs[nj++] = (td_rjob){.unit = uw[x].unit, .slot = (int)cand[j], .lo = lo, .hi = hi, .link = SIZE_MAX};
 			load[cand[j] + 1] += uw[x].work * (double)(hi - lo) / (double)n;
 		}
 	}
@@ -703,8 +752,8 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 		unsigned nt = slot < 0 ? 1 : dth;
 		if (busy < nt)
 			nt = (unsigned)busy;
-		for (unsigned t = 0; t < nt; t++)
-			w[nw++] = (td_worker){m, bt, s, k, bys + first[slot + 1], busy, &next[slot + 1], slot, 0, 0};
+		for (unsigned t = 0; t < nt; t++, nw++)
+			w[nw] = (td_worker){m, bt, s, k, bys + first[slot + 1], busy, &next[slot + 1], slot, 0, 0, nw};
 	}
 	double t0 = td_now();
 	td_gpu_par(nw, td_worker_par, w);
@@ -721,6 +770,8 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k)
 			m->ph[k->id].begun[i] += begun[i];
 		}
 	}
+	if (tr)
+		td_trace_print(m, k, bys, nby, tr, t0);
 	/* each shard's seconds a request, for the next batches' balance */
 	int r = TD_OK;
 	for (size_t j = 0; j < nby; j++) {
@@ -926,8 +977,10 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 	if (r == TD_OK)
 		r = td_split_batch(b);
 	t1 = td_now();
+	double tr[2] = {t0, t1};
+	int trace = td_trace_at() && ++m->ntrace[k->id] == td_trace_at();
 	if (r == TD_OK)
-		r = td_run_all(m, b, &b->s, k);
+		r = td_run_all(m, b, &b->s, k, trace ? tr : NULL);
 	t2 = td_now();
 	/* every request's parts were merged (which frees them) unless a job
 	 * failed: then what was not merged is dropped below */

@@ -31,6 +31,10 @@ static struct {
 
 static pthread_once_t td_pool_once = PTHREAD_ONCE_INIT;
 
+/* $TD_GPU_POOL_SPIN: microseconds an idle thread, or a caller waiting for
+ * its tasks, watches for work before it sleeps (0: sleeps at once). */
+static double td_pool_spin;
+
 /* A forked child has none of the parent's threads: an empty pool. */
 static void td_pool_atfork_child(void)
 {
@@ -42,6 +46,8 @@ static void td_pool_atfork_child(void)
 
 static void td_pool_init(void)
 {
+	const char *e = getenv("TD_GPU_POOL_SPIN");
+	td_pool_spin = e && *e ? atof(e) * 1e-6 : 0;
 	pthread_atfork(NULL, NULL, td_pool_atfork_child);
 }
 
@@ -57,7 +63,7 @@ static unsigned td_pool_take(td_pjob *j)
 	if (c + 1 == j->nt)
 		for (td_pjob **p = &td_pool.jobs; *p; p = &(*p)->link)
 			if (*p == j) {
-				*p = j->link;
+				__atomic_store_n(p, j->link, __ATOMIC_RELEASE); /* spinners read it */
 				break;
 			}
 	return c;
@@ -65,8 +71,25 @@ static unsigned td_pool_take(td_pjob *j)
 
 static void td_pool_end(td_pjob *j)
 {
-	if (++j->done == j->nt)
+	if (__atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE) == j->nt)
 		pthread_cond_signal(&j->end);
+}
+
+/* Spin (the pool's lock not held) until *p is non-zero, or *p reaches
+ * `until` when until is non-zero, or td_pool_spin seconds have gone:
+ * whether it happened. */
+static int td_pool_watch(void *const *p, const unsigned *u, unsigned until)
+{
+	double end = td_now() + td_pool_spin;
+	for (unsigned i = 0;; i++) {
+		if (p ? __atomic_load_n(p, __ATOMIC_ACQUIRE) != NULL : __atomic_load_n(u, __ATOMIC_ACQUIRE) >= until)
+			return 1;
+		if ((i & 63) == 63 && td_now() > end)
+			return 0;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
 }
 
 static void *td_pool_thread(void *arg)
@@ -74,6 +97,11 @@ static void *td_pool_thread(void *arg)
 	(void)arg;
 	pthread_mutex_lock(&td_pool.lock);
 	for (;;) {
+		if (!td_pool.jobs && td_pool_spin > 0) {
+			pthread_mutex_unlock(&td_pool.lock);
+			td_pool_watch((void *const *)&td_pool.jobs, NULL, 0);
+			pthread_mutex_lock(&td_pool.lock);
+		}
 		while (!td_pool.jobs)
 			pthread_cond_wait(&td_pool.work, &td_pool.lock);
 		td_pjob *j = td_pool.jobs;
@@ -102,7 +130,7 @@ void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
 	pthread_cond_init(&j.end, NULL);
 	pthread_mutex_lock(&td_pool.lock);
 	j.link = td_pool.jobs;
-	td_pool.jobs = &j;
+	__atomic_store_n(&td_pool.jobs, &j, __ATOMIC_RELEASE);
 	td_pool.pending += nt - 1;
 	while (td_pool.idle < td_pool.pending && td_pool.threads < TD_POOL_MAX) {
 		pthread_t th;
@@ -130,6 +158,11 @@ void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
 		fn(ctx, c);
 		pthread_mutex_lock(&td_pool.lock);
 		td_pool_end(&j);
+	}
+	if (j.done < nt && td_pool_spin > 0) {
+		pthread_mutex_unlock(&td_pool.lock);
+		td_pool_watch(NULL, &j.done, nt);
+		pthread_mutex_lock(&td_pool.lock);
 	}
 	while (j.done < nt)
 		pthread_cond_wait(&j.end, &td_pool.lock);
