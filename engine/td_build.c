@@ -365,6 +365,7 @@ static int shard_start(td_build *b)
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
 	wo.temp_output = 1;    /* finish() copies it into the synced archive */
 	wo.grammar_cores = &b->cores;
+	wo.raw_hint = b->o.shard_size + CUT_SLACK + (UINT64_C(1) << 20);
 	j->w = td_writer_new(&wo);
 	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {
@@ -869,6 +870,42 @@ int td_build_file_data(td_build *b, const void *data, size_t len)
 	if (err)
 		b->in_file = 0;
 	return err;
+}
+
+int td_build_file_room(td_build *b, size_t len, void **p, size_t *room)
+{
+	*p = NULL;
+	*room = 0;
+	if (b->one)
+		return TD_OK;
+	if (!b->in_file)
+		return td_fail(TD_EINVAL, "no file open in the builder");
+	int err;
+	if (!b->fopen_in_shard && (err = fpiece_begin(b))) {
+		b->in_file = 0;
+		return err;
+	}
+	/* up to the shard's size: past it td_build_file_data finds the cut */
+	uint64_t left = b->o.shard_size > b->cur_bytes ? b->o.shard_size - b->cur_bytes : 0;
+	if (left < len)
+		len = (size_t)left;
+	if (len && (*p = td_writer_file_room(b->cur->w, len)))
+		*room = len;
+	return TD_OK;
+}
+
+int td_build_file_wrote(td_build *b, size_t len)
+{
+	if (b->one || !b->in_file || !b->fopen_in_shard)
+		return td_fail(TD_EINVAL, "no room given in the builder");
+	int err = td_writer_file_wrote(b->cur->w, len);
+	if (err) {
+		b->in_file = 0;
+		return err;
+	}
+	b->cur_bytes += len;
+	b->fpos += len;
+	return TD_OK;
 }
 
 int td_build_file_end(td_build *b)
