@@ -242,9 +242,17 @@ td_writer *td_writer_new(const td_writer_opts *opts)
  * fault every 2 MiB instead of every 4 KiB (the adding thread's time:
  * contrib/bench/NOTES.md, "Compression speed"); a text past the hint
  * moves it to a mapping twice as large. */
+static void raw_unmap(td_writer *w, void *p, size_t cap)
+{
+	if (p && w->o.raw_put && cap == w->o.raw_hint)
+		w->o.raw_put(w->o.raw_ctx, p, cap);
+	else
+		td_big_free(p, cap);
+}
+
 static void raw_free(td_writer *w)
 {
-	td_big_free(w->raw.p, w->raw.cap);
+	raw_unmap(w, w->raw.p, w->raw.cap);
 	memset(&w->raw, 0, sizeof w->raw);
 }
 
@@ -256,18 +264,12 @@ static int raw_room(td_writer *w, size_t len)
 	size_t cap = w->raw.cap ? 2 * w->raw.cap : w->o.raw_hint > TD_BIG_MIN ? w->o.raw_hint : TD_BIG_MIN;
 	while (cap - w->raw.len < len)
 		cap *= 2;
-	uint8_t *p;
-#ifdef TD_WRITER_TRACE
-	if (getenv("TD_TRACE_RAW4K")) /* benchmarks: in 4 KiB pages */
-		p = td_big_alloc_sparse(cap);
-	else
-#endif
-		p = td_big_alloc(cap);
+	uint8_t *p = w->o.raw_get && cap == w->o.raw_hint ? w->o.raw_get(w->o.raw_ctx, cap) : td_big_alloc(cap);
 	if (!p)
 		return TD_ENOMEM;
 	if (w->raw.len)
 		memcpy(p, w->raw.p, w->raw.len);
-	td_big_free(w->raw.p, w->raw.cap);
+	raw_unmap(w, w->raw.p, w->raw.cap);
 	w->raw.p = p;
 	w->raw.cap = cap;
 	return TD_OK;

@@ -83,6 +83,15 @@ typedef struct td_writer_opts {
 	 * (td_build: a shard's size); its buffer is sized for that at the
 	 * first byte. 0: it grows from 1 MiB. The archive bytes are the same. */
 	uint64_t raw_hint;
+	/* defer_tokenize: where a text buffer of raw_hint bytes comes from
+	 * (contents unspecified, zeroed or not) and goes back to once the
+	 * text is tokenized, or when the writer is freed (td_build keeps a few
+	 * for its next shards, so their pages are not faulted and zeroed
+	 * again); called from the writer's thread, whichever that is. NULL:
+	 * a mapping of its own. Buffers of other sizes never pass through. */
+	void *(*raw_get)(void *ctx, size_t size);
+	void (*raw_put)(void *ctx, void *p, size_t size);
+	void *raw_ctx;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
