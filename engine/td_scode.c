@@ -578,6 +578,15 @@ static void decode_tiles4(const td_scode *c, const struct td_sc_tab *tb, uint64_
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define SC_X16 1
 #include <immintrin.h>
+#if defined(__has_include)
+#if __has_include(<sys/platform/x86.h>)
+/* glibc's view of the CPU, filled in before main: reading it runs no
+ * cpuid, and linking it brings no start-up constructor (libgcc's
+ * __builtin_cpu_init does both). */
+#include <sys/platform/x86.h>
+#define SC_GLIBC_X86 1
+#endif
+#endif
 
 /* Whether decode_tiles32 runs (CPUs with AVX-512F and BW); td_scode_simd
  * can turn it off. */
@@ -587,8 +596,12 @@ static int x16_on(void)
 {
 	int v = atomic_load_explicit(&sc_x16, memory_order_relaxed);
 	if (v < 0) {
+#ifdef SC_GLIBC_X86
+		int have = CPU_FEATURE_ACTIVE(AVX512F) && CPU_FEATURE_ACTIVE(AVX512BW);
+#else
 		__builtin_cpu_init();
 		int have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#endif
 		/* from -1 only: a td_scode_simd(0) meanwhile stays */
 		if (atomic_compare_exchange_strong_explicit(&sc_x16, &v, have, memory_order_relaxed, memory_order_relaxed))
 			v = have;

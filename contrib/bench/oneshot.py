@@ -3,7 +3,7 @@
 fuzzy -k 2 from the fuzzy index, and the floors `tadoc --version` and `tadoc info`), two
 tadoc binaries side by side in one run, against the plain-text pipelines over the tree.
 
-Usage: oneshot.py [-r RUNS] [-p PIPE_RUNS] -o OUT.md NEW_TADOC BASE_TADOC NAME:ARCHIVE:DIR:W1,W2:FW ...
+Usage: oneshot.py [-r RUNS] [-p PIPE_RUNS] [-x LABEL=TADOC ...] -o OUT.md NEW_TADOC BASE_TADOC NAME:ARCHIVE:DIR:W1,W2:FW ...
 
 For each corpus NAME (its archive built with `tadoc compress --postings --fuzzy-index`, the
 original tree DIR): `tadoc files ARCHIVE W` for each W, `tadoc fuzzy -k 2 ARCHIVE FW`, and
@@ -12,7 +12,8 @@ uniq -c`. Each command runs RUNS times (default 7), the commands of a round one 
 other (NEW and BASE interleaved), pipelines PIPE_RUNS times (default 5); the figures are the
 least CPU time (user + sys of the process and every child it waited for, from wait4) and
 the median wall time. Both binaries' answers are checked equal first. CPU time is the
-figure to compare on a shared machine.
+figure to compare on a shared machine. Each -x adds one more binary (another build of
+either), measured in the same rounds, its answers checked too, in columns of its own.
 """
 import argparse
 import os
@@ -50,12 +51,14 @@ def main():
     ap.add_argument("-r", type=int, default=7)
     ap.add_argument("-p", type=int, default=5)
     ap.add_argument("-o", required=True)
+    ap.add_argument("-x", action="append", default=[], metavar="LABEL=TADOC")
     ap.add_argument("new")
     ap.add_argument("base")
     ap.add_argument("corpora", nargs="+")
     a = ap.parse_args()
     os.environ["LC_ALL"] = "C.UTF-8"
     new, base = os.path.realpath(a.new), os.path.realpath(a.base)
+    extra = [(x.split("=", 1)[0], os.path.realpath(x.split("=", 1)[1])) for x in a.x]
     out = []
     load = open("/proc/loadavg").read().split()[:3]
     model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
@@ -63,12 +66,14 @@ def main():
     commit = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip() or "unknown"
     out.append("- machine: %s, %d cores, load average %s at the start" % (model, os.cpu_count(), " ".join(load)))
-    out.append("- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
-                                                      a.new, a.base))
-    out.append("- tadoc: least CPU / median wall of %d runs, both binaries interleaved; pipelines: of %d" % (a.r, a.p))
+    out.append("- %s, commit %s; new: %s, base: %s%s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
+                                                        a.new, a.base, "".join(", %s: %s" % tuple(x.split("=", 1)) for x in a.x)))
+    out.append("- tadoc: least CPU / median wall of %d runs, the binaries interleaved; pipelines: of %d" % (a.r, a.p))
     out.append("")
-    out.append("| corpus | query | base tadoc (ms CPU / wall) | new tadoc (ms CPU / wall) | pipeline | pipeline (ms CPU / wall) | speed-up CPU base / new |")
-    out.append("|---|---|---:|---:|---|---:|---:|")
+    xh = "".join(" %s tadoc (ms CPU / wall) |" % lab for lab, _ in extra)
+    xs = "".join(" / %s" % lab for lab, _ in extra)
+    out.append("| corpus | query | base tadoc (ms CPU / wall) | new tadoc (ms CPU / wall) |%s pipeline | pipeline (ms CPU / wall) | speed-up CPU base / new%s |" % (xh, xs))
+    out.append("|---|---|---:|---:|%s---|---:|---:|" % ("---:|" * len(extra)))
     for spec in a.corpora:
         name, arch, tree, words, fw = spec.split(":")
         queries = [("files %s" % w, ["files", arch, w], "grep -rcw W DIR | sort -t: -k2 -rn",
@@ -84,13 +89,22 @@ def main():
                 y = subprocess.run([base] + args, capture_output=True).stdout
                 if x != y:
                     sys.exit("oneshot: %s: the two binaries' answers differ" % label)
-            m = measure({"base": ([base] + args, False), "new": ([new] + args, False)}, a.r)
+                for lab, b in extra:
+                    if subprocess.run([b] + args, capture_output=True).stdout != x:
+                        sys.exit("oneshot: %s: %s's answer differs" % (label, lab))
+            cmds = {"base": ([base] + args, False), "new": ([new] + args, False)}
+            for lab, b in extra:
+                cmds[lab] = ([b] + args, False)
+            m = measure(cmds, a.r)
             row = "| %s | `%s` | %.2f / %.1f | %.2f / %.1f |" % (name, label, m["base"][0], m["base"][1],
                                                               m["new"][0], m["new"][1])
+            row += "".join(" %.2f / %.1f |" % m[lab] for lab, _ in extra)
             if pcmd:
                 p = measure({"p": (pcmd, True)}, a.p)["p"]
-                row += " `%s` | %.0f / %.0f | %.0fx / %.0fx |" % (plabel.replace("|", "\\|"), p[0], p[1],
-                                                                p[0] / m["base"][0], p[0] / m["new"][0])
+                row += " `%s` | %.0f / %.0f | %.0fx / %.0fx%s |" % (plabel.replace("|", "\\|"), p[0], p[1],
+                                                                  p[0] / m["base"][0], p[0] / m["new"][0],
+                                                                  "".join(" / %.0fx" % (p[0] / m[lab][0])
+                                                                          for lab, _ in extra))
             else:
                 row += " | | |"
             out.append(row)
