@@ -129,6 +129,11 @@ struct td_build {
 	td_disk_shard *ctab;      /* the shard table being filled */
 	uint64_t coff;            /* its end */
 	uint32_t cnext;           /* the next new shard to append */
+	/* shards' text buffers (td_writer_opts.raw_get): those tokenized,
+	 * kept for the next shards (their pages already faulted in) */
+	pthread_mutex_t pool_mu;
+	void *pool[4];
+	unsigned npool, pool_cap;
 };
 
 void td_build_opts_init(td_build_opts *o)
@@ -270,6 +275,33 @@ static void *worker(void *p)
 	return NULL;
 }
 
+/* A shard's text buffer: one a tokenized shard gave back, else a new
+ * mapping. */
+static void *raw_get(void *ctx, size_t size)
+{
+	td_build *b = ctx;
+	void *p = NULL;
+	pthread_mutex_lock(&b->pool_mu);
+	if (b->npool)
+		p = b->pool[--b->npool];
+	pthread_mutex_unlock(&b->pool_mu);
+	return p ? p : td_big_alloc(size);
+}
+
+/* Kept for the next shard while the pool has room (pool_cap: 0 where the
+ * memory bound limits the shards in flight), else unmapped. */
+static void raw_put(void *ctx, void *p, size_t size)
+{
+	td_build *b = ctx;
+	pthread_mutex_lock(&b->pool_mu);
+	if (b->npool < b->pool_cap) {
+		b->pool[b->npool++] = p;
+		p = NULL;
+	}
+	pthread_mutex_unlock(&b->pool_mu);
+	td_big_free(p, size);
+}
+
 /* td_grammar_cores over the workers' idle cores: a shard's grammar rounds
  * borrow those with no shard to build (the tail of a build, a corpus of
  * fewer shards than cores). */
@@ -365,6 +397,10 @@ static int shard_start(td_build *b)
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
 	wo.temp_output = 1;    /* finish() copies it into the synced archive */
 	wo.grammar_cores = &b->cores;
+	wo.raw_hint = b->o.shard_size + CUT_SLACK + (UINT64_C(1) << 20);
+	wo.raw_get = raw_get;
+	wo.raw_put = raw_put;
+	wo.raw_ctx = b;
 	j->w = td_writer_new(&wo);
 	j->tmp = malloc(strlen(b->tmpbase) + 48);
 	if (!j->w || !j->tmp) {
@@ -687,6 +723,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	if (!b)
 		return TD_ENOMEM;
 	pthread_mutex_init(&b->mu, NULL);
+	pthread_mutex_init(&b->pool_mu, NULL);
 	pthread_cond_init(&b->cv, NULL);
 	if (o.format != TD_VERSION_SHARDED) {
 		td_writer_opts wo = o.writer;
@@ -738,6 +775,13 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	int err;
 	uint64_t per = td_build_memory_min(o.shard_size) - TD_BUILD_BASE, m = (o.memory - TD_BUILD_BASE) / per;
 	b->max_inflight = m > o.jobs + 1 ? o.jobs + 1 : (unsigned)m;
+	/* spare text buffers only where memory does not bound the shards in
+	 * flight (each holds one until it is tokenized) */
+	b->pool_cap = m > o.jobs + 1 ? (o.jobs < 4 ? o.jobs : 4) : 0;
+#ifdef TD_WRITER_TRACE
+	if (getenv("TD_TRACE_POOL")) /* benchmarks: another number kept */
+		b->pool_cap = (unsigned)atoi(getenv("TD_TRACE_POOL")) < 4 ? (unsigned)atoi(getenv("TD_TRACE_POOL")) : 4;
+#endif
 	const char *dir = o.tmp_dir ? o.tmp_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	b->tmpbase = malloc(strlen(o.tmp_target ? o.tmp_target : dir) + 64);
 	b->ent = calloc(64, sizeof *b->ent);
@@ -869,6 +913,42 @@ int td_build_file_data(td_build *b, const void *data, size_t len)
 	if (err)
 		b->in_file = 0;
 	return err;
+}
+
+int td_build_file_room(td_build *b, size_t len, void **p, size_t *room)
+{
+	*p = NULL;
+	*room = 0;
+	if (b->one)
+		return TD_OK;
+	if (!b->in_file)
+		return td_fail(TD_EINVAL, "no file open in the builder");
+	int err;
+	if (!b->fopen_in_shard && (err = fpiece_begin(b))) {
+		b->in_file = 0;
+		return err;
+	}
+	/* up to the shard's size: past it td_build_file_data finds the cut */
+	uint64_t left = b->o.shard_size > b->cur_bytes ? b->o.shard_size - b->cur_bytes : 0;
+	if (left < len)
+		len = (size_t)left;
+	if (len && (*p = td_writer_file_room(b->cur->w, len)))
+		*room = len;
+	return TD_OK;
+}
+
+int td_build_file_wrote(td_build *b, size_t len)
+{
+	if (b->one || !b->in_file || !b->fopen_in_shard)
+		return td_fail(TD_EINVAL, "no room given in the builder");
+	int err = td_writer_file_wrote(b->cur->w, len);
+	if (err) {
+		b->in_file = 0;
+		return err;
+	}
+	b->cur_bytes += len;
+	b->fpos += len;
+	return TD_OK;
 }
 
 int td_build_file_end(td_build *b)
@@ -1075,6 +1155,8 @@ void td_build_abort(td_build *b)
 	for (uint32_t i = 0; i < b->njobs; i++)
 		job_free(b->jobs[i]);
 	free(b->jobs);
+	while (b->npool)
+		td_big_free(b->pool[--b->npool], b->o.shard_size + CUT_SLACK + (UINT64_C(1) << 20));
 	for (uint32_t i = 0; i < b->nent; i++)
 		free(b->ent[i].path);
 	free(b->ent);
@@ -1094,6 +1176,7 @@ void td_build_abort(td_build *b)
 	free(b->ctmp);
 	free(b->ctab);
 	pthread_mutex_destroy(&b->mu);
+	pthread_mutex_destroy(&b->pool_mu);
 	pthread_cond_destroy(&b->cv);
 	free(b);
 }

@@ -37,7 +37,16 @@ static int add_file(scan *s, int fd, const char *disk, const char *rel, const st
 	if (err)
 		return fail_at(err, disk);
 	for (;;) {
-		ssize_t k = read(fd, s->buf, CHUNK);
+		/* straight into the shard where it takes them (no copy) */
+		void *at;
+		size_t room;
+		if ((err = td_build_file_room(s->w, CHUNK, &at, &room)))
+			return fail_at(err, disk);
+#ifdef TD_WRITER_TRACE
+		if (getenv("TD_TRACE_COPY")) /* benchmarks: read and copy */
+			at = NULL;
+#endif
+		ssize_t k = read(fd, at ? at : s->buf, at ? room : CHUNK);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
@@ -46,7 +55,7 @@ static int add_file(scan *s, int fd, const char *disk, const char *rel, const st
 		}
 		if (k == 0)
 			break;
-		if ((err = td_build_file_data(s->w, s->buf, (size_t)k)))
+		if ((err = at ? td_build_file_wrote(s->w, (size_t)k) : td_build_file_data(s->w, s->buf, (size_t)k)))
 			return fail_at(err, disk);
 	}
 	return td_build_file_end(s->w);

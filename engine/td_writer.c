@@ -76,7 +76,8 @@ struct td_writer {
 	td_tokenizer tz;
 	uint64_t bytes_in;
 	uint64_t nlong;   /* words longer than TD_MAXTOK in files */
-	/* defer_tokenize: the texts' bytes and their entries, in input order */
+	/* defer_tokenize: the texts' bytes and their entries, in input order;
+	 * raw.p from td_big_alloc(raw.cap) (raw_put, raw_free) */
 	td_buf raw;
 	uint32_t *texts;
 	uint64_t ntext_def, captext_def;
@@ -236,6 +237,54 @@ td_writer *td_writer_new(const td_writer_opts *opts)
 	return w;
 }
 
+/* defer_tokenize's held text: one mapping in huge pages (td_big_alloc),
+ * sized at first use for opts.raw_hint bytes, so filling it costs a page
+ * fault every 2 MiB instead of every 4 KiB (the adding thread's time:
+ * contrib/bench/NOTES.md, "Compression speed"); a text past the hint
+ * moves it to a mapping twice as large. */
+static void raw_unmap(td_writer *w, void *p, size_t cap)
+{
+	if (p && w->o.raw_put && cap == w->o.raw_hint)
+		w->o.raw_put(w->o.raw_ctx, p, cap);
+	else
+		td_big_free(p, cap);
+}
+
+static void raw_free(td_writer *w)
+{
+	raw_unmap(w, w->raw.p, w->raw.cap);
+	memset(&w->raw, 0, sizeof w->raw);
+}
+
+/* Room for `len` more bytes after raw.len. */
+static int raw_room(td_writer *w, size_t len)
+{
+	if (w->raw.cap - w->raw.len >= len)
+		return TD_OK;
+	size_t cap = w->raw.cap ? 2 * w->raw.cap : w->o.raw_hint > TD_BIG_MIN ? w->o.raw_hint : TD_BIG_MIN;
+	while (cap - w->raw.len < len)
+		cap *= 2;
+	uint8_t *p = w->o.raw_get && cap == w->o.raw_hint ? w->o.raw_get(w->o.raw_ctx, cap) : td_big_alloc(cap);
+	if (!p)
+		return TD_ENOMEM;
+	if (w->raw.len)
+		memcpy(p, w->raw.p, w->raw.len);
+	raw_unmap(w, w->raw.p, w->raw.cap);
+	w->raw.p = p;
+	w->raw.cap = cap;
+	return TD_OK;
+}
+
+static int raw_put(td_writer *w, const void *data, size_t len)
+{
+	int err = raw_room(w, len);
+	if (!err && len) {
+		memcpy(w->raw.p + w->raw.len, data, len);
+		w->raw.len += len;
+	}
+	return err;
+}
+
 void td_writer_abort(td_writer *w)
 {
 	if (!w)
@@ -252,7 +301,7 @@ void td_writer_abort(td_writer *w)
 	free(w->td.freq);
 	free(w->seq);
 	td_buf_free(&w->pend);
-	td_buf_free(&w->raw);
+	raw_free(w);
 	free(w->texts);
 	free(w);
 }
@@ -570,7 +619,7 @@ static int tokenize_parallel(td_writer *w)
 	int err = TD_OK;
 	for (unsigned t = 0; t < np && !err; t++)
 		err = part[t].err;
-	td_buf_free(&w->raw);
+	raw_free(w);
 	if (!err)
 		err = tok_merge(w, part, np);
 	for (unsigned t = 0; t < np; t++) {
@@ -604,7 +653,7 @@ static int tokenize_deferred(td_writer *w)
 	}
 	if (err < 0)
 		err = TD_OK;
-	td_buf_free(&w->raw);
+	raw_free(w);
 	free(w->texts);
 	w->texts = NULL;
 	w->ntext_def = w->captext_def = 0;
@@ -618,6 +667,23 @@ int td_writer_file_begin(td_writer *w, const char *path, mode_t mode, int64_t mt
 	return err ? err : text_begin(w, id);
 }
 
+void *td_writer_file_room(td_writer *w, size_t len)
+{
+	if (!w->in_file || !w->o.defer_tokenize || raw_room(w, len))
+		return NULL;
+	return w->raw.p + w->raw.len;
+}
+
+int td_writer_file_wrote(td_writer *w, size_t len)
+{
+	if (!w->in_file || !w->o.defer_tokenize || w->raw.cap - w->raw.len < len)
+		return td_fail(TD_EINVAL, "no room given for %zu bytes in the writer", len);
+	w->ent[w->cur].size += len;
+	w->bytes_in += len;
+	w->raw.len += len;
+	return TD_OK;
+}
+
 int td_writer_file_data(td_writer *w, const void *data, size_t len)
 {
 	if (!w->in_file)
@@ -625,7 +691,7 @@ int td_writer_file_data(td_writer *w, const void *data, size_t len)
 	w->ent[w->cur].size += len;
 	w->bytes_in += len;
 	if (w->o.defer_tokenize)
-		return td_buf_put(&w->raw, data, len);
+		return raw_put(w, data, len);
 	size_t used;
 	int err;
 	if (w->pend.len == 0) {
@@ -760,7 +826,7 @@ int td_writer_add_symlink(td_writer *w, const char *path, int64_t mtime_sec, uin
 	size_t used, len = strlen(target);
 	w->ent[id].size = len;
 	if (w->o.defer_tokenize)
-		err = td_buf_put(&w->raw, target, len);
+		err = raw_put(w, target, len);
 	else
 		err = feed(w, (const uint8_t *)target, len, 1, &used);
 	if (!err && !w->o.defer_tokenize)

@@ -122,6 +122,16 @@ int td_build_file_begin(td_build *b, const char *path, mode_t mode, int64_t mtim
 int td_build_file_data(td_build *b, const void *data, size_t len);
 int td_build_file_end(td_build *b);
 
+/* Where up to `len` next bytes of the open file may be read in place (into
+ * the shard's writer, td_writer_file_room): *p gets the pointer and *room
+ * their number (1..len), valid until the next call on the builder; *p NULL
+ * where this builder copies instead (format 3/4, the file reaching the
+ * shard's cut: use td_build_file_data). td_build_file_wrote(b, n) then
+ * adds the first n <= *room of them, as td_build_file_data would (the same
+ * archive bytes). Errors as td_build_file_data's. Not thread-safe. */
+int td_build_file_room(td_build *b, size_t len, void **p, size_t *room);
+int td_build_file_wrote(td_build *b, size_t len);
+
 /* As td_writer_add_copy (a hard link of a tar stream): a regular file at
  * path with the bytes of the regular file `target` added earlier, read
  * back from its pieces (the shard filling, or a built shard's file once

@@ -79,6 +79,19 @@ typedef struct td_writer_opts {
 	 * removes (td_build.h's shards, copied into the archive that is
 	 * synced): td_writer_finish skips its fsyncs. */
 	int temp_output;
+	/* defer_tokenize: about how many bytes of text the writer will hold
+	 * (td_build: a shard's size); its buffer is sized for that at the
+	 * first byte. 0: it grows from 1 MiB. The archive bytes are the same. */
+	uint64_t raw_hint;
+	/* defer_tokenize: where a text buffer of raw_hint bytes comes from
+	 * (contents unspecified, zeroed or not) and goes back to once the
+	 * text is tokenized, or when the writer is freed (td_build keeps a few
+	 * for its next shards, so their pages are not faulted and zeroed
+	 * again); called from the writer's thread, whichever that is. NULL:
+	 * a mapping of its own. Buffers of other sizes never pass through. */
+	void *(*raw_get)(void *ctx, size_t size);
+	void (*raw_put)(void *ctx, void *p, size_t size);
+	void *raw_ctx;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
@@ -118,6 +131,16 @@ int td_writer_file_end(td_writer *w);
  * Errors: those of add_file, and TD_ENOENT (no such regular file added). */
 int td_writer_add_copy(td_writer *w, const char *path, mode_t mode, int64_t mtime_sec, uint32_t mtime_nsec,
 		       const char *target);
+
+/* With defer_tokenize: where the next `len` bytes of the open file may be
+ * written in place (read(2) straight into the writer), valid until the
+ * next call on the writer; NULL when there is no file open, no
+ * defer_tokenize, or no memory. td_writer_file_wrote(w, n) then adds the
+ * first n <= len of them to the file, as td_writer_file_data would (the
+ * same archive bytes). TD_EINVAL when no such room was given. Not
+ * thread-safe. */
+void *td_writer_file_room(td_writer *w, size_t len);
+int td_writer_file_wrote(td_writer *w, size_t len);
 
 /* The bytes of the file or symlink `path` added (and ended) earlier, from
  * its tokens (defer_tokenize: its held bytes), into buf (cap bytes); *len gets their number (its size).
