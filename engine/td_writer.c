@@ -587,10 +587,19 @@ static int tokenize_parallel(td_writer *w)
 		want = maxthr;
 	if (want < 2)
 		return -1;
-	unsigned got = c->take(c->ctx, (unsigned)want - 1);
-	if (got == 0)
+	unsigned got = c->take(c->ctx, (unsigned)want - 1), least = 0;
+#ifdef TD_WRITER_TRACE
+	/* benchmarks: at least this many threads, cores free or not */
+	if (getenv("TD_TRACE_TOK_MIN"))
+		least = (unsigned)atoi(getenv("TD_TRACE_TOK_MIN"));
+	if (least > want)
+		least = (unsigned)want;
+#endif
+	if (got == 0 && least < 2)
 		return -1;
 	unsigned np = got + 1 < TOK_MAXTHR ? got + 1 : TOK_MAXTHR;
+	if (np < least)
+		np = least;
 	w->tok_threads = np;
 	tokpart part[TOK_MAXTHR];
 	pthread_t th[TOK_MAXTHR];
@@ -1150,6 +1159,11 @@ static void *zstd_sections(void *arg)
 #ifdef TD_WRITER_TRACE
 		if (getenv("TD_TRACE_ZLEVEL")) /* benchmarks: another level */
 			level = atoi(getenv("TD_TRACE_ZLEVEL"));
+		/* benchmarks: the helper of a smaller word list below the
+		 * others' priority (the largest first) */
+		if (id == TD_SEC_WORDS && getenv("TD_TRACE_ZNICE_BELOW") &&
+		    raw < (size_t)atoll(getenv("TD_TRACE_ZNICE_BELOW")))
+			setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5);
 #endif
 		int err = td_buf_zstd(&f->sb.b[id], level);
 		td_trace("zstd section %u: %zu -> %zu bytes", id, raw, f->sb.b[id].len);

@@ -356,9 +356,16 @@ void td_gpu_build_counts(uint64_t *on_gpu, uint64_t *on_cpu);
  * symbol) do not fit in free device memory, or on a CUDA error before the
  * result is copied back (TD_EIO after). TD_ENOMEM (host), TD_ELIMIT as the
  * CPU builder. Built without CUDA: TD_ENOGPU. Thread-safe: each call runs on
- * a CUDA stream of its own. */
+ * a CUDA stream of its own. Its device memory comes from the device's
+ * default memory pool, which keeps it for the next call until
+ * td_gpu_grammar_release. */
 int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
 			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
+
+/* Give the device memory that td_gpu_grammar_rounds calls freed (kept in
+ * the device's memory pool for the next call) back to the driver; call it
+ * when no call runs. Built without CUDA: does nothing. Thread-safe. */
+void td_gpu_grammar_release(void);
 
 /* A td_grammar_rounds_fn for writers on many threads (the shards of
  * td_build.h): runs td_gpu_grammar_rounds, two calls at a time at most
@@ -366,8 +373,9 @@ int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm,
  * turn while the sequences queued ahead of it would take the GPU less time
  * (estimated from the calls that ran) than its own rounds would take a
  * core, and otherwise declines (TD_ENOGPU) at once, so the writer runs the
- * CPU rounds on its own thread. Same bytes either way. ctx: ignored.
- * Thread-safe. */
+ * CPU rounds on its own thread. Same bytes either way. The pool's memory
+ * goes back (td_gpu_grammar_release) whenever no call runs or waits.
+ * ctx: ignored. Thread-safe. */
 int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
 				 td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules);
 

@@ -93,6 +93,18 @@ static inline void td_dfree(void *p)
 		cudaFree(p);
 }
 
+/* Stream-ordered: from the device's memory pool, no device-wide sync. */
+static inline cudaError_t td_dalloc_on(void **p, size_t n, cudaStream_t s)
+{
+	return cudaMallocAsync(p, n ? n : 8, s);
+}
+
+static inline void td_dfree_on(void *p, cudaStream_t s)
+{
+	if (p)
+		cudaFreeAsync(p, s);
+}
+
 static inline cudaError_t td_h2d(void *d, const void *h, size_t n, cudaStream_t s)
 {
 	return n ? cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s) : cudaSuccess;
@@ -186,6 +198,16 @@ static inline cudaError_t td_dalloc(void **p, size_t n)
 }
 
 static inline void td_dfree(void *p)
+{
+	free(p);
+}
+
+static inline cudaError_t td_dalloc_on(void **p, size_t n, cudaStream_t)
+{
+	return td_dalloc(p, n);
+}
+
+static inline void td_dfree_on(void *p, cudaStream_t)
 {
 	free(p);
 }

@@ -42,17 +42,17 @@ struct td_f_mark {
 	}
 };
 
+/* the counted pairs' keys packed in 2 * sh bits, (a << sh) | b: sorted
+ * in as few radix passes as the symbols allow, in the order of (a, b) */
 struct td_f_gather {
 	const uint32_t *s;
 	const uint64_t *cnt, *pos;
 	uint64_t *keys;
-	uint32_t *vals;
+	int sh;
 	TD_HD void operator()(uint64_t i) const
 	{
-		if (cnt[i]) {
-			keys[pos[i]] = ((uint64_t)s[i] << 32) | s[i + 1];
-			vals[pos[i]] = 0;
-		}
+		if (cnt[i])
+			keys[pos[i]] = ((uint64_t)s[i] << sh) | s[i + 1];
 	}
 };
 
@@ -81,13 +81,16 @@ struct td_f_first {
 	}
 };
 
+/* distinct key u unpacked to (a << 32) | b, and its count */
 struct td_f_out {
 	const uint64_t *sk, *first;
+	int sh;
 	uint64_t *okey;
 	uint32_t *ocount;
 	TD_HD void operator()(uint64_t u) const
 	{
-		okey[u] = sk[first[u]];
+		uint64_t k = sk[first[u]];
+		okey[u] = sh == 32 ? k : ((k >> sh) << 32) | (k & ((UINT64_C(1) << sh) - 1));
 		ocount[u] = (uint32_t)(first[u + 1] - first[u]);
 	}
 };
@@ -115,8 +118,10 @@ static cudaError_t td_dg_count(const uint32_t *s, uint64_t n, int keybits, const
 	    (ce = td_dscan(b.cnt, b.pos, n, st)) != cudaSuccess || (ce = td_d2h(&m, b.pos + n - 1, 8, st)) != cudaSuccess ||
 	    (ce = td_dsync(st)) != cudaSuccess) /* cnt[n - 1] is 0 */
 		return ce;
-	if ((ce = td_each(n - 1, td_f_gather{s, b.cnt, b.pos, b.k, b.vals}, st)) != cudaSuccess ||
-	    (ce = td_dsort(b.k, b.sk, b.vals, b.svals, m, keybits, st)) != cudaSuccess)
+	/* keys alone (equal keys are alike: no values to carry) */
+	int sh = keybits - 32;
+	if ((ce = td_each(n - 1, td_f_gather{s, b.cnt, b.pos, b.k, sh}, st)) != cudaSuccess ||
+	    (ce = td_dsort_keys(b.k, b.sk, m, 2 * sh, st)) != cudaSuccess)
 		return ce;
 	/* cnt and pos now hold the flags and their sums */
 	if ((ce = td_each(m + 1, td_f_first_flag{b.sk, m, b.cnt}, st)) != cudaSuccess ||
@@ -125,7 +130,7 @@ static cudaError_t td_dg_count(const uint32_t *s, uint64_t n, int keybits, const
 		return ce;
 	/* first[] in k, then the output in cnt (keys) and vals (counts) */
 	if (m && ((ce = td_each(m + 1, td_f_first{b.cnt, b.pos, m, b.k}, st)) != cudaSuccess ||
-		  (ce = td_each(U, td_f_out{b.sk, b.k, b.cnt, b.vals}, st)) != cudaSuccess))
+		  (ce = td_each(U, td_f_out{b.sk, b.k, sh, b.cnt, b.vals}, st)) != cudaSuccess))
 		return ce;
 	*npairs = m;
 	*ndistinct = U;

@@ -1,6 +1,8 @@
 /* td_gpu_grammar: the grammar's rounds on the GPU, the same rules and final sequence as engine/td_grammar.c's rounds. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "td_err.h"
 #include "td_gpu.h"
@@ -206,12 +208,12 @@ struct td_gr {
 	uint32_t *maxc;
 };
 
-void td_gr_free(td_gr *g)
+void td_gr_free(td_gr *g, cudaStream_t st)
 {
-	td_dfree(g->s), td_dfree(g->s2), td_dfree(g->hid), td_dfree(g->ord), td_dfree(g->rank);
-	td_dfree(g->b.cnt), td_dfree(g->b.pos), td_dfree(g->b.k), td_dfree(g->b.sk), td_dfree(g->b.vals),
-		td_dfree(g->b.svals);
-	td_dfree(g->dep), td_dfree(g->maxc);
+	void *v[] = { g->s, g->s2, g->hid, g->ord, g->rank, g->b.cnt, g->b.pos, g->b.k, g->b.sk, g->b.vals, g->b.svals,
+		      g->dep, g->maxc };
+	for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+		td_dfree_on(v[i], st);
 	memset(g, 0, sizeof *g);
 }
 
@@ -221,18 +223,20 @@ uint64_t td_gr_need(uint64_t n)
 	return n * 60 + (UINT64_C(64) << 20);
 }
 
-cudaError_t td_gr_alloc(td_gr *g, uint64_t n)
+cudaError_t td_gr_alloc(td_gr *g, uint64_t n, cudaStream_t st)
 {
 	cudaError_t ce;
 	uint64_t half = n / 2 + 1;
 	g->depcap = half + 4096;
-	if ((ce = td_dalloc((void **)&g->s, n * 4)) || (ce = td_dalloc((void **)&g->s2, n * 4)) ||
-	    (ce = td_dalloc((void **)&g->hid, n * 4)) || (ce = td_dalloc((void **)&g->ord, half * 4)) ||
-	    (ce = td_dalloc((void **)&g->rank, half * 4)) || (ce = td_dalloc((void **)&g->b.cnt, (n + 1) * 8)) ||
-	    (ce = td_dalloc((void **)&g->b.pos, (n + 1) * 8)) || (ce = td_dalloc((void **)&g->b.k, (n + 1) * 8)) ||
-	    (ce = td_dalloc((void **)&g->b.sk, (n + 1) * 8)) || (ce = td_dalloc((void **)&g->b.vals, n * 4)) ||
-	    (ce = td_dalloc((void **)&g->b.svals, n * 4)) || (ce = td_dalloc((void **)&g->dep, g->depcap)) ||
-	    (ce = td_dalloc((void **)&g->maxc, 8)))
+	if ((ce = td_dalloc_on((void **)&g->s, n * 4, st)) || (ce = td_dalloc_on((void **)&g->s2, n * 4, st)) ||
+	    (ce = td_dalloc_on((void **)&g->hid, n * 4, st)) || (ce = td_dalloc_on((void **)&g->ord, half * 4, st)) ||
+	    (ce = td_dalloc_on((void **)&g->rank, half * 4, st)) ||
+	    (ce = td_dalloc_on((void **)&g->b.cnt, (n + 1) * 8, st)) ||
+	    (ce = td_dalloc_on((void **)&g->b.pos, (n + 1) * 8, st)) ||
+	    (ce = td_dalloc_on((void **)&g->b.k, (n + 1) * 8, st)) ||
+	    (ce = td_dalloc_on((void **)&g->b.sk, (n + 1) * 8, st)) ||
+	    (ce = td_dalloc_on((void **)&g->b.vals, n * 4, st)) || (ce = td_dalloc_on((void **)&g->b.svals, n * 4, st)) ||
+	    (ce = td_dalloc_on((void **)&g->dep, g->depcap, st)) || (ce = td_dalloc_on((void **)&g->maxc, 8, st)))
 		return ce;
 	return cudaSuccess;
 }
@@ -244,19 +248,24 @@ cudaError_t td_gr_dep_room(td_gr *g, uint64_t need, cudaStream_t st)
 		return cudaSuccess;
 	uint64_t cap = need * 2;
 	uint8_t *nd = NULL;
-	cudaError_t ce = td_dalloc((void **)&nd, cap);
+	cudaError_t ce = td_dalloc_on((void **)&nd, cap, st);
 	if (ce == cudaSuccess)
 		ce = td_d2d(nd, g->dep, g->depcap, st);
-	if (ce == cudaSuccess)
-		ce = td_dsync(st);
 	if (ce != cudaSuccess) {
-		td_dfree(nd);
+		td_dfree_on(nd, st);
 		return ce;
 	}
-	td_dfree(g->dep);
+	td_dfree_on(g->dep, st);
 	g->dep = nd;
 	g->depcap = cap;
 	return cudaSuccess;
+}
+
+double td_gr_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
 int td_bitlen(uint64_t x)
@@ -394,6 +403,17 @@ int td_gr_device(const td_gpu_run *c, uint64_t n)
 
 } // namespace
 
+extern "C" void td_gpu_grammar_release(void)
+{
+#ifndef TD_GPU_EMU
+	int device = 0;
+	cudaMemPool_t pool;
+	if (cudaGetDevice(&device) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+		cudaMemPoolTrimTo(pool, 0);
+	(void)cudaGetLastError();
+#endif
+}
+
 extern "C" int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *np, uint32_t nterm, unsigned max_depth,
 				     td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules)
 {
@@ -413,6 +433,17 @@ extern "C" int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *np, uin
 	/* a stream of its own: two shards' rounds may share the device
 	 * (td_gpu_grammar_rounds_shared), each one's waits on the host
 	 * leaving the GPU to the other */
+	{
+		/* the device's pool keeps what a call frees (its arrays, the
+		 * sorts' and scans' scratch) for the next allocation, which
+		 * then neither maps memory nor waits for the whole device as
+		 * cudaMalloc and cudaFree do (the other call's stream);
+		 * td_gpu_grammar_release gives it back */
+		cudaMemPool_t pool;
+		uint64_t keep = UINT64_MAX;
+		if (cudaDeviceGetDefaultMemPool(&pool, c ? c->device : 0) == cudaSuccess)
+			cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+	}
 	if ((ce = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess) {
 		(void)cudaGetLastError();
 		td_fail(TD_ENOGPU, "gpu grammar: CUDA: %s", cudaGetErrorString(ce));
@@ -423,25 +454,45 @@ extern "C" int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *np, uin
 	memset(&g, 0, sizeof g);
 	uint32_t *pv = NULL, next_id = nterm;
 	int err = TD_OK, copied = 0;
-	if ((ce = td_gr_alloc(&g, n0 ? n0 : 1)) != cudaSuccess || (ce = td_h2d(g.s, seq, n0 * 4, st)) != cudaSuccess) {
+	/* $TD_GPU_GTRACE (measurement only): the call's steps on stderr */
+	static int gtrace = -1;
+	if (gtrace < 0)
+		gtrace = getenv("TD_GPU_GTRACE") != NULL;
+	double tm[5] = { td_gr_now(), 0, 0, 0, 0 };
+	uint64_t sumn = 0;
+	unsigned nr = 0;
+	if ((ce = td_gr_alloc(&g, n0 ? n0 : 1, st)) != cudaSuccess || (ce = td_h2d(g.s, seq, n0 * 4, st)) != cudaSuccess) {
 		err = TD_EIO;
 		goto done;
 	}
+	if (gtrace)
+		td_dsync(st);
+	tm[1] = td_gr_now();
 	for (unsigned r = 0; r < 1000; r++) {
 		if (progress)
 			progress(progress_ctx, "grammar", r, max_depth);
 		uint64_t made = 0;
+		sumn += n;
+		nr++;
 		if ((err = td_gr_round(&g, &n, nterm, max_depth, &next_id, &pv, &cap, &npairs, &made, &ce, st)) ||
 		    made == 0)
 			break;
 	}
+	tm[2] = td_gr_now();
 	if (err == TD_OK) {
 		copied = 1;
 		if ((ce = td_d2h(seq, g.s, n * 4, st)) != cudaSuccess || (ce = td_dsync(st)) != cudaSuccess)
 			err = TD_EIO;
 	}
+	tm[3] = td_gr_now();
 done:
-	td_gr_free(&g);
+	td_gr_free(&g, st);
+	if (gtrace) {
+		tm[4] = td_gr_now();
+		fprintf(stderr, "gpugrammar: %llu symbols, %u rounds over %llu symbols: alloc+h2d %.3f rounds %.3f d2h %.3f free %.3f s\n",
+			(unsigned long long)n0, nr, (unsigned long long)sumn, tm[1] - tm[0], tm[2] - tm[1], tm[3] - tm[2],
+			tm[4] - tm[3]);
+	}
 #ifndef TD_GPU_EMU
 	cudaStreamDestroy(st);
 #endif

@@ -204,6 +204,10 @@ int td_gpu_digram_count(const uint32_t *seq, uint64_t n, uint64_t **keys, uint32
 	return td_fail(TD_ENOGPU, "no GPU: tadoc was built without CUDA");
 }
 
+void td_gpu_grammar_release(void)
+{
+}
+
 int td_gpu_grammar_rounds(void *ctx, uint32_t *seq, uint64_t *n, uint32_t nterm, unsigned max_depth,
 			  td_progress_fn progress, void *progress_ctx, uint32_t **pairs, uint64_t *nrules)
 {

@@ -7,6 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef TD_WRITER_TRACE
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+extern double td_trace_t0; /* engine/td_writer.c: the trace lines' time origin */
+#endif
 
 #include "td_err.h"
 
@@ -50,7 +56,11 @@ static unsigned td_ggr_busy;      /* calls running on the GPU */
 static uint64_t td_ggr_queued;    /* symbols of the calls waiting or running on the GPU */
 static double td_ggr_ns = 60;     /* GPU ns a symbol, learnt */
 static unsigned td_ggr_ran;       /* calls timed so far */
-#define TD_GGR_CPU_NS 300.0       /* a busy core's ns a symbol (all cores building) */
+/* a busy core's ns a symbol: where every core builds, a shard's CPU rounds
+ * take about 600 ns a symbol of wall and borrow cores the other shards'
+ * tokenizing and zstd wait for, so a call declines only when the GPU's
+ * queue is far longer than that */
+#define TD_GGR_CPU_NS 1000.0
 /* Calls running on the GPU at once, each on its own stream: a round's
  * host steps (its copies back, the decisions) leave the device to the
  * other. The emulation runs one (its kernels run on the calling thread). */
@@ -93,26 +103,46 @@ int td_gpu_grammar_rounds_shared(void *ctx, uint32_t *seq, uint64_t *n, uint32_t
 		return TD_ENOGPU; /* the writer runs the CPU rounds */
 	}
 	td_ggr_queued += mine;
+#ifdef TD_WRITER_TRACE
+	double tq = ggr_now();
+	unsigned ahead = td_ggr_busy;
+#endif
 	while (td_ggr_busy >= slots) /* its turn */
 		pthread_cond_wait(&td_ggr_cv, &td_ggr_mu);
 	td_ggr_busy++;
 	pthread_mutex_unlock(&td_ggr_mu);
 	double t = ggr_now();
+#ifdef TD_WRITER_TRACE
+	double tr = t;
+	/* benchmarks: this thread's nice value while it runs the rounds
+	 * (below 0 needs privilege) */
+	int onice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+	if (getenv("TD_TRACE_GGR_NICE"))
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), atoi(getenv("TD_TRACE_GGR_NICE")));
+#endif
 	td_gpu_run run = { 0 };
 	int err = td_gpu_grammar_rounds(&run, seq, n, nterm, max_depth, progress, progress_ctx, pairs, nrules);
 	t = ggr_now() - t;
+#ifdef TD_WRITER_TRACE
+	if (getenv("TD_TRACE_GGR_NICE"))
+		setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), onice);
+#endif
 	pthread_mutex_lock(&td_ggr_mu);
 	td_ggr_busy--;
 	pthread_cond_signal(&td_ggr_cv);
 	td_ggr_queued -= mine;
+	int idle = td_ggr_busy == 0 && td_ggr_queued == 0;
 	/* the first call also starts CUDA: not a rate */
 	if (run.ran_on_gpu && mine > 0 && td_ggr_ran++ > 0)
 		td_ggr_ns = td_ggr_ran == 2 ? t / (double)mine : 0.5 * td_ggr_ns + 0.5 * t / (double)mine;
 	pthread_mutex_unlock(&td_ggr_mu);
 	__atomic_fetch_add(run.ran_on_gpu ? &td_ggr_gpu : &td_ggr_cpu, 1, __ATOMIC_RELAXED);
+	if (idle) /* nothing queued: the device memory the calls kept goes back */
+		td_gpu_grammar_release();
 #ifdef TD_WRITER_TRACE
-	fprintf(stderr, "gputrace rounds: %llu symbols %.3f s (%.1f ns a symbol, estimate now %.1f)\n",
-		(unsigned long long)mine, t / 1e9, mine ? t / (double)mine : 0, td_ggr_ns);
+	fprintf(stderr, "gputrace rounds: %llu symbols %.3f s (%.1f ns a symbol, estimate now %.1f), waited %.3f s (%u running), ended at %.3f s tid %ld\n",
+		(unsigned long long)mine, t / 1e9, mine ? t / (double)mine : 0, td_ggr_ns, (tr - tq) / 1e9,
+		ahead, ggr_now() / 1e9 - td_trace_t0, (long)syscall(SYS_gettid));
 #endif
 	return err;
 }

@@ -32,6 +32,10 @@ extern "C" int td_gpu_grammar_rounds(void *, uint32_t *, uint64_t *, uint32_t, u
 	return TD_ENOGPU;
 }
 
+extern "C" void td_gpu_grammar_release(void)
+{
+}
+
 int main(int argc, char **argv)
 {
 	char dir[] = "/tmp/td_gidx_emuXXXXXX";
