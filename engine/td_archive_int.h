@@ -194,6 +194,12 @@ void td_fuzzy_free(td_archive *a);
  * bytes. */
 int td_data_check_slow(const td_archive *a);
 
+/* td_data_check's checksums of the sections read in place, without the
+ * dictionary's build (for a reader that needs no word bytes nor word
+ * offsets: e.g. a phrase count whose word ids come from the postings):
+ * TD_OK, or TD_ECORRUPT naming the damaged section. Thread-safe. */
+int td_data_check_sums(const td_archive *a);
+
 /* XXH3-64 of p[0, n) into *sum and 0, or 1 without a sum once *stop
  * (may be NULL; relaxed loads) is nonzero, looked at every 16 MiB. */
 int td_hash_stoppable(const uint8_t *p, uint64_t n, const volatile int *stop, uint64_t *sum);

@@ -75,6 +75,31 @@ def phrases(c, rng, k):
     return out
 
 
+def common_phrases(c, rng):
+    """Phrases of common words (the pass over every rule, td_analytics.c: a scope holding
+    more than a thirty-second of the root): the most frequent word repeated (2..8 times),
+    runs of 2..8 words taken where the most frequent words stand, and pairs across file
+    boundaries (a file's last word, the next file's first: no phrase spans two files)."""
+    top = [w for w, _ in c.top(b"", 3)]
+    if not top:
+        return []
+    out = [b" ".join([top[0]] * m) for m in (2, 3, 8)]
+    files = sorted(f for f in c.words if len(c.words[f]) >= 8)
+    for m in range(2, 9):
+        for f in rng.sample(files, min(len(files), 6)):
+            ws = c.words[f]
+            at = [i for i in range(len(ws) - m + 1) if ws[i][0] in top]
+            if at:
+                i = rng.choice(at)
+                out.append(b" ".join(w for w, _ in ws[i:i + m]))
+                break
+    order = sorted(c.words)
+    for f, g in list(zip(order, order[1:]))[:200]:
+        if c.words[f] and c.words[g] and len(out) < 40:
+            out.append(c.words[f][-1][0] + b" " + c.words[g][0][0])
+    return [p for p in dict.fromkeys(out) if len(p) <= 4096]
+
+
 def shard_cuts(arch):
     """File offsets where a format 5 archive of ONE file is cut: each shard's input ends."""
     r = tadoc("info", arch)
@@ -174,6 +199,26 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
                      oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
             same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,
                  oracle.render("files", c, {"path": s, "word": os.fsdecode(top_words[1]), "n": 2}))
+    # phrases of common words (count, search, files) over the corpus, directories and files
+    comp = common_phrases(c, rng)
+    for s in [b""] + pick_d[:3] + pick_f[:2]:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        for q in comp:
+            hits = c.hits(q, s)
+            same(label + " count %r (common)" % q[:40], ["count", arch, q] + p, b"%d\n" % len(hits))
+            if not s or c.kind.get(s) == "d":
+                same(label + " files %r (common)" % q[:40], ["files", arch, q] + p,
+                     oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
+        for q in comp[:4]:
+            hits = c.hits(q, s)
+            if s and c.kind.get(s) == "f":
+                want = b"".join(b"%d\n" % o for _, o in hits)
+            else:
+                want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in hits)
+            same(label + " search %r (common)" % q[:40], ["search", arch, q] + p, want)
+            same(label + " count %r (common, 3 threads)" % q[:40], ["count", arch, q] + p, b"%d\n" % len(hits),
+                 threads=3)
     # n-grams and phrase counts on several threads (TADOC_THREADS forces them on small
     # scopes): root symbols cut in chunks inside files, per-thread run tables merged
     for s in [b""] + pick_d[:2] + pick_f[:2]:
