@@ -1875,6 +1875,69 @@ static int phrase_counts_seq(const an *x, const uint32_t *ids, unsigned m, const
 	return err;
 }
 
+/* ---------- a file's first or last words, as ids ---------- */
+
+typedef struct edge {
+	const td_archive *a;
+	int from_end;
+	unsigned k, n;
+	uint32_t *ids;
+} edge;
+
+static int edge_sym(edge *g, uint64_t y, unsigned depth)
+{
+	const td_archive *a = g->a;
+	if (y < 2 * a->W) {
+		g->ids[g->n++] = (uint32_t)(y >> 1);
+		return TD_OK;
+	}
+	if (y < a->T) {
+		if (a->meta.nlongwords) { /* a piece of a long word is a word without an id */
+			uint32_t len;
+			int sp;
+			const uint8_t *b = td_term_bytes(a, y, &len, &sp);
+			if (!b)
+				return td_fail(TD_ECORRUPT, "other token %llu out of bounds", (unsigned long long)(y - 2 * a->W));
+			if (len && td_word_char(b, len))
+				g->ids[g->n++] = BREAK;
+		}
+		return TD_OK;
+	}
+	uint64_t start;
+	uint32_t len;
+	if (y >= a->T + a->R || depth > TD_MAXDEPTH)
+		return td_fail(TD_ECORRUPT, "symbol out of range or rules nest too deep");
+	if (td_rule_rhs(a, y - a->T, &start, &len))
+		return td_fail(TD_ECORRUPT, "rule table broken");
+	int err = TD_OK;
+	for (uint32_t j = 0; j < len && g->n < g->k && !err; j++)
+		err = edge_sym(g, td_rule_sym(a, g->from_end ? start + len - 1 - j : start + j), depth + 1);
+	return err;
+}
+
+int td_edge_words(const td_archive *a, td_entry e, int from_end, unsigned k, uint32_t *ids, unsigned *n)
+{
+	*n = 0;
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_data_check_sums(a);
+	if (!err && a->meta.nlongwords && !td_other(a))
+		err = TD_ECORRUPT;
+	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+	if (!err && (rs > re || re > a->meta.nroot))
+		err = td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
+	edge g = { a, from_end, k, 0, ids };
+	for (uint64_t i = 0; !err && i < re - rs && g.n < k; i++)
+		err = edge_sym(&g, td_root_sym(a, from_end ? re - 1 - i : rs + i), 0);
+	for (unsigned i = 0; from_end && i < g.n / 2; i++) { /* into text order */
+		uint32_t t = ids[i];
+		ids[i] = ids[g.n - 1 - i];
+		ids[g.n - 1 - i] = t;
+	}
+	*n = err ? 0 : g.n;
+	return err;
+}
+
 typedef struct pctx {
 	const phrase *ph;
 	uint64_t add;        /* occurrences found by the scan */

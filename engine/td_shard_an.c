@@ -1475,6 +1475,44 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
 	return TD_OK;
 }
 
+/* A count's runs across a cut that no word spans (pmatch_cut's
+ * conditions): the last m - 1 words of piece a of shard sa and the first
+ * m - 1 of piece b of sb, as each shard's word ids (the phrase's words
+ * looked up in each shard's postings), matched where they straddle the
+ * cut; their number is added to pm->count and 1 returned (the cut's text
+ * is not read: reading it would decode both shards' dictionaries). 0
+ * (read the text) when a phrase word is longer than TD_MAXTOK. */
+static int pmatch_cut_ids(pmatch *pm, td_archive *sa, td_entry a, td_archive *sb, td_entry b)
+{
+	const unsigned m = pm->m, L = m - 1;
+	int64_t ia[TD_PHRASE_MAX], ib[TD_PHRASE_MAX];
+	uint32_t w[2 * TD_PHRASE_MAX];
+	unsigned na = 0, nb = 0;
+	int err = TD_OK;
+	for (unsigned k = 0; k < m && !err; k++) {
+		if (pm->len[k] > TD_MAXTOK)
+			return 0;
+		if (!(err = td_post_word_id(sa, pm->w[k], pm->len[k], &ia[k])))
+			err = td_post_word_id(sb, pm->w[k], pm->len[k], &ib[k]);
+	}
+	if (!err)
+		err = td_edge_words(sa, a, 1, L, w, &na);
+	if (!err)
+		err = td_edge_words(sb, b, 0, L, w + na, &nb);
+	if (err)
+		return err;
+	/* runs starting at i < na and ending at or after na */
+	for (unsigned i = na > L ? na - L : 0; i < na; i++) {
+		if (i + m > na + nb)
+			break;
+		unsigned k = 0;
+		while (k < m && (int64_t)w[i + k] == (i + k < na ? ia[k] : ib[k]) && w[i + k] != UINT32_MAX)
+			k++;
+		pm->count += k == m;
+	}
+	return 1;
+}
+
 /* The cut between pieces p and q of a file, for a phrase (a cut_fn): it
  * can be left out when no run of the phrase touches it. With both shards'
  * postings that is so when p's text does not end inside a word (no word
@@ -1484,7 +1522,7 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
  * equal to the phrase holds each of its words whole, in p or in q). */
 static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, const td_disk_piece *q)
 {
-	const pmatch *pm = sctx;
+	pmatch *pm = sctx;
 	td_archive *sp, *sq;
 	int err = td_shard_sub(a, p->shard, &sp);
 	if (!err)
@@ -1504,7 +1542,7 @@ static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, c
 		if (in <= 0)
 			return in < 0 ? in : 1;
 	}
-	return 0;
+	return pm->add || pm->files ? 0 : pmatch_cut_ids(pm, sp, p->local, sq, q->local);
 }
 
 /* Pieces counted on threads (count_piece: piece k's count into c[k]). */
