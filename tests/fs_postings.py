@@ -122,7 +122,7 @@ def check_phrases(label, c, arch, rng, scopes, mnt=None, phr=None):
     through tadoc, and through the xattrs of the mount mnt when given."""
     n = bad = 0
     t0 = time.monotonic()
-    phr = phr if phr is not None else rare_phrases(c, rng, 2) + cli_an.common_phrases(c, rng)[:10]
+    phr = phr if phr is not None else rare_phrases(c, rng, 2) + cli_an.common_phrases(c, random.Random(7))[:10]
     for s in scopes:
         is_dir = not s or c.kind.get(s) == "d"
         p = [s] if s else []
