@@ -1528,7 +1528,7 @@ static int ps_rules(pseq *s)
 typedef struct rblock {
 	const td_archive *a;
 	uint64_t lo, hi;
-	const uint32_t *p; /* symbol i at p[i - lo] */
+	const uint32_t *p; /* symbol i (lo <= i < hi) at p[i - lo] */
 	uint32_t buf[PS_BLOCK];
 } rblock;
 
@@ -1562,7 +1562,7 @@ static void rblock_at(rblock *b, uint64_t i)
 	}
 	if (b->hi > a->meta.nroot)
 		b->hi = a->meta.nroot;
-	b->p = b->buf - b->lo;
+	b->p = b->buf;
 }
 
 /* Make position i (< e) readable: the end of what can be read from it
@@ -1586,7 +1586,7 @@ static void ps_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, uns
 	while (i < e) {
 		const uint64_t k = rblock_span(b, i, e);
 		for (; i < k; i++) {
-			uint64_t y = b->p[i];
+			uint64_t y = b->p[i - b->lo];
 			if (y < W2 || is_piece(x, y)) {
 				unsigned v = s->dfa[q][y < W2 ? ps_class(s, y) : 0];
 				hits += v >> 7;
@@ -1710,7 +1710,7 @@ static void p2_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, uns
 	while (i < e) {
 		const uint64_t k = rblock_span(b, i, e);
 		for (; i < k; i++) {
-			uint32_t y = b->p[i];
+			uint32_t y = b->p[i - b->lo];
 			if (y >= TR) {
 				s->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
 				goto out;
