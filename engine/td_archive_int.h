@@ -143,11 +143,15 @@ struct td_archive {
 	 * table): td_data_check then only builds what it builds. */
 	atomic_int sums_ok;
 	/* A large tree is checked a directory at a time (td_verify.c,
-	 * td_tree_vouch): tree_lazy is 1 then, and dir_ok[d] becomes 1 once
-	 * directory d's children passed (lock-free: a check reads only the
-	 * mapping, so two threads checking one directory agree). */
+	 * td_tree_vouch): tree_lazy is 1 then, and dir_ok[d] gets TD_DIR_CHECKED
+	 * once directory d's children passed, each of those children
+	 * TD_DIR_LISTED (vouched for: listed by a checked directory); lock-free:
+	 * a check reads only the mapping, so two threads checking one
+	 * directory agree. */
 	int tree_lazy;
 	atomic_uchar *dir_ok;
+#define TD_DIR_CHECKED 1u
+#define TD_DIR_LISTED 2u
 	/* NAMES stored compressed, decoded as far as readers have asked
 	 * (td_names; entries are numbered breadth-first, so the first
 	 * listings need the first names only): names_buf[0, names_done) is

@@ -1676,6 +1676,7 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 	const td_disk_piece *pc = NULL;
 	uint64_t n = 0;
 	td_file_count *v = NULL;
+	td_shard_loc *loc = NULL; /* a directory's: v[i]'s shard and entry there */
 	size_t nv = 0, cap = 0;
 	if (!err)
 		err = scope_pieces(a, scope, &pc, &n);
@@ -1694,20 +1695,25 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 		if (!err && nv + nf > cap) {
 			cap = 2 * (nv + nf);
 			td_file_count *nv2 = realloc(v, cap * sizeof *nv2);
-			if (!nv2)
-				err = TD_ENOMEM;
-			else
+			td_shard_loc *nl = dir && nv2 ? realloc(loc, cap * sizeof *nl) : loc;
+			if (nv2)
 				v = nv2;
+			if (nl)
+				loc = nl;
+			if (!nv2 || (dir && !nl))
+				err = TD_ENOMEM;
 		}
 		for (size_t i = 0; i < nf && !err; i++) {
-			uint64_t start;
-			td_entry e = scope;
-			if (dir)
-				err = td_shard_global(a, pc[k].shard, f[i].file, &e, &start);
-			v[nv++] = (td_file_count){ e, f[i].count };
+			if (dir) /* mapped to the global entries below, all at once */
+				loc[nv] = (td_shard_loc){ pc[k].shard, f[i].file, TD_NOENTRY };
+			v[nv++] = (td_file_count){ scope, f[i].count };
 		}
 		free(f);
 	}
+	if (!err && dir && (err = td_shard_globals(a, loc, nv)) == TD_OK)
+		for (size_t i = 0; i < nv; i++)
+			v[i].file = loc[i].e;
+	free(loc);
 	/* and the runs at the cuts */
 	pm.files = 1;
 	if (!err && n > 1)

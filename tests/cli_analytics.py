@@ -447,6 +447,34 @@ def pruned_shards(name, work):
                      b"".join(every.stdout.splitlines(True)[:top]))
 
 
+def postings_f5(name, tree, work):
+    """Ranked files from stored postings over many shards (--postings, 64K shards; names stored
+    plain): one query a process (its answer's shard entries mapped to the tree in one pass) and
+    a batch (-f: the later questions through the shards' entry map), over the corpus and some
+    directories, equal to the oracle; the archive passes tadoc verify."""
+    arch = os.path.join(work, name + ".tadoc")
+    r = tadoc("compress", "-q", *F5, "--shard-size", "64K", "--postings", "-o", arch, tree)
+    if r.returncode:
+        failures.append(name + ": compress")
+        print("FAIL compress %s: %r" % (name, r.stderr), flush=True)
+        return
+    same(name + ": verify", ["verify", arch], (arch + ": OK\n").encode())
+    c = oracle.Corpus(tree)
+    dirs = sorted(rel for rel, _ in c.entries if c.kind[rel] == "d" and rel)[:4]
+    words = [w for w, _ in c.top(b"", 8)] + [b"zzqqxxw"]
+    wfile = os.path.join(work, name + "-words.txt")
+    with open(wfile, "wb") as f:
+        f.write(b"".join(w + b"\n" for w in words))
+    for s in [b""] + dirs:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        want = {w: oracle.render("files", c, {"path": s, "word": os.fsdecode(w)}) for w in words}
+        for w in words:
+            same(label + " files %r" % w[:40], ["files", arch, w] + p, want[w])
+        same(label + " files -f (%d queries)" % len(words), ["files", "--gpu", "off", "-f", wfile, arch] + p,
+             b"".join(b"".join(w + b"\t" + line + b"\n" for line in want[w].splitlines()) for w in words))
+
+
 def bad_args(work):
     global checks
     arch = os.path.join(work, "sample.tadoc")
@@ -515,6 +543,7 @@ def main():
             # many shards: files split over them, phrases and n-grams across the cuts
             timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
             timed("pruned-f5", pruned_shards, work)
+            timed("postings-f5", postings_f5, adv, work)
             mid = os.path.join(work, "midcut")
             os.mkdir(mid)
             make_midcut(os.path.join(mid, "nosep.txt"))
