@@ -19,6 +19,9 @@ binaries' values are checked equal first. The pipelines (analytics.sh's) run PIP
 (default 3): median wall, least CPU (user + sys of the shell and its children). Speed-ups:
 the pipeline's wall over getfattr's wall, and its CPU over getfattr's CPU plus the daemon's.
 Also the floors: `/bin/true` and `getfattr` of a name a plain file lacks.
+--rw mounts `-o rw` instead (ARCHIVE must be a scratch copy: its journal is deleted after
+each run); --edit FILE then appends one line to FILE (a path in the tree) through the
+mount before the clock starts, so the root and FILE's directories have a change below them.
 """
 import argparse
 import os
@@ -39,8 +42,8 @@ def spawn_wait(argv):
     return (time.monotonic() - t) * 1e3, (ru.ru_utime + ru.ru_stime) * 1e3, os.waitstatus_to_exitcode(st)
 
 
-def mount(binary, arch, mnt, warm):
-    subprocess.run([binary, arch, mnt, "-o", "ro"], check=True)
+def mount(binary, arch, mnt, warm, rw=False, edit=None):
+    subprocess.run([binary, arch, mnt, "-o", "rw" if rw else "ro"], check=True)
     for _ in range(500):
         if os.path.ismount(mnt):
             break
@@ -50,18 +53,23 @@ def mount(binary, arch, mnt, warm):
         sys.exit("xattr_oneshot: %s did not mount %s" % (binary, arch))
     pid = int(out.stdout.split()[0])
     os.getxattr(mnt, "user.tadoc.words")
+    if edit:
+        with open(os.path.join(mnt, edit), "ab") as h:
+            h.write(b"xattr_oneshot edit\n")
     time.sleep(warm)
     return pid
 
 
-def umount(mnt, pid):
+def umount(mnt, pid, arch=None):
     subprocess.run(["fusermount3", "-u", mnt])
     for _ in range(500):
         try:
             os.kill(pid, 0)
         except OSError:
-            return
+            break
         time.sleep(0.01)
+    if arch and os.path.exists(arch + ".journal"):
+        os.unlink(arch + ".journal")
 
 
 def perf_start(pid, out):
@@ -82,26 +90,26 @@ def perf_stop(p, out):
     return float("nan")
 
 
-def one(binary, arch, mnt, name, warm, tmp):
-    pid = mount(binary, arch, mnt, warm)
+def one(binary, arch, mnt, name, warm, tmp, rw=False, edit=None):
+    pid = mount(binary, arch, mnt, warm, rw, edit)
     pf = os.path.join(tmp, "perf.out")
     p = perf_start(pid, pf)
     argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
     w, c, st = spawn_wait(argv)
     d = perf_stop(p, pf)
     w2, _, _ = spawn_wait(argv)
-    umount(mnt, pid)
+    umount(mnt, pid, arch if rw else None)
     if st:
         sys.exit("xattr_oneshot: getfattr -n user.tadoc.%s failed (%d)" % (name, st))
     return w, c, d, w2
 
 
-def value(binary, arch, mnt, name, warm):
-    pid = mount(binary, arch, mnt, 0)
+def value(binary, arch, mnt, name, rw=False, edit=None):
+    pid = mount(binary, arch, mnt, 0, rw, edit)
     try:
         return os.getxattr(mnt, "user.tadoc." + name)
     finally:
-        umount(mnt, pid)
+        umount(mnt, pid, arch if rw else None)
 
 
 def med(v):
@@ -116,6 +124,8 @@ def main():
     ap.add_argument("-w", type=float, default=1.5)
     ap.add_argument("-o")
     ap.add_argument("-q", help="only the queries whose label holds this")
+    ap.add_argument("--rw", action="store_true")
+    ap.add_argument("--edit")
     ap.add_argument("new")
     ap.add_argument("base")
     ap.add_argument("corpora", nargs="+")
@@ -133,6 +143,7 @@ def main():
                                                                      " ".join(open("/proc/loadavg").read().split()[:3])),
            "- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
                                                    a.new, a.base),
+           "- mount: %s%s" % ("-o rw" if a.rw else "-o ro", ", one line appended to %s first" % a.edit if a.edit else ""),
            "- getfattr on a fresh mount: median wall / least CPU of %d runs, binaries interleaved; daemon: least"
            " CPU (perf task-clock); pipelines: median wall / least CPU of %d" % (a.r, a.p), ""]
     fl = {"true": [], "getfattr": []}
@@ -174,12 +185,12 @@ def main():
             for xn, plabel, pcmd in qs:
                 if a.q and a.q not in xn:
                     continue
-                if value(bins["new"], arch, mnt, xn, a.w) != value(bins["base"], arch, mnt, xn, a.w):
+                if value(bins["new"], arch, mnt, xn, a.rw, a.edit) != value(bins["base"], arch, mnt, xn, a.rw, a.edit):
                     sys.exit("xattr_oneshot: %s: the binaries' values differ" % xn)
                 got = {k: [] for k in bins}
                 for _ in range(a.r):
                     for k, b in bins.items():
-                        got[k].append(one(b, arch, mnt, xn, a.w, tmp))
+                        got[k].append(one(b, arch, mnt, xn, a.w, tmp, a.rw, a.edit))
                 m = {k: (med([x[0] for x in v]), min(x[1] for x in v), min(x[2] for x in v), med([x[3] for x in v]))
                      for k, v in got.items()}
                 pr = [spawn_wait(["bash", "-c", pcmd]) for _ in range(a.p)]
