@@ -16,7 +16,7 @@ getfattr process's median wall time (spawn to exit, from this script) and its le
 (wait4), the daemon's least CPU meanwhile (`perf stat -e task-clock -p PID`, which follows the
 threads the daemon starts; all its threads), and the median wall of the repeat. Both
 binaries' values are checked equal first. The pipelines (analytics.sh's) run PIPE_RUNS times
-(default 3): median wall, least CPU (user + sys of the shell and its children). Speed-ups:
+(default 3; 0: none): median wall, least CPU (user + sys of the shell and its children). Speed-ups:
 the pipeline's wall over getfattr's wall, and its CPU over getfattr's CPU plus the daemon's.
 Also the floors: `/bin/true` and `getfattr` of a name a plain file lacks.
 --rw mounts `-o rw` instead (ARCHIVE must be a scratch copy: its journal is deleted after
@@ -73,21 +73,36 @@ def umount(mnt, pid, arch=None):
 
 
 def perf_start(pid, out):
-    p = subprocess.Popen(["perf", "stat", "-x,", "-e", "task-clock", "-p", str(pid), "-o", out],
+    p = subprocess.Popen(["perf", "stat", "--per-thread", "-x,", "-e", "task-clock", "-p", str(pid), "-o", out],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.25)  # attached to every thread
     return p
 
 
-def perf_stop(p, out):
+def background(pid, tid):
+    """1 for the mount's warm-up thread (nice 19, then SCHED_IDLE: kernel_tune.c)."""
+    try:
+        f = open("/proc/%d/task/%d/stat" % (pid, tid)).read().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return int(f[16]) > 0 or int(f[38]) == 5
+
+
+def perf_stop(p, out, pid):
+    """(ms of CPU of the threads that answer requests, ms of the background warm-up)."""
     time.sleep(0.02)
     p.send_signal(signal.SIGINT)
     p.wait()
+    fg = bg = 0.0
     for ln in open(out):
         f = ln.strip().split(",")
-        if len(f) > 2 and f[2] == "task-clock":
-            return float(f[0])
-    return float("nan")
+        if len(f) > 3 and f[3] == "task-clock" and f[1] not in ("<not counted>", "<not supported>"):
+            tid = int(f[0].rsplit("-", 1)[1])
+            if background(pid, tid):
+                bg += float(f[1])
+            else:
+                fg += float(f[1])
+    return fg, bg
 
 
 def one(binary, arch, mnt, name, warm, tmp, rw=False, edit=None):
@@ -96,7 +111,7 @@ def one(binary, arch, mnt, name, warm, tmp, rw=False, edit=None):
     p = perf_start(pid, pf)
     argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
     w, c, st = spawn_wait(argv)
-    d = perf_stop(p, pf)
+    d, _ = perf_stop(p, pf, pid)
     w2, _, _ = spawn_wait(argv)
     umount(mnt, pid, arch if rw else None)
     if st:
@@ -123,7 +138,7 @@ def main():
     ap.add_argument("-p", type=int, default=3)
     ap.add_argument("-w", type=float, default=1.5)
     ap.add_argument("-o")
-    ap.add_argument("-q", help="only the queries whose label holds this")
+    ap.add_argument("-q", help="only the xattrs whose name holds one of these (comma-separated)")
     ap.add_argument("--rw", action="store_true")
     ap.add_argument("--edit")
     ap.add_argument("new")
@@ -183,7 +198,7 @@ def main():
             ]
             subprocess.run(["cat", arch], stdout=subprocess.DEVNULL)
             for xn, plabel, pcmd in qs:
-                if a.q and a.q not in xn:
+                if a.q and not any(q in xn for q in a.q.split(",")):
                     continue
                 if value(bins["new"], arch, mnt, xn, a.rw, a.edit) != value(bins["base"], arch, mnt, xn, a.rw, a.edit):
                     sys.exit("xattr_oneshot: %s: the binaries' values differ" % xn)
@@ -193,13 +208,17 @@ def main():
                         got[k].append(one(b, arch, mnt, xn, a.w, tmp, a.rw, a.edit))
                 m = {k: (med([x[0] for x in v]), min(x[1] for x in v), min(x[2] for x in v), med([x[3] for x in v]))
                      for k, v in got.items()}
-                pr = [spawn_wait(["bash", "-c", pcmd]) for _ in range(a.p)]
-                pw, pc = med([x[0] for x in pr]), min(x[1] for x in pr)
-                row = "| %s | `%s` | %.2f / %.2f, %.2f | %.2f | %.2f / %.2f, %.2f | %.2f | `%s` | %.0f / %.0f |" % (
-                    name, xn, *m["base"], *m["new"], plabel.replace("|", "\\|"), pw, pc)
-                row += " %.0fx / %.0fx | %.0fx / %.0fx |" % (pw / m["base"][0], pw / m["new"][0],
-                                                           pc / (m["base"][1] + m["base"][2]),
-                                                           pc / (m["new"][1] + m["new"][2]))
+                row = "| %s | `%s` | %.2f / %.2f, %.2f | %.2f | %.2f / %.2f, %.2f | %.2f |" % (
+                    name, xn, *m["base"], *m["new"])
+                if a.p:
+                    pr = [spawn_wait(["bash", "-c", pcmd]) for _ in range(a.p)]
+                    pw, pc = med([x[0] for x in pr]), min(x[1] for x in pr)
+                    row += " `%s` | %.0f / %.0f |" % (plabel.replace("|", "\\|"), pw, pc)
+                    row += " %.0fx / %.0fx | %.0fx / %.0fx |" % (pw / m["base"][0], pw / m["new"][0],
+                                                               pc / (m["base"][1] + m["base"][2]),
+                                                               pc / (m["new"][1] + m["new"][2]))
+                else:
+                    row += " | | | |"
                 out.append(row)
                 print(row, flush=True)
     finally:
