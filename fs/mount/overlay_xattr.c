@@ -186,7 +186,8 @@ static int val_kept(td_fs_rw *rw, uint64_t gen, td_node n, int who, const char *
 		if (k->gen == gen && k->n == n && k->who == who && strcmp(k->name, name) == 0) {
 			char *v = malloc(k->len ? k->len : 1);
 			if (v) {
-				memcpy(v, k->val, k->len);
+				if (k->len)
+					memcpy(v, k->val, k->len);
 				*val = v;
 				*len = k->len;
 				k->used = ++rw->vclock;
@@ -210,7 +211,8 @@ static void val_keep(td_fs_rw *rw, uint64_t gen, td_node n, int who, const char 
 		return;
 	}
 	memcpy(nm, name, nl);
-	memcpy(v, val, len);
+	if (len) /* val is NULL for an empty value */
+		memcpy(v, val, len);
 	pthread_mutex_lock(&rw->vmu);
 	int s = 0;
 	for (int i = 1; i < TD_FS_RW_VALS; i++)
