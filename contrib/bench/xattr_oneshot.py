@@ -25,6 +25,7 @@ mount before the clock starts, so the root and FILE's directories have a change 
 """
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -224,6 +225,8 @@ def main():
     finally:
         if os.path.ismount(mnt):
             subprocess.run(["fusermount3", "-u", mnt])
+        if not os.path.ismount(mnt):
+            shutil.rmtree(tmp, ignore_errors=True)
     if a.o:
         open(a.o, "w").write("\n".join(out) + "\n")
 
