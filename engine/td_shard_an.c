@@ -1295,13 +1295,17 @@ static int scope_words(const td_archive *a, td_entry scope, uint64_t *n)
 /* The K best runs of m words of scope (K = 0: all), best first. With K
  * and m >= 2 pruned as td_ngrams_list prunes (the same guess of min, the
  * same retries; gprune says which runs are counted): exact when the K-th
- * run counted occurs min times or more. */
+ * run counted occurs min times or more. A scope under a sixteenth of the
+ * archive's words is not pruned: gprune's bound comes from the words'
+ * counts in the whole archive, and for such a min it would look most of
+ * the vocabulary up in every shard, which costs more than counting the
+ * scope's runs in full (the answer is the same either way). */
 static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
 {
-	uint64_t min = 0;
+	uint64_t min = 0, all = 0;
 	int err = TD_OK;
-	if (K && m >= 2 && !(err = scope_words(a, scope, &min)))
-		min >>= 9 + m;
+	if (K && m >= 2 && !(err = scope_words(a, scope, &min)) && !(err = scope_words(a, TD_ROOT, &all)))
+		min = min < all / 16 ? 0 : min >> (9 + m);
 	for (; !err;) {
 		gprune gp = { 0 };
 		merged mg;
