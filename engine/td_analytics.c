@@ -82,19 +82,23 @@ static int add_list(an *x, const td_entry *list, size_t n)
 	return TD_OK;
 }
 
+/* an_init_list's `walk` flag: the walk reads no word bytes nor offsets
+ * (only the grammar's checksums are checked, the dictionary not decoded). */
+#define AN_NO_WORDS 2
+
 /* Open the scope (or, with list, the files list[0..nlist)): checks, its
  * files, the piece flags, and the read tables when the walk reads the
- * grammar (`walk`). */
+ * grammar (`walk` & 1). */
 static int an_init_list(an *x, const td_archive *a, td_entry scope, const td_entry *list, size_t nlist, int walk)
 {
 	memset(x, 0, sizeof *x);
 	x->a = a;
 	if (!list && scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	int err = td_data_check(a);
+	int err = (walk & AN_NO_WORDS) ? td_data_check_sums(a) : td_data_check(a);
 	if (err)
 		return err;
-	if (!td_words(a) || !td_other(a))
+	if ((!(walk & AN_NO_WORDS) && !td_words(a)) || ((!(walk & AN_NO_WORDS) || a->meta.nlongwords) && !td_other(a)))
 		return TD_ECORRUPT;
 	x->W = a->W;
 	x->T = a->T;
@@ -108,7 +112,7 @@ static int an_init_list(an *x, const td_archive *a, td_entry scope, const td_ent
 	/* The walks read rules at random, often: decode them whole once the
 	 * scope is large; root symbols are read in order, a tile at a time
 	 * (the read tables of td_flat_build would cost more than they save). */
-	if (walk && roots >= a->meta.nroot / 16)
+	if ((walk & 1) && roots >= a->meta.nroot / 16)
 		td_syms_build_part(a, 1, 0);
 	if (a->meta.nlongwords) {
 		uint64_t S = x->T - 2 * x->W;
@@ -963,6 +967,7 @@ typedef struct phrase {
 	const char *w[TD_PHRASE_MAX];   /* the words' bytes */
 	size_t len[TD_PHRASE_MAX];
 	int has_long, absent;           /* a word longer than TD_MAXTOK; a word not in the archive */
+	int no_words;                   /* ids from the postings: the dictionary not decoded */
 } phrase;
 
 /* The phrase's words (their bytes; no archive read). */
@@ -989,9 +994,26 @@ static int phrase_parse(const char *p, size_t len, phrase *ph)
 }
 
 /* The phrase's word ids in a (BREAK for a long word; ph->absent when a
- * word is not in its dictionary). */
-static int phrase_ids(const td_archive *a, phrase *ph)
+ * word is not in its dictionary). With `bytes` 0 (a count, which reads
+ * no word bytes) and stored postings, the ids come from the postings and
+ * only the grammar's checksums are checked: the dictionary (a zstd frame,
+ * rebuilt whole) is not decoded; ph->no_words is then set. */
+static int phrase_ids(const td_archive *a, phrase *ph, int bytes)
 {
+	if (!bytes && ph->m > 1 && !ph->has_long && td_post_has(a)) {
+		int err = td_data_check_sums(a);
+		for (unsigned k = 0; k < ph->m && !err; k++) {
+			if (ph->len[k] > TD_MAXTOK)
+				continue;
+			int64_t w;
+			err = td_post_word_id(a, ph->w[k], ph->len[k], &w);
+			if (w < 0)
+				ph->absent = 1;
+			ph->id[k] = w < 0 ? BREAK : (uint32_t)w;
+		}
+		ph->no_words = !err;
+		return err;
+	}
 	/* checked first, the checksums (and OTHER) go on a helper thread
 	 * while this one decodes WORDS, where the words are looked up */
 	int err = ph->m > 1 ? td_data_check(a) : TD_OK;
@@ -1327,6 +1349,595 @@ static int phrase_counts_fast(const an *x, const uint32_t *ids, unsigned m, cons
 	return err;
 }
 
+/* ---------- phrase counts over most of a grammar: rule infos in one pass ----------
+ *
+ * The same automaton, but the phrase's words are classes (1..nd, every
+ * other word and every piece 0) and each rule's info is one u32: its
+ * first min(words, L) word classes, the state its words leave, and
+ * whether it holds an occurrence (the count apart, read only then). The
+ * infos of every rule are computed first, in rule id order: the right
+ * sides are read in order, a child not computed yet is computed then
+ * (recursively, at most TD_MAXDEPTH deep). The root symbols are then read
+ * in order, a few tiles at a time into a small buffer, the scope's files
+ * met in root order. */
+
+#define PS_DONE 0x80000000u
+#define PS_OCC 0x40000000u
+#define PS_NH(v) ((v) >> 27 & 7u)
+#define PS_END(v) ((v) >> 24 & 7u)
+#define PS_HEAD(v, t) ((v) >> (4 * (t)) & 15u)
+/* Phrases of at most 7 words (6 first words of 4 bits fit the info). */
+#define PS_MMAX 7u
+
+typedef struct pseq {
+	const an *x;
+	unsigned m, L, nd;
+	uint32_t wid[TD_PHRASE_MAX];             /* class k + 1: word id wid[k] */
+	uint8_t dfa[PS_MMAX][TD_PHRASE_MAX + 1]; /* next state, 0x80 set on a match */
+	uint32_t *info;                          /* R, zeroed */
+	uint64_t *occ;                           /* R: occurrences, where PS_OCC */
+	const uint32_t *rsyms;                   /* the rule symbols decoded, or NULL */
+	uint8_t *tab;                            /* two words: T + R flags (P2_*), or NULL */
+	int err;
+} pseq;
+
+static inline unsigned ps_class(const pseq *s, uint64_t y)
+{
+	uint32_t w = (uint32_t)(y >> 1);
+	for (unsigned k = 0; k < s->nd; k++)
+		if (s->wid[k] == w)
+			return k + 1;
+	return 0;
+}
+
+static void ps_init(pseq *s, const an *x, const uint32_t *ids, unsigned m)
+{
+	memset(s, 0, sizeof *s);
+	s->x = x;
+	s->m = m;
+	s->L = m - 1;
+	uint8_t p[TD_PHRASE_MAX], fail[TD_PHRASE_MAX + 1] = { 0 };
+	for (unsigned k = 0; k < m; k++) {
+		unsigned c = 0;
+		for (unsigned j = 0; j < s->nd && !c; j++)
+			if (s->wid[j] == ids[k])
+				c = j + 1;
+		if (!c) {
+			s->wid[s->nd++] = ids[k];
+			c = s->nd;
+		}
+		p[k] = (uint8_t)c;
+	}
+	for (unsigned q = 2, b = 0; q <= m; q++) {
+		while (b && p[b] != p[q - 1])
+			b = fail[b];
+		if (p[b] == p[q - 1])
+			b++;
+		fail[q] = (uint8_t)b;
+	}
+	for (unsigned q = 0; q < m; q++)
+		for (unsigned c = 0; c <= s->nd; c++) {
+			unsigned r = q, hit = 0;
+			while (r && p[r] != c)
+				r = fail[r];
+			if (p[r] == c && ++r == m) {
+				hit = 1;
+				r = fail[r];
+			}
+			s->dfa[q][c] = (uint8_t)(r | hit << 7);
+		}
+}
+
+static uint32_t ps_rule(pseq *s, uint64_t r, unsigned depth);
+static uint8_t p2_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsigned depth);
+#define P2_DONE 0x80u
+
+/* The info of the right side syms [start, start + len) of rule r. */
+static uint32_t ps_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsigned depth)
+{
+	const an *x = s->x;
+	const uint64_t W2 = 2 * x->W, T = x->T, TR = x->T + x->R;
+	const unsigned L = s->L;
+	unsigned q = 0, nh = 0;
+	uint32_t head = 0;
+	uint64_t hits = 0;
+	for (uint32_t j = 0; j < len; j++) {
+		uint64_t y = s->rsyms ? s->rsyms[start + j] : td_rule_sym(x->a, start + j);
+		unsigned c;
+		if (y < W2 || is_piece(x, y)) {
+			c = y < W2 ? ps_class(s, y) : 0;
+			unsigned v = s->dfa[q][c];
+			hits += v >> 7;
+			q = v & 0x7f;
+			if (nh < L)
+				head |= (uint32_t)c << (4 * nh++);
+			continue;
+		}
+		if (y < T)
+			continue;
+		if (y >= TR) {
+			s->err = td_fail(TD_ECORRUPT, "symbol out of range");
+			return 0;
+		}
+		uint32_t ci = s->info[y - T];
+		if (!(ci & PS_DONE) && !((ci = ps_rule(s, y - T, depth + 1)) & PS_DONE))
+			return 0;
+		if (ci & PS_OCC)
+			hits += s->occ[y - T];
+		unsigned cn = PS_NH(ci);
+		for (unsigned t = 0; t < cn; t++) {
+			c = PS_HEAD(ci, t);
+			unsigned v = s->dfa[q][c];
+			hits += v >> 7;
+			q = v & 0x7f;
+			if (nh < L)
+				head |= (uint32_t)c << (4 * nh++);
+		}
+		if (cn == L)
+			q = PS_END(ci);
+	}
+	uint32_t v = PS_DONE | (hits ? PS_OCC : 0) | (uint32_t)nh << 27 | (uint32_t)q << 24 | head;
+	if (hits)
+		s->occ[r] = hits;
+	s->info[r] = v;
+	return v;
+}
+
+/* Rule r's right side, for its info computed `depth` rules down: TD_OK,
+ * or the error (also in s->err). */
+static int ps_rhs(pseq *s, uint64_t r, unsigned depth, uint64_t *start, uint32_t *len)
+{
+	if (depth > TD_MAXDEPTH)
+		return s->err = td_fail(TD_ECORRUPT, "rules nest too deep or in a cycle");
+	return s->err = rhs(s->x, r, start, len);
+}
+
+/* Rule r's info, computed now (its children first); 0 with s->err set. */
+static uint32_t ps_rule(pseq *s, uint64_t r, unsigned depth)
+{
+	uint64_t start = 0;
+	uint32_t len = 0;
+	return ps_rhs(s, r, depth, &start, &len) ? 0 : ps_body(s, r, start, len, depth);
+}
+
+/* Every rule's info, in id order (each group's right sides in order). */
+static int ps_rules(pseq *s)
+{
+	const td_archive *a = s->x->a;
+	for (uint64_t g = 0; g < a->ngroups && !s->err; g++) {
+		const td_disk_group *gr = &a->groups[g];
+		uint64_t end = g + 1 < a->ngroups ? a->groups[g + 1].first_rule : s->x->R;
+		if (gr->first_rule > end || end > s->x->R)
+			return td_fail(TD_ECORRUPT, "rule table broken");
+		uint64_t start = gr->first_sym;
+		if (s->tab) {
+			for (uint64_t r = gr->first_rule; r < end && !s->err; r++, start += gr->len)
+				if (!(s->tab[s->x->T + r] & P2_DONE))
+					p2_body(s, r, start, gr->len, 0);
+		} else {
+			for (uint64_t r = gr->first_rule; r < end && !s->err; r++, start += gr->len)
+				if (!(s->info[r] & PS_DONE))
+					ps_body(s, r, start, gr->len, 0);
+		}
+	}
+	return s->err;
+}
+
+/* Root symbols read in order: [lo, hi) decoded at buf, or the flat copy. */
+#define PS_BLOCK 4096u
+typedef struct rblock {
+	const td_archive *a;
+	uint64_t lo, hi;
+	const uint32_t *p; /* symbol i (lo <= i < hi) at p[i - lo] */
+	uint32_t buf[PS_BLOCK];
+} rblock;
+
+/* Make position i (< nroot) readable. */
+static void rblock_at(rblock *b, uint64_t i)
+{
+	const td_archive *a = b->a;
+	if (td_root_flat(a)) {
+		b->lo = 0;
+		b->hi = a->meta.nroot;
+		b->p = a->f_root_syms;
+		return;
+	}
+	if (a->root_syms.coded) {
+		const td_scode *c = &a->root_syms.c;
+		unsigned sh = c->tile_shift;
+		uint64_t per = PS_BLOCK >> sh, t = i >> sh;
+		t -= t % per;
+		td_scode_decode_span(c, t, t + per, b->buf);
+		b->lo = t << sh;
+		b->hi = (t + per) << sh;
+	} else {
+		uint64_t tmp[QCHUNK];
+		b->lo = i - i % QCHUNK;
+		b->hi = b->lo + QCHUNK;
+		if (b->hi > a->meta.nroot)
+			b->hi = a->meta.nroot;
+		td_syms_range(&a->root_syms, b->lo, b->hi - b->lo, tmp);
+		for (uint64_t k = 0; k < b->hi - b->lo; k++)
+			b->buf[k] = tmp[k] > UINT32_MAX ? UINT32_MAX : (uint32_t)tmp[k];
+	}
+	if (b->hi > a->meta.nroot)
+		b->hi = a->meta.nroot;
+	b->p = b->buf;
+}
+
+/* Make position i (< e) readable: the end of what can be read from it
+ * without another rblock_at (at most e). */
+static inline uint64_t rblock_span(rblock *b, uint64_t i, uint64_t e)
+{
+	if (i < b->lo || i >= b->hi)
+		rblock_at(b, i);
+	return e < b->hi ? e : b->hi;
+}
+
+/* Feed root symbols [i, e) from *q; with `lim`, stop after lim words. */
+static void ps_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, unsigned *qp, uint64_t *hitsp,
+		     unsigned lim)
+{
+	const an *x = s->x;
+	const uint64_t W2 = 2 * x->W, T = x->T, TR = x->T + x->R;
+	const unsigned L = s->L;
+	unsigned q = *qp, fed = 0;
+	uint64_t hits = *hitsp;
+	while (i < e) {
+		const uint64_t k = rblock_span(b, i, e);
+		for (; i < k; i++) {
+			uint64_t y = b->p[i - b->lo];
+			if (y < W2 || is_piece(x, y)) {
+				unsigned v = s->dfa[q][y < W2 ? ps_class(s, y) : 0];
+				hits += v >> 7;
+				q = v & 0x7f;
+				if (lim && ++fed >= lim)
+					goto out;
+				continue;
+			}
+			if (y < T)
+				continue;
+			if (y >= TR) {
+				s->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				goto out;
+			}
+			uint32_t ci = s->info[y - T];
+			unsigned cn = PS_NH(ci);
+			if (lim) { /* the words past a chunk: only the runs begun before it */
+				for (unsigned t = 0; t < cn && fed < lim; t++, fed++) {
+					unsigned v = s->dfa[q][PS_HEAD(ci, t)];
+					hits += v >> 7;
+					q = v & 0x7f;
+				}
+				if (fed >= lim)
+					goto out;
+				continue;
+			}
+			if (ci & PS_OCC)
+				hits += s->occ[y - T];
+			for (unsigned t = 0; t < cn; t++) {
+				unsigned v = s->dfa[q][PS_HEAD(ci, t)];
+				hits += v >> 7;
+				q = v & 0x7f;
+			}
+			if (cn == L)
+				q = PS_END(ci);
+		}
+	}
+out:
+	*qp = q;
+	*hitsp = hits;
+}
+
+/* Two words (a, b): one flag byte a symbol, terminals and rules alike (a
+ * table of T + R bytes, read at every symbol): whether it holds words,
+ * whether its first word is b, its last a, and whether it holds an
+ * occurrence (a rule; the count apart). */
+#define P2_W 1u
+#define P2_B 2u
+#define P2_A 4u
+#define P2_OCC 8u
+
+static uint8_t p2_rule(pseq *s, uint64_t r, unsigned depth);
+
+/* Feed flags f: a match when the words so far end with a and f's first
+ * word is b (a symbol without words changes nothing). */
+#define P2_FEED(f, prev_a, hits)                                                                                      \
+	do {                                                                                                          \
+		unsigned w_ = (f) & P2_W;                                                                             \
+		(hits) += (prev_a) & ((f) >> 1);                                                                      \
+		(prev_a) = ((prev_a) & (w_ ^ 1u)) | ((f) >> 2 & w_);                                                   \
+	} while (0)
+
+static uint8_t p2_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsigned depth)
+{
+	const an *x = s->x;
+	const uint64_t T = x->T, TR = x->T + x->R;
+	unsigned prev_a = 0, any = 0, first_b = 0;
+	uint64_t hits = 0;
+	for (uint32_t j = 0; j < len; j++) {
+		uint64_t y = s->rsyms ? s->rsyms[start + j] : td_rule_sym(x->a, start + j);
+		if (y >= TR) {
+			s->err = td_fail(TD_ECORRUPT, "symbol out of range");
+			return 0;
+		}
+		unsigned f = s->tab[y];
+		if (!(f & P2_DONE) && !((f = p2_rule(s, y - T, depth + 1)) & P2_DONE))
+			return 0;
+		if (f & P2_OCC)
+			hits += s->occ[y - T];
+		if (!any)
+			first_b = f & P2_B;
+		any |= f & P2_W;
+		P2_FEED(f & 7u, prev_a, hits);
+	}
+	uint8_t v = (uint8_t)(P2_DONE | (hits ? P2_OCC : 0) | (any ? P2_W | first_b | prev_a << 2 : 0));
+	if (hits)
+		s->occ[r] = hits;
+	s->tab[T + r] = v;
+	return v;
+}
+
+static uint8_t p2_rule(pseq *s, uint64_t r, unsigned depth)
+{
+	uint64_t start = 0;
+	uint32_t len = 0;
+	return ps_rhs(s, r, depth, &start, &len) ? 0 : p2_body(s, r, start, len, depth);
+}
+
+/* The terminals' flags (every rule's not computed: 0). */
+static void p2_init(pseq *s)
+{
+	const an *x = s->x;
+	memset(s->tab, P2_DONE | P2_W, 2 * x->W);
+	for (uint64_t t = 2 * x->W; t < x->T; t++)
+		s->tab[t] = (uint8_t)(P2_DONE | (is_piece(x, t) ? P2_W : 0));
+	uint32_t a = s->wid[0], b = s->nd > 1 ? s->wid[1] : a;
+	s->tab[2 * (uint64_t)a] |= P2_A;
+	s->tab[2 * (uint64_t)a + 1] |= P2_A;
+	s->tab[2 * (uint64_t)b] |= P2_B;
+	s->tab[2 * (uint64_t)b + 1] |= P2_B;
+}
+
+/* Root symbols [i, e) (pairs); with lim, only the first word after. */
+static void p2_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, unsigned *qp, uint64_t *hitsp, unsigned lim)
+{
+	const an *x = s->x;
+	const uint64_t T = x->T, TR = x->T + x->R;
+	const uint8_t *tab = s->tab;
+	unsigned prev_a = *qp;
+	uint64_t hits = *hitsp;
+	while (i < e) {
+		const uint64_t k = rblock_span(b, i, e);
+		for (; i < k; i++) {
+			uint32_t y = b->p[i - b->lo];
+			if (y >= TR) {
+				s->err = td_fail(TD_ECORRUPT, "entry %u: symbol out of range", f);
+				goto out;
+			}
+			unsigned fl = tab[y];
+			if (lim) {
+				if (fl & P2_W) {
+					hits += prev_a & (fl >> 1);
+					goto out;
+				}
+				continue;
+			}
+			if (fl & P2_OCC)
+				hits += s->occ[y - T];
+			P2_FEED(fl & 7u, prev_a, hits);
+		}
+	}
+out:
+	*qp = prev_a;
+	*hitsp = hits;
+}
+
+/* A scope's files in root order: file f (of x->files) holds root
+ * positions [rs, re); pre: the walked positions before it. */
+typedef struct psfile {
+	uint64_t rs, re, pre;
+	size_t f;
+} psfile;
+
+static int psfile_cmp(const void *p, const void *q)
+{
+	const psfile *u = p, *v = q;
+	return (u->rs > v->rs) - (u->rs < v->rs);
+}
+
+typedef struct psjob {
+	const pseq *s;
+	const psfile *pf;
+	size_t npf, nchunks;
+	uint64_t n;
+	uint64_t *counts;
+	int atomic;
+	td_par_err err;
+} psjob;
+
+static void ps_chunk(void *ctx, size_t c)
+{
+	psjob *j = ctx;
+	pseq s = *j->s;
+	rblock *b = malloc(sizeof *b);
+	if (!b) {
+		td_par_err_set(&j->err, TD_ENOMEM);
+		return;
+	}
+	b->a = s.x->a;
+	b->lo = b->hi = 0;
+	uint64_t pos = j->n * c / j->nchunks, end = j->n * (c + 1) / j->nchunks;
+	size_t lo = 0, hi = j->npf;
+	while (hi - lo > 1) { /* the last file with pre <= pos */
+		size_t mid = lo + (hi - lo) / 2;
+		if (j->pf[mid].pre <= pos)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	for (size_t k = lo; k < j->npf && pos < end && !s.err; k++) {
+		const psfile *f = &j->pf[k];
+		uint64_t flen = f->re - f->rs;
+		if (f->pre + flen <= pos)
+			continue;
+		uint64_t a = f->rs + (pos - f->pre), e = end < f->pre + flen ? f->rs + (end - f->pre) : f->re, hits = 0;
+		unsigned q = 0;
+		if (s.tab) {
+			p2_roots(&s, b, s.x->files[f->f], a, e, &q, &hits, 0);
+			if (e < f->re && !s.err)
+				p2_roots(&s, b, s.x->files[f->f], e, f->re, &q, &hits, 1);
+		} else {
+			ps_roots(&s, b, s.x->files[f->f], a, e, &q, &hits, 0);
+			if (e < f->re && !s.err)
+				ps_roots(&s, b, s.x->files[f->f], e, f->re, &q, &hits, s.L);
+		}
+		if (hits) {
+			if (j->atomic)
+				__atomic_fetch_add(&j->counts[f->f], hits, __ATOMIC_RELAXED);
+			else
+				j->counts[f->f] += hits;
+		}
+		pos = f->pre + flen;
+	}
+	free(b);
+	td_par_err_set(&j->err, s.err);
+}
+
+/* phrase_counts_seq declines (returns PS_DECLINE, counts zeroed) a phrase
+ * of more than PS_MMAX words, and a walk of fewer than a PS_SHARE-th of
+ * the root symbols: the rules such a walk reaches are few, and the
+ * matcher computes only those (on linuxdoc the two cost the same at
+ * about 3% of the root). */
+#define PS_DECLINE 1
+#define PS_SHARE 32u
+
+/* phrase_counts_fast's answer by the pass over every rule. */
+static int phrase_counts_seq(const an *x, const uint32_t *ids, unsigned m, const uint8_t *skip, uint64_t *counts)
+{
+	pseq s;
+	ps_init(&s, x, ids, m);
+	memset(counts, 0, x->nfiles * sizeof *counts);
+	psfile *pf = malloc((x->nfiles ? x->nfiles : 1) * sizeof *pf);
+	size_t npf = 0;
+	int err = pf ? TD_OK : TD_ENOMEM, sorted = 1;
+	for (size_t f = 0; f < x->nfiles && !err; f++) {
+		if (skip && skip[f])
+			continue;
+		uint64_t rs, re;
+		if ((err = root_range(x, x->files[f], &rs, &re)) || rs == re)
+			continue;
+		if (npf && rs < pf[npf - 1].rs)
+			sorted = 0;
+		pf[npf++] = (psfile){ rs, re, 0, f };
+	}
+	if (!err && !sorted)
+		qsort(pf, npf, sizeof *pf, psfile_cmp);
+	uint64_t n = 0;
+	for (size_t k = 0; k < npf && !err; k++) {
+		if (k && pf[k].rs < pf[k - 1].re)
+			err = td_fail(TD_ECORRUPT, "entry %u: root range overlaps another file's", x->files[pf[k].f]);
+		pf[k].pre = n;
+		n += pf[k].re - pf[k].rs;
+	}
+	if (!err && (m > PS_MMAX || n < x->a->meta.nroot / PS_SHARE)) {
+		free(pf);
+		return PS_DECLINE;
+	}
+	const size_t ib = m == 2 ? x->T + x->R : (x->R ? x->R : 1) * sizeof *s.info;
+	void *ip = NULL;
+	if (!err && (!(ip = td_big_alloc(ib)) || !(s.occ = td_big_alloc_sparse((x->R ? x->R : 1) * sizeof *s.occ))))
+		err = TD_ENOMEM;
+	if (m == 2)
+		s.tab = ip;
+	else
+		s.info = ip;
+	if (!err && s.tab)
+		p2_init(&s);
+	if (!err) {
+		td_syms_build_part(x->a, 1, 0);
+		s.rsyms = td_syms_flat(x->a) ? x->a->f_rule_syms : NULL;
+		err = ps_rules(&s);
+	}
+	if (!err && n) {
+		unsigned nt = td_par_threads(n, PAR_GRAIN);
+		psjob j = { .s = &s, .pf = pf, .npf = npf, .n = n, .counts = counts, .atomic = nt > 1 };
+		j.nchunks = nt > 1 ? (size_t)nt * PAR_CHUNKS : 1;
+		err = td_par_for(j.nchunks, nt, ps_chunk, &j);
+		if (!err)
+			err = td_par_err_get(&j.err);
+	}
+	td_big_free(ip, ib);
+	td_big_free(s.occ, (x->R ? x->R : 1) * sizeof *s.occ);
+	free(pf);
+	if (err)
+		memset(counts, 0, x->nfiles * sizeof *counts);
+	return err;
+}
+
+/* ---------- a file's first or last words, as ids ---------- */
+
+typedef struct edge {
+	const td_archive *a;
+	int from_end;
+	unsigned k, n;
+	uint32_t *ids;
+} edge;
+
+static int edge_sym(edge *g, uint64_t y, unsigned depth)
+{
+	const td_archive *a = g->a;
+	if (y < 2 * a->W) {
+		g->ids[g->n++] = (uint32_t)(y >> 1);
+		return TD_OK;
+	}
+	if (y < a->T) {
+		if (a->meta.nlongwords) { /* a piece of a long word is a word without an id */
+			uint32_t len;
+			int sp;
+			const uint8_t *b = td_term_bytes(a, y, &len, &sp);
+			if (!b)
+				return td_fail(TD_ECORRUPT, "other token %llu out of bounds", (unsigned long long)(y - 2 * a->W));
+			if (len && td_word_char(b, len))
+				g->ids[g->n++] = BREAK;
+		}
+		return TD_OK;
+	}
+	uint64_t start;
+	uint32_t len;
+	if (y >= a->T + a->R || depth > TD_MAXDEPTH)
+		return td_fail(TD_ECORRUPT, "symbol out of range or rules nest too deep");
+	if (td_rule_rhs(a, y - a->T, &start, &len))
+		return td_fail(TD_ECORRUPT, "rule table broken");
+	int err = TD_OK;
+	for (uint32_t j = 0; j < len && g->n < g->k && !err; j++)
+		err = edge_sym(g, td_rule_sym(a, g->from_end ? start + len - 1 - j : start + j), depth + 1);
+	return err;
+}
+
+int td_edge_words(const td_archive *a, td_entry e, int from_end, unsigned k, uint32_t *ids, unsigned *n)
+{
+	*n = 0;
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_data_check_sums(a);
+	if (!err && a->meta.nlongwords && !td_other(a))
+		err = TD_ECORRUPT;
+	uint64_t rs = td_pack_get(&a->e_root, e), re = td_pack_get(&a->e_root, e + 1);
+	if (!err && (rs > re || re > a->meta.nroot))
+		err = td_fail(TD_ECORRUPT, "entry %u: root range out of bounds", e);
+	edge g = { a, from_end, k, 0, ids };
+	for (uint64_t i = 0; !err && i < re - rs && g.n < k; i++)
+		err = edge_sym(&g, td_root_sym(a, from_end ? re - 1 - i : rs + i), 0);
+	for (unsigned i = 0; from_end && i < g.n / 2; i++) { /* into text order */
+		uint32_t t = ids[i];
+		ids[i] = ids[g.n - 1 - i];
+		ids[g.n - 1 - i] = t;
+	}
+	*n = err ? 0 : g.n;
+	return err;
+}
+
 typedef struct pctx {
 	const phrase *ph;
 	uint64_t add;        /* occurrences found by the scan */
@@ -1632,8 +2243,8 @@ static int phrase_run(const td_archive *a, phrase *ph, td_entry scope, const td_
 	int err = phrase_keep(a, ph, &keep, &none);
 	if (!err && none)
 		err = an_init_none(x, a, scope, list, nlist);
-	if (!err && !none && !(err = phrase_ids(a, ph)))
-		err = an_init_list(x, a, scope, list, nlist, !keep);
+	if (!err && !none && !(err = phrase_ids(a, ph, out != NULL)))
+		err = an_init_list(x, a, scope, list, nlist, (keep ? 0 : 1) | (ph->no_words ? AN_NO_WORDS : 0));
 	/* rule symbols decoded whole for a large walk, as an_init_list does;
 	 * for a walk of some files from a thirty-second of the root symbols
 	 * (their rules are read tile by tile, again and again, otherwise) */
@@ -1667,7 +2278,9 @@ static int phrase_run(const td_archive *a, phrase *ph, td_entry scope, const td_
 	}
 	/* counts by the matcher; a search then scans only the files that
 	 * hold the phrase */
-	err = phrase_counts_fast(x, ph->id, ph->m, skip, *counts);
+	err = phrase_counts_seq(x, ph->id, ph->m, skip, *counts);
+	if (err == PS_DECLINE)
+		err = phrase_counts_fast(x, ph->id, ph->m, skip, *counts);
 	free(skip);
 	if (err || !out)
 		return err;
@@ -1977,6 +2590,16 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 	size_t cap = 8 * k, used = 0;
 	uint32_t *arena = malloc(cap * sizeof *arena);
 	int err = f && flip && arena ? TD_OK : TD_ENOMEM;
+	/* many files: every entry's parent decoded once, in order, rather
+	 * than each chain's, twice, one packed value at a time */
+	uint32_t *par = !err && k >= ne / 32 ? malloc(ne * sizeof *par) : NULL;
+	for (uint64_t e0 = 0; par && e0 < ne; e0 += 512) {
+		uint64_t b[512], m = ne - e0 < 512 ? ne - e0 : 512;
+		td_pack_get_range(&a->e_parent, e0, m, b);
+		for (uint64_t j = 0; j < m; j++)
+			par[e0 + j] = (uint32_t)b[j];
+	}
+#define PARENT(x) (par ? par[x] : (td_entry)td_pack_get(&a->e_parent, x))
 	for (size_t i = 0; i < k && !err; i++) {
 		td_entry e = v[i].file;
 		if (e >= ne) {
@@ -1987,7 +2610,7 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 		if ((err = td_tree_vouch(a, e)))
 			break;
 		uint32_t depth = 0;
-		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
+		for (td_entry x = e; x != TD_ROOT; x = PARENT(x))
 			depth++;
 		if (used + depth > cap) {
 			cap = 2 * (used + depth);
@@ -1999,7 +2622,7 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 			arena = na;
 		}
 		uint32_t at = depth;
-		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
+		for (td_entry x = e; x != TD_ROOT; x = PARENT(x))
 			arena[used + --at] = x;
 		for (uint32_t j = 0; j + 1 < depth && !err; j++) {
 			td_entry d = arena[used + j];
@@ -2023,6 +2646,8 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 		for (size_t i = 0; i < k; i++)
 			v[i] = f[i].fc;
 	}
+#undef PARENT
+	free(par);
 	free(f);
 	free(flip);
 	free(arena);

@@ -158,6 +158,14 @@ int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_en
 int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 			  size_t *n);
 
+/* The first (from_end 0) or last (1) min(k, words) words of regular file
+ * e of a (format 1-4, or a shard), in text order, as word ids of a
+ * (UINT32_MAX for a piece of a word longer than TD_MAXTOK), into ids[];
+ * their number in *n. Reads the root symbols at that edge of the file and
+ * the rules under them, not the dictionary (the grammar's checksums are
+ * checked). TD_OK, TD_EINVAL, TD_ECORRUPT. */
+int td_edge_words(const td_archive *a, td_entry e, int from_end, unsigned k, uint32_t *ids, unsigned *n);
+
 /* A word of the scope met where a shard's own answer is wrong (td_shard_an.c):
  * sign +1 for a word of the file that no shard holds whole, -1 for the
  * fragments the shards count instead. */

@@ -271,6 +271,47 @@ int td_set_ngrams(const td_archive *a, const td_fileset *s, unsigned n, uint64_t
 	return err;
 }
 
+static int fc_file_cmp(const void *p, const void *q)
+{
+	const td_file_count *u = p, *v = q;
+	return (u->file > v->file) - (u->file < v->file);
+}
+
+/* Sets of fewer archive entries than this are walked: the archive-wide
+ * answer below costs about what a few files' walk does. */
+#define POST_MIN_LIST 32
+
+/* A single word over list[0..n) of an archive whose every grammar has
+ * stored postings: each entry's count from the archive's ranked files of
+ * the word (td_phrase_files over the root: the postings, the cuts between
+ * shards added), not from a walk of the entries' grammar. *done = 1 with
+ * c[0..n) filled, or 0 (nothing done) when the postings cannot answer. */
+static int post_counts(const td_archive *a, const char *p, size_t len, const td_entry *list, size_t n, uint64_t *c,
+		       int *done)
+{
+	*done = 0;
+	uint64_t bytes;
+	uint32_t nwith, ng;
+	td_archive_postings(a, &bytes, &nwith, &ng);
+	if (n < POST_MIN_LIST || !ng || nwith != ng || len > TD_MAXTOK || !td_is_word(p, len))
+		return TD_OK;
+	td_file_count *v = NULL;
+	size_t k = 0;
+	int err = td_phrase_files(a, p, len, TD_ROOT, &v, &k);
+	if (err)
+		return err;
+	if (k > 1)
+		qsort(v, k, sizeof *v, fc_file_cmp);
+	for (size_t i = 0; i < n; i++) {
+		td_file_count key = { list[i], 0 };
+		const td_file_count *f = k ? bsearch(&key, v, k, sizeof *v, fc_file_cmp) : NULL;
+		c[i] = f ? f->count : 0;
+	}
+	free(v);
+	*done = 1;
+	return TD_OK;
+}
+
 /* Occurrences of the phrase per set file (counts[i] for s->f[i]); with out,
  * the hits (td_hit.file = the file's id), set order. */
 static int set_phrase(const td_archive *a, const td_fileset *s, const char *p, size_t len, uint64_t **counts,
@@ -285,7 +326,12 @@ static int set_phrase(const td_archive *a, const td_fileset *s, const char *p, s
 	td_hits h = { 0 };
 	if (!c || !byset)
 		err = TD_ENOMEM;
-	if (!err)
+	int done = 0;
+	if (!err && !out) /* counts only: a word's from the stored postings */
+		err = post_counts(a, p, len, sp.list, sp.nlist, c, &done);
+	if (!err && done)
+		err = td_phrase_texts(p, len, &sp.texts, sp.nlist, c + sp.nlist, NULL);
+	else if (!err)
 		err = (td_sharded(a) ? td_shard_set_phrase : td_phrase_list)(a, p, len, sp.list, sp.nlist, &sp.texts, c,
 									      out ? &h : NULL);
 	for (size_t f = 0; !err && f < s->n; f++)

@@ -143,11 +143,15 @@ struct td_archive {
 	 * table): td_data_check then only builds what it builds. */
 	atomic_int sums_ok;
 	/* A large tree is checked a directory at a time (td_verify.c,
-	 * td_tree_vouch): tree_lazy is 1 then, and dir_ok[d] becomes 1 once
-	 * directory d's children passed (lock-free: a check reads only the
-	 * mapping, so two threads checking one directory agree). */
+	 * td_tree_vouch): tree_lazy is 1 then, and dir_ok[d] gets TD_DIR_CHECKED
+	 * once directory d's children passed, each of those children
+	 * TD_DIR_LISTED (vouched for: listed by a checked directory); lock-free:
+	 * a check reads only the mapping, so two threads checking one
+	 * directory agree. */
 	int tree_lazy;
 	atomic_uchar *dir_ok;
+#define TD_DIR_CHECKED 1u
+#define TD_DIR_LISTED 2u
 	/* NAMES stored compressed, decoded as far as readers have asked
 	 * (td_names; entries are numbered breadth-first, so the first
 	 * listings need the first names only): names_buf[0, names_done) is
@@ -193,6 +197,12 @@ void td_fuzzy_free(td_archive *a);
  * before they descend into the grammar, so damage is an error, never wrong
  * bytes. */
 int td_data_check_slow(const td_archive *a);
+
+/* td_data_check's checksums of the sections read in place, without the
+ * dictionary's build (for a reader that needs no word bytes nor word
+ * offsets: e.g. a phrase count whose word ids come from the postings):
+ * TD_OK, or TD_ECORRUPT naming the damaged section. Thread-safe. */
+int td_data_check_sums(const td_archive *a);
 
 /* XXH3-64 of p[0, n) into *sum and 0, or 1 without a sum once *stop
  * (may be NULL; relaxed loads) is nonzero, looked at every 16 MiB. */

@@ -1281,8 +1281,11 @@ static int tree_bfs(const td_build *b, uint32_t **bfs_out, uint32_t **nchild_out
 	return TD_OK;
 }
 
-/* The NAMES section (every entry's base name in tree order, zstd level
- * 19) into *out, for the tree order bfs. */
+/* The NAMES section (every entry's base name in tree order, stored
+ * plain: a query's tree checks and paths read the names of the
+ * directories they reach straight from the mapping, where a zstd frame
+ * had to be decoded up to the last of them) into *out, for the tree
+ * order bfs. */
 static int names_section(const td_build *b, const uint32_t *bfs, td_buf *out)
 {
 	int err = TD_OK;
@@ -1290,7 +1293,7 @@ static int names_section(const td_build *b, const uint32_t *bfs, td_buf *out)
 		const char *nm = k ? base_name(b->ent[bfs[k]].path) : "";
 		err = td_buf_put(out, nm, strlen(nm));
 	}
-	return err ? err : td_buf_zstd(out, 19);
+	return err;
 }
 
 /* The tree order and the NAMES section, made on a thread of their own
@@ -1523,7 +1526,6 @@ static int write_container(td_build *b, const char *out_path)
 	s[TD_SEC_MAX + 2].id = TD_SEC5_P_SHARD;
 	s[TD_SEC_MAX + 3].id = TD_SEC5_P_LOCAL;
 	s[TD_SEC_MAX + 4].id = TD_SEC5_P_START;
-	s[TD_SEC_NAMES].flags = TD_SECF_ZSTD;
 	char *dcopy = strdup(out_path);
 	int err = TD_OK;
 	if (!dcopy) {

@@ -714,6 +714,14 @@ int td_edit_changed(const td_edit *ed)
 	return ed->changed;
 }
 
+int td_edit_clean(const td_edit *ed, td_node node)
+{
+	if (node >= ed->nbase)
+		return 0;
+	const tnode *t = td_edit_node(ed, node);
+	return !t || (t->linked && !t->dirty && !t->content_edited && !t->dir_mat && t->base == node);
+}
+
 /* ---------- records: check, then apply ---------- */
 
 /* Mark node and its ancestors as differing from the archive. */

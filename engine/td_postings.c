@@ -390,8 +390,9 @@ static int wcmp(const uint8_t *x, size_t lx, const uint8_t *y, size_t ly)
 	return c ? c : (lx > ly) - (lx < ly);
 }
 
-/* Find word w[0..len): TD_OK with *found (and the block), or an error. */
-static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *b, int *found)
+/* Find word w[0..len): TD_OK with *found (and the block, and its word id
+ * in *at), or an error. */
+static int post_find_at(const td_archive *a, const uint8_t *w, size_t len, pblock *b, int *found, uint64_t *at)
 {
 	*found = 0;
 	uint64_t lo = 0, hi = a->W, checked = UINT64_MAX;
@@ -405,6 +406,7 @@ static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *
 		int c = wcmp(b->word, b->wlen, w, len);
 		if (c == 0) {
 			*found = 1;
+			*at = mid;
 			return TD_OK;
 		}
 		if (c < 0)
@@ -413,6 +415,12 @@ static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *
 			hi = mid;
 	}
 	return TD_OK;
+}
+
+static int post_find(const td_archive *a, const uint8_t *w, size_t len, pblock *b, int *found)
+{
+	uint64_t at;
+	return post_find_at(a, w, len, b, found, &at);
 }
 
 /* Whether entry e lies under directory d (ancestors have smaller numbers;
@@ -515,6 +523,21 @@ int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df,
 		return r < 0 ? r : post_bad("bad file count");
 	}
 	*ents = v;
+	return TD_OK;
+}
+
+int td_post_word_id(const td_archive *a, const char *w, size_t len, int64_t *id)
+{
+	*id = -1;
+	if (!a->post || len == 0 || len > TD_MAXTOK)
+		return TD_OK;
+	int err = post_open(a);
+	pblock b;
+	int found = 0;
+	uint64_t at = 0;
+	if (err || (err = post_find_at(a, (const uint8_t *)w, len, &b, &found, &at)) || !found)
+		return err;
+	*id = (int64_t)at;
 	return TD_OK;
 }
 

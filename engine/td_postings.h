@@ -70,6 +70,12 @@ int td_post_files(const td_archive *a, const char *w, size_t len, td_entry scope
  * the grammar. TD_OK, TD_ENOMEM, TD_ECORRUPT. Thread-safe. */
 int td_post_lookup(const td_archive *a, const char *w, size_t len, uint64_t *df, td_entry **ents);
 
+/* Word w[0..len)'s id in a's dictionary from the postings (a block a
+ * word id, bisected by their bytes): *id, or -1 when the word is not
+ * there, a has no postings, or w is longer than TD_MAXTOK. Reads neither
+ * the dictionary nor the grammar. TD_OK, TD_ECORRUPT. Thread-safe. */
+int td_post_word_id(const td_archive *a, const char *w, size_t len, int64_t *id);
+
 /* Whether a's postings list entry e under word w[0..len): 1 or 0 (also
  * without postings, or for a word longer than TD_MAXTOK), or
  * TD_ECORRUPT / TD_ENOMEM. Reads the word's block up to e. Thread-safe. */

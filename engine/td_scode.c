@@ -908,7 +908,8 @@ void td_scode_range(const td_scode *c, uint64_t i, uint64_t count, uint64_t *out
 	}
 }
 
-void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out)
+/* Tiles [t, end) into out, tile u's symbols at out + ((u - t0) << shift). */
+static void decode_tiles_from(const td_scode *c, uint64_t t0, uint64_t t, uint64_t end, uint32_t *out)
 {
 	const struct td_sc_tab *tb = tables(c);
 	uint64_t full = c->n >> c->tile_shift;
@@ -917,11 +918,21 @@ void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t
 	if (full > end)
 		full = end;
 	for (; t + X16_TILES <= full; t += X16_TILES)
-		decode_tiles32_any(c, tb, t, out + (t << c->tile_shift));
+		decode_tiles32_any(c, tb, t, out + ((t - t0) << c->tile_shift));
 	for (; t + 4 <= full; t += 4)
-		decode_tiles4(c, tb, t, out + (t << c->tile_shift));
+		decode_tiles4(c, tb, t, out + ((t - t0) << c->tile_shift));
 	for (; t < end; t++)
-		decode_tile(c, tb, t, tile_count(c, t), out + (t << c->tile_shift));
+		decode_tile(c, tb, t, tile_count(c, t), out + ((t - t0) << c->tile_shift));
+}
+
+void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out)
+{
+	decode_tiles_from(c, 0, t, end, out);
+}
+
+void td_scode_decode_span(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out)
+{
+	decode_tiles_from(c, t, t, end, out);
 }
 
 void td_scode_decode_all(const td_scode *c, uint32_t *out)

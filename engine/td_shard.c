@@ -48,6 +48,7 @@ struct td_shards {
 	pthread_mutex_t mu;       /* the reverse map's build */
 	uint64_t budget;
 	_Atomic(rev_map *) rev;
+	atomic_uint rev_asks;     /* td_shard_globals calls: the map from the second on */
 	_Atomic(uint32_t *) rank; /* global entry -> position in path order (rank_get) */
 	_Atomic(struct splits *) splits;
 };
@@ -511,6 +512,94 @@ int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entr
 		return td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", shard, local);
 	*e = x.e;
 	*start = x.start;
+	return TD_OK;
+}
+
+/* A packed column read in order, a chunk at a time. */
+typedef struct col_cur {
+	const td_pack *p;
+	uint64_t total, base, n;
+	uint64_t v[512];
+} col_cur;
+
+static uint64_t col_at(col_cur *c, uint64_t i)
+{
+	if (i < c->base || i - c->base >= c->n) {
+		c->base = i;
+		c->n = c->total - i < 512 ? c->total - i : 512;
+		td_pack_get_range(c->p, i, c->n, c->v);
+	}
+	return c->v[i - c->base];
+}
+
+/* td_shard_globals without the map: one pass over the piece columns and
+ * the entries' piece offsets, in order, picking the pieces asked for. */
+static int globals_pass(const td_archive *a, td_shard_loc *v, size_t n)
+{
+	const td_shards *sh = a->sh;
+	const uint64_t np = sh->npieces, ne = a->meta.nentries;
+	/* slot[at[s] + l]: 1 + the index in v of (s, l) */
+	uint64_t *at = calloc(sh->n + 1, sizeof *at);
+	if (!at)
+		return TD_ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].shard >= sh->n) {
+			free(at);
+			return td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", v[i].shard, v[i].local);
+		}
+		if ((uint64_t)v[i].local + 1 > at[v[i].shard + 1])
+			at[v[i].shard + 1] = (uint64_t)v[i].local + 1;
+		v[i].e = TD_NOENTRY;
+	}
+	for (uint32_t s = 0; s < sh->n; s++)
+		at[s + 1] += at[s];
+	uint32_t *slot = calloc(at[sh->n] ? at[sh->n] : 1, sizeof *slot);
+	col_cur *c = malloc(3 * sizeof *c);
+	if (!slot || !c) {
+		free(at), free(slot), free(c);
+		return TD_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		slot[at[v[i].shard] + v[i].local] = (uint32_t)i + 1;
+	c[0] = (col_cur){ .p = &sh->p_shard, .total = np };
+	c[1] = (col_cur){ .p = &sh->p_local, .total = np };
+	c[2] = (col_cur){ .p = &sh->piece_off, .total = ne + 1 };
+	uint64_t e = 0;
+	for (uint64_t k = 0; k < np; k++) {
+		const uint64_t ps = col_at(&c[0], k);
+		if (ps >= sh->n)
+			continue;
+		const uint64_t pl = col_at(&c[1], k);
+		if (pl >= at[ps + 1] - at[ps] || !slot[at[ps] + pl])
+			continue;
+		/* its file: the entry whose piece range holds k (offsets ascend) */
+		while (e < ne && col_at(&c[2], e + 1) <= k)
+			e++;
+		if (e >= ne || col_at(&c[2], e) > k || S_ISDIR(td_pack_get(&a->e_mode, e)))
+			continue; /* offsets out of order: as the map, nothing */
+		v[slot[at[ps] + pl] - 1].e = (td_entry)e;
+	}
+	int err = TD_OK;
+	for (size_t i = 0; i < n && !err; i++)
+		if (v[i].e == TD_NOENTRY)
+			err = td_fail(TD_ECORRUPT, "shard %u: entry %u is in no file's pieces", v[i].shard, v[i].local);
+	free(at), free(slot), free(c);
+	return err;
+}
+
+int td_shard_globals(const td_archive *a, td_shard_loc *v, size_t n)
+{
+	td_shards *sh = a->sh;
+	if (!n)
+		return TD_OK;
+	if (!atomic_load_explicit(&sh->rev, memory_order_acquire) && atomic_fetch_add(&sh->rev_asks, 1) == 0)
+		return globals_pass(a, v, n);
+	uint64_t start;
+	for (size_t i = 0; i < n; i++) {
+		int err = td_shard_global(a, v[i].shard, v[i].local, &v[i].e, &start);
+		if (err)
+			return err;
+	}
 	return TD_OK;
 }
 

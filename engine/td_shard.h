@@ -60,6 +60,18 @@ int td_shard_pieces(const td_archive *a, td_entry e, const td_disk_piece **p, ui
  * has that piece), TD_ENOMEM (the map is built on first use). */
 int td_shard_global(const td_archive *a, uint32_t shard, td_entry local, td_entry *e, uint64_t *start);
 
+/* The global entries of shards' file entries, v[i].e for each distinct
+ * (v[i].shard, v[i].local), as td_shard_global gives them. The first call
+ * on an archive reads the piece columns once in order and keeps nothing
+ * (a one-shot query needs no more); later calls build and use the map.
+ * TD_OK, TD_ECORRUPT (an entry in no file's pieces), TD_ENOMEM. */
+typedef struct td_shard_loc {
+	uint32_t shard;
+	td_entry local;
+	td_entry e;
+} td_shard_loc;
+int td_shard_globals(const td_archive *a, td_shard_loc *v, size_t n);
+
 /* Put hits out->v[before..] (global entries) in path order, offsets
  * ascending within a file. TD_OK or TD_ENOMEM. */
 int td_shard_sort_hits(const td_archive *a, td_hits *out, size_t before);

@@ -1295,13 +1295,17 @@ static int scope_words(const td_archive *a, td_entry scope, uint64_t *n)
 /* The K best runs of m words of scope (K = 0: all), best first. With K
  * and m >= 2 pruned as td_ngrams_list prunes (the same guess of min, the
  * same retries; gprune says which runs are counted): exact when the K-th
- * run counted occurs min times or more. */
+ * run counted occurs min times or more. A scope under a sixteenth of the
+ * archive's words is not pruned: gprune's bound comes from the words'
+ * counts in the whole archive, and for such a min it would look most of
+ * the vocabulary up in every shard, which costs more than counting the
+ * scope's runs in full (the answer is the same either way). */
 static int best_runs(const td_archive *a, td_entry scope, unsigned m, uint64_t K, td_ngram_fn fn, void *ctx)
 {
-	uint64_t min = 0;
+	uint64_t min = 0, all = 0;
 	int err = TD_OK;
-	if (K && m >= 2 && !(err = scope_words(a, scope, &min)))
-		min >>= 9 + m;
+	if (K && m >= 2 && !(err = scope_words(a, scope, &min)) && !(err = scope_words(a, TD_ROOT, &all)))
+		min = min < all / 16 ? 0 : min >> (9 + m);
 	for (; !err;) {
 		gprune gp = { 0 };
 		merged mg;
@@ -1475,6 +1479,44 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
 	return TD_OK;
 }
 
+/* A count's runs across a cut that no word spans (pmatch_cut's
+ * conditions): the last m - 1 words of piece a of shard sa and the first
+ * m - 1 of piece b of sb, as each shard's word ids (the phrase's words
+ * looked up in each shard's postings), matched where they straddle the
+ * cut; their number is added to pm->count and 1 returned (the cut's text
+ * is not read: reading it would decode both shards' dictionaries). 0
+ * (read the text) when a phrase word is longer than TD_MAXTOK. */
+static int pmatch_cut_ids(pmatch *pm, td_archive *sa, td_entry a, td_archive *sb, td_entry b)
+{
+	const unsigned m = pm->m, L = m - 1;
+	int64_t ia[TD_PHRASE_MAX], ib[TD_PHRASE_MAX];
+	uint32_t w[2 * TD_PHRASE_MAX];
+	unsigned na = 0, nb = 0;
+	int err = TD_OK;
+	for (unsigned k = 0; k < m && !err; k++) {
+		if (pm->len[k] > TD_MAXTOK)
+			return 0;
+		if (!(err = td_post_word_id(sa, pm->w[k], pm->len[k], &ia[k])))
+			err = td_post_word_id(sb, pm->w[k], pm->len[k], &ib[k]);
+	}
+	if (!err)
+		err = td_edge_words(sa, a, 1, L, w, &na);
+	if (!err)
+		err = td_edge_words(sb, b, 0, L, w + na, &nb);
+	if (err)
+		return err;
+	/* runs starting at i < na and ending at or after na */
+	for (unsigned i = na > L ? na - L : 0; i < na; i++) {
+		if (i + m > na + nb)
+			break;
+		unsigned k = 0;
+		while (k < m && (int64_t)w[i + k] == (i + k < na ? ia[k] : ib[k]) && w[i + k] != UINT32_MAX)
+			k++;
+		pm->count += k == m;
+	}
+	return 1;
+}
+
 /* The cut between pieces p and q of a file, for a phrase (a cut_fn): it
  * can be left out when no run of the phrase touches it. With both shards'
  * postings that is so when p's text does not end inside a word (no word
@@ -1484,7 +1526,7 @@ static int pmatch_run(void *ctx, td_entry e, const uint8_t *buf, const ctok *t, 
  * equal to the phrase holds each of its words whole, in p or in q). */
 static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, const td_disk_piece *q)
 {
-	const pmatch *pm = sctx;
+	pmatch *pm = sctx;
 	td_archive *sp, *sq;
 	int err = td_shard_sub(a, p->shard, &sp);
 	if (!err)
@@ -1504,7 +1546,7 @@ static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, c
 		if (in <= 0)
 			return in < 0 ? in : 1;
 	}
-	return 0;
+	return pm->add || pm->files ? 0 : pmatch_cut_ids(pm, sp, p->local, sq, q->local);
 }
 
 /* Pieces counted on threads (count_piece: piece k's count into c[k]). */
@@ -1638,6 +1680,7 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 	const td_disk_piece *pc = NULL;
 	uint64_t n = 0;
 	td_file_count *v = NULL;
+	td_shard_loc *loc = NULL; /* a directory's: v[i]'s shard and entry there */
 	size_t nv = 0, cap = 0;
 	if (!err)
 		err = scope_pieces(a, scope, &pc, &n);
@@ -1656,20 +1699,25 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 		if (!err && nv + nf > cap) {
 			cap = 2 * (nv + nf);
 			td_file_count *nv2 = realloc(v, cap * sizeof *nv2);
-			if (!nv2)
-				err = TD_ENOMEM;
-			else
+			td_shard_loc *nl = dir && nv2 ? realloc(loc, cap * sizeof *nl) : loc;
+			if (nv2)
 				v = nv2;
+			if (nl)
+				loc = nl;
+			if (!nv2 || (dir && !nl))
+				err = TD_ENOMEM;
 		}
 		for (size_t i = 0; i < nf && !err; i++) {
-			uint64_t start;
-			td_entry e = scope;
-			if (dir)
-				err = td_shard_global(a, pc[k].shard, f[i].file, &e, &start);
-			v[nv++] = (td_file_count){ e, f[i].count };
+			if (dir) /* mapped to the global entries below, all at once */
+				loc[nv] = (td_shard_loc){ pc[k].shard, f[i].file, TD_NOENTRY };
+			v[nv++] = (td_file_count){ scope, f[i].count };
 		}
 		free(f);
 	}
+	if (!err && dir && (err = td_shard_globals(a, loc, nv)) == TD_OK)
+		for (size_t i = 0; i < nv; i++)
+			v[i].file = loc[i].e;
+	free(loc);
 	/* and the runs at the cuts */
 	pm.files = 1;
 	if (!err && n > 1)

@@ -252,7 +252,7 @@ int td_tree_lazy_setup(td_archive *a)
  * root): each named, typed and placed as td_tree_check requires. */
 static int dir_check(const td_archive *a, td_entry d)
 {
-	if (atomic_load_explicit(&a->dir_ok[d], memory_order_acquire))
+	if (atomic_load_explicit(&a->dir_ok[d], memory_order_acquire) & TD_DIR_CHECKED)
 		return TD_OK;
 	const uint64_t ne = a->meta.nentries;
 	const uint64_t c0 = td_pack_get(&a->e_child, d), c1 = td_pack_get(&a->e_child, d + 1);
@@ -285,9 +285,13 @@ static int dir_check(const td_archive *a, td_entry d)
 		err = entry_check(a, t, k, e, d, c0, names, nb);
 	}
 	free(t);
-	if (!err)
-		atomic_store_explicit(&a->dir_ok[d], 1, memory_order_release);
-	return err;
+	if (err)
+		return err;
+	/* its children are vouched for now (td_tree_vouch asks once a file) */
+	for (uint64_t e = c0; e < c1; e++)
+		atomic_fetch_or_explicit(&a->dir_ok[e], TD_DIR_LISTED, memory_order_release);
+	atomic_fetch_or_explicit(&a->dir_ok[d], TD_DIR_CHECKED, memory_order_release);
+	return TD_OK;
 }
 
 /* e (> 0) sits in the children range of its parent p, which comes first and
@@ -307,9 +311,11 @@ int td_tree_vouch(const td_archive *a, td_entry e)
 		return TD_OK;
 	if (e >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", e);
+	if (atomic_load_explicit(&a->dir_ok[e], memory_order_acquire) & TD_DIR_LISTED)
+		return TD_OK;
 	td_entry p;
 	int err = listed(a, e, &p);
-	if (err || atomic_load_explicit(&a->dir_ok[p], memory_order_acquire))
+	if (err || (atomic_load_explicit(&a->dir_ok[p], memory_order_acquire) & TD_DIR_CHECKED))
 		return err;
 	/* Check the unchecked directories above e from the top down: each
 	 * time, the topmost one (its parent checked, or the root). A path
@@ -323,7 +329,7 @@ int td_tree_vouch(const td_archive *a, td_entry e)
 				return err;
 			if (++depth > TD_MAXPATH)
 				return FAIL("entry %u: parent chain deeper than %u", e, TD_MAXPATH);
-			if (atomic_load_explicit(&a->dir_ok[up], memory_order_acquire))
+			if (atomic_load_explicit(&a->dir_ok[up], memory_order_acquire) & TD_DIR_CHECKED)
 				break;
 			top = x = up;
 		}
@@ -336,7 +342,7 @@ int td_tree_vouch(const td_archive *a, td_entry e)
 
 int td_tree_dir(const td_archive *a, td_entry d)
 {
-	if (!a->tree_lazy || atomic_load_explicit(&a->dir_ok[d], memory_order_acquire))
+	if (!a->tree_lazy || (atomic_load_explicit(&a->dir_ok[d], memory_order_acquire) & TD_DIR_CHECKED))
 		return TD_OK;
 	int err = td_tree_vouch(a, d);
 	return err ? err : dir_check(a, d);

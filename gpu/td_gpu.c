@@ -105,6 +105,9 @@ struct td_gpu {
 	/* cutting long counts and searches into parts (td_split_query) */
 	td_pack he_root;               /* host view of E_ROOT */
 	uint32_t *hfiles, *hsub;       /* host copies of d.dfs_files, d.sub */
+	uint8_t *hheavy;               /* per entry: the CPU engine answers its
+	                                  counts and searches (td_mark_heavy;
+	                                  NULL: none) */
 	uint64_t *hcum;                /* hcum[i]: root symbols + 1 of each of
 	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
@@ -608,6 +611,34 @@ static int td_build_rule_masks(td_gpu *g, uint64_t mask_off)
 	return err;
 }
 
+/* $TD_GPU_HEAVY=B (bytes; unset or 0: off): the regular files of which a
+ * root symbol expands to more than B bytes are marked in g->hheavy, and
+ * the CPU engine answers counts and searches over them (td_gpu_takes):
+ * one lane walks such a symbol's rule alone, the batch's longest warp. */
+static int td_mark_heavy(td_gpu *g, const td_layout *L)
+{
+	const char *s = getenv("TD_GPU_HEAVY");
+	uint64_t B = s && *s ? strtoull(s, NULL, 10) : 0;
+	const td_gdev *d = &g->d;
+	const td_pack *rs = &L->plan[PL_ROOT_SYMS].hview, *rl = &L->plan[PL_RULE_LEN].hview;
+	if (!B || rs->n != d->nroot)
+		return TD_OK;
+	if (!(g->hheavy = calloc(d->nentries ? d->nentries : 1, 1)))
+		return td_fail(TD_ENOMEM, "gpu: heavy files");
+	const uint64_t t = 2 * d->nwords + d->nother;
+	for (uint32_t e = 0; e < d->nentries; e++) {
+		uint64_t lo = td_pack_get(&g->he_root, e), hi = td_pack_get(&g->he_root, (uint64_t)e + 1);
+		uint32_t mode = (uint32_t)td_pack_get(&L->plan[PL_E_MODE].hview, e);
+		if ((mode & S_IFMT) != S_IFREG || hi > d->nroot)
+			continue;
+		for (uint64_t k = lo; k < hi && !g->hheavy[e]; k++) {
+			uint64_t sy = td_pack_get(rs, k);
+			g->hheavy[e] = sy >= t && sy - t < d->nrules && td_pack_get(rl, sy - t) > B;
+		}
+	}
+	return TD_OK;
+}
+
 /* Make archive a resident on the device within avail bytes: TD_OK, 1 (it
  * cannot be: CPU fallback, not an error), or an error (g->dsec may then be
  * set; td_gpu_close frees it). */
@@ -636,6 +667,8 @@ static int td_gpu_upload(td_gpu *g, const td_archive *a, uint64_t avail)
 		r = td_upload_file_order(g, a, L.dfs_off);
 	if (r == TD_OK)
 		r = td_build_rule_masks(g, L.mask_off);
+	if (r == TD_OK)
+		r = td_mark_heavy(g, &L);
 	return r;
 }
 
@@ -894,6 +927,7 @@ void td_gpu_close(td_gpu *g)
 	td_gbuf_free(&g->rest, 2);
 	free(g->hfiles);
 	free(g->hcum);
+	free(g->hheavy);
 	if (g->dsec)
 		cudaFree(g->dsec);
 	for (size_t i = 0; i < g->nhblk; i++)
@@ -1355,6 +1389,8 @@ void td_gpu_phases_get(const td_gpu *g, int k, td_gphase *out)
 static int td_gpu_takes(const td_gpu *g, const td_qview *v, int search)
 {
 	if (!(v->word && v->len >= 1 && v->len <= TD_MAXTOK && v->scope < g->d.nentries))
+		return 0;
+	if (g->hheavy && g->hheavy[v->scope])
 		return 0;
 	return !((search || v->scope != TD_ROOT) && td_query_fast(g->a, v->scope));
 }

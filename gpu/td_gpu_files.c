@@ -33,14 +33,10 @@ static int td_gfl_find(void *ctx, size_t req, const td_hits **out)
 	return TD_OK;
 }
 
-static int td_gfl_post(void)
+int td_gpu_env_on(const char *name)
 {
-	static int v = -1;
-	if (v < 0) {
-		const char *e = getenv("TD_GPU_FILES_POST");
-		v = !(e && strcmp(e, "0") == 0);
-	}
-	return v;
+	const char *e = getenv(name);
+	return !(e && strcmp(e, "0") == 0);
 }
 
 static int td_gfl_search(td_gpu *g, td_files_req *reqs, size_t n);
@@ -49,7 +45,7 @@ int td_gpu_files_batch(td_gpu *g, td_files_req *reqs, size_t n)
 {
 	if (!g || (!reqs && n) || n > UINT32_MAX - 1)
 		return td_fail(TD_EINVAL, "gpu: bad batch");
-	if (!td_gpu_resident(g) || !td_gfl_post())
+	if (!td_gpu_resident(g) || !td_gpu_env_on("TD_GPU_FILES_POST"))
 		return td_gfl_search(g, reqs, n);
 	/* the inverted index first, the search kernels and the engine for the rest */
 	size_t *rest = malloc((n + 1) * sizeof *rest), nrest = 0;

@@ -329,6 +329,9 @@ void td_gpostg_free(struct td_gpostg *p);
  * count and path); the others' indices go to rest[0..*nrest) (rest holds
  * n). TD_OK or TD_ENOMEM (then nothing is answered). */
 int td_gpost_files(struct td_gpu *g, struct td_files_req *reqs, size_t n, size_t *rest, size_t *nrest);
+/* 0 when environment variable name is "0" (a path turned off, for
+ * measuring), else 1. Thread safe as getenv is. */
+int td_gpu_env_on(const char *name);
 
 /* ---- shards and devices (td_gpu_multi.c) ---- */
 

@@ -51,7 +51,10 @@ struct td_gmulti {
 	td_gpu **on;              /* the units' on[] arrays, n x ndev */
 	char name[256];
 	pthread_mutex_t lock;     /* one batch at a time */
-	td_batch *bt[3];   /* each kind's scratch, kept between batches */
+	uint64_t full_mask;       /* device slots holding every shard (bit = slot) */
+	/* each kind's scratch, kept between batches: [0] the whole batch's,
+	 * [1 + i] the i-th device's share of requests (td_gmulti_batch) */
+	td_batch *bt[3][65];
 	unsigned ntrace[3];       /* $TD_GPU_TRACE: each kind's batches so far */
 	/* $TD_GPU_PHASES: each kind's seconds summed over its batches (the
 	 * whole call, split, run, merge, CPU engine's share), and when each
@@ -193,6 +196,13 @@ int td_gmulti_open(const td_archive *a, const td_gpu_opts *o, const int *devs, u
 		td_gmulti_close(m);
 		return r;
 	}
+	for (unsigned d = 0; d < m->ndev && m->nres == m->n && m->n; d++) {
+		uint32_t i = 0;
+		while (i < m->n && m->u[i].on[d])
+			i++;
+		if (i == m->n)
+			m->full_mask |= UINT64_C(1) << d;
+	}
 	*out = m;
 	return TD_OK;
 }
@@ -266,7 +276,8 @@ void td_gmulti_close(td_gmulti *m)
 				td_gpu_close(m->u[i].on[d]);
 	free(m->on);
 	for (int k = 0; k < 3; k++)
-		td_batch_free(m->bt[k], m->n);
+		for (int d = 0; d < 65; d++)
+			td_batch_free(m->bt[k][d], m->n);
 	free(m->u);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
@@ -490,18 +501,25 @@ static unsigned td_dev_threads(void)
 	return x;
 }
 
+/* A switch that is on unless environment variable name is "0", read
+ * once into *v (0: not read yet, 1: on, 2: off). */
+static int td_env_on(atomic_int *v, const char *name)
+{
+	int x = atomic_load_explicit(v, memory_order_relaxed);
+	if (!x) {
+		const char *e = getenv(name);
+		x = e && !strcmp(e, "0") ? 2 : 1;
+		atomic_store_explicit(v, x, memory_order_relaxed);
+	}
+	return x == 1;
+}
+
 /* Whether a device thread keeps its jobs in flight (td_worker_run): yes,
  * unless $TD_GPU_PIPE is 0 (each job then ends before the next begins). */
 static int td_pipe_on(void)
 {
 	static atomic_int v;
-	int x = atomic_load_explicit(&v, memory_order_relaxed);
-	if (!x) {
-		const char *e = getenv("TD_GPU_PIPE");
-		x = e && !strcmp(e, "0") ? 2 : 1;
-		atomic_store_explicit(&v, x, memory_order_relaxed);
-	}
-	return x == 1;
+	return td_env_on(&v, "TD_GPU_PIPE");
 }
 
 /* A shard's requests [lo, hi) on the handle of one device slot (-1: the
@@ -663,8 +681,11 @@ static int td_cmp_uwork(const void *x, const void *y)
  * and it has copies, cut into as many slices as it has shares (rounded
  * up; each of TD_SLICE_MIN requests or more, one a device). The work is
  * requests times the shard's measured seconds a request. Each device's
- * jobs run on up to TD_DEV_THREADS threads, the CPU's on one. */
-static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k, const double *tr)
+ * jobs run on up to TD_DEV_THREADS threads, the CPU's on one. pin >= 0:
+ * every resident shard's requests go whole to device slot pin (which
+ * holds them all), and the shards' costs are left as they are (another
+ * device's share may run at once); rec: this run's phases are recorded. */
+static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k, const double *tr, int pin, int rec)
 {
 	size_t maxjobs = (size_t)m->n * (m->ndev ? m->ndev : 1) + 1;
 	td_rjob *jobs = malloc(maxjobs * sizeof *jobs), *bys = malloc(maxjobs * sizeof *bys);
@@ -699,8 +720,8 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k,
 	for (uint32_t x = 0; x < nu; x++) {
 		td_unit *u = &m->u[uw[x].unit];
 		size_t n = s->sub[uw[x].unit].n;
-		if (!u->g) {
-			jobs[nj++] = (td_rjob){.unit = uw[x].unit, .slot = -1, .lo = 0, .hi = n, .link = SIZE_MAX};
+		if (!u->g || pin >= 0) {
+			jobs[nj++] = (td_rjob){.unit = uw[x].unit, .slot = u->g ? pin : -1, .lo = 0, .hi = n, .link = SIZE_MAX};
 			continue;
 		}
 		/* its devices, least loaded first */
@@ -757,7 +778,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k,
 	}
 	double t0 = td_now();
 	td_gpu_par(nw, td_worker_par, w);
-	if (td_gpu_phases_on()) {
+	if (td_gpu_phases_on() && rec) {
 		double done[65] = {0}, begun[65] = {0};
 		for (unsigned c = 0; c < nw; c++) {
 			if (w[c].end - t0 > done[w[c].slot + 1])
@@ -778,7 +799,7 @@ static int td_run_all(td_gmulti *m, td_batch *bt, td_split *s, const td_kind *k,
 		td_rjob *jb = &bys[j];
 		if (jb->err && !r)
 			r = jb->err;
-		if (jb->hi > jb->lo && jb->secs > 0) {
+		if (pin < 0 && jb->hi > jb->lo && jb->secs > 0) {
 			double c = jb->secs / (double)(jb->hi - jb->lo), *pc = &m->u[jb->unit].cost[k->id];
 			*pc = *pc > 0 ? 0.75 * *pc + 0.25 * c : c;
 		}
@@ -936,25 +957,17 @@ static void td_batch_free(td_batch *b, uint32_t units)
 	free(b);
 }
 
-static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
+/* One batch (or one device's share of one) on scratch b: split by shard
+ * on nt threads, run (pin, rec: td_run_all), merged; the requests the
+ * shards did not answer go to the CPU engine. trace: print its timeline. */
+static int td_batch_run(td_gmulti *m, const td_kind *k, td_batch *b, void *reqs, size_t n, unsigned nt, int pin,
+			int rec, int trace)
 {
-	if (n > (size_t)UINT32_MAX) { /* parts name their requests in 32 bits */
-		int r = TD_OK;
-		for (size_t o = 0; o < n && r == TD_OK; o += UINT32_MAX)
-			r = td_gmulti_batch(m, k, (char *)reqs + o * k->size, n - o < UINT32_MAX ? n - o : UINT32_MAX);
-		return r;
-	}
-	pthread_mutex_lock(&m->lock);
-	td_batch *b = m->bt[k->id];
-	if (!b && !(b = m->bt[k->id] = calloc(1, sizeof *b))) {
-		pthread_mutex_unlock(&m->lock);
-		return td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
-	}
 	b->m = m;
 	b->k = k;
 	b->reqs = reqs;
 	b->n = n;
-	b->nt = td_par_threads(n);
+	b->nt = nt;
 	b->merged = 0;
 	b->s.npart = 0;
 	int r = TD_OK;
@@ -978,9 +991,8 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		r = td_split_batch(b);
 	t1 = td_now();
 	double tr[2] = {t0, t1};
-	int trace = td_trace_at() && ++m->ntrace[k->id] == td_trace_at();
 	if (r == TD_OK)
-		r = td_run_all(m, b, &b->s, k, trace ? tr : NULL);
+		r = td_run_all(m, b, &b->s, k, trace ? tr : NULL, pin, rec);
 	t2 = td_now();
 	/* every request's parts were merged (which frees them) unless a job
 	 * failed: then what was not merged is dropped below */
@@ -994,7 +1006,7 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		r = td_gpu_cpu_rest(m->a, m->o.cpu_threads, reqs, k->size, b->idx, nc, k->cpu);
 	size_t nparts = b->s.npart;
 	td_batch_done(b);
-	if (td_gpu_phases_on()) {
+	if (td_gpu_phases_on() && rec) {
 		struct td_mphase *p = &m->ph[k->id];
 		double t4 = td_now();
 		p->wall += t4 - t0;
@@ -1006,6 +1018,76 @@ static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
 		p->reqs += n;
 		p->parts += nparts;
 		p->nrest += nc;
+	}
+	return r;
+}
+
+/* One device's share of a batch (td_gmulti_batch). */
+typedef struct td_share {
+	td_gmulti *m;
+	const td_kind *k;
+	td_batch *b;
+	char *reqs;
+	size_t n;
+	unsigned nt;
+	int pin, trace, r;
+} td_share;
+
+static void td_share_par(void *ctx, unsigned c)
+{
+	td_share *h = &((td_share *)ctx)[c];
+	h->r = td_batch_run(h->m, h->k, h->b, h->reqs, h->n, h->nt, h->pin, c == 0, h->trace && c == 0);
+}
+
+/* Whether a batch of n is cut into one share of requests a device
+ * holding every shard ($TD_GPU_BYREQ=0: never): with two such devices or
+ * more, and a slice's worth of requests (td_slice_min) for each. */
+static unsigned td_byreq_shares(const td_gmulti *m, size_t n)
+{
+	static atomic_int v;
+	unsigned nd = (unsigned)__builtin_popcountll(m->full_mask);
+	int forced = 0;
+	if (!td_env_on(&v, "TD_GPU_BYREQ") || nd < 2 || n < (size_t)nd * td_slice_min(&forced))
+		return 0;
+	return nd;
+}
+
+static int td_gmulti_batch(td_gmulti *m, const td_kind *k, void *reqs, size_t n)
+{
+	if (n > (size_t)UINT32_MAX) { /* parts name their requests in 32 bits */
+		int r = TD_OK;
+		for (size_t o = 0; o < n && r == TD_OK; o += UINT32_MAX)
+			r = td_gmulti_batch(m, k, (char *)reqs + o * k->size, n - o < UINT32_MAX ? n - o : UINT32_MAX);
+		return r;
+	}
+	pthread_mutex_lock(&m->lock);
+	int trace = td_trace_at() && ++m->ntrace[k->id] == td_trace_at();
+	unsigned nd = td_byreq_shares(m, n), nb = nd ? nd : 1;
+	for (unsigned i = 0; i < nb; i++)
+		if (!m->bt[k->id][i + (nd > 0)] && !(m->bt[k->id][i + (nd > 0)] = calloc(1, sizeof(td_batch)))) {
+			pthread_mutex_unlock(&m->lock);
+			return td_fail(TD_ENOMEM, "gpu: a batch of %zu", n);
+		}
+	int r = TD_OK;
+	if (!nd) {
+		r = td_batch_run(m, k, m->bt[k->id][0], reqs, n, td_par_threads(n), -1, 1, trace);
+	} else {
+		/* each device holding every shard splits, runs and merges its own
+		 * share of the requests, all at once: the answers do not depend
+		 * on where a request runs */
+		td_share h[64];
+		unsigned nt = td_par_threads(n) / nd, i = 0;
+		for (unsigned d = 0; d < m->ndev; d++) {
+			if (!(m->full_mask >> d & 1))
+				continue;
+			size_t lo = n * i / nd, hi = n * (i + 1) / nd;
+			h[i] = (td_share){m, k, m->bt[k->id][i + 1], (char *)reqs + lo * k->size, hi - lo, nt ? nt : 1,
+					  (int)d, trace, TD_OK};
+			i++;
+		}
+		td_gpu_par(nd, td_share_par, h);
+		for (i = 0; i < nd && r == TD_OK; i++)
+			r = h[i].r;
 	}
 	pthread_mutex_unlock(&m->lock);
 	return r;

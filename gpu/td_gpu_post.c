@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "td_analytics.h"
 #include "td_err.h"
@@ -28,7 +29,8 @@
  * gathered, a file cut between shards summed, and the result sorted the
  * same way. Files the device did not take (words longer than TD_MAXTOK),
  * words not in a unit's dictionary, scopes with a file cut inside a word,
- * symbolic links and bad entries go to the engine.
+ * symbolic links and bad entries go to the engine. The requests are
+ * answered on cpu_threads threads (0: every core), a contiguous share each.
  */
 
 struct td_gpost {
@@ -512,6 +514,7 @@ typedef struct td_gpq {
 	const td_gunit *units;         /* a shard each (.post NULL: none) */
 	uint32_t nu;
 	uint8_t *skip;                 /* request -> the engine answers */
+	int small5;                    /* format 5 small scopes here too */
 	unsigned nt;
 	int err;
 } td_gpq;
@@ -625,13 +628,21 @@ static int td_gpq_one1(const td_gpq *c, td_files_req *q)
 static void td_gpq_run(void *ctx, unsigned t)
 {
 	td_gpq *c = ctx;
+	const td_archive *a = td_gpu_archive(c->g);
 	/* a contiguous share a thread: no two threads write the same lines of
 	 * reqs and skip */
 	const size_t i0 = c->n * t / c->nt, i1 = c->n * (t + 1) / c->nt;
 	for (size_t i = i0; i < i1; i++) {
 		td_files_req *q = &c->reqs[i];
+		/* single words only; format 5 small scopes unless
+		 * TD_GPU_FILES_SMALL5=0 leaves them to the search kernels */
+		c->skip[i] = !q->word || !q->len || q->len > TD_MAXTOK || !td_is_word(q->word, q->len) ||
+			     (c->m && !c->small5 &&
+			      (q->scope >= td_archive_nentries(a) || !td_query_fast(a, q->scope)));
 		if (c->skip[i])
 			continue;
+		q->files = NULL;
+		q->nfiles = 0;
 		int r = c->m ? td_gpq_one5(c, q) : td_gpq_one1(c, q);
 		if (r < 0)
 			c->err = -r;
@@ -639,17 +650,28 @@ static void td_gpq_run(void *ctx, unsigned t)
 	}
 }
 
+/* Threads answering n requests: cpu_threads (0: the cores), at most 64,
+ * and about 512 requests a thread or more. */
+static unsigned td_gpq_threads(unsigned threads, size_t n)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t nt = threads ? threads : cores > 0 ? (size_t)cores : 1;
+	if (nt > 64)
+		nt = 64;
+	if (nt > n / 512)
+		nt = n / 512;
+	return nt ? (unsigned)nt : 1;
+}
+
 int td_gpost_files(td_gpu *g, td_files_req *reqs, size_t n, size_t *rest, size_t *nrest)
 {
 	*nrest = 0;
 	const td_archive *a = td_gpu_archive(g);
 	const unsigned threads = td_gpu_cpu_threads(g);
-	td_gpq c = { .g = g, .reqs = reqs, .n = n, .nt = threads ? threads : 1 };
+	td_gpq c = { .g = g, .reqs = reqs, .n = n, .nt = td_gpq_threads(threads, n) };
 	td_gunit one;
 	td_gunit *units = NULL;
 	int r = TD_OK;
-	if (c.nt > 64)
-		c.nt = 64;
 	pthread_mutex_lock(&td_gpost_mu);
 	if ((c.m = td_gpu_multi(g))) {
 		struct td_gpostg **gg = td_gpu_postg(g);
@@ -700,20 +722,13 @@ int td_gpost_files(td_gpu *g, td_files_req *reqs, size_t n, size_t *rest, size_t
 		free(units);
 		return td_fail(TD_ENOMEM, "gpu: ranked files");
 	}
-	for (size_t i = 0; i < n; i++) {
-		const td_files_req *q = &reqs[i];
-		c.skip[i] = r || !q->word || !q->len || q->len > TD_MAXTOK || !td_is_word(q->word, q->len);
-		/* format 5: small scopes stay with the search kernels, which
-		 * measured faster there (one look-up a shard a request here) */
-		if (!c.skip[i] && c.m && (q->scope >= td_archive_nentries(a) || !td_query_fast(a, q->scope)))
-			c.skip[i] = 1;
-		if (!c.skip[i]) {
-			reqs[i].files = NULL;
-			reqs[i].nfiles = 0;
-		}
-	}
+	/* format 5 small scopes too, unless TD_GPU_FILES_SMALL5=0 leaves them
+	 * to the search kernels (for comparing the two) */
+	c.small5 = td_gpu_env_on("TD_GPU_FILES_SMALL5");
 	if (!r)
 		td_gpu_par(c.nt, td_gpq_run, &c);
+	else
+		memset(c.skip, 1, n);
 	if (c.err) {
 		for (size_t i = 0; i < n; i++)
 			if (!c.skip[i]) {

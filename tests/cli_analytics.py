@@ -75,6 +75,31 @@ def phrases(c, rng, k):
     return out
 
 
+def common_phrases(c, rng):
+    """Phrases of common words (the pass over every rule, td_analytics.c: a scope holding
+    more than a thirty-second of the root): the most frequent word repeated (2..8 times),
+    runs of 2..8 words taken where the most frequent words stand, and pairs across file
+    boundaries (a file's last word, the next file's first: no phrase spans two files)."""
+    top = [w for w, _ in c.top(b"", 3)]
+    if not top:
+        return []
+    out = [b" ".join([top[0]] * m) for m in (2, 3, 8)]
+    files = sorted(f for f in c.words if len(c.words[f]) >= 8)
+    for m in range(2, 9):
+        for f in rng.sample(files, min(len(files), 6)):
+            ws = c.words[f]
+            at = [i for i in range(len(ws) - m + 1) if ws[i][0] in top]
+            if at:
+                i = rng.choice(at)
+                out.append(b" ".join(w for w, _ in ws[i:i + m]))
+                break
+    order = sorted(c.words)
+    for f, g in list(zip(order, order[1:]))[:200]:
+        if c.words[f] and c.words[g] and len(out) < 40:
+            out.append(c.words[f][-1][0] + b" " + c.words[g][0][0])
+    return [p for p in dict.fromkeys(out) if len(p) <= 4096]
+
+
 def shard_cuts(arch):
     """File offsets where a format 5 archive of ONE file is cut: each shard's input ends."""
     r = tadoc("info", arch)
@@ -174,6 +199,26 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
                      oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
             same(label + " files -n 2", ["files", "-n", "2", arch, top_words[1]] + p,
                  oracle.render("files", c, {"path": s, "word": os.fsdecode(top_words[1]), "n": 2}))
+    # phrases of common words (count, search, files) over the corpus, directories and files
+    comp = common_phrases(c, random.Random(seed + 1))  # its own generator: the checks after it draw as before
+    for s in [b""] + pick_d[:3] + pick_f[:2]:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        for q in comp:
+            hits = c.hits(q, s)
+            same(label + " count %r (common)" % q[:40], ["count", arch, q] + p, b"%d\n" % len(hits))
+            if not s or c.kind.get(s) == "d":
+                same(label + " files %r (common)" % q[:40], ["files", arch, q] + p,
+                     oracle.render("files", c, {"path": s, "word": os.fsdecode(q)}))
+        for q in comp[:4]:
+            hits = c.hits(q, s)
+            if s and c.kind.get(s) == "f":
+                want = b"".join(b"%d\n" % o for _, o in hits)
+            else:
+                want = b"".join(oracle.esc_path(f) + b":%d\n" % o for f, o in hits)
+            same(label + " search %r (common)" % q[:40], ["search", arch, q] + p, want)
+            same(label + " count %r (common, 3 threads)" % q[:40], ["count", arch, q] + p, b"%d\n" % len(hits),
+                 threads=3)
     # n-grams and phrase counts on several threads (TADOC_THREADS forces them on small
     # scopes): root symbols cut in chunks inside files, per-thread run tables merged
     for s in [b""] + pick_d[:2] + pick_f[:2]:
@@ -402,6 +447,34 @@ def pruned_shards(name, work):
                      b"".join(every.stdout.splitlines(True)[:top]))
 
 
+def postings_f5(name, tree, work):
+    """Ranked files from stored postings over many shards (--postings, 64K shards; names stored
+    plain): one query a process (its answer's shard entries mapped to the tree in one pass) and
+    a batch (-f: the later questions through the shards' entry map), over the corpus and some
+    directories, equal to the oracle; the archive passes tadoc verify."""
+    arch = os.path.join(work, name + ".tadoc")
+    r = tadoc("compress", "-q", *F5, "--shard-size", "64K", "--postings", "-o", arch, tree)
+    if r.returncode:
+        failures.append(name + ": compress")
+        print("FAIL compress %s: %r" % (name, r.stderr), flush=True)
+        return
+    same(name + ": verify", ["verify", arch], (arch + ": OK\n").encode())
+    c = oracle.Corpus(tree)
+    dirs = sorted(rel for rel, _ in c.entries if c.kind[rel] == "d" and rel)[:4]
+    words = [w for w, _ in c.top(b"", 8)] + [b"zzqqxxw"]
+    wfile = os.path.join(work, name + "-words.txt")
+    with open(wfile, "wb") as f:
+        f.write(b"".join(w + b"\n" for w in words))
+    for s in [b""] + dirs:
+        p = [s] if s else []
+        label = "%s:%s" % (name, os.fsdecode(s) or "(corpus)")
+        want = {w: oracle.render("files", c, {"path": s, "word": os.fsdecode(w)}) for w in words}
+        for w in words:
+            same(label + " files %r" % w[:40], ["files", arch, w] + p, want[w])
+        same(label + " files -f (%d queries)" % len(words), ["files", "--gpu", "off", "-f", wfile, arch] + p,
+             b"".join(b"".join(w + b"\t" + line + b"\n" for line in want[w].splitlines()) for w in words))
+
+
 def bad_args(work):
     global checks
     arch = os.path.join(work, "sample.tadoc")
@@ -470,6 +543,7 @@ def main():
             # many shards: files split over them, phrases and n-grams across the cuts
             timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
             timed("pruned-f5", pruned_shards, work)
+            timed("postings-f5", postings_f5, adv, work)
             mid = os.path.join(work, "midcut")
             os.mkdir(mid)
             make_midcut(os.path.join(mid, "nosep.txt"))

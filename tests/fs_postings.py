@@ -9,6 +9,11 @@ grammar's path), non-ASCII words, an absent word, phrases; at the root, in
 directories and on files; -n; the -f batch. `tadoc verify` passes and
 `tadoc info` reports the section. `tadoc add` to an archive with postings
 gives its new shards postings too, and the answers stay the oracle's.
+A writable mount with postings and the fuzzy index answers a scope that
+reads as in the archive from them (the read-only mount's code) and every
+other scope from the file set: all the analytics xattrs equal the oracle
+before edits, after edits beside, inside and above (a renamed directory)
+scopes, and after each further edit (no value outlives a change).
 On a writable mount after random edits, user.tadoc.files.WORD equals the
 oracle over the mount's current files (edited files are never answered
 from the stored lists); `tadoc compact` afterwards keeps postings in every
@@ -122,7 +127,7 @@ def check_phrases(label, c, arch, rng, scopes, mnt=None, phr=None):
     through tadoc, and through the xattrs of the mount mnt when given."""
     n = bad = 0
     t0 = time.monotonic()
-    phr = phr if phr is not None else rare_phrases(c, rng, 2)
+    phr = phr if phr is not None else rare_phrases(c, rng, 2) + cli_an.common_phrases(c, random.Random(7))[:10]
     for s in scopes:
         is_dir = not s or c.kind.get(s) == "d"
         p = [s] if s else []
@@ -264,6 +269,74 @@ def writable(work, tree, rng):
     check_archive("compacted after the edits", c, arch, rng, ndirs=3, nfiles=3, phrases=False)
 
 
+def writable_clean(work, tree, rng):
+    """A writable mount of an archive with postings and the fuzzy index: a scope that
+    reads as in the archive (no change below it, same path) is answered by the
+    read-only mount's code (the stored lists, the fuzzy index, the caches), any other
+    by the file-set path; every answer is the oracle's over the mount's current files,
+    before any edit, after edits beside, inside and above (a renamed directory) a
+    scope, and again after each further edit (a value kept for getfattr's second
+    call must not outlive a change)."""
+    arch = os.path.join(work, "wc5.tadoc")
+    compress(tree, arch, ["--format", "5", "--shard-size", "64K", "--fuzzy-index"])
+    mnt = os.path.join(work, "mnt-wc5")
+    mount(arch, mnt, "rw")
+    try:
+        c = oracle.Corpus(mnt)
+        dirs = sorted(rel for rel, _ in c.entries if c.kind[rel] == "d" and rel and b"\n" not in rel
+                      and any(f.startswith(rel + b"/") for f in c.words))
+        top = [d for d in dirs if b"/" not in d]
+        check(len(top) >= 3, "the tree has %d top directories with files" % len(top))
+        files = sorted(f for f in c.words if b"\n" not in f)
+        scopes = [b""] + rng.sample(dirs, min(4, len(dirs))) + rng.sample(files, min(3, len(files)))
+        fs_an.check_scopes("rw, no edit yet (the archive's answers)", c, mnt, arch, list(dict.fromkeys(scopes)), rng,
+                           use_cli=False, sort_search=True)
+        # edit a file of one top directory, rename another, leave a third alone
+        d_edit, d_ren, d_keep = top[0], top[1], top[2]
+        f_edit = next(f for f in files if f.startswith(d_edit + b"/"))
+        with open(os.path.join(mnt, os.fsdecode(f_edit)), "ab") as h:
+            h.write(b" zzqqxx the alpha zzqqxx\n")
+        d_new = d_ren + b".renamed"
+        os.rename(os.path.join(mnt, os.fsdecode(d_ren)), os.path.join(mnt, os.fsdecode(d_new)))
+        c = oracle.Corpus(mnt)
+        inner = [d for d in dirs if d.startswith(d_ren + b"/")][:1]
+        scopes = [b"", d_edit, f_edit, d_new, d_keep] + [d_new + d[len(d_ren):] for d in inner]
+        scopes += [f for f in sorted(c.words) if f.startswith(d_keep + b"/")][:1]
+        fs_an.check_scopes("rw after edits beside, inside and above scopes", c, mnt, arch, scopes, rng,
+                           use_cli=False, sort_search=True, extra={s: [b"zzqqxx the", b"the alpha"] for s in scopes})
+        # each change shows at once, also between a size probe and a read of the same name
+        n = bad = 0
+        for i, (s, f) in enumerate(((d_edit, f_edit), (b"", f_edit), (d_keep, None))):
+            if f is None:
+                f = next(x for x in sorted(c.words) if x.startswith(d_keep + b"/"))
+            for name in ("files.zzqqxx", "count.zzqqxx the", "top.3", "fuzzy.1.zzqqxy", "search.the alpha"):
+                path = os.path.join(mnt, os.fsdecode(s))
+                os.getxattr(path, "user.tadoc." + name)    # kept (or cached) now
+                with open(os.path.join(mnt, os.fsdecode(f)), "ab") as h:
+                    h.write(b"zzqqxx the alpha zzqqxx zzqqxx\n")
+                c = oracle.Corpus(mnt)
+                got, _ = fs_an.getx(path, "user.tadoc." + name)
+                kind, arg = name.split(".", 1)
+                if kind == "files":
+                    want = oracle.render("files", c, {"path": s, "word": arg})
+                elif kind == "count":
+                    want = b"%d" % len(c.hits(arg.encode(), s))
+                elif kind == "top":
+                    want = oracle.render("top", c, {"path": s, "n": 3})
+                elif kind == "fuzzy":
+                    want = oracle.render("fuzzy", c, {"path": s, "word": "zzqqxy", "k": 1})
+                else:
+                    want = b"".join(oracle.esc_path(x) + b":%d\n" % o for x, o in c.hits(arg.encode(), s))
+                    got, want = sorted(got.splitlines()), sorted(want.splitlines())
+                n += 1
+                bad += not check(got == want, "rw %r %s after an append to %r: %r..., oracle %r..." %
+                                 (s, name, f, got[:200], want[:200]))
+        log("  rw: %d answers asked again after a change equal the oracle%s" % (n, "" if not bad else
+                                                                              " (%d differ)" % bad))
+    finally:
+        unmount(mnt)
+
+
 def main():
     skip_without_fuse()
     rng = random.Random(23)
@@ -347,6 +420,7 @@ def main():
         check(len(got) == 2 and got[0] == got[1].split()[0], "after tadoc add: %r" % pl)
         check_archive("adversarial, built in two halves by tadoc add", c, arch, rng, ndirs=4, nfiles=3, phrases=False)
         damaged(work, adv)
+        writable_clean(work, adv, rng)
         writable(work, adv, rng)
     finally:
         teardown(work)

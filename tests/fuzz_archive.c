@@ -140,6 +140,11 @@ static void exercise(td_archive *a)
 	td_search_req sr[1] = {{.word = "the", .len = 3, .scope = n > 1 ? 1 : 0}};
 	(void)td_search_batch(a, sr, 1, 1);
 	td_hits_free(&sr[0].hits);
+	/* phrase counts over the whole archive (every rule's info in one pass):
+	 * two words, three, a repeated word */
+	static const char *const pw[] = { "the quick", "the the", "a b c" };
+	for (unsigned k = 0; k < 3; k++)
+		(void)td_phrase_count(a, pw[k], strlen(pw[k]), TD_ROOT, &count);
 	/* ranked files: the stored postings' parser when the archive has them */
 	static const char *const fw[] = { "the", "ab", "x", "fox" };
 	for (unsigned k = 0; k < 4; k++) {

@@ -5,6 +5,9 @@ tadoc binaries side by side in one run, against the plain-text pipelines over th
 
 Usage: oneshot.py [-r RUNS] [-p PIPE_RUNS] [-x LABEL=TADOC ...] -o OUT.md NEW_TADOC BASE_TADOC NAME:ARCHIVE:DIR:W1,W2:FW ...
 
+ARCHIVE may be NEW_ARCHIVE+BASE_ARCHIVE (each binary its own build of the corpus; -x binaries
+read the base's); an empty FW leaves the fuzzy row out.
+
 For each corpus NAME (its archive built with `tadoc compress --postings --fuzzy-index`, the
 original tree DIR): `tadoc files ARCHIVE W` for each W, `tadoc fuzzy -k 2 ARCHIVE FW`, and
 the pipelines `grep -rcw W DIR | sort -t: -k2 -rn` and `ugrep -r -Z2 -w -o -h FW DIR | sort |
@@ -76,25 +79,31 @@ def main():
     out.append("|---|---|---:|---:|%s---|---:|---:|" % ("---:|" * len(extra)))
     for spec in a.corpora:
         name, arch, tree, words, fw = spec.split(":")
+        # ARCHIVE may be NEW_ARCHIVE+BASE_ARCHIVE: each binary reads its own build of the corpus
+        arch, barch = (arch.split("+", 1) + [arch])[:2]
         queries = [("files %s" % w, ["files", arch, w], "grep -rcw W DIR | sort -t: -k2 -rn",
                     "grep -rcw '%s' '%s' | sort -t: -k2 -rn" % (w, tree)) for w in words.split(",")]
-        queries.append(("fuzzy -k 2 %s" % fw, ["fuzzy", "-k", "2", arch, fw], "ugrep -r -Z2 -w -o W DIR | sort | uniq -c",
-                        "ugrep -r -Z2 -w -o -h '%s' '%s' | sort | uniq -c" % (fw, tree)))
+        if fw:  # an empty FW: no fuzzy row (archives without the fuzzy index)
+            queries.append(("fuzzy -k 2 %s" % fw, ["fuzzy", "-k", "2", arch, fw],
+                            "ugrep -r -Z2 -w -o W DIR | sort | uniq -c",
+                            "ugrep -r -Z2 -w -o -h '%s' '%s' | sort | uniq -c" % (fw, tree)))
         queries.append(("tadoc info (floor)", ["info", arch], None, None))
         queries.append(("tadoc --version (floor)", ["--version"], None, None))
-        subprocess.run(["cat", arch], stdout=subprocess.DEVNULL)
+        for f in {arch, barch}:
+            subprocess.run(["cat", f], stdout=subprocess.DEVNULL)
         for label, args, plabel, pcmd in queries:
+            bargs = [barch if x == arch else x for x in args]
             if args[0] != "info" and args[0] != "--version":
                 x = subprocess.run([new] + args, capture_output=True).stdout
-                y = subprocess.run([base] + args, capture_output=True).stdout
+                y = subprocess.run([base] + bargs, capture_output=True).stdout
                 if x != y:
                     sys.exit("oneshot: %s: the two binaries' answers differ" % label)
                 for lab, b in extra:
-                    if subprocess.run([b] + args, capture_output=True).stdout != x:
+                    if subprocess.run([b] + bargs, capture_output=True).stdout != x:
                         sys.exit("oneshot: %s: %s's answer differs" % (label, lab))
-            cmds = {"base": ([base] + args, False), "new": ([new] + args, False)}
+            cmds = {"base": ([base] + bargs, False), "new": ([new] + args, False)}
             for lab, b in extra:
-                cmds[lab] = ([b] + args, False)
+                cmds[lab] = ([b] + bargs, False)
             m = measure(cmds, a.r)
             row = "| %s | `%s` | %.2f / %.1f | %.2f / %.1f |" % (name, label, m["base"][0], m["base"][1],
                                                               m["new"][0], m["new"][1])

@@ -171,6 +171,15 @@ int td_edit_utimes(td_edit *ed, td_node node, int64_t sec, uint32_t nsec);
 /* 1 if any change was applied. */
 int td_edit_changed(const td_edit *ed);
 
+/* 1 when node is an archive entry that reads exactly as in the archive: a
+ * file with its archive text, a directory whose whole subtree (names,
+ * files, texts) is the archive's; its modes and times aside, and its own
+ * name and place aside (compare td_edit_path with td_archive_path). 0
+ * otherwise: a created, unlinked or changed node, a directory with a
+ * change below it, no such node. Once 0, it stays 0 (until compaction
+ * makes a new archive). O(1). */
+int td_edit_clean(const td_edit *ed, td_node node);
+
 /* Bytes held by the append buffer (the auto-compaction measure). */
 uint64_t td_edit_buffer_bytes(const td_edit *ed);
 

@@ -125,6 +125,11 @@ void td_scode_decode_all(const td_scode *c, uint32_t *out);
  * threads decoding disjoint tile ranges fill one array. Thread-safe. */
 void td_scode_decode_tiles(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out);
 
+/* The same, but tile t's first symbol goes to out[0] (out holds at least
+ * (end - t) << tile_shift symbols): a reader going through the array in
+ * order decodes a few tiles at a time into a small buffer. Thread-safe. */
+void td_scode_decode_span(const td_scode *c, uint64_t t, uint64_t end, uint32_t *out);
+
 /* Whether decoding uses the CPU's vector unit (AVX-512: sixteen tiles in
  * step, td_scode_decode_all), which gives the same symbols as the
  * portable decoder. on = 0 turns it off for the whole process (tests

@@ -110,6 +110,7 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 	if (writable)
 		td_edit_set_log(rw->ed, td_journal_log, rw->j);
 	pthread_rwlock_init(&rw->lock, NULL);
+	pthread_mutex_init(&rw->vmu, NULL);
 	fs->rw = rw;
 	fs->writable = writable;
 	fs->entry_timeout = TD_FS_RW_TIMEOUT;
@@ -155,6 +156,8 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 		td_journal_close(rw->j);
 		td_edit_free(rw->ed);
 		pthread_rwlock_destroy(&rw->lock);
+		td_fs_rw_vals_free(rw);
+		pthread_mutex_destroy(&rw->vmu);
 		free(rw);
 		fs->rw = NULL;
 	}

@@ -35,6 +35,19 @@
  *     append buffer outgrew it.
  */
 
+/* Values of read names kept between a getfattr's size probe and its read
+ * (overlay_xattr.c); a slot is good while the journal's sequence number
+ * is the one it was computed at. */
+#define TD_FS_RW_VALS 4
+typedef struct td_fs_rwval {
+	uint64_t gen;             /* 1 + journal sequence number; 0: empty */
+	uint64_t used;
+	td_node n;
+	int who;                  /* caller class (xattr_perm.h) */
+	char *name, *val;
+	size_t len;
+} td_fs_rwval;
+
 typedef struct td_fs_rw {
 	td_edit *ed;
 	td_journal *j;            /* NULL on a read-only mount */
@@ -47,6 +60,9 @@ typedef struct td_fs_rw {
 	 * to hide nothing from class c + 1 (xattr_perm.h); 0: not known */
 	_Atomic uint64_t open_at[3];
 	td_journal_report rep;    /* what the replay found */
+	pthread_mutex_t vmu;      /* guards vals, vclock */
+	td_fs_rwval vals[TD_FS_RW_VALS];
+	uint64_t vclock;
 } td_fs_rw;
 
 /* Lock the archive (exclusive when `writable`, else shared) and, for a
@@ -110,6 +126,9 @@ int td_fs_rw_status(td_fs *fs, int err);
 /* Drop the kernel's cached pages and attributes of node n (after a change
  * the kernel did not make itself: insert, delete). Call without the lock. */
 void td_fs_rw_inval(td_fs *fs, td_node n);
+
+/* Free the kept values (overlay_xattr.c); at teardown. */
+void td_fs_rw_vals_free(td_fs_rw *rw);
 
 /* Handler groups (each file fills its own). */
 void td_fs_rw_ops_ns(struct fuse_lowlevel_ops *ops);    /* overlay_names.c */

@@ -7,10 +7,12 @@
 
 #include "batcher.h"
 #include "overlay.h"
+#include "xattr.h"
 #include "xattr_name.h"
 #include "xattr_perm.h"
 #include "xattr_value.h"
 #include "td_err.h"
+#include "td_format.h"
 #include "td_query.h"
 
 #define FS(req) ((td_fs *)fuse_req_userdata(req))
@@ -47,6 +49,13 @@ static int ev_next(const void *ctx, uint32_t dir, uint64_t *cookie, uint32_t *ch
 	return err;
 }
 
+/* 1 + the journal's sequence number: changes with every change (read
+ * under the read lock, it names the state the query sees). */
+static uint64_t rw_gen(const td_fs_rw *rw)
+{
+	return (rw->j ? td_journal_seq(rw->j) : 0) + 1;
+}
+
 /* 1 when the whole edited tree hides nothing from class who: found by one
  * walk per change (the journal's sequence number), so that while nothing
  * is restricted, queries do not walk the tree. Caller holds the read lock. */
@@ -55,7 +64,7 @@ static int open_to(td_fs *fs, const td_fs_tview *v, int who)
 	if (who == TD_FS_WHO_ALL)
 		return 1;
 	td_fs_rw *rw = fs->rw;
-	uint64_t gen = (rw->j ? td_journal_seq(rw->j) : 0) + 1;
+	uint64_t gen = rw_gen(rw);
 	if (atomic_load(&rw->open_at[who - 1]) == gen)
 		return 1;
 	td_fs_hidden h;
@@ -146,6 +155,86 @@ static int value_set(const td_edit *ed, const td_fs_tview *v, td_node n, int is_
 	return rc;
 }
 
+/* 1 when node n reads as its archive entry (td_edit_clean) at the same
+ * path: then every answer over it is the archive's, and the read-only
+ * mount's code gives it (stored postings, the fuzzy index, whole-corpus
+ * tables, its caches). Caller holds the read lock. */
+static int scope_clean(const td_fs *fs, const td_edit *ed, td_node n)
+{
+	if (!td_edit_clean(ed, n))
+		return 0;
+	if (n == TD_ROOT)
+		return 1;
+	const size_t cap = TD_MAXPATH + 2;
+	char *p = malloc(2 * cap);
+	if (!p)
+		return 0;
+	int l1 = td_edit_path(ed, n, p, cap), l2 = td_archive_path(fs->a, n, p + cap, cap);
+	int same = l1 >= 0 && l1 == l2 && memcmp(p, p + cap, (size_t)l1) == 0;
+	free(p);
+	return same;
+}
+
+/* The kept value of `name` on n for class who at generation gen into *val
+ * (a copy): 1 when there, else 0. */
+static int val_kept(td_fs_rw *rw, uint64_t gen, td_node n, int who, const char *name, char **val, size_t *len)
+{
+	int found = 0;
+	pthread_mutex_lock(&rw->vmu);
+	for (int i = 0; i < TD_FS_RW_VALS && !found; i++) {
+		td_fs_rwval *k = &rw->vals[i];
+		if (k->gen == gen && k->n == n && k->who == who && strcmp(k->name, name) == 0) {
+			char *v = malloc(k->len ? k->len : 1);
+			if (v) {
+				if (k->len)
+					memcpy(v, k->val, k->len);
+				*val = v;
+				*len = k->len;
+				k->used = ++rw->vclock;
+				found = 1;
+			}
+		}
+	}
+	pthread_mutex_unlock(&rw->vmu);
+	return found;
+}
+
+/* Keep a copy of the value (the least recently used slot, or one of an
+ * older generation, goes). */
+static void val_keep(td_fs_rw *rw, uint64_t gen, td_node n, int who, const char *name, const char *val, size_t len)
+{
+	size_t nl = strlen(name) + 1;
+	char *nm = malloc(nl), *v = malloc(len ? len : 1);
+	if (!nm || !v) {
+		free(nm);
+		free(v);
+		return;
+	}
+	memcpy(nm, name, nl);
+	if (len) /* val is NULL for an empty value */
+		memcpy(v, val, len);
+	pthread_mutex_lock(&rw->vmu);
+	int s = 0;
+	for (int i = 1; i < TD_FS_RW_VALS; i++)
+		if ((rw->vals[i].gen != gen) > (rw->vals[s].gen != gen) ||
+		    ((rw->vals[i].gen != gen) == (rw->vals[s].gen != gen) && rw->vals[i].used < rw->vals[s].used))
+			s = i;
+	td_fs_rwval *k = &rw->vals[s];
+	free(k->name);
+	free(k->val);
+	*k = (td_fs_rwval){ gen, ++rw->vclock, n, who, nm, v, len };
+	pthread_mutex_unlock(&rw->vmu);
+}
+
+void td_fs_rw_vals_free(td_fs_rw *rw)
+{
+	for (int i = 0; i < TD_FS_RW_VALS; i++) {
+		free(rw->vals[i].name);
+		free(rw->vals[i].val);
+		rw->vals[i] = (td_fs_rwval){ 0 };
+	}
+}
+
 /* Value of a read name as class `who` sees it (xattr_perm.h); caller holds
  * the read lock. */
 static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, const char *name, int who, char **val,
@@ -174,6 +263,17 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, const char *nam
 	int rc = is_dir && !open_to(fs, &v, who) ? td_fs_hidden_find(&v, n, who, &hid) : 0;
 	if (rc)
 		return rc;
+	if (x->kind != TD_FS_XWORDS && !hid.all && !hid.n && scope_clean(fs, ed, n)) {
+		td_fs_hidden_free(&hid);
+		return td_fs_xattr_whole(fs, n, is_dir, x, name, val, len);
+	}
+	/* getfattr asks for the size, then the value: computed once */
+	uint64_t gen = rw_gen(fs->rw);
+	int keep = x->kind != TD_FS_XWORDS && fs->conf.cache_size;
+	if (keep && val_kept(fs->rw, gen, n, who, name, val, len)) {
+		td_fs_hidden_free(&hid);
+		return 0;
+	}
 	uint64_t total = 0;
 	int edit_words = x->kind == TD_FS_XWORDS || ((x->kind == TD_FS_XCOUNT || x->kind == TD_FS_XSEARCH) && x->nwords == 1);
 	if (!edit_words) {
@@ -190,6 +290,8 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, const char *nam
 		rc = fs_value_u64(total, val, len);
 	}
 	td_fs_hidden_free(&hid);
+	if (!rc && keep)
+		val_keep(fs->rw, gen, n, who, name, *val, *len);
 	return rc;
 }
 

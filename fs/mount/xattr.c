@@ -505,33 +505,52 @@ int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val
 	if (rc)
 		return rc;
 	uint64_t n = 0;
-	switch (x.kind) {
-	case TD_FS_XWORDS:
+	if (x.kind == TD_FS_XWORDS) {
 		if (!is_dir)
 			rc = fs_value_u64(st.nwords, val, len);
 		else if (!(rc = dir_total(fs, e, NULL, &hid, &n)))
 			rc = fs_value_u64(n, val, len);
-		break;
-	case TD_FS_XCOUNT:
-		if (!hid.all && !hid.n && count_cached(fs, e, &x, &n)) {
+	} else if (!hid.all && !hid.n) {
+		rc = td_fs_xattr_whole(fs, e, is_dir, &x, name, val, len);
+	} else if (x.kind == TD_FS_XCOUNT) {
+		if (!(rc = dir_total(fs, e, &x, &hid, &n)))
 			rc = fs_value_u64(n, val, len);
-			break;
-		}
-		if (!(rc = dir_total(fs, e, &x, &hid, &n))) {
-			if (!hid.all && !hid.n)
-				count_keep(fs, e, &x, n);
-			rc = fs_value_u64(n, val, len);
-		}
-		break;
-	case TD_FS_XSEARCH:
+	} else if (x.kind == TD_FS_XSEARCH) {
 		rc = value_search(fs, e, is_dir, &x, &hid, val, len);
-		break;
-	default:
+	} else {
 		rc = value_analytics(fs, e, is_dir, &x, name, &hid, val, len);
-		break;
 	}
 	td_fs_hidden_free(&hid);
 	return rc;
+}
+
+int td_fs_xattr_whole(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const char *name, char **val,
+		      size_t *len)
+{
+	static const td_fs_hidden none = { 0 };
+	*val = NULL;
+	*len = 0;
+	uint64_t n = 0;
+	int rc;
+	switch (x->kind) {
+	case TD_FS_XCOUNT:
+		if (count_cached(fs, e, x, &n))
+			return fs_value_u64(n, val, len);
+		if ((rc = dir_total(fs, e, x, &none, &n)))
+			return rc;
+		count_keep(fs, e, x, n);
+		return fs_value_u64(n, val, len);
+	case TD_FS_XSEARCH:
+		return value_search(fs, e, is_dir, x, &none, val, len);
+	case TD_FS_XTOP:
+	case TD_FS_XVECTOR:
+	case TD_FS_XFILES:
+	case TD_FS_XNGRAMS:
+	case TD_FS_XFUZZY:
+		return value_analytics(fs, e, is_dir, x, name, &none, val, len);
+	default:
+		return -ENODATA;
+	}
 }
 
 ssize_t td_fs_xattr_list(td_fs *fs, td_entry e, char *buf, size_t cap)

@@ -24,6 +24,16 @@ void td_fs_xattr_fini(td_fs *fs);
  * Thread-safe. */
 int td_fs_xattr_get(td_fs *fs, td_entry e, const char *name, int who, char **val, size_t *len);
 
+/* Value of the parsed name x of `name` (kinds COUNT, SEARCH, TOP, VECTOR,
+ * FILES, NGRAMS, FUZZY) over the archive entry e (is_dir: a directory),
+ * for a caller e's subtree hides nothing from: the whole subtree's answer,
+ * from the engine's scope functions (stored postings, the fuzzy index,
+ * the whole-corpus tables) and the mount's caches. An edit mount asks it
+ * for a scope that reads as in the archive (td_edit_clean, and the same
+ * path). Returns as td_fs_xattr_get. Thread-safe. */
+int td_fs_xattr_whole(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const char *name, char **val,
+		      size_t *len);
+
 /* Value of the list name `name` (kinds TOP, VECTOR, FUZZY, FILES) on
  * entry e from `given`, the engine's answer for it computed already over
  * the whole scope (td_fs_xsrc.given says its type; the batcher's GPU
