@@ -241,6 +241,12 @@ def writable(work, tree, rng):
     mount(arch, mnt, "rw")
     try:
         fs_an.random_edits(mnt, rng, 60)
+        # new files created in the reverse of path order: hits on a directory
+        # still come in path order (not creation order), words and phrases
+        for rel in ("pz_t/new12.txt", "pz_m/new31.txt"):
+            os.makedirs(os.path.join(mnt, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(mnt, rel), "w") as h:
+                h.write("zzhit wordy zzhit\nalpha beta\n")
         c = oracle.Corpus(mnt)
         dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
         scopes = [b""] + rng.sample(dirs, min(5, len(dirs)))
@@ -258,7 +264,8 @@ def writable(work, tree, rng):
             % (n, "" if not bad else " (%d differ)" % bad))
         # phrases: rare ones of the edited tree, and ones only the edits wrote (absent from the postings)
         check_phrases("writable, phrases", c, arch, rng, scopes[:1], mnt=mnt,
-                      phr=rare_phrases(c, rng, 2) + [b"zzqqxx the", b"the zzqqxx", b"alpha beta", b"new Word"])
+                      phr=rare_phrases(c, rng, 2) + [b"zzqqxx the", b"the zzqqxx", b"alpha beta", b"new Word",
+                                                          b"zzhit", b"zzhit wordy", b"alpha"])
     finally:
         unmount(mnt)
     r = tadoc("compact", arch)
