@@ -297,7 +297,7 @@ def writable_clean(work, tree, rng):
         files = sorted(f for f in c.words if b"\n" not in f)
         scopes = [b""] + rng.sample(dirs, min(4, len(dirs))) + rng.sample(files, min(3, len(files)))
         fs_an.check_scopes("rw, no edit yet (the archive's answers)", c, mnt, arch, list(dict.fromkeys(scopes)), rng,
-                           use_cli=False, sort_search=True)
+                           use_cli=False)
         # edit a file of one top directory, rename another, leave a third alone
         d_edit, d_ren, d_keep = top[0], top[1], top[2]
         f_edit = next(f for f in files if f.startswith(d_edit + b"/"))
@@ -310,7 +310,7 @@ def writable_clean(work, tree, rng):
         scopes = [b"", d_edit, f_edit, d_new, d_keep] + [d_new + d[len(d_ren):] for d in inner]
         scopes += [f for f in sorted(c.words) if f.startswith(d_keep + b"/")][:1]
         fs_an.check_scopes("rw after edits beside, inside and above scopes", c, mnt, arch, scopes, rng,
-                           use_cli=False, sort_search=True, extra={s: [b"zzqqxx the", b"the alpha"] for s in scopes})
+                           use_cli=False, extra={s: [b"zzqqxx the", b"the alpha"] for s in scopes})
         # each change shows at once, also between a size probe and a read of the same name
         n = bad = 0
         for i, (s, f) in enumerate(((d_edit, f_edit), (b"", f_edit), (d_keep, None))):
