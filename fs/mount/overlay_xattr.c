@@ -20,7 +20,8 @@
 #define PREFIX_LEN (sizeof PREFIX - 1)
 
 /* The read names are those of xattr_name.h, computed over the edited text;
- * directory search lists hits by node (creation) order, not path order.
+ * directory search lists hits in path order (depth-first, names bytewise),
+ * as the read-only mount does, new files included.
  * insert.OFFSET inserts the value before OFFSET (0 <= OFFSET <= size; the
  * rest shifts right); delete.OFFSET removes [OFFSET, OFFSET+LENGTH) clamped
  * to the size (OFFSET <= size; the rest shifts left). */
@@ -109,16 +110,57 @@ static int read_text(void *ctx, uint32_t id, uint64_t off, void *buf, size_t len
 	return td_edit_read(r->ed, id, off, buf, len, got, r->cur);
 }
 
-static int id_cmp(const void *p, const void *q)
+static int hit_cmp(const void *p, const void *q)
 {
-	const td_set_file *u = p, *v = q;
-	return (u->id > v->id) - (u->id < v->id);
+	const td_hit *u = p, *w = q;
+	if (u->file != w->file)
+		return (u->file > w->file) - (u->file < w->file);
+	return (u->off > w->off) - (u->off < w->off);
+}
+
+/* Put h (td_edit_search's hits: node order, which new files break) in
+ * path order, offsets ascending: each file's rank among the visible files
+ * of n (td_fs_visible_files walks in path order) replaces its id for the
+ * sort. */
+static int hits_path_order(const td_fs_tview *v, td_node n, const td_fs_hidden *hid, td_hits *h)
+{
+	size_t i = 1;
+	while (i < h->n && h->v[i].file == h->v[0].file)
+		i++;
+	if (i == h->n)
+		return 0; /* one file */
+	uint32_t *ids = NULL, *rank = NULL;
+	size_t nf = 0;
+	int rc = td_fs_visible_files(v, n, hid, &ids, &nf);
+	if (!rc && !(rank = malloc(((size_t)v->nids + 1) * sizeof *rank)))
+		rc = -ENOMEM;
+	if (!rc) {
+		for (i = 0; i < v->nids; i++)
+			rank[i] = UINT32_MAX;
+		for (i = 0; i < nf; i++)
+			if (ids[i] < v->nids)
+				rank[ids[i]] = (uint32_t)i;
+		for (i = 0; i < h->n && !rc; i++)
+			if (h->v[i].file >= v->nids || rank[h->v[i].file] == UINT32_MAX)
+				rc = -EIO; /* a hit outside the visible files */
+			else
+				h->v[i].file = rank[h->v[i].file];
+		if (!rc) {
+			qsort(h->v, h->n, sizeof *h->v, hit_cmp);
+			for (i = 0; i < h->n; i++)
+				h->v[i].file = ids[h->v[i].file];
+		}
+	}
+	free(rank);
+	free(ids);
+	return rc;
 }
 
 /* Phrases, top, vector, files, ngrams, fuzzy: over the files of n's
  * subtree the caller sees, as they read now: an unchanged file is its
- * archive entry, a changed one its current text. Files go in node order,
- * as td_edit_search lists hits. */
+ * archive entry, a changed one its current text. Files go in path order
+ * (td_fs_visible_files), as the read-only mount lists them and ranks
+ * ties. */
 static int value_set(const td_edit *ed, const td_fs_tview *v, td_node n, int is_dir, const td_fs_xname *x,
 		     const char *name, const td_fs_hidden *hid, char **val, size_t *len)
 {
@@ -143,8 +185,6 @@ static int value_set(const td_edit *ed, const td_fs_tview *v, td_node n, int is_
 		}
 		f[i] = (td_set_file){ .id = ids[i], .entry = np == 0 ? base : TD_NOENTRY, .size = st.size };
 	}
-	if (!rc && nf > 1)
-		qsort(f, nf, sizeof *f, id_cmp);
 	td_fileset set = { .f = f, .n = nf, .read = read_text, .rctx = &rt };
 	td_fs_xsrc src = { .a = td_edit_archive(ed), .set = &set, .path = edit_path, .pctx = ed };
 	if (!rc)
@@ -282,6 +322,8 @@ static int xattr_get(td_fs *fs, td_node n, const td_fs_xname *x, const char *nam
 		td_hits h = { 0 };
 		err = td_edit_search(ed, x->word, x->wlen, n, &h);
 		rc = err ? -td_err_errno(err) : td_fs_hidden_filter(&v, &hid, &h);
+		if (!rc && is_dir)
+			rc = hits_path_order(&v, n, &hid, &h);
 		if (!rc)
 			rc = td_fs_xattr_search_value(&h, x->num, x->word, x->wlen, is_dir ? edit_path : NULL, ed, val,
 						      len);
