@@ -1101,6 +1101,16 @@ static const char *name_raw(const td_archive *a, td_entry e, size_t *len)
 	return name_get(a, e, len, 0);
 }
 
+int td_archive_parent(const td_archive *a, td_entry e, td_entry *parent)
+{
+	if (e >= a->meta.nentries)
+		return td_fail(TD_EINVAL, "no entry %u", e);
+	int err = td_tree_vouch(a, e);
+	if (!err)
+		*parent = (td_entry)td_pack_get(&a->e_parent, e);
+	return err;
+}
+
 const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 {
 	if (e >= a->meta.nentries || td_tree_vouch(a, e))

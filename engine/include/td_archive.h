@@ -160,6 +160,10 @@ int td_archive_stat(const td_archive *a, td_entry e, td_stat *st);
  * or damaged (td_errdetail says how). */
 const char *td_archive_name(const td_archive *a, td_entry e, size_t *len);
 
+/* Parent of entry e (the root's is the root). TD_OK, TD_EINVAL (e out of
+ * range), TD_ECORRUPT (as td_archive_stat). */
+int td_archive_parent(const td_archive *a, td_entry e, td_entry *parent);
+
 /* Children of directory e are the entries [*first, *first + *count), sorted
  * bytewise by name. TD_OK, TD_EINVAL, TD_ENOTDIR, or TD_ECORRUPT (a large
  * tree's directory checked on its first listing, or one above it). */

@@ -428,24 +428,88 @@ static int fuzzy_batch(args *ar)
 	return finish(ar, err);
 }
 
-/* Print files v[0..k) (the first N of them with -n), each line after
- * 'QUERY<TAB>' when query is not NULL. */
-static int print_files(const args *ar, const char *query, size_t qlen, const td_file_count *v, size_t k)
+/* Escaped path of directory d followed by '/' ("" for the root), built
+ * once per directory and kept in m. */
+typedef struct dir_memo {
+	uint32_t *at;     /* per entry: offset + 1 into buf, 0 = not built */
+	char *buf;
+	size_t len, cap;
+} dir_memo;
+
+static int dir_prefix(const td_archive *a, dir_memo *m, td_entry d, const char **p, size_t *n)
 {
-	char path[TD_MAXPATH + 2], esc[2 * (TD_MAXPATH + 2)];
-	for (size_t i = 0; i < k && (!ar->n || i < ar->n); i++) {
-		int pl = td_archive_path(ar->a, v[i].file, path, sizeof path);
+	if (!m->at[d]) {
+		char path[TD_MAXPATH + 2];
+		int pl = d == TD_ROOT ? 0 : td_archive_path(a, d, path, sizeof path);
 		if (pl < 0)
 			return pl;
+		size_t need = 2 * (size_t)pl + 1 + sizeof(uint32_t);
+		if (m->len + need > m->cap) {
+			size_t cap = 2 * (m->len + need) + 4096;
+			char *nb = cap <= UINT32_MAX ? realloc(m->buf, cap) : NULL;
+			if (!nb)
+				return TD_ENOMEM;
+			m->buf = nb;
+			m->cap = cap;
+		}
+		/* the length, then the escaped path and its '/' */
+		char *q = m->buf + m->len + sizeof(uint32_t);
+		uint32_t el = (uint32_t)td_path_escape(path, (size_t)pl, q);
+		if (pl)
+			q[el++] = '/';
+		memcpy(m->buf + m->len, &el, sizeof el);
+		m->at[d] = (uint32_t)m->len + 1;
+		m->len += sizeof el + el;
+	}
+	uint32_t el;
+	memcpy(&el, m->buf + m->at[d] - 1, sizeof el);
+	*p = m->buf + m->at[d] - 1 + sizeof el;
+	*n = el;
+	return TD_OK;
+}
+
+/* Print files v[0..k) (the first N of them with -n), each line after
+ * 'QUERY<TAB>' when query is not NULL. Each directory's path is built
+ * and escaped once. */
+static int print_files(const args *ar, const char *query, size_t qlen, const td_file_count *v, size_t k)
+{
+	if (ar->n && k > ar->n)
+		k = ar->n;
+	if (!k)
+		return TD_OK;
+	dir_memo m = { calloc(td_archive_nentries(ar->a), sizeof *m.at), NULL, 0, 0 };
+	if (!m.at)
+		return TD_ENOMEM;
+	char esc[2 * (TD_MAXNAME + 1)];
+	int err = TD_OK;
+	for (size_t i = 0; i < k && !err; i++) {
+		td_entry e = v[i].file, d;
+		const char *pre, *nm;
+		size_t pn, nl;
+		if ((err = td_archive_parent(ar->a, e, &d)))
+			break;
+		if (d >= e) {
+			err = td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", e, d);
+			break;
+		}
+		if ((err = dir_prefix(ar->a, &m, d, &pre, &pn)))
+			break;
+		if (!(nm = td_archive_name(ar->a, e, &nl))) {
+			err = TD_ECORRUPT;
+			break;
+		}
 		if (query) {
 			td_cli_out(query, qlen);
 			td_cli_out("\t", 1);
 		}
 		td_cli_out_u64(v[i].count, '\t');
-		td_cli_out(esc, td_path_escape(path, (size_t)pl, esc));
+		td_cli_out(pre, pn);
+		td_cli_out(esc, td_path_escape(nm, nl, esc));
 		td_cli_out("\n", 1);
 	}
-	return TD_OK;
+	free(m.at);
+	free(m.buf);
+	return err;
 }
 
 /* tadoc files -f WORDS: one batch, on the GPU or every core. */
