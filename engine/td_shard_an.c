@@ -1670,6 +1670,40 @@ static int fc_entry_cmp(const void *p, const void *q)
 	return (u->file > v->file) - (u->file < v->file);
 }
 
+/* v[0..n) by file ascending (many: two passes of 16 bits over a copy);
+ * TD_ENOMEM. */
+static int fc_sort_by_entry(td_file_count *v, size_t n)
+{
+	if (n < 8192) { /* the counts' table costs more than the sort */
+		qsort(v, n, sizeof *v, fc_entry_cmp);
+		return TD_OK;
+	}
+	td_file_count *w = malloc(n * sizeof *w);
+	uint32_t *cnt = malloc(65537 * sizeof *cnt);
+	if (!w || !cnt) {
+		free(w);
+		free(cnt);
+		return TD_ENOMEM;
+	}
+	td_file_count *src = v, *dst = w;
+	for (unsigned sh = 0; sh < 32; sh += 16) {
+		memset(cnt, 0, 65537 * sizeof *cnt);
+		for (size_t i = 0; i < n; i++)
+			cnt[((src[i].file >> sh) & 0xffff) + 1]++;
+		for (unsigned d = 1; d <= 65536; d++)
+			cnt[d] += cnt[d - 1];
+		for (size_t i = 0; i < n; i++)
+			dst[cnt[(src[i].file >> sh) & 0xffff]++] = src[i];
+		td_file_count *t = src;
+		src = dst;
+		dst = t;
+	}
+	/* two passes: the sorted copy is back in v */
+	free(w);
+	free(cnt);
+	return TD_OK;
+}
+
 int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 			  size_t *nout)
 {
@@ -1737,7 +1771,7 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 	/* one line a file, counts summed, then ranked */
 	size_t k = 0;
 	if (!err && nv > 1)
-		qsort(v, nv, sizeof *v, fc_entry_cmp);
+		err = fc_sort_by_entry(v, nv);
 	for (size_t i = 0; i < nv && !err;) {
 		td_file_count f = v[i++];
 		while (i < nv && v[i].file == f.file)

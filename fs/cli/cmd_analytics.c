@@ -504,7 +504,10 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 		}
 		td_cli_out_u64(v[i].count, '\t');
 		td_cli_out(pre, pn);
-		td_cli_out(esc, td_path_escape(nm, nl, esc));
+		if (memchr(nm, '\\', nl) || memchr(nm, '\n', nl))
+			td_cli_out(esc, td_path_escape(nm, nl, esc));
+		else /* nothing to escape, the common case */
+			td_cli_out(nm, nl);
 		td_cli_out("\n", 1);
 	}
 	free(m.at);
