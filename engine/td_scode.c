@@ -18,6 +18,7 @@
 #define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
 #define LUT_LONG (1u << 18)  /* a long prefix's entry with its lengths; else (0) search every limit */
 _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
+_Static_assert(LUT_BITS + 1 + NLONG <= 32 && TD_SC_MAXLEN < 32, "limx and bmf fit a 32-entry permute");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
  * look-up; a longer one is found among the left-justified limits of its
@@ -55,6 +56,10 @@ struct td_sc_tab {
 	                               decoder's 32-bit gather indices, else NULL */
 	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] (5 used; 16
 	                               for the vector decoder's one 512-bit load) */
+	/* each context's limx and bmf padded to 32 entries (zeros): the
+	 * vector decoder looks them up with in-register permutes instead of
+	 * gathers (a gather's latency is most of a step's on some CPUs) */
+	uint32_t vlimx[TD_SC_NCTX][32], vbmf[TD_SC_NCTX][32];
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
 
@@ -403,6 +408,10 @@ static struct td_sc_tab *tab_build(const td_scode *c)
 		at += t->ctx[k].nsyms;
 	}
 	t->all = nblk < (UINT64_C(1) << 29) ? t->block : NULL;
+	for (unsigned k = 0; k < TD_SC_NCTX; k++) {
+		memcpy(t->vlimx[k], t->ctx[k].limx, sizeof t->ctx[k].limx);
+		memcpy(t->vbmf[k], t->ctx[k].bmf, sizeof t->ctx[k].bmf);
+	}
 	return t;
 }
 
@@ -613,8 +622,9 @@ static int x16_on(void)
 
 /* What every vector step reads, built once per call. */
 typedef struct x16_k {
-	__m512i o_limx, o_bmf, vstride, soff, one, k31, k7, k32, two, three, all1, vlast, vraw, vraw64, vc1, vc2, valpha,
+	__m512i vstride, soff, one, k31, k7, k32, two, three, all1, vlast, vraw, vraw64, vc1, vc2, valpha,
 		bswap, odd, even;
+	__m512i limx[TD_SC_NCTX][2], bmf[TD_SC_NCTX][2]; /* td_sc_tab's vlimx, vbmf */
 	const int *T;        /* the contexts' fields, in 4-byte units */
 	const int *all;      /* every context's symbols */
 	const uint8_t *data; /* the coded bytes from the group's first tile */
@@ -647,16 +657,25 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 	__mmask16 lng = _mm512_cmpeq_epi32_mask(len, _mm512_setzero_si512()) & ~s->fail;
 	__m512i idx = _mm512_srli_epi32(e, 8);
 	if (lng) {
+		__mmask16 cm[TD_SC_NCTX];
+		for (unsigned q = 0; q < TD_SC_NCTX; q++)
+			cm[q] = _mm512_cmpeq_epi32_mask(s->ctx, _mm512_set1_epi32((int)q));
 		/* the prefix's codes have lengths lmin..lmax (<= lmin + 2) */
 		__m512i lmin = _mm512_and_si512(idx, k->k31), lmax = _mm512_and_si512(_mm512_srli_epi32(e, 13), k->k31);
-		__m512i at0 = _mm512_add_epi32(_mm512_add_epi32(cb, k->o_limx), lmin);
-		__m512i l0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng, at0, k->T, 4);
-		__m512i l1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng, _mm512_add_epi32(at0, k->one), k->T, 4);
+		__m512i lmin1 = _mm512_add_epi32(lmin, k->one);
+		/* limx[lmin], limx[lmin + 1] and then bmf[len] of each lane's
+		 * context: a permute of each context's 32 entries, kept where
+		 * the lane's context is that one (lanes not long: unused) */
+		__m512i l0 = _mm512_setzero_si512(), l1 = l0, bmf = l0;
+		for (unsigned q = 0; q < TD_SC_NCTX; q++) {
+			l0 = _mm512_mask_mov_epi32(l0, cm[q], _mm512_permutex2var_epi32(k->limx[q][0], lmin, k->limx[q][1]));
+			l1 = _mm512_mask_mov_epi32(l1, cm[q], _mm512_permutex2var_epi32(k->limx[q][0], lmin1, k->limx[q][1]));
+		}
 		__m512i ll = _mm512_mask_add_epi32(lmin, _mm512_cmpge_epu32_mask(top, l0), lmin, k->one);
 		ll = _mm512_mask_add_epi32(ll, _mm512_cmpge_epu32_mask(top, l1), ll, k->one);
 		len = _mm512_mask_mov_epi32(len, lng, _mm512_min_epu32(ll, lmax));
-		__m512i bmf = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng,
-							  _mm512_add_epi32(_mm512_add_epi32(cb, k->o_bmf), len), k->T, 4);
+		for (unsigned q = 0; q < TD_SC_NCTX; q++)
+			bmf = _mm512_mask_mov_epi32(bmf, cm[q], _mm512_permutex2var_epi32(k->bmf[q][0], len, k->bmf[q][1]));
 		idx = _mm512_mask_mov_epi32(idx, lng, _mm512_add_epi32(_mm512_srlv_epi32(top, _mm512_sub_epi32(k->k32, len)), bmf));
 	}
 	idx = _mm512_add_epi32(idx, _mm512_permutexvar_epi32(s->ctx, k->soff));
@@ -708,9 +727,7 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		prev = e;
 	}
 	const uint64_t vl = last - base < INT32_MAX ? last - base : INT32_MAX;
-	const x16_k k = {
-		.o_limx = _mm512_set1_epi32((int)(offsetof(struct sc_ctx, limx) / 4)),
-		.o_bmf = _mm512_set1_epi32((int)(offsetof(struct sc_ctx, bmf) / 4)),
+	const x16_k k0 = {
 		.vstride = _mm512_set1_epi32((int)(sizeof(struct sc_ctx) / 4)),
 		.soff = _mm512_loadu_si512(tb->soff),
 		.one = _mm512_set1_epi32(1),
@@ -737,6 +754,12 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		.all = (const int *)tb->all,
 		.data = c->data + base,
 	};
+	x16_k k = k0; /* k0 and the contexts' permute tables */
+	for (unsigned q = 0; q < TD_SC_NCTX; q++)
+		for (unsigned h = 0; h < 2; h++) {
+			k.limx[q][h] = _mm512_loadu_si512(tb->vlimx[q] + 16 * h);
+			k.bmf[q][h] = _mm512_loadu_si512(tb->vbmf[q] + 16 * h);
+		}
 	const __m512i qn = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
 					      _mm512_set1_epi32((int)n));
 	x16_s s0 = { _mm512_loadu_si512(st), _mm512_set1_epi32(4), 0 }, s1 = s0;
