@@ -12,6 +12,7 @@
 #define LUT_BITS 11u
 #define ESC UINT32_MAX        /* the escape in a decoding table's symbol list */
 #define TILE_MAX (1u << TD_SC_MAXSHIFT)
+_Static_assert(TD_SC_MINSHIFT >= 3, "a tile holds a multiple of 8 symbols");
 
 #define NGROUP 5u            /* classes 0-3, then the escape */
 #define GROUP_ESC 4u
@@ -760,17 +761,22 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 			k.limx[q][h] = _mm512_loadu_si512(tb->vlimx[q] + 16 * h);
 			k.bmf[q][h] = _mm512_loadu_si512(tb->vbmf[q] + 16 * h);
 		}
-	const __m512i qn = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-					      _mm512_set1_epi32((int)n));
 	x16_s s0 = { _mm512_loadu_si512(st), _mm512_set1_epi32(4), 0 }, s1 = s0;
 	s1.bit = _mm512_loadu_si512(st + 16);
-	uint32_t *out1 = out + 16 * n;
-	for (unsigned j = 0; j < n; j++) {
-		__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
-		if (s0.fail | s1.fail)
-			return -1; /* the scalar code decodes these tiles */
-		_mm512_i32scatter_epi32(out + j, qn, y0, 4);
-		_mm512_i32scatter_epi32(out1 + j, qn, y1, 4);
+	/* 8 steps' symbols stored whole, then moved to their tiles (a
+	 * scatter a step costs more on some CPUs); tiles hold a multiple of 8 */
+	uint32_t stage[8][X16_TILES];
+	for (unsigned j = 0; j < n; j += 8) {
+		for (unsigned r = 0; r < 8; r++) {
+			__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
+			if (s0.fail | s1.fail)
+				return -1; /* the scalar code decodes these tiles */
+			_mm512_storeu_si512(stage[r], y0);
+			_mm512_storeu_si512(stage[r] + 16, y1);
+		}
+		for (unsigned q = 0; q < X16_TILES; q++)
+			for (unsigned r = 0; r < 8; r++)
+				out[q * n + j + r] = stage[r][q];
 	}
 	if (_mm512_cmpneq_epi32_mask(s0.bit, _mm512_loadu_si512(en)) ||
 	    _mm512_cmpneq_epi32_mask(s1.bit, _mm512_loadu_si512(en + 16)))
