@@ -59,7 +59,7 @@ struct td_sc_tab {
 	                               for the vector decoder's one 512-bit load) */
 	/* each context's limx and bmf padded to 32 entries (zeros): the
 	 * vector decoder looks them up with in-register permutes instead of
-	 * gathers (a gather's latency is most of a step's on some CPUs) */
+	 * gathers (the gathers are most of a step's cost on AMD Zen 4) */
 	uint32_t vlimx[TD_SC_NCTX][32], vbmf[TD_SC_NCTX][32];
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
@@ -699,8 +699,9 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 }
 
 /* Tiles t..t+31, all full, into out: sc_step on 16 streams at once, one a
- * vector lane, every table read a gather, two such groups in step so that
- * one's gathers wait while the other's run. In the scalar loop a
+ * vector lane, the windows, look-up entries and symbols read by gathers
+ * (a long code's limits and bmf by permutes of registers), two such groups
+ * in step so that one's gathers wait while the other's run. In the scalar loop a
  * mispredicted branch (on a long code or an escape, each about half of the
  * symbols) stalls every stream. Returns 0, or -1 with out partly written
  * when any tile does not decode exactly as sc_step would without its
@@ -867,8 +868,8 @@ static uint32_t *big_of(struct sc_slot *s)
  * whole-array decode; before that, reads of small files that skip about
  * would waste the other three); one that then goes on through two more
  * such groups, where the CPU has vector passes, the next 32 at once
- * (decode_tiles32: 3.2-3.5 ns a symbol on the 2-core VM, the scalar loop
- * 7.7-8.4 on linuxdoc, gcide and spam). */
+ * (decode_tiles32: about half the time of decode_tiles4 a symbol;
+ * contrib/bench/NOTES.md, "Decoder"). */
 static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 {
 	const struct td_sc_tab *tb = tables(c);
