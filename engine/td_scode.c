@@ -19,7 +19,7 @@ _Static_assert(TD_SC_MINSHIFT >= 3, "a tile holds a multiple of 8 symbols");
 #define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
 #define LUT_LONG (1u << 18)  /* a long prefix's entry with its lengths; else (0) search every limit */
 _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
-_Static_assert(LUT_BITS + 1 + NLONG <= 32 && TD_SC_MAXLEN < 32, "limx and bmf fit a 32-entry permute");
+_Static_assert(NLONG == 16 && TD_SC_NCTX == 5, "the long lengths' limits and bmf fit three 32-entry permutes");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
  * look-up; a longer one is found among the left-justified limits of its
@@ -57,10 +57,12 @@ struct td_sc_tab {
 	                               decoder's 32-bit gather indices, else NULL */
 	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] (5 used; 16
 	                               for the vector decoder's one 512-bit load) */
-	/* each context's limx and bmf padded to 32 entries (zeros): the
-	 * vector decoder looks them up with in-register permutes instead of
-	 * gathers (the gathers are most of a step's cost on AMD Zen 4) */
-	uint32_t vlimx[TD_SC_NCTX][32], vbmf[TD_SC_NCTX][32];
+	/* each context's limx and bmf from LUT_BITS + 1 on (16 entries,
+	 * zeros past the end): contexts 0 and 1, 2 and 3, then 4 in a 32-entry
+	 * table each, which the vector decoder looks up with in-register
+	 * permutes instead of gathers (the gathers are most of a step's cost on
+	 * AMD Zen 4) */
+	uint32_t plimx[3][32], pbmf[3][32];
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
 
@@ -410,8 +412,11 @@ static struct td_sc_tab *tab_build(const td_scode *c)
 	}
 	t->all = nblk < (UINT64_C(1) << 29) ? t->block : NULL;
 	for (unsigned k = 0; k < TD_SC_NCTX; k++) {
-		memcpy(t->vlimx[k], t->ctx[k].limx, sizeof t->ctx[k].limx);
-		memcpy(t->vbmf[k], t->ctx[k].bmf, sizeof t->ctx[k].bmf);
+		for (unsigned l = 0; l < 16; l++) {
+			unsigned at = (k & 3) * 16 + l;
+			t->plimx[k >> 1][at & 31] = LUT_BITS + 1 + l < LUT_BITS + 1 + NLONG ? t->ctx[k].limx[LUT_BITS + 1 + l] : 0;
+			t->pbmf[k >> 1][at & 31] = LUT_BITS + 1 + l <= TD_SC_MAXLEN ? t->ctx[k].bmf[LUT_BITS + 1 + l] : 0;
+		}
 	}
 	return t;
 }
@@ -625,7 +630,8 @@ static int x16_on(void)
 typedef struct x16_k {
 	__m512i vstride, soff, one, k31, k7, k32, two, three, all1, vlast, vraw, vraw64, vc1, vc2, valpha,
 		bswap, odd, even;
-	__m512i limx[TD_SC_NCTX][2], bmf[TD_SC_NCTX][2]; /* td_sc_tab's vlimx, vbmf */
+	__m512i limx[3][2], bmf[3][2]; /* td_sc_tab's plimx, pbmf */
+	__m512i k12, k4;
 	const int *T;        /* the contexts' fields, in 4-byte units */
 	const int *all;      /* every context's symbols */
 	const uint8_t *data; /* the coded bytes from the group's first tile */
@@ -637,6 +643,18 @@ typedef struct x16_s {
 	__m512i bit, ctx;
 	__mmask16 fail;
 } x16_s;
+
+/* Entry l (LUT_BITS + 1 <= l < LUT_BITS + 17) of each lane's context in t
+ * (x16_k's limx or bmf): cof is the context times 16, hi the lanes of
+ * contexts 2 and 3, c4 those of context 4. */
+X16 static inline __attribute__((always_inline)) __m512i x16_look(const x16_k *k, const __m512i t[3][2], __m512i cof,
+								   __mmask16 hi, __mmask16 c4, __m512i l)
+{
+	__m512i i = _mm512_add_epi32(cof, _mm512_sub_epi32(l, k->k12));
+	__m512i r = _mm512_mask_mov_epi32(_mm512_permutex2var_epi32(t[0][0], i, t[0][1]), hi,
+					  _mm512_permutex2var_epi32(t[1][0], i, t[1][1]));
+	return _mm512_mask_mov_epi32(r, c4, _mm512_permutex2var_epi32(t[2][0], i, t[2][1]));
+}
 
 /* One sc_step on every lane of s; returns the 16 symbols. Each lane
  * follows both the short- and the long-code path and keeps the one its
@@ -658,25 +676,18 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 	__mmask16 lng = _mm512_cmpeq_epi32_mask(len, _mm512_setzero_si512()) & ~s->fail;
 	__m512i idx = _mm512_srli_epi32(e, 8);
 	if (lng) {
-		__mmask16 cm[TD_SC_NCTX];
-		for (unsigned q = 0; q < TD_SC_NCTX; q++)
-			cm[q] = _mm512_cmpeq_epi32_mask(s->ctx, _mm512_set1_epi32((int)q));
+		/* the lane's context's 16 entries from LUT_BITS + 1 on: contexts
+		 * 0-3 in limx[0] (0, 1) and limx[1] (2, 3), 4 in limx[2] */
+		__mmask16 hi = _mm512_test_epi32_mask(s->ctx, k->two), c4 = _mm512_cmpeq_epi32_mask(s->ctx, k->k4);
+		__m512i cof = _mm512_slli_epi32(s->ctx, 4);
 		/* the prefix's codes have lengths lmin..lmax (<= lmin + 2) */
 		__m512i lmin = _mm512_and_si512(idx, k->k31), lmax = _mm512_and_si512(_mm512_srli_epi32(e, 13), k->k31);
-		__m512i lmin1 = _mm512_add_epi32(lmin, k->one);
-		/* limx[lmin], limx[lmin + 1] and then bmf[len] of each lane's
-		 * context: a permute of each context's 32 entries, kept where
-		 * the lane's context is that one (lanes not long: unused) */
-		__m512i l0 = _mm512_setzero_si512(), l1 = l0, bmf = l0;
-		for (unsigned q = 0; q < TD_SC_NCTX; q++) {
-			l0 = _mm512_mask_mov_epi32(l0, cm[q], _mm512_permutex2var_epi32(k->limx[q][0], lmin, k->limx[q][1]));
-			l1 = _mm512_mask_mov_epi32(l1, cm[q], _mm512_permutex2var_epi32(k->limx[q][0], lmin1, k->limx[q][1]));
-		}
+		__m512i l0 = x16_look(k, k->limx, cof, hi, c4, lmin);
+		__m512i l1 = x16_look(k, k->limx, cof, hi, c4, _mm512_add_epi32(lmin, k->one));
 		__m512i ll = _mm512_mask_add_epi32(lmin, _mm512_cmpge_epu32_mask(top, l0), lmin, k->one);
 		ll = _mm512_mask_add_epi32(ll, _mm512_cmpge_epu32_mask(top, l1), ll, k->one);
 		len = _mm512_mask_mov_epi32(len, lng, _mm512_min_epu32(ll, lmax));
-		for (unsigned q = 0; q < TD_SC_NCTX; q++)
-			bmf = _mm512_mask_mov_epi32(bmf, cm[q], _mm512_permutex2var_epi32(k->bmf[q][0], len, k->bmf[q][1]));
+		__m512i bmf = x16_look(k, k->bmf, cof, hi, c4, len);
 		idx = _mm512_mask_mov_epi32(idx, lng, _mm512_add_epi32(_mm512_srlv_epi32(top, _mm512_sub_epi32(k->k32, len)), bmf));
 	}
 	idx = _mm512_add_epi32(idx, _mm512_permutexvar_epi32(s->ctx, k->soff));
@@ -737,6 +748,8 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		.k7 = _mm512_set1_epi32(7),
 		.k32 = _mm512_set1_epi32(32),
 		.two = _mm512_set1_epi32(2),
+		.k12 = _mm512_set1_epi32(LUT_BITS + 1),
+		.k4 = _mm512_set1_epi32(4),
 		.three = _mm512_set1_epi32(3),
 		.all1 = _mm512_set1_epi32(-1),
 		.vlast = _mm512_set1_epi32((int)vl),
@@ -757,10 +770,10 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		.data = c->data + base,
 	};
 	x16_k k = k0; /* k0 and the contexts' permute tables */
-	for (unsigned q = 0; q < TD_SC_NCTX; q++)
+	for (unsigned q = 0; q < 3; q++)
 		for (unsigned h = 0; h < 2; h++) {
-			k.limx[q][h] = _mm512_loadu_si512(tb->vlimx[q] + 16 * h);
-			k.bmf[q][h] = _mm512_loadu_si512(tb->vbmf[q] + 16 * h);
+			k.limx[q][h] = _mm512_loadu_si512(tb->plimx[q] + 16 * h);
+			k.bmf[q][h] = _mm512_loadu_si512(tb->pbmf[q] + 16 * h);
 		}
 	x16_s s0 = { _mm512_loadu_si512(st), _mm512_set1_epi32(4), 0 }, s1 = s0;
 	s1.bit = _mm512_loadu_si512(st + 16);
