@@ -12,12 +12,14 @@
 #define LUT_BITS 11u
 #define ESC UINT32_MAX        /* the escape in a decoding table's symbol list */
 #define TILE_MAX (1u << TD_SC_MAXSHIFT)
+_Static_assert(TD_SC_MINSHIFT >= 3, "a tile holds a multiple of 8 symbols");
 
 #define NGROUP 5u            /* classes 0-3, then the escape */
 #define GROUP_ESC 4u
 #define NLONG 16u            /* lengths LUT_BITS + 1 .. LUT_BITS + NLONG */
 #define LUT_LONG (1u << 18)  /* a long prefix's entry with its lengths; else (0) search every limit */
 _Static_assert(LUT_BITS + NLONG >= TD_SC_MAXLEN, "every long code length has a limit");
+_Static_assert(NLONG == 16 && TD_SC_NCTX == 5, "the long lengths' limits and bmf fit three 32-entry permutes");
 
 /* One context's decoding table. A code of at most LUT_BITS bits is one
  * look-up; a longer one is found among the left-justified limits of its
@@ -55,6 +57,12 @@ struct td_sc_tab {
 	                               decoder's 32-bit gather indices, else NULL */
 	uint32_t soff[16];          /* ctx[k].syms == all + soff[k] (5 used; 16
 	                               for the vector decoder's one 512-bit load) */
+	/* each context's limx and bmf from LUT_BITS + 1 on (16 entries,
+	 * zeros past the end): contexts 0 and 1, 2 and 3, then 4 in a 32-entry
+	 * table each, which the vector decoder looks up with in-register
+	 * permutes instead of gathers (the gathers are most of a step's cost on
+	 * AMD Zen 4) */
+	uint32_t plimx[3][32], pbmf[3][32];
 	struct sc_ctx ctx[TD_SC_NCTX];
 };
 
@@ -403,6 +411,13 @@ static struct td_sc_tab *tab_build(const td_scode *c)
 		at += t->ctx[k].nsyms;
 	}
 	t->all = nblk < (UINT64_C(1) << 29) ? t->block : NULL;
+	for (unsigned k = 0; k < TD_SC_NCTX; k++) {
+		for (unsigned l = 0; l < 16; l++) {
+			unsigned at = (k & 3) * 16 + l;
+			t->plimx[k >> 1][at & 31] = LUT_BITS + 1 + l < LUT_BITS + 1 + NLONG ? t->ctx[k].limx[LUT_BITS + 1 + l] : 0;
+			t->pbmf[k >> 1][at & 31] = LUT_BITS + 1 + l <= TD_SC_MAXLEN ? t->ctx[k].bmf[LUT_BITS + 1 + l] : 0;
+		}
+	}
 	return t;
 }
 
@@ -613,8 +628,10 @@ static int x16_on(void)
 
 /* What every vector step reads, built once per call. */
 typedef struct x16_k {
-	__m512i o_limx, o_bmf, vstride, soff, one, k31, k7, k32, two, three, all1, vlast, vraw, vraw64, vc1, vc2, valpha,
+	__m512i vstride, soff, one, k31, k7, k32, two, three, all1, vlast, vraw, vraw64, vc1, vc2, valpha,
 		bswap, odd, even;
+	__m512i limx[3][2], bmf[3][2]; /* td_sc_tab's plimx, pbmf */
+	__m512i k12, k4;
 	const int *T;        /* the contexts' fields, in 4-byte units */
 	const int *all;      /* every context's symbols */
 	const uint8_t *data; /* the coded bytes from the group's first tile */
@@ -626,6 +643,18 @@ typedef struct x16_s {
 	__m512i bit, ctx;
 	__mmask16 fail;
 } x16_s;
+
+/* Entry l (LUT_BITS + 1 <= l < LUT_BITS + 17) of each lane's context in t
+ * (x16_k's limx or bmf): cof is the context times 16, hi the lanes of
+ * contexts 2 and 3, c4 those of context 4. */
+X16 static inline __attribute__((always_inline)) __m512i x16_look(const x16_k *k, const __m512i t[3][2], __m512i cof,
+								   __mmask16 hi, __mmask16 c4, __m512i l)
+{
+	__m512i i = _mm512_add_epi32(cof, _mm512_sub_epi32(l, k->k12));
+	__m512i r = _mm512_mask_mov_epi32(_mm512_permutex2var_epi32(t[0][0], i, t[0][1]), hi,
+					  _mm512_permutex2var_epi32(t[1][0], i, t[1][1]));
+	return _mm512_mask_mov_epi32(r, c4, _mm512_permutex2var_epi32(t[2][0], i, t[2][1]));
+}
 
 /* One sc_step on every lane of s; returns the 16 symbols. Each lane
  * follows both the short- and the long-code path and keeps the one its
@@ -647,16 +676,18 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 	__mmask16 lng = _mm512_cmpeq_epi32_mask(len, _mm512_setzero_si512()) & ~s->fail;
 	__m512i idx = _mm512_srli_epi32(e, 8);
 	if (lng) {
+		/* the lane's context's 16 entries from LUT_BITS + 1 on: contexts
+		 * 0-3 in limx[0] (0, 1) and limx[1] (2, 3), 4 in limx[2] */
+		__mmask16 hi = _mm512_test_epi32_mask(s->ctx, k->two), c4 = _mm512_cmpeq_epi32_mask(s->ctx, k->k4);
+		__m512i cof = _mm512_slli_epi32(s->ctx, 4);
 		/* the prefix's codes have lengths lmin..lmax (<= lmin + 2) */
 		__m512i lmin = _mm512_and_si512(idx, k->k31), lmax = _mm512_and_si512(_mm512_srli_epi32(e, 13), k->k31);
-		__m512i at0 = _mm512_add_epi32(_mm512_add_epi32(cb, k->o_limx), lmin);
-		__m512i l0 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng, at0, k->T, 4);
-		__m512i l1 = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng, _mm512_add_epi32(at0, k->one), k->T, 4);
+		__m512i l0 = x16_look(k, k->limx, cof, hi, c4, lmin);
+		__m512i l1 = x16_look(k, k->limx, cof, hi, c4, _mm512_add_epi32(lmin, k->one));
 		__m512i ll = _mm512_mask_add_epi32(lmin, _mm512_cmpge_epu32_mask(top, l0), lmin, k->one);
 		ll = _mm512_mask_add_epi32(ll, _mm512_cmpge_epu32_mask(top, l1), ll, k->one);
 		len = _mm512_mask_mov_epi32(len, lng, _mm512_min_epu32(ll, lmax));
-		__m512i bmf = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lng,
-							  _mm512_add_epi32(_mm512_add_epi32(cb, k->o_bmf), len), k->T, 4);
+		__m512i bmf = x16_look(k, k->bmf, cof, hi, c4, len);
 		idx = _mm512_mask_mov_epi32(idx, lng, _mm512_add_epi32(_mm512_srlv_epi32(top, _mm512_sub_epi32(k->k32, len)), bmf));
 	}
 	idx = _mm512_add_epi32(idx, _mm512_permutexvar_epi32(s->ctx, k->soff));
@@ -679,8 +710,9 @@ X16 static inline __attribute__((always_inline)) __m512i x16_step(const x16_k *k
 }
 
 /* Tiles t..t+31, all full, into out: sc_step on 16 streams at once, one a
- * vector lane, every table read a gather, two such groups in step so that
- * one's gathers wait while the other's run. In the scalar loop a
+ * vector lane, the windows, look-up entries and symbols read by gathers
+ * (a long code's limits and bmf by permutes of registers), two such groups
+ * in step so that one's gathers wait while the other's run. In the scalar loop a
  * mispredicted branch (on a long code or an escape, each about half of the
  * symbols) stalls every stream. Returns 0, or -1 with out partly written
  * when any tile does not decode exactly as sc_step would without its
@@ -708,9 +740,7 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		prev = e;
 	}
 	const uint64_t vl = last - base < INT32_MAX ? last - base : INT32_MAX;
-	const x16_k k = {
-		.o_limx = _mm512_set1_epi32((int)(offsetof(struct sc_ctx, limx) / 4)),
-		.o_bmf = _mm512_set1_epi32((int)(offsetof(struct sc_ctx, bmf) / 4)),
+	const x16_k k0 = {
 		.vstride = _mm512_set1_epi32((int)(sizeof(struct sc_ctx) / 4)),
 		.soff = _mm512_loadu_si512(tb->soff),
 		.one = _mm512_set1_epi32(1),
@@ -718,6 +748,8 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		.k7 = _mm512_set1_epi32(7),
 		.k32 = _mm512_set1_epi32(32),
 		.two = _mm512_set1_epi32(2),
+		.k12 = _mm512_set1_epi32(LUT_BITS + 1),
+		.k4 = _mm512_set1_epi32(4),
 		.three = _mm512_set1_epi32(3),
 		.all1 = _mm512_set1_epi32(-1),
 		.vlast = _mm512_set1_epi32((int)vl),
@@ -737,17 +769,28 @@ X16 static int decode_tiles32(const td_scode *c, const struct td_sc_tab *tb, uin
 		.all = (const int *)tb->all,
 		.data = c->data + base,
 	};
-	const __m512i qn = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-					      _mm512_set1_epi32((int)n));
+	x16_k k = k0; /* k0 and the contexts' permute tables */
+	for (unsigned q = 0; q < 3; q++)
+		for (unsigned h = 0; h < 2; h++) {
+			k.limx[q][h] = _mm512_loadu_si512(tb->plimx[q] + 16 * h);
+			k.bmf[q][h] = _mm512_loadu_si512(tb->pbmf[q] + 16 * h);
+		}
 	x16_s s0 = { _mm512_loadu_si512(st), _mm512_set1_epi32(4), 0 }, s1 = s0;
 	s1.bit = _mm512_loadu_si512(st + 16);
-	uint32_t *out1 = out + 16 * n;
-	for (unsigned j = 0; j < n; j++) {
-		__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
-		if (s0.fail | s1.fail)
-			return -1; /* the scalar code decodes these tiles */
-		_mm512_i32scatter_epi32(out + j, qn, y0, 4);
-		_mm512_i32scatter_epi32(out1 + j, qn, y1, 4);
+	/* 8 steps' symbols stored whole, then moved to their tiles (a
+	 * scatter a step costs more on some CPUs); tiles hold a multiple of 8 */
+	uint32_t stage[8][X16_TILES];
+	for (unsigned j = 0; j < n; j += 8) {
+		for (unsigned r = 0; r < 8; r++) {
+			__m512i y0 = x16_step(&k, &s0), y1 = x16_step(&k, &s1);
+			if (s0.fail | s1.fail)
+				return -1; /* the scalar code decodes these tiles */
+			_mm512_storeu_si512(stage[r], y0);
+			_mm512_storeu_si512(stage[r] + 16, y1);
+		}
+		for (unsigned q = 0; q < X16_TILES; q++)
+			for (unsigned r = 0; r < 8; r++)
+				out[q * n + j + r] = stage[r][q];
 	}
 	if (_mm512_cmpneq_epi32_mask(s0.bit, _mm512_loadu_si512(en)) ||
 	    _mm512_cmpneq_epi32_mask(s1.bit, _mm512_loadu_si512(en + 16)))
@@ -838,8 +881,8 @@ static uint32_t *big_of(struct sc_slot *s)
  * whole-array decode; before that, reads of small files that skip about
  * would waste the other three); one that then goes on through two more
  * such groups, where the CPU has vector passes, the next 32 at once
- * (decode_tiles32: 3.2-3.5 ns a symbol on the 2-core VM, the scalar loop
- * 7.7-8.4 on linuxdoc, gcide and spam). */
+ * (decode_tiles32: about half the time of decode_tiles4 a symbol;
+ * contrib/bench/NOTES.md, "Decoder"). */
 static const uint32_t *tile_of(const td_scode *c, uint64_t t)
 {
 	const struct td_sc_tab *tb = tables(c);
