@@ -1816,8 +1816,10 @@ static void ps_chunk(void *ctx, size_t c)
 static int phrase_counts_seq(const an *x, const uint32_t *ids, unsigned m, const uint8_t *skip, uint64_t *counts)
 {
 	pseq s;
-	ps_init(&s, x, ids, m);
 	memset(counts, 0, x->nfiles * sizeof *counts);
+	if (m > PS_MMAX) /* the matcher's table holds PS_MMAX states */
+		return PS_DECLINE;
+	ps_init(&s, x, ids, m);
 	psfile *pf = malloc((x->nfiles ? x->nfiles : 1) * sizeof *pf);
 	size_t npf = 0;
 	int err = pf ? TD_OK : TD_ENOMEM, sorted = 1;
