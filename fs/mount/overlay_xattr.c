@@ -124,6 +124,8 @@ static int hit_cmp(const void *p, const void *q)
  * sort. */
 static int hits_path_order(const td_fs_tview *v, td_node n, const td_fs_hidden *hid, td_hits *h)
 {
+	if (h->n < 2)
+		return 0; /* no hit or one */
 	size_t i = 1;
 	while (i < h->n && h->v[i].file == h->v[0].file)
 		i++;
