@@ -659,6 +659,11 @@ int td_search(const td_archive *a, const char *word, size_t len, td_entry scope,
 	return err;
 }
 
+int td_path_needs_escape(const char *p, size_t n)
+{
+	return td_span_find2(p, n, '\\', '\n') < n;
+}
+
 size_t td_path_escape(const char *p, size_t n, char *out)
 {
 	size_t o = 0;

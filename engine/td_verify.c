@@ -48,21 +48,9 @@ static const char *bad_name(const char *name, size_t n)
 		return "name longer than 255 bytes";
 	if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
 		return "name '.' or '..'";
-	/* eight bytes at a time while none is '/' or NUL (a zero byte of w or
-	 * of w ^ '/'...: exact), then the rest, or the eight that hold one,
-	 * a byte at a time (names are short: cheaper than two memchr calls) */
-	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w, s;
-		memcpy(&w, name + i, 8);
-		s = w ^ (ones * '/');
-		if (((w - ones) & ~w & highs) | ((s - ones) & ~s & highs))
-			break;
-	}
-	for (; i < n; i++)
-		if (name[i] == '/' || name[i] == '\0')
-			return name[i] == '/' ? "name contains '/'" : "name contains a NUL byte";
+	size_t i = td_span_find2(name, n, '/', '\0');
+	if (i < n)
+		return name[i] == '/' ? "name contains '/'" : "name contains a NUL byte";
 	return NULL;
 }
 

@@ -77,6 +77,10 @@ void td_hits_free(td_hits *h);
  * 2n bytes); returns its length. */
 size_t td_path_escape(const char *p, size_t n, char *out);
 
+/* Whether td_path_escape would change p[0..n) (it holds a backslash or a
+ * newline). Thread-safe. */
+int td_path_needs_escape(const char *p, size_t n);
+
 /* Append every occurrence of `word` in `scope` to *out: files in path order
  * (depth-first, names sorted bytewise), offsets ascending within a file.
  * Errors and cost as td_count (the offsets add up the lengths of at most

@@ -468,27 +468,6 @@ static int dir_prefix(const td_archive *a, dir_memo *m, td_entry d, const char *
 	return TD_OK;
 }
 
-/* Whether p[0..n) holds a byte td_path_escape changes ('\\' or '\n'):
- * eight bytes at a time (a zero byte of w ^ '\\'... or w ^ '\n'...:
- * exact), then a byte at a time. */
-static int needs_escape(const char *p, size_t n)
-{
-	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w, b, l;
-		memcpy(&w, p + i, 8);
-		b = w ^ (ones * '\\');
-		l = w ^ (ones * '\n');
-		if (((b - ones) & ~b & highs) | ((l - ones) & ~l & highs))
-			return 1;
-	}
-	for (; i < n; i++)
-		if (p[i] == '\\' || p[i] == '\n')
-			return 1;
-	return 0;
-}
-
 /* Print files v[0..k) (the first N of them with -n), each line after
  * 'QUERY<TAB>' when query is not NULL. Each directory's path is built
  * and escaped once. */
@@ -525,7 +504,7 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 		}
 		td_cli_out_u64(v[i].count, '\t');
 		td_cli_out(pre, pn);
-		if (needs_escape(nm, nl))
+		if (td_path_needs_escape(nm, nl))
 			td_cli_out(esc, td_path_escape(nm, nl, esc));
 		else /* nothing to escape, the common case */
 			td_cli_out(nm, nl);
