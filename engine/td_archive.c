@@ -278,7 +278,8 @@ static inline uint64_t nl_chunk(const uint8_t *fc, uint64_t n, uint64_t cb)
  * while the words take under 2 GiB its data are the offsets themselves
  * (a->word_off32), which td_flat_build adopts as its flat copy. room
  * (>= n) bytes may be read from fc. Caller holds lazy_mu. */
-static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint64_t room)
+static inline __attribute__((always_inline)) const uint8_t *
+unfront_as(td_archive *a, const uint8_t *pl, const uint8_t *fc, uint64_t n, uint64_t room, const unsigned hd)
 {
 	const uint64_t nv = a->W + 1, blob_bytes = td_pack_wide_size(nv);
 	uint8_t *blob = td_big_alloc(blob_bytes);
@@ -297,7 +298,7 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint
 	uint64_t at = 0, plen = 0, frame = 0, cb = 0, m = n ? nl_chunk(fc, n, 0) : 0;
 	unsigned broken = 0;
 	for (uint64_t i = 0; i < a->W; i++) {
-		const uint64_t from = at + 1;
+		const uint64_t from = at + hd;
 		if (from >= n) {
 			broken = 1;
 			break;
@@ -316,7 +317,7 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint
 			break;
 		}
 		p = cb + (uint64_t)__builtin_ctzll(mm);
-		const uint64_t k = fc[at], len = k + (p - at - 1);
+		const uint64_t k = hd ? fc[at] : pl[i], len = k + (p - at - hd);
 		broken |= (k > plen) | (len > TD_MAXTOK) | (len == 0);
 		if (i % TD_TILE == 0) {
 			frame = out & ~((UINT64_C(1) << 31) - 1);
@@ -359,14 +360,14 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint
 	v16u lo = { 0 }, hi = { 0 };
 	at = 0;
 	for (uint64_t i = 0, o = 0, prev = 0; i < a->W; i++) {
-		const uint64_t k = fc[at];
+		const uint64_t k = hd ? fc[at] : pl[i];
 		uint64_t h;
 		memcpy(&h, blob + TD_PACK_HDR + 8 * ((i + 1) / TD_TILE), 8);
 		const uint64_t next = TD_TILE_BASE(h) + d[i + 1], len = next - o;
-		if (len <= 32 && at + 33 - k <= room) { /* k < len */
+		if (len <= 32 && at + hd + 32 - k <= room) { /* k < len */
 			v16u r0, r1;
-			memcpy(&r0, fc + at + 1 - k, 16);
-			memcpy(&r1, fc + at + 17 - k, 16);
+			memcpy(&r0, fc + at + hd - k, 16);
+			memcpy(&r1, fc + at + hd + 16 - k, 16);
 			const v16u kv = (v16u){ 0 } + (uint8_t)k, m0 = (v16u)(iota0 < kv), m1 = (v16u)(iota1 < kv);
 			lo = (lo & m0) | (r0 & ~m0);
 			hi = (hi & m1) | (r1 & ~m1);
@@ -387,15 +388,15 @@ static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint
 			}
 			for (uint64_t j = k; j < len; j += 16) {
 				uint64_t c = len - j < 16 ? len - j : 16;
-				if (at + 1 + (j - k) + 16 <= room)
-					memcpy(w + o + j, fc + at + 1 + (j - k), 16);
+				if (at + hd + (j - k) + 16 <= room)
+					memcpy(w + o + j, fc + at + hd + (j - k), 16);
 				else
-					memcpy(w + o + j, fc + at + 1 + (j - k), c);
+					memcpy(w + o + j, fc + at + hd + (j - k), c);
 			}
 			memcpy(&lo, w + o, 16);
 			memcpy(&hi, w + o + 16, 16);
 		}
-		at += len - k + 2;
+		at += len - k + 1 + hd;
 		prev = o;
 		o = next;
 	}
@@ -413,6 +414,20 @@ fail:
 	td_big_free(blob, blob_bytes);
 	td_big_free(w, out + TD_BYTES_PAD);
 	return NULL;
+}
+
+/* The words of WORDS's n bytes at fc (room >= n may be read), interleaved
+ * records or (split, TD_SECF_SPLIT) the W prefix lengths first and then the
+ * rests with their '\n': one loop each, the layout a constant in it. */
+static const uint8_t *unfront(td_archive *a, const uint8_t *fc, uint64_t n, uint64_t room, int split)
+{
+	if (!split)
+		return unfront_as(a, NULL, fc, n, room, 1);
+	if (n < a->W) {
+		bad(TD_SEC_WORDS, "fewer prefix lengths than words");
+		return NULL;
+	}
+	return unfront_as(a, fc, fc + a->W, n - a->W, room - a->W, 0);
 }
 
 /* A coded symbol array in its version 3 form, after checking its checksum.
@@ -550,7 +565,7 @@ static const uint8_t *build_locked(td_archive *a, unsigned id)
 		const uint8_t *fc = framed ? decode_frame(a, id, 1) : check_sum(a, id) ? NULL : a->map + x->off;
 		const uint64_t fc_bytes = a->bytes_size[id]; /* unfront sets the plain size */
 		const uint64_t room = framed ? fc_bytes + TD_BYTES_PAD : (uint64_t)(a->map + a->size - fc);
-		p = fc ? unfront(a, fc, fc_bytes, room) : NULL;
+		p = fc ? unfront(a, fc, fc_bytes, room, (x->flags & TD_SECF_SPLIT) != 0) : NULL;
 		if (framed)
 			td_big_free(fc, fc_bytes + TD_BYTES_PAD);
 	} else {
@@ -637,7 +652,8 @@ static int check_sections(td_archive *a)
 		const td_disk_section *s = &tab[i];
 		if (s->off > a->size || s->size > a->size - s->off || (s->off & 7) || s->off < sizeof *h)
 			return bad(s->id, "out of bounds");
-		if (s->flags & ~(h->version >= 2 ? TD_SECF_ZSTD : 0u))
+		if (s->flags & ~(h->version >= 2 ? TD_SECF_ZSTD : 0u) &
+		    ~(h->version >= 4 && s->id == TD_SEC_WORDS ? TD_SECF_SPLIT : 0u))
 			return bad(s->id, "unknown section flags");
 		if (s->id < TD_SEC_MAX && s->id > 0) {
 			if (a->sec[s->id])

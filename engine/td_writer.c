@@ -929,16 +929,21 @@ typedef struct secbuf {
 	td_buf b[TD_SEC_MAX];
 	td_buf post;               /* TD_SEC_POSTINGS, written when not empty */
 	uint8_t zdone[TD_SEC_MAX]; /* already one zstd frame (compressed early) */
+	uint8_t words_split;       /* WORDS in its split layout (TD_SECF_SPLIT) */
 } secbuf;
 
 /* zstd level of a TD_SECF_ZSTD section (each one frame; any level reads
  * the same): the names at 19; the dictionary sections (WORDS, OTHER,
  * WORD_FREQ: most of a GPU build's CPU time at 19) at 17, which costs
  * under a tenth of a percent of the archive for a quarter less time
- * (contrib/bench/results/compress.md). The level of a section is fixed,
- * so any number of threads writes the same bytes. */
-static int sec_zstd_level(unsigned id)
+ * (contrib/bench/results/compress.md); WORDS in its split layout at 12,
+ * smaller than the interleaved layout at 17 for a fifth of its CPU
+ * (contrib/bench/results/compress-speed.md, branch bspeed8). The level of
+ * a section is fixed, so any number of threads writes the same bytes. */
+static int sec_zstd_level(const secbuf *sb, unsigned id)
 {
+	if (id == TD_SEC_WORDS && sb->words_split)
+		return 12;
 	return id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ ? 17 : 19;
 }
 
@@ -949,7 +954,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path, int
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
 	 * frame each (those compressed early already are). */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], sec_zstd_level(id)) : TD_OK;
+		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], sec_zstd_level(sb, id)) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -979,7 +984,8 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path, int
 		td_buf *b = &sb->b[id];
 		td_buf_align(b, 8);
 		tab[ns].id = id;
-		tab[ns].flags = td_sec_zstd(id) ? TD_SECF_ZSTD : 0;
+		tab[ns].flags = (td_sec_zstd(id) ? TD_SECF_ZSTD : 0) |
+				(id == TD_SEC_WORDS && sb->words_split ? TD_SECF_SPLIT : 0);
 		tab[ns].off = off;
 		tab[ns].size = b->len;
 		tab[ns].sum = XXH3_64bits(b->p, b->len);
@@ -1036,19 +1042,33 @@ out:
 
 /* Format 4's WORDS: the sorted words front-coded, each as the length of
  * the prefix it shares with the word before (one byte), the rest of its
- * bytes and '\n' (never inside a word); the reader rebuilds the offsets. */
-static int front_code(td_buf *out, const tokdict *d, const uint32_t *words, uint64_t W)
+ * bytes and '\n' (never inside a word); the reader rebuilds the offsets.
+ * split (format 5, TD_SECF_SPLIT): the W prefix lengths first, then every
+ * word's rest and '\n': the same bytes in another order, which zstd
+ * compresses smaller at a much cheaper level (the lengths and the letters
+ * no longer share its literal statistics and match offsets). */
+static int front_code(td_buf *out, const tokdict *d, const uint32_t *words, uint64_t W, int split)
 {
 	const uint8_t *prev = NULL;
 	uint32_t plen = 0;
 	int err = TD_OK;
+	const size_t base = out->len;
+	if (split) { /* room for the prefix lengths, written as they are found */
+		static const uint8_t zero[4096];
+		for (uint64_t i = 0; i < W && !err; i += sizeof zero)
+			err = td_buf_put(out, zero, W - i < sizeof zero ? (size_t)(W - i) : sizeof zero);
+	}
 	for (uint64_t i = 0; i < W && !err; i++) {
 		const uint8_t *p = d->bytes.p + d->off[words[i]];
 		uint32_t len = d->wordlen[words[i]], k = 0;
 		while (k < len && k < plen && p[k] == prev[k])
 			k++;
 		uint8_t hdr = (uint8_t)k, nl = '\n';
-		if ((err = td_buf_put(out, &hdr, 1)) || (err = td_buf_put(out, p + k, len - k)))
+		if (split)
+			out->p[base + i] = hdr;
+		else if ((err = td_buf_put(out, &hdr, 1)))
+			break;
+		if ((err = td_buf_put(out, p + k, len - k)))
 			break;
 		err = td_buf_put(out, &nl, 1);
 		prev = p;
@@ -1155,7 +1175,7 @@ static void *zstd_sections(void *arg)
 		size_t raw = f->sb.b[id].len;
 		(void)raw;
 		td_trace("zstd helper wait");
-		int level = sec_zstd_level(id);
+		int level = sec_zstd_level(&f->sb, id);
 #ifdef TD_WRITER_TRACE
 		if (getenv("TD_TRACE_ZLEVEL")) /* benchmarks: another level */
 			level = atoi(getenv("TD_TRACE_ZLEVEL"));
@@ -1324,7 +1344,8 @@ static int fin_dictionary(fin *f)
 	if (err)
 		goto out;
 	if (w->o.format >= 4) {
-		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W);
+		f->sb.words_split = w->o.format == 4 && w->o.words_split;
+		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W, f->sb.words_split);
 	} else {
 		for (uint64_t i = 0; i < W && !err; i++) {
 			off[i] = at;

@@ -741,3 +741,116 @@ int main(int argc, char **argv)
 {
 	return tdt_main(argc, argv, TDT_SMALL);
 }
+
+/* The small archive with its WORDS frame re-laid out: split (TD_SECF_SPLIT,
+ * the prefix lengths first, then the rests with their '\n') or as it was,
+ * recompressed and placed after the section table with `flags`; every
+ * checksum right. *len gets the size. */
+static uint8_t *relayout_words(int split, uint32_t flags, size_t *len)
+{
+	uint8_t *b = copy_orig();
+	td_disk_section *t = table(b), *ws = NULL;
+	for (uint32_t i = 0; i < hdr(b)->nsections; i++)
+		if (t[i].id == TD_SEC_WORDS)
+			ws = &t[i];
+	cr_assert(ws && ws->flags == TD_SECF_ZSTD);
+	size_t fsz = ZSTD_findFrameCompressedSize(b + ws->off, ws->size);
+	unsigned long long raw = ZSTD_getFrameContentSize(b + ws->off, fsz);
+	cr_assert(!ZSTD_isError(fsz) && raw != ZSTD_CONTENTSIZE_ERROR && raw != ZSTD_CONTENTSIZE_UNKNOWN);
+	uint8_t *fc = malloc(raw), *lay = malloc(raw);
+	cr_assert_eq(ZSTD_decompress(fc, raw, b + ws->off, fsz), raw);
+	size_t W = 0, at = 0;
+	for (size_t i = 0; i < raw; W++) { /* count the records */
+		const uint8_t *nl = memchr(fc + i + 1, '\n', raw - i - 1);
+		cr_assert_not_null(nl);
+		i = (size_t)(nl - fc) + 1;
+	}
+	if (split)
+		for (size_t i = 0, w = 0; i < raw; w++) {
+			size_t e = (size_t)((const uint8_t *)memchr(fc + i + 1, '\n', raw - i - 1) - fc) + 1;
+			lay[w] = fc[i];
+			memcpy(lay + W + at, fc + i + 1, e - i - 1);
+			at += e - i - 1;
+			i = e;
+		}
+	else
+		memcpy(lay, fc, raw);
+	size_t cap = ZSTD_compressBound(raw) + 8;
+	size_t base = (g_olen + 7) & ~(size_t)7;
+	uint8_t *out = calloc(1, base + cap);
+	memcpy(out, b, g_olen);
+	size_t z = ZSTD_compress(out + base, cap, lay, raw, 3);
+	cr_assert(!ZSTD_isError(z));
+	z = (z + 7) & ~(size_t)7;
+	td_disk_section *nt = table(out);
+	for (uint32_t i = 0; i < hdr(out)->nsections; i++)
+		if (nt[i].id == TD_SEC_WORDS) {
+			nt[i].off = base;
+			nt[i].size = z;
+			nt[i].flags = flags;
+		}
+	hdr(out)->file_size = base + z;
+	fix_all(out, base + z);
+	free(fc);
+	free(lay);
+	free(b);
+	*len = base + z;
+	return out;
+}
+
+/* Every file's bytes and its count of "the" equal the small archive's. */
+static void same_as_orig(const char *p)
+{
+	td_archive *a, *o;
+	cr_assert_eq(td_archive_open(p, TD_OPEN_VERIFY, &a), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(td_archive_verify(a), TD_OK, "%s", td_errdetail());
+	o = tdt_open("small.tadoc", 0);
+	uint32_t n = td_archive_nentries(o);
+	cr_assert_eq(td_archive_nentries(a), n);
+	static char x[1 << 16], y[1 << 16];
+	for (uint32_t e = 0; e < n; e++) {
+		size_t gx = 0, gy = 0;
+		int ex = td_extract(a, e, 0, x, sizeof x, &gx), ey = td_extract(o, e, 0, y, sizeof y, &gy);
+		cr_assert_eq(ex, ey);
+		cr_assert_eq(gx, gy);
+		cr_assert_eq(memcmp(x, y, gx), 0, "entry %u", e);
+		uint64_t cx = 0, cy = 0;
+		cr_assert_eq(td_count(a, "the", 3, e, &cx), td_count(o, "the", 3, e, &cy));
+		cr_assert_eq(cx, cy);
+	}
+	td_archive_close(o);
+	td_archive_close(a);
+}
+
+Test(corrupt, split_words_read_the_same_and_a_wrong_flag_is_refused)
+{
+	size_t len;
+	uint8_t *s = relayout_words(1, TD_SECF_ZSTD | TD_SECF_SPLIT, &len);
+	same_as_orig(put(s, len));
+	free(s);
+	/* the interleaved layout recompressed: the control */
+	s = relayout_words(0, TD_SECF_ZSTD, &len);
+	same_as_orig(put(s, len));
+	free(s);
+	/* a layout read as the other: an error, never wrong words */
+	for (int split = 0; split < 2; split++) {
+		s = relayout_words(split, split ? TD_SECF_ZSTD : TD_SECF_ZSTD | TD_SECF_SPLIT, &len);
+		const char *p = put(s, len);
+		td_archive *a;
+		if (td_archive_open(p, TD_OPEN_VERIFY, &a) == TD_OK) {
+			cr_assert_neq(td_archive_verify(a), TD_OK);
+			td_archive_close(a);
+		}
+		(void)try_open(p, 0);
+		free(s);
+	}
+	/* the flag on another section */
+	uint8_t *b = copy_orig();
+	td_disk_section *t = table(b);
+	for (uint32_t i = 0; i < hdr(b)->nsections; i++)
+		if (t[i].id == TD_SEC_OTHER)
+			t[i].flags |= TD_SECF_SPLIT;
+	fix_all(b, g_olen);
+	cr_assert_eq(try_open(put(b, g_olen), 0), TD_ECORRUPT);
+	free(b);
+}
