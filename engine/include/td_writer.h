@@ -79,11 +79,6 @@ typedef struct td_writer_opts {
 	 * removes (td_build.h's shards, copied into the archive that is
 	 * synced): td_writer_finish skips its fsyncs. */
 	int temp_output;
-	/* Nonzero (format 4 only; td_build.h's shards of a format 5 archive):
-	 * WORDS in its split layout (td_format.h, TD_SECF_SPLIT), smaller and
-	 * about five times cheaper to compress; readers before it refuse the
-	 * section's flag, so a standalone format 4 archive leaves it 0. */
-	int words_split;
 	/* defer_tokenize: about how many bytes of text the writer will hold
 	 * (td_build: a shard's size); its buffer is sized for that at the
 	 * first byte. 0: it grows from 1 MiB. The archive bytes are the same. */
@@ -97,6 +92,11 @@ typedef struct td_writer_opts {
 	void *(*raw_get)(void *ctx, size_t size);
 	void (*raw_put)(void *ctx, void *p, size_t size);
 	void *raw_ctx;
+	/* Nonzero (format 4 only; td_build.h's shards of a format 5 archive):
+	 * WORDS in its split layout (td_format.h, TD_SECF_SPLIT), smaller and
+	 * about five times cheaper to compress; readers before it refuse the
+	 * section's flag, so a standalone format 4 archive leaves it 0. */
+	int words_split;
 } td_writer_opts;
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
