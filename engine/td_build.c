@@ -396,7 +396,6 @@ static int shard_start(td_build *b)
 	wo.build_time = b->o.build_time;
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */
 	wo.temp_output = 1;    /* finish() copies it into the synced archive */
-	wo.words_split = 1;    /* format 5 readers read it */
 	wo.grammar_cores = &b->cores;
 	wo.raw_hint = b->o.shard_size + CUT_SLACK + (UINT64_C(1) << 20);
 	wo.raw_get = raw_get;

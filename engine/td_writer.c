@@ -1344,7 +1344,12 @@ static int fin_dictionary(fin *f)
 	if (err)
 		goto out;
 	if (w->o.format >= 4) {
-		f->sb.words_split = w->o.format == 4 && w->o.words_split;
+		int split = w->o.words_split;
+#ifdef TD_WRITER_TRACE
+		if (getenv("TD_TRACE_WORDS_SPLIT")) /* benchmarks: the split layout */
+			split = atoi(getenv("TD_TRACE_WORDS_SPLIT"));
+#endif
+		f->sb.words_split = w->o.format == 4 && split;
 		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W, f->sb.words_split);
 	} else {
 		for (uint64_t i = 0; i < W && !err; i++) {

@@ -92,10 +92,12 @@ typedef struct td_writer_opts {
 	void *(*raw_get)(void *ctx, size_t size);
 	void (*raw_put)(void *ctx, void *p, size_t size);
 	void *raw_ctx;
-	/* Nonzero (format 4 only; td_build.h's shards of a format 5 archive):
-	 * WORDS in its split layout (td_format.h, TD_SECF_SPLIT), smaller and
-	 * about five times cheaper to compress; readers before it refuse the
-	 * section's flag, so a standalone format 4 archive leaves it 0. */
+	/* Nonzero (format 4 only, for shards of a format 5 archive): WORDS in
+	 * its split layout (td_format.h, TD_SECF_SPLIT) at zstd level 12,
+	 * about a sixth of the CPU of the interleaved layout at 17; smaller on
+	 * source code's words (linux -2%), larger on prose (gcide +6%), so no
+	 * writer sets it yet (contrib/bench/results/compress-speed.md, bspeed8).
+	 * Readers before it refuse the section's flag. */
 	int words_split;
 } td_writer_opts;
 
