@@ -298,6 +298,32 @@ Test(corrupt, flipped_byte_in_each_section_is_ecorrupt)
 
 /* Whole text of every file (NULL for a read that failed) and the count of
  * "the" in it (UINT64_MAX when that failed). */
+/* A copy of archive b (the small archive's size) with section `id` made a
+ * zstd frame of raw[0..n) placed after the section table, with `flags`,
+ * every checksum right; *len gets its size. */
+static uint8_t *place_frame(const uint8_t *b, unsigned id, const void *raw, size_t n, uint32_t flags, size_t *len)
+{
+	size_t cap = ZSTD_compressBound(n) + 8;
+	size_t base = (g_olen + 7) & ~(size_t)7;
+	uint8_t *out = calloc(1, base + cap);
+	memcpy(out, b, g_olen);
+	size_t z = ZSTD_compress(out + base, cap, raw, n, 3);
+	cr_assert(!ZSTD_isError(z));
+	memset(out + base + z, 0, cap - z); /* zstd may use the room past the frame */
+	z = (z + 7) & ~(size_t)7;
+	td_disk_section *nt = table(out);
+	for (uint32_t i = 0; i < hdr(out)->nsections; i++)
+		if (nt[i].id == id) {
+			nt[i].off = base;
+			nt[i].size = z;
+			nt[i].flags = flags;
+		}
+	hdr(out)->file_size = base + z;
+	fix_all(out, base + z);
+	*len = base + z;
+	return out;
+}
+
 /* The small archive with `old` replaced by `new` (same length) in its entry
  * names, every checksum made right: the NAMES frame decoded, patched,
  * compressed again and placed after the section table. *len gets the size. */
@@ -317,25 +343,9 @@ static uint8_t *patch_names(const char *old, const char *new, size_t n, size_t *
 	char *at = memmem(names, raw, old, n);
 	cr_assert_not_null(at, "no name '%s' in the small archive", old);
 	memcpy(at, new, n);
-	size_t cap = ZSTD_compressBound(raw) + 8;
-	size_t base = (g_olen + 7) & ~(size_t)7;
-	uint8_t *out = calloc(1, base + cap);
-	memcpy(out, b, g_olen);
-	size_t z = ZSTD_compress(out + base, cap, names, raw, 3);
-	cr_assert(!ZSTD_isError(z));
-	memset(out + base + z, 0, cap - z); /* zstd may use the room past the frame */
-	z = (z + 7) & ~(size_t)7;
-	td_disk_section *nt = table(out);
-	for (uint32_t i = 0; i < hdr(out)->nsections; i++)
-		if (nt[i].id == TD_SEC_NAMES) {
-			nt[i].off = base;
-			nt[i].size = z;
-		}
-	hdr(out)->file_size = base + z;
-	fix_all(out, base + z);
+	uint8_t *out = place_frame(b, TD_SEC_NAMES, names, raw, TD_SECF_ZSTD, len);
 	free(names);
 	free(b);
-	*len = base + z;
 	return out;
 }
 
@@ -775,26 +785,10 @@ static uint8_t *relayout_words(int split, uint32_t flags, size_t *len)
 		}
 	else
 		memcpy(lay, fc, raw);
-	size_t cap = ZSTD_compressBound(raw) + 8;
-	size_t base = (g_olen + 7) & ~(size_t)7;
-	uint8_t *out = calloc(1, base + cap);
-	memcpy(out, b, g_olen);
-	size_t z = ZSTD_compress(out + base, cap, lay, raw, 3);
-	cr_assert(!ZSTD_isError(z));
-	z = (z + 7) & ~(size_t)7;
-	td_disk_section *nt = table(out);
-	for (uint32_t i = 0; i < hdr(out)->nsections; i++)
-		if (nt[i].id == TD_SEC_WORDS) {
-			nt[i].off = base;
-			nt[i].size = z;
-			nt[i].flags = flags;
-		}
-	hdr(out)->file_size = base + z;
-	fix_all(out, base + z);
+	uint8_t *out = place_frame(b, TD_SEC_WORDS, lay, raw, flags, len);
 	free(fc);
 	free(lay);
 	free(b);
-	*len = base + z;
 	return out;
 }
 
