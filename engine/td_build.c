@@ -392,6 +392,8 @@ static int shard_start(td_build *b)
 	j->idx = b->base_n + b->njobs;
 	td_writer_opts wo = b->o.writer;
 	wo.format = TD_VERSION;
+	if (wo.words_split == TD_WORDS_RECORDS) /* each shard's words pick */
+		wo.words_split = TD_WORDS_TEST;
 	wo.progress = NULL;
 	wo.build_time = b->o.build_time;
 	wo.defer_tokenize = 1; /* the worker tokenizes, not this thread */

@@ -929,22 +929,91 @@ typedef struct secbuf {
 	td_buf b[TD_SEC_MAX];
 	td_buf post;               /* TD_SEC_POSTINGS, written when not empty */
 	uint8_t zdone[TD_SEC_MAX]; /* already one zstd frame (compressed early) */
-	uint8_t words_split;       /* WORDS in its split layout (TD_SECF_SPLIT) */
+	int8_t words_split;        /* WORDS's layout: before words_zstd the request
+	                            * (-1, 0, 1), after it 1 where split */
 } secbuf;
 
 /* zstd level of a TD_SECF_ZSTD section (each one frame; any level reads
  * the same): the names at 19; the dictionary sections (WORDS, OTHER,
  * WORD_FREQ: most of a GPU build's CPU time at 19) at 17, which costs
  * under a tenth of a percent of the archive for a quarter less time
- * (contrib/bench/results/compress.md); WORDS in its split layout at 12,
- * smaller than the interleaved layout at 17 for a fifth of its CPU
- * (contrib/bench/results/compress-speed.md, branch bspeed8). The level of
- * a section is fixed, so any number of threads writes the same bytes. */
-static int sec_zstd_level(const secbuf *sb, unsigned id)
+ * (contrib/bench/results/compress.md); WORDS in its split layout at 12
+ * (words_zstd). The level of a section is fixed, so any number of threads
+ * writes the same bytes. */
+static int sec_zstd_level(unsigned id)
 {
-	if (id == TD_SEC_WORDS && sb->words_split)
-		return 12;
 	return id == TD_SEC_WORDS || id == TD_SEC_OTHER || id == TD_SEC_WORD_FREQ ? 17 : 19;
+}
+
+/* Bytes of n bytes at p as one zstd frame at level 3 (SIZE_MAX where zstd
+ * fails), into z of cap >= ZSTD_compressBound(n): the layout test's scale. */
+static size_t zstd_probe(ZSTD_CCtx *cc, void *z, size_t cap, const void *p, size_t n)
+{
+	size_t r = cc ? ZSTD_compressCCtx(cc, z, cap, p, n, 3) : 0;
+	return !cc || ZSTD_isError(r) ? SIZE_MAX : r;
+}
+
+/* WORDS (front-coded records, front_code) as one zstd frame in the layout
+ * that suits its words. The split layout (TD_SECF_SPLIT: the W prefix-length
+ * bytes first, then every rest and its '\n') at level 12 is smaller than the
+ * records at 17 on source code's identifiers (linux's shards 2-15% smaller)
+ * for a fifth to a third of the CPU, but larger on prose (gcide +6%). The
+ * test: both layouts at level 3, the split one taken when its frame is at
+ * most 94% of the other's (calibrated on the word lists of sotu, mobydick,
+ * gcide, spam, linuxdoc and linux's shards: contrib/bench/results/
+ * compress-speed.md, branch bspeed9); it reads only these bytes, so any
+ * number of threads and the GPU on or off write the same archive.
+ * sb->words_split: -1 never split (td_writer_opts.words_split
+ * TD_WORDS_RECORDS), 0 the test (TD_WORDS_TEST), 1 always (TD_WORDS_SPLIT);
+ * on return, 1 where the section is split. */
+static int words_zstd(secbuf *sb, td_buf *b)
+{
+	int split = sb->words_split;
+	sb->words_split = 0;
+	if (split < 0 || b->len == 0)
+		return td_buf_zstd(b, sec_zstd_level(TD_SEC_WORDS));
+	uint64_t W = 0;
+	for (const uint8_t *p = b->p, *e = b->p + b->len; p < e; W++) {
+		const uint8_t *nl = p + 1 < e ? memchr(p + 1, '\n', (size_t)(e - p - 1)) : NULL;
+		if (!nl) /* not front_code's records: never here */
+			return td_buf_zstd(b, sec_zstd_level(TD_SEC_WORDS));
+		p = nl + 1;
+	}
+	uint8_t *s = malloc(b->len);
+	if (!s)
+		return td_fail(TD_ENOMEM, "out of memory while building the archive");
+	for (size_t at = 0, i = 0, r = W; at < b->len; i++) {
+		const uint8_t *nl = memchr(b->p + at + 1, '\n', b->len - at - 1);
+		const size_t rest = (size_t)(nl - (b->p + at)); /* rest and '\n' */
+		s[i] = b->p[at];
+		memcpy(s + r, b->p + at + 1, rest);
+		r += rest;
+		at += rest + 1;
+	}
+	if (split == 0) {
+		const size_t cap = ZSTD_compressBound(b->len);
+		void *z = malloc(cap);
+		ZSTD_CCtx *cc = z ? ZSTD_createCCtx() : NULL;
+		const size_t zi = zstd_probe(cc, z, cap, b->p, b->len);
+		const size_t zs = zstd_probe(cc, z, cap, s, b->len);
+		ZSTD_freeCCtx(cc);
+		free(z);
+		split = zs != SIZE_MAX && zi != SIZE_MAX && (uint64_t)zs * 100 <= (uint64_t)zi * 94;
+		td_trace("words layout test: %zu bytes, records %zu, split %zu: %s", b->len, zi, zs,
+			 split ? "split" : "records");
+	}
+	if (split) {
+		memcpy(b->p, s, b->len);
+		sb->words_split = 1;
+	}
+	free(s);
+	return td_buf_zstd(b, split ? 12 : sec_zstd_level(TD_SEC_WORDS));
+}
+
+/* Section id of sb as one zstd frame. */
+static int sec_zstd(secbuf *sb, unsigned id, int level)
+{
+	return id == TD_SEC_WORDS && level == sec_zstd_level(id) ? words_zstd(sb, &sb->b[id]) : td_buf_zstd(&sb->b[id], level);
 }
 
 /* sync 0: out_path is a temporary its caller reads back and removes
@@ -954,7 +1023,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path, int
 	/* The sections marked TD_SECF_ZSTD (td_format.h) become one zstd
 	 * frame each (those compressed early already are). */
 	for (unsigned id = 1; id < TD_SEC_MAX; id++) {
-		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? td_buf_zstd(&sb->b[id], sec_zstd_level(sb, id)) : TD_OK;
+		int zerr = td_sec_zstd(id) && !sb->zdone[id] ? sec_zstd(sb, id, sec_zstd_level(id)) : TD_OK;
 		if (zerr)
 			return zerr;
 	}
@@ -985,7 +1054,7 @@ static int write_archive(secbuf *sb, unsigned version, const char *out_path, int
 		td_buf_align(b, 8);
 		tab[ns].id = id;
 		tab[ns].flags = (td_sec_zstd(id) ? TD_SECF_ZSTD : 0) |
-				(id == TD_SEC_WORDS && sb->words_split ? TD_SECF_SPLIT : 0);
+				(id == TD_SEC_WORDS && sb->words_split > 0 ? TD_SECF_SPLIT : 0);
 		tab[ns].off = off;
 		tab[ns].size = b->len;
 		tab[ns].sum = XXH3_64bits(b->p, b->len);
@@ -1043,32 +1112,19 @@ out:
 /* Format 4's WORDS: the sorted words front-coded, each as the length of
  * the prefix it shares with the word before (one byte), the rest of its
  * bytes and '\n' (never inside a word); the reader rebuilds the offsets.
- * split (format 5, TD_SECF_SPLIT): the W prefix lengths first, then every
- * word's rest and '\n': the same bytes in another order, which zstd
- * compresses smaller at a much cheaper level (the lengths and the letters
- * no longer share its literal statistics and match offsets). */
-static int front_code(td_buf *out, const tokdict *d, const uint32_t *words, uint64_t W, int split)
+ * words_zstd may reorder them into the split layout (TD_SECF_SPLIT). */
+static int front_code(td_buf *out, const tokdict *d, const uint32_t *words, uint64_t W)
 {
 	const uint8_t *prev = NULL;
 	uint32_t plen = 0;
 	int err = TD_OK;
-	const size_t base = out->len;
-	if (split) { /* room for the prefix lengths, written as they are found */
-		static const uint8_t zero[4096];
-		for (uint64_t i = 0; i < W && !err; i += sizeof zero)
-			err = td_buf_put(out, zero, W - i < sizeof zero ? (size_t)(W - i) : sizeof zero);
-	}
 	for (uint64_t i = 0; i < W && !err; i++) {
 		const uint8_t *p = d->bytes.p + d->off[words[i]];
 		uint32_t len = d->wordlen[words[i]], k = 0;
 		while (k < len && k < plen && p[k] == prev[k])
 			k++;
 		uint8_t hdr = (uint8_t)k, nl = '\n';
-		if (split)
-			out->p[base + i] = hdr;
-		else if ((err = td_buf_put(out, &hdr, 1)))
-			break;
-		if ((err = td_buf_put(out, p + k, len - k)))
+		if ((err = td_buf_put(out, &hdr, 1)) || (err = td_buf_put(out, p + k, len - k)))
 			break;
 		err = td_buf_put(out, &nl, 1);
 		prev = p;
@@ -1175,7 +1231,7 @@ static void *zstd_sections(void *arg)
 		size_t raw = f->sb.b[id].len;
 		(void)raw;
 		td_trace("zstd helper wait");
-		int level = sec_zstd_level(&f->sb, id);
+		int level = sec_zstd_level(id);
 #ifdef TD_WRITER_TRACE
 		if (getenv("TD_TRACE_ZLEVEL")) /* benchmarks: another level */
 			level = atoi(getenv("TD_TRACE_ZLEVEL"));
@@ -1185,7 +1241,7 @@ static void *zstd_sections(void *arg)
 		    raw < (size_t)atoll(getenv("TD_TRACE_ZNICE_BELOW")))
 			setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5);
 #endif
-		int err = td_buf_zstd(&f->sb.b[id], level);
+		int err = sec_zstd(&f->sb, id, level);
 		td_trace("zstd section %u: %zu -> %zu bytes", id, raw, f->sb.b[id].len);
 		pthread_mutex_lock(&q->mu);
 		if (err)
@@ -1344,13 +1400,13 @@ static int fin_dictionary(fin *f)
 	if (err)
 		goto out;
 	if (w->o.format >= 4) {
-		int split = w->o.words_split;
+		int mode = w->o.words_split;
 #ifdef TD_WRITER_TRACE
-		if (getenv("TD_TRACE_WORDS_SPLIT")) /* benchmarks: the split layout */
-			split = atoi(getenv("TD_TRACE_WORDS_SPLIT"));
+		if (getenv("TD_TRACE_WORDS_SPLIT")) /* benchmarks: a TD_WORDS_* mode */
+			mode = atoi(getenv("TD_TRACE_WORDS_SPLIT"));
 #endif
-		f->sb.words_split = w->o.format == 4 && split;
-		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W, f->sb.words_split);
+		f->sb.words_split = (int8_t)(w->o.format != 4 || mode == TD_WORDS_RECORDS ? -1 : mode == TD_WORDS_SPLIT);
+		err = front_code(&f->sb.b[TD_SEC_WORDS], d, words, W);
 	} else {
 		for (uint64_t i = 0; i < W && !err; i++) {
 			off[i] = at;

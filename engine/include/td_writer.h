@@ -92,14 +92,20 @@ typedef struct td_writer_opts {
 	void *(*raw_get)(void *ctx, size_t size);
 	void (*raw_put)(void *ctx, void *p, size_t size);
 	void *raw_ctx;
-	/* Nonzero (format 4 only, for shards of a format 5 archive): WORDS in
-	 * its split layout (td_format.h, TD_SECF_SPLIT) at zstd level 12,
-	 * about a sixth of the CPU of the interleaved layout at 17; smaller on
-	 * source code's words (linux -2%), larger on prose (gcide +6%), so no
-	 * writer sets it yet (contrib/bench/results/compress-speed.md, bspeed8).
-	 * Readers before it refuse the section's flag. */
-	int words_split;
+	/* Format 4 only (td_build.h's shards of a format 5 archive ask for
+	 * TD_WORDS_TEST): WORDS's layout (td_format.h, TD_SECF_SPLIT).
+	 * TD_WORDS_RECORDS (0), the interleaved records at zstd level 17, which
+	 * every reader takes; TD_WORDS_SPLIT, the prefix lengths first and the
+	 * rests after at level 12, smaller on source code's identifiers (linux
+	 * 2-15% a shard) for a fifth to a third of the CPU, larger on prose
+	 * (gcide +6%); TD_WORDS_TEST, the split layout where a cheap test of
+	 * the words themselves says it is smaller (td_writer.c, words_zstd):
+	 * the same bytes for any number of threads. Readers before branch
+	 * bspeed8 refuse the split section's flag. */
+int words_split;
 } td_writer_opts;
+
+enum { TD_WORDS_RECORDS = 0, TD_WORDS_TEST = 1, TD_WORDS_SPLIT = 2 };
 
 /* A writer collects entries, tokenizing file data as it arrives (the data is
  * not kept; with defer_tokenize it is kept and tokenized in finish), then
