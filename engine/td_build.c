@@ -18,6 +18,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_atab.h"
 #include "td_fzix.h"
 #include "td_grammar.h"
 #include "td_mem.h"
@@ -77,6 +78,7 @@ typedef struct job {
 
 struct td_build {
 	td_build_opts o;
+	int mem_given;            /* opts.memory was not 0: the top words are not made (td_atab) */
 	td_writer *one;           /* formats 3 and 4: everything goes here */
 	gent *ent;
 	uint32_t nent, capent;
@@ -719,6 +721,10 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		td_archive_postings(from, &pbytes, &pwith, &pn);
 		o.writer.postings = pwith != 0;
 	}
+	/* and its top n-grams, at the same count */
+	uint64_t atb, atw, atn;
+	if (from && !o.top_ngrams && td_archive_tables(from, &atb, &atw, &atn) == 1)
+		o.top_ngrams = atn;
 	td_build *b = calloc(1, sizeof *b);
 	if (!b)
 		return TD_ENOMEM;
@@ -753,6 +759,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		if (!o.shard_size)
 			o.shard_size = TD_BUILD_SHARD_DEFAULT;
 	}
+	const int mem_given = o.memory != 0;
 	if (o.memory == 0)
 		o.memory = td_build_memory_default();
 	if (o.shard_size > o.memory || o.memory < td_build_memory_min(o.shard_size)) {
@@ -770,6 +777,7 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		o.build_time = (int64_t)time(NULL);
 	td_trace("build start");
 	b->o = o;
+	b->mem_given = mem_given;
 	b->spare = (int)o.jobs;
 	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 	int err;
@@ -1571,6 +1579,13 @@ static int write_container(td_build *b, const char *out_path)
 	}
 	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
 	    (err = td_fzix_append(b->ctmp, out_path))) {
+		unlink(b->ctmp);
+		goto out;
+	}
+	/* the top words open every shard at once (their dictionaries, the
+	 * merge): more than a small memory bound, so a given bound skips them */
+	if ((err = td_atab_append(b->ctmp, out_path, b->o.no_top_words || b->mem_given ? 0 : TD_ATAB_WORDS_K,
+				  b->o.top_ngrams))) {
 		unlink(b->ctmp);
 		goto out;
 	}
