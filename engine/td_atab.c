@@ -29,22 +29,11 @@ typedef struct atraw {
 	int err;
 } atraw;
 
-static int put_leb(td_buf *b, uint64_t v)
-{
-	uint8_t t[10];
-	unsigned n = 0;
-	do {
-		t[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	return td_buf_put(b, t, n);
-}
-
 static int put_item(atraw *r, const void *p, size_t len, uint64_t count)
 {
-	int err = put_leb(&r->b, count);
+	int err = td_buf_leb(&r->b, count);
 	if (!err)
-		err = put_leb(&r->b, len);
+		err = td_buf_leb(&r->b, len);
 	if (!err)
 		err = td_buf_put(&r->b, p, len);
 	r->n++;
@@ -59,12 +48,12 @@ static int word_fn(void *ctx, const char *word, size_t len, uint64_t count)
 static int ngram_fn(void *ctx, const char *const *words, const size_t *lens, unsigned nwords, uint64_t count)
 {
 	atraw *r = ctx;
-	int err = put_leb(&r->b, count);
+	int err = td_buf_leb(&r->b, count);
 	size_t len = nwords - 1;
 	for (unsigned i = 0; i < nwords; i++)
 		len += lens[i];
 	if (!err)
-		err = put_leb(&r->b, len);
+		err = td_buf_leb(&r->b, len);
 	for (unsigned i = 0; i < nwords && !err; i++) {
 		err = td_buf_put(&r->b, words[i], lens[i]);
 		if (!err && i + 1 < nwords)

@@ -63,17 +63,6 @@ typedef struct fzraw {
 	uint64_t n;
 } fzraw;
 
-static int put_leb(td_buf *b, uint64_t v)
-{
-	uint8_t t[10];
-	unsigned n = 0;
-	do {
-		t[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	return td_buf_put(b, t, n);
-}
-
 static int gather_fn(void *ctx, const char *word, size_t len, uint64_t count)
 {
 	fzraw *r = ctx;
@@ -91,7 +80,7 @@ static int gather_fn(void *ctx, const char *word, size_t len, uint64_t count)
 	if (!err)
 		err = td_buf_put(&b->e, w + p, len - p);
 	if (!err)
-		err = put_leb(&b->c, count);
+		err = td_buf_leb(&b->c, count);
 	memcpy(b->prev, w, len);
 	b->plen = (unsigned)len;
 	b->n++;

@@ -88,3 +88,15 @@ out:
 		err = td_fail(TD_EIO, "%s: %s", name, strerror(errno));
 	return err;
 }
+
+int td_buf_leb(td_buf *b, uint64_t v)
+{
+	uint8_t t[10];
+	unsigned n = 0;
+	do {
+		t[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return td_buf_put(b, t, n);
+}
+

@@ -16,6 +16,9 @@ int td_write_all(int fd, const void *p, size_t n);
  * TD_ENOMEM (with td_fail's detail where zstd failed); *b is unchanged then. */
 int td_buf_zstd(td_buf *b, int level);
 
+/* Append v to b as LEB128 (7 bits a byte, low first). TD_OK or TD_ENOMEM. */
+int td_buf_leb(td_buf *b, uint64_t v);
+
 /* Append section `id` (sec[0, len), a length multiple of 8) to the
  * finished version 5 container at path (written by td_build, not yet
  * renamed, its header and table already checked by an open): the section
