@@ -8,7 +8,7 @@
 #include "td_analytics.h"
 #include "td_archive.h"
 
-/* Top words stored by default: `tadoc top` and `top.N` up to this many
+/* Top words stored with --top-words / --top-ngrams: `tadoc top` and `top.N` up to this many
  * read a prefix (100 where these would take over 0.1% of the archive). */
 #define TD_ATAB_WORDS_K 1000u
 

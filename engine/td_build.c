@@ -78,7 +78,6 @@ typedef struct job {
 
 struct td_build {
 	td_build_opts o;
-	int mem_given;            /* opts.memory was not 0: the top words are not made (td_atab) */
 	td_writer *one;           /* formats 3 and 4: everything goes here */
 	gent *ent;
 	uint32_t nent, capent;
@@ -721,10 +720,14 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		td_archive_postings(from, &pbytes, &pwith, &pn);
 		o.writer.postings = pwith != 0;
 	}
-	/* and its top n-grams, at the same count */
+	/* and its analytics tables: the top words, the top n-grams at the same count */
 	uint64_t atb, atw, atn;
-	if (from && !o.top_ngrams && td_archive_tables(from, &atb, &atw, &atn) == 1)
-		o.top_ngrams = atn;
+	if (from && td_archive_tables(from, &atb, &atw, &atn) == 1) {
+		if (!o.top_ngrams)
+			o.top_ngrams = atn;
+		if (atw)
+			o.top_words = 1;
+	}
 	td_build *b = calloc(1, sizeof *b);
 	if (!b)
 		return TD_ENOMEM;
@@ -759,7 +762,6 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		if (!o.shard_size)
 			o.shard_size = TD_BUILD_SHARD_DEFAULT;
 	}
-	const int mem_given = o.memory != 0;
 	if (o.memory == 0)
 		o.memory = td_build_memory_default();
 	if (o.shard_size > o.memory || o.memory < td_build_memory_min(o.shard_size)) {
@@ -777,7 +779,6 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		o.build_time = (int64_t)time(NULL);
 	td_trace("build start");
 	b->o = o;
-	b->mem_given = mem_given;
 	b->spare = (int)o.jobs;
 	b->cores = (td_grammar_cores){ cores_take, cores_give, b, cores_reclaim };
 	int err;
@@ -1582,9 +1583,9 @@ static int write_container(td_build *b, const char *out_path)
 		unlink(b->ctmp);
 		goto out;
 	}
-	/* the top words open every shard at once (their dictionaries, the
-	 * merge): more than a small memory bound, so a given bound skips them */
-	if ((err = td_atab_append(b->ctmp, out_path, b->o.no_top_words || b->mem_given ? 0 : TD_ATAB_WORDS_K,
+	/* the tables reopen the finished archive: every shard's dictionary and a
+	 * merge (a serial tail), only when asked for */
+	if ((err = td_atab_append(b->ctmp, out_path, b->o.top_words || b->o.top_ngrams ? TD_ATAB_WORDS_K : 0,
 				  b->o.top_ngrams))) {
 		unlink(b->ctmp);
 		goto out;

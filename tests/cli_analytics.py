@@ -376,9 +376,9 @@ def fuzzy_index_checks(name, tree, work):
 
 
 def tables_checks(name, tree, work):
-    """The analytics tables (section 40): the root's top words (stored by default) and top
-    n-grams (--top-ngrams=K) answer the root's `top` and `ngrams` up to what they hold, equal
-    to the oracle with and without them (--no-top-words, none: the shards' walks); tadoc add
+    """The analytics tables (section 40): the root's top words (--top-words, or with
+    --top-ngrams) and top n-grams (--top-ngrams=K) answer the root's `top` and `ngrams` up to what they hold, equal
+    to the oracle with and without them (no flag, none: the shards' walks); tadoc add
     and tadoc compact keep them over the new shards; tadoc verify recomputes them; a damaged
     part gives one message naming the section on the queries that read it and on verify,
     while other scopes and longer lists still answer."""
@@ -390,7 +390,7 @@ def tables_checks(name, tree, work):
     bare = os.path.join(work, "atab-bare.tadoc")
     r = tadoc("compress", "-q", "--top-ngrams=%d" % K, "--shard-size", "64K", "-o", arch, tree)
     if r.returncode == 0:
-        r = tadoc("compress", "-q", "--no-top-words", "--shard-size", "64K", "-o", bare, tree)
+        r = tadoc("compress", "-q", "--shard-size", "64K", "-o", bare, tree)
     grown = os.path.join(work, "atab-tree")
     shutil.copytree(tree, grown, symlinks=True)
     extra = os.path.join(work, "atab-extra")

@@ -34,7 +34,7 @@ done
 for t in words uni long; do
 	"$tadoc" compress -q --format 5 -j 1 --fuzzy-index -o "$out/$t-fzix.tadoc" "$tmp/$t" >/dev/null
 done
-# Format 5 with the analytics tables' n-grams (section 40: top words are there by default).
+# Format 5 with the analytics tables (section 40: the top words and n-grams, --top-ngrams).
 for t in words uni long; do
 	"$tadoc" compress -q --format 5 -j 1 --top-ngrams=5 -o "$out/$t-atab.tadoc" "$tmp/$t" >/dev/null
 done
