@@ -1,5 +1,6 @@
 /* td_analytics: top words, term vectors, ranked files, n-grams and phrases computed on the grammar. */
 #include "td_analytics_int.h"
+#include "td_atab.h"
 #include "td_query_int.h"
 
 #include <stdlib.h>
@@ -604,8 +605,10 @@ static int wrank(uint64_t u, uint64_t v, void *ctx)
 
 int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
-	if (td_sharded(a))
-		return td_shard_top_words(a, scope, n, fn, ctx);
+	if (td_sharded(a)) {
+		int used = 0, err = scope == TD_ROOT ? td_atab_top(a, n, fn, ctx, &used) : TD_OK;
+		return used || err ? err : td_shard_top_words(a, scope, n, fn, ctx);
+	}
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	if (err) {
@@ -3658,8 +3661,10 @@ out:
 
 int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
 {
-	if (td_sharded(a))
-		return td_shard_ngrams(a, scope, n, top, fn, ctx);
+	if (td_sharded(a)) {
+		int used = 0, err = scope == TD_ROOT ? td_atab_ngrams(a, n, top, fn, ctx, &used) : TD_OK;
+		return used || err ? err : td_shard_ngrams(a, scope, n, top, fn, ctx);
+	}
 	return td_ngrams_list(a, scope, NULL, 0, NULL, n, top, fn, ctx);
 }
 
