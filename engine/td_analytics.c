@@ -1,5 +1,6 @@
 /* td_analytics: top words, term vectors, ranked files, n-grams and phrases computed on the grammar. */
 #include "td_analytics_int.h"
+#include "td_atab.h"
 #include "td_query_int.h"
 
 #include <stdlib.h>
@@ -604,8 +605,10 @@ static int wrank(uint64_t u, uint64_t v, void *ctx)
 
 int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn, void *ctx)
 {
-	if (td_sharded(a))
-		return td_shard_top_words(a, scope, n, fn, ctx);
+	if (td_sharded(a)) {
+		int used = 0, err = scope == TD_ROOT ? td_atab_top(a, n, fn, ctx, &used) : TD_OK;
+		return used || err ? err : td_shard_top_words(a, scope, n, fn, ctx);
+	}
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	if (err) {
@@ -1377,6 +1380,7 @@ typedef struct pseq {
 	uint32_t *info;                          /* R, zeroed */
 	uint64_t *occ;                           /* R: occurrences, where PS_OCC */
 	const uint32_t *rsyms;                   /* the rule symbols decoded, or NULL */
+	uint64_t nrsyms;                         /* entries of rsyms */
 	uint8_t *tab;                            /* two words: T + R flags (P2_*), or NULL */
 	int err;
 } pseq;
@@ -1431,6 +1435,10 @@ static void ps_init(pseq *s, const an *x, const uint32_t *ids, unsigned m)
 static uint32_t ps_rule(pseq *s, uint64_t r, unsigned depth);
 static uint8_t p2_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsigned depth);
 #define P2_DONE 0x80u
+/* How far ahead the rules' pass prefetches the info or flags of the
+ * symbols it will read (their loads from a table of R u32 or T + R bytes
+ * miss the cache). */
+#define P2_AHEAD 64u
 
 /* The info of the right side syms [start, start + len) of rule r. */
 static uint32_t ps_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsigned depth)
@@ -1444,6 +1452,8 @@ static uint32_t ps_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsig
 	for (uint32_t j = 0; j < len; j++) {
 		uint64_t y = s->rsyms ? s->rsyms[start + j] : td_rule_sym(x->a, start + j);
 		unsigned c;
+		if (s->rsyms && start + j + P2_AHEAD < s->nrsyms && s->rsyms[start + j + P2_AHEAD] - T < x->R)
+			__builtin_prefetch(s->info + (s->rsyms[start + j + P2_AHEAD] - T));
 		if (y < W2 || is_piece(x, y)) {
 			c = y < W2 ? ps_class(s, y) : 0;
 			unsigned v = s->dfa[q][c];
@@ -1585,6 +1595,10 @@ static void ps_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, uns
 	uint64_t hits = *hitsp;
 	while (i < e) {
 		const uint64_t k = rblock_span(b, i, e);
+		if (!lim) /* the rules' infos (R u32) miss the cache: load them ahead */
+			for (uint64_t j = i; j < k; j++)
+				if (b->p[j - b->lo] - T < x->R)
+					__builtin_prefetch(s->info + (b->p[j - b->lo] - T));
 		for (; i < k; i++) {
 			uint64_t y = b->p[i - b->lo];
 			if (y < W2 || is_piece(x, y)) {
@@ -1631,12 +1645,24 @@ out:
 
 /* Two words (a, b): one flag byte a symbol, terminals and rules alike (a
  * table of T + R bytes, read at every symbol): whether it holds words,
- * whether its first word is b, its last a, and whether it holds an
- * occurrence (a rule; the count apart). */
+ * whether its first word is b, its last a, and the occurrences it holds
+ * (a rule): 0..14 in bits 3-6, or P2_OCC_BIG with the count in occ[]. A
+ * root symbol then adds its count without a branch on the flags (the
+ * branch on a rule holding a match mispredicted at every few symbols, and
+ * each miss waited on the table's load: 80% of the root walk's time). */
 #define P2_W 1u
 #define P2_B 2u
 #define P2_A 4u
-#define P2_OCC 8u
+#define P2_OCC_SHIFT 3u
+#define P2_OCC_BIG 15u
+#define P2_OCC_OF(f) (((f) >> P2_OCC_SHIFT) & P2_OCC_BIG)
+
+/* The occurrences in rule y - T with flags f. */
+static inline uint64_t p2_occ(const pseq *s, unsigned f, uint64_t y)
+{
+	unsigned c = P2_OCC_OF(f);
+	return __builtin_expect(c == P2_OCC_BIG, 0) ? s->occ[y - s->x->T] : c;
+}
 
 static uint8_t p2_rule(pseq *s, uint64_t r, unsigned depth);
 
@@ -1661,18 +1687,20 @@ static uint8_t p2_body(pseq *s, uint64_t r, uint64_t start, uint32_t len, unsign
 			s->err = td_fail(TD_ECORRUPT, "symbol out of range");
 			return 0;
 		}
+		if (s->rsyms && start + j + P2_AHEAD < s->nrsyms) /* the pass reads them in order */
+			__builtin_prefetch(s->tab + s->rsyms[start + j + P2_AHEAD]);
 		unsigned f = s->tab[y];
 		if (!(f & P2_DONE) && !((f = p2_rule(s, y - T, depth + 1)) & P2_DONE))
 			return 0;
-		if (f & P2_OCC)
-			hits += s->occ[y - T];
+		hits += p2_occ(s, f, y);
 		if (!any)
 			first_b = f & P2_B;
 		any |= f & P2_W;
 		P2_FEED(f & 7u, prev_a, hits);
 	}
-	uint8_t v = (uint8_t)(P2_DONE | (hits ? P2_OCC : 0) | (any ? P2_W | first_b | prev_a << 2 : 0));
-	if (hits)
+	unsigned c = hits < P2_OCC_BIG ? (unsigned)hits : P2_OCC_BIG;
+	uint8_t v = (uint8_t)(P2_DONE | c << P2_OCC_SHIFT | (any ? P2_W | first_b | prev_a << 2 : 0));
+	if (c == P2_OCC_BIG)
 		s->occ[r] = hits;
 	s->tab[T + r] = v;
 	return v;
@@ -1703,12 +1731,15 @@ static void p2_init(pseq *s)
 static void p2_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, unsigned *qp, uint64_t *hitsp, unsigned lim)
 {
 	const an *x = s->x;
-	const uint64_t T = x->T, TR = x->T + x->R;
+	const uint64_t TR = x->T + x->R;
 	const uint8_t *tab = s->tab;
 	unsigned prev_a = *qp;
 	uint64_t hits = *hitsp;
 	while (i < e) {
 		const uint64_t k = rblock_span(b, i, e);
+		if (!lim) /* the flags' loads miss the cache: all of them ahead */
+			for (uint64_t j = i; j < k; j++)
+				__builtin_prefetch(tab + b->p[j - b->lo]);
 		for (; i < k; i++) {
 			uint32_t y = b->p[i - b->lo];
 			if (y >= TR) {
@@ -1723,8 +1754,7 @@ static void p2_roots(pseq *s, rblock *b, td_entry f, uint64_t i, uint64_t e, uns
 				}
 				continue;
 			}
-			if (fl & P2_OCC)
-				hits += s->occ[y - T];
+			hits += p2_occ(s, fl, y);
 			P2_FEED(fl & 7u, prev_a, hits);
 		}
 	}
@@ -1859,6 +1889,7 @@ static int phrase_counts_seq(const an *x, const uint32_t *ids, unsigned m, const
 	if (!err) {
 		td_syms_build_part(x->a, 1, 0);
 		s.rsyms = td_syms_flat(x->a) ? x->a->f_rule_syms : NULL;
+		s.nrsyms = x->a->rule_syms.n;
 		err = ps_rules(&s);
 	}
 	if (!err && n) {
@@ -3630,8 +3661,10 @@ out:
 
 int td_ngrams(const td_archive *a, td_entry scope, unsigned n, uint64_t top, td_ngram_fn fn, void *ctx)
 {
-	if (td_sharded(a))
-		return td_shard_ngrams(a, scope, n, top, fn, ctx);
+	if (td_sharded(a)) {
+		int used = 0, err = scope == TD_ROOT ? td_atab_ngrams(a, n, top, fn, ctx, &used) : TD_OK;
+		return used || err ? err : td_shard_ngrams(a, scope, n, top, fn, ctx);
+	}
 	return td_ngrams_list(a, scope, NULL, 0, NULL, n, top, fn, ctx);
 }
 

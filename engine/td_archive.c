@@ -671,6 +671,10 @@ static int check_sections(td_archive *a)
 			if (a->sec_fz)
 				return td_fail(TD_ECORRUPT, "fuzzy index section %u appears twice", s->id);
 			a->sec_fz = s;
+		} else if (h->version >= TD_VERSION_SHARDED && s->id == TD_SEC5_ATAB) {
+			if (a->sec_at)
+				return td_fail(TD_ECORRUPT, "analytics tables section %u appears twice", s->id);
+			a->sec_at = s;
 		}
 	}
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)

@@ -135,6 +135,7 @@ struct td_archive {
 	int borrowed;
 	const td_disk_section *sec5[TD_SEC5_N]; /* TD_SEC5_SHARDS .. TD_SEC5_P_START */
 	const td_disk_section *sec_fz;       /* TD_SEC5_FUZZY, or NULL (td_fzix.h) */
+	const td_disk_section *sec_at;       /* TD_SEC5_ATAB, or NULL (td_atab.h) */
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;

@@ -18,6 +18,7 @@
 
 #include "td_archive_int.h"
 #include "td_format.h"
+#include "td_atab.h"
 #include "td_fzix.h"
 #include "td_grammar.h"
 #include "td_mem.h"
@@ -720,6 +721,14 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 		uint32_t pwith, pn;
 		td_archive_postings(from, &pbytes, &pwith, &pn);
 		o.writer.postings = pwith != 0;
+	}
+	/* and its analytics tables: the top words, the top n-grams at the same count */
+	uint64_t atb, atw, atn;
+	if (from && td_archive_tables(from, &atb, &atw, &atn) == 1) {
+		if (!o.top_ngrams)
+			o.top_ngrams = atn;
+		if (atw)
+			o.top_words = 1;
 	}
 	td_build *b = calloc(1, sizeof *b);
 	if (!b)
@@ -1573,6 +1582,13 @@ static int write_container(td_build *b, const char *out_path)
 	}
 	if ((b->o.fuzzy_index || (b->o.base && b->o.base->sec_fz) || (b->o.keep_from && b->o.keep_from->sec_fz)) &&
 	    (err = td_fzix_append(b->ctmp, out_path))) {
+		unlink(b->ctmp);
+		goto out;
+	}
+	/* the tables reopen the finished archive: every shard's dictionary and a
+	 * merge (a serial tail), only when asked for */
+	if ((err = td_atab_append(b->ctmp, out_path, b->o.top_words || b->o.top_ngrams ? TD_ATAB_WORDS_K : 0,
+				  b->o.top_ngrams))) {
 		unlink(b->ctmp);
 		goto out;
 	}

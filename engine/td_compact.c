@@ -300,6 +300,9 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	bo.keep_from = NULL;
 	bo.keep = NULL;
 	bo.fuzzy_index = bo.fuzzy_index || a->sec_fz; /* kept, rebuilt over the new shards */
+	uint64_t atb, atw, atn; /* so are the top n-grams */
+	if (!bo.top_ngrams && td_archive_tables(a, &atb, &atw, &atn) == 1)
+		bo.top_ngrams = atn;
 	int v5 = bo.format == TD_VERSION_SHARDED && td_archive_version(a) == TD_VERSION_SHARDED && td_sharded(a);
 	if (v5 && stats)
 		stats->shards_before = td_archive_nshards(a);

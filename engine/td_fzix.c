@@ -63,17 +63,6 @@ typedef struct fzraw {
 	uint64_t n;
 } fzraw;
 
-static int put_leb(td_buf *b, uint64_t v)
-{
-	uint8_t t[10];
-	unsigned n = 0;
-	do {
-		t[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
-		v >>= 7;
-	} while (v);
-	return td_buf_put(b, t, n);
-}
-
 static int gather_fn(void *ctx, const char *word, size_t len, uint64_t count)
 {
 	fzraw *r = ctx;
@@ -91,7 +80,7 @@ static int gather_fn(void *ctx, const char *word, size_t len, uint64_t count)
 	if (!err)
 		err = td_buf_put(&b->e, w + p, len - p);
 	if (!err)
-		err = put_leb(&b->c, count);
+		err = td_buf_leb(&b->c, count);
 	memcpy(b->prev, w, len);
 	b->plen = (unsigned)len;
 	b->n++;
@@ -128,8 +117,6 @@ int td_fzix_append(const char *path, const char *name)
 		return err;
 	fzraw *r = calloc(1, sizeof *r);
 	td_buf sec = { 0 };
-	td_disk_section *tab = NULL;
-	int fd = -1;
 	if (!r || !td_sharded(a) || !a->sec5[0]) {
 		td_archive_close(a);
 		free(r);
@@ -139,17 +126,8 @@ int td_fzix_append(const char *path, const char *name)
 	memset(&h, 0, sizeof h);
 	memcpy(h.magic, TD_FZIX_MAGIC, sizeof h.magic);
 	h.shards_sum = XXH3_64bits(a->map + a->sec5[0]->off, a->sec5[0]->size);
-	/* the header and section table, as open checked them */
-	td_disk_header dh;
-	memcpy(&dh, a->map, sizeof dh);
 	if (a->sec_fz)
 		err = td_fail(TD_EINVAL, "%s: already has a fuzzy index", name);
-	else if (dh.nsections >= 256)
-		err = td_fail(TD_ELIMIT, "%s: 256 sections already", name);
-	else if (!(tab = malloc((dh.nsections + 1) * sizeof *tab)))
-		err = TD_ENOMEM;
-	else
-		memcpy(tab, a->map + dh.sectab_off, dh.nsections * sizeof *tab);
 	if (!err)
 		err = raw_gather(a, r);
 	td_archive_close(a);
@@ -176,30 +154,11 @@ int td_fzix_append(const char *path, const char *name)
 		goto out;
 	h.sum = XXH3_64bits(&h, offsetof(td_disk_fzix, sum));
 	memcpy(sec.p, &h, sizeof h);
-	/* the section where the section table was, then the table, one longer */
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-		goto ioerr;
-	uint64_t off = dh.sectab_off;
-	tab[dh.nsections] = (td_disk_section){ TD_SEC5_FUZZY, 0, off, sec.len, XXH3_64bits(sec.p, sec.len) };
-	dh.nsections++;
-	dh.sectab_off = off + sec.len;
-	dh.sectab_sum = XXH3_64bits(tab, dh.nsections * sizeof *tab);
-	dh.file_size = dh.sectab_off + dh.nsections * sizeof *tab;
-	dh.header_sum = XXH3_64bits(&dh, offsetof(td_disk_header, header_sum));
-	if (lseek(fd, (off_t)off, SEEK_SET) < 0 || td_write_all(fd, sec.p, sec.len) ||
-	    td_write_all(fd, tab, dh.nsections * sizeof *tab) || ftruncate(fd, (off_t)dh.file_size) ||
-	    pwrite(fd, &dh, sizeof dh, 0) != (ssize_t)sizeof dh || fsync(fd))
-		goto ioerr;
-	goto out;
-ioerr:
-	err = td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+	err = td_sec_append(path, name, TD_SEC5_FUZZY, sec.p, sec.len);
 out:
-	if (fd >= 0)
-		close(fd);
 	raw_free(r);
 	free(r);
 	td_buf_free(&sec);
-	free(tab);
 	return err;
 }
 

@@ -2,9 +2,13 @@
 #include "td_out.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include "td_err.h"
@@ -42,3 +46,57 @@ int td_buf_zstd(td_buf *b, int level)
 	*b = z;
 	return TD_OK;
 }
+
+int td_sec_append(const char *path, const char *name, uint32_t id, const void *sec, size_t len)
+{
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+	td_disk_header dh;
+	td_disk_section *tab = NULL;
+	int err = TD_OK;
+	if (pread(fd, &dh, sizeof dh, 0) != (ssize_t)sizeof dh)
+		goto ioerr;
+	if (dh.nsections >= 256) {
+		err = td_fail(TD_ELIMIT, "%s: 256 sections already", name);
+		goto out;
+	}
+	const size_t tl = dh.nsections * sizeof *tab;
+	if (!(tab = malloc(tl + sizeof *tab))) {
+		err = TD_ENOMEM;
+		goto out;
+	}
+	if (pread(fd, tab, tl, (off_t)dh.sectab_off) != (ssize_t)tl)
+		goto ioerr;
+	const uint64_t off = dh.sectab_off;
+	tab[dh.nsections] = (td_disk_section){ id, 0, off, len, XXH3_64bits(sec, len) };
+	dh.nsections++;
+	dh.sectab_off = off + len;
+	dh.sectab_sum = XXH3_64bits(tab, dh.nsections * sizeof *tab);
+	dh.file_size = dh.sectab_off + dh.nsections * sizeof *tab;
+	dh.header_sum = XXH3_64bits(&dh, offsetof(td_disk_header, header_sum));
+	if (lseek(fd, (off_t)off, SEEK_SET) < 0 || td_write_all(fd, sec, len) ||
+	    td_write_all(fd, tab, dh.nsections * sizeof *tab) || ftruncate(fd, (off_t)dh.file_size) ||
+	    pwrite(fd, &dh, sizeof dh, 0) != (ssize_t)sizeof dh || fsync(fd))
+		goto ioerr;
+	goto out;
+ioerr:
+	err = td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+out:
+	free(tab);
+	if (close(fd) && !err)
+		err = td_fail(TD_EIO, "%s: %s", name, strerror(errno));
+	return err;
+}
+
+int td_buf_leb(td_buf *b, uint64_t v)
+{
+	uint8_t t[10];
+	unsigned n = 0;
+	do {
+		t[n++] = (uint8_t)((v & 0x7F) | (v > 0x7F ? 0x80 : 0));
+		v >>= 7;
+	} while (v);
+	return td_buf_put(b, t, n);
+}
+

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "td_format.h"
 #include "td_pack.h"
 
 /* Write all n bytes of p to fd, retrying on EINTR and short writes.
@@ -14,5 +15,17 @@ int td_write_all(int fd, const void *p, size_t n);
 /* Replace *b by one zstd frame of its bytes at `level`. Returns TD_OK, or
  * TD_ENOMEM (with td_fail's detail where zstd failed); *b is unchanged then. */
 int td_buf_zstd(td_buf *b, int level);
+
+/* Append v to b as LEB128 (7 bits a byte, low first). TD_OK or TD_ENOMEM. */
+int td_buf_leb(td_buf *b, uint64_t v);
+
+/* Append section `id` (sec[0, len), a length multiple of 8) to the
+ * finished version 5 container at path (written by td_build, not yet
+ * renamed, its header and table already checked by an open): the section
+ * goes where the section table was, the table (one longer) after it, then
+ * the header is rewritten and the file fsynced. name: the archive's name in
+ * messages. Returns TD_OK, TD_ELIMIT (256 sections already), TD_ENOMEM or
+ * TD_EIO (td_fail's detail). Not thread-safe for one path. */
+int td_sec_append(const char *path, const char *name, uint32_t id, const void *sec, size_t len);
 
 #endif

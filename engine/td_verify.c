@@ -10,6 +10,7 @@
 #include "td_archive_int.h"
 #include "td_postings.h"
 #include "td_extract.h"
+#include "td_atab.h"
 #include "td_fzix.h"
 #include "td_query.h"
 #include "td_shard.h"
@@ -629,7 +630,9 @@ static int verify_texts(const td_archive *a, const td_pack *wf)
 		}
 		if ((err = td_shard_verify(a)))
 			return err;
-		return td_fzix_verify(a);
+		if ((err = td_fzix_verify(a)))
+			return err;
+		return td_atab_verify(a);
 	}
 	uint64_t freq = 0;
 	for (uint64_t w = 0; w < a->W; w++)

@@ -375,6 +375,107 @@ def fuzzy_index_checks(name, tree, work):
         same("fzix damaged %s, count" % what, ["count", bad, b"the"], b"%d\n" % len(c.hits(b"the", b"")))
 
 
+def tables_checks(name, tree, work):
+    """The analytics tables (section 40): the root's top words (--top-words, or with
+    --top-ngrams) and top n-grams (--top-ngrams=K) answer the root's `top` and `ngrams` up to what they hold, equal
+    to the oracle with and without them (no flag, none: the shards' walks); tadoc add
+    and tadoc compact keep them over the new shards; tadoc verify recomputes them; a damaged
+    part gives one message naming the section on the queries that read it and on verify,
+    while other scopes and longer lists still answer."""
+    global checks
+    import shutil
+    import struct
+    K = 40
+    arch = os.path.join(work, "atab.tadoc")
+    bare = os.path.join(work, "atab-bare.tadoc")
+    r = tadoc("compress", "-q", "--top-ngrams=%d" % K, "--shard-size", "64K", "-o", arch, tree)
+    if r.returncode == 0:
+        r = tadoc("compress", "-q", "--shard-size", "64K", "-o", bare, tree)
+    grown = os.path.join(work, "atab-tree")
+    shutil.copytree(tree, grown, symlinks=True)
+    extra = os.path.join(work, "atab-extra")
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, "added.txt"), "w", encoding="utf-8") as f:
+        f.write("zebra zebra zebra the the quick brown fox " * 50 + "\n")
+    shutil.copytree(extra, os.path.join(grown, "atab-extra"))
+    checks += 1
+    if r.returncode:
+        failures.append("tables: compress")
+        print("FAIL tables compress: %r" % r.stderr, flush=True)
+        return
+
+    def sections(path):
+        d = open(path, "rb").read()
+        nsec, tab = struct.unpack_from("<I", d, 24)[0], struct.unpack_from("<Q", d, 32)[0]
+        return d, [struct.unpack_from("<IIQQQ", d, tab + 32 * i) for i in range(nsec)]
+
+    def root_checks(label, path, c, full=False):
+        nv = len(c.counter(b""))
+        for n in (0, 1, 3, 20, K, 999, 1000, 1001, nv, nv + 1):
+            same("%s top -n %d" % (label, n), ["top", "-n", str(n), path], oracle.render("top", c, {"path": b"", "n": n}))
+        for ln in range(2, 9) if full else (2, 3, 8):
+            for top in (0, 1, 7, K, K + 1) if full else (7, K, K + 1):
+                same("%s ngrams -n %d --top %d" % (label, ln, top), ["ngrams", "-n", str(ln), "--top", str(top), path],
+                     oracle.render("ngrams", c, {"path": b"", "len": ln, "top": top}))
+
+    c = oracle.Corpus(tree)
+    checks += 1
+    if [s[0] for s in sections(bare)[1] if s[0] == 40] or len([s for s in sections(arch)[1] if s[0] == 40]) != 1:
+        failures.append("tables: section 40 present or absent as asked")
+        print("FAIL tables: sections %r / %r" % ([s[0] for s in sections(arch)[1]], [s[0] for s in sections(bare)[1]]))
+    root_checks("tables", arch, c, full=True)
+    root_checks("no tables", bare, c)
+    r = tadoc("add", arch, extra)
+    checks += 1
+    if r.returncode:
+        failures.append("tables: add")
+        print("FAIL tables add: %r" % r.stderr, flush=True)
+        return
+    g = oracle.Corpus(grown)
+    root_checks("tables after add", arch, g)
+    r = tadoc("compact", "--full", arch)
+    checks += 1
+    if r.returncode:
+        failures.append("tables: compact")
+        print("FAIL tables compact: %r" % r.stderr, flush=True)
+    same("tables after compact ngrams -n 3", ["ngrams", "-n", "3", arch], oracle.render("ngrams", g, {"path": b"", "len": 3, "top": 20}))
+    same("tables after compact top", ["top", arch], oracle.render("top", g, {"path": b"", "n": 20}))
+    for path in (arch, bare):
+        checks += 1
+        r = tadoc("verify", path)
+        if r.returncode or not r.stdout.endswith(b": OK\n"):
+            failures.append("tables: verify")
+            print("FAIL tables verify: rc %d %r %r" % (r.returncode, r.stdout, r.stderr), flush=True)
+    checks += 1
+    line = [ln for ln in tadoc("info", arch).stdout.decode().splitlines() if ln.startswith("tables")]
+    # 1000 top words, or 100 where they would take over 0.1% of the archive
+    if len(line) != 1 or not re.search(r"top 1?000? words, top %d n-grams" % K, line[0]):
+        failures.append("tables: info")
+        print("FAIL tables info: %r" % line, flush=True)
+    data, secs = sections(arch)
+    at = [s for s in secs if s[0] == 40][0]
+    base = at[2]
+    # part 3 (the 3-grams): a byte in the middle of its frame
+    off3, size3 = struct.unpack_from("<QQ", data, base + 16 + 48 * 3)
+    bad = os.path.join(work, "atab-bad.tadoc")
+    d = bytearray(data)
+    d[base + off3 + size3 // 2] ^= 0x20
+    open(bad, "wb").write(d)
+    for args in (["ngrams", bad], ["top", bad], ["verify", bad]):
+        checks += 1
+        r = tadoc(*args)
+        msg = r.stderr.decode(errors="replace")
+        if r.returncode == 0 or "section 40" not in msg or msg.count("\n") != 1:
+            failures.append("tables: damaged part: %s" % args[0])
+            print("FAIL damaged tables, %s: rc %d, %r" % (args[0], r.returncode, msg), flush=True)
+    # scopes other than the root, and the root's lists longer than the tables, do not read them
+    same("tables damaged, count", ["count", bad, b"the"], b"%d\n" % len(g.hits(b"the", b"")))
+    same("tables damaged, ngrams --top %d" % (K + 1), ["ngrams", "--top", str(K + 1), bad],
+         oracle.render("ngrams", g, {"path": b"", "len": 3, "top": K + 1}))
+    sub = sorted(rel for rel, _ in g.entries if g.kind[rel] == "d" and rel)[0]
+    same("tables damaged, top of a directory", ["top", bad, sub], oracle.render("top", g, {"path": sub, "n": 20}))
+
+
 def make_midcut(path, size=3 << 20, seed=5):
     """A text without one ASCII byte that is not a word character: long words (letters,
     digits, accents, CJK) between non-ASCII separators (no-break space, ideographic comma,
@@ -533,6 +634,7 @@ def main():
             # with the fuzzy index: whole-archive fuzzy queries answered from it
             timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=["--fuzzy-index"])
             timed("fuzzy-index", fuzzy_index_checks, adv, work)
+            timed("tables", tables_checks, adv, work)
             timed("sample", check_corpus, os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
             bad_args(work)
             if corpora:

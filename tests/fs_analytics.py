@@ -15,7 +15,9 @@ the oracle over the mount's current files: a format 4 archive, and a format
 5 one at 64 KiB shards (files split over shards; `tadoc add` of the tree to
 an archive of a file without ASCII separators, which the builder cuts
 inside words), with phrases and words at those cuts asked at the root.
-The read-only mounts are of format 5 archives (the default).
+The read-only mounts are of format 5 archives (the default) with the
+analytics tables (`--top-ngrams=30`: the root's top words and n-grams
+read as a prefix); so is the writable format 5 one (`tadoc add` keeps them).
 
 Environment: TADOC, TADOCFS, TADOC_CORPORA (sotu). Exit 77 without
 /dev/fuse or root.
@@ -207,7 +209,8 @@ def check_einval(mnt, afile):
 
 def read_only(label, tree, work, rng, nfiles, ndirs):
     arch = os.path.join(work, label + ".tadoc")
-    compress(tree, arch)
+    # format 5 with the analytics tables: the root's top words and n-grams read as a prefix
+    compress(tree, arch, ["--top-ngrams=30"])
     c = oracle.Corpus(tree)
     mnt = os.path.join(work, "mnt-" + label)
     mount(arch, mnt, "ro")
@@ -306,7 +309,7 @@ def writable_shards(tree, work, rng):
     os.mkdir(mid)
     cli_an.make_midcut(os.path.join(mid, "nosep.txt"))   # 3 MB: cut twice (1 MiB past the size at most)
     arch = os.path.join(work, "w5.tadoc")
-    compress(mid, arch, ["--format", "5", "--shard-size", "65537"])
+    compress(mid, arch, ["--format", "5", "--shard-size", "65537", "--top-ngrams=30"])
     # the cuts of nosep.txt, read before the tree is added (its shards stay first)
     cuts = cli_an.shard_cuts(arch)
     r = subprocess.run([TADOC, "add", arch, tree], capture_output=True)

@@ -65,6 +65,25 @@ static int fz_fn(void *ctx, unsigned dist, const char *word, size_t len, uint64_
 	return TD_OK;
 }
 
+static int tw_fn(void *ctx, const char *word, size_t len, uint64_t count)
+{
+	(void)ctx;
+	(void)word;
+	(void)len;
+	(void)count;
+	return TD_OK;
+}
+
+static int ng_fn(void *ctx, const char *const *words, const size_t *lens, unsigned nwords, uint64_t count)
+{
+	(void)ctx;
+	(void)count;
+	size_t t = 0; /* every word readable */
+	for (unsigned i = 0; i < nwords; i++)
+		t += lens[i] && words[i][0] && words[i][lens[i] - 1];
+	return t > SIZE_MAX - 1 ? 1 : TD_OK;
+}
+
 static void fix_sums(uint8_t *b, size_t len)
 {
 	if (len < sizeof(td_disk_header))
@@ -153,6 +172,14 @@ static void exercise(td_archive *a)
 		(void)td_phrase_files(a, fw[k], strlen(fw[k]), k & 1 ? (n > 1 ? 1 : 0) : TD_ROOT, &fc, &nf);
 		free(fc);
 	}
+	/* top words and n-grams of the root: the analytics tables' parser
+	 * where the archive has them (a prefix, and all when complete) */
+	(void)td_top_words(a, TD_ROOT, 3, tw_fn, NULL);
+	(void)td_top_words(a, TD_ROOT, 0, tw_fn, NULL);
+	(void)td_ngrams(a, TD_ROOT, 2, 4, ng_fn, NULL);
+	(void)td_ngrams(a, TD_ROOT, 8, 0, ng_fn, NULL);
+	uint64_t atb, atw, atn;
+	(void)td_archive_tables(a, &atb, &atw, &atn);
 	uint64_t pbytes;
 	uint32_t pwith, pn;
 	td_archive_postings(a, &pbytes, &pwith, &pn);

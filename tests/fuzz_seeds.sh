@@ -34,6 +34,10 @@ done
 for t in words uni long; do
 	"$tadoc" compress -q --format 5 -j 1 --fuzzy-index -o "$out/$t-fzix.tadoc" "$tmp/$t" >/dev/null
 done
+# Format 5 with the analytics tables (section 40: the top words and n-grams, --top-ngrams).
+for t in words uni long; do
+	"$tadoc" compress -q --format 5 -j 1 --top-ngrams=5 -o "$out/$t-atab.tadoc" "$tmp/$t" >/dev/null
+done
 # The version 3 layout (FOR-packed symbols, stored word offsets) is still read.
 "$tadoc" compress -q --format 3 -o "$out/tree-v3.tadoc" "$tmp/tree" >/dev/null
 # Damaged copies: truncated, and a header-only prefix.

@@ -213,6 +213,16 @@ void td_archive_postings(const td_archive *a, uint64_t *bytes, uint32_t *nwith, 
  * buckets (td_archive_verify does). Thread-safe. */
 int td_archive_fuzzy_index(const td_archive *a, uint64_t *bytes, uint64_t *nwords);
 
+/* The analytics tables of a version 5 archive (section TD_SEC5_ATAB,
+ * `tadoc compress`: the root's top words by default, its top n-grams with
+ * --top-ngrams): the section's bytes in *bytes (0: none), the top words it
+ * holds in *words_k and the top n-grams of each length in *ngrams_k (0:
+ * none); returns 1 when the root's `top` and `ngrams` are answered from
+ * it, 0 when there is none or it was made for other shards, or
+ * TD_ECORRUPT when it fails its checksum (the detail names it). Hashes the
+ * section (a few KiB), decodes nothing. Thread-safe. */
+int td_archive_tables(const td_archive *a, uint64_t *bytes, uint64_t *words_k, uint64_t *ngrams_k);
+
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;
  * TD_VERSION_SHARDED for a container of shards). */
 uint32_t td_archive_version(const td_archive *a);

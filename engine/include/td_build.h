@@ -85,6 +85,18 @@ typedef struct td_build_opts {
 	 * the size of the dictionary again); 0 (default): none, unless base or
 	 * keep_from has one (adding to or compacting an archive keeps it). */
 	int fuzzy_index;
+	/* The analytics tables (format 5: section TD_SEC5_ATAB, answers over
+	 * the root read as a prefix): the root's top 1000 words (a few KiB;
+	 * 100 when those take over 0.1% of the archive) when top_words is 1
+	 * or top_ngrams > 0 (0, the default: none, unless base or keep_from
+	 * has them; computing them reopens the finished archive after the
+	 * shards, its every dictionary and a merge: about 5 s of CPU and
+	 * 0.7 GB on linux-source, a serial tail, so not by default); its top top_ngrams n-grams of every
+	 * length 2 .. TD_PHRASE_MAX when top_ngrams > 0 (at most 2^20; 0,
+	 * the default: none, unless base or keep_from has them, whose count
+	 * is then taken; seven n-gram walks of the whole archive at build). */
+	int top_words;
+	uint64_t top_ngrams;
 	/* Called from the adding thread: phase "compress", the text bytes of
 	 * the finished shards and total_bytes. May be NULL. */
 	td_progress_fn progress;

@@ -329,6 +329,40 @@ typedef struct td_disk_fzix {
 	uint64_t sum;             /* XXH3-64 of the bytes before it */
 } td_disk_fzix;
 
+/*
+ * Version 5, optional: the analytics tables (section TD_SEC5_ATAB), answers
+ * over the root precomputed at build so a query reads a prefix. A
+ * td_disk_atab, then one zstd frame a part: part 1 the root's top words
+ * (td_top_words order: count descending, then bytes), part L (2 ..
+ * TD_PHRASE_MAX) its top L-grams (td_ngrams order: count descending, then
+ * the words joined by single spaces, bytewise); part 0 is unused, a part
+ * of size 0 absent. A part's frame decodes to `raw` bytes: n items, each
+ * its count (LEB128, at least 1), its length in bytes (LEB128, at least 1)
+ * and its bytes (an n-gram's words joined by single spaces). The part was
+ * made as the top k (n <= k); complete = 1 when it holds every item of
+ * the root (n < k). The section's checksum in the section table covers it
+ * all (readers hash it, a few KiB, before use). shards_sum ties it to its
+ * shards: a reader uses it only while it equals the XXH3-64 of section
+ * TD_SEC5_SHARDS. Older readers ignore the section.
+ */
+#define TD_SEC5_ATAB 40u
+#define TD_ATAB_MAGIC "TDATAB1"
+
+typedef struct td_disk_atpart {
+	uint64_t off;             /* of the frame, from the section's start */
+	uint64_t size;            /* bytes of the frame (0: part absent) */
+	uint64_t raw;             /* bytes it decodes to */
+	uint64_t n;               /* items */
+	uint64_t k;               /* the top k it was made as */
+	uint64_t complete;        /* 1: every item of the root (n < k) */
+} td_disk_atpart;
+
+typedef struct td_disk_atab {
+	char magic[8];            /* TD_ATAB_MAGIC */
+	uint64_t shards_sum;
+	td_disk_atpart p[9];      /* 1: words; 2 .. 8: n-grams of that length */
+} td_disk_atab;
+
 typedef struct td_disk_shard {
 	uint64_t off;             /* of the shard's image in the container */
 	uint64_t size;            /* bytes of the image */

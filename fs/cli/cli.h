@@ -45,6 +45,15 @@ void td_cli_clear_detail(void);
 
 /* --- checked, buffered standard output --- */
 
+/* Before a one-shot query: large blocks from the heap and the heap on
+ * transparent huge pages where the kernel allows (madvise mode), so the
+ * process takes a few page faults instead of hundreds. Best effort. */
+void td_cli_heap_huge(void);
+
+/* The output buffer from the heap (after td_cli_heap_huge: its pages are
+ * then in the huge block), not the static one; before any output. */
+void td_cli_out_on_heap(void);
+
 /* Append bytes to stdout. On a write error the process exits with status 1:
  * quietly for EPIPE (the reader went away), with one message otherwise. */
 void td_cli_out(const void *buf, size_t len);

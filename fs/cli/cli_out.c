@@ -11,7 +11,9 @@
 #include "td_conf.h"
 #include "td_err.h"
 
-static char out_buf[1 << 16];
+enum { OUT_CAP = 1 << 16 };
+static char out_static[OUT_CAP];
+static char *out_buf = out_static; /* or a heap block: td_cli_out_on_heap */
 static size_t out_len;
 
 static void print_line(const char *subject, const char *msg)
@@ -108,6 +110,13 @@ static void write_all(const char *p, size_t n)
 	}
 }
 
+void td_cli_out_on_heap(void)
+{
+	char *b = out_len || out_buf != out_static ? NULL : malloc(OUT_CAP);
+	if (b)
+		out_buf = b; /* kept to the end */
+}
+
 void td_cli_flush(void)
 {
 	size_t n = out_len;
@@ -117,12 +126,12 @@ void td_cli_flush(void)
 
 void td_cli_out(const void *buf, size_t len)
 {
-	if (len >= sizeof out_buf) {
+	if (len >= OUT_CAP) {
 		td_cli_flush();
 		write_all(buf, len);
 		return;
 	}
-	if (out_len + len > sizeof out_buf)
+	if (out_len + len > OUT_CAP)
 		td_cli_flush();
 	memcpy(out_buf + out_len, buf, len);
 	out_len += len;
@@ -130,9 +139,9 @@ void td_cli_out(const void *buf, size_t len)
 
 void *td_cli_out_room(size_t len)
 {
-	if (len > sizeof out_buf)
+	if (len > OUT_CAP)
 		return NULL;
-	if (out_len + len > sizeof out_buf)
+	if (out_len + len > OUT_CAP)
 		td_cli_flush();
 	return out_buf + out_len;
 }
@@ -157,7 +166,7 @@ void td_cli_outf(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	size_t room = sizeof out_buf - out_len;
+	size_t room = OUT_CAP - out_len;
 	int n = vsnprintf(out_buf + out_len, room, fmt, ap);
 	va_end(ap);
 	if (n < 0)

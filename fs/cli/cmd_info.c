@@ -20,7 +20,9 @@ static const char info_help[] =
 	"checksum (XXH3-64) of each (the grammar figures are summed over the shards).\n"
 	"The optional indexes are named with their sizes: the postings ('tadoc\n"
 	"compress --postings', for 'tadoc files') and, in format 5, the fuzzy index\n"
-	"('--fuzzy-index', for 'tadoc fuzzy' over the whole archive) with its words.\n"
+	"('--fuzzy-index', for 'tadoc fuzzy' over the whole archive) with its words,\n"
+	"and the analytics tables (the root's top words, stored by default, and its\n"
+	"top n-grams, '--top-ngrams', read as a prefix by 'tadoc top' and 'ngrams').\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";
@@ -106,6 +108,25 @@ int td_cmd_info(int argc, char **argv)
 		const char *d = td_errdetail();
 		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), damaged: %s\n", (unsigned long long)fzbytes,
 			    pct(fzbytes, in.archive_bytes), d && *d ? d : td_strerror(fz));
+		td_cli_clear_detail();
+	}
+	uint64_t atbytes, atw, atn;
+	int at = td_archive_tables(a, &atbytes, &atw, &atn);
+	if (td_archive_version(a) < TD_VERSION_SHARDED)
+		td_cli_outf("tables           none (format 5 only)\n");
+	else if (!atbytes)
+		td_cli_outf("tables           none\n");
+	else if (at == 1)
+		td_cli_outf("tables           %llu bytes (%.2f%%): top %llu words, top %llu n-grams\n",
+			    (unsigned long long)atbytes, pct(atbytes, in.archive_bytes), (unsigned long long)atw,
+			    (unsigned long long)atn);
+	else if (at == 0)
+		td_cli_outf("tables           %llu bytes (%.2f%%), made for other shards: unused\n",
+			    (unsigned long long)atbytes, pct(atbytes, in.archive_bytes));
+	else {
+		const char *d = td_errdetail();
+		td_cli_outf("tables           %llu bytes (%.2f%%), damaged: %s\n", (unsigned long long)atbytes,
+			    pct(atbytes, in.archive_bytes), d && *d ? d : td_strerror(at));
 		td_cli_clear_detail();
 	}
 	if (in.build_time) {

@@ -16,29 +16,30 @@ struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
 	const char *summary;
+	int query; /* a one-shot query: td_cli_heap_huge first */
 };
 
 static const struct command commands[] = {
-	{ "compress", td_cmd_compress, "compress files and directories into an archive" },
-	{ "ls", td_cmd_ls, "list the paths in an archive" },
-	{ "cat", td_cmd_cat, "write archived files to standard output" },
-	{ "extract", td_cmd_extract, "write a byte range of an archived file to standard output" },
-	{ "unpack", td_cmd_unpack, "restore the archived tree into a directory" },
-	{ "count", td_cmd_count, "count the occurrences of a word or phrase" },
-	{ "search", td_cmd_search, "list the byte offsets of a word or phrase" },
-	{ "top", td_cmd_top, "the most frequent words of a file, directory or corpus" },
-	{ "vector", td_cmd_vector, "every word of a scope with its count (term vector)" },
-	{ "files", td_cmd_files, "the files holding a word or phrase, most first" },
-	{ "ngrams", td_cmd_ngrams, "the most frequent runs of consecutive words" },
-	{ "fuzzy", td_cmd_fuzzy, "the words within an edit distance of a word" },
-	{ "info", td_cmd_info, "show section sizes, ratio and grammar statistics" },
-	{ "verify", td_cmd_verify, "check every checksum and invariant of an archive" },
-	{ "mount", td_cmd_mount, "mount an archive with tadocfs" },
-	{ "config", td_cmd_config, "show the effective tadocfs configuration" },
-	{ "insert", td_cmd_insert, "insert text into a file on a writable mount" },
-	{ "delete", td_cmd_delete, "delete a byte range of a file on a writable mount" },
-	{ "compact", td_cmd_compact, "fold the journal of edits into the archive" },
-	{ "add", td_cmd_add, "add files to a format 5 archive as new shards" },
+	{ "compress", td_cmd_compress, "compress files and directories into an archive", 0 },
+	{ "ls", td_cmd_ls, "list the paths in an archive", 0 },
+	{ "cat", td_cmd_cat, "write archived files to standard output", 0 },
+	{ "extract", td_cmd_extract, "write a byte range of an archived file to standard output", 0 },
+	{ "unpack", td_cmd_unpack, "restore the archived tree into a directory", 0 },
+	{ "count", td_cmd_count, "count the occurrences of a word or phrase", 1 },
+	{ "search", td_cmd_search, "list the byte offsets of a word or phrase", 1 },
+	{ "top", td_cmd_top, "the most frequent words of a file, directory or corpus", 1 },
+	{ "vector", td_cmd_vector, "every word of a scope with its count (term vector)", 1 },
+	{ "files", td_cmd_files, "the files holding a word or phrase, most first", 1 },
+	{ "ngrams", td_cmd_ngrams, "the most frequent runs of consecutive words", 1 },
+	{ "fuzzy", td_cmd_fuzzy, "the words within an edit distance of a word", 1 },
+	{ "info", td_cmd_info, "show section sizes, ratio and grammar statistics", 0 },
+	{ "verify", td_cmd_verify, "check every checksum and invariant of an archive", 0 },
+	{ "mount", td_cmd_mount, "mount an archive with tadocfs", 0 },
+	{ "config", td_cmd_config, "show the effective tadocfs configuration", 0 },
+	{ "insert", td_cmd_insert, "insert text into a file on a writable mount", 0 },
+	{ "delete", td_cmd_delete, "delete a byte range of a file on a writable mount", 0 },
+	{ "compact", td_cmd_compact, "fold the journal of edits into the archive", 0 },
+	{ "add", td_cmd_add, "add files to a format 5 archive as new shards", 0 },
 };
 
 static void print_help(void)
@@ -114,8 +115,11 @@ int main(int argc, char **argv)
 		return td_cli_finish(TD_CLI_OK);
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-		if (strcmp(cmd, commands[i].name) == 0)
+		if (strcmp(cmd, commands[i].name) == 0) {
+			if (commands[i].query)
+				td_cli_heap_huge();
 			return td_cli_finish(commands[i].run(argc - 1, argv + 1));
+		}
 	if (cmd[0] == '-')
 		return td_cli_finish(td_cli_usage(NULL, "unknown option '%s'", cmd));
 	return td_cli_finish(td_cli_usage(NULL, "unknown command '%s'", cmd));

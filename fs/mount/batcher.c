@@ -210,6 +210,10 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 		return CLS_OTHER; /* the xattr module answers, phrase counts included */
 	if (x.err)
 		return CLS_OTHER; /* and the errors */
+	uint64_t atb, atw, atn;
+	if (r->e == TD_ROOT && x.n && (x.kind == TD_FS_XTOP || x.kind == TD_FS_XNGRAMS) &&
+	    td_archive_tables(b->fs->a, &atb, &atw, &atn) == 1 && x.n <= (x.kind == TD_FS_XTOP ? atw : atn))
+		return CLS_OTHER; /* the root's top words or n-grams stored in the archive: a prefix read */
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;
