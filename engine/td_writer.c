@@ -965,18 +965,18 @@ static size_t zstd_probe(ZSTD_CCtx *cc, void *z, size_t cap, const void *p, size
  * number of threads and the GPU on or off write the same archive.
  * sb->words_split: -1 never split (td_writer_opts.words_split
  * TD_WORDS_RECORDS), 0 the test (TD_WORDS_TEST), 1 always (TD_WORDS_SPLIT);
- * on return, 1 where the section is split. */
-static int words_zstd(secbuf *sb, td_buf *b)
+ * on return, 1 where the section is split. level: the records' (17). */
+static int words_zstd(secbuf *sb, td_buf *b, int level)
 {
 	int split = sb->words_split;
 	sb->words_split = 0;
 	if (split < 0 || b->len == 0)
-		return td_buf_zstd(b, sec_zstd_level(TD_SEC_WORDS));
+		return td_buf_zstd(b, level);
 	uint64_t W = 0;
 	for (const uint8_t *p = b->p, *e = b->p + b->len; p < e; W++) {
 		const uint8_t *nl = p + 1 < e ? memchr(p + 1, '\n', (size_t)(e - p - 1)) : NULL;
 		if (!nl) /* not front_code's records: never here */
-			return td_buf_zstd(b, sec_zstd_level(TD_SEC_WORDS));
+			return td_buf_zstd(b, level);
 		p = nl + 1;
 	}
 	uint8_t *s = malloc(b->len);
@@ -1007,13 +1007,13 @@ static int words_zstd(secbuf *sb, td_buf *b)
 		sb->words_split = 1;
 	}
 	free(s);
-	return td_buf_zstd(b, split ? 12 : sec_zstd_level(TD_SEC_WORDS));
+	return td_buf_zstd(b, split ? 12 : level);
 }
 
-/* Section id of sb as one zstd frame. */
+/* Section id of sb as one zstd frame (WORDS: level is the records'). */
 static int sec_zstd(secbuf *sb, unsigned id, int level)
 {
-	return id == TD_SEC_WORDS && level == sec_zstd_level(id) ? words_zstd(sb, &sb->b[id]) : td_buf_zstd(&sb->b[id], level);
+	return id == TD_SEC_WORDS ? words_zstd(sb, &sb->b[id], level) : td_buf_zstd(&sb->b[id], level);
 }
 
 /* sync 0: out_path is a temporary its caller reads back and removes
@@ -1399,6 +1399,7 @@ static int fin_dictionary(fin *f)
 			err = td_post_word(&f->pb, d->bytes.p + d->off[words[i]], wl[words[i]]);
 	if (err)
 		goto out;
+	f->sb.words_split = -1; /* format 3: plain words */
 	if (w->o.format >= 4) {
 		int mode = w->o.words_split;
 #ifdef TD_WRITER_TRACE

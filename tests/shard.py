@@ -34,6 +34,7 @@ import os
 import random
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -182,6 +183,57 @@ def check_tree(src, shard, work, name, jobs=(1, 4)):
     check_mount(arc, src, corpus, words, scopes, work, name)
     for a in arcs:
         os.unlink(a)
+
+
+def gen_idents(root, rnd, nbytes=3 << 20):
+    """C-like files of identifiers in families sharing long prefixes (as
+    in linux's sources), about 3 MB: its shards' WORDS take the split
+    layout (td_format.h, TD_SECF_SPLIT)."""
+    syl = ["drv", "reg", "ctl", "dma", "irq", "buf", "phy", "clk", "pci", "usb", "tx", "rx", "cfg", "init",
+           "mask", "addr", "dev", "mux", "pwr", "gpio", "ring", "desc", "queue", "stat", "hw", "sw", "fw"]
+    fams = ["_".join(rnd.choice(syl) for _ in range(rnd.randrange(3, 6))) for _ in range(2000)]
+
+    def ident():
+        s = "%s_%s%d" % (rnd.choice(fams), rnd.choice(syl), rnd.randrange(64))
+        return s.upper() if rnd.random() < 0.3 else s
+    n, i = 0, 0
+    while n < nbytes:
+        d = os.path.join(root, "src%d" % (i % 8))
+        os.makedirs(d, exist_ok=True)
+        text = "".join("static int %s(struct %s *%s) { return %s | %s; }\n" % tuple(ident() for _ in range(5))
+                       for _ in range(400))
+        with open(os.path.join(d, "f%03d.c" % i), "w") as f:
+            f.write(text)
+        n += len(text)
+        i += 1
+
+
+def split_words(arc):
+    """How many of a format 5 archive's shards hold WORDS (section 13) in
+    the split layout (flag 2), and how many shards there are."""
+    n = 0
+    images = shard_images(arc)
+    for img in images:
+        nsec, tab = struct.unpack_from("<I", img, 24)[0], struct.unpack_from("<Q", img, 32)[0]
+        for k in range(nsec):
+            sid, flags = struct.unpack_from("<II", img, tab + 32 * k)[0:2]
+            n += sid == 13 and (flags & 2) != 0
+    return n, len(images)
+
+
+def check_idents(work):
+    """An identifier-heavy tree: every shard's WORDS split, the prose-like
+    adversarial tree's not; -j 1 = -j 4, verify, unpack, a mount exact."""
+    src = os.path.join(work, "idents")
+    gen_idents(src, random.Random(9))
+    a = os.path.join(work, "idents-split.tadoc")
+    compress(src, a, "--shard-size", 1 << 20)
+    n, shards = split_words(a)
+    check(shards >= 3 and n == shards, "idents: %d of %d shards' WORDS split, expected all" % (n, shards))
+    os.unlink(a)
+    check_tree(src, 1 << 20, work, "idents")
+    shutil.rmtree(src)
+    log("idents: all %d shards' WORDS split" % shards)
 
 
 def gen_big(root, rnd):
@@ -743,6 +795,7 @@ def main():
         subprocess.run([sys.executable, os.path.join(HERE, "gen_adversarial.py"), adv], check=True)
         gen_big(adv, random.Random(7))
         check_tree(adv, 64 << 10, work, "adversarial")
+        check_idents(work)
         check_grammar_threads(work)
         check_add(work)
         check_shard_size(work)

@@ -124,8 +124,10 @@ typedef struct td_disk_section {
 #define TD_SECF_ZSTD 1u     /* section bytes are one zstd frame (see above) */
 /* WORDS of version 4 and later only: its front-coded records split in two
  * runs, the W prefix-length bytes first, then each word's rest and '\n'
- * (read since branch bspeed8, written on request: td_writer_opts.words_split;
- * without the flag each record is its prefix length, its rest and '\n') */
+ * (read since branch bspeed8; written by the shards of format 5 archives
+ * whose words a test finds smaller in it: td_writer_opts.words_split; readers
+ * before refuse the flag; without it each record is its prefix length, its
+ * rest and '\n') */
 #define TD_SECF_SPLIT 2u
 
 typedef enum td_section_id {
