@@ -18,6 +18,11 @@ mk tree; mkdir -p "$tmp/tree/d1/d2/d3"; echo deep >"$tmp/tree/d1/d2/d3/f"; echo 
 ln -s top "$tmp/tree/link"; ln -s 'to@#@p' "$tmp/tree/odd"; : >"$tmp/tree/empty"; printf '\0\1\2' >"$tmp/tree/d1/bin"
 mk long; head -c 700 /dev/zero | tr '\0' 'x' >"$tmp/long/x"; printf ' ab ab ab ab ab\n' >>"$tmp/long/x"
 mk periodic; for _ in $(seq 300); do printf 'ab '; done >"$tmp/periodic/p"
+# identifiers sharing long prefixes: format 5's shard takes WORDS's split
+# layout (td_format.h, TD_SECF_SPLIT)
+mk idents; for f in tx_ring rx_ring pci_cfg usb_phy clk_mux gpio_pwr; do for i in $(seq 0 47); do
+	printf 'REG_%s_CTRL_MASK%d = %s_desc_queue_stat%d | drv_%s_irq_addr%d;\n' "${f^^}" "$i" "$f" "$i" "$f" "$i"
+done; done >"$tmp/idents/regs.h"
 
 # Format 4 (one grammar): the patches below address its sections. Format 5
 # (shards, the default) beside it, so the fuzzer starts from both layouts.
@@ -25,6 +30,7 @@ for t in empty one words uni tree long periodic; do
 	"$tadoc" compress -q --format 4 -o "$out/$t.tadoc" "$tmp/$t" >/dev/null
 	"$tadoc" compress -q --format 5 -j 1 -o "$out/$t-v5.tadoc" "$tmp/$t" >/dev/null
 done
+"$tadoc" compress -q --format 5 -j 1 -o "$out/idents-split-v5.tadoc" "$tmp/idents" >/dev/null
 # With the stored postings (their parser: tadoc files of one word, verify).
 for t in words uni tree periodic; do
 	"$tadoc" compress -q --postings --format 4 -o "$out/$t-post.tadoc" "$tmp/$t" >/dev/null
