@@ -105,8 +105,6 @@ struct td_gpu {
 	/* cutting long counts and searches into parts (td_split_query) */
 	td_pack he_root;               /* host view of E_ROOT */
 	uint32_t *hfiles, *hsub;       /* host copies of d.dfs_files, d.sub */
-	uint8_t *hbig;                 /* per entry: a root symbol over d.qbig
-	                                  bytes (td_gq_req.big), or NULL */
 	uint8_t *hheavy;               /* per entry: the CPU engine answers its
 	                                  counts and searches (td_mark_heavy;
 	                                  NULL: none) */
@@ -364,8 +362,6 @@ static int td_upload_meta(td_gpu *g, const td_archive *a)
 	td_gdev *d = &g->d;
 	d->xchunk = g->o.xchunk;
 	d->xcoop = g->o.xcoop == UINT32_MAX ? 0 : g->o.xcoop;
-	const char *qb = getenv("TD_GPU_QBIG");
-	d->qbig = qb && *qb ? strtoull(qb, NULL, 10) : TD_GQ_BIG;
 	d->nentries = m->nentries;
 	d->nwords = m->nwords;
 	d->nother = m->nother;
@@ -615,41 +611,32 @@ static int td_build_rule_masks(td_gpu *g, uint64_t mask_off)
 	return err;
 }
 
-/* The regular files of which a root symbol expands to more than B bytes
- * (B > 0), marked in a new array of one byte an entry at *out.
- * td_mark_heavy: $TD_GPU_HEAVY=B (bytes; unset or 0: off) marks them in
- * g->hheavy, and the CPU engine answers counts and searches over them
- * (td_gpu_takes); and those over d.qbig bytes in g->hbig, whose requests
- * are marked big (td_gq_req.big): a warp walks such a symbol together. */
-static int td_mark_files_over(td_gpu *g, const td_layout *L, uint64_t B, uint8_t **out)
+/* $TD_GPU_HEAVY=B (bytes; unset or 0: off): the regular files of which a
+ * root symbol expands to more than B bytes are marked in g->hheavy, and
+ * the CPU engine answers counts and searches over them (td_gpu_takes):
+ * one lane walks such a symbol's rule alone, the batch's longest warp. */
+static int td_mark_heavy(td_gpu *g, const td_layout *L)
 {
+	const char *s = getenv("TD_GPU_HEAVY");
+	uint64_t B = s && *s ? strtoull(s, NULL, 10) : 0;
 	const td_gdev *d = &g->d;
 	const td_pack *rs = &L->plan[PL_ROOT_SYMS].hview, *rl = &L->plan[PL_RULE_LEN].hview;
 	if (!B || rs->n != d->nroot)
 		return TD_OK;
-	uint8_t *m = calloc(d->nentries ? d->nentries : 1, 1);
-	if (!m)
-		return td_fail(TD_ENOMEM, "gpu: files with large root symbols");
+	if (!(g->hheavy = calloc(d->nentries ? d->nentries : 1, 1)))
+		return td_fail(TD_ENOMEM, "gpu: heavy files");
 	const uint64_t t = 2 * d->nwords + d->nother;
 	for (uint32_t e = 0; e < d->nentries; e++) {
 		uint64_t lo = td_pack_get(&g->he_root, e), hi = td_pack_get(&g->he_root, (uint64_t)e + 1);
 		uint32_t mode = (uint32_t)td_pack_get(&L->plan[PL_E_MODE].hview, e);
 		if ((mode & S_IFMT) != S_IFREG || hi > d->nroot)
 			continue;
-		for (uint64_t k = lo; k < hi && !m[e]; k++) {
+		for (uint64_t k = lo; k < hi && !g->hheavy[e]; k++) {
 			uint64_t sy = td_pack_get(rs, k);
-			m[e] = sy >= t && sy - t < d->nrules && td_pack_get(rl, sy - t) > B;
+			g->hheavy[e] = sy >= t && sy - t < d->nrules && td_pack_get(rl, sy - t) > B;
 		}
 	}
-	*out = m;
 	return TD_OK;
-}
-
-static int td_mark_heavy(td_gpu *g, const td_layout *L)
-{
-	const char *s = getenv("TD_GPU_HEAVY");
-	int r = td_mark_files_over(g, L, s && *s ? strtoull(s, NULL, 10) : 0, &g->hheavy);
-	return r ? r : td_mark_files_over(g, L, g->d.qbig, &g->hbig);
 }
 
 /* Make archive a resident on the device within avail bytes: TD_OK, 1 (it
@@ -941,7 +928,6 @@ void td_gpu_close(td_gpu *g)
 	free(g->hfiles);
 	free(g->hcum);
 	free(g->hheavy);
-	free(g->hbig);
 	if (g->dsec)
 		cudaFree(g->dsec);
 	for (size_t i = 0; i < g->nhblk; i++)
@@ -1548,7 +1534,6 @@ static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td
 				out[n] = *r;
 				out[n].scope = e;
 				out[n].part = TD_GQ_SLICE;
-				out[n].big = g->hbig && g->hbig[e];
 				out[n].a = k;
 				out[n].b = next;
 			}
@@ -1598,8 +1583,7 @@ static int td_qshare_launch(td_qshare *q)
 			continue;
 		}
 		memcpy(hw + wb, v->word, v->len);
-		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE,
-			       .big = g->hbig && g->hbig[v->scope]};
+		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
 		size_t c = td_split_query(g, &r, q->search, hq + k);
 		for (size_t j = 0; j < c; j++)
 			map[k + j] = (uint32_t)i;

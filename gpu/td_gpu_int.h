@@ -53,17 +53,7 @@ typedef struct td_gdev {
 	 * finds the root symbol holding its offset by one binary search of
 	 * its file's range. NULL: by ROOT_SAMPLES and a scan of the root. */
 	const uint64_t *root_pos;
-	/* Counts and searches of a request marked big (td_gq_req.big: its
-	 * file holds a root symbol over qbig bytes, found on the host at
-	 * open): a root symbol whose rule holds the word (by its signature)
-	 * and expands to more than qbig bytes is walked by the whole warp,
-	 * each lane over 1/32 of its bytes (td_warp_big_sym), not by one
-	 * lane; 0 = never. */
-	uint64_t qbig;
 } td_gdev;
-
-/* Default qbig ($TD_GPU_QBIG=B overrides, 0 turns it off). */
-#define TD_GQ_BIG 4096u
 
 /* Longest rule expansion kept whole on the device, and the most bytes
  * all of them may take. */
@@ -99,8 +89,7 @@ typedef struct td_gq_req {
 	uint32_t wlen;
 	uint32_t scope;
 	uint32_t part;               /* TD_GQ_WHOLE, TD_GQ_FILES, TD_GQ_SLICE */
-	uint32_t big;                /* nonzero: scope is a regular file with a
-	                                root symbol over td_gdev.qbig bytes */
+	uint32_t pad_;
 	uint64_t a, b;               /* the part's range, see below */
 } td_gq_req;
 

@@ -35,7 +35,6 @@ __device__ __forceinline__ bool td_any(bool p) { return __any_sync(FULL, p) != 0
 __device__ __forceinline__ uint32_t td_ballot(bool p) { return __ballot_sync(FULL, p); }
 __device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)__ffs((int)m); }
 __device__ __forceinline__ uint32_t td_popc(uint32_t m) { return (uint32_t)__popc(m); }
-__device__ __forceinline__ uint32_t td_popc64(uint64_t m) { return (uint32_t)__popcll(m); }
 #else
 #define TD_LDG(p) (*(p))
 #ifdef TD_GPU_EMU
@@ -59,7 +58,6 @@ static inline uint32_t td_ballot(bool p) { return p; }
 #endif
 static inline uint32_t td_ffs(uint32_t m) { return (uint32_t)__builtin_ffs((int)m); }
 static inline uint32_t td_popc(uint32_t m) { return (uint32_t)__builtin_popcount(m); }
-static inline uint32_t td_popc64(uint64_t m) { return (uint32_t)__builtin_popcountll(m); }
 #endif
 
 /* ---- packed arrays ---- */
@@ -1217,138 +1215,6 @@ TD_HD uint64_t td_dev_fill_sym(const td_gdev &d, const td_q &q, uint64_t s, uint
 	return n;
 }
 
-/* Occurrences of the word in rule symbol s (out == NULL), or write them at out
- * with s's first byte at file offset base, that start at offsets [lo, hi)
- * of s's expansion: subtrees wholly inside are counted or filled as
- * usual, those wholly outside skipped by their length, the ones across
- * an end walked into. Returns the number found. */
-TD_HD __noinline__ uint64_t td_dev_part_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t lo, uint64_t hi,
-				    uint64_t base, td_hit *out, bool &bad)
-{
-	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
-	if (lo >= hi)
-		return 0;
-	if (s < t || s - t >= d.nrules) { /* td_q_big: a rule */
-		bad = true;
-		return 0;
-	}
-	td_frame st[TD_MAXDEPTH];
-	uint32_t depth = 0;
-	uint64_t n = 0, pos = 0; /* pos: offset of the next symbol in s */
-	uint64_t r = s - t;      /* the rule to enter */
-	for (;;) {
-		uint64_t fs = 0;
-		if (depth == TD_MAXDEPTH || !td_rhs(d, r, st[depth].first, st[depth].len, &fs)) {
-			bad = true;
-			return n;
-		}
-		st[depth].j = 0;
-		if (pos < lo && st[depth].len > (UINT32_C(1) << d.sample_shift)) {
-			/* a long rule begun before lo: its offset samples skip ahead */
-			const uint32_t sh = (uint32_t)d.sample_shift;
-			uint64_t per = ((uint64_t)st[depth].len + (UINT64_C(1) << sh) - 1) >> sh;
-			if (fs + per > d.rule_samples.n || fs + per < fs) {
-				bad = true;
-				return n;
-			}
-			uint64_t a = 0, b = per, want = lo - pos;
-			while (b - a > 1) {
-				uint64_t mid = (a + b) >> 1;
-				if (td_pget(d.rule_samples, fs + mid) <= want)
-					a = mid;
-				else
-					b = mid;
-			}
-			uint64_t skip = td_pget(d.rule_samples, fs + a);
-			if (skip > want) {
-				bad = true;
-				return n;
-			}
-			pos += skip;
-			st[depth].j = (uint32_t)(a << sh);
-		}
-		depth++;
-		/* walk until the next rule to enter across lo or hi */
-		bool enter = false;
-		while (depth && pos < hi && !enter) {
-			td_frame &f = st[depth - 1];
-			if (f.j == f.len) {
-				depth--;
-				continue;
-			}
-			uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
-			if (c < t) {
-				if (pos >= lo && td_is_hit(q, c, w2)) {
-					if (out) {
-						out[n].file = q.e;
-						out[n].off = base + pos;
-					}
-					n++;
-				}
-				pos += td_symlen(d, c, bad);
-				continue;
-			}
-			if (c - t >= d.nrules) {
-				bad = true;
-				return n;
-			}
-			uint64_t l = td_pget(d.rule_len, c - t);
-			if (pos + l <= lo || !td_mask_has(d, c - t, q.bit)) {
-				pos += l;
-				continue;
-			}
-			if (pos >= lo && pos + l <= hi) {
-				n += out ? td_dev_fill_sym(d, q, c, base + pos, out + n, bad)
-					 : td_dev_count_sym(d, q, c, bad);
-				pos += l;
-				continue;
-			}
-			r = c - t;
-			enter = true;
-		}
-		if (!enter)
-			return n;
-	}
-}
-
-/* Signature bits a rule must have set before its length is looked at
- * (td_q_big, when qbig >= 1 KiB): a rule of 1 KiB holds about 100
- * distinct words, 70 bits. */
-#define TD_GQ_BIGBITS 100
-
-/* Whether symbol s is walked by the whole warp (a rule holding the word's
- * bit, with at least TD_GQ_BIGBITS bits of its signature set, that expands
- * to more than d.qbig bytes); *len gets its length. The bits keep the
- * length's decoding off the small rules, most of the root. */
-TD_HD __forceinline__ bool td_q_big(const td_gdev &d, const td_q &q, uint64_t s, uint64_t *len, bool &bad)
-{
-	const uint64_t t = 2 * d.nwords + d.nother;
-	if (!d.qbig || s < t || s - t >= d.nrules)
-		return false;
-	uint64_t m0 = ldg64(&d.rule_mask[2 * (s - t)]), m1 = ldg64(&d.rule_mask[2 * (s - t) + 1]);
-	if (!(((q.bit < 64 ? m0 : m1) >> (q.bit & 63)) & 1) ||
-	    (d.qbig >= 1024 && td_popc64(m0) + td_popc64(m1) < TD_GQ_BIGBITS))
-		return false;
-	*len = td_pgets(d.rule_len, s - t, bad);
-	return *len > d.qbig;
-}
-
-/* Whole warp: occurrences in symbol s of len bytes (out == NULL; same on
- * every lane), or write them at out with s at file offset base; each lane
- * takes the ones starting in its 1/32 of s's bytes. */
-TD_HD __noinline__ uint64_t td_warp_big_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t len, uint64_t base,
-				    uint32_t lane, td_hit *out, bool &bad)
-{
-	uint64_t lo = len * lane / 32, hi = len * (lane + 1) / 32;
-	uint64_t c = td_dev_part_sym(d, q, s, lo, hi, base, NULL, bad);
-	if (!out)
-		return td_warp_sum(c);
-	uint64_t ci = td_warp_scan(c, lane);
-	if (c)
-		td_dev_part_sym(d, q, s, lo, hi, base, out + ci - c, bad);
-	return td_shfl(ci, 31);
-}
-
 /* Whole warp: occurrences in root symbols [rlo, rhi) (lanes split them). */
 TD_HD uint64_t td_warp_range_count(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, uint32_t lane,
 				       bool &bad)
@@ -1360,41 +1226,11 @@ TD_HD uint64_t td_warp_range_count(const td_gdev &d, const td_q &q, uint64_t rlo
 	return td_warp_sum(n);
 }
 
-/* Whole warp: occurrences in root symbols [rlo, rhi) of a request marked
- * big (lanes split them; large ones are counted by the whole warp,
- * td_q_big). */
-TD_HD __noinline__ uint64_t td_warp_range_count_big(const td_gdev &d, const td_q &q, uint64_t rlo, uint64_t rhi, uint32_t lane,
-				       bool &bad)
-{
-	uint64_t n = 0;
-	if (td_any(bad))
-		return 0;
-	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
-		uint64_t k = k0 + lane, s = 0, l = 0;
-		bool big = false;
-		if (k < rhi && !bad) {
-			s = td_pget(d.root_syms, k);
-			big = td_q_big(d, q, s, &l, bad);
-			if (!big)
-				n += td_dev_count_sym(d, q, s, bad);
-		}
-		for (uint32_t m = td_ballot(big); m; m &= m - 1) {
-			uint32_t b = td_ffs(m) - 1;
-			uint64_t c = td_warp_big_sym(d, q, td_shfl(s, b), td_shfl(l, b), 0, lane, NULL, bad);
-			if (lane == 0)
-				n += c;
-		}
-	}
-	return td_warp_sum(n);
-}
-
 /* Whole warp: write the hits of file e in its root symbols [rlo, rhi),
  * whose first byte is at file offset pos, at out, in offset order. Returns
- * the number written (same on every lane). BIG (a request marked big):
- * large root symbols are filled by the whole warp (td_q_big). */
-template <bool BIG>
-TD_HD __forceinline__ uint64_t td_warp_range_fill_t(const td_gdev &d, td_q q, uint32_t e, uint64_t rlo, uint64_t rhi,
-						    uint64_t pos, uint32_t lane, td_hit *out, bool &bad)
+ * the number written (same on every lane). */
+TD_HD uint64_t td_warp_range_fill(const td_gdev &d, td_q q, uint32_t e, uint64_t rlo, uint64_t rhi, uint64_t pos,
+				      uint32_t lane, td_hit *out, bool &bad)
 {
 	if (td_any(bad))
 		return 0;
@@ -1402,49 +1238,19 @@ TD_HD __forceinline__ uint64_t td_warp_range_fill_t(const td_gdev &d, td_q q, ui
 	uint64_t n = 0;
 	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
 		uint64_t k = k0 + lane;
-		uint64_t s = 0, l = 0, c = 0, bl = 0;
-		bool big = false;
+		uint64_t s = 0, l = 0, c = 0;
 		if (k < rhi) {
 			s = td_pget(d.root_syms, k);
 			l = td_symlen(d, s, bad);
-			if (BIG)
-				big = td_q_big(d, q, s, &bl, bad);
-			if (!big)
-				c = td_dev_count_sym(d, q, s, bad);
-		}
-		uint32_t bigs = BIG ? td_ballot(big) : 0;
-		for (uint32_t m = bigs; m; m &= m - 1) {
-			uint32_t b = td_ffs(m) - 1;
-			uint64_t cb = td_warp_big_sym(d, q, td_shfl(s, b), td_shfl(bl, b), 0, lane, NULL, bad);
-			if (lane == b)
-				c = cb;
+			c = td_dev_count_sym(d, q, s, bad);
 		}
 		uint64_t li = td_warp_scan(l, lane), ci = td_warp_scan(c, lane);
-		if (c && !big)
+		if (c)
 			td_dev_fill_sym(d, q, s, pos + li - l, out + n + ci - c, bad);
-		for (uint32_t m = bigs; m; m &= m - 1) {
-			uint32_t b = td_ffs(m) - 1;
-			uint64_t sb = td_shfl(s, b), lb = td_shfl(bl, b), pb = td_shfl(li - l, b);
-			uint64_t cb = td_shfl(c, b), ob = td_shfl(ci - c, b);
-			if (cb)
-				td_warp_big_sym(d, q, sb, lb, pos + pb, lane, out + n + ob, bad);
-		}
 		pos += td_shfl(li, 31);
 		n += td_shfl(ci, 31);
 	}
 	return n;
-}
-
-TD_HD uint64_t td_warp_range_fill(const td_gdev &d, td_q q, uint32_t e, uint64_t rlo, uint64_t rhi, uint64_t pos,
-				      uint32_t lane, td_hit *out, bool &bad)
-{
-	return td_warp_range_fill_t<false>(d, q, e, rlo, rhi, pos, lane, out, bad);
-}
-
-TD_HD __noinline__ uint64_t td_warp_range_fill_big(const td_gdev &d, td_q q, uint32_t e, uint64_t rlo, uint64_t rhi,
-						   uint64_t pos, uint32_t lane, td_hit *out, bool &bad)
-{
-	return td_warp_range_fill_t<true>(d, q, e, rlo, rhi, pos, lane, out, bad);
 }
 
 /* File e's root range [*rlo, *rhi), checked against the root sequence. */
@@ -1474,10 +1280,12 @@ TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t 
 	return td_warp_range_fill(d, q, e, rlo, rhi, 0, lane, out, bad);
 }
 
-/* File offset of root symbol a of regular file e, for the slice [a, b) of
- * its root (checked: a is the file's first root symbol or a multiple of
- * 2^sample_shift, whose file offset ROOT_SAMPLES and E_GSTART give). */
-TD_HD __forceinline__ uint64_t td_slice_pos(const td_gdev &d, uint32_t e, uint64_t a, uint64_t b, bool &bad)
+/* Whole warp: count (out == NULL) or fill the hits of root symbols [a, b)
+ * of regular file e (a part of a long request, td_gq_req.part 2): a is the
+ * file's first root symbol or a multiple of 2^sample_shift, whose file
+ * offset ROOT_SAMPLES and E_GSTART give. */
+TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64_t a, uint64_t b, uint32_t lane,
+				 td_hit *out, bool &bad)
 {
 	uint64_t rlo, rhi, pos = 0;
 	td_file_roots(d, e, &rlo, &rhi, bad);
@@ -1489,38 +1297,11 @@ TD_HD __forceinline__ uint64_t td_slice_pos(const td_gdev &d, uint32_t e, uint64
 			bad = true;
 		pos = ga - g0;
 	}
-	return pos;
-}
-
-/* Whole warp: count (out == NULL) or fill the hits of root symbols [a, b)
- * of regular file e (a part of a long request, td_gq_req.part 2). */
-TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64_t a, uint64_t b, uint32_t lane,
-				 td_hit *out, bool &bad)
-{
-	uint64_t pos = td_slice_pos(d, e, a, b, bad);
 	if (td_any(bad))
 		return 0;
 	if (out)
 		return td_warp_range_fill(d, q, e, a, b, pos, lane, out, bad);
 	return td_warp_range_count(d, q, a, b, lane, bad);
-}
-
-/* Whole warp: count (out == NULL) or fill the hits of regular file e's
- * root symbols [a, b) (a request marked big, td_gq_req.big; whole = the
- * file's whole root), whose first byte is at file offset pos. */
-TD_HD __noinline__ uint64_t td_warp_file_big(const td_gdev &d, const td_q &q, uint32_t e, bool whole, uint64_t a,
-					     uint64_t b, uint32_t lane, td_hit *out, bool &bad)
-{
-	uint64_t pos = 0;
-	if (whole)
-		td_file_roots(d, e, &a, &b, bad);
-	else
-		pos = td_slice_pos(d, e, a, b, bad);
-	if (td_any(bad))
-		return 0;
-	if (out)
-		return td_warp_range_fill_big(d, q, e, a, b, pos, lane, out, bad);
-	return td_warp_range_count_big(d, q, a, b, lane, bad);
 }
 
 /* One lane: occurrences in a small file, serially. */
@@ -1639,13 +1420,9 @@ TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_g
 			bad = true;
 			return 0;
 		}
-		if (r.big)
-			return td_warp_file_big(d, q, r.scope, false, r.a, r.b, lane, out, bad);
 		return td_warp_slice(d, q, r.scope, r.a, r.b, lane, out, bad);
 	}
 	if ((mode & TD_S_IFMT) == TD_S_IFREG) {
-		if (r.big)
-			return td_warp_file_big(d, q, r.scope, true, 0, 0, lane, out, bad);
 		if (out)
 			return td_warp_file_fill(d, q, r.scope, lane, out, bad);
 		return td_warp_file_count(d, q, r.scope, lane, bad);

@@ -224,7 +224,6 @@ static void check_query(const td_archive *a, const td_gdev &d, size_t n)
 		q[i].woff = words.size();
 		q[i].wlen = (uint32_t)w[i].size();
 		q[i].scope = below(8) == 0 ? TD_ROOT : (uint32_t)below(nent);
-		q[i].big = d.qbig != 0; /* marked big: the warp walks large root symbols */
 		words += w[i];
 	}
 	std::vector<uint64_t> cnt(n), scnt(n), base(n + 1);
@@ -375,12 +374,6 @@ int main(int argc, char **argv)
 	int before = failures;
 	check_query(a, d, n_of(300));
 	printf("count, search: %s\n", failures > before ? "DIFFER" : "equal");
-	/* root symbols over 16 bytes walked by the whole warp, by 1/32 of their bytes a lane */
-	d.qbig = 16;
-	before = failures;
-	check_query(a, d, n_of(300));
-	printf("count, search, large root symbols by the warp: %s\n", failures > before ? "DIFFER" : "equal");
-	d.qbig = 0;
 	td_archive_close(a);
 	for (void *p : g_allocs)
 		free(p);
