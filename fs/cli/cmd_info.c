@@ -1,6 +1,7 @@
 /* cmd_info: `tadoc info` (sizes and statistics) and `tadoc verify` (full integrity check). */
 #include "cli.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -42,6 +43,32 @@ static const char verify_help[] =
 static double pct(uint64_t part, uint64_t whole)
 {
 	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* One line of `tadoc info` for an optional format 5 section (the fuzzy index,
+ * the analytics tables): LABEL padded as the other lines, then "none (format
+ * 5 only)", NONE when the archive has no such section, its size and share
+ * followed by WHAT when it is usable (state 1), "MADE for other shards:
+ * unused" (state 0), or "damaged: " and the engine's detail (an error). */
+static void stored_line(const td_archive *a, const char *label, const char *none, const char *made, uint64_t bytes,
+			int state, const char *what, uint64_t archive_bytes)
+{
+	if (td_archive_version(a) < TD_VERSION_SHARDED)
+		td_cli_outf("%-16s none (format 5 only)\n", label);
+	else if (!bytes)
+		td_cli_outf("%-16s %s\n", label, none);
+	else if (state == 1)
+		td_cli_outf("%-16s %llu bytes (%.2f%%)%s\n", label, (unsigned long long)bytes, pct(bytes, archive_bytes),
+			    what);
+	else if (state == 0)
+		td_cli_outf("%-16s %llu bytes (%.2f%%), %s for other shards: unused\n", label, (unsigned long long)bytes,
+			    pct(bytes, archive_bytes), made);
+	else {
+		const char *d = td_errdetail();
+		td_cli_outf("%-16s %llu bytes (%.2f%%), damaged: %s\n", label, (unsigned long long)bytes,
+			    pct(bytes, archive_bytes), d && *d ? d : td_strerror(state));
+		td_cli_clear_detail();
+	}
 }
 
 int td_cmd_info(int argc, char **argv)
@@ -94,41 +121,15 @@ int td_cmd_info(int argc, char **argv)
 			    pct(pbytes, in.archive_bytes));
 	uint64_t fzbytes, fzwords;
 	int fz = td_archive_fuzzy_index(a, &fzbytes, &fzwords);
-	if (td_archive_version(a) < TD_VERSION_SHARDED)
-		td_cli_outf("fuzzy index      none (format 5 only)\n");
-	else if (!fzbytes)
-		td_cli_outf("fuzzy index      none (tadoc compress --fuzzy-index stores it)\n");
-	else if (fz == 1)
-		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), %llu words\n", (unsigned long long)fzbytes,
-			    pct(fzbytes, in.archive_bytes), (unsigned long long)fzwords);
-	else if (fz == 0)
-		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), built for other shards: unused\n",
-			    (unsigned long long)fzbytes, pct(fzbytes, in.archive_bytes));
-	else {
-		const char *d = td_errdetail();
-		td_cli_outf("fuzzy index      %llu bytes (%.2f%%), damaged: %s\n", (unsigned long long)fzbytes,
-			    pct(fzbytes, in.archive_bytes), d && *d ? d : td_strerror(fz));
-		td_cli_clear_detail();
-	}
+	char what[96];
+	snprintf(what, sizeof what, ", %llu words", (unsigned long long)fzwords);
+	stored_line(a, "fuzzy index", "none (tadoc compress --fuzzy-index stores it)", "built", fzbytes, fz, what,
+		    in.archive_bytes);
 	uint64_t atbytes, atw, atn;
 	int at = td_archive_tables(a, &atbytes, &atw, &atn);
-	if (td_archive_version(a) < TD_VERSION_SHARDED)
-		td_cli_outf("tables           none (format 5 only)\n");
-	else if (!atbytes)
-		td_cli_outf("tables           none\n");
-	else if (at == 1)
-		td_cli_outf("tables           %llu bytes (%.2f%%): top %llu words, top %llu n-grams\n",
-			    (unsigned long long)atbytes, pct(atbytes, in.archive_bytes), (unsigned long long)atw,
-			    (unsigned long long)atn);
-	else if (at == 0)
-		td_cli_outf("tables           %llu bytes (%.2f%%), made for other shards: unused\n",
-			    (unsigned long long)atbytes, pct(atbytes, in.archive_bytes));
-	else {
-		const char *d = td_errdetail();
-		td_cli_outf("tables           %llu bytes (%.2f%%), damaged: %s\n", (unsigned long long)atbytes,
-			    pct(atbytes, in.archive_bytes), d && *d ? d : td_strerror(at));
-		td_cli_clear_detail();
-	}
+	snprintf(what, sizeof what, ": top %llu words, top %llu n-grams", (unsigned long long)atw,
+		 (unsigned long long)atn);
+	stored_line(a, "tables", "none", "made", atbytes, at, what, in.archive_bytes);
 	if (in.build_time) {
 		time_t t = (time_t)in.build_time;
 		struct tm tm;
