@@ -804,6 +804,9 @@ def main():
         check_add_kill(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
             src = real_corpus(name)
+            if os.environ.get("TD_TEST_SANITIZED") == "1":
+                log("%s: skipped under sanitizers (the default suite runs it)" % name)
+                continue
             if not src or os.environ.get("SHARD_REAL") == "0":
                 log("%s: not present, skipped" % name)
                 continue
