@@ -1398,23 +1398,33 @@ TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t la
 	return td_warp_files(d, q, d.sub[2 * (uint64_t)scope], d.sub[2 * (uint64_t)scope + 1], lane, out, bad);
 }
 
+/* Whole warp: lane 0 looks request r's word up; q gets its id, signature
+ * bit and the scope (false: not in the dictionary). */
+TD_HD __forceinline__ bool td_q_begin(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, uint32_t lane,
+				      td_q &q)
+{
+	int64_t w = -1;
+	if (lane == 0)
+		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
+	w = (int64_t)td_shfl((uint64_t)w, 0);
+	if (w < 0)
+		return false;
+	q.w = (uint64_t)w;
+	q.bit = td_wbit(q.w);
+	q.e = r.scope;
+	return true;
+}
+
 /* One warp per request: look the word up, then count (out == NULL) or fill
  * its hits in the request's scope. */
 TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
 				  td_hit *out, bool &bad, bool &found)
 {
 	uint32_t lane = td_lane();
-	int64_t w = -1;
-	if (lane == 0)
-		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
-	w = (int64_t)td_shfl((uint64_t)w, 0);
-	found = w >= 0;
+	td_q q;
+	found = td_q_begin(d, qwords, r, lane, q);
 	if (!found)
 		return 0;
-	td_q q;
-	q.w = (uint64_t)w;
-	q.bit = td_wbit(q.w);
-	q.e = r.scope;
 	uint32_t mode = (uint32_t)td_pget(d.e_mode, r.scope);
 	if (r.part == TD_GQ_FILES) { /* a part of a directory scope */
 		if ((mode & TD_S_IFMT) != TD_S_IFDIR || r.a < d.sub[2 * (uint64_t)r.scope] ||
@@ -1707,17 +1717,10 @@ TD_HD uint64_t td_warp_query_big(const td_gdev &d, const uint8_t *qwords, const 
 	if ((mode & TD_S_IFMT) != TD_S_IFREG || (r.part != TD_GQ_WHOLE && r.part != TD_GQ_SLICE))
 		return td_warp_query(d, qwords, r, search, out, bad, found);
 	uint32_t lane = td_lane();
-	int64_t w = -1;
-	if (lane == 0)
-		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
-	w = (int64_t)td_shfl((uint64_t)w, 0);
-	found = w >= 0;
+	td_q q;
+	found = td_q_begin(d, qwords, r, lane, q);
 	if (!found)
 		return 0;
-	td_q q;
-	q.w = (uint64_t)w;
-	q.bit = td_wbit(q.w);
-	q.e = r.scope;
 	uint64_t a = r.a, b = r.b, pos = 0;
 	if (r.part == TD_GQ_WHOLE)
 		td_file_roots(d, r.scope, &a, &b, bad);
