@@ -15,7 +15,7 @@ Bad arguments: one message on stderr, exit 2.
 
 Env: TADOC (the binary), TESTS_DIR (this folder); TADOC_CORPORA or ~/.cache/tadoc-corpora
 for sotu; TD_TEST_SANITIZED=1 (a sanitizer build): no real corpora, and 12 random files
-and 8 directories of the adversarial tree instead of 40 and 27.
+and 8 directories of the adversarial tree instead of 24 and 16.
 """
 import importlib.util
 import os
@@ -629,8 +629,8 @@ def main():
     corpora = corpora_dir()
     # Under sanitizers fewer random files and directories of the adversarial tree are
     # asked (the special ones, longest and non-ASCII words, always are): the same
-    # commands and code paths; the default suite asks 40 and 27.
-    nf, nd = (12, 8) if oracle.sanitized() else (40, 27)
+    # commands and code paths; the default suite asks 24 and 16.
+    nf, nd = (12, 8) if oracle.sanitized() else (24, 16)
     with tempfile.TemporaryDirectory(prefix="cli_analytics.") as work:
         adv = os.path.join(work, "adv")
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
