@@ -81,6 +81,12 @@ struct td_gpu {
 	unsigned nev;
 	cudaEvent_t pev[2 * TD_GPU_MAXSTREAMS]; /* $TD_GPU_PHASES: each stream's start and end */
 	unsigned npev;
+	/* the kernels of requests marked big (td_gk_big): a side stream for
+	 * each stream, its fork and join events (created when g->hbig is) */
+	cudaStream_t sb[TD_GPU_MAXSTREAMS];
+	unsigned nsb;
+	cudaEvent_t bev[2 * TD_GPU_MAXSTREAMS];
+	unsigned nbev;
 	td_gphase ph[2];               /* $TD_GPU_PHASES: count, search */
 	/* a count or search batch begun (td_query_begin) and not yet ended:
 	 * its shares, parts, requests left to the CPU, begin's error, its
@@ -100,6 +106,7 @@ struct td_gpu {
 	/* growable buffers: h* pinned host, d* device */
 	td_gbuf hreq, dreq, hres, dres, hout, dout;
 	td_gbuf hq, dq, hw, dw, hcnt, dcnt, hbase, dbase, hskip, dskip, hhits, dhits;
+	td_gbuf hbi, dbi;              /* indices of the parts marked big (td_gk_big.idx) */
 	td_gbuf map;                   /* plain host: packed index -> request */
 	td_gbuf rest;                  /* plain host: requests the kernels do not take */
 	/* cutting long counts and searches into parts (td_split_query) */
@@ -108,6 +115,10 @@ struct td_gpu {
 	uint8_t *hheavy;               /* per entry: the CPU engine answers its
 	                                  counts and searches (td_mark_heavy;
 	                                  NULL: none) */
+	uint8_t *hbig;                 /* per entry: a regular file holding a root
+	                                  symbol over qbig bytes, its requests
+	                                  marked big (td_gq_req.big; NULL: none) */
+	uint64_t qbig;                 /* $TD_GPU_QBIG, else TD_GQ_BIG; 0: off */
 	uint64_t *hcum;                /* hcum[i]: root symbols + 1 of each of
 	                                  hfiles[0, i) (nentries + 1 values) */
 	struct td_gfz *fz;             /* fuzzy search's vocabulary, built at first use */
@@ -611,32 +622,50 @@ static int td_build_rule_masks(td_gpu *g, uint64_t mask_off)
 	return err;
 }
 
-/* $TD_GPU_HEAVY=B (bytes; unset or 0: off): the regular files of which a
- * root symbol expands to more than B bytes are marked in g->hheavy, and
- * the CPU engine answers counts and searches over them (td_gpu_takes):
- * one lane walks such a symbol's rule alone, the batch's longest warp. */
-static int td_mark_heavy(td_gpu *g, const td_layout *L)
+/* The regular files of which a root symbol expands to more than B bytes
+ * (B > 0), marked in a new array of one byte an entry at *out (left NULL
+ * when none is). td_mark_heavy: $TD_GPU_HEAVY=B (bytes; unset or 0: off)
+ * marks them in g->hheavy, and the CPU engine answers counts and searches
+ * over them (td_gpu_takes); and those over g->qbig bytes in g->hbig,
+ * whose requests are marked big (td_gq_req.big): their own kernel walks
+ * such a symbol with the whole warp instead of one lane. */
+static int td_mark_files_over(td_gpu *g, const td_layout *L, uint64_t B, uint8_t **out)
 {
-	const char *s = getenv("TD_GPU_HEAVY");
-	uint64_t B = s && *s ? strtoull(s, NULL, 10) : 0;
 	const td_gdev *d = &g->d;
 	const td_pack *rs = &L->plan[PL_ROOT_SYMS].hview, *rl = &L->plan[PL_RULE_LEN].hview;
 	if (!B || rs->n != d->nroot)
 		return TD_OK;
-	if (!(g->hheavy = calloc(d->nentries ? d->nentries : 1, 1)))
-		return td_fail(TD_ENOMEM, "gpu: heavy files");
+	uint8_t *m = calloc(d->nentries ? d->nentries : 1, 1);
+	if (!m)
+		return td_fail(TD_ENOMEM, "gpu: files with large root symbols");
 	const uint64_t t = 2 * d->nwords + d->nother;
+	size_t any = 0;
 	for (uint32_t e = 0; e < d->nentries; e++) {
 		uint64_t lo = td_pack_get(&g->he_root, e), hi = td_pack_get(&g->he_root, (uint64_t)e + 1);
 		uint32_t mode = (uint32_t)td_pack_get(&L->plan[PL_E_MODE].hview, e);
 		if ((mode & S_IFMT) != S_IFREG || hi > d->nroot)
 			continue;
-		for (uint64_t k = lo; k < hi && !g->hheavy[e]; k++) {
+		for (uint64_t k = lo; k < hi && !m[e]; k++) {
 			uint64_t sy = td_pack_get(rs, k);
-			g->hheavy[e] = sy >= t && sy - t < d->nrules && td_pack_get(rl, sy - t) > B;
+			m[e] = sy >= t && sy - t < d->nrules && td_pack_get(rl, sy - t) > B;
 		}
+		any += m[e];
 	}
+	if (!any) {
+		free(m);
+		m = NULL;
+	}
+	*out = m;
 	return TD_OK;
+}
+
+static int td_mark_heavy(td_gpu *g, const td_layout *L)
+{
+	const char *s = getenv("TD_GPU_HEAVY");
+	int r = td_mark_files_over(g, L, s && *s ? strtoull(s, NULL, 10) : 0, &g->hheavy);
+	s = getenv("TD_GPU_QBIG");
+	g->qbig = s && *s ? strtoull(s, NULL, 10) : TD_GQ_BIG;
+	return r ? r : td_mark_files_over(g, L, g->qbig, &g->hbig);
 }
 
 /* Make archive a resident on the device within avail bytes: TD_OK, 1 (it
@@ -788,6 +817,20 @@ int td_gpu_open_dev(const td_archive *a, const td_gpu_opts *o, uint64_t avail, u
 			goto fail;
 		}
 	g->nev = TD_GPU_MAXPIECES;
+	for (unsigned i = 0; g->hbig && i < g->nst; i++) {
+		if ((e = cudaStreamCreateWithFlags(&g->sb[i], cudaStreamNonBlocking)) != cudaSuccess) {
+			r = td_cuda_fail(e, "stream");
+			goto fail;
+		}
+		g->nsb = i + 1;
+	}
+	for (unsigned i = 0; g->hbig && i < 2 * g->nst; i++) {
+		if ((e = cudaEventCreateWithFlags(&g->bev[i], cudaEventDisableTiming)) != cudaSuccess) {
+			r = td_cuda_fail(e, "event");
+			goto fail;
+		}
+		g->nbev = i + 1;
+	}
 	for (unsigned i = 0; td_gpu_phases_on() && i < 2 * g->nst; i++) {
 		if ((e = cudaEventCreate(&g->pev[i])) != cudaSuccess) {
 			r = td_cuda_fail(e, "event");
@@ -917,8 +960,12 @@ void td_gpu_close(td_gpu *g)
 		cudaEventDestroy(g->ev[i]);
 	for (unsigned i = 0; i < g->npev; i++)
 		cudaEventDestroy(g->pev[i]);
-	td_gbuf *pin[] = {&g->hreq, &g->hres, &g->hout, &g->hq, &g->hw, &g->hcnt, &g->hbase, &g->hskip, &g->hhits};
-	td_gbuf *dev[] = {&g->dreq, &g->dres, &g->dout, &g->dq, &g->dw, &g->dcnt, &g->dbase, &g->dskip, &g->dhits};
+	for (unsigned i = 0; i < g->nsb; i++)
+		cudaStreamDestroy(g->sb[i]);
+	for (unsigned i = 0; i < g->nbev; i++)
+		cudaEventDestroy(g->bev[i]);
+	td_gbuf *pin[] = {&g->hreq, &g->hres, &g->hout, &g->hq, &g->hw, &g->hcnt, &g->hbase, &g->hskip, &g->hhits, &g->hbi};
+	td_gbuf *dev[] = {&g->dreq, &g->dres, &g->dout, &g->dq, &g->dw, &g->dcnt, &g->dbase, &g->dskip, &g->dhits, &g->dbi};
 	for (size_t i = 0; i < sizeof pin / sizeof pin[0]; i++)
 		td_gbuf_free(pin[i], 0);
 	for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -928,6 +975,7 @@ void td_gpu_close(td_gpu *g)
 	free(g->hfiles);
 	free(g->hcum);
 	free(g->hheavy);
+	free(g->hbig);
 	if (g->dsec)
 		cudaFree(g->dsec);
 	for (size_t i = 0; i < g->nhblk; i++)
@@ -1534,6 +1582,7 @@ static size_t td_split_query(const td_gpu *g, const td_gq_req *r, int search, td
 				out[n] = *r;
 				out[n].scope = e;
 				out[n].part = TD_GQ_SLICE;
+				out[n].big = g->hbig && g->hbig[e];
 				out[n].a = k;
 				out[n].b = next;
 			}
@@ -1583,7 +1632,8 @@ static int td_qshare_launch(td_qshare *q)
 			continue;
 		}
 		memcpy(hw + wb, v->word, v->len);
-		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE};
+		td_gq_req r = {.woff = wb, .wlen = (uint32_t)v->len, .scope = v->scope, .part = TD_GQ_WHOLE,
+			       .big = g->hbig && g->hbig[v->scope]};
 		size_t c = td_split_query(g, &r, q->search, hq + k);
 		for (size_t j = 0; j < c; j++)
 			map[k + j] = (uint32_t)i;
@@ -1592,16 +1642,28 @@ static int td_qshare_launch(td_qshare *q)
 	}
 	if (k == q->k0)
 		return TD_OK;
+	td_gk_big big = {0};
+	if (g->nsb > q->s && g->nbev > 2 * q->s + 1) {
+		uint32_t *hbi = (uint32_t *)g->hbi.p + q->k0;
+		for (size_t j = q->k0; j < k; j++)
+			if (hq[j].big)
+				hbi[big.n++] = (uint32_t)(j - q->k0);
+		big = (td_gk_big){.idx = (const uint32_t *)g->dbi.p + q->k0, .n = big.n, .qbig = g->qbig,
+				  .stream = g->sb[q->s], .fork = g->bev[2 * q->s], .join = g->bev[2 * q->s + 1]};
+	}
 	cudaStream_t st = g->st[q->s];
 	CK(cudaSetDevice(g->o.device)); /* this thread may be new */
 	if (g->npev)
 		CK(cudaEventRecord(g->pev[2 * q->s], st));
 	CK(cudaMemcpyAsync(dw + q->w0, hw + q->w0, wb - q->w0, cudaMemcpyHostToDevice, st));
 	CK(cudaMemcpyAsync(dq + q->k0, hq + q->k0, (k - q->k0) * sizeof *hq, cudaMemcpyHostToDevice, st));
+	if (big.n)
+		CK(cudaMemcpyAsync((uint32_t *)g->dbi.p + q->k0, (uint32_t *)g->hbi.p + q->k0, big.n * sizeof(uint32_t),
+				   cudaMemcpyHostToDevice, st));
 	if (td_nokernel())
 		CK(cudaMemsetAsync(dc + q->k0, 0, (k - q->k0) * sizeof *dc, st));
 	else
-		CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st));
+		CK((cudaError_t)td_gk_count(&g->d, dw, dq + q->k0, (uint32_t)(k - q->k0), q->search, dc + q->k0, st, &big));
 	CK(cudaMemcpyAsync(hc + q->k0, dc + q->k0, (k - q->k0) * sizeof *hc, cudaMemcpyDeviceToHost, st));
 	if (g->npev)
 		CK(cudaEventRecord(g->pev[2 * q->s + 1], st));
@@ -1662,7 +1724,9 @@ static void td_query_begin(td_gpu *g, const td_qview *(*get)(const void *, size_
 	if ((r = td_grow(&g->rest, (nc + 1) * sizeof(size_t), 2)) || (r = td_grow(&g->hq, (np + 1) * sizeof(td_gq_req), 0)) ||
 	    (r = td_grow(&g->map, (np + 1) * sizeof(uint32_t), 2)) || (r = td_grow(&g->hw, wb + 1, 0)) ||
 	    (r = td_grow(&g->dq, (np + 1) * sizeof(td_gq_req), 1)) || (r = td_grow(&g->dw, wb + 1, 1)) ||
-	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1))) {
+	    (r = td_grow(&g->hcnt, (np + 1) * sizeof(uint64_t), 0)) || (r = td_grow(&g->dcnt, (np + 1) * sizeof(uint64_t), 1)) ||
+	    (g->nsb && ((r = td_grow(&g->hbi, (np + 1) * sizeof(uint32_t), 0)) ||
+			(r = td_grow(&g->dbi, (np + 1) * sizeof(uint32_t), 1))))) {
 		g->qerr = r;
 		g->qt1 = td_now();
 		return;
@@ -1845,8 +1909,21 @@ static int td_search_launch(td_gpu *g, size_t k0, size_t k1, uint64_t total)
 	cudaStream_t st = g->st[0];
 	CK(cudaMemcpyAsync((uint64_t *)g->dbase.p + k0, hb + k0, (k1 - k0) * sizeof *hb, cudaMemcpyHostToDevice, st));
 	CK(cudaMemcpyAsync((uint8_t *)g->dskip.p + k0, hs + k0, (k1 - k0), cudaMemcpyHostToDevice, st));
+	td_gk_big big = {0};
+	if (g->nsb && g->nbev >= 2) { /* the parts marked big with hits to write */
+		const td_gq_req *hq = g->hq.p;
+		uint32_t *hbi = (uint32_t *)g->hbi.p + k0;
+		for (size_t k = k0; k < k1; k++)
+			if (hq[k].big && !hs[k])
+				hbi[big.n++] = (uint32_t)(k - k0);
+		big = (td_gk_big){.idx = (const uint32_t *)g->dbi.p + k0, .n = big.n, .qbig = g->qbig, .stream = g->sb[0],
+				  .fork = g->bev[0], .join = g->bev[1]};
+		if (big.n)
+			CK(cudaMemcpyAsync((uint32_t *)g->dbi.p + k0, hbi, big.n * sizeof(uint32_t), cudaMemcpyHostToDevice, st));
+	}
 	CK((cudaError_t)td_gk_search(&g->d, g->dw.p, (const td_gq_req *)g->dq.p + k0, (uint32_t)(k1 - k0),
-				     (const uint64_t *)g->dbase.p + k0, (const uint8_t *)g->dskip.p + k0, g->dhits.p, st));
+				     (const uint64_t *)g->dbase.p + k0, (const uint8_t *)g->dskip.p + k0, g->dhits.p, st,
+				     &big));
 	if (total)
 		CK(cudaMemcpyAsync(g->hhits.p, g->dhits.p, total * sizeof(td_hit), cudaMemcpyDeviceToHost, st));
 	return TD_OK;

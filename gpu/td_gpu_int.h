@@ -89,7 +89,10 @@ typedef struct td_gq_req {
 	uint32_t wlen;
 	uint32_t scope;
 	uint32_t part;               /* TD_GQ_WHOLE, TD_GQ_FILES, TD_GQ_SLICE */
-	uint32_t pad_;
+	uint32_t big;                /* nonzero: scope is a regular file holding a
+	                                root symbol over qbig bytes (marked at open
+	                                by the host); walked by td_k_count_big /
+	                                td_k_search_big, not the usual kernels */
 	uint64_t a, b;               /* the part's range, see below */
 } td_gq_req;
 
@@ -148,17 +151,36 @@ int td_gk_root_pos(const td_gdev *d, uint64_t *pos, int *bad, void *stream);
  * counts none of the other's; req[0] is the first request of both ranges. */
 int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nreq, uint32_t item0, uint32_t nitems,
 		  uint32_t warp0, uint32_t nwarps, uint8_t *out, td_gx_res *res, void *stream);
+/* The requests marked big (td_gq_req.big) of a count or search launch:
+ * the usual kernels leave them out, and a kernel of their own walks them
+ * (a root symbol over qbig bytes that holds the word's signature bit by
+ * the whole warp, each lane over 1/32 of its bytes), one warp each, on
+ * `stream`, forked from the launch's stream by event `fork` after what it
+ * holds and joined back by `join` before what it gets next. NULL or n = 0:
+ * none (no second kernel). */
+typedef struct td_gk_big {
+	const uint32_t *idx;         /* device: their indices in req[] */
+	uint32_t n;
+	uint64_t qbig;               /* td_gpu.c: $TD_GPU_QBIG, TD_GQ_BIG */
+	void *stream, *fork, *join;  /* cudaStream_t, cudaEvent_t */
+} td_gk_big;
+
+/* Default qbig in bytes ($TD_GPU_QBIG=B overrides; 0: nothing is marked). */
+#define TD_GQ_BIG 4096u
+
 /* count[i] = occurrences of the word of req[i] in its scope, or
  * TD_GQ_NOTFOUND. `search` = 1 counts what td_search reports (the root
  * scope walks the tree), 0 what td_count reports (the root scope reads
- * WORD_FREQ). */
+ * WORD_FREQ). Requests marked big are counted by big's kernel (each of
+ * them must be in big->idx). */
 int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
-		int search, uint64_t *count, void *stream);
+		int search, uint64_t *count, void *stream, const td_gk_big *big);
 /* Write the hits of request i at hits + base[i], in td_search order; base[i]
  * comes from the counts of td_gk_count(search = 1); requests with
- * skip[i] != 0 are left out. */
+ * skip[i] != 0 are left out; those marked big are filled by big's kernel
+ * (each of them with skip 0 must be in big->idx). */
 int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
-		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream);
+		 const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream, const td_gk_big *big);
 
 /* ---- fuzzy search (td_gpu_fuzzy.cu, td_gpu_fuzzy.c) ---- */
 

@@ -35,6 +35,7 @@ __device__ __forceinline__ bool td_any(bool p) { return __any_sync(FULL, p) != 0
 __device__ __forceinline__ uint32_t td_ballot(bool p) { return __ballot_sync(FULL, p); }
 __device__ __forceinline__ uint32_t td_ffs(uint32_t m) { return (uint32_t)__ffs((int)m); }
 __device__ __forceinline__ uint32_t td_popc(uint32_t m) { return (uint32_t)__popc(m); }
+__device__ __forceinline__ uint32_t td_popc64(uint64_t m) { return (uint32_t)__popcll(m); }
 #else
 #define TD_LDG(p) (*(p))
 #ifdef TD_GPU_EMU
@@ -58,6 +59,7 @@ static inline uint32_t td_ballot(bool p) { return p; }
 #endif
 static inline uint32_t td_ffs(uint32_t m) { return (uint32_t)__builtin_ffs((int)m); }
 static inline uint32_t td_popc(uint32_t m) { return (uint32_t)__builtin_popcount(m); }
+static inline uint32_t td_popc64(uint64_t m) { return (uint32_t)__builtin_popcountll(m); }
 #endif
 
 /* ---- packed arrays ---- */
@@ -1280,12 +1282,10 @@ TD_HD uint64_t td_warp_file_fill(const td_gdev &d, td_q q, uint32_t e, uint32_t 
 	return td_warp_range_fill(d, q, e, rlo, rhi, 0, lane, out, bad);
 }
 
-/* Whole warp: count (out == NULL) or fill the hits of root symbols [a, b)
- * of regular file e (a part of a long request, td_gq_req.part 2): a is the
- * file's first root symbol or a multiple of 2^sample_shift, whose file
- * offset ROOT_SAMPLES and E_GSTART give. */
-TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64_t a, uint64_t b, uint32_t lane,
-				 td_hit *out, bool &bad)
+/* File offset of root symbol a of regular file e, for the slice [a, b) of
+ * its root (checked: a is the file's first root symbol or a multiple of
+ * 2^sample_shift, whose file offset ROOT_SAMPLES and E_GSTART give). */
+TD_HD __forceinline__ uint64_t td_slice_pos(const td_gdev &d, uint32_t e, uint64_t a, uint64_t b, bool &bad)
 {
 	uint64_t rlo, rhi, pos = 0;
 	td_file_roots(d, e, &rlo, &rhi, bad);
@@ -1297,6 +1297,15 @@ TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64
 			bad = true;
 		pos = ga - g0;
 	}
+	return pos;
+}
+
+/* Whole warp: count (out == NULL) or fill the hits of root symbols [a, b)
+ * of regular file e (a part of a long request, td_gq_req.part 2). */
+TD_HD uint64_t td_warp_slice(const td_gdev &d, const td_q &q, uint32_t e, uint64_t a, uint64_t b, uint32_t lane,
+				 td_hit *out, bool &bad)
+{
+	uint64_t pos = td_slice_pos(d, e, a, b, bad);
 	if (td_any(bad))
 		return 0;
 	if (out)
@@ -1389,23 +1398,33 @@ TD_HD uint64_t td_warp_dir(const td_gdev &d, td_q q, uint32_t scope, uint32_t la
 	return td_warp_files(d, q, d.sub[2 * (uint64_t)scope], d.sub[2 * (uint64_t)scope + 1], lane, out, bad);
 }
 
+/* Whole warp: lane 0 looks request r's word up; q gets its id, signature
+ * bit and the scope (false: not in the dictionary). */
+TD_HD __forceinline__ bool td_q_begin(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, uint32_t lane,
+				      td_q &q)
+{
+	int64_t w = -1;
+	if (lane == 0)
+		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
+	w = (int64_t)td_shfl((uint64_t)w, 0);
+	if (w < 0)
+		return false;
+	q.w = (uint64_t)w;
+	q.bit = td_wbit(q.w);
+	q.e = r.scope;
+	return true;
+}
+
 /* One warp per request: look the word up, then count (out == NULL) or fill
  * its hits in the request's scope. */
 TD_HD uint64_t td_warp_query(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
 				  td_hit *out, bool &bad, bool &found)
 {
 	uint32_t lane = td_lane();
-	int64_t w = -1;
-	if (lane == 0)
-		w = td_dev_lookup(d, qwords + r.woff, r.wlen);
-	w = (int64_t)td_shfl((uint64_t)w, 0);
-	found = w >= 0;
+	td_q q;
+	found = td_q_begin(d, qwords, r, lane, q);
 	if (!found)
 		return 0;
-	td_q q;
-	q.w = (uint64_t)w;
-	q.bit = td_wbit(q.w);
-	q.e = r.scope;
 	uint32_t mode = (uint32_t)td_pget(d.e_mode, r.scope);
 	if (r.part == TD_GQ_FILES) { /* a part of a directory scope */
 		if ((mode & TD_S_IFMT) != TD_S_IFDIR || r.a < d.sub[2 * (uint64_t)r.scope] ||
@@ -1458,7 +1477,7 @@ __global__ void td_k_count(td_gdev d, const uint8_t *qwords, const td_gq_req *re
 			   uint64_t *count)
 {
 	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	if (i < nreq) /* whole warps take the same branch */
+	if (i < nreq && !req[i].big) /* whole warps take the same branch; big: td_k_count_big */
 		td_count_one(d, qwords, req, i, search, count);
 }
 #endif
@@ -1468,8 +1487,287 @@ __global__ void td_k_search(td_gdev d, const uint8_t *qwords, const td_gq_req *r
 			    const uint64_t *base, const uint8_t *skip, td_hit *hits)
 {
 	uint32_t i = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	if (i < nreq && !skip[i])
+	if (i < nreq && !skip[i] && !req[i].big)
 		td_search_one(d, qwords, req, i, base, hits);
+}
+#endif
+
+/* ---- requests marked big (td_gq_req.big): their own kernels ----
+ * A file holding a root symbol over qbig bytes (marked at open by the
+ * host) is walked here: a root symbol whose rule holds the word's
+ * signature bit and expands to more than qbig bytes is counted and filled
+ * by all 32 lanes, each over 1/32 of its bytes, instead of by one lane.
+ * Kernels of their own (td_k_count_big, td_k_search_big, launched beside
+ * the usual ones on a second stream), so the usual kernels' code and
+ * registers are not touched by this path. */
+
+/* Occurrences of the word in rule symbol s (out == NULL), or write them at out
+ * with s's first byte at file offset base, that start at offsets [lo, hi)
+ * of s's expansion: subtrees wholly inside are counted or filled as
+ * usual, those wholly outside skipped by their length, the ones across
+ * an end walked into (a long rule's prefix skipped by its offset samples,
+ * RULE_SAMPLES, as extract does). Returns the number found. */
+TD_HD uint64_t td_dev_part_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t lo, uint64_t hi, uint64_t base,
+			       td_hit *out, bool &bad)
+{
+	const uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
+	if (lo >= hi)
+		return 0;
+	if (s < t || s - t >= d.nrules) { /* td_q_big: a rule */
+		bad = true;
+		return 0;
+	}
+	td_frame st[TD_MAXDEPTH];
+	uint32_t depth = 0;
+	uint64_t n = 0, pos = 0; /* pos: offset of the next symbol in s */
+	uint64_t r = s - t;      /* the rule to enter */
+	for (;;) {
+		uint64_t fs = 0;
+		if (depth == TD_MAXDEPTH || !td_rhs(d, r, st[depth].first, st[depth].len, &fs)) {
+			bad = true;
+			return n;
+		}
+		st[depth].j = 0;
+		if (pos < lo && st[depth].len > (UINT32_C(1) << d.sample_shift)) {
+			/* a long rule begun before lo: its offset samples skip ahead */
+			const uint32_t sh = (uint32_t)d.sample_shift;
+			uint64_t per = ((uint64_t)st[depth].len + (UINT64_C(1) << sh) - 1) >> sh;
+			if (fs + per > d.rule_samples.n || fs + per < fs) {
+				bad = true;
+				return n;
+			}
+			uint64_t a = 0, b = per, want = lo - pos;
+			while (b - a > 1) {
+				uint64_t mid = (a + b) >> 1;
+				if (td_pget(d.rule_samples, fs + mid) <= want)
+					a = mid;
+				else
+					b = mid;
+			}
+			uint64_t skip = td_pget(d.rule_samples, fs + a);
+			if (skip > want) {
+				bad = true;
+				return n;
+			}
+			pos += skip;
+			st[depth].j = (uint32_t)(a << sh);
+		}
+		depth++;
+		/* walk until the next rule to enter across lo or hi */
+		bool enter = false;
+		while (depth && pos < hi && !enter) {
+			td_frame &f = st[depth - 1];
+			if (f.j == f.len) {
+				depth--;
+				continue;
+			}
+			uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
+			if (c < t) {
+				if (pos >= lo && td_is_hit(q, c, w2)) {
+					if (out) {
+						out[n].file = q.e;
+						out[n].off = base + pos;
+					}
+					n++;
+				}
+				pos += td_symlen(d, c, bad);
+				continue;
+			}
+			if (c - t >= d.nrules) {
+				bad = true;
+				return n;
+			}
+			uint64_t l = td_pget(d.rule_len, c - t);
+			if (pos + l <= lo || !td_mask_has(d, c - t, q.bit)) {
+				pos += l;
+				continue;
+			}
+			if (pos >= lo && pos + l <= hi) {
+				n += out ? td_dev_fill_sym(d, q, c, base + pos, out + n, bad) : td_dev_count_sym(d, q, c, bad);
+				pos += l;
+				continue;
+			}
+			r = c - t;
+			enter = true;
+		}
+		if (!enter)
+			return n;
+	}
+}
+
+/* Signature bits a rule must have set before its length is looked at
+ * (td_q_big, when qbig >= 1 KiB): a rule of 1 KiB holds about 100
+ * distinct words, 70 bits. */
+#define TD_GQ_BIGBITS 100
+
+/* Whether symbol s is walked by the whole warp (a rule holding the word's
+ * bit, with at least TD_GQ_BIGBITS bits of its signature set, that expands
+ * to more than qbig bytes); *len gets its length. The bits keep the
+ * length's decoding off the small rules, most of the root. */
+TD_HD __forceinline__ bool td_q_big(const td_gdev &d, const td_q &q, uint64_t qbig, uint64_t s, uint64_t *len,
+				    bool &bad)
+{
+	const uint64_t t = 2 * d.nwords + d.nother;
+	if (!qbig || s < t || s - t >= d.nrules)
+		return false;
+	uint64_t m0 = TD_LDG((const u64 *)&d.rule_mask[2 * (s - t)]);
+	uint64_t m1 = TD_LDG((const u64 *)&d.rule_mask[2 * (s - t) + 1]);
+	if (!(((q.bit < 64 ? m0 : m1) >> (q.bit & 63)) & 1) ||
+	    (qbig >= 1024 && td_popc64(m0) + td_popc64(m1) < TD_GQ_BIGBITS))
+		return false;
+	*len = td_pgets(d.rule_len, s - t, bad);
+	return *len > qbig;
+}
+
+/* Whole warp: occurrences in symbol s of len bytes (out == NULL; same on
+ * every lane), or write them at out with s at file offset base; each lane
+ * takes the ones starting in its 1/32 of s's bytes (a word belongs to the
+ * lane whose range holds its first byte, so the counts add up and the
+ * lanes' hits, scanned, stay in offset order). */
+TD_HD uint64_t td_warp_big_sym(const td_gdev &d, const td_q &q, uint64_t s, uint64_t len, uint64_t base,
+			       uint32_t lane, td_hit *out, bool &bad)
+{
+	uint64_t lo = len * lane / 32, hi = len * (lane + 1) / 32;
+	uint64_t c = td_dev_part_sym(d, q, s, lo, hi, base, NULL, bad);
+	if (!out)
+		return td_warp_sum(c);
+	uint64_t ci = td_warp_scan(c, lane);
+	if (c)
+		td_dev_part_sym(d, q, s, lo, hi, base, out + ci - c, bad);
+	return td_shfl(ci, 31);
+}
+
+/* Whole warp: occurrences in root symbols [rlo, rhi), large ones counted
+ * by the whole warp (td_q_big). */
+TD_HD uint64_t td_warp_range_count_big(const td_gdev &d, const td_q &q, uint64_t qbig, uint64_t rlo, uint64_t rhi,
+				       uint32_t lane, bool &bad)
+{
+	uint64_t n = 0;
+	if (td_any(bad))
+		return 0;
+	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
+		uint64_t k = k0 + lane, s = 0, l = 0;
+		bool big = false;
+		if (k < rhi && !bad) {
+			s = td_pget(d.root_syms, k);
+			big = td_q_big(d, q, qbig, s, &l, bad);
+			if (!big)
+				n += td_dev_count_sym(d, q, s, bad);
+		}
+		for (uint32_t m = td_ballot(big); m; m &= m - 1) {
+			uint32_t b = td_ffs(m) - 1;
+			uint64_t c = td_warp_big_sym(d, q, td_shfl(s, b), td_shfl(l, b), 0, lane, NULL, bad);
+			if (lane == 0)
+				n += c;
+		}
+	}
+	return td_warp_sum(n);
+}
+
+/* Whole warp: td_warp_range_fill with large root symbols filled by the
+ * whole warp (td_q_big). */
+TD_HD uint64_t td_warp_range_fill_big(const td_gdev &d, td_q q, uint64_t qbig, uint32_t e, uint64_t rlo, uint64_t rhi,
+				      uint64_t pos, uint32_t lane, td_hit *out, bool &bad)
+{
+	if (td_any(bad))
+		return 0;
+	q.e = e;
+	uint64_t n = 0;
+	for (uint64_t k0 = rlo; k0 < rhi; k0 += 32) {
+		uint64_t k = k0 + lane;
+		uint64_t s = 0, l = 0, c = 0, bl = 0;
+		bool big = false;
+		if (k < rhi) {
+			s = td_pget(d.root_syms, k);
+			l = td_symlen(d, s, bad);
+			big = td_q_big(d, q, qbig, s, &bl, bad);
+			if (!big)
+				c = td_dev_count_sym(d, q, s, bad);
+		}
+		uint32_t bigs = td_ballot(big);
+		for (uint32_t m = bigs; m; m &= m - 1) {
+			uint32_t b = td_ffs(m) - 1;
+			uint64_t cb = td_warp_big_sym(d, q, td_shfl(s, b), td_shfl(bl, b), 0, lane, NULL, bad);
+			if (lane == b)
+				c = cb;
+		}
+		uint64_t li = td_warp_scan(l, lane), ci = td_warp_scan(c, lane);
+		if (c && !big)
+			td_dev_fill_sym(d, q, s, pos + li - l, out + n + ci - c, bad);
+		for (uint32_t m = bigs; m; m &= m - 1) {
+			uint32_t b = td_ffs(m) - 1;
+			uint64_t sb = td_shfl(s, b), lb = td_shfl(bl, b), pb = td_shfl(li - l, b);
+			uint64_t cb = td_shfl(c, b), ob = td_shfl(ci - c, b);
+			if (cb)
+				td_warp_big_sym(d, q, sb, lb, pos + pb, lane, out + n + ob, bad);
+		}
+		pos += td_shfl(li, 31);
+		n += td_shfl(ci, 31);
+	}
+	return n;
+}
+
+/* One warp per request marked big: as td_warp_query, a regular file's
+ * whole root or a slice of it walked with large root symbols by the
+ * whole warp; any other scope as td_warp_query does. */
+TD_HD uint64_t td_warp_query_big(const td_gdev &d, const uint8_t *qwords, const td_gq_req &r, int search,
+				 uint64_t qbig, td_hit *out, bool &bad, bool &found)
+{
+	uint32_t mode = (uint32_t)td_pget(d.e_mode, r.scope);
+	if ((mode & TD_S_IFMT) != TD_S_IFREG || (r.part != TD_GQ_WHOLE && r.part != TD_GQ_SLICE))
+		return td_warp_query(d, qwords, r, search, out, bad, found);
+	uint32_t lane = td_lane();
+	td_q q;
+	found = td_q_begin(d, qwords, r, lane, q);
+	if (!found)
+		return 0;
+	uint64_t a = r.a, b = r.b, pos = 0;
+	if (r.part == TD_GQ_WHOLE)
+		td_file_roots(d, r.scope, &a, &b, bad);
+	else
+		pos = td_slice_pos(d, r.scope, a, b, bad);
+	if (td_any(bad))
+		return 0;
+	if (out)
+		return td_warp_range_fill_big(d, q, qbig, r.scope, a, b, pos, lane, out, bad);
+	return td_warp_range_count_big(d, q, qbig, a, b, lane, bad);
+}
+
+/* Whole warp: request i of a count launch, when marked big. */
+TD_HD void td_count_big_one(const td_gdev &d, const uint8_t *qwords, const td_gq_req *req, uint32_t i, int search,
+			    uint64_t qbig, uint64_t *count)
+{
+	bool bad = false, found = false;
+	uint64_t n = td_warp_query_big(d, qwords, req[i], search, qbig, NULL, bad, found);
+	bad = td_any(bad);
+	if (td_lane() == 0)
+		count[i] = (!found || bad) ? TD_GQ_NOTFOUND : n;
+}
+
+/* Whole warp: request i of a search launch, when marked big. */
+TD_HD void td_search_big_one(const td_gdev &d, const uint8_t *qwords, const td_gq_req *req, uint32_t i,
+			     uint64_t qbig, const uint64_t *base, td_hit *hits)
+{
+	bool bad = false, found = false;
+	td_warp_query_big(d, qwords, req[i], 1, qbig, hits + base[i], bad, found);
+}
+
+#ifndef TD_GPU_EMU /* tests run the bodies on the host */
+/* One warp per request marked big in req[idx[j]] (j < nbig). */
+__global__ void td_k_count_big(td_gdev d, const uint8_t *qwords, const td_gq_req *req, const uint32_t *idx,
+			       uint32_t nbig, int search, uint64_t qbig, uint64_t *count)
+{
+	uint32_t j = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (j < nbig)
+		td_count_big_one(d, qwords, req, idx[j], search, qbig, count);
+}
+
+__global__ void td_k_search_big(td_gdev d, const uint8_t *qwords, const td_gq_req *req, const uint32_t *idx,
+				uint32_t nbig, uint64_t qbig, const uint64_t *base, const uint8_t *skip, td_hit *hits)
+{
+	uint32_t j = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	if (j < nbig && !skip[idx[j]])
+		td_search_big_one(d, qwords, req, idx[j], qbig, base, hits);
 }
 #endif
 
@@ -1511,23 +1809,66 @@ extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nr
 	return (int)cudaGetLastError();
 }
 
+/* The big kernel of a launch on big->stream, forked from stream s after
+ * what s holds (the uploads) and joined back before what s gets next (the
+ * download): it runs beside the usual kernel. */
+static int td_gk_fork(cudaStream_t s, const td_gk_big *big)
+{
+	cudaError_t e = cudaEventRecord((cudaEvent_t)big->fork, s);
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent((cudaStream_t)big->stream, (cudaEvent_t)big->fork, 0);
+	return (int)e;
+}
+
+static int td_gk_join(cudaStream_t s, const td_gk_big *big)
+{
+	cudaError_t e = cudaGetLastError();
+	if (e == cudaSuccess)
+		e = cudaEventRecord((cudaEvent_t)big->join, (cudaStream_t)big->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(s, (cudaEvent_t)big->join, 0);
+	return (int)e;
+}
+
 extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
-			   int search, uint64_t *count, void *stream)
+			   int search, uint64_t *count, void *stream, const td_gk_big *big)
 {
 	cudaStream_t s = (cudaStream_t)stream;
+	int e;
 	if (nreq == 0)
 		return 0;
+	if (big && big->n) { /* one warp a block: the long warps spread over the SMs */
+		if ((e = td_gk_fork(s, big)))
+			return e;
+		td_k_count_big<<<big->n, 32, 0, (cudaStream_t)big->stream>>>(*d, qwords, req, big->idx, big->n, search,
+									  big->qbig, count);
+		if ((e = (int)cudaGetLastError()))
+			return e;
+	}
 	td_k_count<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, search, count);
-	return (int)cudaGetLastError();
+	if ((e = (int)cudaGetLastError()))
+		return e;
+	return big && big->n ? td_gk_join(s, big) : 0;
 }
 
 extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
-			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream)
+			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *stream, const td_gk_big *big)
 {
 	cudaStream_t s = (cudaStream_t)stream;
+	int e;
 	if (nreq == 0)
 		return 0;
+	if (big && big->n) {
+		if ((e = td_gk_fork(s, big)))
+			return e;
+		td_k_search_big<<<big->n, 32, 0, (cudaStream_t)big->stream>>>(*d, qwords, req, big->idx, big->n, big->qbig,
+									   base, skip, hits);
+		if ((e = (int)cudaGetLastError()))
+			return e;
+	}
 	td_k_search<<<(nreq + 3) / 4, 128, 0, s>>>(*d, qwords, req, nreq, base, skip, hits);
-	return (int)cudaGetLastError();
+	if ((e = (int)cudaGetLastError()))
+		return e;
+	return big && big->n ? td_gk_join(s, big) : 0;
 }
 #endif

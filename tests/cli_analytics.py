@@ -14,7 +14,8 @@ with --format5 (meson: cli_analytics_shards).
 Bad arguments: one message on stderr, exit 2.
 
 Env: TADOC (the binary), TESTS_DIR (this folder); TADOC_CORPORA or ~/.cache/tadoc-corpora
-for sotu.
+for sotu; TD_TEST_SANITIZED=1 (a sanitizer build): no real corpora, and 12 random files
+and 8 directories of the adversarial tree instead of 24 and 16.
 """
 import importlib.util
 import os
@@ -626,13 +627,17 @@ def main():
     """Format 4 archives by default; with --format5, format 5 archives forced to many shards."""
     f5 = "--format5" in sys.argv[1:]
     corpora = corpora_dir()
+    # Under sanitizers fewer random files and directories of the adversarial tree are
+    # asked (the special ones, longest and non-ASCII words, always are): the same
+    # commands and code paths; the default suite asks 24 and 16.
+    nf, nd = (12, 8) if oracle.sanitized() else (24, 16)
     with tempfile.TemporaryDirectory(prefix="cli_analytics.") as work:
         adv = os.path.join(work, "adv")
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
                        stdout=subprocess.DEVNULL)
         if not f5:
             # with the fuzzy index: whole-archive fuzzy queries answered from it
-            timed("adversarial", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=["--fuzzy-index"])
+            timed("adversarial", check_corpus, adv, work, nfiles=nf, ndirs=nd, cargs=["--fuzzy-index"])
             timed("fuzzy-index", fuzzy_index_checks, adv, work)
             timed("tables", tables_checks, adv, work)
             timed("sample", check_corpus, os.path.join(SRC, "contrib", "sample"), work, nfiles=10, ndirs=5)
@@ -640,10 +645,10 @@ def main():
             if corpora:
                 timed("sotu", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3)
             else:
-                print("sotu not available: skipped (set TADOC_CORPORA)")
+                print("sotu: " + (oracle.SANITIZED_SKIP if oracle.sanitized() else "not available: skipped (set TADOC_CORPORA)"))
         else:
             # many shards: files split over them, phrases and n-grams across the cuts
-            timed("adversarial-f5", check_corpus, adv, work, nfiles=40, ndirs=27, cargs=F5 + ["--shard-size", "64K"])
+            timed("adversarial-f5", check_corpus, adv, work, nfiles=nf, ndirs=nd, cargs=F5 + ["--shard-size", "64K"])
             timed("pruned-f5", pruned_shards, work)
             timed("postings-f5", postings_f5, adv, work)
             mid = os.path.join(work, "midcut")
@@ -666,7 +671,8 @@ def main():
                               ndirs=2, cargs=F5 + ["--shard-size", size], light=True,
                               single=b"gcide.txt" if name == "gcide" else None)
             else:
-                print("sotu, spam, gcide not available: skipped (set TADOC_CORPORA)")
+                print("sotu, spam, gcide: " + (oracle.SANITIZED_SKIP if oracle.sanitized()
+                                                 else "not available: skipped (set TADOC_CORPORA)"))
     print("%d checks, %d failures" % (checks, len(failures)))
     sys.exit(1 if failures else 0)
 

@@ -17,7 +17,8 @@ Checks, against the original files and a Python word counter:
   TD_BATCH_SLACK_US (default 15 us). Both mounts are live at once and
   measured in alternating rounds, so load from other processes on a small,
   shared CI machine hits both alike; medians of thousands of samples;
-  the comparison is repeated up to 3 times before it counts as a failure;
+  the comparison is repeated up to 3 times before it counts as a failure
+  (skipped under sanitizers, TD_TEST_SANITIZED=1: the default suite makes it);
 - configuration keys take effect (batch limits with CPU queueing on):
   batch_max, cpu_workers, batch_window_us,
   gpu, log_level (from -o and from a config file, -o winning);
@@ -362,18 +363,21 @@ def check_lists(archive, files, tmp, gpu):
             if got != want[(sc, name)]:
                 bad.append("%s on /%s: %d bytes, tadoc %d" % (name, sc, len(got), len(want[(sc, name)])))
 
-    th = [threading.Thread(target=ask, args=(k,)) for k in range(32)]
+    # under sanitizers 8 threads (each asks every query): the same concurrent
+    # batches at a quarter of the volume; the default suite runs 32
+    nth = 8 if os.environ.get("TD_TEST_SANITIZED") == "1" else 32
+    th = [threading.Thread(target=ask, args=(k,)) for k in range(nth)]
     for t in th:
         t.start()
     for t in th:
         t.join()
     for e in bad[:10]:
         log("  " + e)
-    check(not bad, "%d queries x 32 threads equal the tadoc commands (%d differ)" % (len(queries), len(bad)))
+    check(not bad, "%d queries x %d threads equal the tadoc commands (%d differ)" % (len(queries), nth, len(bad)))
     s = stats(mnt)
     check(s["gpu_requests"] > before["gpu_requests"], "lists were answered by GPU batches (gpu_requests %s -> %s)" %
           (before["gpu_requests"], s["gpu_requests"]))
-    log("  %d queries x 32 threads; gpu_requests %d -> %d" % (len(queries), before["gpu_requests"], s["gpu_requests"]))
+    log("  %d queries x %d threads; gpu_requests %d -> %d" % (len(queries), nth, before["gpu_requests"], s["gpu_requests"]))
     # a list the batch computed is kept in the mount's list cache: the
     # same query again (and the value after getxattr's size probe) is
     # answered from it, not by another GPU batch
@@ -462,7 +466,12 @@ def check_latency(archive, files, tmp):
     paths = [os.path.join(on, f), os.path.join(off, f)]
     median_latency(paths, 2, 100, [4096])  # warm up both daemons
     ok = False
-    for attempt in range(3):
+    if os.environ.get("TD_TEST_SANITIZED") == "1":
+        # a timing comparison, not a code path: the default suite makes it (here
+        # the test runs beside others, tests/meson.build)
+        log("  latency comparison: skipped under sanitizers (the default suite runs it)")
+        ok = True
+    for attempt in range(0 if ok else 3):
         m_on, m_off = median_latency(paths, 20, 150, [512, 4096, 4096, 16384])
         limit = 1.2 * m_off + SLACK_US
         log("  attempt %d: median on %.1f us, off %.1f us (limit %.1f us)" % (attempt + 1, m_on, m_off, limit))

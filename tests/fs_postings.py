@@ -358,9 +358,8 @@ def main():
             arch = os.path.join(work, "adv-%d.tadoc" % len(args))
             compress(adv, arch, args)
             check_archive(label, c, arch, rng)
-        corpora = os.environ.get("TADOC_CORPORA", os.path.expanduser("~/.cache/tadoc-corpora"))
-        sotu = os.path.join(corpora, "sotu")
-        if os.path.isdir(sotu):
+        sotu = oracle.real_corpus("sotu")
+        if sotu:
             cs = oracle.Corpus(sotu)
             for label, args in (("sotu, format 4", ["--format", "4"]),
                                 ("sotu, format 5 at 1M shards", ["--format", "5", "--shard-size", "1M"])):
@@ -368,7 +367,7 @@ def main():
                 compress(sotu, arch, args)
                 check_archive(label, cs, arch, rng, ndirs=0, nfiles=4, phrases=False)
         else:
-            log("sotu not available: skipped (set TADOC_CORPORA)")
+            log("sotu: " + (oracle.SANITIZED_SKIP if oracle.sanitized() else "not available: skipped (set TADOC_CORPORA)"))
         # a file without ASCII separators, cut inside words: the words at the cuts
         # (the shards' postings say where a piece ends inside a word)
         mid = os.path.join(work, "mid")

@@ -58,24 +58,34 @@ extern "C" int td_gk_extract(const td_gdev *d, const td_gx_req *req, uint32_t nr
 }
 
 extern "C" int td_gk_count(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq, int search,
-			   uint64_t *count, void *)
+			   uint64_t *count, void *, const td_gk_big *big)
 {
 	std::lock_guard<std::mutex> hold(emu_launch);
+	uint32_t nbig = big ? big->n : 0;
+	const uint32_t *idx = big ? big->idx : nullptr;
 	warp_run([&](uint32_t) {
 		for (uint32_t i = 0; i < nreq; i++)
-			td_count_one(*d, qwords, req, i, search, count);
+			if (!req[i].big)
+				td_count_one(*d, qwords, req, i, search, count);
+		for (uint32_t j = 0; j < nbig; j++)
+			td_count_big_one(*d, qwords, req, idx[j], search, big->qbig, count);
 	});
 	return 0;
 }
 
 extern "C" int td_gk_search(const td_gdev *d, const uint8_t *qwords, const td_gq_req *req, uint32_t nreq,
-			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *)
+			    const uint64_t *base, const uint8_t *skip, td_hit *hits, void *, const td_gk_big *big)
 {
 	std::lock_guard<std::mutex> hold(emu_launch);
+	uint32_t nbig = big ? big->n : 0;
+	const uint32_t *idx = big ? big->idx : nullptr;
 	warp_run([&](uint32_t) {
 		for (uint32_t i = 0; i < nreq; i++)
-			if (!skip[i])
+			if (!skip[i] && !req[i].big)
 				td_search_one(*d, qwords, req, i, base, hits);
+		for (uint32_t j = 0; j < nbig; j++)
+			if (!skip[idx[j]])
+				td_search_big_one(*d, qwords, req, idx[j], big->qbig, base, hits);
 	});
 	return 0;
 }
