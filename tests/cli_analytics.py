@@ -645,7 +645,7 @@ def main():
             if corpora:
                 timed("sotu", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=6, ndirs=3)
             else:
-                print("sotu: " + (oracle.SANITIZED_SKIP if oracle.sanitized() else "not available: skipped (set TADOC_CORPORA)"))
+                print(oracle.corpus_skip("sotu"))
         else:
             # many shards: files split over them, phrases and n-grams across the cuts
             timed("adversarial-f5", check_corpus, adv, work, nfiles=nf, ndirs=nd, cargs=F5 + ["--shard-size", "64K"])
@@ -671,8 +671,7 @@ def main():
                               ndirs=2, cargs=F5 + ["--shard-size", size], light=True,
                               single=b"gcide.txt" if name == "gcide" else None)
             else:
-                print("sotu, spam, gcide: " + (oracle.SANITIZED_SKIP if oracle.sanitized()
-                                                 else "not available: skipped (set TADOC_CORPORA)"))
+                print(oracle.corpus_skip("sotu, spam, gcide"))
     print("%d checks, %d failures" % (checks, len(failures)))
     sys.exit(1 if failures else 0)
 

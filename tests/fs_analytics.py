@@ -353,7 +353,7 @@ def main():
         if sotu:
             read_only("sotu", sotu, work, rng, nfiles=3, ndirs=2)
         else:
-            log("  sotu: " + (oracle.SANITIZED_SKIP if oracle.sanitized() else "not available: skipped (set TADOC_CORPORA)"))
+            log("  " + oracle.corpus_skip("sotu"))
         log("== writable mounts after random edits")
         writable(adv, work, rng)
         writable_shards(adv, work, rng)

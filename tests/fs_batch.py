@@ -61,6 +61,8 @@ TADOCFS = os.environ.get("TADOCFS", "tadocfs")
 TADOC, TADOCFS = [os.path.abspath(p) if os.sep in p else p for p in (TADOC, TADOCFS)]
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fs_write_lib import check, failures, log, run, xattr_joined  # noqa: E402
+from oracle import sanitized  # noqa: E402
+
 GPU = os.environ.get("TD_TEST_GPU") == "1"
 SLACK_US = float(os.environ.get("TD_BATCH_SLACK_US", "15"))
 WORD = re.compile(rb"\w+")
@@ -365,7 +367,7 @@ def check_lists(archive, files, tmp, gpu):
 
     # under sanitizers 8 threads (each asks every query): the same concurrent
     # batches at a quarter of the volume; the default suite runs 32
-    nth = 8 if os.environ.get("TD_TEST_SANITIZED") == "1" else 32
+    nth = 8 if sanitized() else 32
     th = [threading.Thread(target=ask, args=(k,)) for k in range(nth)]
     for t in th:
         t.start()
@@ -466,7 +468,7 @@ def check_latency(archive, files, tmp):
     paths = [os.path.join(on, f), os.path.join(off, f)]
     median_latency(paths, 2, 100, [4096])  # warm up both daemons
     ok = False
-    if os.environ.get("TD_TEST_SANITIZED") == "1":
+    if sanitized():
         # a timing comparison, not a code path: the default suite makes it (here
         # the test runs beside others, tests/meson.build)
         log("  latency comparison: skipped under sanitizers (the default suite runs it)")

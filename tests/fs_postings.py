@@ -367,7 +367,7 @@ def main():
                 compress(sotu, arch, args)
                 check_archive(label, cs, arch, rng, ndirs=0, nfiles=4, phrases=False)
         else:
-            log("sotu: " + (oracle.SANITIZED_SKIP if oracle.sanitized() else "not available: skipped (set TADOC_CORPORA)"))
+            log(oracle.corpus_skip("sotu"))
         # a file without ASCII separators, cut inside words: the words at the cuts
         # (the shards' postings say where a piece ends inside a word)
         mid = os.path.join(work, "mid")

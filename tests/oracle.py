@@ -180,6 +180,14 @@ def sanitized():
 SANITIZED_SKIP = "skipped under sanitizers (the default suite runs it)"
 
 
+def corpus_skip(names):
+    """Why real corpus `names` (a name or several, for the message) is not
+    checked, when real_corpus() gave None."""
+    if sanitized():
+        return "%s: %s" % (names, SANITIZED_SKIP)
+    return "%s not available: skipped (set TADOC_CORPORA)" % names
+
+
 def real_corpus(name):
     """The directory of fetched corpus `name` (TADOC_CORPORA, else
     ~/.cache/tadoc-corpora), or None when it is not there or under sanitizers
@@ -188,7 +196,7 @@ def real_corpus(name):
         return None
     for d in (os.environ.get("TADOC_CORPORA"),
               os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "tadoc-corpora")):
-        if d and os.path.isdir(os.path.join(d, name)):
+        if d and os.path.isdir(os.path.join(d, name)) and os.listdir(os.path.join(d, name)):
             return os.path.join(d, name)
     return None
 

@@ -323,7 +323,7 @@ def check_memory(work):
     # under sanitizers the bound is not checked (below): a corpus 1.5x the bound
     # runs the same bounded build (shards in flight limited by it); the
     # default suite's is 3x
-    size = bound * 3 // 2 if os.environ.get("TD_TEST_SANITIZED") == "1" else 3 * bound
+    size = bound * 3 // 2 if oracle.sanitized() else 3 * bound
     subprocess.run([sys.executable, os.path.abspath(__file__), "--gen", src, str(size)], check=True)
     n = sum(os.path.getsize(os.path.join(src, f)) for f in files_of(src))
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -780,14 +780,6 @@ def check_add_kill(work, iters=20):
     log("add kill -9: %d iterations, old set %d, new set %d, always verifies" % (iters, outcomes["old"], outcomes["new"]))
 
 
-def real_corpus(name):
-    for d in (os.environ.get("TADOC_CORPORA"),
-              os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "tadoc-corpora")):
-        if d and os.path.isdir(os.path.join(d, name)) and os.listdir(os.path.join(d, name)):
-            return os.path.join(d, name)
-    return None
-
-
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--gen":
         gen_corpus(sys.argv[2], int(sys.argv[3]), random.Random(5))
@@ -807,12 +799,9 @@ def main():
         check_compact(work)
         check_add_kill(work)
         for name, shard in (("spam", 1 << 20), ("gcide", 4 << 20)):
-            src = real_corpus(name)
-            if os.environ.get("TD_TEST_SANITIZED") == "1":
-                log("%s: skipped under sanitizers (the default suite runs it)" % name)
-                continue
+            src = oracle.real_corpus(name)
             if not src or os.environ.get("SHARD_REAL") == "0":
-                log("%s: not present, skipped" % name)
+                log(oracle.corpus_skip(name))
                 continue
             check_tree(src, shard, work, name, jobs=(2,))
     finally:
