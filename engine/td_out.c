@@ -100,3 +100,42 @@ int td_buf_leb(td_buf *b, uint64_t v)
 	return td_buf_put(b, t, n);
 }
 
+/* LSD radix over the key's bytes, skipping a byte that is the same in
+ * every key. */
+int td_sort_keys(td_skey *k, size_t n)
+{
+	if (n < 2)
+		return TD_OK;
+	td_skey *t = malloc(n * sizeof *t);
+	size_t(*cnt)[256] = calloc(8, sizeof *cnt);
+	if (!t || !cnt) {
+		free(t);
+		free(cnt);
+		return TD_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (unsigned d = 0; d < 8; d++)
+			cnt[d][(k[i].key >> (8 * d)) & 255]++;
+	td_skey *src = k, *dst = t;
+	for (unsigned d = 0; d < 8; d++) {
+		size_t *c = cnt[d];
+		if (c[(src[0].key >> (8 * d)) & 255] == n)
+			continue;
+		size_t sum = 0;
+		for (unsigned b = 0; b < 256; b++) {
+			size_t x = c[b];
+			c[b] = sum;
+			sum += x;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[c[(src[i].key >> (8 * d)) & 255]++] = src[i];
+		td_skey *x = src;
+		src = dst;
+		dst = x;
+	}
+	if (src != k)
+		memcpy(k, src, n * sizeof *k);
+	free(t);
+	free(cnt);
+	return TD_OK;
+}

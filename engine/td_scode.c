@@ -1,5 +1,6 @@
 /* td_scode: encoder, decoding tables and tile decoder of entropy-coded symbol arrays. */
 #include "td_scode.h"
+#include "td_out.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -1007,33 +1008,69 @@ int td_scode_check(const td_scode *c)
 
 /* ---- encoder ---- */
 
+/* The bit writer: up to 63 bits wait in acc, whole 32-bit words go to a
+ * staging block and the block to the buffer (one td_buf_put a few KiB, not
+ * one a byte: the coder's loop is a tenth of a GPU build's CPU). */
+#define BWR_STAGE 8192u
+#define SC_AHEAD 16u
 typedef struct bwr {
 	td_buf *b;
 	uint64_t acc, bits;
-	unsigned n;
+	unsigned n;  /* bits waiting in acc, below 32 between calls */
+	unsigned sn; /* bytes staged */
 	int err;
+	uint8_t st[BWR_STAGE];
 } bwr;
 
+static void bwr_init(bwr *w, td_buf *b)
+{
+	w->b = b;
+	w->acc = w->bits = 0;
+	w->n = w->sn = 0;
+	w->err = 0;
+}
+
+static void stage_out(bwr *w)
+{
+	if (w->sn && !w->err)
+		w->err = td_buf_put(w->b, w->st, w->sn);
+	w->sn = 0;
+}
+
 /* Append the low k (<= 32) bits of v, MSB-first. */
-static void put(bwr *w, uint64_t v, unsigned k)
+static inline void put(bwr *w, uint64_t v, unsigned k)
 {
 	if (k == 0)
 		return;
 	w->acc = (w->acc << k) | (v & ((UINT64_C(1) << k) - 1));
 	w->n += k;
 	w->bits += k;
-	while (w->n >= 8) {
-		uint8_t byte = (uint8_t)(w->acc >> (w->n - 8));
-		w->n -= 8;
-		if (!w->err)
-			w->err = td_buf_put(w->b, &byte, 1);
+	if (w->n >= 32) {
+		uint32_t x = (uint32_t)(w->acc >> (w->n - 32));
+		w->n -= 32;
+		uint8_t *o = w->st + w->sn;
+		o[0] = (uint8_t)(x >> 24);
+		o[1] = (uint8_t)(x >> 16);
+		o[2] = (uint8_t)(x >> 8);
+		o[3] = (uint8_t)x;
+		if ((w->sn += 4) == BWR_STAGE)
+			stage_out(w);
 	}
 }
 
+/* Pad to a whole byte with zero bits and hand every staged byte to the
+ * buffer. */
 static void put_flush(bwr *w)
 {
-	if (w->n)
-		put(w, 0, 8 - w->n);
+	if (w->n & 7)
+		put(w, 0, 8 - (w->n & 7));
+	while (w->n >= 8) {
+		w->st[w->sn++] = (uint8_t)(w->acc >> (w->n - 8));
+		w->n -= 8;
+		if (w->sn == BWR_STAGE)
+			stage_out(w);
+	}
+	stage_out(w);
 }
 
 static void put_gamma(bwr *w, uint64_t v) /* v >= 1 */
@@ -1135,6 +1172,38 @@ static int by_code(const void *x, const void *y)
 	return (a->s > b->s) - (a->s < b->s);
 }
 
+/* Sort sym[0..m) by weight (code 0: by_weight's order) or by code
+ * (1: by_code's); both orders are total (ids differ), so the one 64-bit
+ * key sort (td_sort_keys) gives qsort's result where the fields fit it. */
+static int sort_syms(sc_sym *sym, uint64_t m, int code)
+{
+	int fits = m < UINT32_MAX;
+	for (uint64_t i = 0; i < m && fits && !code; i++)
+		fits = sym[i].w <= UINT32_MAX;
+	td_skey *k = fits ? malloc((m ? m : 1) * sizeof *k) : NULL;
+	sc_sym *t = k ? malloc((m ? m : 1) * sizeof *t) : NULL;
+	if (!k || !t) {
+		free(k);
+		free(t);
+		qsort(sym, m, sizeof *sym, code ? by_code : by_weight);
+		return TD_OK;
+	}
+	for (uint64_t i = 0; i < m; i++)
+		k[i] = (td_skey){ code ? (uint64_t)sym[i].len << 40 | (uint64_t)sym[i].g << 32 | sym[i].s
+				       : sym[i].w << 32 | sym[i].s,
+				  (uint32_t)i };
+	int err = td_sort_keys(k, m);
+	if (!err) {
+		for (uint64_t i = 0; i < m; i++)
+			t[i] = sym[k[i].id];
+		memcpy(sym, t, m * sizeof *sym);
+	} else
+		qsort(sym, m, sizeof *sym, code ? by_code : by_weight);
+	free(k);
+	free(t);
+	return TD_OK;
+}
+
 /* Huffman code lengths of sym[0..m) (sorted by weight) into len, at most
  * TD_SC_MAXLEN bits: weights are halved until the code fits. */
 static int huffman(sc_sym *sym, uint64_t m)
@@ -1185,17 +1254,17 @@ static int huffman(sc_sym *sym, uint64_t m)
 	return TD_OK;
 }
 
-/* Estimated bits of coding a context's n occurrences with symbols of
- * count >= t in the table and the rest escaped. */
-static double plan_cost(const sc_sym *all, uint64_t m, uint64_t t, unsigned raw, uint64_t alphabet)
+/* Estimated bits of coding a context's n occurrences (sum of all[].w,
+ * added in index order) with symbols of count >= t in the table and the rest
+ * escaped; lg[i] = log2(n / all[i].w), computed once for every t. */
+static double plan_cost(const sc_sym *all, const double *lg, double n, uint64_t m, uint64_t t, unsigned raw,
+			uint64_t alphabet)
 {
-	double n = 0, esc = 0, bits = 0, tab = 0;
-	for (uint64_t i = 0; i < m; i++)
-		n += (double)all[i].w;
+	double esc = 0, bits = 0, tab = 0;
 	for (uint64_t i = 0; i < m; i++) {
 		double c = (double)all[i].w;
 		if (all[i].w >= t) {
-			bits += c * log2(n / c);
+			bits += c * lg[i];
 			tab++;
 		} else {
 			esc += c;
@@ -1250,15 +1319,26 @@ static int build_ctx(uint32_t *cnt, const sc_ids *ids, const td_scode *shape, ui
 	for (uint64_t s = 0; s < nid; s++) /* ids ascend with their symbols */
 		if (cnt[s])
 			all[m++] = (sc_sym){ cnt[s], (uint32_t)s, 0, (uint16_t)sc_class(shape, ids_sym(ids, s)) };
+	double *lg = malloc(m * sizeof *lg), tot = 0;
+	if (!lg) {
+		free(all);
+		free(gap);
+		return TD_ENOMEM;
+	}
+	for (uint64_t i = 0; i < m; i++)
+		tot += (double)all[i].w;
+	for (uint64_t i = 0; i < m; i++)
+		lg[i] = log2(tot / (double)all[i].w);
 	uint64_t best_t = 1;
-	double best = plan_cost(all, m, 1, raw, alphabet);
+	double best = plan_cost(all, lg, tot, m, 1, raw, alphabet);
 	for (uint64_t t = 2; t <= 8; t++) {
-		double x = plan_cost(all, m, t, raw, alphabet);
+		double x = plan_cost(all, lg, tot, m, t, raw, alphabet);
 		if (x < best) {
 			best = x;
 			best_t = t;
 		}
 	}
+	free(lg);
 	uint64_t k = 0, escw = 0;
 	for (uint64_t i = 0; i < m; i++) {
 		if (all[i].w >= best_t)
@@ -1269,11 +1349,13 @@ static int build_ctx(uint32_t *cnt, const sc_ids *ids, const td_scode *shape, ui
 	}
 	if (escw)
 		all[k++] = (sc_sym){ escw, ESC, 0, GROUP_ESC };
-	qsort(all, k, sizeof *all, by_weight);
-	int err = huffman(all, k);
+	int err = sort_syms(all, k, 0);
+	if (!err)
+		err = huffman(all, k);
+	if (!err)
+		err = sort_syms(all, k, 1);
 	if (err)
 		goto out;
-	qsort(all, k, sizeof *all, by_code);
 	unsigned maxlen = all[k - 1].len;
 	for (uint64_t i = 0; i < k; i++)
 		if (all[i].len > maxlen)
@@ -1341,22 +1423,37 @@ int td_scode_encode(const uint32_t *v, uint64_t n, uint64_t alphabet, uint32_t c
 		err = TD_ENOMEM;
 		goto out;
 	}
+	/* The count table is tens of MB on a large shard and its look-ups go
+	 * where the symbols do: each symbol's slot is fetched SC_AHEAD symbols
+	 * early (its context is the class of the symbol before, known), so the
+	 * misses overlap (a dense table; the sorted ids' search has its own). */
 	for (uint64_t i = 0; i < n; i++) {
+		if (!ids.uniq && i + SC_AHEAD < n) {
+			uint64_t j = i + SC_AHEAD;
+			unsigned kj = (j & mask) ? sc_class(&shape, v[j - 1]) : 4u;
+			__builtin_prefetch(&cnt[kj * m + v[j]], 1);
+		}
 		unsigned k = (i & mask) ? sc_class(&shape, v[i - 1]) : 4u;
 		uint32_t *x = &cnt[k * m + ids_of(&ids, v[i])];
 		*x += *x != UINT32_MAX;
 	}
 	uint32_t esc[TD_SC_NCTX];
-	bwr d = { &desc, 0, 0, 0, 0 };
+	static _Thread_local bwr d, w; /* 8 KiB of staging each: not on the stack */
+	bwr_init(&d, &desc);
 	for (unsigned k = 0; k < TD_SC_NCTX && !err; k++)
 		err = build_ctx(cnt + k * m, &ids, &shape, alphabet, raw, &d, &esc[k]);
 	put_flush(&d);
 	if (err || (err = d.err))
 		goto out;
-	bwr w = { &data, 0, 0, 0, 0 };
+	bwr_init(&w, &data);
 	for (uint64_t i = 0; i < n; i++) {
 		if (!(i & mask))
 			tiles[i >> tile_shift] = w.bits;
+		if (!ids.uniq && i + SC_AHEAD < n) {
+			uint64_t j = i + SC_AHEAD;
+			unsigned kj = (j & mask) ? sc_class(&shape, v[j - 1]) : 4u;
+			__builtin_prefetch(&cnt[kj * m + v[j]], 0);
+		}
 		unsigned k = (i & mask) ? sc_class(&shape, v[i - 1]) : 4u;
 		uint32_t e = cnt[k * m + ids_of(&ids, v[i])];
 		if (e) {

@@ -862,10 +862,7 @@ static int cmp_bytes(const uint8_t *a, size_t la, const uint8_t *b, size_t lb)
 
 /* A token to sort: its first 8 bytes as a big-endian number (zeros past
  * its end), so most comparisons need no look-up of its bytes. */
-typedef struct skey {
-	uint64_t key;
-	uint32_t id;
-} skey;
+typedef td_skey skey;
 
 static int cmp_tok(const void *x, const void *y)
 {
@@ -893,7 +890,17 @@ static int sort_tokens(const sorter *s, uint32_t *ids, uint32_t n)
 		k[i] = (skey){ key, ids[i] };
 	}
 	g_sort = s;
-	qsort(k, n, sizeof *k, cmp_tok);
+	/* by the first 8 bytes, then runs of one key by all their bytes */
+	if (td_sort_keys(k, n)) {
+		free(k);
+		return TD_ENOMEM;
+	}
+	for (uint32_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && k[j].key == k[i].key;)
+			j++;
+		if (j - i > 1)
+			qsort(k + i, j - i, sizeof *k, cmp_tok);
+	}
 	for (uint32_t i = 0; i < n; i++)
 		ids[i] = k[i].id;
 	free(k);
@@ -1535,9 +1542,27 @@ static int fin_rules(fin *f)
 		for (uint64_t j = g->rule_off[k]; j < g->rule_off[k + 1]; j++)
 			xlen[k] += g->rule_syms[j] < T ? f->ulen[g->rule_syms[j]] : xlen[g->rule_syms[j] - T];
 	}
+	/* by length, then expanded length, then id: one 64-bit key where both
+	 * fit (always, short of a rule of 2^24 symbols), sorted stably from
+	 * id order; else the comparison */
+	int keyed = 1, sorted = 0;
+	for (uint32_t k = 0; k < R && keyed; k++)
+		keyed = g->rule_off[k + 1] - g->rule_off[k] < (UINT64_C(1) << 24) && xlen[k] < (UINT64_C(1) << 40);
+	skey *rk = keyed ? malloc((R + 1) * sizeof *rk) : NULL;
+	if (rk) {
+		for (uint32_t k = 0; k < R; k++)
+			rk[k] = (skey){ (g->rule_off[k + 1] - g->rule_off[k]) << 40 | xlen[k], k };
+		if (td_sort_keys(rk, R) == TD_OK) {
+			for (uint32_t k = 0; k < R; k++)
+				rorder[k] = rk[k].id;
+			sorted = 1;
+		}
+		free(rk);
+	}
 	g_rlen = g->rule_off;
 	g_xlen = xlen;
-	qsort(rorder, R, sizeof *rorder, cmp_rulelen);
+	if (!sorted)
+		qsort(rorder, R, sizeof *rorder, cmp_rulelen);
 	for (uint32_t k = 0; k < R; k++)
 		f->rnew[rorder[k]] = k;
 	uint64_t at = 0, prevlen = UINT64_MAX;

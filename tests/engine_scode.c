@@ -1,10 +1,13 @@
-/* engine_scode: td_scode entropy-coded symbol arrays: round trips on skewed, flat and extreme inputs, size against the entropy, damaged blobs. */
+/* engine_scode: td_scode entropy-coded symbol arrays: round trips on skewed, flat and extreme inputs, size against the entropy, damaged blobs, the encoder's bytes pinned; td_sort_keys against a stable sort. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "td_err.h"
+#include "td_out.h"
 #include "td_scode.h"
 
 static uint64_t rnd(uint64_t *s)
@@ -216,4 +219,84 @@ Test(scode, damaged_blobs)
 	free(copy);
 	free(v);
 	td_buf_free(&b);
+}
+
+/* The encoder's bytes are what archives hold: -j 1 against -j N and the
+ * GPU build against the CPU build compare whole archives, and a faster
+ * encoder must write what the one before it wrote. Pinned on three inputs
+ * (XXH3-64 of the blob, from the encoder before the 2026-11-28 speed-up:
+ * a dense count table, a large sparse alphabet with escapes, a small one). */
+static uint64_t pinned_case(uint64_t n, uint64_t alphabet, unsigned shift, int skew, uint64_t *len)
+{
+	uint64_t s = UINT64_C(88172645463325252) + n + alphabet;
+	uint32_t *v = malloc(n * sizeof *v);
+	cr_assert_not_null(v);
+	for (uint64_t i = 0; i < n; i++) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		uint64_t x;
+		if (skew) {
+			double u = (double)(s >> 11) / 9007199254740992.0;
+			x = (uint64_t)((double)alphabet * u * u * u * u);
+			if (x >= alphabet)
+				x = alphabet - 1;
+		} else {
+			x = (s & 1) ? (s >> 8) % 64 : (s >> 8) % alphabet;
+		}
+		v[i] = (uint32_t)x;
+	}
+	td_buf b = { 0 };
+	cr_assert_eq(td_scode_encode(v, n, alphabet, (uint32_t)(alphabet / 3), (uint32_t)(alphabet / 2), shift, &b),
+		     TD_OK);
+	uint64_t h = XXH3_64bits(b.p, b.len);
+	*len = b.len;
+	td_buf_free(&b);
+	free(v);
+	return h;
+}
+
+Test(scode, bytes_as_before)
+{
+	uint64_t len;
+	cr_expect_eq(pinned_case(300000, 1300000, 10, 1, &len), UINT64_C(0xb6c6d6b4346c8853));
+	cr_expect_eq(len, 735272u);
+	cr_expect_eq(pinned_case(200000, 40000000, 3, 0, &len), UINT64_C(0x05f1dbcc9ad14ac6));
+	cr_expect_eq(len, 456000u);
+	cr_expect_eq(pinned_case(100000, 3000, 6, 1, &len), UINT64_C(0x7196105cbcee1f77));
+	cr_expect_eq(len, 125928u);
+}
+
+static int cmp_key_id(const void *x, const void *y)
+{
+	const td_skey *a = x, *b = y;
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	return (a->id > b->id) - (a->id < b->id);
+}
+
+/* td_sort_keys is stable: from id order it gives the (key, id) order, on
+ * keys that differ in few bytes (skipped passes), in many, and all equal. */
+Test(scode, sort_keys_is_a_stable_sort)
+{
+	static const uint64_t masks[] = { 0, 0xff, 0xff00ff0000ull, UINT64_MAX, 0x7ull << 40 };
+	static const size_t sizes[] = { 0, 1, 2, 3, 1000, 100000 };
+	uint64_t s = 7;
+	for (size_t mi = 0; mi < sizeof masks / sizeof *masks; mi++)
+		for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+			size_t n = sizes[si];
+			td_skey *k = malloc((n + 1) * sizeof *k), *want = malloc((n + 1) * sizeof *want);
+			cr_assert(k && want);
+			for (size_t i = 0; i < n; i++)
+				k[i] = want[i] = (td_skey){ rnd(&s) & masks[mi], (uint32_t)i };
+			qsort(want, n, sizeof *want, cmp_key_id);
+			cr_assert_eq(td_sort_keys(k, n), TD_OK);
+			for (size_t i = 0; i < n; i++)
+				cr_assert(k[i].key == want[i].key && k[i].id == want[i].id,
+					  "mask %zu, %zu keys: at %zu key %llx id %u, want %llx id %u", mi, n, i,
+					  (unsigned long long)k[i].key, k[i].id, (unsigned long long)want[i].key,
+					  want[i].id);
+			free(k);
+			free(want);
+		}
 }
