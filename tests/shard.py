@@ -581,9 +581,10 @@ def gen_unique(root, rnd):
     """Files whose every 32-byte window is their own (random tokens), two
     of them larger than a 64 KiB shard, a symlink."""
     def text(n):
-        toks = []
-        while sum(map(len, toks)) + len(toks) < n:
+        toks, size = [], 0  # size: the tokens' bytes plus one separator each
+        while size < n:
             toks.append("".join(rnd.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rnd.randrange(3, 10))))
+            size += len(toks[-1]) + 1
         return "".join(t + rnd.choice(" \n  ,") for t in toks)
     for d in ("a", "b", "c"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
