@@ -348,7 +348,8 @@ def main():
         subprocess.run([sys.executable, os.path.join(TESTS, "gen_adversarial.py"), adv], check=True,
                        stdout=subprocess.DEVNULL)
         log("== read-only mounts")
-        read_only("adversarial", adv, work, rng, nfiles=12, ndirs=8)
+        read_only("adversarial", adv, work, rng, nfiles=4 if oracle.sanitized() else 8,
+                  ndirs=3 if oracle.sanitized() else 5)
         sotu = oracle.real_corpus("sotu")
         if sotu:
             read_only("sotu", sotu, work, rng, nfiles=3, ndirs=2)
