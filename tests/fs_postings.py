@@ -158,8 +158,6 @@ def check_archive(label, c, arch, rng, ndirs=6, nfiles=6, phrases=True):
     check(pl.startswith("postings") and "none" not in pl, "%s: info says %r" % (label, pl))
     dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
     files = sorted(c.words)
-    if oracle.sanitized():  # the same kinds of scope, fewer of them
-        ndirs, nfiles = min(ndirs, 3), min(nfiles, 3)
     scopes = [b""] + rng.sample(dirs, min(ndirs, len(dirs))) + rng.sample(files, min(nfiles, len(files)))
     n = bad = 0
     for s in scopes:
