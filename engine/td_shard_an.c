@@ -1419,6 +1419,7 @@ typedef struct pmatch {
 	int64_t count;
 	td_hits *add, *drop;      /* searches: the hits to add and to take away */
 	int files;                /* files: the file of each match, and its sign */
+	int text_cuts;            /* a cut's runs found in its text (their offsets), never by word ids */
 	td_entry *fe;
 	int *fsign;
 	size_t nf, fcap;
@@ -1546,7 +1547,7 @@ static int pmatch_cut(void *sctx, const td_archive *a, const td_disk_piece *p, c
 		if (in <= 0)
 			return in < 0 ? in : 1;
 	}
-	return pm->add || pm->files ? 0 : pmatch_cut_ids(pm, sp, p->local, sq, q->local);
+	return pm->add || pm->files || pm->text_cuts ? 0 : pmatch_cut_ids(pm, sp, p->local, sq, q->local);
 }
 
 /* Pieces counted on threads (count_piece: piece k's count into c[k]). */
@@ -1890,11 +1891,16 @@ int td_shard_set_phrase(const td_archive *a, const char *p, size_t len, const td
 		td_hits_free(&h);
 		free(c);
 	}
-	/* the runs at the cuts of the split files */
+	/* the runs at the cuts of the split files: setp_run counts those read
+	 * from a cut's text; pmatch_cut_ids counts others into pm.count (a
+	 * count only: a search needs each run's offset, so reads every cut) */
 	setp sp = { &pm, 0, counts, out, &drop };
+	pm.text_cuts = out != NULL;
 	for (size_t i = 0; i < ss.nsplit && !err; i++) {
 		sp.i = ss.split[i];
+		pm.count = 0;
 		err = fix_file(a, list[sp.i], pm.m, setp_run, &sp, pmatch_cut, &pm);
+		counts[sp.i] += (uint64_t)pm.count;
 	}
 	/* the texts, matched by bytes */
 	if (!err && texts)

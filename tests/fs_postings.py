@@ -158,6 +158,8 @@ def check_archive(label, c, arch, rng, ndirs=6, nfiles=6, phrases=True):
     check(pl.startswith("postings") and "none" not in pl, "%s: info says %r" % (label, pl))
     dirs = [rel for rel, _ in c.entries if c.kind[rel] == "d" and rel]
     files = sorted(c.words)
+    if oracle.sanitized():  # the same kinds of scope, fewer of them
+        ndirs, nfiles = min(ndirs, 3), min(nfiles, 3)
     scopes = [b""] + rng.sample(dirs, min(ndirs, len(dirs))) + rng.sample(files, min(nfiles, len(files)))
     n = bad = 0
     for s in scopes:
@@ -310,7 +312,11 @@ def writable_clean(work, tree, rng):
         scopes = [b"", d_edit, f_edit, d_new, d_keep] + [d_new + d[len(d_ren):] for d in inner]
         scopes += [f for f in sorted(c.words) if f.startswith(d_keep + b"/")][:1]
         fs_an.check_scopes("rw after edits beside, inside and above scopes", c, mnt, arch, scopes, rng,
-                           use_cli=False, extra={s: [b"zzqqxx the", b"the alpha"] for s in scopes})
+                           use_cli=False, extra={s: [b"zzqqxx the", b"the alpha"] for s in scopes} |
+                           # periodic/period7.txt is cut between its words at 64 KiB shards: the runs
+                           # at that cut were counted from the shards' word ids and then lost on this
+                           # path (a root with a change below it), one hit short until 2026-11-28
+                           {b"": [b"zzqqxx the", b"the alpha", b"zw xy", b"xy zw"]})
         # each change shows at once, also between a size probe and a read of the same name
         n = bad = 0
         for i, (s, f) in enumerate(((d_edit, f_edit), (b"", f_edit), (d_keep, None))):
