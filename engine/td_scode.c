@@ -1174,8 +1174,9 @@ static int by_code(const void *x, const void *y)
 
 /* Sort sym[0..m) by weight (code 0: by_weight's order) or by code
  * (1: by_code's); both orders are total (ids differ), so the one 64-bit
- * key sort (td_sort_keys) gives qsort's result where the fields fit it. */
-static int sort_syms(sc_sym *sym, uint64_t m, int code)
+ * key sort (td_sort_keys) gives qsort's result where the fields fit it;
+ * qsort itself where they do not or memory is short. */
+static void sort_syms(sc_sym *sym, uint64_t m, int code)
 {
 	int fits = m < UINT32_MAX;
 	for (uint64_t i = 0; i < m && fits && !code; i++)
@@ -1186,7 +1187,7 @@ static int sort_syms(sc_sym *sym, uint64_t m, int code)
 		free(k);
 		free(t);
 		qsort(sym, m, sizeof *sym, code ? by_code : by_weight);
-		return TD_OK;
+		return;
 	}
 	for (uint64_t i = 0; i < m; i++)
 		k[i] = (td_skey){ code ? (uint64_t)sym[i].len << 40 | (uint64_t)sym[i].g << 32 | sym[i].s
@@ -1201,7 +1202,6 @@ static int sort_syms(sc_sym *sym, uint64_t m, int code)
 		qsort(sym, m, sizeof *sym, code ? by_code : by_weight);
 	free(k);
 	free(t);
-	return TD_OK;
 }
 
 /* Huffman code lengths of sym[0..m) (sorted by weight) into len, at most
@@ -1349,13 +1349,11 @@ static int build_ctx(uint32_t *cnt, const sc_ids *ids, const td_scode *shape, ui
 	}
 	if (escw)
 		all[k++] = (sc_sym){ escw, ESC, 0, GROUP_ESC };
-	int err = sort_syms(all, k, 0);
-	if (!err)
-		err = huffman(all, k);
-	if (!err)
-		err = sort_syms(all, k, 1);
+	sort_syms(all, k, 0);
+	int err = huffman(all, k);
 	if (err)
 		goto out;
+	sort_syms(all, k, 1);
 	unsigned maxlen = all[k - 1].len;
 	for (uint64_t i = 0; i < k; i++)
 		if (all[i].len > maxlen)
