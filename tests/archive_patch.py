@@ -26,6 +26,8 @@ Usage:
                                             replace the bytes OLD by NEW (same
                                             length, escapes decoded) in a byte
                                             section (names, words, other)
+  Several commands in one run (one interpreter start): separate them with
+  ';' arguments, e.g. archive_patch.py flip A 18 ';' plain B 2
 
 Layout as in engine/include/td_format.h: a 72-byte little-endian header whose last
 field is the XXH3-64 of the bytes before it, a section table of 32-byte
@@ -208,11 +210,21 @@ class Archive:
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    while ";" in args:
+        patch(args[:args.index(";")])
+        args = args[args.index(";") + 1:]
+    patch(args)
+
+
+def patch(argv):
+    """One command: argv as the command line after the program name."""
+    argv = [sys.argv[0]] + argv
+    if len(argv) < 3:
         sys.exit(__doc__)
-    cmd, a = sys.argv[1], Archive(sys.argv[2])
+    cmd, a = argv[1], Archive(argv[2])
     if cmd == "rename":
-        old, new = (x.encode() for x in sys.argv[3:5])
+        old, new = (x.encode() for x in argv[3:5])
         if len(old) != len(new):
             sys.exit("archive_patch: names must have the same length")
         a.plain()
@@ -224,7 +236,7 @@ def main():
         a.resum()
     elif cmd in ("setname", "setcol", "replace"):
         a.plain()
-        arg = [codecs.escape_decode(x.encode())[0] for x in sys.argv[3:]]
+        arg = [codecs.escape_decode(x.encode())[0] for x in argv[3:]]
         if cmd == "setname":
             names = a.names()
             names[a.entry(arg[0])] = arg[1]
@@ -245,12 +257,12 @@ def main():
                 sys.exit("archive_patch: %r not found, or not as long as %r" % (old, new))
             a.put(sid, data.replace(old, new, 1))
     elif cmd == "flip":
-        _, (_, _, off, size, _) = a.section(int(sys.argv[3]))
+        _, (_, _, off, size, _) = a.section(int(argv[3]))
         a.b[off + size // 2] ^= 0x55
     elif cmd == "resum":
         a.resum()
     elif cmd == "plain":
-        a.plain(int(sys.argv[3]) if len(sys.argv) > 3 else None)
+        a.plain(int(argv[3]) if len(argv) > 3 else None)
     elif cmd == "sections":
         for s in a.sections():
             print(s[0], s[2], s[3])

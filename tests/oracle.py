@@ -28,6 +28,10 @@ Usage:
   of the first word. Scopes for all: a file, a directory subtree, the corpus.)
   oracle.py queries DIR -o OUT [--seed N] [--max-word N]
                                      write the query file the C tests read
+  oracle.py many OUTDIR <JOBS        one job a line, CMD<TAB>DIR<TAB>WORD[<TAB>PATH]
+                                     (CMD count or search): writes OUTDIR/N, what
+                                     `oracle.py CMD DIR WORD [PATH]` prints, for
+                                     the Nth job (from 1); each DIR is read once
 
 Query file (one record per line, paths and words hex-encoded bytes, the
 root directory written as '-'):
@@ -216,6 +220,20 @@ def esc_path(p):
     return p.replace(b"\\", b"\\\\").replace(b"\n", b"\\n")
 
 
+def answer(c, cmd, word, path):
+    """What `oracle.py count|search DIR WORD PATH` prints (word and path bytes)."""
+    scope = path.strip(b"/")
+    if scope and scope not in c.kind:
+        sys.exit("oracle: no such path in %s: %s" % (os.fsdecode(c.root), os.fsdecode(path)))
+    hs = c.hits(word, scope)
+    if cmd == "count":
+        return b"%d\n" % len(hs)
+    if scope and c.kind[scope] == "f":
+        return b"".join(b"%d\n" % off for _, off in hs)
+    # path:offset lines escape '\\' and newline (td_path_escape)
+    return b"".join(esc_path(f) + b":%d\n" % off for f, off in hs)
+
+
 def render(cmd, c, args):
     """The exact bytes tadoc CMD prints for these arguments (analytics)."""
     scope = os.fsencode(args.get("path", "")).strip(b"/")
@@ -324,6 +342,8 @@ def main():
     p.add_argument("path", nargs="?", default="")
     p = sub.add_parser("words")
     p.add_argument("file", nargs="+")
+    p = sub.add_parser("many")
+    p.add_argument("outdir")
     p = sub.add_parser("queries")
     p.add_argument("dir")
     p.add_argument("-o", "--out", required=True)
@@ -337,6 +357,15 @@ def main():
                 for w, off in words_of(f.read()):
                     print(off, len(w))
         return
+    if a.cmd == "many":
+        trees = {}
+        for i, line in enumerate(sys.stdin.buffer.read().split(b"\n")[:-1], 1):
+            cmd, d, word, *path = line.split(b"\t")
+            if d not in trees:
+                trees[d] = Corpus(d)
+            with open(os.path.join(a.outdir, str(i)), "wb") as f:
+                f.write(answer(trees[d], cmd.decode(), word, path[0] if path else b""))
+        return
     c = Corpus(a.dir)
     if a.cmd in ("top", "vector", "files", "ngrams", "fuzzy"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
@@ -346,20 +375,8 @@ def main():
         with open(a.out, "w") as out:
             write_queries(c, out, a.seed, a.max_word)
         return
-    word = os.fsencode(a.word)
-    scope = os.fsencode(a.path).strip(b"/")
-    if scope and scope not in c.kind:
-        sys.exit("oracle: no such path in %s: %s" % (a.dir, a.path))
-    hs = c.hits(word, scope)
-    if a.cmd == "count":
-        print(len(hs))
-        return
-    w = sys.stdout.buffer
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    single = scope and c.kind[scope] == "f"
-    for f, off in hs:
-        # path:offset lines escape '\\' and newline (td_path_escape)
-        w.write(b"%d\n" % off if single else f.replace(b"\\", b"\\\\").replace(b"\n", b"\\n") + b":%d\n" % off)
+    sys.stdout.buffer.write(answer(c, a.cmd, os.fsencode(a.word), os.fsencode(a.path)))
 
 
 if __name__ == "__main__":
