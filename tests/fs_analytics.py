@@ -279,7 +279,8 @@ def random_edits(mnt, rng, n, keep=()):
             files.append(nf)
         elif len(files) > 4:      # unlink or rename
             files.remove(f)
-            if rng.random() < 0.5:
+            # a name that ".moved" would make longer than NAME_MAX is unlinked
+            if rng.random() < 0.5 or len(os.fsencode(os.path.basename(f))) + 6 > NAME_MAX:
                 os.unlink(f)
             else:
                 nf = f + ".moved"
