@@ -340,8 +340,8 @@ def writable_shards(tree, work, rng):
         scopes = [s for s in dict.fromkeys(scopes) if b"\n" not in s]
         cutp = [p for p in cli_an.cut_phrases(c, b"nosep.txt", cuts) if len(p) <= NAME_MAX - 20]
         check(len(cuts) >= 2 and len(cutp) >= 8, "nosep.txt: %d cuts, %d phrases at them" % (len(cuts), len(cutp)))
-        # every other phrase at the cuts (the words cut in two and runs across each cut) at the root
         log("  %s; nosep.txt cut %d times inside words" % (nsh[0] if nsh else "no shards line", len(cuts)))
+        # every other phrase at the cuts (words cut in two, runs across each cut) at the root
         check_scopes("format 5, adversarial and a file cut inside words after 60 random edits (rw)", c, mnt, arch,
                      scopes, rng, use_cli=False, extra={b"": cutp[::2]})
     finally:
