@@ -42,23 +42,11 @@ failures = []
 checks = 0
 
 
-leak_checked = set()  # (command, options, scope given) already run with LeakSanitizer on
-
-
 def tadoc(*args, threads=None):
     env = None
     if threads:
         env = dict(os.environ, TADOC_THREADS=str(threads))
-    if oracle.sanitized():
-        # LeakSanitizer's pass at exit is about half of a sanitized process's CPU: each kind of
-        # call (command, its options, with or without a scope) is leak-checked the first
-        # time of each run of this test, the repeats with other words and scopes are not
-        kind = (args[0], tuple(a for a in args if isinstance(a, str) and a.startswith("-")),
-                len(args), threads)
-        if kind in leak_checked:
-            env = dict(env or os.environ)
-            env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
-        leak_checked.add(kind)
+    env = oracle.leak_env(args, env, threads)  # the first call of each kind leak-checked
     return subprocess.run([TADOC] + [os.fsencode(a) if isinstance(a, str) else a for a in args],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600, env=env)
 

@@ -192,6 +192,25 @@ def sanitized():
     return os.environ.get("TD_TEST_SANITIZED") == "1"
 
 
+_leak_checked = set()  # the kinds of call already run with LeakSanitizer on
+
+
+def leak_env(args, env=None, extra=None):
+    """The environment for a `tadoc ARGS...` call (env: None for the inherited one).
+    Under sanitizers, LeakSanitizer's pass at exit is about half of a sanitized
+    process's CPU: the first call of each kind in a run of a test (command, its
+    options, the number of arguments, extra) is leak-checked, its repeats with other
+    words and scopes get detect_leaks=0. Outside sanitizers env is returned as is."""
+    if not sanitized():
+        return env
+    kind = (str(args[0]), tuple(a for a in args if isinstance(a, str) and a.startswith("-")), len(args), extra)
+    if kind in _leak_checked:
+        env = dict(env or os.environ)
+        env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":detect_leaks=0").lstrip(":")
+    _leak_checked.add(kind)
+    return env
+
+
 SANITIZED_SKIP = "skipped under sanitizers (the default suite runs it)"
 
 
