@@ -2686,8 +2686,11 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 	/* each file's directories checked (its chain is then sound) */
 	for (size_t i = 0; i < k && !err; i++)
 		err = v[i].file >= ne ? td_fail(TD_EINVAL, "no entry %u", v[i].file) : td_tree_vouch(a, v[i].file);
-	/* many files: numbered in one walk rather than sorted by chains */
-	if (!err && k >= ne / 32 && (err = rank_num(a, v, k)) <= 0)
+	if (err)
+		return err;
+	/* many files: numbered in one walk rather than sorted by chains (1:
+	 * v is not a set of leaves, the chains rank it) */
+	if (k >= ne / 32 && (err = rank_num(a, v, k)) <= 0)
 		return err;
 	err = TD_OK;
 	chain_file *f = malloc(k * sizeof *f);
