@@ -39,6 +39,7 @@ root directory written as '-'):
 """
 import argparse
 import collections
+import heapq
 import os
 import random
 import re
@@ -148,12 +149,22 @@ class Corpus:
         return sorted(per.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def ngrams(self, scope, n, top):
-        c = collections.Counter()
-        for f in self.files_in(scope):
-            ws = [w for w, _ in self.words[f]]
-            c.update(tuple(ws[i:i + n]) for i in range(len(ws) - n + 1))
-        items = sorted(c.items(), key=lambda kv: (-kv[1], b" ".join(kv[0])))
-        return items[:top] if top else items
+        # the runs of the last (scope, n) asked are kept: tests ask one several times
+        memo = self.__dict__.setdefault("_ngrams", {})
+        if (scope, n) not in memo:
+            memo.clear()
+            c = collections.Counter()
+            for f in self.files_in(scope):
+                ws = [w for w, _ in self.words[f]]
+                c.update(zip(*(ws[i:] for i in range(n))))  # every run of n consecutive words
+            memo[scope, n] = c
+        c = memo[scope, n]
+        key = lambda kv: (-kv[1], b" ".join(kv[0]))  # noqa: E731
+        if top and top < len(c):
+            # only runs counted at least as often as the top-th can be among the first top
+            least = heapq.nlargest(top, c.values())[-1]
+            return sorted(((g, k) for g, k in c.items() if k >= least), key=key)[:top]
+        return sorted(c.items(), key=key)
 
     def fuzzy(self, word, k, scope):
         memo = self.__dict__.setdefault("_fuzzy", {})
