@@ -2506,111 +2506,175 @@ static int dir_flips(const td_archive *a, td_entry d)
 	return l2 > l1 && !memcmp(n1, n2, l1) && (uint8_t)n2[l1] < '/' ? 2 : 1;
 }
 
-/* Siblings x, y of the chains' union (below) in path order. */
-typedef struct kid_ctx {
-	const td_archive *a;
-	const uint32_t *start;
-} kid_ctx;
+/* rank_num's marks: an entry's tag is 1 + its index in v, or ABOVE for a
+ * directory above a file of v. */
+#define RN_ABOVE 0x80000000u
 
-static int kid_cmp(const void *p, const void *q, void *ctx)
+typedef struct rn_ctx {
+	const td_archive *a;
+	const uint32_t *tag;
+} rn_ctx;
+
+/* Children x, y of one directory in path order (a directory's name
+ * followed by '/'). */
+static int rn_kid_cmp(const void *p, const void *q, void *ctx)
 {
-	const kid_ctx *c = ctx;
+	const rn_ctx *c = ctx;
 	const uint32_t x = *(const uint32_t *)p, y = *(const uint32_t *)q;
 	size_t xl = 0, yl = 0;
 	const char *xn = td_archive_name(c->a, x, &xl), *yn = td_archive_name(c->a, y, &yl);
-	if (!xn || !yn) /* vouched for before: not reached */
+	if (!xn || !yn) /* checked before the sort: not reached */
 		return x < y ? -1 : 1;
-	return key_cmp(xn, xl, c->start[x] != c->start[x + 1], yn, yl, c->start[y] != c->start[y + 1]);
+	return key_cmp(xn, xl, (c->tag[x] & RN_ABOVE) != 0, yn, yl, (c->tag[y] & RN_ABOVE) != 0);
 }
 
-/* v[0..k) (files f[i]'s chains in arena) ranked without comparing chains:
- * their union is a tree whose siblings sort by number (but around a
- * directory that flips: those few lists are sorted by name), so one pass
- * over the entries in number order lists each node's children in path
- * order (O(entries)), a depth-first walk numbers the files in path order,
- * and a stable radix sort by count, descending, over that order is the
- * ranking. For answers of many files, where k log k comparisons of chains
- * cost more than the pass. TD_OK or TD_ENOMEM (v unchanged then). */
-static int rank_dfs(const td_archive *ar, td_file_count *v, size_t k, const chain_file *f, const uint32_t *arena,
-		    const uint8_t *flip)
+/* v[0..k) (k >= 2 files, each vouched for: every directory above it had its
+ * children checked) ranked through one numbering of them in path order:
+ * the directories above the files are marked (each parent chain walked up
+ * to the first marked one), then a depth-first walk from the root lists
+ * each marked directory's marked children in number order, which is name
+ * order, so path order but around a directory that flips (chain_cmp: then
+ * those few are sorted by name), and numbers the files as it meets them;
+ * a stable radix sort by count, descending, over that order is the
+ * ranking. O(k + the children of the directories above the files), with
+ * no chain built or compared. TD_OK; 1 (v unchanged) when v holds an
+ * entry twice or one that is also above another (the chains rank those);
+ * TD_ENOMEM, TD_ECORRUPT. */
+static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 {
-	const uint64_t ne = ar->meta.nentries;
-	uint32_t *par = calloc(ne, sizeof *par);        /* a chain entry's parent + 1; 0: none */
-	uint32_t *start = calloc(ne + 1, sizeof *start); /* node p's children: kids[start[p], start[p + 1]) */
-	uint32_t *pos = malloc((ne + 1) * sizeof *pos);
-	size_t nodes = 0;
-	for (size_t i = 0; par && start && pos && i < k; i++)
-		for (uint32_t j = 0; j < f[i].len; j++) {
-			uint32_t c = arena[f[i].off + j];
-			if (!par[c]) {
-				par[c] = (j ? arena[f[i].off + j - 1] : TD_ROOT) + 1;
-				nodes++;
-			}
-		}
-	uint32_t *kids = malloc((nodes + 1) * sizeof *kids), *stack = malloc((nodes + 1) * sizeof *stack);
-	uint32_t *order = malloc(2 * k * sizeof *order);
-	td_file_count *w = malloc(k * sizeof *w);
-	if (!par || !start || !pos || !kids || !stack || !order || !w) {
-		free(par), free(start), free(pos), free(kids), free(stack), free(order), free(w);
+	const uint64_t ne = a->meta.nentries;
+	uint32_t *tag = calloc(ne, sizeof *tag);
+	if (!tag)
 		return TD_ENOMEM;
+	int err = TD_OK;
+	size_t ndirs = 1;
+	tag[TD_ROOT] = RN_ABOVE;
+	for (size_t i = 0; i < k && !err; i++) {
+		const td_entry e = v[i].file;
+		if (tag[e])
+			err = 1; /* twice, or above another file */
+		else
+			tag[e] = (uint32_t)i + 1;
 	}
-	for (uint64_t c = 1; c < ne; c++)
-		if (par[c])
-			start[par[c]]++; /* counted at p + 1 */
-	for (uint64_t p = 0; p < ne; p++)
-		start[p + 1] += start[p];
-	memcpy(pos, start, (ne + 1) * sizeof *pos);
-	for (uint64_t c = 1; c < ne; c++)
-		if (par[c])
-			kids[pos[par[c] - 1]++] = (uint32_t)c;
-	/* the children of a directory holding one that flips: by name */
-	kid_ctx kc = { ar, start };
-	for (uint64_t c = 1; c < ne; c++) {
-		uint32_t p = par[c] - 1;
-		if (par[c] && flip[c] == 2 && pos[p] != UINT32_MAX) {
-			qsort_r(kids + start[p], start[p + 1] - start[p], sizeof *kids, kid_cmp, &kc);
-			pos[p] = UINT32_MAX; /* sorted (pos is refilled below) */
+	for (size_t i = 0; i < k && !err; i++) {
+		td_entry x = v[i].file;
+		for (;;) {
+			const td_entry p = (td_entry)td_pack_get(&a->e_parent, x);
+			if (p >= x) { /* vouched for: not reached */
+				err = td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", x, p);
+				break;
+			}
+			if (tag[p] & RN_ABOVE)
+				break;
+			if (tag[p]) {
+				err = 1; /* a file of v above another */
+				break;
+			}
+			tag[p] = RN_ABOVE;
+			ndirs++;
+			x = p;
 		}
 	}
-	/* depth-first from the root, children in number order: a node
-	 * without children is a file; pos[file] becomes its place */
-	size_t top = 0;
-	uint32_t r = 0;
-	stack[top++] = TD_ROOT;
-	while (top) {
-		uint32_t x = stack[--top];
-		if (x != TD_ROOT && start[x] == start[x + 1]) {
-			pos[x] = r++;
+	uint32_t *stack = NULL, *order = NULL, *kids = NULL;
+	size_t top = 0, r = 0, nkids = 0;
+	if (!err) {
+		stack = malloc((k + ndirs) * sizeof *stack);
+		order = malloc(2 * k * sizeof *order);
+		if (!stack || !order)
+			err = TD_ENOMEM;
+	}
+	rn_ctx rc = { a, tag };
+	if (!err)
+		stack[top++] = TD_ROOT;
+	/* depth-first, children pushed last first: a file is numbered when met */
+	while (top && !err) {
+		const uint32_t x = stack[--top];
+		if (!(tag[x] & RN_ABOVE)) {
+			if (r == k) { /* a file met twice: not reached */
+				err = 1;
+				break;
+			}
+			order[r++] = tag[x] - 1;
 			continue;
 		}
-		for (uint32_t j = start[x + 1]; j-- > start[x];)
-			stack[top++] = kids[j];
+		/* a checked directory: its children range is sound */
+		const uint64_t c0 = td_pack_get(&a->e_child, x), c1 = td_pack_get(&a->e_child, x + 1);
+		if (c0 <= x || c1 < c0 || c1 > ne) {
+			err = td_fail(TD_ECORRUPT, "entry %u: bad children range", x);
+			break;
+		}
+		int flips = 0;
+		for (uint64_t c = c0; c + 1 < c1 && !flips; c++)
+			if (tag[c] & RN_ABOVE) {
+				size_t l1, l2;
+				const char *n1 = td_archive_name(a, (td_entry)c, &l1),
+					   *n2 = td_archive_name(a, (td_entry)c + 1, &l2);
+				if (!n1 || !n2) {
+					err = td_fail(TD_ECORRUPT, "entry %u: no name", n1 ? (td_entry)c + 1 : (td_entry)c);
+					break;
+				}
+				flips = l2 > l1 && !memcmp(n1, n2, l1) && (uint8_t)n2[l1] < '/';
+			}
+		if (err)
+			break;
+		const size_t before = top;
+		for (uint64_t c = c1; c-- > c0;)
+			if (tag[c]) {
+				if (top == k + ndirs) { /* more than marked: not reached */
+					err = 1;
+					break;
+				}
+				stack[top++] = (uint32_t)c;
+			}
+		if (flips && !err && top - before > 1) { /* by name, then pushed last first */
+			const size_t m = top - before;
+			if (m > nkids) {
+				free(kids);
+				if (!(kids = malloc(m * sizeof *kids))) {
+					err = TD_ENOMEM;
+					break;
+				}
+				nkids = m;
+			}
+			memcpy(kids, stack + before, m * sizeof *kids);
+			qsort_r(kids, m, sizeof *kids, rn_kid_cmp, &rc);
+			for (size_t j = 0; j < m; j++)
+				stack[top - 1 - j] = kids[j];
+		}
 	}
-	uint32_t *cur = order, *nxt = order + k;
-	uint64_t most = 0;
-	for (size_t i = 0; i < k; i++) {
-		cur[pos[v[i].file]] = (uint32_t)i;
-		if (v[i].count > most)
-			most = v[i].count;
-	}
-	/* least significant byte first; 255 - digit: descending */
-	for (unsigned sh = 0; sh < 64 && (most >> sh); sh += 8) {
-		size_t cnt[257] = { 0 };
+	if (!err && r != k)
+		err = 1; /* a file not met: not reached */
+	if (!err) {
+		uint32_t *cur = order, *nxt = order + k;
+		uint64_t most = 0;
 		for (size_t i = 0; i < k; i++)
-			cnt[256 - ((v[cur[i]].count >> sh) & 255)]++;
-		for (unsigned d = 1; d <= 256; d++)
-			cnt[d] += cnt[d - 1];
-		for (size_t i = 0; i < k; i++)
-			nxt[cnt[255 - ((v[cur[i]].count >> sh) & 255)]++] = cur[i];
-		uint32_t *t = cur;
-		cur = nxt;
-		nxt = t;
+			if (v[i].count > most)
+				most = v[i].count;
+		/* least significant byte first; 255 - digit: descending */
+		for (unsigned sh = 0; sh < 64 && (most >> sh); sh += 8) {
+			size_t cnt[257] = { 0 };
+			for (size_t i = 0; i < k; i++)
+				cnt[256 - ((v[cur[i]].count >> sh) & 255)]++;
+			for (unsigned d = 1; d <= 256; d++)
+				cnt[d] += cnt[d - 1];
+			for (size_t i = 0; i < k; i++)
+				nxt[cnt[255 - ((v[cur[i]].count >> sh) & 255)]++] = cur[i];
+			uint32_t *t = cur;
+			cur = nxt;
+			nxt = t;
+		}
+		td_file_count *w = malloc(k * sizeof *w);
+		if (!w) {
+			err = TD_ENOMEM;
+		} else {
+			for (size_t i = 0; i < k; i++)
+				w[i] = v[cur[i]];
+			memcpy(v, w, k * sizeof *v);
+			free(w);
+		}
 	}
-	for (size_t i = 0; i < k; i++)
-		w[i] = v[cur[i]];
-	memcpy(v, w, k * sizeof *v);
-	free(par), free(start), free(pos), free(kids), free(stack), free(order), free(w);
-	return TD_OK;
+	free(tag), free(stack), free(order), free(kids);
+	return err;
 }
 
 static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
@@ -2618,32 +2682,27 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 	if (k < 2)
 		return k && v[0].file >= a->meta.nentries ? td_fail(TD_EINVAL, "no entry %u", v[0].file) : TD_OK;
 	const uint64_t ne = a->meta.nentries;
+	int err = TD_OK;
+	/* each file's directories checked (its chain is then sound) */
+	for (size_t i = 0; i < k && !err; i++)
+		err = v[i].file >= ne ? td_fail(TD_EINVAL, "no entry %u", v[i].file) : td_tree_vouch(a, v[i].file);
+	if (err)
+		return err;
+	/* many files: numbered in one walk rather than sorted by chains (1:
+	 * v is not a set of leaves, the chains rank it) */
+	if (k >= ne / 32 && (err = rank_num(a, v, k)) <= 0)
+		return err;
+	err = TD_OK;
 	chain_file *f = malloc(k * sizeof *f);
 	uint8_t *flip = calloc(ne, 1);
 	size_t cap = 8 * k, used = 0;
 	uint32_t *arena = malloc(cap * sizeof *arena);
-	int err = f && flip && arena ? TD_OK : TD_ENOMEM;
-	/* many files: every entry's parent decoded once, in order, rather
-	 * than each chain's, twice, one packed value at a time */
-	uint32_t *par = !err && k >= ne / 32 ? malloc(ne * sizeof *par) : NULL;
-	for (uint64_t e0 = 0; par && e0 < ne; e0 += 512) {
-		uint64_t b[512], m = ne - e0 < 512 ? ne - e0 : 512;
-		td_pack_get_range(&a->e_parent, e0, m, b);
-		for (uint64_t j = 0; j < m; j++)
-			par[e0 + j] = (uint32_t)b[j];
-	}
-#define PARENT(x) (par ? par[x] : (td_entry)td_pack_get(&a->e_parent, x))
+	if (!f || !flip || !arena)
+		err = TD_ENOMEM;
 	for (size_t i = 0; i < k && !err; i++) {
 		td_entry e = v[i].file;
-		if (e >= ne) {
-			err = td_fail(TD_EINVAL, "no entry %u", e);
-			break;
-		}
-		/* its directories checked (the chain below is then sound) */
-		if ((err = td_tree_vouch(a, e)))
-			break;
 		uint32_t depth = 0;
-		for (td_entry x = e; x != TD_ROOT; x = PARENT(x))
+		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
 			depth++;
 		if (used + depth > cap) {
 			cap = 2 * (used + depth);
@@ -2655,7 +2714,7 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 			arena = na;
 		}
 		uint32_t at = depth;
-		for (td_entry x = e; x != TD_ROOT; x = PARENT(x))
+		for (td_entry x = e; x != TD_ROOT; x = (td_entry)td_pack_get(&a->e_parent, x))
 			arena[used + --at] = x;
 		for (uint32_t j = 0; j + 1 < depth && !err; j++) {
 			td_entry d = arena[used + j];
@@ -2670,17 +2729,12 @@ static int rank_tree(const td_archive *a, td_file_count *v, size_t k)
 		f[i] = (chain_file){ v[i], used, depth };
 		used += depth;
 	}
-	/* many files: the pass over the entries costs less than the sort */
-	if (!err && k >= ne / 32 && rank_dfs(a, v, k, f, arena, flip) == TD_OK)
-		k = 0;
-	if (!err && k) {
+	if (!err) {
 		chain_ctx c = { a, arena, flip };
 		qsort_r(f, k, sizeof *f, chain_cmp, &c);
 		for (size_t i = 0; i < k; i++)
 			v[i] = f[i].fc;
 	}
-#undef PARENT
-	free(par);
 	free(f);
 	free(flip);
 	free(arena);

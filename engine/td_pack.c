@@ -137,9 +137,20 @@ void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *o
 		uint64_t k = TD_TILE - j < count ? TD_TILE - j : count;
 		uint64_t bit = (uint64_t)j * w, at = td_pack_tile_at(p, t, h);
 		uint64_t end = at + ((bit + (k - 1) * w) >> 3) + 8;
-		if (w == 0 || w > TD_PACK_MAXW || end > p->datasize) {
+		if (w == 0) {
+			/* a tile of its frame alone (constant, or on the line: a
+			 * file's one piece, a shard's one number), as td_pack_get */
+			if (TD_TILE_LIN(h)) {
+				for (uint64_t x = 0; x < k; x++)
+					out[x] = td_pack_frame(p, h, j + x);
+			} else {
+				const uint64_t base = TD_TILE_BASE(h);
+				for (uint64_t x = 0; x < k; x++)
+					out[x] = base;
+			}
+		} else if (w > TD_PACK_MAXW || end > p->datasize) {
 			for (uint64_t x = 0; x < k; x++)
-				out[x] = td_pack_get(p, i + x); /* no data, or a corrupt tile */
+				out[x] = td_pack_get(p, i + x); /* a corrupt tile */
 		} else {
 			/* One header per tile; the data stays in bounds up to its last value. */
 			const uint8_t *d = p->data + at;

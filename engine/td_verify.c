@@ -287,9 +287,16 @@ static int dir_check(const td_archive *a, td_entry d)
 	free(t);
 	if (err)
 		return err;
-	/* its children are vouched for now (td_tree_vouch asks once a file) */
-	for (uint64_t e = c0; e < c1; e++)
-		atomic_fetch_or_explicit(&a->dir_ok[e], TD_DIR_LISTED, memory_order_release);
+	/* its children are vouched for now (td_tree_vouch asks once a file):
+	 * a plain store each, not a locked or (which cost more than the
+	 * children's checks here); a CHECKED bit that another thread sets on
+	 * a child between the load and the store can be lost, and costs only
+	 * that child's check again */
+	for (uint64_t e = c0; e < c1; e++) {
+		const unsigned char o = atomic_load_explicit(&a->dir_ok[e], memory_order_relaxed);
+		if (!(o & TD_DIR_LISTED))
+			atomic_store_explicit(&a->dir_ok[e], (unsigned char)(o | TD_DIR_LISTED), memory_order_relaxed);
+	}
 	atomic_fetch_or_explicit(&a->dir_ok[d], TD_DIR_CHECKED, memory_order_release);
 	return TD_OK;
 }

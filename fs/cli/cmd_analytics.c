@@ -498,17 +498,50 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 			err = TD_ECORRUPT;
 			break;
 		}
-		if (query) {
-			td_cli_out(query, qlen);
-			td_cli_out("\t", 1);
+		/* the line at once into the output buffer (one that does not fit
+		 * it: a piece at a time) */
+		const int escn = td_path_needs_escape(nm, nl);
+		char num[24];
+		size_t nn = sizeof num;
+		uint64_t c = v[i].count;
+		num[--nn] = '\t';
+		do
+			num[--nn] = (char)('0' + c % 10);
+		while ((c /= 10) != 0);
+		const size_t nw = sizeof num - nn;
+		char *o = td_cli_out_room((query ? qlen + 1 : 0) + nw + pn + (escn ? 2 * nl : nl) + 1);
+		if (!o) {
+			if (query) {
+				td_cli_out(query, qlen);
+				td_cli_out("\t", 1);
+			}
+			td_cli_out(num + nn, nw);
+			td_cli_out(pre, pn);
+			if (escn)
+				td_cli_out(esc, td_path_escape(nm, nl, esc));
+			else
+				td_cli_out(nm, nl);
+			td_cli_out("\n", 1);
+			continue;
 		}
-		td_cli_out_u64(v[i].count, '\t');
-		td_cli_out(pre, pn);
-		if (td_path_needs_escape(nm, nl))
-			td_cli_out(esc, td_path_escape(nm, nl, esc));
-		else /* nothing to escape, the common case */
-			td_cli_out(nm, nl);
-		td_cli_out("\n", 1);
+		char *at = o;
+		if (query) {
+			memcpy(at, query, qlen);
+			at += qlen;
+			*at++ = '\t';
+		}
+		memcpy(at, num + nn, nw);
+		at += nw;
+		memcpy(at, pre, pn);
+		at += pn;
+		if (escn) {
+			at += td_path_escape(nm, nl, at);
+		} else { /* nothing to escape, the common case */
+			memcpy(at, nm, nl);
+			at += nl;
+		}
+		*at++ = '\n';
+		td_cli_out_commit((size_t)(at - o));
 	}
 	free(m.at);
 	free(m.buf);
