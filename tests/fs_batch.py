@@ -30,7 +30,7 @@ Checks, against the original files and a Python word counter:
 - SIGUSR1 writes the stats line to the log (stderr in the foreground) and
   does not end the daemon;
 - user.tadoc.top.N, .vector, .ngrams.LEN.K, .fuzzy.K.WORD and .files.WORD (over the
-  root, a directory, files, an empty file) asked from 32 threads go through
+  root, a directory, files, an empty file) asked from 16 threads (8 under sanitizers) go through
   the batcher's GPU batches (run_lists: emulated, or the real GPU with
   TD_TEST_GPU=1) and equal the tadoc commands' output, #more parts joined.
 
@@ -319,7 +319,7 @@ def check_concurrent(archive, files, tmp, gpu):
 
 
 def check_lists(archive, files, tmp, gpu):
-    """user.tadoc.top/vector/ngrams/fuzzy/files queries from 32 threads go through
+    """user.tadoc.top/vector/ngrams/fuzzy/files queries from 16 threads (8 under sanitizers) go through
     the batcher's GPU batches (emulated: TADOCFS_GPU_EMULATE=1, the CPU
     engine standing in; or the real GPU) and equal the tadoc commands."""
     log("== top, vector, ngrams, fuzzy, files attributes through GPU batches (%s)" % gpu)
@@ -366,8 +366,8 @@ def check_lists(archive, files, tmp, gpu):
                 bad.append("%s on /%s: %d bytes, tadoc %d" % (name, sc, len(got), len(want[(sc, name)])))
 
     # under sanitizers 8 threads (each asks every query): the same concurrent
-    # batches at a quarter of the volume; the default suite runs 32
-    nth = 8 if sanitized() else 32
+    # batches at half the volume; the default suite runs 16
+    nth = 8 if sanitized() else 16
     th = [threading.Thread(target=ask, args=(k,)) for k in range(nth)]
     for t in th:
         t.start()
