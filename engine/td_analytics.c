@@ -9,6 +9,7 @@
 
 #include "td_extract.h"
 #include "td_mem.h"
+#include "td_out.h"
 #include "td_par.h"
 #include "td_rcache.h"
 #include "td_postings.h"
@@ -2579,7 +2580,7 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	size_t top = 0, r = 0, nkids = 0;
 	if (!err) {
 		stack = malloc((k + ndirs) * sizeof *stack);
-		order = malloc(2 * k * sizeof *order);
+		order = malloc(k * sizeof *order);
 		if (!stack || !order)
 			err = TD_ENOMEM;
 	}
@@ -2644,35 +2645,20 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	}
 	if (!err && r != k)
 		err = 1; /* a file not met: not reached */
-	if (!err) {
-		uint32_t *cur = order, *nxt = order + k;
-		uint64_t most = 0;
+	/* by count, descending, stably: ties stay in path order */
+	td_skey *sk = NULL;
+	td_file_count *w = NULL;
+	if (!err && (!(sk = malloc(k * sizeof *sk)) || !(w = malloc(k * sizeof *w))))
+		err = TD_ENOMEM;
+	for (size_t i = 0; !err && i < k; i++)
+		sk[i] = (td_skey){ UINT64_MAX - v[order[i]].count, order[i] };
+	if (!err && (err = td_sort_keys(sk, k)) == TD_OK) {
 		for (size_t i = 0; i < k; i++)
-			if (v[i].count > most)
-				most = v[i].count;
-		/* least significant byte first; 255 - digit: descending */
-		for (unsigned sh = 0; sh < 64 && (most >> sh); sh += 8) {
-			size_t cnt[257] = { 0 };
-			for (size_t i = 0; i < k; i++)
-				cnt[256 - ((v[cur[i]].count >> sh) & 255)]++;
-			for (unsigned d = 1; d <= 256; d++)
-				cnt[d] += cnt[d - 1];
-			for (size_t i = 0; i < k; i++)
-				nxt[cnt[255 - ((v[cur[i]].count >> sh) & 255)]++] = cur[i];
-			uint32_t *t = cur;
-			cur = nxt;
-			nxt = t;
-		}
-		td_file_count *w = malloc(k * sizeof *w);
-		if (!w) {
-			err = TD_ENOMEM;
-		} else {
-			for (size_t i = 0; i < k; i++)
-				w[i] = v[cur[i]];
-			memcpy(v, w, k * sizeof *v);
-			free(w);
-		}
+			w[i] = v[sk[i].id];
+		memcpy(v, w, k * sizeof *v);
 	}
+	free(sk);
+	free(w);
 	free(tag), free(stack), free(order), free(kids);
 	return err;
 }

@@ -8,6 +8,7 @@
 
 #include "td_par.h"
 #include "td_postings.h"
+#include "td_out.h"
 #include "td_shard.h"
 #include "td_tokenize.h"
 
@@ -1665,42 +1666,23 @@ int td_shard_phrase_search(const td_archive *a, const char *p, size_t len, td_en
 	return err;
 }
 
-/* v[0..n) by file ascending, stably: a byte of the file a pass, least
- * first, over a copy, skipping the bytes all files share (two passes for
- * fewer than 65,536 entries, at any n: a qsort of a few thousand files
- * cost as much as their ranking). TD_ENOMEM. */
+/* v[0..n) by file ascending, stably (td_sort_keys: a qsort of a few
+ * thousand files cost as much as their ranking). TD_ENOMEM. */
 static int fc_sort_by_entry(td_file_count *v, size_t n)
 {
-	uint32_t all_or = 0, all_and = UINT32_MAX;
-	for (size_t i = 0; i < n; i++) {
-		all_or |= v[i].file;
-		all_and &= v[i].file;
-	}
+	td_skey *k = malloc(n * sizeof *k);
 	td_file_count *w = malloc(n * sizeof *w);
-	if (!w)
-		return TD_ENOMEM;
-	td_file_count *src = v, *dst = w;
-	for (unsigned sh = 0; sh < 32; sh += 8) {
-		if (!(((all_or ^ all_and) >> sh) & 255))
-			continue; /* every file has this byte */
-		size_t cnt[256] = { 0 };
+	int err = k && w ? TD_OK : TD_ENOMEM;
+	for (size_t i = 0; !err && i < n; i++)
+		k[i] = (td_skey){ v[i].file, (uint32_t)i };
+	if (!err && (err = td_sort_keys(k, n)) == TD_OK) {
 		for (size_t i = 0; i < n; i++)
-			cnt[(src[i].file >> sh) & 255]++;
-		for (size_t d = 0, sum = 0; d < 256; d++) {
-			size_t x = cnt[d];
-			cnt[d] = sum;
-			sum += x;
-		}
-		for (size_t i = 0; i < n; i++)
-			dst[cnt[(src[i].file >> sh) & 255]++] = src[i];
-		td_file_count *t = src;
-		src = dst;
-		dst = t;
+			w[i] = v[k[i].id];
+		memcpy(v, w, n * sizeof *v);
 	}
-	if (src != v)
-		memcpy(v, src, n * sizeof *v);
+	free(k);
 	free(w);
-	return TD_OK;
+	return err;
 }
 
 int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,

@@ -295,7 +295,7 @@ static int dir_check(const td_archive *a, td_entry d)
 	for (uint64_t e = c0; e < c1; e++) {
 		const unsigned char o = atomic_load_explicit(&a->dir_ok[e], memory_order_relaxed);
 		if (!(o & TD_DIR_LISTED))
-			atomic_store_explicit(&a->dir_ok[e], (unsigned char)(o | TD_DIR_LISTED), memory_order_relaxed);
+			atomic_store_explicit(&a->dir_ok[e], (unsigned char)(o | TD_DIR_LISTED), memory_order_release);
 	}
 	atomic_fetch_or_explicit(&a->dir_ok[d], TD_DIR_CHECKED, memory_order_release);
 	return TD_OK;

@@ -73,6 +73,11 @@ void td_cli_outf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * its tab, without printf's cost on every line). */
 void td_cli_out_u64(uint64_t v, char sep);
 
+/* v in decimal, then `sep`, written at the end of b; returns where in b it
+ * starts (it is b[start, TD_CLI_U64_LEN)). No failure. */
+enum { TD_CLI_U64_LEN = 24 };
+size_t td_cli_fmt_u64(char b[TD_CLI_U64_LEN], uint64_t v, char sep);
+
 /* Write out everything buffered (same error handling as td_cli_out). */
 void td_cli_flush(void);
 

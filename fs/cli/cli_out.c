@@ -151,14 +151,20 @@ void td_cli_out_commit(size_t len)
 	out_len += len; /* within the room td_cli_out_room gave */
 }
 
-void td_cli_out_u64(uint64_t v, char sep)
+size_t td_cli_fmt_u64(char b[TD_CLI_U64_LEN], uint64_t v, char sep)
 {
-	char b[24];
-	size_t at = sizeof b;
+	size_t at = TD_CLI_U64_LEN;
 	b[--at] = sep;
 	do
 		b[--at] = (char)('0' + v % 10);
 	while ((v /= 10) != 0);
+	return at;
+}
+
+void td_cli_out_u64(uint64_t v, char sep)
+{
+	char b[TD_CLI_U64_LEN];
+	const size_t at = td_cli_fmt_u64(b, v, sep);
 	td_cli_out(b + at, sizeof b - at);
 }
 

@@ -480,7 +480,6 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 	dir_memo m = { calloc(td_archive_nentries(ar->a), sizeof *m.at), NULL, 0, 0 };
 	if (!m.at)
 		return TD_ENOMEM;
-	char esc[2 * (TD_MAXNAME + 1)];
 	int err = TD_OK;
 	for (size_t i = 0; i < k && !err; i++) {
 		td_entry e = v[i].file, d;
@@ -498,31 +497,16 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 			err = TD_ECORRUPT;
 			break;
 		}
-		/* the line at once into the output buffer (one that does not fit
-		 * it: a piece at a time) */
+		/* the line at once into the output buffer (one longer than it:
+		 * into a buffer of its own) */
 		const int escn = td_path_needs_escape(nm, nl);
-		char num[24];
-		size_t nn = sizeof num;
-		uint64_t c = v[i].count;
-		num[--nn] = '\t';
-		do
-			num[--nn] = (char)('0' + c % 10);
-		while ((c /= 10) != 0);
-		const size_t nw = sizeof num - nn;
-		char *o = td_cli_out_room((query ? qlen + 1 : 0) + nw + pn + (escn ? 2 * nl : nl) + 1);
-		if (!o) {
-			if (query) {
-				td_cli_out(query, qlen);
-				td_cli_out("\t", 1);
-			}
-			td_cli_out(num + nn, nw);
-			td_cli_out(pre, pn);
-			if (escn)
-				td_cli_out(esc, td_path_escape(nm, nl, esc));
-			else
-				td_cli_out(nm, nl);
-			td_cli_out("\n", 1);
-			continue;
+		char num[TD_CLI_U64_LEN];
+		const size_t n0 = td_cli_fmt_u64(num, v[i].count, '\t'), nw = sizeof num - n0;
+		const size_t len = (query ? qlen + 1 : 0) + nw + pn + (escn ? 2 * nl : nl) + 1;
+		char *big = NULL, *o = td_cli_out_room(len);
+		if (!o && !(o = big = malloc(len))) {
+			err = TD_ENOMEM;
+			break;
 		}
 		char *at = o;
 		if (query) {
@@ -530,7 +514,7 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 			at += qlen;
 			*at++ = '\t';
 		}
-		memcpy(at, num + nn, nw);
+		memcpy(at, num + n0, nw);
 		at += nw;
 		memcpy(at, pre, pn);
 		at += pn;
@@ -541,7 +525,12 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 			at += nl;
 		}
 		*at++ = '\n';
-		td_cli_out_commit((size_t)(at - o));
+		if (big) {
+			td_cli_out(big, (size_t)(at - big));
+			free(big);
+		} else {
+			td_cli_out_commit((size_t)(at - o));
+		}
 	}
 	free(m.at);
 	free(m.buf);
