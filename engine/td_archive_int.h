@@ -505,22 +505,48 @@ static inline uint64_t td_rule_samples(const td_archive *a, uint64_t r, uint32_t
 	return per;
 }
 
-/* The index of the first byte of p[0..n) equal to a or b, or n: eight
- * bytes at a time (a zero byte of w ^ a... or w ^ b...: exact), then a
- * byte at a time (names are short: cheaper than two memchr calls). */
-static inline size_t td_span_find2(const char *p, size_t n, char a, char b)
+/* The bytes of w equal to a or b (each repeated in every byte): the
+ * lowest set bit marks the first such byte exactly (bits above it may be
+ * false: a borrow runs up from an equal byte, never from another one). */
+static inline uint64_t td_span_hits(uint64_t w, uint64_t a, uint64_t b)
 {
 	const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-	size_t i = 0;
-	for (; i + 8 <= n; i += 8) {
-		uint64_t w, x, y;
-		memcpy(&w, p + i, 8);
-		x = w ^ (ones * (uint8_t)a);
-		y = w ^ (ones * (uint8_t)b);
-		if (((x - ones) & ~x & highs) | ((y - ones) & ~y & highs))
-			break;
+	const uint64_t x = w ^ a, y = w ^ b;
+	return ((x - ones) & ~x & highs) | ((y - ones) & ~y & highs);
+}
+
+/* The index of the first byte of p[0..n) equal to a or b, or n, reading
+ * only p[0..n): eight bytes at a time, the last eight overlapping the
+ * ones before; a short span as two overlapping halves (names are short:
+ * no loop a byte, cheaper than two memchr calls). */
+static inline size_t td_span_find2(const char *p, size_t n, char a, char b)
+{
+	const uint64_t ones = UINT64_C(0x0101010101010101);
+	const uint64_t ra = ones * (uint8_t)a, rb = ones * (uint8_t)b;
+	uint64_t w, m;
+	if (n >= 8) {
+		size_t i = 0;
+		for (; i + 8 <= n; i += 8) {
+			memcpy(&w, p + i, 8);
+			if ((m = td_span_hits(w, ra, rb)))
+				return i + (size_t)__builtin_ctzll(m) / 8;
+		}
+		if (i == n)
+			return n;
+		memcpy(&w, p + n - 8, 8); /* its first bytes were clear above */
+		m = td_span_hits(w, ra, rb);
+		return m ? n - 8 + (size_t)__builtin_ctzll(m) / 8 : n;
 	}
-	for (; i < n; i++)
+	if (n >= 4) { /* [0, 4) in the low half, [n - 4, n) in the high */
+		uint32_t lo, hi;
+		memcpy(&lo, p, 4);
+		memcpy(&hi, p + n - 4, 4);
+		m = td_span_hits(lo | (uint64_t)hi << 32, ra, rb);
+		if (m & UINT64_C(0xffffffff))
+			return (size_t)__builtin_ctzll(m) / 8;
+		return m ? n - 4 + ((size_t)__builtin_ctzll(m) - 32) / 8 : n;
+	}
+	for (size_t i = 0; i < n; i++)
 		if (p[i] == a || p[i] == b)
 			return i;
 	return n;

@@ -40,8 +40,9 @@ static const char *entry_label(const td_archive *a, td_entry e, td_entry parent,
 	return buf;
 }
 
-/* Why `name` (n bytes) cannot name an entry below the root, or NULL. */
-static const char *bad_name(const char *name, size_t n)
+/* Why `name` (n bytes) cannot name an entry below the root, or NULL.
+ * `clean`: its bytes are known free of '/' and NUL (chunk_clean). */
+static const char *bad_name(const char *name, size_t n, int clean)
 {
 	if (n == 0)
 		return "empty name";
@@ -49,10 +50,30 @@ static const char *bad_name(const char *name, size_t n)
 		return "name longer than 255 bytes";
 	if ((n == 1 && name[0] == '.') || (n == 2 && name[0] == '.' && name[1] == '.'))
 		return "name '.' or '..'";
-	size_t i = td_span_find2(name, n, '/', '\0');
+	size_t i = clean ? n : td_span_find2(name, n, '/', '\0');
 	if (i < n)
 		return name[i] == '/' ? "name contains '/'" : "name contains a NUL byte";
 	return NULL;
+}
+
+/* The sign of memcmp(names + x, names + y, m) for two names inside
+ * names[0..nb): the first eight bytes compared as one big-endian number,
+ * memcmp only past a tie (most siblings differ early). */
+static inline int name_cmp(const char *names, uint64_t nb, uint64_t x, uint64_t y, size_t m)
+{
+	if (m && x + 8 <= nb && y + 8 <= nb) {
+		uint64_t u, v;
+		memcpy(&u, names + x, 8);
+		memcpy(&v, names + y, 8);
+		u = __builtin_bswap64(u), v = __builtin_bswap64(v);
+		if (m < 8)
+			u >>= 64 - 8 * m, v >>= 64 - 8 * m;
+		if (u != v)
+			return u < v ? -1 : 1;
+		if (m <= 8)
+			return 0;
+	}
+	return memcmp(names + x, names + y, m);
 }
 
 #define TREE_FAIL(e, p, nm, nl, why, ...)                                                                        \
@@ -67,6 +88,20 @@ typedef struct tree_cols {
 	uint64_t mode[TREE_CHUNK], parent[TREE_CHUNK], size[TREE_CHUNK];
 	uint64_t name[TREE_CHUNK + 1], child[TREE_CHUNK + 1], g[TREE_CHUNK + 1], r[TREE_CHUNK + 1];
 } tree_cols;
+
+/* Whether the names of a loaded chunk's entries lie in order inside
+ * names[0..nb) and hold no '/' or NUL byte: one scan of their bytes, so
+ * that entry_check need not scan each name. */
+static int chunk_clean(const tree_cols *t, const char *names, uint64_t nb)
+{
+	for (uint64_t k = 0; k < t->n; k++)
+		if (t->name[k] > t->name[k + 1])
+			return 0;
+	if (t->name[t->n] > nb)
+		return 0;
+	const size_t len = (size_t)(t->name[t->n] - t->name[0]);
+	return !memchr(names + t->name[0], '/', len) && !memchr(names + t->name[0], '\0', len);
+}
 
 /* Entries [base, min(base + TREE_CHUNK, end)) into t (end <= nentries). */
 static void tree_load(const td_archive *a, tree_cols *t, uint64_t base, uint64_t end)
@@ -88,8 +123,8 @@ static void tree_load(const td_archive *a, tree_cols *t, uint64_t base, uint64_t
  * and, when e is not its directory's first child (e > first), the entry
  * before it: its name, type, place among its siblings, children range and
  * text. TD_OK or TD_ECORRUPT naming e. */
-static int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint64_t e, uint64_t p, uint64_t first,
-		       const char *names, uint64_t nb)
+static inline int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint64_t e, uint64_t p,
+			      uint64_t first, const char *names, uint64_t nb, int clean)
 {
 	const uint64_t ne = a->meta.nentries;
 	const int sharded = a->version >= TD_VERSION_SHARDED;
@@ -100,7 +135,7 @@ static int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint
 		return FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
 	const char *nm = names + lo;
 	const size_t nl = (size_t)(hi - lo);
-	const char *why = e ? bad_name(nm, nl) : NULL;
+	const char *why = e ? bad_name(nm, nl, clean) : NULL;
 	if (why)
 		return TREE_FAIL(e, p, nm, nl, "%s", why);
 	if (!S_ISDIR(m) && !S_ISREG(m) && !S_ISLNK(m))
@@ -113,7 +148,7 @@ static int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint
 		if (l0 > lo)
 			return FAIL("entry %llu: name offsets out of order or past the names", (unsigned long long)e);
 		const size_t pl = (size_t)(lo - l0);
-		int c = memcmp(names + l0, nm, pl < nl ? pl : nl);
+		int c = name_cmp(names, nb, l0, lo, pl < nl ? pl : nl);
 		if (c == 0 && pl == nl)
 			return TREE_FAIL(e, p, nm, nl, "name repeats within its directory");
 		if (c > 0 || (c == 0 && pl > nl))
@@ -188,9 +223,12 @@ int td_tree_check(const td_archive *a)
 		return TD_ENOMEM;
 	uint64_t prev_name_end = td_pack_get(&a->e_nameoff, 0);
 	uint64_t cur_p = UINT64_MAX, cur_first = 0, cur_end = 0; /* the last parent seen, its children */
+	int clean = 0;
 	for (uint64_t e = 0; e < ne && !err; e++) {
-		if (e == 0 || e - t->base == t->n)
+		if (e == 0 || e - t->base == t->n) {
 			tree_load(a, t, e, ne);
+			clean = chunk_clean(t, names, nb);
+		}
 		const uint64_t k = e - t->base;
 		const uint64_t lo = t->name[k], hi = t->name[k + 1], p = e ? t->parent[k] : 0;
 		if (lo != prev_name_end || lo > hi || hi > nb || hi - lo > TD_MAXNAME) {
@@ -213,7 +251,7 @@ int td_tree_check(const td_archive *a)
 			err = FAIL("entry %llu: parent %llu does not list it", (unsigned long long)e, (unsigned long long)p);
 			break;
 		}
-		err = entry_check(a, t, k, e, p, cur_first, names, nb);
+		err = entry_check(a, t, k, e, p, cur_first, names, nb, clean);
 	}
 	free(t);
 	return err;
@@ -272,17 +310,20 @@ static int dir_check(const td_archive *a, td_entry d)
 	int err = TD_OK;
 	if (d == 0) { /* the root's own entry: no parent checked it */
 		tree_load_one(a, t, 0);
-		err = entry_check(a, t, 0, 0, 0, 0, names, nb);
+		err = entry_check(a, t, 0, 0, 0, 0, names, nb, 0);
 	}
+	int clean = 0;
 	for (uint64_t e = c0; e < c1 && !err; e++) {
-		if (e == c0 || e - t->base == t->n)
+		if (e == c0 || e - t->base == t->n) {
 			tree_load(a, t, e, c1); /* this directory's children only */
+			clean = chunk_clean(t, names, nb);
+		}
 		const uint64_t k = e - t->base;
 		if (t->parent[k] != d) {
 			err = parent_fail(e, t->parent[k]);
 			break;
 		}
-		err = entry_check(a, t, k, e, d, c0, names, nb);
+		err = entry_check(a, t, k, e, d, c0, names, nb, clean);
 	}
 	free(t);
 	if (err)
