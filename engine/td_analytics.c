@@ -2579,7 +2579,7 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	uint32_t *stack = NULL, *order = NULL, *kids = NULL;
 	size_t top = 0, r = 0, nkids = 0;
 	if (!err) {
-		stack = malloc((k + ndirs) * sizeof *stack);
+		stack = malloc((k + ndirs + 1) * sizeof *stack); /* and a slot to write past the top */
 		order = malloc(k * sizeof *order);
 		if (!stack || !order)
 			err = TD_ENOMEM;
@@ -2604,9 +2604,21 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 			err = td_fail(TD_ECORRUPT, "entry %u: bad children range", x);
 			break;
 		}
+		/* the marked children pushed last first (a slot written for
+		 * each, kept when marked: no branch a child), and whether a
+		 * marked directory's name is a prefix of the next one's that
+		 * sorts before its '/' (then by name below) */
 		int flips = 0;
-		for (uint64_t c = c0; c + 1 < c1 && !flips; c++)
-			if (tag[c] & RN_ABOVE) {
+		const size_t before = top;
+		for (uint64_t c = c1; c-- > c0;) {
+			const uint32_t tc = tag[c];
+			stack[top] = (uint32_t)c;
+			top += tc != 0;
+			if (top > k + ndirs) { /* more than marked: not reached */
+				err = 1;
+				break;
+			}
+			if ((tc & RN_ABOVE) && c + 1 < c1 && !flips) {
 				size_t l1, l2;
 				const char *n1 = td_archive_name(a, (td_entry)c, &l1),
 					   *n2 = td_archive_name(a, (td_entry)c + 1, &l2);
@@ -2616,17 +2628,7 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 				}
 				flips = l2 > l1 && !memcmp(n1, n2, l1) && (uint8_t)n2[l1] < '/';
 			}
-		if (err)
-			break;
-		const size_t before = top;
-		for (uint64_t c = c1; c-- > c0;)
-			if (tag[c]) {
-				if (top == k + ndirs) { /* more than marked: not reached */
-					err = 1;
-					break;
-				}
-				stack[top++] = (uint32_t)c;
-			}
+		}
 		if (flips && !err && top - before > 1) { /* by name, then pushed last first */
 			const size_t m = top - before;
 			if (m > nkids) {

@@ -1685,6 +1685,23 @@ static int fc_sort_by_entry(td_file_count *v, size_t n)
 	return err;
 }
 
+/* Whether v[0..n)'s files are distinct entries below ne (then nothing is
+ * to be summed): a bit an entry. 0 for a repeat, an entry out of range
+ * or no memory (the sort by entry then decides). */
+static int fc_distinct(const td_file_count *v, size_t n, uint64_t ne)
+{
+	uint64_t *seen = calloc((ne + 63) / 64, sizeof *seen);
+	int ok = seen != NULL;
+	for (size_t i = 0; i < n && ok; i++) {
+		const uint64_t e = v[i].file, bit = UINT64_C(1) << (e % 64);
+		ok = e < ne && !(seen[e / 64] & bit);
+		if (ok)
+			seen[e / 64] |= bit;
+	}
+	free(seen);
+	return ok;
+}
+
 int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 			  size_t *nout)
 {
@@ -1751,7 +1768,7 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 	free(pm.fsign);
 	/* one line a file, counts summed, then ranked */
 	size_t k = 0;
-	if (!err && nv > 1)
+	if (!err && nv > 1 && !fc_distinct(v, nv, a->meta.nentries))
 		err = fc_sort_by_entry(v, nv);
 	for (size_t i = 0; i < nv && !err;) {
 		td_file_count f = v[i++];
