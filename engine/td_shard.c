@@ -522,7 +522,7 @@ typedef struct col_cur {
 	uint64_t v[512];
 } col_cur;
 
-static uint64_t col_at(col_cur *c, uint64_t i)
+static inline uint64_t col_at(col_cur *c, uint64_t i)
 {
 	if (i < c->base || i - c->base >= c->n) {
 		c->base = i;
@@ -530,6 +530,22 @@ static uint64_t col_at(col_cur *c, uint64_t i)
 		td_pack_get_range(c->p, i, c->n, c->v);
 	}
 	return c->v[i - c->base];
+}
+
+/* From e (< ne, or ne), the first entry e' with e' == ne or column c's
+ * value e' + 1 above k (c ascending: the entry whose piece range holds
+ * piece k), a chunk at a time. */
+static uint64_t walk_to(col_cur *c, uint64_t e, uint64_t ne, uint64_t k)
+{
+	while (e < ne) {
+		(void)col_at(c, e + 1); /* its chunk loaded */
+		const uint64_t end = c->base + c->n;
+		while (e + 1 < end && c->v[e + 1 - c->base] <= k)
+			e++;
+		if (e + 1 < end)
+			break;
+	}
+	return e;
 }
 
 /* td_shard_globals without the map: one pass over the piece columns and
@@ -553,7 +569,7 @@ static int globals_pass(const td_archive *a, td_shard_loc *v, size_t n)
 	}
 	for (uint32_t s = 0; s < sh->n; s++)
 		at[s + 1] += at[s];
-	uint32_t *slot = calloc(at[sh->n] ? at[sh->n] : 1, sizeof *slot);
+	uint32_t *slot = calloc(at[sh->n] + 1, sizeof *slot);
 	col_cur *c = malloc(3 * sizeof *c);
 	if (!slot || !c) {
 		free(at), free(slot), free(c);
@@ -565,19 +581,32 @@ static int globals_pass(const td_archive *a, td_shard_loc *v, size_t n)
 	c[1] = (col_cur){ .p = &sh->p_local, .total = np };
 	c[2] = (col_cur){ .p = &sh->piece_off, .total = ne + 1 };
 	uint64_t e = 0;
-	for (uint64_t k = 0; k < np; k++) {
-		const uint64_t ps = col_at(&c[0], k);
-		if (ps >= sh->n)
-			continue;
-		const uint64_t pl = col_at(&c[1], k);
-		if (pl >= at[ps + 1] - at[ps] || !slot[at[ps] + pl])
-			continue;
-		/* its file: the entry whose piece range holds k (offsets ascend) */
-		while (e < ne && col_at(&c[2], e + 1) <= k)
-			e++;
-		if (e >= ne || col_at(&c[2], e) > k || S_ISDIR(td_pack_get(&a->e_mode, e)))
-			continue; /* offsets out of order: as the map, nothing */
-		v[slot[at[ps] + pl] - 1].e = (td_entry)e;
+	const uint64_t nsh = sh->n, none = at[nsh]; /* slot[none]: 0, for a piece not asked for */
+	uint64_t hk[512];
+	uint32_t hs[512];
+	/* the two piece columns a chunk at a time; the pieces asked for
+	 * gathered without a branch a piece, then each one's file */
+	for (uint64_t b = 0; b < np; b += 512) {
+		const uint64_t m = np - b < 512 ? np - b : 512;
+		td_pack_get_range(&sh->p_shard, b, m, c[0].v);
+		td_pack_get_range(&sh->p_local, b, m, c[1].v);
+		size_t nh = 0;
+		for (uint64_t j = 0; j < m; j++) {
+			const uint64_t ps = c[0].v[j], pl = c[1].v[j];
+			const uint64_t s0 = ps < nsh ? ps : 0;
+			const uint64_t si = ps < nsh && pl < at[s0 + 1] - at[s0] ? at[s0] + pl : none;
+			hk[nh] = b + j;
+			hs[nh] = slot[si];
+			nh += hs[nh] != 0;
+		}
+		for (size_t h = 0; h < nh; h++) {
+			const uint64_t k = hk[h];
+			/* its file: the entry whose piece range holds k (offsets ascend) */
+			e = walk_to(&c[2], e, ne, k);
+			if (e >= ne || col_at(&c[2], e) > k || S_ISDIR(td_pack_get(&a->e_mode, e)))
+				continue; /* offsets out of order: as the map, nothing */
+			v[hs[h] - 1].e = (td_entry)e;
+		}
 	}
 	int err = TD_OK;
 	for (size_t i = 0; i < n && !err; i++)
