@@ -101,34 +101,41 @@ int td_buf_leb(td_buf *b, uint64_t v)
 }
 
 /* LSD radix over the key's bytes, skipping a byte that is the same in
- * every key. */
+ * every key (found first by one pass of and / or: only the bytes that
+ * differ are counted, a count a byte costing a dependent add each). */
 int td_sort_keys(td_skey *k, size_t n)
 {
 	if (n < 2)
 		return TD_OK;
+	uint64_t any = 0, all = ~UINT64_C(0);
+	for (size_t i = 0; i < n; i++)
+		any |= k[i].key, all &= k[i].key;
+	unsigned sh[8], nd = 0; /* the shifts of the bytes that differ */
+	for (unsigned d = 0; d < 8; d++)
+		if ((any ^ all) >> (8 * d) & 255)
+			sh[nd++] = 8 * d;
+	if (!nd)
+		return TD_OK; /* one key: in order already */
 	td_skey *t = malloc(n * sizeof *t);
-	size_t(*cnt)[256] = calloc(8, sizeof *cnt);
+	size_t(*cnt)[256] = calloc(nd, sizeof *cnt);
 	if (!t || !cnt) {
 		free(t);
 		free(cnt);
 		return TD_ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		for (unsigned d = 0; d < 8; d++)
-			cnt[d][(k[i].key >> (8 * d)) & 255]++;
+		for (unsigned d = 0; d < nd; d++)
+			cnt[d][(k[i].key >> sh[d]) & 255]++;
 	td_skey *src = k, *dst = t;
-	for (unsigned d = 0; d < 8; d++) {
-		size_t *c = cnt[d];
-		if (c[(src[0].key >> (8 * d)) & 255] == n)
-			continue;
-		size_t sum = 0;
+	for (unsigned d = 0; d < nd; d++) {
+		size_t *c = cnt[d], sum = 0;
 		for (unsigned b = 0; b < 256; b++) {
 			size_t x = c[b];
 			c[b] = sum;
 			sum += x;
 		}
 		for (size_t i = 0; i < n; i++)
-			dst[c[(src[i].key >> (8 * d)) & 255]++] = src[i];
+			dst[c[(src[i].key >> sh[d]) & 255]++] = src[i];
 		td_skey *x = src;
 		src = dst;
 		dst = x;

@@ -1,5 +1,6 @@
 /* td_verify: the entry tree's check at open, and the full checksum and invariant check of an open archive. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +77,21 @@ static inline int name_cmp(const char *names, uint64_t nb, uint64_t x, uint64_t 
 	return memcmp(names + x, names + y, m);
 }
 
-#define TREE_FAIL(e, p, nm, nl, why, ...)                                                                        \
-	td_fail(TD_ECORRUPT, "entry %llu '%s': " why, (unsigned long long)(e),                                    \
-		entry_label(a, (td_entry)(e), (td_entry)(p), nm, nl, label, sizeof label), ##__VA_ARGS__)
+/* TD_ECORRUPT with "entry E 'LABEL': WHY" (entry_label); out of line, so
+ * that the checks' own frames stay small. */
+__attribute__((noinline, cold, format(printf, 6, 7))) static int tree_fail(const td_archive *a, uint64_t e,
+									     uint64_t p, const char *nm,
+									     size_t nl, const char *fmt, ...)
+{
+	char label[600], why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	return td_fail(TD_ECORRUPT, "entry %llu '%s': %s", (unsigned long long)e,
+		       entry_label(a, (td_entry)e, (td_entry)p, nm, nl, label, sizeof label), why);
+}
+#define TREE_FAIL(e, p, nm, nl, ...) tree_fail(a, e, p, nm, nl, __VA_ARGS__)
 
 /* Entries decoded a chunk at a time (td_pack_get_range) for td_tree_check. */
 #define TREE_CHUNK 512u
@@ -123,12 +136,11 @@ static void tree_load(const td_archive *a, tree_cols *t, uint64_t base, uint64_t
  * and, when e is not its directory's first child (e > first), the entry
  * before it: its name, type, place among its siblings, children range and
  * text. TD_OK or TD_ECORRUPT naming e. */
-static inline int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint64_t e, uint64_t p,
+static inline __attribute__((always_inline)) int entry_check(const td_archive *a, const tree_cols *t, uint64_t k, uint64_t e, uint64_t p,
 			      uint64_t first, const char *names, uint64_t nb, int clean)
 {
 	const uint64_t ne = a->meta.nentries;
 	const int sharded = a->version >= TD_VERSION_SHARDED;
-	char label[600];
 	const mode_t m = (mode_t)t->mode[k];
 	const uint64_t lo = t->name[k], hi = t->name[k + 1];
 	if (lo > hi || hi > nb || hi - lo > TD_MAXNAME)
