@@ -2511,22 +2511,18 @@ static int dir_flips(const td_archive *a, td_entry d)
  * directory above a file of v. */
 #define RN_ABOVE 0x80000000u
 
-typedef struct rn_ctx {
-	const td_archive *a;
-	const uint32_t *tag;
-} rn_ctx;
+/* A marked child of a directory that flips (rank_num): its name and
+ * whether it is a directory (its key: the name, then '/'). */
+typedef struct rn_kid {
+	const char *name;
+	uint32_t len, id;
+	int dir;
+} rn_kid;
 
-/* Children x, y of one directory in path order (a directory's name
- * followed by '/'). */
-static int rn_kid_cmp(const void *p, const void *q, void *ctx)
+static int rn_kid_cmp(const void *p, const void *q)
 {
-	const rn_ctx *c = ctx;
-	const uint32_t x = *(const uint32_t *)p, y = *(const uint32_t *)q;
-	size_t xl = 0, yl = 0;
-	const char *xn = td_archive_name(c->a, x, &xl), *yn = td_archive_name(c->a, y, &yl);
-	if (!xn || !yn) /* checked before the sort: not reached */
-		return x < y ? -1 : 1;
-	return key_cmp(xn, xl, (c->tag[x] & RN_ABOVE) != 0, yn, yl, (c->tag[y] & RN_ABOVE) != 0);
+	const rn_kid *x = p, *y = q;
+	return key_cmp(x->name, x->len, x->dir, y->name, y->len, y->dir);
 }
 
 /* v[0..k) (k >= 2 files, each vouched for: every directory above it had its
@@ -2576,7 +2572,8 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 			x = p;
 		}
 	}
-	uint32_t *stack = NULL, *order = NULL, *kids = NULL;
+	uint32_t *stack = NULL, *order = NULL;
+	rn_kid *kids = NULL;
 	size_t top = 0, r = 0, nkids = 0;
 	if (!err) {
 		stack = malloc((k + ndirs + 1) * sizeof *stack); /* and a slot to write past the top */
@@ -2584,7 +2581,6 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 		if (!stack || !order)
 			err = TD_ENOMEM;
 	}
-	rn_ctx rc = { a, tag };
 	if (!err)
 		stack[top++] = TD_ROOT;
 	/* depth-first, children pushed last first: a file is numbered when met */
@@ -2639,10 +2635,33 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 				}
 				nkids = m;
 			}
-			memcpy(kids, stack + before, m * sizeof *kids);
-			qsort_r(kids, m, sizeof *kids, rn_kid_cmp, &rc);
+			/* in number order (= name order: pushed last first), each
+			 * name read once, then an insertion sort by key: a
+			 * flipping directory moves past the few names it
+			 * prefixes */
+			for (size_t j = 0; j < m && !err; j++) {
+				const uint32_t id = stack[top - 1 - j];
+				size_t l;
+				const char *nm = td_archive_name(a, id, &l);
+				if (!nm)
+					err = td_fail(TD_ECORRUPT, "entry %u: no name", id);
+				kids[j] = (rn_kid){ nm, (uint32_t)l, id, (tag[id] & RN_ABOVE) != 0 };
+			}
+			if (err)
+				break;
+			size_t moves = 0; /* past 8 a child (names built to flip): a qsort */
+			for (size_t j = 1; j < m && moves <= 8 * m; j++) {
+				const rn_kid x = kids[j];
+				size_t i = j;
+				for (; i > 0 && rn_kid_cmp(&kids[i - 1], &x) > 0; i--)
+					kids[i] = kids[i - 1];
+				kids[i] = x;
+				moves += j - i;
+			}
+			if (moves > 8 * m)
+				qsort(kids, m, sizeof *kids, rn_kid_cmp);
 			for (size_t j = 0; j < m; j++)
-				stack[top - 1 - j] = kids[j];
+				stack[top - 1 - j] = kids[j].id;
 		}
 	}
 	if (!err && r != k)

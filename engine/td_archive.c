@@ -1138,6 +1138,32 @@ const char *td_archive_name(const td_archive *a, td_entry e, size_t *len)
 	return name_get(a, e, len, 1);
 }
 
+int td_archive_names(const td_archive *a, const td_entry *e, size_t n, td_name_ref *out, size_t *done)
+{
+	const uint64_t ne = a->meta.nentries;
+	size_t i = 0;
+	int err = TD_OK;
+	for (; i < n; i++) {
+		const td_entry x = e[i];
+		size_t len;
+		if (x >= ne) {
+			err = td_fail(TD_EINVAL, "no entry %u", x);
+			break;
+		}
+		if ((err = td_tree_vouched(a, x)))
+			break;
+		const char *nm = name_get(a, x, &len, 1);
+		if (!nm) {
+			err = TD_ECORRUPT; /* td_archive_name says why */
+			break;
+		}
+		out[i] = (td_name_ref){ nm, (uint32_t)len, (td_entry)td_pack_get(&a->e_parent, x),
+					td_span_find2(nm, len, '\\', '\n') < len };
+	}
+	*done = i;
+	return err;
+}
+
 int td_archive_children(const td_archive *a, td_entry e, td_entry *first, uint32_t *count)
 {
 	if (e >= a->meta.nentries)

@@ -245,6 +245,15 @@ int td_tree_lazy_setup(td_archive *a);
  * TD_OK at once for an eagerly checked tree. Thread-safe. */
 int td_tree_vouch(const td_archive *a, td_entry e);
 
+/* td_tree_vouch, its common answer inline: e (< nentries) listed by a
+ * checked directory already. */
+static inline int td_tree_vouched(const td_archive *a, td_entry e)
+{
+	if (!a->tree_lazy || (atomic_load_explicit(&a->dir_ok[e], memory_order_acquire) & TD_DIR_LISTED))
+		return TD_OK;
+	return td_tree_vouch(a, e);
+}
+
 /* For a lazy tree: td_tree_vouch(d), then directory d's children
  * checked (once). TD_OK at once for an eagerly checked tree. */
 int td_tree_dir(const td_archive *a, td_entry d);

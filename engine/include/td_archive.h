@@ -164,6 +164,24 @@ const char *td_archive_name(const td_archive *a, td_entry e, size_t *len);
  * range), TD_ECORRUPT (as td_archive_stat). */
 int td_archive_parent(const td_archive *a, td_entry e, td_entry *parent);
 
+/* Parent and name of each entry e[0..n) at once, what td_archive_parent
+ * and td_archive_name give one entry (for printing many paths: one call,
+ * no dependent chain from one entry to the next): out[i].parent,
+ * out[i].name (into the archive's names, not NUL-terminated, valid while
+ * `a` is open), out[i].len, and out[i].esc = td_path_needs_escape of the
+ * name. Stops at the first entry either call would refuse: *done is the
+ * number of entries filled (n when TD_OK); the error is TD_EINVAL (out of
+ * range) or TD_ECORRUPT, its detail set by td_archive_parent or, for a
+ * damaged name, left for td_archive_name to give (call it for e[*done]).
+ * Thread-safe as those calls are. */
+typedef struct td_name_ref {
+	const char *name;
+	uint32_t len;
+	td_entry parent;
+	int esc;
+} td_name_ref;
+int td_archive_names(const td_archive *a, const td_entry *e, size_t n, td_name_ref *out, size_t *done);
+
 /* Children of directory e are the entries [*first, *first + *count), sorted
  * bytewise by name. TD_OK, TD_EINVAL, TD_ENOTDIR, or TD_ECORRUPT (a large
  * tree's directory checked on its first listing, or one above it). */

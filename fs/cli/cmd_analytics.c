@@ -470,68 +470,87 @@ static int dir_prefix(const td_archive *a, dir_memo *m, td_entry d, const char *
 
 /* Print files v[0..k) (the first N of them with -n), each line after
  * 'QUERY<TAB>' when query is not NULL. Each directory's path is built
- * and escaped once. */
+ * and escaped once; parents and names come a block of files at a time
+ * (td_archive_names), a file the block stopped at through the calls of
+ * one entry, whose errors say why. */
 static int print_files(const args *ar, const char *query, size_t qlen, const td_file_count *v, size_t k)
 {
+	enum { BLOCK = 256 };
 	if (ar->n && k > ar->n)
 		k = ar->n;
 	if (!k)
 		return TD_OK;
 	dir_memo m = { calloc(td_archive_nentries(ar->a), sizeof *m.at), NULL, 0, 0 };
-	if (!m.at)
-		return TD_ENOMEM;
-	int err = TD_OK;
-	for (size_t i = 0; i < k && !err; i++) {
-		td_entry e = v[i].file, d;
-		const char *pre, *nm;
-		size_t pn, nl;
-		if ((err = td_archive_parent(ar->a, e, &d)))
-			break;
-		if (d >= e) {
-			err = td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", e, d);
-			break;
-		}
-		if ((err = dir_prefix(ar->a, &m, d, &pre, &pn)))
-			break;
-		if (!(nm = td_archive_name(ar->a, e, &nl))) {
-			err = TD_ECORRUPT;
-			break;
-		}
-		/* the line at once into the output buffer (one longer than it:
-		 * into a buffer of its own) */
-		const int escn = td_path_needs_escape(nm, nl);
-		char num[TD_CLI_U64_LEN];
-		const size_t n0 = td_cli_fmt_u64(num, v[i].count, '\t'), nw = sizeof num - n0;
-		const size_t len = (query ? qlen + 1 : 0) + nw + pn + (escn ? 2 * nl : nl) + 1;
-		char *big = NULL, *o = td_cli_out_room(len);
-		if (!o && !(o = big = malloc(len))) {
-			err = TD_ENOMEM;
-			break;
-		}
-		char *at = o;
-		if (query) {
-			memcpy(at, query, qlen);
-			at += qlen;
-			*at++ = '\t';
-		}
-		memcpy(at, num + n0, nw);
-		at += nw;
-		memcpy(at, pre, pn);
-		at += pn;
-		if (escn) {
-			at += td_path_escape(nm, nl, at);
-		} else { /* nothing to escape, the common case */
-			memcpy(at, nm, nl);
-			at += nl;
-		}
-		*at++ = '\n';
-		if (big) {
-			td_cli_out(big, (size_t)(at - big));
-			free(big);
-		} else {
-			td_cli_out_commit((size_t)(at - o));
+	td_entry *ent = malloc(BLOCK * sizeof *ent);
+	td_name_ref *ref = malloc(BLOCK * sizeof *ref);
+	int err = m.at && ent && ref ? TD_OK : TD_ENOMEM;
+	for (size_t b = 0; b < k && !err; b += BLOCK) {
+		const size_t nb = k - b < BLOCK ? k - b : BLOCK;
+		size_t good;
+		for (size_t j = 0; j < nb; j++)
+			ent[j] = v[b + j].file;
+		(void)td_archive_names(ar->a, ent, nb, ref, &good);
+		for (size_t j = 0; j < nb && !err; j++) {
+			const td_entry e = ent[j];
+			td_entry d;
+			const char *pre, *nm;
+			size_t pn, nl;
+			int escn;
+			if (j < good)
+				d = ref[j].parent;
+			else if ((err = td_archive_parent(ar->a, e, &d)))
+				break;
+			if (d >= e) {
+				err = td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", e, d);
+				break;
+			}
+			if ((err = dir_prefix(ar->a, &m, d, &pre, &pn)))
+				break;
+			if (j < good) {
+				nm = ref[j].name, nl = ref[j].len, escn = ref[j].esc;
+			} else if ((nm = td_archive_name(ar->a, e, &nl))) {
+				escn = td_path_needs_escape(nm, nl);
+			} else {
+				err = TD_ECORRUPT;
+				break;
+			}
+			/* the line at once into the output buffer (one longer than
+			 * it: into a buffer of its own) */
+			char num[TD_CLI_U64_LEN];
+			const size_t n0 = td_cli_fmt_u64(num, v[b + j].count, '\t'), nw = sizeof num - n0;
+			const size_t len = (query ? qlen + 1 : 0) + nw + pn + (escn ? 2 * nl : nl) + 1;
+			char *big = NULL, *o = td_cli_out_room(len);
+			if (!o && !(o = big = malloc(len))) {
+				err = TD_ENOMEM;
+				break;
+			}
+			char *at = o;
+			if (query) {
+				memcpy(at, query, qlen);
+				at += qlen;
+				*at++ = '\t';
+			}
+			memcpy(at, num + n0, nw);
+			at += nw;
+			memcpy(at, pre, pn);
+			at += pn;
+			if (escn) {
+				at += td_path_escape(nm, nl, at);
+			} else { /* nothing to escape, the common case */
+				memcpy(at, nm, nl);
+				at += nl;
+			}
+			*at++ = '\n';
+			if (big) {
+				td_cli_out(big, (size_t)(at - big));
+				free(big);
+			} else {
+				td_cli_out_commit((size_t)(at - o));
+			}
 		}
 	}
+	free(ent);
+	free(ref);
 	free(m.at);
 	free(m.buf);
 	return err;
