@@ -2572,13 +2572,16 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 			x = p;
 		}
 	}
-	uint32_t *stack = NULL, *order = NULL;
+	/* sk[r]: the r-th file in path order, keyed by its count descending
+	 * (the file itself as the id: v is written from sk alone) */
+	uint32_t *stack = NULL;
+	td_skey *sk = NULL;
 	rn_kid *kids = NULL;
 	size_t top = 0, r = 0, nkids = 0;
 	if (!err) {
 		stack = malloc((k + ndirs + 1) * sizeof *stack); /* and a slot to write past the top */
-		order = malloc(k * sizeof *order);
-		if (!stack || !order)
+		sk = malloc(k * sizeof *sk);
+		if (!stack || !sk)
 			err = TD_ENOMEM;
 	}
 	if (!err)
@@ -2591,7 +2594,7 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 				err = 1;
 				break;
 			}
-			order[r++] = tag[x] - 1;
+			sk[r++] = (td_skey){ UINT64_MAX - v[tag[x] - 1].count, x };
 			continue;
 		}
 		/* a checked directory: its children range is sound */
@@ -2667,20 +2670,11 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	if (!err && r != k)
 		err = 1; /* a file not met: not reached */
 	/* by count, descending, stably: ties stay in path order */
-	td_skey *sk = NULL;
-	td_file_count *w = NULL;
-	if (!err && (!(sk = malloc(k * sizeof *sk)) || !(w = malloc(k * sizeof *w))))
-		err = TD_ENOMEM;
-	for (size_t i = 0; !err && i < k; i++)
-		sk[i] = (td_skey){ UINT64_MAX - v[order[i]].count, order[i] };
-	if (!err && (err = td_sort_keys(sk, k)) == TD_OK) {
+	if (!err && (err = td_sort_keys(sk, k)) == TD_OK)
 		for (size_t i = 0; i < k; i++)
-			w[i] = v[sk[i].id];
-		memcpy(v, w, k * sizeof *v);
-	}
+			v[i] = (td_file_count){ sk[i].id, UINT64_MAX - sk[i].key };
 	free(sk);
-	free(w);
-	free(tag), free(stack), free(order), free(kids);
+	free(tag), free(stack), free(kids);
 	return err;
 }
 

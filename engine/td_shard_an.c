@@ -1728,6 +1728,16 @@ int td_shard_phrase_files(const td_archive *a, const char *p, size_t len, td_ent
 			err = td_post_files(s, p, len, pc[k].local, 0, &f, &nf, &done); /* ranked below */
 		if (!err && !done)
 			err = td_phrase_files(s, p, len, pc[k].local, &f, &nf);
+		if (!err && dir && !nv && nf) { /* the first files: f itself, counts in place */
+			if (!(loc = malloc(nf * sizeof *loc)))
+				err = TD_ENOMEM;
+			for (size_t i = 0; i < nf && !err; i++)
+				loc[i] = (td_shard_loc){ pc[k].shard, f[i].file, TD_NOENTRY };
+			if (!err) {
+				free(v);
+				v = f, cap = nv = nf, f = NULL, nf = 0;
+			}
+		}
 		if (!err && nv + nf > cap) {
 			cap = 2 * (nv + nf);
 			td_file_count *nv2 = realloc(v, cap * sizeof *nv2);
