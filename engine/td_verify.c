@@ -93,8 +93,9 @@ __attribute__((noinline, cold, format(printf, 6, 7))) static int tree_fail(const
 }
 #define TREE_FAIL(e, p, nm, nl, ...) tree_fail(a, e, p, nm, nl, __VA_ARGS__)
 
-/* Entries decoded a chunk at a time (td_pack_get_range) for td_tree_check. */
-#define TREE_CHUNK 512u
+/* Entries decoded a chunk at a time (td_pack_get_range) for the tree
+ * checks; a chunk's columns (9 KiB) live on the caller's stack. */
+#define TREE_CHUNK 128u
 
 typedef struct tree_cols {
 	uint64_t base, n;         /* entries [base, base + n) */
@@ -123,10 +124,10 @@ static void tree_load(const td_archive *a, tree_cols *t, uint64_t base, uint64_t
 	t->n = end - base < TREE_CHUNK ? end - base : TREE_CHUNK;
 	td_pack_get_range(&a->e_mode, base, t->n, t->mode);
 	td_pack_get_range(&a->e_parent, base, t->n, t->parent);
-	td_pack_get_range(&a->e_size, base, t->n, t->size);
 	td_pack_get_range(&a->e_nameoff, base, t->n + 1, t->name);
 	td_pack_get_range(&a->e_child, base, t->n + 1, t->child);
 	if (a->version < TD_VERSION_SHARDED) { /* version 5: unused (the text is in the shards) */
+		td_pack_get_range(&a->e_size, base, t->n, t->size); /* version 5: read by entry_check */
 		td_pack_get_range(&a->e_gstart, base, t->n + 1, t->g);
 		td_pack_get_range(&a->e_root, base, t->n + 1, t->r);
 	}
@@ -171,7 +172,9 @@ static inline __attribute__((always_inline)) int entry_check(const td_archive *a
 	if (c1 < c0 || c1 > ne || (c1 > c0 && (!S_ISDIR(m) || c0 <= e)))
 		return TREE_FAIL(e, p, nm, nl, "bad children range");
 	/* text: a directory has none, a symlink a target of 1..TD_MAXPATH bytes */
-	const uint64_t size = t->size[k]; /* g, r: loaded below version 5 only */
+	/* size, g, r: loaded below version 5 only; there a file's size is
+	 * free (its pieces say it), a directory's or symlink's read here */
+	const uint64_t size = !sharded ? t->size[k] : S_ISREG(m) ? 0 : td_pack_get(&a->e_size, e);
 	const uint64_t g0 = sharded ? 0 : t->g[k], g1 = sharded ? 0 : t->g[k + 1];
 	const uint64_t r0 = sharded ? 0 : t->r[k], r1 = sharded ? 0 : t->r[k + 1];
 	if (sharded) {
@@ -230,9 +233,7 @@ int td_tree_check(const td_archive *a)
 	int err = tree_ends(a);
 	if (err)
 		return err;
-	tree_cols *t = malloc(sizeof *t);
-	if (!t)
-		return TD_ENOMEM;
+	tree_cols tc, *t = &tc;
 	uint64_t prev_name_end = td_pack_get(&a->e_nameoff, 0);
 	uint64_t cur_p = UINT64_MAX, cur_first = 0, cur_end = 0; /* the last parent seen, its children */
 	int clean = 0;
@@ -265,7 +266,6 @@ int td_tree_check(const td_archive *a)
 		}
 		err = entry_check(a, t, k, e, p, cur_first, names, nb, clean);
 	}
-	free(t);
 	return err;
 }
 
@@ -316,9 +316,7 @@ static int dir_check(const td_archive *a, td_entry d)
 	const char *names = td_names(a, need, &nb);
 	if (!names)
 		return TD_ECORRUPT;
-	tree_cols *t = malloc(sizeof *t);
-	if (!t)
-		return TD_ENOMEM;
+	tree_cols tc, *t = &tc;
 	int err = TD_OK;
 	if (d == 0) { /* the root's own entry: no parent checked it */
 		tree_load_one(a, t, 0);
@@ -337,7 +335,6 @@ static int dir_check(const td_archive *a, td_entry d)
 		}
 		err = entry_check(a, t, k, e, d, c0, names, nb, clean);
 	}
-	free(t);
 	if (err)
 		return err;
 	/* its children are vouched for now (td_tree_vouch asks once a file):
