@@ -1143,6 +1143,8 @@ int td_archive_names(const td_archive *a, const td_entry *e, size_t n, td_name_r
 	const uint64_t ne = a->meta.nentries;
 	size_t i = 0;
 	int err = TD_OK;
+	/* each entry's parent and name first, its bytes asked for ahead
+	 * (entries at random: their names miss the cache independently)... */
 	for (; i < n; i++) {
 		const td_entry x = e[i];
 		size_t len;
@@ -1157,9 +1159,12 @@ int td_archive_names(const td_archive *a, const td_entry *e, size_t n, td_name_r
 			err = TD_ECORRUPT; /* td_archive_name says why */
 			break;
 		}
-		out[i] = (td_name_ref){ nm, (uint32_t)len, (td_entry)td_pack_get(&a->e_parent, x),
-					td_span_find2(nm, len, '\\', '\n') < len };
+		__builtin_prefetch(nm);
+		out[i] = (td_name_ref){ nm, (uint32_t)len, (td_entry)td_pack_get(&a->e_parent, x), 0 };
 	}
+	/* ...then read */
+	for (size_t j = 0; j < i; j++)
+		out[j].esc = td_span_find2(out[j].name, out[j].len, '\\', '\n') < out[j].len;
 	*done = i;
 	return err;
 }

@@ -141,8 +141,10 @@ void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *o
 			/* a tile of its frame alone (constant, or on the line: a
 			 * file's one piece, a shard's one number), as td_pack_get */
 			if (TD_TILE_LIN(h)) {
-				for (uint64_t x = 0; x < k; x++)
-					out[x] = td_pack_frame(p, h, j + x);
+				const uint64_t base = TD_TILE_BASE(h), slope = p->slope;
+				uint64_t line = slope * j;
+				for (uint64_t x = 0; x < k; x++, line += slope)
+					out[x] = base + (line >> 16);
 			} else {
 				const uint64_t base = TD_TILE_BASE(h);
 				for (uint64_t x = 0; x < k; x++)
@@ -156,9 +158,12 @@ void td_pack_get_range(const td_pack *p, uint64_t i, uint64_t count, uint64_t *o
 			const uint8_t *d = p->data + at;
 			uint64_t mask = (UINT64_C(1) << w) - 1;
 			if (TD_TILE_LIN(h)) {
-				for (uint64_t x = 0; x < k; x++, bit += w)
-					out[x] = td_pack_frame(p, h, j + x) +
-						 ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
+				/* the line's step added, not multiplied, a value:
+				 * slope * (j + x) as td_pack_frame computes it */
+				const uint64_t base = TD_TILE_BASE(h), slope = p->slope;
+				uint64_t line = slope * j;
+				for (uint64_t x = 0; x < k; x++, bit += w, line += slope)
+					out[x] = base + (line >> 16) + ((td_pack_load64(d + (bit >> 3)) >> (bit & 7)) & mask);
 			} else {
 				/* A constant frame (the symbol arrays' tiles): the
 				 * base once, then a load, a shift and a mask a value. */
