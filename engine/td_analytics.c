@@ -2546,12 +2546,29 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	int err = TD_OK;
 	size_t ndirs = 1;
 	tag[TD_ROOT] = RN_ABOVE;
+	/* counts 1..4k+1024 (every answer but a word thousands of times in
+	 * few files): a file's tag is its count, and the walk puts each file
+	 * at its place (counts descending, path order within a count) through
+	 * a count's start; else its index + 1 and a radix sort after */
+	uint64_t maxc = 0, minc = UINT64_MAX;
+	for (size_t i = 0; i < k; i++)
+		maxc = v[i].count > maxc ? v[i].count : maxc, minc = v[i].count < minc ? v[i].count : minc;
+	size_t *start = minc && maxc <= 4 * (uint64_t)k + 1024 ? calloc(maxc + 2, sizeof *start) : NULL;
+	if (start) {
+		for (size_t i = 0; i < k; i++)
+			start[v[i].count]++;
+		for (size_t c = maxc, at = 0; c >= 1; c--) { /* the first place of count c */
+			const size_t n = start[c];
+			start[c] = at;
+			at += n;
+		}
+	}
 	for (size_t i = 0; i < k && !err; i++) {
 		const td_entry e = v[i].file;
 		if (tag[e])
 			err = 1; /* twice, or above another file */
 		else
-			tag[e] = (uint32_t)i + 1;
+			tag[e] = start ? (uint32_t)v[i].count : (uint32_t)i + 1;
 	}
 	for (size_t i = 0; i < k && !err; i++) {
 		td_entry x = v[i].file;
@@ -2580,8 +2597,8 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	size_t top = 0, r = 0, nkids = 0;
 	if (!err) {
 		stack = malloc((k + ndirs + 1) * sizeof *stack); /* and a slot to write past the top */
-		sk = malloc(k * sizeof *sk);
-		if (!stack || !sk)
+		sk = start ? NULL : malloc(k * sizeof *sk);
+		if (!stack || (!start && !sk))
 			err = TD_ENOMEM;
 	}
 	if (!err)
@@ -2594,7 +2611,17 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 				err = 1;
 				break;
 			}
-			sk[r++] = (td_skey){ UINT64_MAX - v[tag[x] - 1].count, x };
+			if (start) { /* v is written in place: its counts are in tag */
+				const uint32_t c = tag[x];
+				if (start[c] >= k) { /* a file met twice: not reached */
+					err = 1;
+					break;
+				}
+				v[start[c]++] = (td_file_count){ x, c };
+				r++;
+			} else {
+				sk[r++] = (td_skey){ UINT64_MAX - v[tag[x] - 1].count, x };
+			}
 			continue;
 		}
 		/* a checked directory: its children range is sound */
@@ -2669,11 +2696,14 @@ static int rank_num(const td_archive *a, td_file_count *v, size_t k)
 	}
 	if (!err && r != k)
 		err = 1; /* a file not met: not reached */
+	if (err == 1 && start) /* v partly written: no way back to the chains */
+		err = td_fail(TD_ECORRUPT, "entry tree: a file met twice or not at all in path order");
 	/* by count, descending, stably: ties stay in path order */
-	if (!err && (err = td_sort_keys(sk, k)) == TD_OK)
+	if (!err && !start && (err = td_sort_keys(sk, k)) == TD_OK)
 		for (size_t i = 0; i < k; i++)
 			v[i] = (td_file_count){ sk[i].id, UINT64_MAX - sk[i].key };
 	free(sk);
+	free(start);
 	free(tag), free(stack), free(kids);
 	return err;
 }
