@@ -11,6 +11,7 @@ enum { HUGE = 2 << 20 };
 
 static void *volatile below; /* the heap below the first huge block, kept to the end */
 
+#if defined(MADV_HUGEPAGE) && defined(M_TOP_PAD) && !defined(__SANITIZE_ADDRESS__)
 /* The cheaper of two first touches of fresh heap pages, in ns (what a
  * fault costs here: 1-4 us on bare metal or a plain VM, 10-20 us where
  * the hypervisor takes each one), or -1; the pages stay the heap's. */
@@ -32,6 +33,8 @@ static long fault_ns(void)
 		d[i] = (t[i + 1].tv_sec - t[i].tv_sec) * 1000000000L + (t[i + 1].tv_nsec - t[i].tv_nsec);
 	return d[0] < d[1] ? d[0] : d[1];
 }
+
+#endif
 
 void td_cli_heap_huge(void)
 {
