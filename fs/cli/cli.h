@@ -46,10 +46,12 @@ void td_cli_clear_detail(void);
 /* --- checked, buffered standard output --- */
 
 /* Before a one-shot query: large blocks from the heap, freed memory kept,
- * and, where a page fault costs more than 6 us (timed on two fresh heap
- * pages: a VM whose hypervisor takes each fault) and the kernel allows
- * (madvise mode), the heap on transparent huge pages, so the process
- * takes a few page faults instead of hundreds. Best effort. */
+ * and the heap on transparent huge pages where the kernel allows (madvise
+ * mode): all of it where a page fault costs more than 6 us (timed on two
+ * fresh heap pages: a VM whose hypervisor takes each fault), so the
+ * process takes a few page faults instead of hundreds; elsewhere past its
+ * first MiB (a small query's heap in 4 KiB pages, cheaper than clearing a
+ * 2 MiB page). Best effort. */
 void td_cli_heap_huge(void);
 
 /* The output buffer from the heap (after td_cli_heap_huge: its pages are

@@ -7,7 +7,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-enum { HUGE = 2 << 20 };
+enum { HUGE = 2 << 20, PLAIN = 1 << 20 };
 
 static void *volatile below; /* the heap below the first huge block, kept to the end */
 
@@ -43,26 +43,33 @@ void td_cli_heap_huge(void)
 	 * faults alone), and freed memory kept for the next ones. */
 	if (!mallopt(M_MMAP_THRESHOLD, 32 << 20) || !mallopt(M_TRIM_THRESHOLD, 64 << 20))
 		return;
-	/* Huge pages only where a fault costs more than clearing a 2 MiB page
-	 * saves: a query's few hundred KB of fresh heap is 50-100 faults, the
-	 * huge page's clearing 50-150 us. */
-	if (fault_ns() < 6000 || !mallopt(M_TOP_PAD, HUGE))
+	/* Where a fault is dear (over 6 us: a VM whose hypervisor takes each
+	 * one), the whole heap on huge pages; where it is cheap, only past the
+	 * heap's first MiB: a small query's few hundred KB of fresh heap in
+	 * 4 KiB pages (50-100 faults, less than clearing one 2 MiB page), a
+	 * large one's bulk in huge pages. */
+	const int dear = fault_ns() >= 6000;
+	const size_t plain = dear ? 0 : PLAIN;
+	if (!mallopt(M_TOP_PAD, HUGE))
 		return;
-	/* grow the heap by 6 MiB (untouched: a block from the top is not
-	 * cleared) and mark its aligned 2 MiB blocks: a fault each, not 512 */
-	char *p = malloc(3 * HUGE);
+	/* grow the heap by 6 MiB past that (untouched: a block from the top is
+	 * not cleared) and mark its aligned 2 MiB blocks: a fault each, not
+	 * 512 */
+	char *p = malloc(plain + 3 * HUGE);
 	if (!p)
 		return;
-	uintptr_t lo = ((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
-	uintptr_t hi = ((uintptr_t)p + 3 * HUGE) & ~(uintptr_t)(HUGE - 1);
+	uintptr_t lo = ((uintptr_t)p + plain + HUGE - 1) & ~(uintptr_t)(HUGE - 1);
+	uintptr_t hi = ((uintptr_t)p + plain + 3 * HUGE) & ~(uintptr_t)(HUGE - 1);
 	if (hi <= lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE)) {
 		free(p);
 		return;
 	}
-	/* and start the next blocks there: the bytes below it stay a block of
-	 * the process, never touched past its header */
 	uintptr_t at = (uintptr_t)p;
 	free(p);
+	if (!dear)
+		return; /* the next blocks from p: plain pages, then the huge ones */
+	/* the next blocks from the first huge one: the bytes below it stay a
+	 * block of the process, never touched past its header */
 	if (lo - at > 64)
 		below = malloc(lo - at - 32);
 	td_cli_out_on_heap();
