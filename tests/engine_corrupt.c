@@ -435,6 +435,25 @@ Test(corrupt, hostile_names_are_refused_when_reached_in_a_lazy_tree)
 			}
 		}
 		cr_assert_gt(bad, 0, "case %zu: no entry refused", i);
+		/* td_archive_names over every entry stops at the first one refused */
+		{
+			const td_entry ne = td_archive_nentries(a);
+			td_entry *ents = malloc(ne * sizeof *ents);
+			td_name_ref *ref = malloc(ne * sizeof *ref);
+			cr_assert(ents && ref);
+			for (td_entry x = 1; x < ne; x++)
+				ents[x - 1] = x;
+			size_t done = 0;
+			int ne_err = td_archive_names(a, ents, ne - 1, ref, &done);
+			cr_assert_eq(ne_err, TD_ECORRUPT, "case %zu: names gave %s", i, td_strerror(ne_err));
+			cr_assert_lt(done, (size_t)ne - 1);
+			size_t nl;
+			cr_assert_null(td_archive_name(a, ents[done], &nl), "case %zu: names stopped at a good entry", i);
+			for (size_t j = 0; j < done; j++)
+				cr_assert_not_null(td_archive_name(a, ents[j], &nl));
+			free(ents);
+			free(ref);
+		}
 		td_archive_close(a);
 		free(b);
 	}

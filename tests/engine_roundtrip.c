@@ -523,6 +523,38 @@ Test(archive, entry_order_and_lookup)
 		}
 		cr_assert_eq(td_archive_children(a, e, &first, &cnt), k == 'd' ? TD_OK : TD_ENOTDIR, "%s: children", path);
 	}
+	/* td_archive_names: every entry at once, in number order and reversed
+	 * (many entries: its entry-order pass), equal to the oracle's names
+	 * and parents; an entry out of range stops it there. */
+	{
+		const size_t n = o->ne;
+		td_entry *ents = malloc(2 * n * sizeof *ents);
+		td_name_ref *ref = malloc(2 * n * sizeof *ref);
+		cr_assert(ents && ref);
+		for (size_t i = 0; i < n; i++)
+			ents[i] = (td_entry)(i + 1), ents[2 * n - 1 - i] = (td_entry)(i + 1);
+		size_t done = 0;
+		cr_assert_eq(td_archive_names(a, ents, 2 * n, ref, &done), TD_OK, "%s", td_errdetail());
+		cr_assert_eq(done, 2 * n);
+		for (size_t j = 0; j < 2 * n; j++) {
+			const char *op = o->e[ents[j] - 1].path, *slash = strrchr(op, '/');
+			const char *base = slash ? slash + 1 : op;
+			cr_assert(ref[j].len == strlen(base) && memcmp(ref[j].name, base, ref[j].len) == 0, "names: %s", op);
+			cr_assert_eq(ref[j].esc, strpbrk(base, "\\\n") != NULL, "names: %s: escape", op);
+			td_entry want = TD_ROOT;
+			if (slash) {
+				memcpy(path, op, (size_t)(slash - op));
+				path[slash - op] = '\0';
+				want = lookup(a, path);
+			}
+			cr_assert_eq(ref[j].parent, want, "names: %s: parent", op);
+		}
+		ents[n / 2] = td_archive_nentries(a);
+		cr_assert_eq(td_archive_names(a, ents, 2 * n, ref, &done), TD_EINVAL);
+		cr_assert_eq(done, n / 2);
+		free(ents);
+		free(ref);
+	}
 	/* Path spellings and errors. */
 	td_entry e, e2;
 	cr_assert_eq(td_archive_lookup_path(a, "", &e), TD_OK);
