@@ -327,7 +327,7 @@ int td_atab_verify(const td_archive *a)
 			err = AT_BAD("part 0 is not empty");
 		else if (!(err = at_part(a, h, L, &b))) {
 			if (!(err = part_raw(a, L, p->k, &r))) {
-				if (r.n != p->n || r.b.len != p->raw || memcmp(r.b.p, b, r.b.len) ||
+				if (r.n != p->n || r.b.len != p->raw || (r.b.len && memcmp(r.b.p, b, r.b.len)) ||
 				    p->complete != (r.n < p->k))
 					err = AT_BAD("part %u differs from the archive's %s", L,
 						     L == 1 ? "top words" : "n-grams");

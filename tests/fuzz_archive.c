@@ -109,6 +109,15 @@ static void exercise(td_archive *a)
 {
 	static char buf[8192];
 	uint32_t n = td_archive_nentries(a);
+	/* many entries' parents and names at once, past the end too */
+	{
+		static td_entry ents[96];
+		static td_name_ref ref[96];
+		size_t done;
+		for (uint32_t i = 0; i < 96; i++)
+			ents[i] = i < n ? n - 1 - i : i;
+		(void)td_archive_names(a, ents, 96, ref, &done);
+	}
 	td_cursor *c = td_cursor_new(a);
 	uint32_t lim = n < 64 ? n : 64;
 	for (uint32_t e = 0; e < lim; e++) {
