@@ -2507,8 +2507,8 @@ static int dir_flips(const td_archive *a, td_entry d)
 	return l2 > l1 && !memcmp(n1, n2, l1) && (uint8_t)n2[l1] < '/' ? 2 : 1;
 }
 
-/* rank_num's marks: an entry's tag is 1 + its index in v, or ABOVE for a
- * directory above a file of v. */
+/* rank_num's marks: a file's tag is its count (or, counts too large to
+ * place, 1 + its index in v), a directory above a file of v's ABOVE. */
 #define RN_ABOVE 0x80000000u
 
 /* A marked child of a directory that flips (rank_num): its name and
@@ -2531,9 +2531,10 @@ static int rn_kid_cmp(const void *p, const void *q)
  * to the first marked one), then a depth-first walk from the root lists
  * each marked directory's marked children in number order, which is name
  * order, so path order but around a directory that flips (chain_cmp: then
- * those few are sorted by name), and numbers the files as it meets them;
- * a stable radix sort by count, descending, over that order is the
- * ranking. O(k + the children of the directories above the files), with
+ * those few are sorted by name), and meets the files in path order: each
+ * is written at the next place of its count (counts descending), or, for
+ * counts too large for a table of places, keyed for a stable radix sort
+ * by count, descending. O(k + the children of the directories above the files), with
  * no chain built or compared. TD_OK; 1 (v unchanged) when v holds an
  * entry twice or one that is also above another (the chains rank those);
  * TD_ENOMEM, TD_ECORRUPT. */

@@ -577,8 +577,8 @@ static int globals_pass(const td_archive *a, td_shard_loc *v, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		slot[at[v[i].shard] + v[i].local] = (uint32_t)i + 1;
-	c[0] = (col_cur){ .p = &sh->p_shard, .total = np };
-	c[1] = (col_cur){ .p = &sh->p_local, .total = np };
+	/* c[0].v, c[1].v: a chunk of the shard and local columns (below);
+	 * c[2]: the entries' piece offsets, read in order */
 	c[2] = (col_cur){ .p = &sh->piece_off, .total = ne + 1 };
 	uint64_t e = 0;
 	const uint64_t nsh = sh->n, none = at[nsh]; /* slot[none]: 0, for a piece not asked for */

@@ -298,50 +298,6 @@ int td_tree_lazy_setup(td_archive *a)
 	return TD_OK;
 }
 
-/* Whether every entry of a loaded chunk of directory d's children (d's
- * first child: first) passes dir_check's parent check and entry_check,
- * its names clean (chunk_clean): the same conditions, in loops without
- * a call, a message or an exit a child. Sharded archives (no text
- * offsets in the tree); 0 sends the chunk through entry_check, whose
- * message names the entry. */
-static int chunk_fast(const td_archive *a, const tree_cols *t, uint64_t d, uint64_t first, const char *names,
-		      uint64_t nb)
-{
-	if (a->version < TD_VERSION_SHARDED)
-		return 0;
-	const uint64_t ne = a->meta.nentries, n = t->n, base = t->base;
-	uint64_t bad = 0;
-	for (uint64_t k = 0; k < n; k++) {
-		const uint64_t m = t->mode[k] & S_IFMT, e = base + k, len = t->name[k + 1] - t->name[k];
-		const uint64_t x0 = t->child[k], x1 = t->child[k + 1];
-		bad |= (t->parent[k] != d) | ((m != S_IFDIR) & (m != S_IFREG) & (m != S_IFLNK));
-		bad |= len - 1 >= TD_MAXNAME; /* empty, or too long */
-		bad |= (x1 < x0) | (x1 > ne) | ((x1 > x0) & ((m != S_IFDIR) | (x0 <= e)));
-		if (m != S_IFREG) { /* a directory has no text, a symlink 1..TD_MAXPATH bytes */
-			const uint64_t size = td_pack_get(&a->e_size, e);
-			bad |= m == S_IFDIR ? size != 0 : size == 0 || size > TD_MAXPATH;
-		}
-	}
-	if (bad)
-		return 0;
-	/* names: not '.' or '..', each after the one before */
-	for (uint64_t k = 0; k < n; k++) {
-		const uint64_t e = base + k, lo = t->name[k], len = t->name[k + 1] - lo;
-		if (len <= 2 && names[lo] == '.' && (len == 1 || names[lo + 1] == '.'))
-			return 0;
-		if (e > first) {
-			const uint64_t l0 = k ? t->name[k - 1] : td_pack_get(&a->e_nameoff, e - 1);
-			if (l0 > lo)
-				return 0;
-			const uint64_t pl = lo - l0;
-			const int c = name_cmp(names, nb, l0, lo, pl < len ? pl : len);
-			if (c > 0 || (c == 0 && pl >= len))
-				return 0;
-		}
-	}
-	return 1;
-}
-
 /* Directory d's children [c0, c1), d listed by a checked directory (or the
  * root): each named, typed and placed as td_tree_check requires. */
 static int dir_check(const td_archive *a, td_entry d)
@@ -369,9 +325,7 @@ static int dir_check(const td_archive *a, td_entry d)
 	for (uint64_t b = c0; b < c1 && !err; b += t->n) {
 		tree_load(a, t, b, c1); /* this directory's children only */
 		const int clean = chunk_clean(t, names, nb);
-		if (clean && chunk_fast(a, t, d, c0, names, nb))
-			continue;
-		for (uint64_t k = 0; k < t->n && !err; k++) { /* one at a time, to say which */
+		for (uint64_t k = 0; k < t->n && !err; k++) {
 			const uint64_t e = b + k;
 			if (t->parent[k] != d) {
 				err = parent_fail(e, t->parent[k]);
