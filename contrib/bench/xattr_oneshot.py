@@ -2,19 +2,22 @@
 """xattr_oneshot: the analytics through `getfattr` on a fresh read-only tadocfs mount, as whole
 processes, two (or more) tadocfs binaries side by side, against the plain-text pipelines.
 
-Usage: xattr_oneshot.py [-r RUNS] [-p PIPE_RUNS] [-w WARM] [-o OUT.md] NEW_TADOCFS BASE_TADOCFS
-                        NAME:ARCHIVE:DIR:W:PHRASE ...
+Usage: xattr_oneshot.py [-r RUNS] [-p PIPE_RUNS] [-w WARM] [-o OUT.md] [-q NAMES] [-O OPTS] [-v] [--parts]
+                        [--cpu CORE] [--rw [--edit FILE]] NEW_TADOCFS BASE_TADOCFS NAME:ARCHIVE:DIR:W:PHRASE ...
 
 For each corpus NAME (ARCHIVE its archive, built with `tadoc compress --postings --fuzzy-index`
 to use those paths; DIR the original tree), the xattrs of the mount's root: `top.20`,
 `files.W`, `files.PHRASE`, `ngrams.3.20`, `count.PHRASE`, `fuzzy.2.W`. Each query runs RUNS
-times (default 5) on a fresh mount per run (mounted `-o ro`, one `user.tadoc.words` asked,
-then WARM seconds, default 1.5, for the mount's idle-priority warm-up), the binaries
-interleaved: one `getfattr --only-values -n user.tadoc.NAME ROOT` process (the first answer;
-getfattr asks for the size, then the value), then the same process again. Figures: the
-getfattr process's median wall time (spawn to exit, from this script) and its least CPU
-(wait4), the daemon's least CPU meanwhile (`perf stat -e task-clock -p PID`, which follows the
-threads the daemon starts; all its threads), and the median wall of the repeat. Both
+times (default 5) on a fresh mount per run (`tadocfs -f -o ro`, this script's child; one
+`user.tadoc.words` asked, then until the mount's idle-priority warm-up thread ends, at most WARM
+seconds, default 1.5), the binaries interleaved (their order swapped every run): one `getfattr
+--only-values -n user.tadoc.NAME ROOT` process (the first answer; getfattr asks for the size,
+then the value), then the same process again. With --parts every `#more NAME@N` part of a long
+value is read too, a getfattr each, and the figures are their sums (what a user pays for the
+whole list). Figures: the getfattr process's median wall time (spawn to exit, from this
+script) and its least CPU (wait4), the daemon's least CPU meanwhile (its POSIX process CPU
+clock, which counts every thread, exited ones too, less the warm-up thread's schedstat: no perf
+needed), and the median wall of the repeat. --cpu CORE runs everything on one core. Both
 binaries' values are checked equal first. The pipelines (analytics.sh's) run PIPE_RUNS times
 (default 3; 0: none): median wall, least CPU (user + sys of the shell and its children). Speed-ups:
 the pipeline's wall over getfattr's wall, and its CPU over getfattr's CPU plus the daemon's.
@@ -26,7 +29,6 @@ mount before the clock starts, so the root and FILE's directories have a change 
 import argparse
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -43,89 +45,122 @@ def spawn_wait(argv):
     return (time.monotonic() - t) * 1e3, (ru.ru_utime + ru.ru_stime) * 1e3, os.waitstatus_to_exitcode(st)
 
 
-def mount(binary, arch, mnt, warm, rw=False, edit=None):
-    subprocess.run([binary, arch, mnt, "-o", "rw" if rw else "ro"], check=True)
-    for _ in range(500):
-        if os.path.ismount(mnt):
-            break
-        time.sleep(0.01)
-    out = subprocess.run(["pgrep", "-n", "-f", "^%s %s %s" % (binary, arch, mnt)], capture_output=True, text=True)
-    if not out.stdout.strip():
-        sys.exit("xattr_oneshot: %s did not mount %s" % (binary, arch))
-    pid = int(out.stdout.split()[0])
-    os.getxattr(mnt, "user.tadoc.words")
-    if edit:
-        with open(os.path.join(mnt, edit), "ab") as h:
-            h.write(b"xattr_oneshot edit\n")
-    time.sleep(warm)
-    return pid
+def run_to(argv, timeout=20):
+    """Run argv with a timeout; its exit status (124: timed out)."""
+    try:
+        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        return 124
 
 
-def umount(mnt, pid, arch=None):
-    subprocess.run(["fusermount3", "-u", mnt])
-    for _ in range(500):
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            break
-        time.sleep(0.01)
-    if arch and os.path.exists(arch + ".journal"):
-        os.unlink(arch + ".journal")
-
-
-def perf_start(pid, out):
-    p = subprocess.Popen(["perf", "stat", "--per-thread", "-x,", "-e", "task-clock", "-p", str(pid), "-o", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.25)  # attached to every thread
-    return p
+def proc_cpu(pid):
+    """The process's CPU (ms, every thread, exited ones too): its POSIX CPU clock."""
+    return time.clock_gettime(((~pid) << 3) | 2) * 1e3
 
 
 def background(pid, tid):
-    """1 for the mount's warm-up thread (nice 19, then SCHED_IDLE: kernel_tune.c)."""
+    """1 for the mount's warm-up thread (named tadocfs-warm; nice 19, then SCHED_IDLE: kernel_tune.c)."""
     try:
-        f = open("/proc/%d/task/%d/stat" % (pid, tid)).read().rsplit(")", 1)[1].split()
+        st = open("/proc/%d/task/%d/stat" % (pid, tid)).read()
     except OSError:
         return False
-    return int(f[16]) > 0 or int(f[38]) == 5
+    f = st.rsplit(")", 1)[1].split()
+    return "(tadocfs-warm)" in st or int(f[16]) > 0 or int(f[38]) == 5
 
 
-def perf_stop(p, out, pid):
-    """(ms of CPU of the threads that answer requests, ms of the background warm-up)."""
-    time.sleep(0.02)
-    p.send_signal(signal.SIGINT)
-    p.wait()
-    fg = bg = 0.0
-    for ln in open(out):
-        f = ln.strip().split(",")
-        if len(f) > 3 and f[3] == "task-clock" and f[1] not in ("<not counted>", "<not supported>"):
-            tid = int(f[0].rsplit("-", 1)[1])
-            if background(pid, tid):
-                bg += float(f[1])
-            else:
-                fg += float(f[1])
-    return fg, bg
+def bg_cpu(pid):
+    """(ms of CPU of the live warm-up threads, how many there are)."""
+    ms, n = 0.0, 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        if background(pid, int(t)):
+            try:
+                ms += int(open("/proc/%d/task/%s/schedstat" % (pid, t)).read().split()[0]) / 1e6
+                n += 1
+            except OSError:
+                pass
+    return ms, n
 
 
-def one(binary, arch, mnt, name, warm, tmp, rw=False, edit=None):
-    pid = mount(binary, arch, mnt, warm, rw, edit)
-    pf = os.path.join(tmp, "perf.out")
-    p = perf_start(pid, pf)
-    argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
-    w, c, st = spawn_wait(argv)
-    d, _ = perf_stop(p, pf, pid)
-    w2, _, _ = spawn_wait(argv)
-    umount(mnt, pid, arch if rw else None)
-    if st:
-        sys.exit("xattr_oneshot: getfattr -n user.tadoc.%s failed (%d)" % (name, st))
+MOUNT_OPTS = ""  # ",OPT..." from -O
+
+
+class Mount:
+    """A fresh tadocfs mount in the foreground (-f, this script's child)."""
+
+    def __init__(self, binary, arch, mnt, warm, rw=False, edit=None):
+        self.mnt, self.arch, self.rw = mnt, arch, rw
+        self.log = open(os.path.join(os.path.dirname(mnt), "tadocfs.log"), "ab")
+        self.p = subprocess.Popen([binary, arch, mnt, "-f", "-o", ("rw" if rw else "ro") + MOUNT_OPTS],
+                                  stdout=self.log, stderr=self.log)
+        self.pid = self.p.pid
+        t = time.monotonic()
+        while not os.path.ismount(mnt):
+            if self.p.poll() is not None or time.monotonic() - t > 10:
+                self.close()
+                sys.exit("xattr_oneshot: %s did not mount %s (its log: %s)" % (binary, arch, self.log.name))
+            time.sleep(0.005)
+        os.getxattr(mnt, "user.tadoc.words")
+        if edit:
+            with open(os.path.join(mnt, edit), "ab") as h:
+                h.write(b"xattr_oneshot edit\n")
+        # the warm-up (checksums, rule cache) ends, or WARM seconds pass
+        while time.monotonic() - t < warm and bg_cpu(self.pid)[1]:
+            time.sleep(0.01)
+
+    def cpu(self):
+        """The daemon's CPU (ms) less its warm-up threads'."""
+        return proc_cpu(self.pid) - bg_cpu(self.pid)[0]
+
+    def close(self):
+        if os.path.ismount(self.mnt) and run_to(["fusermount3", "-u", self.mnt], 10):
+            run_to(["umount", "-l", self.mnt], 10)
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.log.close()
+        if self.arch and os.path.exists(self.arch + ".journal"):
+            os.unlink(self.arch + ".journal")
+
+
+def one(binary, arch, mnt, names, warm, rw=False, edit=None):
+    """getfattr of each of names (a value's #more parts) on a fresh mount: (wall ms, getfattr CPU ms, daemon CPU
+    ms, wall ms of the same again), summed over the names."""
+    m = Mount(binary, arch, mnt, warm, rw, edit)
+    try:
+        w = c = d = w2 = 0.0
+        for name in names:
+            argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
+            d0 = m.cpu()
+            wi, ci, st = spawn_wait(argv)
+            d += m.cpu() - d0
+            w += wi
+            c += ci
+            if st:
+                sys.exit("xattr_oneshot: getfattr -n user.tadoc.%s failed (%d)" % (name, st))
+        for name in names:
+            w2 += spawn_wait(["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt])[0]
+    finally:
+        m.close()
     return w, c, d, w2
 
 
-def value(binary, arch, mnt, name, rw=False, edit=None):
-    pid = mount(binary, arch, mnt, 0, rw, edit)
+def value(binary, arch, mnt, name, rw=False, edit=None, parts=False):
+    """The xattr's value (with every #more part when parts), and the names read."""
+    m = Mount(binary, arch, mnt, 0, rw, edit)
     try:
-        return os.getxattr(mnt, "user.tadoc." + name)
+        names, val = [name], b""
+        while True:
+            v = os.getxattr(mnt, "user.tadoc." + names[-1])
+            val += v
+            tail = v.rsplit(b"\n", 2)
+            more = tail[-2] if len(tail) > 1 and not tail[-1] else tail[-1]
+            if not parts or not more.startswith(b"#more "):
+                return val, names
+            names.append(more[6:].decode().replace("user.tadoc.", "", 1))
     finally:
-        umount(mnt, pid, arch if rw else None)
+        m.close()
 
 
 def med(v):
@@ -142,11 +177,19 @@ def main():
     ap.add_argument("-q", help="only the xattrs whose name holds one of these (comma-separated)")
     ap.add_argument("--rw", action="store_true")
     ap.add_argument("--edit")
+    ap.add_argument("-O", default="", help="more mount options (comma-separated)")
+    ap.add_argument("-v", action="store_true", help="every run's figures on stderr")
+    ap.add_argument("--parts", action="store_true", help="read every #more part of a long value (each a getfattr)")
+    ap.add_argument("--cpu", type=int, help="run the mounts, getfattr and the pipelines on this core only")
     ap.add_argument("new")
     ap.add_argument("base")
     ap.add_argument("corpora", nargs="+")
     a = ap.parse_args()
     os.environ["LC_ALL"] = "C.UTF-8"
+    global MOUNT_OPTS
+    MOUNT_OPTS = "," + a.O if a.O else ""
+    if a.cpu is not None:
+        os.sched_setaffinity(0, {a.cpu})
     bins = {"new": os.path.realpath(a.new), "base": os.path.realpath(a.base)}
     tmp = "/tmp/xattr_oneshot.%d" % os.getpid()
     mnt = os.path.join(tmp, "mnt")
@@ -159,9 +202,12 @@ def main():
                                                                      " ".join(open("/proc/loadavg").read().split()[:3])),
            "- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
                                                    a.new, a.base),
-           "- mount: %s%s" % ("-o rw" if a.rw else "-o ro", ", one line appended to %s first" % a.edit if a.edit else ""),
+           "- mount: %s%s%s" % ("-o rw" if a.rw else "-o ro", MOUNT_OPTS, ", one line appended to %s first" % a.edit if a.edit else ""),
            "- getfattr on a fresh mount: median wall / least CPU of %d runs, binaries interleaved; daemon: least"
-           " CPU (perf task-clock); pipelines: median wall / least CPU of %d" % (a.r, a.p), ""]
+           " CPU (its POSIX process CPU clock, every thread, less the warm-up thread's schedstat); pipelines: median"
+           " wall / least CPU of %d%s%s" % (a.r, a.p, "; every #more part of a long value read, one getfattr each,"
+                                           " summed" if a.parts else "; the first part of a long value",
+                                           "; all of it on core %d" % a.cpu if a.cpu is not None else ""), ""]
     fl = {"true": [], "getfattr": []}
     for _ in range(21):
         fl["true"].append(spawn_wait(["/bin/true"]))
@@ -201,16 +247,20 @@ def main():
             for xn, plabel, pcmd in qs:
                 if a.q and not any(q in xn for q in a.q.split(",")):
                     continue
-                if value(bins["new"], arch, mnt, xn, a.rw, a.edit) != value(bins["base"], arch, mnt, xn, a.rw, a.edit):
+                vn, names = value(bins["new"], arch, mnt, xn, a.rw, a.edit, a.parts)
+                if vn != value(bins["base"], arch, mnt, xn, a.rw, a.edit, a.parts)[0]:
                     sys.exit("xattr_oneshot: %s: the binaries' values differ" % xn)
                 got = {k: [] for k in bins}
-                for _ in range(a.r):
-                    for k, b in bins.items():
-                        got[k].append(one(b, arch, mnt, xn, a.w, tmp, a.rw, a.edit))
+                for i in range(a.r):
+                    for k, b in (bins.items() if i % 2 == 0 else reversed(list(bins.items()))):
+                        got[k].append(one(b, arch, mnt, names, a.w, a.rw, a.edit))
+                        if a.v:
+                            print("  %s %s run %d: getfattr %.2f ms wall, %.2f CPU; daemon %.2f; again %.2f"
+                                  % (xn, k, i, *got[k][-1]), file=sys.stderr, flush=True)
                 m = {k: (med([x[0] for x in v]), min(x[1] for x in v), min(x[2] for x in v), med([x[3] for x in v]))
                      for k, v in got.items()}
-                row = "| %s | `%s` | %.2f / %.2f, %.2f | %.2f | %.2f / %.2f, %.2f | %.2f |" % (
-                    name, xn, *m["base"], *m["new"])
+                row = "| %s | `%s`%s | %.2f / %.2f, %.2f | %.2f | %.2f / %.2f, %.2f | %.2f |" % (
+                    name, xn, " (%d parts)" % len(names) if len(names) > 1 else "", *m["base"], *m["new"])
                 if a.p:
                     pr = [spawn_wait(["bash", "-c", pcmd]) for _ in range(a.p)]
                     pw, pc = med([x[0] for x in pr]), min(x[1] for x in pr)

@@ -166,6 +166,7 @@ static void *warm_main(void *arg)
 {
 	td_fs *fs = arg;
 	int warm = fs->conf.cache_warm && fs->conf.cache_size != 0;
+	pthread_setname_np(pthread_self(), "tadocfs-warm"); /* top -H, ps -L, benchmarks */
 	if (wait_quiet(fs))
 		return NULL;
 	/* First what a reader would wait for (the large sections' checks and
