@@ -2,7 +2,7 @@
 """xattr_oneshot: the analytics through `getfattr` on a fresh read-only tadocfs mount, as whole
 processes, two (or more) tadocfs binaries side by side, against the plain-text pipelines.
 
-Usage: xattr_oneshot.py [-r RUNS] [-p PIPE_RUNS] [-w WARM] [-o OUT.md] [-q NAMES] [-O OPTS] [-v] [--parts]
+Usage: xattr_oneshot.py [-r RUNS] [-p PIPE_RUNS] [-w WARM] [-o OUT.md] [-q NAMES] [-O OPTS] [-v] [--parts] [--prime NAMES]
                         [--cpu CORE] [--rw [--edit FILE]] NEW_TADOCFS BASE_TADOCFS NAME:ARCHIVE:DIR:W:PHRASE ...
 
 For each corpus NAME (ARCHIVE its archive, built with `tadoc compress --postings --fuzzy-index`
@@ -14,7 +14,8 @@ seconds, default 1.5), the binaries interleaved (their order swapped every run):
 --only-values -n user.tadoc.NAME ROOT` process (the first answer; getfattr asks for the size,
 then the value), then the same process again. With --parts every `#more NAME@N` part of a long
 value is read too, a getfattr each, and the figures are their sums (what a user pays for the
-whole list). Figures: the getfattr process's median wall time (spawn to exit, from this
+whole list). --prime NAMES asks those xattrs on each fresh mount before the clock starts: a mount
+that has served other queries (its threads' malloc arenas hold memory; the answer is not kept). Figures: the getfattr process's median wall time (spawn to exit, from this
 script) and its least CPU (wait4), the daemon's least CPU meanwhile (its POSIX process CPU
 clock, which counts every thread, exited ones too, less the warm-up thread's schedstat: no perf
 needed), and the median wall of the repeat. --cpu CORE runs everything on one core. Both
@@ -124,11 +125,13 @@ class Mount:
             os.unlink(self.arch + ".journal")
 
 
-def one(binary, arch, mnt, names, warm, rw=False, edit=None):
-    """getfattr of each of names (a value's #more parts) on a fresh mount: (wall ms, getfattr CPU ms, daemon CPU
-    ms, wall ms of the same again), summed over the names."""
+def one(binary, arch, mnt, names, warm, rw=False, edit=None, prime=()):
+    """getfattr of each of names (a value's #more parts) on a fresh mount, after one getxattr of each name in
+    prime: (wall ms, getfattr CPU ms, daemon CPU ms, wall ms of the same again), summed over the names."""
     m = Mount(binary, arch, mnt, warm, rw, edit)
     try:
+        for p in prime:
+            os.getxattr(mnt, "user.tadoc." + p)
         w = c = d = w2 = 0.0
         for name in names:
             argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
@@ -178,6 +181,8 @@ def main():
     ap.add_argument("--rw", action="store_true")
     ap.add_argument("--edit")
     ap.add_argument("-O", default="", help="more mount options (comma-separated)")
+    ap.add_argument("--prime", default="", help="xattrs asked on each fresh mount before the clock starts"
+                    " (comma-separated; a mount that has served other queries)")
     ap.add_argument("-v", action="store_true", help="every run's figures on stderr")
     ap.add_argument("--parts", action="store_true", help="read every #more part of a long value (each a getfattr)")
     ap.add_argument("--cpu", type=int, help="run the mounts, getfattr and the pipelines on this core only")
@@ -186,6 +191,7 @@ def main():
     ap.add_argument("corpora", nargs="+")
     a = ap.parse_args()
     os.environ["LC_ALL"] = "C.UTF-8"
+    prime = [p for p in a.prime.split(",") if p]
     global MOUNT_OPTS
     MOUNT_OPTS = "," + a.O if a.O else ""
     if a.cpu is not None:
@@ -202,7 +208,9 @@ def main():
                                                                      " ".join(open("/proc/loadavg").read().split()[:3])),
            "- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
                                                    a.new, a.base),
-           "- mount: %s%s%s" % ("-o rw" if a.rw else "-o ro", MOUNT_OPTS, ", one line appended to %s first" % a.edit if a.edit else ""),
+           "- mount: %s%s%s%s" % ("-o rw" if a.rw else "-o ro", MOUNT_OPTS,
+                                       ", then `%s` asked before the clock starts" % ", ".join(prime) if prime else "",
+                                       ", one line appended to %s first" % a.edit if a.edit else ""),
            "- getfattr on a fresh mount: median wall / least CPU of %d runs, binaries interleaved; daemon: least"
            " CPU (its POSIX process CPU clock, every thread, less the warm-up thread's schedstat); pipelines: median"
            " wall / least CPU of %d%s%s" % (a.r, a.p, "; every #more part of a long value read, one getfattr each,"
@@ -253,7 +261,7 @@ def main():
                 got = {k: [] for k in bins}
                 for i in range(a.r):
                     for k, b in (bins.items() if i % 2 == 0 else reversed(list(bins.items()))):
-                        got[k].append(one(b, arch, mnt, names, a.w, a.rw, a.edit))
+                        got[k].append(one(b, arch, mnt, names, a.w, a.rw, a.edit, prime))
                         if a.v:
                             print("  %s %s run %d: getfattr %.2f ms wall, %.2f CPU; daemon %.2f; again %.2f"
                                   % (xn, k, i, *got[k][-1]), file=sys.stderr, flush=True)
