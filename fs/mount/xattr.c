@@ -423,7 +423,7 @@ static int list_cached(td_fs *fs, const td_fs_xsrc *src, td_entry e, const td_fs
 static int value_analytics(td_fs *fs, td_entry e, int is_dir, const td_fs_xname *x, const char *name,
 			   const td_fs_hidden *hid, char **val, size_t *len)
 {
-	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a };
+	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a, .archive_paths = 1 };
 	if (!hid->all && !hid->n) {
 		int rc = x->kind >= TD_FS_XTOP ? list_cached(fs, &src, e, x, name, val, len) : 1;
 		return rc != 1 ? rc : td_fs_xattr_value(&src, x, name, is_dir, val, len);
@@ -458,7 +458,7 @@ int td_fs_xattr_given(td_fs *fs, td_entry e, const char *name, const void *given
 		return -td_err_errno(err);
 	if (x.err || x.kind < TD_FS_XTOP || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return x.err ? x.err : -ENODATA;
-	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a, .given = given };
+	td_fs_xsrc src = { .a = fs->a, .scope = e, .path = archive_path, .pctx = fs->a, .archive_paths = 1, .given = given };
 	int rc = fs->xcache ? list_cached(fs, &src, e, &x, name, val, len) : 1; /* kept for its next parts and queries */
 	return rc != 1 ? rc : td_fs_xattr_value(&src, &x, name, S_ISDIR(st.mode), val, len);
 }

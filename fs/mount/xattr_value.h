@@ -18,6 +18,10 @@ typedef struct td_fs_xsrc {
 	const td_fileset *set;
 	td_fs_xpath_fn path;
 	const void *pctx;
+	/* path is td_archive_path over a: a ranked file's path is then built
+	 * from its directory's (once a directory) and its name
+	 * (td_archive_names), the same bytes */
+	int archive_paths;
 	/* The engine's answer over `scope`, computed already (a batch: the
 	 * batcher's GPU batches), or NULL: a td_words_req (TOP, VECTOR), a
 	 * td_ngram_req (NGRAMS), a td_fuzzy_req (FUZZY) or a td_files_req
