@@ -13,6 +13,8 @@ first. Each round runs every tadoc command TADOC_RUNS times (NEW and BASE altern
 pipeline PIPE_RUNS times; the figures are the median CPU (user + sys of the process and every
 child it waited for, from wait4) and median wall over all rounds, pinned to core CORE (this
 process's affinity, inherited; tadoc with TADOC_THREADS=1), then unpinned (tadoc on every core) for one round.
+Everything runs with LC_ALL=C.UTF-8 (PINNED_LC_ALL=LOCALE for another), the locale of the project's other
+benchmarks.
 """
 import argparse
 import os
@@ -38,6 +40,9 @@ def main():
     ap.add_argument("dir")
     ap.add_argument("queries", nargs="+")
     a = ap.parse_args()
+    # the project's pipelines run in C.UTF-8 (grep's \w Unicode-aware, like tadoc's words; sort by code
+    # point): an inherited locale such as en_US.UTF-8 makes `sort` 20-30% slower
+    os.environ["LC_ALL"] = os.environ.get("PINNED_LC_ALL", "C.UTF-8")
     qs = []
     for q in a.queries:
         label, args, pipe = q.split("|", 2)
@@ -80,7 +85,7 @@ def main():
                 "%.0f / %.0f" % p if p else "", "%.0fx / %.0fx" % (p[0] / n[0], p[0] / b[0]) if p else ""))
             print(lines[-1], flush=True)
     with open(a.o, "w") as f:
-        f.write("\n".join(lines) + "\n")
+        f.write("- locale: LC_ALL=%s\n\n" % os.environ["LC_ALL"] + "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -207,7 +207,7 @@ def main():
     out = ["- machine: %s, %d cores, load average %s at the start" % (model, os.cpu_count(),
                                                                      " ".join(open("/proc/loadavg").read().split()[:3])),
            "- %s, commit %s; new: %s, base: %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), commit,
-                                                   a.new, a.base),
+                                                   os.path.basename(a.new), os.path.basename(a.base)),
            "- mount: %s%s%s%s" % ("-o rw" if a.rw else "-o ro", MOUNT_OPTS,
                                        ", then `%s` asked before the clock starts" % ", ".join(prime) if prime else "",
                                        ", one line appended to %s first" % a.edit if a.edit else ""),
