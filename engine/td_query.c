@@ -681,6 +681,53 @@ size_t td_path_escape(const char *p, size_t n, char *out)
 	return o;
 }
 
+int td_dir_paths_init(td_dir_paths *m, const td_archive *a)
+{
+	*m = (td_dir_paths){ 0 };
+	const uint64_t ne = td_archive_nentries(a);
+	m->at = calloc(ne ? ne : 1, sizeof *m->at);
+	return m->at ? TD_OK : TD_ENOMEM;
+}
+
+int td_dir_path(const td_archive *a, td_dir_paths *m, td_entry d, const char **p, size_t *n)
+{
+	if (!m->at[d]) {
+		char path[TD_MAXPATH + 2];
+		int pl = d == TD_ROOT ? 0 : td_archive_path(a, d, path, sizeof path);
+		if (pl < 0)
+			return pl;
+		const size_t need = 2 * (size_t)pl + 1 + sizeof(uint32_t);
+		if (m->len + need > m->cap) {
+			size_t cap = 2 * (m->len + need) + 4096;
+			char *nb = cap <= UINT32_MAX ? realloc(m->buf, cap) : NULL;
+			if (!nb)
+				return TD_ENOMEM;
+			m->buf = nb;
+			m->cap = cap;
+		}
+		/* the length, then the escaped path and its '/' */
+		char *q = m->buf + m->len + sizeof(uint32_t);
+		uint32_t el = (uint32_t)td_path_escape(path, (size_t)pl, q);
+		if (pl)
+			q[el++] = '/';
+		memcpy(m->buf + m->len, &el, sizeof el);
+		m->at[d] = (uint32_t)m->len + 1;
+		m->len += sizeof el + el;
+	}
+	uint32_t el;
+	memcpy(&el, m->buf + m->at[d] - 1, sizeof el);
+	*p = m->buf + m->at[d] - 1 + sizeof el;
+	*n = el;
+	return TD_OK;
+}
+
+void td_dir_paths_free(td_dir_paths *m)
+{
+	free(m->at);
+	free(m->buf);
+	*m = (td_dir_paths){ 0 };
+}
+
 void td_hits_free(td_hits *h)
 {
 	free(h->v);

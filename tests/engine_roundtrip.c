@@ -549,6 +549,28 @@ Test(archive, entry_order_and_lookup)
 			}
 			cr_assert_eq(ref[j].parent, want, "names: %s: parent", op);
 		}
+		/* td_dir_path: the parent's escaped path and '/', then the name
+		 * escaped, spell the oracle's path escaped here ('\\' and '\n'
+		 * as two bytes each), asked twice (built, then from the memo) */
+		td_dir_paths dp;
+		cr_assert_eq(td_dir_paths_init(&dp, a), TD_OK);
+		for (size_t j = 0; j < 2 * n; j++) {
+			static char want[2 * (TD_MAXPATH + 2)], got[2 * (TD_MAXPATH + 2)];
+			size_t wl = 0;
+			for (const char *c = o->e[ents[j] - 1].path; *c; c++) {
+				if (*c == '\\' || *c == '\n')
+					want[wl++] = '\\';
+				want[wl++] = *c == '\n' ? 'n' : *c;
+			}
+			const char *pre;
+			size_t pn;
+			cr_assert_eq(td_dir_path(a, &dp, ref[j].parent, &pre, &pn), TD_OK, "%s", td_errdetail());
+			memcpy(got, pre, pn);
+			size_t gl = pn + td_path_escape(ref[j].name, ref[j].len, got + pn);
+			cr_assert(gl == wl && memcmp(got, want, wl) == 0, "dir path: %.*s, want %.*s", (int)gl, got, (int)wl,
+				  want);
+		}
+		td_dir_paths_free(&dp);
 		ents[n / 2] = td_archive_nentries(a);
 		cr_assert_eq(td_archive_names(a, ents, 2 * n, ref, &done), TD_EINVAL);
 		cr_assert_eq(done, n / 2);

@@ -81,6 +81,31 @@ size_t td_path_escape(const char *p, size_t n, char *out);
  * newline). Thread-safe. */
 int td_path_needs_escape(const char *p, size_t n);
 
+/* A memo of directories' escaped paths, for printing many files' paths
+ * from their parents and names (td_archive_names): each directory's path
+ * is built (td_archive_path) and escaped (td_path_escape) once. Initialise
+ * with td_dir_paths_init, free with td_dir_paths_free. One memo is used by
+ * one thread at a time; the archive may be shared. */
+typedef struct td_dir_paths {
+	uint32_t *at;             /* per entry: offset + 1 into buf, 0 = not built */
+	char *buf;                /* per directory: its length (uint32_t), then its bytes */
+	size_t len, cap;
+} td_dir_paths;
+
+/* An empty memo for archive a (an array of td_archive_nentries(a) words).
+ * TD_OK or TD_ENOMEM (then *m is empty and td_dir_paths_free is harmless). */
+int td_dir_paths_init(td_dir_paths *m, const td_archive *a);
+
+/* Directory d's escaped path followed by '/' ("" for the root) in *p,
+ * *n bytes, not NUL-terminated, valid until the next call on m. d must be
+ * a directory of a (the parent of a file td_archive_names returned).
+ * TD_OK; TD_ENOMEM; td_archive_path's errors (TD_ECORRUPT names the
+ * entry). */
+int td_dir_path(const td_archive *a, td_dir_paths *m, td_entry d, const char **p, size_t *n);
+
+/* Free m's memory and reset it to empty. */
+void td_dir_paths_free(td_dir_paths *m);
+
 /* Append every occurrence of `word` in `scope` to *out: files in path order
  * (depth-first, names sorted bytewise), offsets ascending within a file.
  * Errors and cost as td_count (the offsets add up the lengths of at most

@@ -428,46 +428,6 @@ static int fuzzy_batch(args *ar)
 	return finish(ar, err);
 }
 
-/* Escaped path of directory d followed by '/' ("" for the root), built
- * once per directory and kept in m. */
-typedef struct dir_memo {
-	uint32_t *at;     /* per entry: offset + 1 into buf, 0 = not built */
-	char *buf;
-	size_t len, cap;
-} dir_memo;
-
-static int dir_prefix(const td_archive *a, dir_memo *m, td_entry d, const char **p, size_t *n)
-{
-	if (!m->at[d]) {
-		char path[TD_MAXPATH + 2];
-		int pl = d == TD_ROOT ? 0 : td_archive_path(a, d, path, sizeof path);
-		if (pl < 0)
-			return pl;
-		size_t need = 2 * (size_t)pl + 1 + sizeof(uint32_t);
-		if (m->len + need > m->cap) {
-			size_t cap = 2 * (m->len + need) + 4096;
-			char *nb = cap <= UINT32_MAX ? realloc(m->buf, cap) : NULL;
-			if (!nb)
-				return TD_ENOMEM;
-			m->buf = nb;
-			m->cap = cap;
-		}
-		/* the length, then the escaped path and its '/' */
-		char *q = m->buf + m->len + sizeof(uint32_t);
-		uint32_t el = (uint32_t)td_path_escape(path, (size_t)pl, q);
-		if (pl)
-			q[el++] = '/';
-		memcpy(m->buf + m->len, &el, sizeof el);
-		m->at[d] = (uint32_t)m->len + 1;
-		m->len += sizeof el + el;
-	}
-	uint32_t el;
-	memcpy(&el, m->buf + m->at[d] - 1, sizeof el);
-	*p = m->buf + m->at[d] - 1 + sizeof el;
-	*n = el;
-	return TD_OK;
-}
-
 /* memcpy(d, s, n) for the short pieces of a line (a count, a prefix, a
  * name): overlapping word moves inside both spans, no call. */
 static inline void copy_short(char *d, const char *s, size_t n)
@@ -503,10 +463,11 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 		k = ar->n;
 	if (!k)
 		return TD_OK;
-	dir_memo m = { calloc(td_archive_nentries(ar->a), sizeof *m.at), NULL, 0, 0 };
+	td_dir_paths m;
+	const int merr = td_dir_paths_init(&m, ar->a);
 	td_entry *ent = malloc(BLOCK * sizeof *ent);
 	td_name_ref *ref = malloc(BLOCK * sizeof *ref);
-	int err = m.at && ent && ref ? TD_OK : TD_ENOMEM;
+	int err = !merr && ent && ref ? TD_OK : TD_ENOMEM;
 	for (size_t b = 0; b < k && !err; b += BLOCK) {
 		const size_t nb = k - b < BLOCK ? k - b : BLOCK;
 		size_t good;
@@ -527,7 +488,7 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 				err = td_fail(TD_ECORRUPT, "entry %u: parent %u does not come first", e, d);
 				break;
 			}
-			if ((err = dir_prefix(ar->a, &m, d, &pre, &pn)))
+			if ((err = td_dir_path(ar->a, &m, d, &pre, &pn)))
 				break;
 			if (j < good) {
 				nm = ref[j].name, nl = ref[j].len, escn = ref[j].esc;
@@ -574,8 +535,7 @@ static int print_files(const args *ar, const char *query, size_t qlen, const td_
 	}
 	free(ent);
 	free(ref);
-	free(m.at);
-	free(m.buf);
+	td_dir_paths_free(&m);
 	return err;
 }
 

@@ -131,45 +131,6 @@ static int fuzzy_line(void *ctx, unsigned dist, const char *word, size_t len, ui
 	return line_end(v);
 }
 
-/* The escaped path of directory d and its '/' ("" for the root), built
- * once a directory into a memo (per entry: offset + 1 into buf). */
-typedef struct dir_memo {
-	uint32_t *at;
-	char *buf;
-	size_t len, cap;
-} dir_memo;
-
-static int dir_prefix(const td_archive *a, dir_memo *m, td_entry d, const char **p, size_t *n)
-{
-	if (!m->at[d]) {
-		char path[TD_MAXPATH + 2];
-		int pl = d == TD_ROOT ? 0 : td_archive_path(a, d, path, sizeof path);
-		if (pl < 0)
-			return pl;
-		const size_t need = 2 * (size_t)pl + 1 + sizeof(uint32_t);
-		if (m->len + need > m->cap) {
-			size_t cap = 2 * (m->len + need) + 4096;
-			char *nb = cap <= UINT32_MAX ? realloc(m->buf, cap) : NULL;
-			if (!nb)
-				return TD_ENOMEM;
-			m->buf = nb;
-			m->cap = cap;
-		}
-		char *q = m->buf + m->len + sizeof(uint32_t);
-		uint32_t el = (uint32_t)td_path_escape(path, (size_t)pl, q);
-		if (pl)
-			q[el++] = '/';
-		memcpy(m->buf + m->len, &el, sizeof el);
-		m->at[d] = (uint32_t)m->len + 1;
-		m->len += sizeof el + el;
-	}
-	uint32_t el;
-	memcpy(&el, m->buf + m->at[d] - 1, sizeof el);
-	*p = m->buf + m->at[d] - 1 + sizeof el;
-	*n = el;
-	return TD_OK;
-}
-
 /* COUNT<TAB>PATH for each ranked file: over the archive, a block of files'
  * parents and names at once and each directory's path once (a file the
  * block stopped at through src->path, whose error says why); else each
@@ -179,10 +140,11 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 	enum { BLOCK = 256 };
 	char *path = malloc(TD_MAXPATH + 2), *esc = malloc(2 * (TD_MAXPATH + 2));
 	const int fast = src->archive_paths;
-	dir_memo m = { fast ? calloc(td_archive_nentries(src->a), sizeof *m.at) : NULL, NULL, 0, 0 };
+	td_dir_paths m = { 0 };
+	const int merr = fast ? td_dir_paths_init(&m, src->a) : TD_OK;
 	td_entry *ent = fast ? malloc(BLOCK * sizeof *ent) : NULL;
 	td_name_ref *ref = fast ? malloc(BLOCK * sizeof *ref) : NULL;
-	int rc = path && esc && (!fast || (m.at && ent && ref)) ? 0 : -ENOMEM;
+	int rc = path && esc && (!fast || (!merr && ent && ref)) ? 0 : -ENOMEM;
 	size_t b = SIZE_MAX, good = 0; /* ref[j] is file b + j's, j < good (b: none yet) */
 	for (size_t i = 0; rc == 0 && i < n && !v->l.full; i++) {
 		if (v->l.i < v->l.first) {
@@ -201,7 +163,7 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 		const char *pre;
 		size_t pn;
 		const td_name_ref *r = fast && i - b < good ? &ref[i - b] : NULL;
-		int err = r ? dir_prefix(src->a, &m, r->parent, &pre, &pn) : TD_OK;
+		int err = r ? td_dir_path(src->a, &m, r->parent, &pre, &pn) : TD_OK;
 		if (err) {
 			rc = -td_err_errno(err);
 			break;
@@ -221,8 +183,7 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 		}
 		line_end(v);
 	}
-	free(m.at);
-	free(m.buf);
+	td_dir_paths_free(&m);
 	free(ent);
 	free(ref);
 	free(path);
