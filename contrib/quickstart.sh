@@ -6,8 +6,13 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 contrib/install-deps.sh
-[ -f build/build.ninja ] || meson setup build --buildtype=release -Dgpu=auto >/dev/null
-ninja -C build >/dev/null
+echo "quickstart: building in build/ (meson, ninja: a few minutes on 2 cores)"
+t0=$(date +%s)
+blog=$(mktemp)
+{ [ -f build/build.ninja ] || meson setup build --buildtype=release -Dgpu=auto; } >"$blog" 2>&1 &&
+	ninja -C build >>"$blog" 2>&1 || { tail -40 "$blog"; rm -f "$blog"; exit 1; }
+rm -f "$blog"
+echo "quickstart: built in $(($(date +%s) - t0)) s"
 tadoc=build/fs/tadoc tadocfs=build/fs/tadocfs
 work=$(mktemp -d)
 mnt=$work/mnt

@@ -892,7 +892,7 @@ def check_live_mountpoint(archive, tmp):
     other = os.path.join(tmp, "mnt_other")
     os.makedirs(other, exist_ok=True)
     cases = [
-        ([archive, live], "tadocfs: %s: already mounted (unmount it first, or use -o nonempty to mount over it)" % live),
+        ([archive, live], "tadocfs: %s: already mounted (unmount it first: fusermount3 -u MOUNTPOINT)" % live),
         ([archive, other, "-o", "rw"], "tadocfs: %s: locked by another process "
          "(already mounted or being compacted by another process)" % os.path.realpath(archive)),
     ]

@@ -111,7 +111,8 @@ int main(int argc, char **argv)
 		return td_cli_finish(TD_CLI_OK);
 	}
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-		td_cli_outf("tadoc %s (archive format %u)\n", TADOC_VERSION, TD_VERSION);
+		td_cli_outf("tadoc %s (writes archive format %u, reads formats 1 to %u)\n", TADOC_VERSION,
+			    TD_VERSION_SHARDED, TD_VERSION_SHARDED);
 		return td_cli_finish(TD_CLI_OK);
 	}
 	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

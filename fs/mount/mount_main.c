@@ -135,7 +135,7 @@ static int check_mountpoint(const char *mnt, int nonempty)
 	if (empty && rerr)
 		return fail(mnt, strerror(rerr));
 	if (!empty && is_mountpoint(mnt, &st))
-		return fail(mnt, "already mounted (unmount it first, or use -o nonempty to mount over it)");
+		return fail(mnt, "already mounted (unmount it first: fusermount3 -u MOUNTPOINT)");
 	if (!empty)
 		return fail(mnt, "mountpoint is not empty (use -o nonempty to mount over it)");
 	return TD_FS_EXIT_OK;
