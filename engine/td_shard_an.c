@@ -647,6 +647,9 @@ typedef struct vsrc {
 	const part *p;
 	uint32_t *ids;
 	uint64_t n, i;
+	const char *w;  /* word i (i < n): its bytes, length and first 8 bytes as one number */
+	size_t len;
+	uint64_t key;
 } vsrc;
 
 typedef struct xword {
@@ -670,6 +673,27 @@ static const char *vsrc_word(const vsrc *v, const xword *xw, uint64_t i, size_t 
 	return td_word_at(v->p->s, v->ids[i], len);
 }
 
+/* A word's first 8 bytes (0-padded) as a big-endian number: keys in
+ * order are words in byte order; equal keys need bytes_cmp. */
+static uint64_t word_key(const char *w, size_t len)
+{
+	uint8_t b[8] = { 0 };
+	memcpy(b, w, len < 8 ? len : 8);
+	uint64_t k = 0;
+	for (int i = 0; i < 8; i++)
+		k = k << 8 | b[i];
+	return k;
+}
+
+/* Source v's current word (v->i < v->n) into v->w, v->len, v->key. */
+static void vsrc_load(vsrc *v, const xword *xw)
+{
+	if (v->i < v->n) {
+		v->w = vsrc_word(v, xw, v->i, &v->len);
+		v->key = word_key(v->w, v->len);
+	}
+}
+
 typedef struct vheap {
 	vsrc *src;
 	const xword *xw;
@@ -677,10 +701,10 @@ typedef struct vheap {
 
 static int vless(const vheap *vh, size_t x, size_t y)
 {
-	size_t xl, yl;
-	const char *xp = vsrc_word(&vh->src[x], vh->xw, vh->src[x].i, &xl);
-	const char *yp = vsrc_word(&vh->src[y], vh->xw, vh->src[y].i, &yl);
-	return bytes_cmp(xp, xl, yp, yl) < 0;
+	const vsrc *u = &vh->src[x], *v = &vh->src[y];
+	if (u->key != v->key)
+		return u->key < v->key;
+	return bytes_cmp(u->w, u->len, v->w, v->len) < 0;
 }
 
 static void vdown(const vheap *vh, size_t *h, size_t n, size_t i)
@@ -766,7 +790,7 @@ static int merged_ids(merged *mg)
 	if (!err) {
 		if (nx > 1)
 			qsort(xw, nx, sizeof *xw, xword_cmp);
-		src[nsrc++] = (vsrc){ NULL, NULL, nx, 0 };
+		src[nsrc++] = (vsrc){ .n = nx };
 	}
 	uint64_t total = 0;
 	for (size_t k = 0; k < nsrc; k++)
@@ -777,15 +801,17 @@ static int merged_ids(merged *mg)
 	vheap vh = { src, xw };
 	size_t nh = 0;
 	for (size_t k = 0; k < nsrc && !err; k++)
-		if (src[k].n)
+		if (src[k].n) {
+			vsrc_load(&src[k], xw);
 			h[nh++] = k;
+		}
 	for (size_t i = nh / 2; !err && i-- > 0;)
 		vdown(&vh, h, nh, i);
 	uint64_t nid = 0;
 	while (nh && !err) {
 		vsrc *v = &src[h[0]];
-		size_t len;
-		const char *w = vsrc_word(v, xw, v->i, &len);
+		const size_t len = v->len;
+		const char *w = v->w;
 		if (!nid || bytes_cmp(mg->gw[nid - 1], mg->gl[nid - 1], w, len)) { /* equal words: one id */
 			mg->gw[nid] = w;
 			mg->gl[nid++] = (uint32_t)len;
@@ -796,6 +822,8 @@ static int merged_ids(merged *mg)
 			*xw[v->i].slot = (uint32_t)(nid - 1);
 		if (++v->i == v->n)
 			h[0] = h[--nh];
+		else
+			vsrc_load(v, xw);
 		vdown(&vh, h, nh, 0);
 	}
 	mg->nid = nid;
