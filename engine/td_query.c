@@ -691,15 +691,18 @@ int td_dir_paths_init(td_dir_paths *m, const td_archive *a)
 
 int td_dir_path(const td_archive *a, td_dir_paths *m, td_entry d, const char **p, size_t *n)
 {
+	if (d >= td_archive_nentries(a))
+		return td_fail(TD_EINVAL, "no entry %u", d);
 	if (!m->at[d]) {
 		char path[TD_MAXPATH + 2];
 		int pl = d == TD_ROOT ? 0 : td_archive_path(a, d, path, sizeof path);
 		if (pl < 0)
 			return pl;
 		const size_t need = 2 * (size_t)pl + 1 + sizeof(uint32_t);
-		if (m->len + need > m->cap) {
+		if (m->len + need > m->cap) { /* offsets + 1 fit 32 bits */
 			size_t cap = 2 * (m->len + need) + 4096;
-			char *nb = cap <= UINT32_MAX ? realloc(m->buf, cap) : NULL;
+			cap = cap < UINT32_MAX ? cap : UINT32_MAX - 1;
+			char *nb = m->len + need <= cap ? realloc(m->buf, cap) : NULL;
 			if (!nb)
 				return TD_ENOMEM;
 			m->buf = nb;

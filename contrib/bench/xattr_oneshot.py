@@ -30,6 +30,7 @@ mount before the clock starts, so the root and FILE's directories have a change 
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -37,13 +38,43 @@ import time
 NULL = os.open(os.devnull, os.O_WRONLY)
 
 
-def spawn_wait(argv):
-    """Run argv (stdout, stderr to /dev/null); (wall ms, CPU ms, exit status)."""
+class Deadline:
+    """A blocking step (wait4, getxattr on the mount) interrupted after `s` seconds: SIGALRM raises."""
+
+    def __init__(self, s, what):
+        self.s, self.what = s, what
+
+    def _fire(self, *_):
+        raise TimeoutError("xattr_oneshot: %s took over %g s" % (self.what, self.s))
+
+    def __enter__(self):
+        self.old = signal.signal(signal.SIGALRM, self._fire)
+        signal.setitimer(signal.ITIMER_REAL, self.s)
+
+    def __exit__(self, *_):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old)
+
+
+def spawn_wait(argv, timeout=600):
+    """Run argv (stdout, stderr to /dev/null); (wall ms, CPU ms, exit status). Killed past timeout s."""
     t = time.monotonic()
     pid = os.posix_spawnp(argv[0], argv, os.environ,
-                          file_actions=[(os.POSIX_SPAWN_DUP2, NULL, 1), (os.POSIX_SPAWN_DUP2, NULL, 2)])
-    _, st, ru = os.wait4(pid, 0)
+                          file_actions=[(os.POSIX_SPAWN_DUP2, NULL, 1), (os.POSIX_SPAWN_DUP2, NULL, 2)],
+                          setpgroup=0)
+    try:
+        with Deadline(timeout, argv[0]):
+            _, st, ru = os.wait4(pid, 0)
+    except BaseException:
+        os.killpg(pid, signal.SIGKILL)
+        os.wait4(pid, 0)
+        raise
     return (time.monotonic() - t) * 1e3, (ru.ru_utime + ru.ru_stime) * 1e3, os.waitstatus_to_exitcode(st)
+
+
+def getxattr(path, name, timeout=60):
+    with Deadline(timeout, "getxattr %s" % name):
+        return os.getxattr(path, name)
 
 
 def run_to(argv, timeout=20):
@@ -60,13 +91,13 @@ def proc_cpu(pid):
 
 
 def background(pid, tid):
-    """1 for the mount's warm-up thread (named tadocfs-warm; nice 19, then SCHED_IDLE: kernel_tune.c)."""
+    """1 for the mount's warm-up thread (named tadocfs-warm, at SCHED_IDLE after its first part:
+    kernel_tune.c; a binary older than the name: SCHED_IDLE only)."""
     try:
         st = open("/proc/%d/task/%d/stat" % (pid, tid)).read()
     except OSError:
         return False
-    f = st.rsplit(")", 1)[1].split()
-    return "(tadocfs-warm)" in st or int(f[16]) > 0 or int(f[38]) == 5
+    return "(tadocfs-warm)" in st or int(st.rsplit(")", 1)[1].split()[38]) == 5
 
 
 def bg_cpu(pid):
@@ -100,12 +131,16 @@ class Mount:
                 self.close()
                 sys.exit("xattr_oneshot: %s did not mount %s (its log: %s)" % (binary, arch, self.log.name))
             time.sleep(0.005)
-        os.getxattr(mnt, "user.tadoc.words")
+        getxattr(mnt, "user.tadoc.words")
         if edit:
             with open(os.path.join(mnt, edit), "ab") as h:
                 h.write(b"xattr_oneshot edit\n")
-        # the warm-up (checksums, rule cache) ends, or WARM seconds pass
-        while time.monotonic() - t < warm and bg_cpu(self.pid)[1]:
+        # the warm-up (checksums, rule cache) ends: its CPU counts in the process clock even after
+        # it exits, so a warm-up alive past WARM seconds would be counted as the query's (-w more)
+        while warm is not None and bg_cpu(self.pid)[1]:
+            if time.monotonic() - t > warm:
+                self.close()
+                sys.exit("xattr_oneshot: the mount's warm-up still runs after %g s (-w more)" % warm)
             time.sleep(0.01)
 
     def cpu(self):
@@ -131,7 +166,7 @@ def one(binary, arch, mnt, names, warm, rw=False, edit=None, prime=()):
     m = Mount(binary, arch, mnt, warm, rw, edit)
     try:
         for p in prime:
-            os.getxattr(mnt, "user.tadoc." + p)
+            getxattr(mnt, "user.tadoc." + p)
         w = c = d = w2 = 0.0
         for name in names:
             argv = ["getfattr", "--only-values", "--absolute-names", "-n", "user.tadoc." + name, mnt]
@@ -151,11 +186,13 @@ def one(binary, arch, mnt, names, warm, rw=False, edit=None, prime=()):
 
 def value(binary, arch, mnt, name, rw=False, edit=None, parts=False):
     """The xattr's value (with every #more part when parts), and the names read."""
-    m = Mount(binary, arch, mnt, 0, rw, edit)
+    m = Mount(binary, arch, mnt, None, rw, edit)  # no wait for the warm-up: nothing is timed
     try:
         names, val = [name], b""
         while True:
-            v = os.getxattr(mnt, "user.tadoc." + names[-1])
+            if len(names) > 1000 or names[-1] in names[:-1]:
+                sys.exit("xattr_oneshot: %s: #more parts do not end (%s)" % (name, names[-1]))
+            v = getxattr(mnt, "user.tadoc." + names[-1])
             val += v
             tail = v.rsplit(b"\n", 2)
             more = tail[-2] if len(tail) > 1 and not tail[-1] else tail[-1]
@@ -191,6 +228,7 @@ def main():
     ap.add_argument("corpora", nargs="+")
     a = ap.parse_args()
     os.environ["LC_ALL"] = "C.UTF-8"
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("xattr_oneshot: terminated"))
     prime = [p for p in a.prime.split(",") if p]
     global MOUNT_OPTS
     MOUNT_OPTS = "," + a.O if a.O else ""
@@ -281,8 +319,8 @@ def main():
                 out.append(row)
                 print(row, flush=True)
     finally:
-        if os.path.ismount(mnt):
-            subprocess.run(["fusermount3", "-u", mnt])
+        if os.path.ismount(mnt) and run_to(["fusermount3", "-u", mnt], 10):
+            run_to(["umount", "-l", mnt], 10)
         if not os.path.ismount(mnt):
             shutil.rmtree(tmp, ignore_errors=True)
     if a.o:

@@ -99,8 +99,8 @@ int td_dir_paths_init(td_dir_paths *m, const td_archive *a);
 /* Directory d's escaped path followed by '/' ("" for the root) in *p,
  * *n bytes, not NUL-terminated, valid until the next call on m. d must be
  * a directory of a (the parent of a file td_archive_names returned).
- * TD_OK; TD_ENOMEM; td_archive_path's errors (TD_ECORRUPT names the
- * entry). */
+ * TD_OK; TD_EINVAL (d out of range); TD_ENOMEM (also past 4 GiB of
+ * paths); td_archive_path's errors (TD_ECORRUPT names the entry). */
 int td_dir_path(const td_archive *a, td_dir_paths *m, td_entry d, const char **p, size_t *n);
 
 /* Free m's memory and reset it to empty. */

@@ -85,6 +85,28 @@ nomem:
 	return STOP;
 }
 
+/* Room in the whole list for `lines` more lines of `bytes` in all (an
+ * estimate: keep grows past it), so that it is not copied as it grows and
+ * its pages are touched once. Nothing when the list has lines already or
+ * memory is short (keep then grows it as before). */
+static void reserve(vctx *v, uint64_t lines, size_t bytes)
+{
+	td_fs_xlist *a = v->all;
+	if (!a || a->n || lines > (SIZE_MAX / 2) / sizeof *a->start)
+		return;
+	bytes = bytes < v->limit ? bytes : (size_t)v->limit;
+	if (lines + 2 > v->scap) {
+		uint64_t *st = realloc(a->start, (lines + 2) * sizeof *st);
+		if (st)
+			a->start = st, v->scap = lines + 2;
+	}
+	if (bytes > v->tcap) {
+		char *t = realloc(a->text, bytes);
+		if (t)
+			a->text = t, v->tcap = bytes;
+	}
+}
+
 /* The line built so far goes to the value. */
 static int line_end(vctx *v)
 {
@@ -146,6 +168,8 @@ static int files_lines(vctx *v, const td_fs_xsrc *src, const td_file_count *fc, 
 	td_name_ref *ref = fast ? malloc(BLOCK * sizeof *ref) : NULL;
 	int rc = path && esc && (!fast || (!merr && ent && ref)) ? 0 : -ENOMEM;
 	size_t b = SIZE_MAX, good = 0; /* ref[j] is file b + j's, j < good (b: none yet) */
+	if (n <= SIZE_MAX / 96)
+		reserve(v, n, n * 96); /* a count, a tab, a path: ~43 bytes a line in linuxdoc */
 	for (size_t i = 0; rc == 0 && i < n && !v->l.full; i++) {
 		if (v->l.i < v->l.first) {
 			td_fs_lines_add(&v->l, "", 0);
