@@ -9,8 +9,8 @@ For each corpus NAME (ARCHIVE its archive, built with `tadoc compress --postings
 to use those paths; DIR the original tree), the xattrs of the mount's root: `top.20`,
 `files.W`, `files.PHRASE`, `ngrams.3.20`, `count.PHRASE`, `fuzzy.2.W`. Each query runs RUNS
 times (default 5) on a fresh mount per run (`tadocfs -f -o ro`, this script's child; one
-`user.tadoc.words` asked, then until the mount's idle-priority warm-up thread ends, at most WARM
-seconds, default 1.5), the binaries interleaved (their order swapped every run): one `getfattr
+`user.tadoc.words` asked, then until the mount's idle-priority warm-up thread ends: an error
+past WARM seconds, default 1.5), the binaries interleaved (their order swapped every run): one `getfattr
 --only-values -n user.tadoc.NAME ROOT` process (the first answer; getfattr asks for the size,
 then the value), then the same process again. With --parts every `#more NAME@N` part of a long
 value is read too, a getfattr each, and the figures are their sums (what a user pays for the
