@@ -9,6 +9,17 @@
 
 #include <string.h>
 
+/* A word's first 8 bytes as one big-endian number, zeros past its end:
+ * keys in order are words in byte order (memcmp, then the shorter first);
+ * equal keys need the bytes. */
+static inline uint64_t td_word_key(const char *w, size_t len)
+{
+	uint64_t k = 0;
+	for (size_t j = 0; j < 8; j++)
+		k = k << 8 | (j < len ? (uint8_t)w[j] : 0);
+	return k;
+}
+
 /* Words without a word id met in a scope: longer than TD_MAXTOK bytes
  * (stored as pieces), or in a text a set supplies (td_analytics_set.h):
  * their bytes and counts, found through a hash table. */

@@ -306,10 +306,7 @@ static int rev_build(const td_archive *a, fstate *st)
 			memcpy(o, w + p, k);
 			p += k;
 		}
-		uint64_t key = 0;
-		for (size_t j = 0; j < 8; j++)
-			key = key << 8 | (j < len ? (uint8_t)rw[at + j] : 0);
-		rk[i] = (rkey){ key, at, (uint32_t)len, (uint32_t)i };
+		rk[i] = (rkey){ td_word_key(rw + at, len), at, (uint32_t)len, (uint32_t)i };
 	}
 	if (!err && !bad && W > 1)
 		qsort_r(rk, W, sizeof *rk, rkey_cmp, rw);

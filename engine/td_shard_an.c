@@ -673,24 +673,12 @@ static const char *vsrc_word(const vsrc *v, const xword *xw, uint64_t i, size_t 
 	return td_word_at(v->p->s, v->ids[i], len);
 }
 
-/* A word's first 8 bytes (0-padded) as a big-endian number: keys in
- * order are words in byte order; equal keys need bytes_cmp. */
-static uint64_t word_key(const char *w, size_t len)
-{
-	uint8_t b[8] = { 0 };
-	memcpy(b, w, len < 8 ? len : 8);
-	uint64_t k = 0;
-	for (int i = 0; i < 8; i++)
-		k = k << 8 | b[i];
-	return k;
-}
-
 /* Source v's current word (v->i < v->n) into v->w, v->len, v->key. */
 static void vsrc_load(vsrc *v, const xword *xw)
 {
 	if (v->i < v->n) {
 		v->w = vsrc_word(v, xw, v->i, &v->len);
-		v->key = word_key(v->w, v->len);
+		v->key = td_word_key(v->w, v->len);
 	}
 }
 
