@@ -1,6 +1,7 @@
 /* td_analytics: top words, term vectors, ranked files, n-grams and phrases computed on the grammar. */
 #include "td_analytics_int.h"
 #include "td_atab.h"
+#include "td_vtab.h"
 #include "td_query_int.h"
 
 #include <stdlib.h>
@@ -661,8 +662,11 @@ static int longw_cmp_idx(const void *p, const void *q, void *ctx)
 
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
-	if (td_sharded(a))
-		return td_shard_term_vector(a, scope, fn, ctx);
+	if (td_sharded(a)) {
+		uint64_t skipped;
+		int used = 0, err = scope == TD_ROOT ? td_vtab_vector(a, 0, fn, ctx, &used, &skipped) : TD_OK;
+		return used || err ? err : td_shard_term_vector(a, scope, fn, ctx);
+	}
 	td_counts c;
 	int err = td_scope_counts(a, scope, &c);
 	if (err) {
@@ -670,6 +674,34 @@ int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx
 		return err;
 	}
 	return td_counts_vector(a, &c, fn, ctx);
+}
+
+typedef struct vskip {
+	td_word_fn fn;
+	void *ctx;
+	uint64_t from, *seen;
+} vskip;
+
+static int vskip_fn(void *ctx, const char *word, size_t len, uint64_t count)
+{
+	vskip *s = ctx;
+	return (*s->seen)++ < s->from ? TD_OK : s->fn(s->ctx, word, len, count);
+}
+
+int td_term_vector_from(const td_archive *a, td_entry scope, uint64_t from, td_word_fn fn, void *ctx,
+			uint64_t *skipped)
+{
+	*skipped = 0;
+	if (td_sharded(a) && scope == TD_ROOT) {
+		int used = 0, err = td_vtab_vector(a, from, fn, ctx, &used, skipped);
+		if (used || err)
+			return err;
+	}
+	uint64_t seen = 0;
+	vskip s = { fn, ctx, from, &seen };
+	int err = td_term_vector(a, scope, from ? vskip_fn : fn, from ? (void *)&s : ctx);
+	*skipped = seen < from ? seen : from;
+	return err;
 }
 
 int td_counts_vector(const td_archive *a, td_counts *cp, td_word_fn fn, void *ctx)

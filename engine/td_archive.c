@@ -675,6 +675,10 @@ static int check_sections(td_archive *a)
 			if (a->sec_at)
 				return td_fail(TD_ECORRUPT, "analytics tables section %u appears twice", s->id);
 			a->sec_at = s;
+		} else if (h->version >= TD_VERSION_SHARDED && s->id == TD_SEC5_VECTOR) {
+			if (a->sec_vt)
+				return td_fail(TD_ECORRUPT, "root vector section %u appears twice", s->id);
+			a->sec_vt = s;
 		}
 	}
 	for (unsigned id = 1; id < TD_SEC_MAX; id++)

@@ -136,6 +136,7 @@ struct td_archive {
 	const td_disk_section *sec5[TD_SEC5_N]; /* TD_SEC5_SHARDS .. TD_SEC5_P_START */
 	const td_disk_section *sec_fz;       /* TD_SEC5_FUZZY, or NULL (td_fzix.h) */
 	const td_disk_section *sec_at;       /* TD_SEC5_ATAB, or NULL (td_atab.h) */
+	const td_disk_section *sec_vt;       /* TD_SEC5_VECTOR, or NULL (td_vtab.h) */
 	/* Version 5 (td_shard.c): the container's shards, opened on first
 	 * touch; NULL in versions 1-4. */
 	struct td_shards *sh;

@@ -172,22 +172,6 @@ int td_archive_tables(const td_archive *a, uint64_t *bytes, uint64_t *words_k, u
 	return 1;
 }
 
-static int get_leb(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned sh = 0; sh < 64; sh += 7) {
-		if (*p == end)
-			return -1;
-		const uint8_t c = *(*p)++;
-		x |= (uint64_t)(c & 0x7F) << sh;
-		if (!(c & 0x80)) {
-			*v = x;
-			return 0;
-		}
-	}
-	return -1;
-}
-
 /* Part L decoded into *out (malloc'd, h->p[L].raw bytes, its items
  * checked: lengths, counts descending, L words an n-gram). */
 static int at_part(const td_archive *a, const td_disk_atab *h, unsigned L, uint8_t **out)
@@ -210,7 +194,7 @@ static int at_part(const td_archive *a, const td_disk_atab *h, unsigned L, uint8
 	uint64_t prev = UINT64_MAX;
 	for (uint64_t i = 0; i < p->n; i++) {
 		uint64_t c, len;
-		if (get_leb(&q, end, &c) || get_leb(&q, end, &len) || !c || c > prev || !len || len > (uint64_t)(end - q))
+		if (td_leb_get(&q, end, &c) || td_leb_get(&q, end, &len) || !c || c > prev || !len || len > (uint64_t)(end - q))
 			break;
 		unsigned sp = 0, empty = q[0] == ' ' || q[len - 1] == ' ';
 		for (uint64_t j = 0; L > 1 && j < len; j++)
@@ -270,8 +254,8 @@ static int at_answer(const td_archive *a, unsigned L, uint64_t n, td_word_fn fn_
 	const uint8_t *q = b, *end = b + h->p[L].raw;
 	for (uint64_t i = 0; i < take && !err; i++) {
 		uint64_t c = 0, len = 0;
-		get_leb(&q, end, &c); /* checked by at_part */
-		get_leb(&q, end, &len);
+		td_leb_get(&q, end, &c); /* checked by at_part */
+		td_leb_get(&q, end, &len);
 		if (L == 1) {
 			err = fn_w(ctx, (const char *)q, len, c);
 		} else {

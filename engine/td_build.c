@@ -19,6 +19,7 @@
 #include "td_archive_int.h"
 #include "td_format.h"
 #include "td_atab.h"
+#include "td_vtab.h"
 #include "td_fzix.h"
 #include "td_grammar.h"
 #include "td_mem.h"
@@ -724,6 +725,8 @@ int td_build_new(const td_build_opts *opts, td_build **out)
 	}
 	/* and its analytics tables: the top words, the top n-grams at the same count */
 	uint64_t atb, atw, atn;
+	if (from && from->sec_vt)
+		o.root_vector = 1;
 	if (from && td_archive_tables(from, &atb, &atw, &atn) == 1) {
 		if (!o.top_ngrams)
 			o.top_ngrams = atn;
@@ -1589,6 +1592,10 @@ static int write_container(td_build *b, const char *out_path)
 	 * merge (a serial tail), only when asked for */
 	if ((err = td_atab_append(b->ctmp, out_path, b->o.top_words || b->o.top_ngrams ? TD_ATAB_WORDS_K : 0,
 				  b->o.top_ngrams))) {
+		unlink(b->ctmp);
+		goto out;
+	}
+	if (b->o.root_vector && (err = td_vtab_append(b->ctmp, out_path))) {
 		unlink(b->ctmp);
 		goto out;
 	}

@@ -300,6 +300,7 @@ int td_compact_build(const td_archive *a, const td_edit *ed, td_journal *j, cons
 	bo.keep_from = NULL;
 	bo.keep = NULL;
 	bo.fuzzy_index = bo.fuzzy_index || a->sec_fz; /* kept, rebuilt over the new shards */
+	bo.root_vector = bo.root_vector || a->sec_vt; /* the same */
 	uint64_t atb, atw, atn; /* so are the top n-grams */
 	if (!bo.top_ngrams && td_archive_tables(a, &atb, &atw, &atn) == 1)
 		bo.top_ngrams = atn;

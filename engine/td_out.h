@@ -31,6 +31,25 @@ int td_sort_keys(td_skey *k, size_t n);
 /* Append v to b as LEB128 (7 bits a byte, low first). TD_OK or TD_ENOMEM. */
 int td_buf_leb(td_buf *b, uint64_t v);
 
+/* Read one LEB128 value at *p (before end) into *v and move *p past it:
+ * 0, or -1 when it runs past end or over 64 bits' bytes (*p then
+ * unspecified). */
+static inline int td_leb_get(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned sh = 0; sh < 64; sh += 7) {
+		if (*p == end)
+			return -1;
+		const uint8_t c = *(*p)++;
+		x |= (uint64_t)(c & 0x7F) << sh;
+		if (!(c & 0x80)) {
+			*v = x;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 /* Append section `id` (sec[0, len), a length multiple of 8) to the
  * finished version 5 container at path (written by td_build, not yet
  * renamed, its header and table already checked by an open): the section

@@ -12,6 +12,7 @@
 #include "td_postings.h"
 #include "td_extract.h"
 #include "td_atab.h"
+#include "td_vtab.h"
 #include "td_fzix.h"
 #include "td_query.h"
 #include "td_shard.h"
@@ -688,7 +689,9 @@ static int verify_texts(const td_archive *a, const td_pack *wf)
 			return err;
 		if ((err = td_fzix_verify(a)))
 			return err;
-		return td_atab_verify(a);
+		if ((err = td_atab_verify(a)))
+			return err;
+		return td_vtab_verify(a);
 	}
 	uint64_t freq = 0;
 	for (uint64_t w = 0; w < a->W; w++)

@@ -300,6 +300,28 @@ def check_corpus(name, tree, work, nfiles, ndirs, seed=11, heavy_root=True, carg
 F5 = ["--format", "5"]
 
 
+def sections(path):
+    """The archive's bytes and its section table: (id, flags, offset, size, sum) rows."""
+    import struct
+    d = open(path, "rb").read()
+    nsec, tab = struct.unpack_from("<I", d, 24)[0], struct.unpack_from("<Q", d, 32)[0]
+    return d, [struct.unpack_from("<IIQQQ", d, tab + 32 * i) for i in range(nsec)]
+
+
+def grow(tree, work, prefix, text):
+    """A copy of tree with one more directory, PREFIX-extra/added.txt holding text (under
+    work): (the grown copy, the extra directory alone, for tadoc add)."""
+    import shutil
+    grown = os.path.join(work, prefix + "-tree")
+    shutil.copytree(tree, grown, symlinks=True)
+    extra = os.path.join(work, prefix + "-extra")
+    os.makedirs(extra, exist_ok=True)
+    with open(os.path.join(extra, "added.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+    shutil.copytree(extra, os.path.join(grown, prefix + "-extra"))
+    return grown, extra
+
+
 def fuzzy_index_checks(name, tree, work):
     """The fuzzy index (tadoc compress --fuzzy-index): kept by tadoc add and tadoc compact
     (rebuilt over the new shards, equal to the oracle over the grown tree), checked by
@@ -307,17 +329,11 @@ def fuzzy_index_checks(name, tree, work):
     bucket or header gives one message naming the index, on the queries that read it and on
     verify, and the archive's other answers stay right."""
     global checks
-    import shutil
     import struct
     arch = os.path.join(work, "fzix.tadoc")
     r = tadoc("compress", "-q", "--fuzzy-index", "--shard-size", "64K", "-o", arch, tree)
-    grown = os.path.join(work, "fzix-tree")
-    shutil.copytree(tree, grown, symlinks=True)
-    extra = os.path.join(work, "fzix-extra")
-    os.makedirs(extra, exist_ok=True)
-    with open(os.path.join(extra, "added.txt"), "w", encoding="utf-8") as f:
-        f.write("controllre controller contrôleur Straße strasse x86_64 x86-64 café cafe " * 3 + "\n")
-    shutil.copytree(extra, os.path.join(grown, "fzix-extra"))
+    grown, extra = grow(tree, work, "fzix",
+                        "controllre controller contrôleur Straße strasse x86_64 x86-64 café cafe " * 3 + "\n")
     if r.returncode == 0:
         r = tadoc("add", arch, extra)
     checks += 1
@@ -400,7 +416,6 @@ def tables_checks(name, tree, work):
     part gives one message naming the section on the queries that read it and on verify,
     while other scopes and longer lists still answer."""
     global checks
-    import shutil
     import struct
     K = 40
     arch = os.path.join(work, "atab.tadoc")
@@ -408,23 +423,12 @@ def tables_checks(name, tree, work):
     r = tadoc("compress", "-q", "--top-ngrams=%d" % K, "--shard-size", "64K", "-o", arch, tree)
     if r.returncode == 0:
         r = tadoc("compress", "-q", "--shard-size", "64K", "-o", bare, tree)
-    grown = os.path.join(work, "atab-tree")
-    shutil.copytree(tree, grown, symlinks=True)
-    extra = os.path.join(work, "atab-extra")
-    os.makedirs(extra, exist_ok=True)
-    with open(os.path.join(extra, "added.txt"), "w", encoding="utf-8") as f:
-        f.write("zebra zebra zebra the the quick brown fox " * 50 + "\n")
-    shutil.copytree(extra, os.path.join(grown, "atab-extra"))
+    grown, extra = grow(tree, work, "atab", "zebra zebra zebra the the quick brown fox " * 50 + "\n")
     checks += 1
     if r.returncode:
         failures.append("tables: compress")
         print("FAIL tables compress: %r" % r.stderr, flush=True)
         return
-
-    def sections(path):
-        d = open(path, "rb").read()
-        nsec, tab = struct.unpack_from("<I", d, 24)[0], struct.unpack_from("<Q", d, 32)[0]
-        return d, [struct.unpack_from("<IIQQQ", d, tab + 32 * i) for i in range(nsec)]
 
     def root_checks(label, path, c, full=False):
         nv = len(c.counter(b""))
@@ -494,6 +498,82 @@ def tables_checks(name, tree, work):
          oracle.render("ngrams", g, {"path": b"", "len": 3, "top": K + 1}))
     sub = sorted(rel for rel, _ in g.entries if g.kind[rel] == "d" and rel)[0]
     same("tables damaged, top of a directory", ["top", bad, sub], oracle.render("top", g, {"path": sub, "n": 20}))
+
+
+def vector_table_checks(name, tree, work):
+    """The stored root vector (section 41, --root-vector): `vector` of the root equals the
+    oracle with and without it; tadoc add and tadoc compact keep it over the new shards;
+    tadoc verify recomputes it; info names it; --root-vector with format 4 is a usage
+    error; a damaged block gives one message naming the section on the root's vector and
+    on verify, while other scopes still answer, and info says it is damaged."""
+    global checks
+    import struct
+    arch = os.path.join(work, "vtab.tadoc")
+    r = tadoc("compress", "-q", "--root-vector", "--shard-size", "64K", "-o", arch, tree)
+    checks += 1
+    if r.returncode:
+        failures.append("root vector: compress")
+        print("FAIL root vector compress: %r" % r.stderr, flush=True)
+        return
+    checks += 1
+    r = tadoc("compress", "-q", "--format", "4", "--root-vector", "-o", os.path.join(work, "vtab4.tadoc"), tree)
+    if r.returncode != 2 or b"--root-vector needs format 5" not in r.stderr:
+        failures.append("root vector: format 4")
+        print("FAIL root vector with format 4: rc %d %r" % (r.returncode, r.stderr), flush=True)
+
+    c = oracle.Corpus(tree)
+    checks += 1
+    if len([s for s in sections(arch)[1] if s[0] == 41]) != 1:
+        failures.append("root vector: section 41 present")
+        print("FAIL root vector: sections %r" % [s[0] for s in sections(arch)[1]], flush=True)
+    same("root vector", ["vector", arch, b"/"], oracle.render("vector", c, {"path": b""}))
+    sub = sorted(rel for rel, _ in c.entries if c.kind[rel] == "d" and rel)[0]
+    same("root vector archive, a directory", ["vector", arch, sub], oracle.render("vector", c, {"path": sub}))
+    checks += 1
+    line = [ln for ln in tadoc("info", arch).stdout.decode().splitlines() if ln.startswith("root vector")]
+    if len(line) != 1 or not line[0].endswith(", %d words" % len(c.counter(b""))):
+        failures.append("root vector: info")
+        print("FAIL root vector info: %r (want %d words)" % (line, len(c.counter(b""))), flush=True)
+    grown, extra = grow(tree, work, "vtab", "zebra aardvark Zürich \u65e5\u672c the " * 40 + "\n")
+    g = oracle.Corpus(grown)
+    for step, args in (("add", ("add", arch, extra)), ("compact", ("compact", "--full", arch))):
+        r = tadoc(*args)
+        checks += 1
+        if r.returncode or len([s for s in sections(arch)[1] if s[0] == 41]) != 1:
+            failures.append("root vector: %s" % step)
+            print("FAIL root vector %s: rc %d %r" % (step, r.returncode, r.stderr), flush=True)
+            return
+        same("root vector after %s" % step, ["vector", arch, b"/"], oracle.render("vector", g, {"path": b""}))
+    checks += 1
+    r = tadoc("verify", arch)
+    if r.returncode or not r.stdout.endswith(b": OK\n"):
+        failures.append("root vector: verify")
+        print("FAIL root vector verify: rc %d %r %r" % (r.returncode, r.stdout, r.stderr), flush=True)
+    data, secs = sections(arch)
+    vt = [s for s in secs if s[0] == 41][0]
+    base = vt[2]
+    nblocks = struct.unpack_from("<Q", data, base + 24)[0]
+    # the last block's frame: a byte in its middle
+    off, size = struct.unpack_from("<QQ", data, base + 48 + 32 * (nblocks - 1))
+    bad = os.path.join(work, "vtab-bad.tadoc")
+    d = bytearray(data)
+    d[base + off + size // 2] ^= 0x20
+    open(bad, "wb").write(d)
+    for args in (["vector", bad, b"/"], ["verify", bad]):
+        checks += 1
+        r = tadoc(*args)
+        msg = r.stderr.decode(errors="replace")
+        if r.returncode == 0 or "section 41" not in msg or msg.count("\n") != 1 or r.stdout.count(b"\t"):
+            failures.append("root vector: damaged block: %s" % args[0])
+            print("FAIL damaged root vector, %s: rc %d, %r, %d lines out" % (args[0], r.returncode, msg,
+                  r.stdout.count(b"\n")), flush=True)
+    checks += 1
+    line = [ln for ln in tadoc("info", bad).stdout.decode().splitlines() if ln.startswith("root vector")]
+    if len(line) != 1 or "damaged: root vector (section 41): checksum mismatch" not in line[0]:
+        failures.append("root vector: info on a damaged section")
+        print("FAIL root vector info, damaged: %r" % line, flush=True)
+    same("root vector damaged, a directory", ["vector", bad, sub], oracle.render("vector", g, {"path": sub}))
+    same("root vector damaged, top", ["top", bad], oracle.render("top", g, {"path": b"", "n": 20}))
 
 
 def make_midcut(path, size=3 << 20, seed=5):
@@ -667,6 +747,7 @@ def main():
             timed("adversarial", check_corpus, adv, work, nfiles=nf, ndirs=nd, cargs=["--fuzzy-index"])
             timed("fuzzy-index", fuzzy_index_checks, adv, work)
             timed("tables", tables_checks, adv, work)
+            timed("root vector", vector_table_checks, adv, work)
             if oracle.sanitized():
                 print("sample: not asked under sanitizers (the default suite asks it); its archive is "
                       "bad_args' input")
@@ -688,11 +769,11 @@ def main():
             make_midcut(os.path.join(mid, "nosep.txt"), size=1 << 20)
             # 65537: the first cut falls inside a 2-byte character of a word over 255 bytes
             timed("midcut-f5", check_corpus, mid, work, nfiles=1, ndirs=0,
-                  cargs=F5 + ["--shard-size", "65537", "--fuzzy-index"],
+                  cargs=F5 + ["--shard-size", "65537", "--fuzzy-index", "--root-vector"],
                   single=b"nosep.txt")
             if corpora:
                 timed("sotu-f5", check_corpus, os.path.join(corpora, "sotu"), work, nfiles=4, ndirs=2,
-                      cargs=F5 + ["--shard-size", "1M", "--fuzzy-index"])
+                      cargs=F5 + ["--shard-size", "1M", "--fuzzy-index", "--root-vector"])
                 # spam and gcide take about 20 minutes on 2 busy cores: with TD_TEST_HEAVY=1 only
                 heavy = os.environ.get("TD_TEST_HEAVY") == "1"
                 if not heavy:

@@ -217,8 +217,10 @@ def check_einval(mnt, afile):
 
 def read_only(label, tree, work, rng, nfiles, ndirs):
     arch = os.path.join(work, label + ".tadoc")
-    # format 5 with the analytics tables: the root's top words and n-grams read as a prefix
-    compress(tree, arch, ["--top-ngrams=30"])
+    # format 5 with the analytics tables (the root's top words and n-grams read as a prefix)
+    # and the stored root vector (read in blocks; with cache_size=0 each #more part skips
+    # the blocks before it)
+    compress(tree, arch, ["--top-ngrams=30", "--root-vector"])
     c = oracle.Corpus(tree)
     mnt = os.path.join(work, "mnt-" + label)
     mount(arch, mnt, "ro")

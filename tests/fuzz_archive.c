@@ -189,6 +189,10 @@ static void exercise(td_archive *a)
 	(void)td_ngrams(a, TD_ROOT, 8, 0, ng_fn, NULL);
 	uint64_t atb, atw, atn;
 	(void)td_archive_tables(a, &atb, &atw, &atn);
+	/* the root's vector: the stored one's block parser where there is one */
+	(void)td_term_vector(a, TD_ROOT, tw_fn, NULL);
+	uint64_t vtb, vtw;
+	(void)td_archive_root_vector(a, &vtb, &vtw);
 	uint64_t pbytes;
 	uint32_t pwith, pn;
 	td_archive_postings(a, &pbytes, &pwith, &pn);

@@ -44,6 +44,10 @@ done
 for t in words uni long; do
 	"$tadoc" compress -q --format 5 -j 1 --top-ngrams=5 -o "$out/$t-atab.tadoc" "$tmp/$t" >/dev/null
 done
+# Format 5 with the stored root vector (section 41, its blocks behind the section's sum).
+for t in words uni long; do
+	"$tadoc" compress -q --format 5 -j 1 --root-vector -o "$out/$t-vtab.tadoc" "$tmp/$t" >/dev/null
+done
 # The version 3 layout (FOR-packed symbols, stored word offsets) is still read.
 "$tadoc" compress -q --format 3 -o "$out/tree-v3.tadoc" "$tmp/tree" >/dev/null
 # Damaged copies: truncated, and a header-only prefix.

@@ -47,6 +47,16 @@ int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn,
  * rule weights; the output is streamed. */
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx);
 
+/* td_term_vector from its word `from` on (0-based; 0: all): the words
+ * before it are not passed to fn, and *skipped says how many there were
+ * (min(from, the scope's words)). The root of a format 5 archive that
+ * stores its vector (td_archive_root_vector) skips them without decoding
+ * the blocks they fill, so reading a long vector in parts (a mount's
+ * `#more` parts) costs each part about its own lines; elsewhere they are
+ * computed and dropped. Errors as td_term_vector's. Thread-safe as it. */
+int td_term_vector_from(const td_archive *a, td_entry scope, uint64_t from, td_word_fn fn, void *ctx,
+			uint64_t *skipped);
+
 /* A phrase: one word, or several separated by single spaces ("of the").
  * Returns the number of words (>= 1), or 0 when `p[0..len)` is not a
  * phrase (empty, a non-word part, leading/trailing/double spaces). At most

@@ -241,6 +241,15 @@ int td_archive_fuzzy_index(const td_archive *a, uint64_t *bytes, uint64_t *nword
  * section (a few KiB), decodes nothing. Thread-safe. */
 int td_archive_tables(const td_archive *a, uint64_t *bytes, uint64_t *words_k, uint64_t *ngrams_k);
 
+/* The root's stored term vector of a version 5 archive (section
+ * TD_SEC5_VECTOR, `tadoc compress --root-vector`): the section's bytes in
+ * *bytes (0: none) and its words in *nwords; returns 1 when the root's
+ * `vector` is read from it, 0 when there is none or it was made for other
+ * shards, or TD_ECORRUPT when it fails its checksum or its block table is
+ * out of bounds (the detail names it). Hashes the section (about 9% of a
+ * source tree's archive), decodes nothing. Thread-safe. */
+int td_archive_root_vector(const td_archive *a, uint64_t *bytes, uint64_t *nwords);
+
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;
  * TD_VERSION_SHARDED for a container of shards). */
 uint32_t td_archive_version(const td_archive *a);

@@ -365,6 +365,41 @@ typedef struct td_disk_atab {
 	td_disk_atpart p[9];      /* 1: words; 2 .. 8: n-grams of that length */
 } td_disk_atab;
 
+/*
+ * Version 5, optional: the root's term vector (section TD_SEC5_VECTOR,
+ * `tadoc compress --root-vector`), so `tadoc vector ARCHIVE /` streams it
+ * instead of merging every shard's vocabulary and counts. A td_disk_vtab,
+ * nblocks td_disk_vblock, then the blocks' zstd frames. The items are the
+ * root's words in td_term_vector order (bytes ascending, each once), at
+ * most TD_VTAB_BLOCK a block; a block's frame decodes to `raw` bytes: n
+ * items, each the bytes it shares with the block's word before (LEB128, 0
+ * for a block's first word), the count of the bytes after them (LEB128, at
+ * least 1), those bytes, and the word's count in the root (LEB128, at least
+ * 1). Words longer than TD_MAXTOK are in it. tokens is the sum of the
+ * counts. The section table's checksum covers the section; a reader hashes
+ * it before use. shards_sum ties it to its shards as TD_SEC5_ATAB's does.
+ * Older readers ignore the section.
+ */
+#define TD_SEC5_VECTOR 41u
+#define TD_VTAB_MAGIC "TDVECT1"
+#define TD_VTAB_BLOCK 16384u  /* items a block, at most */
+
+typedef struct td_disk_vtab {
+	char magic[8];            /* TD_VTAB_MAGIC */
+	uint64_t shards_sum;
+	uint64_t nitems;          /* words, all blocks */
+	uint64_t nblocks;
+	uint64_t tokens;          /* sum of the counts */
+	uint64_t raw_max;         /* the largest block's raw bytes */
+} td_disk_vtab;
+
+typedef struct td_disk_vblock {
+	uint64_t off;             /* of the frame, from the section's start */
+	uint64_t size;            /* bytes of the frame */
+	uint64_t raw;             /* bytes it decodes to */
+	uint64_t n;               /* items, 1 .. TD_VTAB_BLOCK */
+} td_disk_vblock;
+
 typedef struct td_disk_shard {
 	uint64_t off;             /* of the shard's image in the container */
 	uint64_t size;            /* bytes of the image */

@@ -82,6 +82,13 @@ static const char help[] =
 	"                        every shard (seven n-gram walks at build: about 4\n"
 	"                        times the build's CPU on a source tree; a few hundred\n"
 	"                        KiB); 'tadoc add' and 'tadoc compact' keep it\n"
+	"      --root-vector     (format 5) also store the root's term vector (every\n"
+	"                        word with its count, in byte order), so `tadoc\n"
+	"                        vector ARCHIVE /` streams it instead of merging\n"
+	"                        every shard's vocabulary (about 9% of a source\n"
+	"                        tree's archive; at build: ~3 s of CPU and 0.7 GB\n"
+	"                        on a 1.3 GB source tree); 'tadoc add' and 'tadoc\n"
+	"                        compact' keep it\n"
 	"  -q, --quiet           no progress bar\n"
 	"  -h, --help            show this help\n"
 	"\n"
@@ -193,7 +200,7 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 
 int td_cmd_compress(int argc, char **argv)
 {
-	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU, OPT_POSTINGS, OPT_FZIX, OPT_TOPNG, OPT_TOPW };
+	enum { OPT_DEPTH = 256, OPT_SHIFT, OPT_FORMAT, OPT_SHARD, OPT_MEMORY, OPT_GPU, OPT_POSTINGS, OPT_FZIX, OPT_TOPNG, OPT_TOPW, OPT_VEC };
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "max-depth", required_argument, NULL, OPT_DEPTH },
@@ -207,6 +214,7 @@ int td_cmd_compress(int argc, char **argv)
 		{ "fuzzy-index", no_argument, NULL, OPT_FZIX },
 		{ "top-ngrams", optional_argument, NULL, OPT_TOPNG },
 		{ "top-words", no_argument, NULL, OPT_TOPW },
+		{ "root-vector", no_argument, NULL, OPT_VEC },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -245,6 +253,9 @@ int td_cmd_compress(int argc, char **argv)
 			break;
 		case OPT_TOPW:
 			bo.top_words = 1;
+			break;
+		case OPT_VEC:
+			bo.root_vector = 1;
 			break;
 		case OPT_GPU:
 			if (td_cli_gpu_opt(argv[0], optarg, &gpu))
@@ -290,6 +301,8 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_usage(argv[0], "--top-ngrams needs format 5");
 	if (bo.top_words && bo.format != TD_VERSION_SHARDED)
 		return td_cli_usage(argv[0], "--top-words needs format 5");
+	if (bo.root_vector && bo.format != TD_VERSION_SHARDED)
+		return td_cli_usage(argv[0], "--root-vector needs format 5");
 	if (bo.format == TD_VERSION_SHARDED && td_cli_build_check(argv[0], &bo))
 		return TD_CLI_USAGE;
 	bo.build_time = td_cli_source_date();

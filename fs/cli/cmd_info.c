@@ -130,6 +130,11 @@ int td_cmd_info(int argc, char **argv)
 	snprintf(what, sizeof what, ": top %llu words, top %llu n-grams", (unsigned long long)atw,
 		 (unsigned long long)atn);
 	stored_line(a, "tables", "none", "made", atbytes, at, what, in.archive_bytes);
+	uint64_t vtbytes, vtwords;
+	int vt = td_archive_root_vector(a, &vtbytes, &vtwords);
+	snprintf(what, sizeof what, ", %llu words", (unsigned long long)vtwords);
+	stored_line(a, "root vector", "none (tadoc compress --root-vector stores it)", "made", vtbytes, vt, what,
+		    in.archive_bytes);
 	if (in.build_time) {
 		time_t t = (time_t)in.build_time;
 		struct tm tm;

@@ -214,6 +214,9 @@ static int classify(const td_fs_batch *b, const td_fs_req *r)
 	if (r->e == TD_ROOT && x.n && (x.kind == TD_FS_XTOP || x.kind == TD_FS_XNGRAMS) &&
 	    td_archive_tables(b->fs->a, &atb, &atw, &atn) == 1 && x.n <= (x.kind == TD_FS_XTOP ? atw : atn))
 		return CLS_OTHER; /* the root's top words or n-grams stored in the archive: a prefix read */
+	uint64_t vtb, vtw;
+	if (r->e == TD_ROOT && x.kind == TD_FS_XVECTOR && td_archive_root_vector(b->fs->a, &vtb, &vtw) == 1)
+		return CLS_OTHER; /* the root's vector stored in the archive: read in blocks */
 	td_stat st;
 	if (td_archive_stat(b->fs->a, r->e, &st) != TD_OK || (!S_ISDIR(st.mode) && !S_ISREG(st.mode)))
 		return CLS_OTHER;
