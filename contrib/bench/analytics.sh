@@ -16,7 +16,8 @@
 # user + sys; getfattr's the daemon's (user + sys of all its threads, live or gone, from
 # /proc/PID/stat: 10 ms ticks), which does the work; the pipelines run once (they take seconds). On a shared machine
 # the CPU times are the figures to compare; speed-ups are given for both.
-# Env: AN_ARCHIVES=DIR reuses DIR/NAME.tadoc (else compressed into BENCH_WORK); AN_RUNS;
+# Env: AN_ARCHIVES=DIR reuses DIR/NAME.tadoc (else compressed into BENCH_WORK, with the
+# options in AN_COMPRESS_ARGS, e.g. "--top-words --root-vector" for the stored tables); AN_RUNS;
 # AN_ROWS=PATTERN runs only the rows whose label matches the extended regular expression
 # (e.g. '3-grams|phrase'; then no fuzzy_bench); AN_XATTR=0 leaves out the getfattr columns;
 # BUILD, BENCH_WORK, TADOC as bench_lib.sh.
@@ -126,7 +127,8 @@ for name in "${NAMES[@]}"; do
 	arch=${AN_ARCHIVES:+$AN_ARCHIVES/$name.tadoc}
 	if [ -z "$arch" ] || [ ! -f "$arch" ]; then
 		arch=$BENCH_WORK/$name.tadoc
-		[ -f "$arch" ] || { log "compress $name"; "$TADOC" compress -q -o "$arch" "$dir"; }
+		# shellcheck disable=SC2086 # AN_COMPRESS_ARGS: options, split on spaces
+		[ -f "$arch" ] || { log "compress $name"; "$TADOC" compress -q ${AN_COMPRESS_ARGS:-} -o "$arch" "$dir"; }
 	fi
 	cat "$arch" >/dev/null
 	find "$dir" -type f -print0 | xargs -0 cat >/dev/null
