@@ -195,38 +195,6 @@ int td_archive_fuzzy_index(const td_archive *a, uint64_t *bytes, uint64_t *nword
 	return 1;
 }
 
-/* The most that the zstd frame z[0, n) can decode to, from its blocks (the
- * content size in its header is only a claim): a raw or RLE block its
- * size, a compressed one 128 KiB (zstd's largest block); 0 when the frame
- * does not parse. */
-static uint64_t fz_frame_bound(const uint8_t *z, size_t n)
-{
-	/* the frame header (RFC 8878, 3.1.1.1): magic, descriptor, window
-	 * byte unless single segment, dictionary id, content size */
-	static const uint8_t did[4] = { 0, 1, 2, 4 }, fcs[4] = { 0, 2, 4, 8 };
-	if (n < 5 || (z[0] | (uint32_t)z[1] << 8 | (uint32_t)z[2] << 16 | (uint32_t)z[3] << 24) != ZSTD_MAGICNUMBER)
-		return 0;
-	const uint8_t fd = z[4];
-	const unsigned single = fd >> 5 & 1;
-	size_t at = 5 + !single + did[fd & 3] + (fd >> 6 ? fcs[fd >> 6] : single);
-	uint64_t out = 0;
-	for (;;) {
-		if (at + 3 > n)
-			return 0;
-		const uint32_t bh = z[at] | (uint32_t)z[at + 1] << 8 | (uint32_t)z[at + 2] << 16;
-		const unsigned type = bh >> 1 & 3;
-		const uint32_t bsize = bh >> 3;
-		at += 3;
-		const uint64_t in = type == 1 ? 1 : bsize; /* RLE: one byte repeated */
-		if (type == 3 || in > n - at)
-			return 0;
-		at += in;
-		out += type == 2 ? UINT64_C(1) << 17 : bsize;
-		if (bh & 1)
-			return out;
-	}
-}
-
 /* Bucket L's raw bytes into *buf (grown as needed). */
 static int fz_bucket(const td_archive *a, const td_disk_fzix *h, unsigned L, uint8_t **buf, size_t *cap)
 {
@@ -240,7 +208,7 @@ static int fz_bucket(const td_archive *a, const td_disk_fzix *h, unsigned L, uin
 		return FZ_BAD("bucket %u checksum mismatch", L);
 	/* the buffer is sized by what the frame can hold, not by the counts
 	 * alone (a fuzzed header asked for 2^56 bytes) */
-	if (b->raw > fz_frame_bound(z, b->size))
+	if (b->raw > td_zstd_frame_bound(z, b->size))
 		return FZ_BAD("bucket %u: %llu bytes, more than its frame holds", L, (unsigned long long)b->raw);
 	if (b->raw > *cap) {
 		uint8_t *n = realloc(*buf, b->raw);

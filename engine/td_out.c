@@ -146,3 +146,35 @@ int td_sort_keys(td_skey *k, size_t n)
 	free(cnt);
 	return TD_OK;
 }
+
+/* The most that the zstd frame z[0, n) can decode to, from its blocks (the
+ * content size in its header is only a claim): a raw or RLE block its
+ * size, a compressed one 128 KiB (zstd's largest block); 0 when the frame
+ * does not parse. */
+uint64_t td_zstd_frame_bound(const uint8_t *z, size_t n)
+{
+	/* the frame header (RFC 8878, 3.1.1.1): magic, descriptor, window
+	 * byte unless single segment, dictionary id, content size */
+	static const uint8_t did[4] = { 0, 1, 2, 4 }, fcs[4] = { 0, 2, 4, 8 };
+	if (n < 5 || (z[0] | (uint32_t)z[1] << 8 | (uint32_t)z[2] << 16 | (uint32_t)z[3] << 24) != ZSTD_MAGICNUMBER)
+		return 0;
+	const uint8_t fd = z[4];
+	const unsigned single = fd >> 5 & 1;
+	size_t at = 5 + !single + did[fd & 3] + (fd >> 6 ? fcs[fd >> 6] : single);
+	uint64_t out = 0;
+	for (;;) {
+		if (at + 3 > n)
+			return 0;
+		const uint32_t bh = z[at] | (uint32_t)z[at + 1] << 8 | (uint32_t)z[at + 2] << 16;
+		const unsigned type = bh >> 1 & 3;
+		const uint32_t bsize = bh >> 3;
+		at += 3;
+		const uint64_t in = type == 1 ? 1 : bsize; /* RLE: one byte repeated */
+		if (type == 3 || in > n - at)
+			return 0;
+		at += in;
+		out += type == 2 ? UINT64_C(1) << 17 : bsize;
+		if (bh & 1)
+			return out;
+	}
+}

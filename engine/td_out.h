@@ -31,6 +31,12 @@ int td_sort_keys(td_skey *k, size_t n);
 /* Append v to b as LEB128 (7 bits a byte, low first). TD_OK or TD_ENOMEM. */
 int td_buf_leb(td_buf *b, uint64_t v);
 
+/* The most that the zstd frame z[0, n) can decode to, from its blocks (the
+ * content size in its header is only a claim): a raw or RLE block its
+ * size, a compressed one 128 KiB (zstd's largest block); 0 when the frame
+ * does not parse. Reads only z[0, n). */
+uint64_t td_zstd_frame_bound(const uint8_t *z, size_t n);
+
 /* Read one LEB128 value at *p (before end) into *v and move *p past it:
  * 0, or -1 when it runs past end or over 64 bits' bytes (*p then
  * unspecified). */

@@ -1,6 +1,7 @@
 /* td_vtab: the root's term vector of a version 5 container, written after its shards, read block by block. */
 #include "td_vtab.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -16,15 +17,15 @@
 #define VT_LEVEL 9
 /* a block is closed at TD_VTAB_BLOCK words or once it decodes to this many bytes */
 #define VT_RAW_CLOSE (1u << 20)
-/* the most one block may decode to (a reader's bound; the writer stays
- * under VT_RAW_CLOSE plus one word) */
-#define VT_RAW_MAX (UINT64_C(1) << 31)
+/* an item's bytes beyond its word's: three LEB128 values */
+#define VT_ITEM_OVER 30u
 
 #define VT_BAD(...) td_fail(TD_ECORRUPT, "root vector (section 41): " __VA_ARGS__)
 
 /* ---------- building ---------- */
 
 typedef struct vbuild {
+	const char *name;      /* the archive, in messages */
 	td_buf raw;            /* the open block's items */
 	td_buf frames;         /* the closed blocks' frames */
 	td_buf table;          /* their td_disk_vblock */
@@ -52,7 +53,8 @@ static int vb_close(vbuild *v)
 	size_t got = ZSTD_compressCCtx(v->z, v->zb.p, v->zb.cap, v->raw.p, v->raw.len, VT_LEVEL);
 	if (ZSTD_isError(got))
 		return td_fail(TD_ENOMEM, "root vector: zstd: %s", ZSTD_getErrorName(got));
-	td_disk_vblock b = { .off = v->frames.len, .size = got, .raw = v->raw.len, .n = v->n };
+	td_disk_vblock b = { .off = v->frames.len, .size = got, .raw = v->raw.len, .n = v->n,
+			     .sum = XXH3_64bits(v->zb.p, got) };
 	if (b.raw > v->h.raw_max)
 		v->h.raw_max = b.raw;
 	int err = td_buf_put(&v->frames, v->zb.p, got);
@@ -68,10 +70,16 @@ static int vb_close(vbuild *v)
 static int vb_word(void *ctx, const char *word, size_t len, uint64_t count)
 {
 	vbuild *v = ctx;
+	int err;
+	if (len > TD_VTAB_RAW_MAX - VT_ITEM_OVER)
+		return td_fail(TD_ELIMIT, "%s: root vector: a word of %zu bytes, over what a block holds (%llu MiB)",
+			       v->name, len, (unsigned long long)(TD_VTAB_RAW_MAX >> 20));
+	if (v->n && v->raw.len + len + VT_ITEM_OVER > TD_VTAB_RAW_MAX && (err = vb_close(v)))
+		return err;
 	size_t shared = 0;
 	while (shared < v->prev_len && shared < len && v->prev[shared] == word[shared])
 		shared++;
-	int err = td_buf_leb(&v->raw, shared);
+	err = td_buf_leb(&v->raw, shared);
 	if (!err)
 		err = td_buf_leb(&v->raw, len - shared);
 	if (!err)
@@ -108,6 +116,7 @@ int td_vtab_append(const char *path, const char *name)
 	}
 	vbuild v;
 	memset(&v, 0, sizeof v);
+	v.name = name;
 	memcpy(v.h.magic, TD_VTAB_MAGIC, sizeof v.h.magic);
 	v.h.shards_sum = XXH3_64bits(a->map + a->sec5[0]->off, a->sec5[0]->size);
 	if (!(v.z = ZSTD_createCCtx()))
@@ -124,6 +133,15 @@ int td_vtab_append(const char *path, const char *name)
 		memcpy(&b, v.table.p + i * sizeof b, sizeof b);
 		b.off += start;
 		memcpy(v.table.p + i * sizeof b, &b, sizeof b);
+	}
+	if (!err) {
+		XXH3_state_t *st = XXH3_createState();
+		if (!st || XXH3_64bits_reset(st) || XXH3_64bits_update(st, &v.h, offsetof(td_disk_vtab, sum)) ||
+		    XXH3_64bits_update(st, v.table.p, v.table.len))
+			err = TD_ENOMEM;
+		else
+			v.h.sum = XXH3_64bits_digest(st);
+		XXH3_freeState(st);
 	}
 	if (!err)
 		err = td_buf_put(&sec, &v.h, sizeof v.h);
@@ -147,9 +165,9 @@ int td_vtab_append(const char *path, const char *name)
 
 /* ---------- reading ---------- */
 
-/* The section's header and block table once its bytes match the section
- * table's sum and the table is in bounds; NULL with *err set (TD_OK: no
- * usable vector: none, or made for other shards). */
+/* The section's header and block table once their sum matches and every
+ * block is in bounds (the frames are hashed as they are read); NULL with
+ * *err set (TD_OK: no usable vector: none, or made for other shards). */
 static const td_disk_vtab *vt_header(const td_archive *a, const td_disk_vblock **blocks, int *err)
 {
 	*err = TD_OK;
@@ -157,23 +175,53 @@ static const td_disk_vtab *vt_header(const td_archive *a, const td_disk_vblock *
 	if (!s || !td_sharded(a) || !a->sec5[0])
 		return NULL;
 	const uint8_t *base = a->map + s->off;
-	if (XXH3_64bits(base, s->size) != s->sum) {
-		*err = VT_BAD("checksum mismatch");
-		return NULL;
-	}
 	const td_disk_vtab *h = (const td_disk_vtab *)base;
 	if (s->size < sizeof *h || memcmp(h->magic, TD_VTAB_MAGIC, sizeof h->magic)) {
 		*err = VT_BAD("bad header");
 		return NULL;
 	}
-	if (h->nblocks > (s->size - sizeof *h) / sizeof(td_disk_vblock) || h->nitems > h->nblocks * TD_VTAB_BLOCK ||
-	    h->raw_max > VT_RAW_MAX) {
+	const td_disk_vblock *bl = (const td_disk_vblock *)(h + 1);
+	if (h->nblocks > (s->size - sizeof *h) / sizeof *bl) {
 		*err = VT_BAD("block table out of bounds");
+		return NULL;
+	}
+	XXH3_state_t *st = XXH3_createState();
+	uint64_t sum = 0;
+	if (!st || XXH3_64bits_reset(st) || XXH3_64bits_update(st, h, offsetof(td_disk_vtab, sum)) ||
+	    XXH3_64bits_update(st, bl, h->nblocks * sizeof *bl)) {
+		XXH3_freeState(st);
+		*err = TD_ENOMEM;
+		return NULL;
+	}
+	sum = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	if (sum != h->sum) {
+		*err = VT_BAD("checksum mismatch");
+		return NULL;
+	}
+	if (h->raw_max > TD_VTAB_RAW_MAX) {
+		*err = VT_BAD("blocks of %llu bytes", (unsigned long long)h->raw_max);
+		return NULL;
+	}
+	const uint64_t first = sizeof *h + h->nblocks * sizeof *bl;
+	uint64_t items = 0;
+	for (uint64_t i = 0; i < h->nblocks; i++) {
+		const td_disk_vblock *b = &bl[i];
+		if (b->off < first || b->off > s->size || b->size > s->size - b->off || b->raw > h->raw_max || !b->n ||
+		    b->n > TD_VTAB_BLOCK || b->raw < 4 * b->n) {
+			*err = VT_BAD("block %llu out of bounds", (unsigned long long)i);
+			return NULL;
+		}
+		items += b->n;
+	}
+	if (items != h->nitems) {
+		*err = VT_BAD("%llu words in its blocks, %llu in its header", (unsigned long long)items,
+			      (unsigned long long)h->nitems);
 		return NULL;
 	}
 	if (h->shards_sum != XXH3_64bits(a->map + a->sec5[0]->off, a->sec5[0]->size))
 		return NULL; /* made for other shards */
-	*blocks = (const td_disk_vblock *)(h + 1);
+	*blocks = bl;
 	return h;
 }
 
@@ -184,7 +232,8 @@ typedef struct vcur {
 	const td_disk_vblock *bl;
 	uint64_t bi;                  /* the next block */
 	uint64_t left;                /* items left in the decoded block */
-	uint8_t *buf;                 /* h->raw_max bytes */
+	uint8_t *buf;                 /* the decoded block */
+	size_t bcap;
 	const uint8_t *q, *end;
 	char *word;                   /* the current word */
 	size_t len, cap;
@@ -194,12 +243,22 @@ typedef struct vcur {
 
 static int vcur_block(vcur *c)
 {
-	const td_disk_vblock *b = &c->bl[c->bi];
-	const uint64_t size = c->a->sec_vt->size, first = sizeof *c->h + c->h->nblocks * sizeof *b;
-	if (b->off < first || b->off > size || b->size > size - b->off || b->raw > c->h->raw_max || !b->n ||
-	    b->n > TD_VTAB_BLOCK || b->raw < 4 * b->n)
-		return VT_BAD("block %llu out of bounds", (unsigned long long)c->bi);
-	const size_t got = ZSTD_decompress(c->buf, b->raw, c->a->map + c->a->sec_vt->off + b->off, b->size);
+	const td_disk_vblock *b = &c->bl[c->bi]; /* in bounds: vt_header */
+	const uint8_t *z = c->a->map + c->a->sec_vt->off + b->off;
+	if (XXH3_64bits(z, b->size) != b->sum)
+		return VT_BAD("block %llu checksum mismatch", (unsigned long long)c->bi);
+	/* room for what the frame can hold, not for what the table claims */
+	if (b->raw > td_zstd_frame_bound(z, b->size))
+		return VT_BAD("block %llu: %llu bytes, more than its frame holds", (unsigned long long)c->bi,
+			      (unsigned long long)b->raw);
+	if (b->raw > c->bcap) {
+		uint8_t *p = realloc(c->buf, b->raw);
+		if (!p)
+			return TD_ENOMEM;
+		c->buf = p;
+		c->bcap = b->raw;
+	}
+	const size_t got = ZSTD_decompress(c->buf, b->raw, z, b->size);
 	if (ZSTD_isError(got) || got != b->raw)
 		return VT_BAD("block %llu does not decode", (unsigned long long)c->bi);
 	c->q = c->buf;
@@ -235,7 +294,7 @@ static int vcur_next(vcur *c, uint64_t *count)
 	/* strictly ascending: within a block from the first byte after the
 	 * shared ones, across blocks (nothing shared) the whole words */
 	int up;
-	if (first && c->items) {
+	if (first && c->len) {
 		const int cmp = memcmp(c->word, c->q, c->len < add ? c->len : (size_t)add);
 		up = cmp < 0 || (!cmp && c->len < add);
 	} else {
@@ -271,8 +330,6 @@ static int vcur_open(vcur *c, const td_archive *a)
 	c->a = a;
 	if (!(c->h = vt_header(a, &c->bl, &err)))
 		return err;
-	if (!(c->buf = malloc(c->h->raw_max ? c->h->raw_max : 1)))
-		return TD_ENOMEM;
 	return 1;
 }
 
@@ -329,6 +386,9 @@ int td_vtab_verify(const td_archive *a)
 {
 	if (!a->sec_vt)
 		return TD_OK;
+	const td_disk_section *s = a->sec_vt;
+	if (XXH3_64bits(a->map + s->off, s->size) != s->sum)
+		return VT_BAD("section checksum mismatch");
 	vcur c;
 	int r = vcur_open(&c, a);
 	if (r <= 0) {

@@ -553,27 +553,62 @@ def vector_table_checks(name, tree, work):
     vt = [s for s in secs if s[0] == 41][0]
     base = vt[2]
     nblocks = struct.unpack_from("<Q", data, base + 24)[0]
-    # the last block's frame: a byte in its middle
-    off, size = struct.unpack_from("<QQ", data, base + 48 + 32 * (nblocks - 1))
-    bad = os.path.join(work, "vtab-bad.tadoc")
-    d = bytearray(data)
-    d[base + off + size // 2] ^= 0x20
-    open(bad, "wb").write(d)
-    for args in (["vector", bad, b"/"], ["verify", bad]):
+
+    def damaged(label, at):
+        bad = os.path.join(work, "vtab-bad-%s.tadoc" % label)
+        d = bytearray(data)
+        d[at] ^= 0x20
+        open(bad, "wb").write(d)
+        return bad
+
+    # a byte in the middle of the last block's frame: its checksum
+    off, size = struct.unpack_from("<QQ", data, base + 56 + 40 * (nblocks - 1))
+    bad = damaged("block", base + off + size // 2)
+    # the header's word count: the header's checksum
+    badh = damaged("header", base + 16)
+    for path, what in ((bad, "block %d checksum mismatch" % (nblocks - 1)), (badh, "checksum mismatch")):
+        for args in (["vector", path, b"/"], ["verify", path]):
+            checks += 1
+            r = tadoc(*args)
+            msg = r.stderr.decode(errors="replace")
+            if r.returncode == 0 or "section 41" not in msg or msg.count("\n") != 1 or \
+                    (args[0] == "vector" and what not in msg):
+                failures.append("root vector: damaged %s: %s" % (what, args[0]))
+                print("FAIL damaged root vector (%s), %s: rc %d, %r" % (what, args[0], r.returncode, msg),
+                      flush=True)
+    # info reads the header and the block table only: a damaged block shows when read
+    for path, want in ((bad, ", %d words" % len(g.counter(b""))),
+                       (badh, "damaged: root vector (section 41): checksum mismatch")):
         checks += 1
-        r = tadoc(*args)
-        msg = r.stderr.decode(errors="replace")
-        if r.returncode == 0 or "section 41" not in msg or msg.count("\n") != 1 or r.stdout.count(b"\t"):
-            failures.append("root vector: damaged block: %s" % args[0])
-            print("FAIL damaged root vector, %s: rc %d, %r, %d lines out" % (args[0], r.returncode, msg,
-                  r.stdout.count(b"\n")), flush=True)
+        line = [ln for ln in tadoc("info", path).stdout.decode().splitlines() if ln.startswith("root vector")]
+        if len(line) != 1 or want not in line[0]:
+            failures.append("root vector: info on a damaged section")
+            print("FAIL root vector info, damaged: %r (want %r)" % (line, want), flush=True)
+    for path in (bad, badh):
+        same("root vector damaged, a directory", ["vector", path, sub], oracle.render("vector", g, {"path": sub}))
+        same("root vector damaged, top", ["top", path], oracle.render("top", g, {"path": b"", "n": 20}))
+    # over two blocks (16384 words each): front coding across blocks, each block's order check
+    many = os.path.join(work, "vtab-many")
+    oracle.make_many_words(many)
+    cm = oracle.Corpus(many)
+    archm = os.path.join(work, "vtab-many.tadoc")
+    r = tadoc("compress", "-q", "--root-vector", "--shard-size", "256K", "-o", archm, many)
     checks += 1
-    line = [ln for ln in tadoc("info", bad).stdout.decode().splitlines() if ln.startswith("root vector")]
-    if len(line) != 1 or "damaged: root vector (section 41): checksum mismatch" not in line[0]:
-        failures.append("root vector: info on a damaged section")
-        print("FAIL root vector info, damaged: %r" % line, flush=True)
-    same("root vector damaged, a directory", ["vector", bad, sub], oracle.render("vector", g, {"path": sub}))
-    same("root vector damaged, top", ["top", bad], oracle.render("top", g, {"path": b"", "n": 20}))
+    data, secs = sections(archm)
+    vt = [s for s in secs if s[0] == 41]
+    nb = struct.unpack_from("<Q", data, vt[0][2] + 24)[0] if vt else 0
+    if r.returncode or nb < 3:
+        failures.append("root vector: many words")
+        print("FAIL root vector of %d words: rc %d, %d blocks, %r" % (len(cm.counter(b"")), r.returncode, nb,
+                                                                     r.stderr), flush=True)
+    same("root vector of %d words" % len(cm.counter(b"")), ["vector", archm, b"/"],
+         oracle.render("vector", cm, {"path": b""}))
+    same("root vector archive of many words, d2", ["vector", archm, b"d2"], oracle.render("vector", cm, {"path": b"d2"}))
+    checks += 1
+    r = tadoc("verify", archm)
+    if r.returncode or not r.stdout.endswith(b": OK\n"):
+        failures.append("root vector: verify, many words")
+        print("FAIL root vector verify, many words: rc %d %r" % (r.returncode, r.stderr), flush=True)
 
 
 def make_midcut(path, size=3 << 20, seed=5):

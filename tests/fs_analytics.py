@@ -245,6 +245,39 @@ def read_only(label, tree, work, rng, nfiles, ndirs):
             unmount(mnt)
 
 
+def vector_parts(work):
+    """A stored root vector over several blocks (--root-vector, 40,000 words), read through
+    the mount in #more parts with nothing cached (cache_size=0: each part starts at the
+    block holding its first word): joined equal to the oracle; a part starting on a block's
+    first word, on its last and past the end."""
+    many = os.path.join(work, "many")
+    oracle.make_many_words(many)
+    c = oracle.Corpus(many)
+    arch = os.path.join(work, "many.tadoc")
+    compress(many, arch, ["--root-vector", "--shard-size", "256K"])
+    want = oracle.render("vector", c, {"path": b""})
+    lines = want.split(b"\n")
+    mnt = os.path.join(work, "mnt-many")
+    mount(arch, mnt, "ro", "cache_size=0")
+    try:
+        got, parts = getx(mnt, "user.tadoc.vector")
+        check(got == want and parts > 3, "vector of %d words in %d parts: equal %s" % (len(lines) - 1, parts, got == want))
+        for n in (16383, 16384, 16385, 32768, len(lines) - 2):
+            v = os.getxattr(mnt, "user.tadoc.vector@%d" % n).split(b"\n")
+            body = [ln for ln in v if ln and not ln.startswith(b"#more ")]
+            check(body and body == lines[n:n + len(body)], "vector@%d starts with %r, want %r" % (n, v[0], lines[n]))
+        check(os.getxattr(mnt, "user.tadoc.vector@%d" % (len(lines) - 1)) == b"", "vector@END not empty")
+        try:
+            os.getxattr(mnt, "user.tadoc.vector@%d" % len(lines))
+            check(False, "vector past the end: no ENODATA")
+        except OSError as e:
+            check(e.errno == errno.ENODATA, "vector past the end: %s" % e)
+        log("  stored root vector: %d words in %d parts through the mount (cache_size=0), equal to the oracle"
+            % (len(lines) - 1, parts))
+    finally:
+        unmount(mnt)
+
+
 def random_edits(mnt, rng, n, keep=()):
     """Random content and namespace changes through the mount (the files
     in keep, relative paths, are left alone)."""
@@ -368,6 +401,7 @@ def main():
             read_only("sotu", sotu, work, rng, nfiles=2, ndirs=2)
         else:
             log("  " + oracle.corpus_skip("sotu"))
+        vector_parts(work)
         log("== writable mounts after random edits")
         writable(adv, work, rng)
         writable_shards(adv, work, rng)

@@ -235,6 +235,24 @@ def real_corpus(name):
     return None
 
 
+def make_many_words(root, n=40000, seed=41):
+    """A tree whose vocabulary is over two blocks of a stored root vector (16384 words):
+    n distinct words (ASCII, accented, CJK, digits; prefixes shared in runs, as front
+    coding meets them) over three files in two directories, some words repeated."""
+    rng = random.Random(seed)
+    alpha = ["ab", "abc", "x86_", "zz", "é", "日本", "q", "Ω"]
+    words = ["%s%05d%s" % (rng.choice(alpha), i, rng.choice(("", "s", "ing", "é"))) for i in range(n)]
+    os.makedirs(os.path.join(root, "d1"), exist_ok=True)
+    os.makedirs(os.path.join(root, "d2"), exist_ok=True)
+    paths = [os.path.join(root, "d1", "a.txt"), os.path.join(root, "d1", "b.txt"), os.path.join(root, "d2", "c.txt")]
+    for k, p in enumerate(paths):
+        part = words[k::3] + rng.sample(words, n // 10)
+        rng.shuffle(part)
+        with open(p, "w", encoding="utf-8") as f:
+            for i in range(0, len(part), 12):
+                f.write(" ".join(part[i:i + 12]) + ",\n")
+
+
 def levenshtein(a, b):
     """Edit distance over code points, brute force (the full matrix)."""
     prev = list(range(len(b) + 1))

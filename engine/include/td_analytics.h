@@ -24,7 +24,12 @@ extern "C" {
  * Everything is computed on the grammar (engine/README.md, "Analytics"):
  * rule weights top-down from the scope's root symbols, per-rule results
  * bottom-up; only the files holding words longer than TD_MAXTOK bytes
- * (stored as pieces, rare) are tokenized from their text.
+ * (stored as pieces, rare) are tokenized from their text. Except, on a
+ * format 5 archive built with them, the root's answers stored at build:
+ * its top words and n-grams (`--top-words`, `--top-ngrams`: a prefix
+ * read) and its term vector (`--root-vector`: read in blocks). A damaged
+ * stored answer is TD_ECORRUPT for the queries that read it (not computed
+ * instead); one made for other shards is ignored.
  *
  * All functions are thread-safe on one td_archive (they only read it) and
  * allocate working memory proportional to the grammar they reach, freed
@@ -44,7 +49,9 @@ int td_top_words(const td_archive *a, td_entry scope, uint64_t n, td_word_fn fn,
 
 /* Every word of `scope` with its count, in byte order of the words, one
  * fn call each. Memory: a count per vocabulary word (8 bytes) plus the
- * rule weights; the output is streamed. */
+ * rule weights; the output is streamed. The root of an archive that
+ * stores its vector (td_archive_root_vector) is read from it instead, one
+ * block of at most TD_VTAB_BLOCK words in memory at a time. */
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx);
 
 /* td_term_vector from its word `from` on (0-based; 0: all): the words

@@ -245,9 +245,11 @@ int td_archive_tables(const td_archive *a, uint64_t *bytes, uint64_t *words_k, u
  * TD_SEC5_VECTOR, `tadoc compress --root-vector`): the section's bytes in
  * *bytes (0: none) and its words in *nwords; returns 1 when the root's
  * `vector` is read from it, 0 when there is none or it was made for other
- * shards, or TD_ECORRUPT when it fails its checksum or its block table is
- * out of bounds (the detail names it). Hashes the section (about 9% of a
- * source tree's archive), decodes nothing. Thread-safe. */
+ * shards, or TD_ECORRUPT when its header or block table fails its
+ * checksum or is out of bounds (the detail names it). Hashes the header
+ * and the block table (40 bytes a block of 16384 words), decodes nothing;
+ * the blocks are checked when read (td_term_vector, td_archive_verify).
+ * Thread-safe. */
 int td_archive_root_vector(const td_archive *a, uint64_t *bytes, uint64_t *nwords);
 
 /* The archive's format version (td_format.h: TD_VERSION_MIN..TD_VERSION_MAX;

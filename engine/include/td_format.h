@@ -376,9 +376,12 @@ typedef struct td_disk_atab {
  * for a block's first word), the count of the bytes after them (LEB128, at
  * least 1), those bytes, and the word's count in the root (LEB128, at least
  * 1). Words longer than TD_MAXTOK are in it. tokens is the sum of the
- * counts. The section table's checksum covers the section; a reader hashes
- * it before use. shards_sum ties it to its shards as TD_SEC5_ATAB's does.
- * Older readers ignore the section.
+ * counts. The header's sum covers its bytes before it and the block table
+ * (hashed when the section is opened), each block's sum its frame (hashed
+ * when the block is read), so a reader of a few blocks hashes those only;
+ * the section table's checksum covers the whole section (`tadoc verify`).
+ * The section is padded with zero bytes to a multiple of 8. shards_sum
+ * ties it to its shards as TD_SEC5_ATAB's does. Older readers ignore it.
  */
 #define TD_SEC5_VECTOR 41u
 #define TD_VTAB_MAGIC "TDVECT1"
@@ -390,14 +393,19 @@ typedef struct td_disk_vtab {
 	uint64_t nitems;          /* words, all blocks */
 	uint64_t nblocks;
 	uint64_t tokens;          /* sum of the counts */
-	uint64_t raw_max;         /* the largest block's raw bytes */
+	uint64_t raw_max;         /* the largest block's raw bytes (at most TD_VTAB_RAW_MAX) */
+	uint64_t sum;             /* XXH3-64 of the bytes before it and the block table */
 } td_disk_vtab;
+
+/* The most a block may decode to: a word near this long cannot be stored. */
+#define TD_VTAB_RAW_MAX (UINT64_C(64) << 20)
 
 typedef struct td_disk_vblock {
 	uint64_t off;             /* of the frame, from the section's start */
 	uint64_t size;            /* bytes of the frame */
 	uint64_t raw;             /* bytes it decodes to */
 	uint64_t n;               /* items, 1 .. TD_VTAB_BLOCK */
+	uint64_t sum;             /* XXH3-64 of the frame */
 } td_disk_vblock;
 
 typedef struct td_disk_shard {
