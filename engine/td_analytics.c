@@ -662,18 +662,8 @@ static int longw_cmp_idx(const void *p, const void *q, void *ctx)
 
 int td_term_vector(const td_archive *a, td_entry scope, td_word_fn fn, void *ctx)
 {
-	if (td_sharded(a)) {
-		uint64_t skipped;
-		int used = 0, err = scope == TD_ROOT ? td_vtab_vector(a, 0, fn, ctx, &used, &skipped) : TD_OK;
-		return used || err ? err : td_shard_term_vector(a, scope, fn, ctx);
-	}
-	td_counts c;
-	int err = td_scope_counts(a, scope, &c);
-	if (err) {
-		td_counts_free(&c);
-		return err;
-	}
-	return td_counts_vector(a, &c, fn, ctx);
+	uint64_t skipped;
+	return td_term_vector_from(a, scope, 0, fn, ctx, &skipped);
 }
 
 typedef struct vskip {
@@ -697,9 +687,23 @@ int td_term_vector_from(const td_archive *a, td_entry scope, uint64_t from, td_w
 		if (used || err)
 			return err;
 	}
+	/* computed: the words before `from` dropped as they come */
 	uint64_t seen = 0;
 	vskip s = { fn, ctx, from, &seen };
-	int err = td_term_vector(a, scope, from ? vskip_fn : fn, from ? (void *)&s : ctx);
+	if (from) {
+		fn = vskip_fn;
+		ctx = &s;
+	}
+	int err;
+	if (td_sharded(a)) {
+		err = td_shard_term_vector(a, scope, fn, ctx);
+	} else {
+		td_counts c;
+		if ((err = td_scope_counts(a, scope, &c)))
+			td_counts_free(&c);
+		else
+			err = td_counts_vector(a, &c, fn, ctx);
+	}
 	*skipped = seen < from ? seen : from;
 	return err;
 }

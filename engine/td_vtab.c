@@ -22,6 +22,21 @@
 
 #define VT_BAD(...) td_fail(TD_ECORRUPT, "root vector (section 41): " __VA_ARGS__)
 
+/* The header's sum: XXH3-64 of its bytes before `sum`, then the block
+ * table (tab bytes). TD_OK or TD_ENOMEM. */
+static int vt_head_sum(const td_disk_vtab *h, const void *table, size_t tab, uint64_t *sum)
+{
+	XXH3_state_t *st = XXH3_createState();
+	int err = !st || XXH3_64bits_reset(st) || XXH3_64bits_update(st, h, offsetof(td_disk_vtab, sum)) ||
+			  XXH3_64bits_update(st, table, tab)
+		      ? TD_ENOMEM
+		      : TD_OK;
+	if (!err)
+		*sum = XXH3_64bits_digest(st);
+	XXH3_freeState(st);
+	return err;
+}
+
 /* ---------- building ---------- */
 
 typedef struct vbuild {
@@ -134,15 +149,8 @@ int td_vtab_append(const char *path, const char *name)
 		b.off += start;
 		memcpy(v.table.p + i * sizeof b, &b, sizeof b);
 	}
-	if (!err) {
-		XXH3_state_t *st = XXH3_createState();
-		if (!st || XXH3_64bits_reset(st) || XXH3_64bits_update(st, &v.h, offsetof(td_disk_vtab, sum)) ||
-		    XXH3_64bits_update(st, v.table.p, v.table.len))
-			err = TD_ENOMEM;
-		else
-			v.h.sum = XXH3_64bits_digest(st);
-		XXH3_freeState(st);
-	}
+	if (!err)
+		err = vt_head_sum(&v.h, v.table.p, v.table.len, &v.h.sum);
 	if (!err)
 		err = td_buf_put(&sec, &v.h, sizeof v.h);
 	if (!err)
@@ -185,16 +193,9 @@ static const td_disk_vtab *vt_header(const td_archive *a, const td_disk_vblock *
 		*err = VT_BAD("block table out of bounds");
 		return NULL;
 	}
-	XXH3_state_t *st = XXH3_createState();
 	uint64_t sum = 0;
-	if (!st || XXH3_64bits_reset(st) || XXH3_64bits_update(st, h, offsetof(td_disk_vtab, sum)) ||
-	    XXH3_64bits_update(st, bl, h->nblocks * sizeof *bl)) {
-		XXH3_freeState(st);
-		*err = TD_ENOMEM;
+	if ((*err = vt_head_sum(h, bl, h->nblocks * sizeof *bl, &sum)))
 		return NULL;
-	}
-	sum = XXH3_64bits_digest(st);
-	XXH3_freeState(st);
 	if (sum != h->sum) {
 		*err = VT_BAD("checksum mismatch");
 		return NULL;
@@ -350,20 +351,14 @@ int td_vtab_vector(const td_archive *a, uint64_t from, td_word_fn fn, void *ctx,
 	if (r <= 0)
 		return r;
 	*used = 1;
+	c.partial = from > 0; /* the totals are those of the whole vector */
 	/* the blocks wholly before item `from`: counted, not decoded */
-	while (c.bi < c.h->nblocks && from - c.items >= c.bl[c.bi].n && from > c.items) {
+	while (c.bi < c.h->nblocks && c.bl[c.bi].n <= from - c.items)
 		c.items += c.bl[c.bi++].n;
-		c.partial = 1;
-	}
 	uint64_t count;
-	while ((r = vcur_next(&c, &count)) == 1) {
-		if (c.items <= from) { /* decoded for the words after it */
-			c.partial = 1;
-			continue;
-		}
-		if ((r = fn(ctx, c.word, c.len, count)))
+	while ((r = vcur_next(&c, &count)) == 1)
+		if (c.items > from && (r = fn(ctx, c.word, c.len, count))) /* before: decoded for the words after */
 			break;
-	}
 	*skipped = c.items < from ? c.items : from;
 	vcur_close(&c);
 	return r;

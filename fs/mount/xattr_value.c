@@ -262,16 +262,15 @@ static int compute(const td_fs_xsrc *src, const td_fs_xname *x, vctx *v)
 	case TD_FS_XVECTOR:
 		if (s) {
 			err = td_set_term_vector(a, s, word_line, v);
-		} else if (!v->all && v->l.first) {
-			/* a later part: the engine leaves the lines before it out
-			 * (a stored root vector without decoding them) */
+		} else {
+			/* a later part (first > 0; the whole list: 0): the engine
+			 * leaves the lines before it out (a stored root vector
+			 * without decoding them) */
 			uint64_t skipped = 0;
 			v->l.i = v->l.first;
 			err = td_term_vector_from(a, src->scope, v->l.first, word_line, v, &skipped);
 			if (skipped < v->l.first)
 				v->l.i = skipped; /* past the last line */
-		} else {
-			err = td_term_vector(a, src->scope, word_line, v);
 		}
 		break;
 	case TD_FS_XNGRAMS:
