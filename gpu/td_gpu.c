@@ -356,6 +356,7 @@ enum {
 typedef struct td_layout {
 	td_secplan plan[PL_N];
 	uint64_t mask_off, dfs_off;    /* rule signatures, file order */
+	uint64_t rjt_off;              /* rule groups by rule number; 0: none */
 	uint32_t *rxo;                 /* host: short rules' expansion offsets; NULL: none kept */
 	uint64_t rx_off_at, rx_pool_at;
 	uint64_t pos_at;               /* root offsets; 0: not kept */
@@ -449,11 +450,16 @@ static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 {
 	const td_gdev *d = &g->d;
 	L->mask_off = L->total;
-	L->total += (16 * d->nrules + 256) & ~UINT64_C(255);
+	L->total += (8 * TD_MASK_W * d->nrules + 256) & ~UINT64_C(255);
 	L->dfs_off = L->total;
 	L->total += (12 * d->nentries + 256) & ~UINT64_C(255);
 	if (L->total + TD_WORKSPACE > avail)
 		return 1; /* does not fit: CPU fallback */
+	uint64_t rjt_bytes = 4 * td_rule_jumps_n(d->nrules);
+	if (!getenv("TD_GPU_NORJT") && L->total + rjt_bytes + 256 + TD_WORKSPACE <= avail) {
+		L->rjt_off = L->total;
+		L->total += (rjt_bytes + 256) & ~UINT64_C(255);
+	}
 
 	/* expansions of short rules, if they fit beside the rest */
 	uint32_t *rxo = malloc(4 * (d->nrules + 1));
@@ -490,6 +496,27 @@ static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 	return TD_OK;
 }
 
+/* Part of phase 4: the rule groups' jump table (td_gdev.rjt), when
+ * L->rjt_off is set and the groups are in rule order (the CPU engine opened
+ * them; a table it would not read keeps d->rjt NULL: the whole search). */
+static int td_upload_rule_jumps(td_gpu *g, const td_layout *L)
+{
+	td_gdev *d = &g->d;
+	const td_disk_group *grp = L->plan[PL_RULE_GROUPS].host;
+	uint64_t n = td_rule_jumps_n(d->nrules);
+	uint32_t *jt = L->rjt_off && grp ? malloc(4 * n) : NULL;
+	if (!jt)
+		return TD_OK; /* the whole search instead */
+	cudaError_t e = cudaSuccess;
+	if (td_rule_jumps(grp, d->ngroups, d->nrules, jt) == 0) {
+		e = cudaMemcpy(g->dsec + L->rjt_off, jt, 4 * n, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			d->rjt = (const uint32_t *)(g->dsec + L->rjt_off);
+	}
+	free(jt);
+	return e == cudaSuccess ? TD_OK : td_cuda_fail(e, "rule jump table");
+}
+
 /* Phase 4: allocate the device block (g->dsec), copy the sections up and
  * point the device views at them. */
 static int td_copy_sections(td_gpu *g, const td_layout *L)
@@ -523,7 +550,8 @@ static int td_copy_sections(td_gpu *g, const td_layout *L)
 	d->rx_off = NULL;
 	d->rx_pool = NULL;
 	d->root_pos = NULL;
-	return TD_OK;
+	d->rjt = NULL;
+	return td_upload_rule_jumps(g, L);
 }
 
 /* Phase 5: the short rules' expansions (L->rxo, when kept), written by the

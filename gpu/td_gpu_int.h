@@ -27,7 +27,7 @@ typedef struct td_gdev {
 	const uint8_t *words, *other;
 	uint64_t words_size, other_size;
 	const td_disk_group *groups;
-	const uint64_t *rule_mask;   /* 2 words per rule: word signature */
+	const uint64_t *rule_mask;   /* TD_MASK_W words per rule: word signature */
 	/* Regular files in the order td_search reports them (depth-first from
 	 * the root, children in entry order); the files under entry e are
 	 * dfs_files[sub[2e], sub[2e+1]). Built on the host at open. */
@@ -53,7 +53,48 @@ typedef struct td_gdev {
 	 * finds the root symbol holding its offset by one binary search of
 	 * its file's range. NULL: by ROOT_SAMPLES and a scan of the root. */
 	const uint64_t *root_pos;
+	/* Rule groups by rule number (built on the host at open when the
+	 * groups are in rule order): the group of rule r lies in
+	 * [rjt[r >> TD_RJT_SHIFT], rjt[(r >> TD_RJT_SHIFT) + 1]], so td_rhs
+	 * searches a few groups, not all of them. NULL: the whole table. */
+	const uint32_t *rjt;
 } td_gdev;
+
+/* 64-bit words of a rule's word signature (one bit a word, hashed; a
+ * rule's is the OR of its symbols'): 2, 4 or 8. */
+#ifndef TD_MASK_W
+#define TD_MASK_W 2u
+#endif
+#define TD_MASK_LOG2 (TD_MASK_W == 8u ? 9u : TD_MASK_W == 4u ? 8u : 7u)
+
+/* Rules a jump-table entry (td_gdev.rjt). */
+#define TD_RJT_SHIFT 8u
+
+/* Entries of the jump table of nrules rules. */
+static inline uint64_t td_rule_jumps_n(uint64_t nrules)
+{
+	return (nrules >> TD_RJT_SHIFT) + 2;
+}
+
+/* Fill jt[td_rule_jumps_n(nrules)]: jt[k] = the last of the ngroups groups
+ * starting at or before rule k << TD_RJT_SHIFT. Returns 0, or -1 (jt
+ * unusable) when the groups are not in rule order from rule 0. */
+static inline int td_rule_jumps(const td_disk_group *grp, uint64_t ngroups, uint64_t nrules, uint32_t *jt)
+{
+	if (ngroups == 0 || ngroups > UINT32_MAX || grp[0].first_rule != 0)
+		return -1;
+	for (uint64_t i = 1; i < ngroups; i++)
+		if (grp[i].first_rule <= grp[i - 1].first_rule)
+			return -1;
+	uint64_t gi = 0, n = td_rule_jumps_n(nrules);
+	for (uint64_t k = 0; k < n; k++) {
+		uint64_t r = k << TD_RJT_SHIFT;
+		while (gi + 1 < ngroups && grp[gi + 1].first_rule <= r)
+			gi++;
+		jt[k] = (uint32_t)gi;
+	}
+	return 0;
+}
 
 /* Longest rule expansion kept whole on the device, and the most bytes
  * all of them may take. */

@@ -168,6 +168,10 @@ TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first,
 	if (d.ngroups == 0 || r >= d.nrules)
 		return false;
 	uint64_t lo = 0, hi = d.ngroups;
+	if (d.rjt) { /* the groups of rules r >> shift and the next entry's */
+		lo = TD_LDG(&d.rjt[r >> TD_RJT_SHIFT]);
+		hi = (uint64_t)TD_LDG(&d.rjt[(r >> TD_RJT_SHIFT) + 1]) + 1;
+	}
 	while (hi - lo > 1) {
 		uint64_t mid = (lo + hi) >> 1;
 		if ((uint64_t)TD_LDG(&d.groups[mid].first_rule) <= r)
@@ -189,15 +193,15 @@ TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first,
 	return first + l <= d.rule_syms.n && first + l >= first;
 }
 
-/* 128-bit word signature bit of word w. */
+/* Word signature bit of word w (64 * TD_MASK_W bits). */
 TD_HD __forceinline__ uint32_t td_wbit(uint64_t w)
 {
-	return (uint32_t)((w * UINT64_C(0x9E3779B97F4A7C15)) >> 57);
+	return (uint32_t)((w * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - TD_MASK_LOG2));
 }
 
 TD_HD __forceinline__ bool td_mask_has(const td_gdev &d, uint64_t r, uint32_t bit)
 {
-	return (ldg64(&d.rule_mask[2 * r + (bit >> 6)]) >> (bit & 63)) & 1;
+	return (ldg64(&d.rule_mask[TD_MASK_W * r + (bit >> 6)]) >> (bit & 63)) & 1;
 }
 
 struct td_frame {
@@ -216,28 +220,31 @@ TD_HD void td_mask_rule(const td_gdev &d, uint64_t *mask, int *changed, uint64_t
 	if (!td_rhs(d, r, first, len))
 		return; /* corrupt rules are left empty; extract reports them */
 	uint64_t w2 = 2 * d.nwords, t = w2 + d.nother;
-	uint64_t m0 = 0, m1 = 0;
+	uint64_t m[TD_MASK_W];
+	for (uint32_t k = 0; k < TD_MASK_W; k++)
+		m[k] = 0;
 	for (uint32_t j = 0; j < len; j++) {
 		uint64_t c = td_pget(d.rule_syms, first + j);
 		if (c < w2) {
 			uint32_t b = td_wbit(c >> 1);
-			if (b < 64)
-				m0 |= UINT64_C(1) << b;
-			else
-				m1 |= UINT64_C(1) << (b - 64);
+			m[b >> 6] |= UINT64_C(1) << (b & 63);
 		} else if (c >= t && c - t < d.nrules) {
-			const volatile uint64_t *cm = mask + 2 * (c - t);
-			m0 |= cm[0];
-			m1 |= cm[1];
+			const volatile uint64_t *cm = mask + TD_MASK_W * (c - t);
+			for (uint32_t k = 0; k < TD_MASK_W; k++)
+				m[k] |= cm[k];
 		}
 	}
-	volatile uint64_t *mine = mask + 2 * r;
-	uint64_t o0 = mine[0], o1 = mine[1];
-	if ((m0 | o0) != o0 || (m1 | o1) != o1) {
-		mine[0] = m0 | o0;
-		mine[1] = m1 | o1;
-		*changed = 1;
+	volatile uint64_t *mine = mask + TD_MASK_W * r;
+	bool grew = false;
+	for (uint32_t k = 0; k < TD_MASK_W; k++) {
+		uint64_t o = mine[k];
+		if ((m[k] | o) != o) {
+			mine[k] = m[k] | o;
+			grew = true;
+		}
 	}
+	if (grew)
+		*changed = 1;
 }
 
 /* ---- expansions of short rules (built once at open) ---- */
@@ -1598,7 +1605,7 @@ TD_HD uint64_t td_dev_part_sym(const td_gdev &d, const td_q &q, uint64_t s, uint
 /* Signature bits a rule must have set before its length is looked at
  * (td_q_big, when qbig >= 1 KiB): a rule of 1 KiB holds about 100
  * distinct words, 70 bits. */
-#define TD_GQ_BIGBITS 100
+#define TD_GQ_BIGBITS (50u * TD_MASK_W)
 
 /* Whether symbol s is walked by the whole warp (a rule holding the word's
  * bit, with at least TD_GQ_BIGBITS bits of its signature set, that expands
@@ -1610,11 +1617,15 @@ TD_HD __forceinline__ bool td_q_big(const td_gdev &d, const td_q &q, uint64_t qb
 	const uint64_t t = 2 * d.nwords + d.nother;
 	if (!qbig || s < t || s - t >= d.nrules)
 		return false;
-	uint64_t m0 = TD_LDG((const u64 *)&d.rule_mask[2 * (s - t)]);
-	uint64_t m1 = TD_LDG((const u64 *)&d.rule_mask[2 * (s - t) + 1]);
-	if (!(((q.bit < 64 ? m0 : m1) >> (q.bit & 63)) & 1) ||
-	    (qbig >= 1024 && td_popc64(m0) + td_popc64(m1) < TD_GQ_BIGBITS))
+	if (!td_mask_has(d, s - t, q.bit))
 		return false;
+	if (qbig >= 1024) {
+		uint32_t bits = 0;
+		for (uint32_t k = 0; k < TD_MASK_W; k++)
+			bits += td_popc64(ldg64(&d.rule_mask[TD_MASK_W * (s - t) + k]));
+		if (bits < TD_GQ_BIGBITS)
+			return false;
+	}
 	*len = td_pgets(d.rule_len, s - t, bad);
 	return *len > qbig;
 }
