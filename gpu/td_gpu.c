@@ -357,6 +357,7 @@ typedef struct td_layout {
 	td_secplan plan[PL_N];
 	uint64_t mask_off, dfs_off;    /* rule signatures, file order */
 	uint64_t rjt_off;              /* rule groups by rule number; 0: none */
+	uint64_t rrhs_off;             /* every rule's right-hand side; 0: none */
 	uint32_t *rxo;                 /* host: short rules' expansion offsets; NULL: none kept */
 	uint64_t rx_off_at, rx_pool_at;
 	uint64_t pos_at;               /* root offsets; 0: not kept */
@@ -460,6 +461,10 @@ static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 		L->rjt_off = L->total;
 		L->total += (rjt_bytes + 256) & ~UINT64_C(255);
 	}
+	if (!getenv("TD_GPU_NORRHS") && L->total + 8 * d->nrules + 256 + TD_WORKSPACE <= avail) {
+		L->rrhs_off = L->total;
+		L->total += (8 * d->nrules + 256) & ~UINT64_C(255);
+	}
 
 	/* expansions of short rules, if they fit beside the rest */
 	uint32_t *rxo = malloc(4 * (d->nrules + 1));
@@ -496,25 +501,33 @@ static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 	return TD_OK;
 }
 
-/* Part of phase 4: the rule groups' jump table (td_gdev.rjt), when
- * L->rjt_off is set and the groups are in rule order (the CPU engine opened
- * them; a table it would not read keeps d->rjt NULL: the whole search). */
-static int td_upload_rule_jumps(td_gpu *g, const td_layout *L)
+/* Part of phase 4: the rule groups' jump table (td_gdev.rjt) and every
+ * rule's right-hand side (td_gdev.rrhs), where L places them and the
+ * groups allow (the CPU engine checked them at open; a table the helpers
+ * refuse stays NULL: td_rhs then searches the groups). */
+static int td_upload_rule_index(td_gpu *g, const td_layout *L)
 {
 	td_gdev *d = &g->d;
 	const td_disk_group *grp = L->plan[PL_RULE_GROUPS].host;
+	cudaError_t e = cudaSuccess;
 	uint64_t n = td_rule_jumps_n(d->nrules);
 	uint32_t *jt = L->rjt_off && grp ? malloc(4 * n) : NULL;
-	if (!jt)
-		return TD_OK; /* the whole search instead */
-	cudaError_t e = cudaSuccess;
-	if (td_rule_jumps(grp, d->ngroups, d->nrules, jt) == 0) {
+	if (jt && td_rule_jumps(grp, d->ngroups, d->nrules, jt) == 0) {
 		e = cudaMemcpy(g->dsec + L->rjt_off, jt, 4 * n, cudaMemcpyHostToDevice);
 		if (e == cudaSuccess)
 			d->rjt = (const uint32_t *)(g->dsec + L->rjt_off);
 	}
 	free(jt);
-	return e == cudaSuccess ? TD_OK : td_cuda_fail(e, "rule jump table");
+	if (e != cudaSuccess)
+		return td_cuda_fail(e, "rule jump table");
+	uint64_t *w = L->rrhs_off && grp && d->nrules ? malloc(8 * d->nrules) : NULL;
+	if (w && td_rule_rhs_words(grp, d->ngroups, d->nrules, d->rule_syms.n, w) == 0) {
+		e = cudaMemcpy(g->dsec + L->rrhs_off, w, 8 * d->nrules, cudaMemcpyHostToDevice);
+		if (e == cudaSuccess)
+			d->rrhs = (const uint64_t *)(g->dsec + L->rrhs_off);
+	}
+	free(w);
+	return e == cudaSuccess ? TD_OK : td_cuda_fail(e, "rule right-hand sides");
 }
 
 /* Phase 4: allocate the device block (g->dsec), copy the sections up and
@@ -551,7 +564,8 @@ static int td_copy_sections(td_gpu *g, const td_layout *L)
 	d->rx_pool = NULL;
 	d->root_pos = NULL;
 	d->rjt = NULL;
-	return td_upload_rule_jumps(g, L);
+	d->rrhs = NULL;
+	return td_upload_rule_index(g, L);
 }
 
 /* Phase 5: the short rules' expansions (L->rxo, when kept), written by the

@@ -58,7 +58,37 @@ typedef struct td_gdev {
 	 * [rjt[r >> TD_RJT_SHIFT], rjt[(r >> TD_RJT_SHIFT) + 1]], so td_rhs
 	 * searches a few groups, not all of them. NULL: the whole table. */
 	const uint32_t *rjt;
+	/* Every rule's right-hand side as one word, first symbol << 24 | length
+	 * (built on the host at open when every rule is shorter than 2^24
+	 * symbols and RULE_SYMS than 2^40, and it fits): a walk loads it
+	 * beside the rule's signature, so entering a rule costs one load, not
+	 * the jump table's and the group's after it. NULL: td_rhs by groups. */
+	const uint64_t *rrhs;
 } td_gdev;
+
+/* td_gdev.rrhs: a rule's first symbol and length in one word. */
+#define TD_RRHS_LENBITS 24u
+
+/* Fill w[nrules] (td_gdev.rrhs) from the ngroups groups (in rule order
+ * from rule 0, as the CPU engine checks them at open) over nsyms rule
+ * symbols. Returns 0, or -1 (w unusable) when a rule is 2^24 symbols or
+ * longer, a symbol index reaches 2^40, or the groups do not cover the rules. */
+static inline int td_rule_rhs_words(const td_disk_group *grp, uint64_t ngroups, uint64_t nrules, uint64_t nsyms,
+				    uint64_t *w)
+{
+	if (ngroups == 0 || grp[0].first_rule != 0 || nsyms >= (UINT64_C(1) << (64 - TD_RRHS_LENBITS)))
+		return -1;
+	for (uint64_t g = 0; g < ngroups; g++) {
+		uint64_t fr = grp[g].first_rule, end = g + 1 < ngroups ? grp[g + 1].first_rule : nrules;
+		uint64_t len = grp[g].len, first = grp[g].first_sym;
+		if (end <= fr || end > nrules || len == 0 || len >= (UINT64_C(1) << TD_RRHS_LENBITS) ||
+		    first > nsyms || (end - fr) > (nsyms - first) / len)
+			return -1;
+		for (uint64_t r = fr; r < end; r++, first += len)
+			w[r] = first << TD_RRHS_LENBITS | len;
+	}
+	return grp[ngroups - 1].first_rule < nrules ? 0 : -1;
+}
 
 /* 64-bit words of a rule's word signature (one bit a word, hashed; a
  * rule's is the OR of its symbols'): 2, 4 or 8. */

@@ -161,12 +161,30 @@ TD_HD __forceinline__ uint64_t td_symlen(const td_gdev &d, uint64_t s, bool &bad
 	return 0;
 }
 
-/* Right-hand side of rule r: symbols RULE_SYMS[first, first+len). */
+/* Rule r's right-hand side from its td_gdev.rrhs word w (r < d.nrules). */
+TD_HD __forceinline__ bool td_rhs_word(const td_gdev &d, uint64_t w, uint64_t &first, uint32_t &len)
+{
+	first = w >> TD_RRHS_LENBITS;
+	len = (uint32_t)(w & ((UINT64_C(1) << TD_RRHS_LENBITS) - 1));
+	return len && first + len <= d.rule_syms.n;
+}
+
+/* The rrhs word of rule r, or 0 when there is none (the loads that take
+ * it, issued beside the signature's, keep the walk's chain short). */
+TD_HD __forceinline__ uint64_t td_rrhs_get(const td_gdev &d, uint64_t r)
+{
+	return d.rrhs && r < d.nrules ? ldg64(&d.rrhs[r]) : 0;
+}
+
+/* Right-hand side of rule r: symbols RULE_SYMS[first, first+len). w: its
+ * rrhs word when the caller loaded it (td_rrhs_get), else 0. */
 TD_HD __forceinline__ bool td_rhs(const td_gdev &d, uint64_t r, uint64_t &first, uint32_t &len,
-				 uint64_t *sample = NULL)
+				 uint64_t *sample = NULL, uint64_t w = 0)
 {
 	if (d.ngroups == 0 || r >= d.nrules)
 		return false;
+	if (!sample && d.rrhs)
+		return td_rhs_word(d, w ? w : ldg64(&d.rrhs[r]), first, len);
 	uint64_t lo = 0, hi = d.ngroups;
 	if (d.rjt) { /* the groups of rules r >> shift and the next entry's */
 		lo = TD_LDG(&d.rjt[r >> TD_RJT_SHIFT]);
@@ -1127,38 +1145,51 @@ TD_HD uint64_t td_dev_count_sym(const td_gdev &d, const td_q &q, uint64_t s, boo
 	}
 	if (!td_mask_has(d, s - t, q.bit))
 		return 0;
+	/* the rule being read stays in registers (first, len, j); the stack
+	 * holds the ones above it, so a step reads no frame from memory */
 	td_frame st[TD_MAXDEPTH];
-	uint32_t depth = 0;
-	uint64_t n = 0;
-	if (!td_rhs(d, s - t, st[0].first, st[0].len)) {
+	uint32_t depth = 0; /* frames on the stack, below the current one */
+	uint64_t n = 0, first;
+	uint32_t len, j = 0;
+	if (!td_rhs(d, s - t, first, len)) {
 		bad = true;
 		return 0;
 	}
-	st[0].j = 0;
-	depth = 1;
-	while (depth) {
-		td_frame &f = st[depth - 1];
-		if (f.j == f.len) {
+	for (;;) {
+		if (j == len) {
+			if (depth == 0)
+				break;
 			depth--;
+			first = st[depth].first;
+			len = st[depth].len;
+			j = st[depth].j;
 			continue;
 		}
-		uint64_t c = td_pget(d.rule_syms, f.first + f.j++);
+		uint64_t c = td_pget(d.rule_syms, first + j++);
 		if (c < t) {
 			n += td_is_hit(q, c, w2);
 			continue;
 		}
-		if (c - t >= d.nrules || depth == TD_MAXDEPTH) {
+		if (c - t >= d.nrules || depth + 1 == TD_MAXDEPTH) {
 			bad = true;
 			return 0;
 		}
+		uint64_t w = td_rrhs_get(d, c - t); /* beside the signature's load */
 		if (!td_mask_has(d, c - t, q.bit))
 			continue;
-		if (!td_rhs(d, c - t, st[depth].first, st[depth].len)) {
+		uint64_t cf;
+		uint32_t cl;
+		if (!td_rhs(d, c - t, cf, cl, NULL, w)) {
 			bad = true;
 			return 0;
 		}
-		st[depth].j = 0;
+		st[depth].first = first;
+		st[depth].len = len;
+		st[depth].j = j;
 		depth++;
+		first = cf;
+		len = cl;
+		j = 0;
 	}
 	return n;
 }
