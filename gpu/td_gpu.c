@@ -450,22 +450,15 @@ static int td_plan_sections(td_gdev *d, const td_archive *a, td_layout *L)
 static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 {
 	const td_gdev *d = &g->d;
+	if (td_gk_mask_w() != TD_MASK_W) /* one header, two compilers: a -D that reached only one */
+		return td_fail(TD_EINVAL, "GPU build: the kernels' signatures are %u words, the host's %u",
+			       td_gk_mask_w(), (unsigned)TD_MASK_W);
 	L->mask_off = L->total;
 	L->total += (8 * TD_MASK_W * d->nrules + 256) & ~UINT64_C(255);
 	L->dfs_off = L->total;
 	L->total += (12 * d->nentries + 256) & ~UINT64_C(255);
 	if (L->total + TD_WORKSPACE > avail)
 		return 1; /* does not fit: CPU fallback */
-	uint64_t rjt_bytes = 4 * td_rule_jumps_n(d->nrules);
-	if (!getenv("TD_GPU_NORJT") && L->total + rjt_bytes + 256 + TD_WORKSPACE <= avail) {
-		L->rjt_off = L->total;
-		L->total += (rjt_bytes + 256) & ~UINT64_C(255);
-	}
-	if (!getenv("TD_GPU_NORRHS") && L->total + 8 * d->nrules + 256 + TD_WORKSPACE <= avail) {
-		L->rrhs_off = L->total;
-		L->total += (8 * d->nrules + 256) & ~UINT64_C(255);
-	}
-
 	/* expansions of short rules, if they fit beside the rest */
 	uint32_t *rxo = malloc(4 * (d->nrules + 1));
 	uint64_t rx_bytes = 0;
@@ -497,6 +490,19 @@ static int td_plan_extras(const td_gpu *g, td_layout *L, uint64_t avail)
 	    L->total + 8 * (d->nroot + 1) + 256 + TD_WORKSPACE <= avail) {
 		L->pos_at = L->total;
 		L->total += (8 * (d->nroot + 1) + 256) & ~UINT64_C(255);
+	}
+
+	/* the rule index (td_upload_rule_index), last: what fits of it */
+	uint64_t rjt_bytes = 4 * td_rule_jumps_n(d->nrules);
+	if (!getenv("TD_GPU_NORJT") && L->total + rjt_bytes + 256 + TD_WORKSPACE <= avail) {
+		L->rjt_off = L->total;
+		L->total += (rjt_bytes + 256) & ~UINT64_C(255);
+	}
+	if (!getenv("TD_GPU_NORRHS") && d->nrules &&
+	    td_rule_rhs_fit(L->plan[PL_RULE_GROUPS].host, d->ngroups, L->plan[PL_RULE_SYMS].hview.n) &&
+	    L->total + 8 * d->nrules + 256 + TD_WORKSPACE <= avail) {
+		L->rrhs_off = L->total;
+		L->total += (8 * d->nrules + 256) & ~UINT64_C(255);
 	}
 	return TD_OK;
 }

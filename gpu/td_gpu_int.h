@@ -69,6 +69,19 @@ typedef struct td_gdev {
 /* td_gdev.rrhs: a rule's first symbol and length in one word. */
 #define TD_RRHS_LENBITS 24u
 
+/* 1 when td_rule_rhs_words can fit every rule of the ngroups groups over
+ * nsyms rule symbols in a word (each shorter than 2^24 symbols, nsyms
+ * under 2^40); it still checks that the groups cover the rules. */
+static inline int td_rule_rhs_fit(const td_disk_group *grp, uint64_t ngroups, uint64_t nsyms)
+{
+	if (!grp || ngroups == 0 || nsyms >= (UINT64_C(1) << (64 - TD_RRHS_LENBITS)))
+		return 0;
+	for (uint64_t g = 0; g < ngroups; g++)
+		if (grp[g].len >= (UINT64_C(1) << TD_RRHS_LENBITS))
+			return 0;
+	return 1;
+}
+
 /* Fill w[nrules] (td_gdev.rrhs) from the ngroups groups (in rule order
  * from rule 0, as the CPU engine checks them at open) over nsyms rule
  * symbols. Returns 0, or -1 (w unusable) when a rule is 2^24 symbols or
@@ -95,6 +108,9 @@ static inline int td_rule_rhs_words(const td_disk_group *grp, uint64_t ngroups, 
 #ifndef TD_MASK_W
 #define TD_MASK_W 2u
 #endif
+#if TD_MASK_W != 2u && TD_MASK_W != 4u && TD_MASK_W != 8u
+#error "TD_MASK_W must be 2, 4 or 8"
+#endif
 #define TD_MASK_LOG2 (TD_MASK_W == 8u ? 9u : TD_MASK_W == 4u ? 8u : 7u)
 
 /* Rules a jump-table entry (td_gdev.rjt). */
@@ -108,7 +124,8 @@ static inline uint64_t td_rule_jumps_n(uint64_t nrules)
 
 /* Fill jt[td_rule_jumps_n(nrules)]: jt[k] = the last of the ngroups groups
  * starting at or before rule k << TD_RJT_SHIFT. Returns 0, or -1 (jt
- * unusable) when the groups are not in rule order from rule 0. */
+ * unusable) when there are no groups or over UINT32_MAX, or they are not
+ * in rule order from rule 0. */
 static inline int td_rule_jumps(const td_disk_group *grp, uint64_t ngroups, uint64_t nrules, uint32_t *jt)
 {
 	if (ngroups == 0 || ngroups > UINT32_MAX || grp[0].first_rule != 0)
@@ -209,6 +226,9 @@ int td_gpu_file_order(const td_archive *a, uint32_t nent, uint32_t *files, uint3
 /* Launchers (td_gpu_kernels.cu). Each returns 0 or a cudaError_t value;
  * `stream` is a cudaStream_t. All are asynchronous on `stream`. */
 int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream);
+/* TD_MASK_W as the kernels were compiled with it (the host checks it
+ * against its own at open). */
+unsigned td_gk_mask_w(void);
 /* Write every kept rule's expansion into pool (td_gdev.rx_off); *bad = 1
  * when one does not add up (a corrupt grammar: drop them all). */
 int td_gk_rx_fill(const td_gdev *d, uint8_t *pool, int *bad, void *stream);

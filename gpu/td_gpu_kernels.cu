@@ -1634,9 +1634,10 @@ TD_HD uint64_t td_dev_part_sym(const td_gdev &d, const td_q &q, uint64_t s, uint
 }
 
 /* Signature bits a rule must have set before its length is looked at
- * (td_q_big, when qbig >= 1 KiB): a rule of 1 KiB holds about 100
- * distinct words, 70 bits. */
-#define TD_GQ_BIGBITS (50u * TD_MASK_W)
+ * (td_q_big, when qbig >= 1 KiB): 100 of 128, what about 195 distinct
+ * words set (a rule of a few KiB); the same words set 136 of 256 bits
+ * and 161 of 512. */
+#define TD_GQ_BIGBITS (TD_MASK_W == 8u ? 161u : TD_MASK_W == 4u ? 136u : 100u)
 
 /* Whether symbol s is walked by the whole warp (a rule holding the word's
  * bit, with at least TD_GQ_BIGBITS bits of its signature set, that expands
@@ -1815,6 +1816,11 @@ __global__ void td_k_search_big(td_gdev d, const uint8_t *qwords, const td_gq_re
 
 /* ---- launchers (tests/gpu_host_emu.cu has host versions) ---- */
 #ifndef TD_GPU_EMU
+
+extern "C" unsigned td_gk_mask_w(void)
+{
+	return TD_MASK_W;
+}
 
 extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *stream)
 {

@@ -27,6 +27,11 @@
  * host threads of several emulated devices take turns. */
 static std::mutex emu_launch;
 
+extern "C" unsigned td_gk_mask_w(void)
+{
+	return TD_MASK_W;
+}
+
 extern "C" int td_gk_build_masks(const td_gdev *d, uint64_t *mask, int *changed, void *)
 {
 	std::lock_guard<std::mutex> hold(emu_launch);
