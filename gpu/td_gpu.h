@@ -29,7 +29,8 @@ extern "C" {
  * search read (file columns, dictionary, rules, root sequence, samples) once,
  * as they are stored: the kernels decode the packed tiles in place
  * (td_pack.h). It also builds two GPU-side indexes: a 128-bit word
- * signature per rule (TD_MASK_W in td_gpu_int.h), used to skip rules that cannot contain a queried word,
+ * signature per rule (TD_MASK_W in td_gpu_int.h), used to skip rules that
+ * cannot contain a queried word,
  * the expanded text of every rule of at most TD_RX_MAX (128) bytes
  * (td_gpu_int.h; when it fits beside the rest), which extract copies instead
  * of descending into the rule, and the byte offset of every root symbol

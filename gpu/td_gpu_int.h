@@ -89,13 +89,12 @@ static inline int td_rule_rhs_fit(const td_disk_group *grp, uint64_t ngroups, ui
 static inline int td_rule_rhs_words(const td_disk_group *grp, uint64_t ngroups, uint64_t nrules, uint64_t nsyms,
 				    uint64_t *w)
 {
-	if (ngroups == 0 || grp[0].first_rule != 0 || nsyms >= (UINT64_C(1) << (64 - TD_RRHS_LENBITS)))
+	if (!td_rule_rhs_fit(grp, ngroups, nsyms) || grp[0].first_rule != 0)
 		return -1;
 	for (uint64_t g = 0; g < ngroups; g++) {
 		uint64_t fr = grp[g].first_rule, end = g + 1 < ngroups ? grp[g + 1].first_rule : nrules;
 		uint64_t len = grp[g].len, first = grp[g].first_sym;
-		if (end <= fr || end > nrules || len == 0 || len >= (UINT64_C(1) << TD_RRHS_LENBITS) ||
-		    first > nsyms || (end - fr) > (nsyms - first) / len)
+		if (end <= fr || end > nrules || len == 0 || first > nsyms || (end - fr) > (nsyms - first) / len)
 			return -1;
 		for (uint64_t r = fr; r < end; r++, first += len)
 			w[r] = first << TD_RRHS_LENBITS | len;
