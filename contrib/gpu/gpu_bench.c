@@ -1,12 +1,14 @@
 /* gpu_bench: ops/s of GPU batches (transfers included) against the CPU engine on 1 thread and on all cores. */
 /*
- * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l] ARCHIVE...
+ * Usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -c | -l | -m] ARCHIVE...
  * (-x: the extract rows, the link and the extract tuning only; -q: only
  * the 4 KiB extract into host_alloc buffers at batch 100k, GPU against all
  * cores, then warp-walked against lane-walked reads (td_gpu_opts.xcoop),
  * interleaved twice: for comparing builds of the kernel side by side;
  * -s: the same for 64 B reads, lane- and warp-walked, seeking by root
  * offsets or by samples (td_gpu_opts.seek_index);
+ * -c: the count and search rows only (all batch sizes): for comparing
+ * builds or $TD_GPU_NORJT / $TD_GPU_NORRHS side by side;
  * -l: only small batches of 4 KiB and 64 KiB reads, 1 to 256 a batch, as
  * median microseconds a batch for each warp segment (td_gpu_opts.xseg) and
  * the adaptive default, against the CPU engine on one thread;
@@ -1041,6 +1043,7 @@ static void bench_multi(bench *b, const char *base, FILE *md)
 static int extract_only; /* -x */
 static int quick;        /* -q */
 static int small;        /* -s */
+static int counts_only;  /* -c: the count and search rows only */
 
 static int bench_archive(const char *path, double budget, FILE *md)
 {
@@ -1100,7 +1103,7 @@ static int bench_archive(const char *path, double budget, FILE *md)
 	static const size_t sizes[] = {1, 100, 1000, 10000, 100000};
 	const size_t nsizes = sizeof sizes / sizeof sizes[0];
 	double x4k_gpu = 0, x4k_direct = 0;
-	const int op0 = quick ? OP_X4KP : small ? OP_X64P : 0;
+	const int op0 = quick ? OP_X4KP : small ? OP_X64P : counts_only ? OP_COUNT : 0;
 	for (int op = op0; op < (quick || small ? op0 + 1 : extract_only ? OP_COUNT : NOPS); op++) {
 		size_t crossover = 0;
 		for (size_t s = quick || small ? nsizes - 1 : 0; s < nsizes; s++) {
@@ -1131,8 +1134,8 @@ static int bench_archive(const char *path, double budget, FILE *md)
 			fprintf(md, "| %s | crossover | %s%zu | | | | |\n", op_name[op], crossover ? "" : "none, > ",
 				crossover ? crossover : sizes[nsizes - 1]);
 	}
-	if (quick || small) {
-		if (td_gpu_resident(b.g))
+	if (quick || small || counts_only) {
+		if ((quick || small) && td_gpu_resident(b.g))
 			bench_x4k_tuning(&b, md, quick ? X_FEW : X_SMALL);
 		goto done;
 	}
@@ -1154,13 +1157,18 @@ done:
 
 int main(int argc, char **argv)
 {
-	static const char usage[] = "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -l | -m] ARCHIVE...";
+	static const char usage[] = "usage: gpu_bench [-o TABLE.md] [-t SECONDS] [-x | -q | -s | -c | -l | -m] ARCHIVE...";
 	const char *out = NULL;
 	double budget = 0.5;
 	int opt;
-	while ((opt = getopt(argc, argv, "o:t:xqslmh")) != -1) {
-		if (opt == 'x' || opt == 'q' || opt == 's' || opt == 'l' || opt == 'm') {
-			*(opt == 'x' ? &extract_only : opt == 'q' ? &quick : opt == 's' ? &small : opt == 'l' ? &latency : &multi) = 1;
+	while ((opt = getopt(argc, argv, "o:t:xqsclmh")) != -1) {
+		if (opt == 'x' || opt == 'q' || opt == 's' || opt == 'c' || opt == 'l' || opt == 'm') {
+			*(opt == 'x'   ? &extract_only
+			  : opt == 'q' ? &quick
+			  : opt == 's' ? &small
+			  : opt == 'c' ? &counts_only
+			  : opt == 'l' ? &latency
+				       : &multi) = 1;
 			continue;
 		}
 		if (opt == 'o')
