@@ -278,6 +278,8 @@ static int apply_override(td_conf *c, const char *s, unsigned pos,
 	size_t len = strlen(val);
 	while (len && is_blank(val[len - 1]))
 		val[--len] = '\0';
+	if (!strcmp(key, "sync")) /* the mount option sync= (tadocfs(8)) */
+		snprintf(key, sizeof key, "journal_sync");
 	if (td_conf_key_find(key) < 0)
 		return load_fail(err, errlen, NULL, pos, "%s: unknown key", key);
 	td_conf_origin o = {TD_CONF_SRC_OPTION, pos};

@@ -933,6 +933,22 @@ int td_shard_check_data(const td_archive *a)
 	return TD_OK;
 }
 
+/* Shard i's image does not match its checksum: the message names the
+ * damaged section when the shard's own checks find it (else the image:
+ * bytes no section covers). TD_ECORRUPT, or td_shard_sub's error. */
+static int shard_sum_fail(const td_archive *a, uint32_t i)
+{
+	td_archive *s;
+	int err = td_shard_sub(a, i, &s);
+	if (err)
+		return err; /* "shard i: ..." */
+	if (td_archive_verify(s) != TD_ECORRUPT)
+		return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
+	char why[512];
+	snprintf(why, sizeof why, "%s", td_errdetail());
+	return td_fail(TD_ECORRUPT, "shard %u: %s", i, why);
+}
+
 int td_shard_check_sums(const td_archive *a, const volatile int *stop)
 {
 	td_shards *sh = a->sh;
@@ -944,7 +960,7 @@ int td_shard_check_sums(const td_archive *a, const volatile int *stop)
 		if (td_hash_stoppable(a->map + d->off, d->size, stop, &sum))
 			return TD_STOPPED;
 		if (sum != d->sum)
-			return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
+			return shard_sum_fail(a, i);
 		/* store, then look (td_shard_sub publishes, then looks) */
 		atomic_store(&sh->img_ok[i], 1);
 		td_archive *s = atomic_load(&sh->sub[i]);
@@ -1071,7 +1087,7 @@ int td_shard_verify(const td_archive *a)
 		const td_disk_shard *d = &sh->tab[i];
 		td_archive *s;
 		if (XXH3_64bits(a->map + d->off, d->size) != d->sum)
-			err = td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
+			err = shard_sum_fail(a, i);
 		else if (!(err = td_shard_sub(a, i, &s)) && (err = td_archive_verify(s))) {
 			snprintf(p1, TD_MAXPATH, "%s", td_errdetail());
 			err = td_fail(err, "shard %u: %s", i, p1);

@@ -635,6 +635,20 @@ Test(conf, overrides_without_file)
 	cr_assert_eq(c.gpu_mem_cap, 512ull << 20);
 }
 
+/* -o sync=MODE, the mount option (tadocfs(8)), is journal_sync=MODE for
+ * every reader of -o (tadocfs and tadoc config --print alike). */
+Test(conf, sync_override_is_journal_sync)
+{
+	char err[1024];
+	const char *ov[] = {"sync=always"};
+	td_conf c;
+	cr_assert_eq(td_conf_load(&c, NULL, ov, 1, err, sizeof err), 0, "%s", err);
+	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_ALWAYS);
+	const char *bad[] = {"sync=sometimes"};
+	cr_assert_neq(td_conf_load(&c, NULL, bad, 1, err, sizeof err), 0);
+	cr_assert(strstr(err, "journal_sync: invalid value 'sometimes'"), "%s", err);
+}
+
 Test(conf, override_errors)
 {
 	static const struct { const char *ov[3]; const char *want; } t[] = {

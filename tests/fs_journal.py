@@ -103,6 +103,10 @@ def main():
             return
         with open(journal, "rb") as f:
             pristine = f.read()
+        # the CLI answers from the archive as built, and says so while edits wait
+        r = run([TADOC, "count", archive, "x"])
+        check(r.returncode == 0 and ("note: %s holds edits not yet compacted" % journal) in r.stderr.decode(),
+              "tadoc count with a journal of edits: exit %d, stderr %r" % (r.returncode, r.stderr))
 
         def reset(data):
             for g in glob.glob(journal + ".damaged-*"):
@@ -187,6 +191,8 @@ def main():
         msg = expect_state(N // 2, "flipped byte, then tadoc compact", cli=True)
         expect_report(msg, off, len(pristine) - off, "tadoc compact")
         check(os.path.getsize(journal) == HDR, "compaction leaves an empty journal")
+        r = run([TADOC, "count", archive, "x"])
+        check(r.returncode == 0 and b"note:" not in r.stderr, "tadoc count after compaction: %r" % r.stderr)
         shutil.copyfile(arch_copy, archive)
         os.unlink(arch_copy)
 

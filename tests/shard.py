@@ -495,7 +495,7 @@ def check_add(work):
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
     r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "text"), os.path.join(b, "deep"), env=env)
     check(r.returncode == 0, "add: %s" % r.stderr)
-    r = tadoc("add", "--to", "big/more", "--shard-size", 64 << 10, arc, os.path.join(b, "names"), env=env)
+    r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "names"), "--to", "big/more", env=env)  # options after the inputs too
     check(r.returncode == 0, "add --to: %s" % r.stderr)
     after = shard_lines(arc)
     check(after[:len(before)] == before and len(after) > len(before),

@@ -86,8 +86,14 @@ size_t td_cli_fmt_u64(char b[TD_CLI_U64_LEN], uint64_t v, char sep);
 void td_cli_flush(void);
 
 /* Flush and close stdout, reporting a failure; returns `status`, or
- * TD_CLI_FAIL when closing failed. Called once, at exit. */
+ * TD_CLI_FAIL when closing failed. Then, when the command succeeded, the
+ * note of td_cli_note_at_exit on stderr (a failure prints its one error
+ * line only). Called once, at exit. */
 int td_cli_finish(int status);
+
+/* Keep `line` (malloc'ed, newline-terminated; ownership passes, NULL
+ * drops it) for td_cli_finish. Not thread-safe. */
+void td_cli_note_at_exit(char *line);
 
 /* --- parsing --- */
 
@@ -143,6 +149,12 @@ td_archive *td_cli_open(const char *path, unsigned flags);
  * leaves the archive), TD_ELIMIT (too many links), TD_ECORRUPT, TD_ENOMEM;
  * the detail says which component failed. */
 int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_entry *out);
+
+/* When ARCHIVE.journal beside `archive` holds edits (a writable mount's,
+ * not yet compacted), note on stderr at exit, when the command succeeds,
+ * that its answer is the archive as built, without them
+ * (td_cli_note_at_exit). One stat(2) (a journal longer than its header). */
+void td_cli_journal_note(const char *archive);
 
 /* Print "tadoc: ARCHIVE: PATH: problem" for an engine error about a path in
  * an archive. Returns td_cli_status(err). */

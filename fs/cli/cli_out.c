@@ -194,13 +194,25 @@ void td_cli_outf(const char *fmt, ...)
 	free(tmp);
 }
 
+static char *exit_note;
+
+void td_cli_note_at_exit(char *line)
+{
+	free(exit_note);
+	exit_note = line;
+}
+
 int td_cli_finish(int status)
 {
 	td_cli_flush();
 	if (close(STDOUT_FILENO) != 0 && errno != EBADF && errno != EINTR) {
 		td_cli_error_sys("standard output", errno);
-		return TD_CLI_FAIL;
+		status = TD_CLI_FAIL;
 	}
+	if (exit_note && status == TD_CLI_OK)
+		fputs(exit_note, stderr);
+	free(exit_note);
+	exit_note = NULL;
 	return status;
 }
 

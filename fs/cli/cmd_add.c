@@ -103,7 +103,7 @@ int td_cmd_add(int argc, char **argv)
 	const char *to = NULL;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_TO:
 			to = optarg;
@@ -138,6 +138,9 @@ int td_cmd_add(int argc, char **argv)
 	size_t ninputs = (size_t)(argc - optind - 1);
 
 	int lock = -1;
+	struct stat ast;
+	if (stat(archive, &ast) != 0) /* before its lock file: "No such file or directory" */
+		return td_cli_error_sys(archive, errno);
 	td_cli_clear_detail();
 	int err = td_lock_archive(archive, 1, 0, &lock);
 	if (err == TD_EBUSY)

@@ -186,6 +186,7 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 	ar->a = td_cli_open(argv[first], TD_OPEN_LAZY_TREE);
 	if (!ar->a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(argv[first]);
 	ar->scope = TD_ROOT;
 	if (ar->pathi < argc) {
 		td_cli_clear_detail();

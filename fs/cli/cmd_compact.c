@@ -73,7 +73,7 @@ int td_cmd_compact(int argc, char **argv)
 	uint64_t v;
 	int c;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:j:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			td_cli_out(compact_help, strlen(compact_help));

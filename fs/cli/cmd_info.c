@@ -22,8 +22,8 @@ static const char info_help[] =
 	"The optional indexes are named with their sizes: the postings ('tadoc\n"
 	"compress --postings', for 'tadoc files') and, in format 5, the fuzzy index\n"
 	"('--fuzzy-index', for 'tadoc fuzzy' over the whole archive) with its words,\n"
-	"and the analytics tables (the root's top words, stored by default, and its\n"
-	"top n-grams, '--top-ngrams', read as a prefix by 'tadoc top' and 'ngrams').\n"
+	"and the analytics tables (the root's top words, '--top-words', and its top\n"
+	"n-grams, '--top-ngrams', read as a prefix by 'tadoc top' and 'ngrams').\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help   show this help\n";

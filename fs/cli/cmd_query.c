@@ -58,6 +58,7 @@ static int setup(int argc, char **argv, const char *help, td_archive **a, td_ent
 	*a = td_cli_open(argv[first], TD_OPEN_LAZY_TREE);
 	if (!*a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(argv[first]);
 	*scope = TD_ROOT;
 	if (n == 3) {
 		td_cli_clear_detail();

@@ -128,6 +128,7 @@ int td_cmd_cat(int argc, char **argv)
 	td_archive *a = td_cli_open(archive, 0);
 	if (!a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(archive);
 	td_cursor *cur = td_cursor_new(a);
 	char *buf = malloc(TD_CLI_CHUNK);
 	const int n = argc - first - 1;
@@ -188,6 +189,7 @@ int td_cmd_extract(int argc, char **argv)
 	td_archive *a = td_cli_open(archive, 0);
 	if (!a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(archive);
 	td_cursor *cur = td_cursor_new(a);
 	char *buf = malloc(TD_CLI_CHUNK);
 	int status;
@@ -354,6 +356,7 @@ int td_cmd_ls(int argc, char **argv)
 	td_archive *a = td_cli_open(archive, 0);
 	if (!a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(archive);
 
 	char path[TD_MAXPATH + 2];
 	td_entry e;

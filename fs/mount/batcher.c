@@ -1475,8 +1475,11 @@ int td_fs_batch_gpu_probe(const td_fs *fs, char *msg, size_t len)
 		td_gpu *g = NULL;
 		int err = td_gpu_open(fs->a, &o, &g);
 		if (err) {
-			const char *d = td_errdetail();
-			snprintf(why, sizeof why, "%s%s%s", td_strerror(err), d && *d ? ": " : "", d && *d ? d : "");
+			const char *d = td_errdetail(), *s = td_strerror(err);
+			if (d && !strncmp(d, s, strlen(s))) /* "no GPU: ..." says it already */
+				snprintf(why, sizeof why, "%s", d);
+			else
+				snprintf(why, sizeof why, "%s%s%s", s, d && *d ? ": " : "", d && *d ? d : "");
 		} else if (!td_gpu_resident(g)) {
 			snprintf(why, sizeof why, "the archive does not fit device %d (see gpu_mem_cap)", o.device);
 		}
