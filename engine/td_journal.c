@@ -137,6 +137,34 @@ int td_journal_archive_id(const char *archive_path, uint64_t *size, uint64_t *su
 	return TD_OK;
 }
 
+int td_journal_pending(const char *archive_path)
+{
+	char jpath[4096];
+	if ((size_t)snprintf(jpath, sizeof jpath, "%s.journal", archive_path) >= sizeof jpath)
+		return 0;
+	int fd = open(jpath, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint8_t h[J_HDR];
+	int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size >= J_HDR + R_MIN && full_pread(fd, h, J_HDR, 0) == 0 &&
+		 memcmp(h, J_MAGIC, 8) == 0 && get32(h + 8) == J_VERSION && get32(h + 12) == J_HDR &&
+		 XXH3_64bits(h, 56) == get64(h + 56);
+	close(fd);
+	if (!ok)
+		return 0;
+	/* tied to this archive (not the one a compaction replaced, nor an
+	 * archive written over this path since): compared without td_fail */
+	int afd = open(archive_path, O_RDONLY | O_CLOEXEC);
+	if (afd < 0)
+		return 0;
+	td_disk_header ah;
+	ok = fstat(afd, &st) == 0 && full_pread(afd, &ah, sizeof ah, 0) == 0 &&
+	     memcmp(ah.magic, TD_MAGIC, TD_MAGIC_LEN) == 0;
+	close(afd);
+	return ok && get64(h + 16) == (uint64_t)st.st_size && get64(h + 24) == ah.header_sum;
+}
+
 static void make_header(uint8_t h[J_HDR], uint64_t size, uint64_t sum)
 {
 	memset(h, 0, J_HDR);

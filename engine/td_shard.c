@@ -933,18 +933,19 @@ int td_shard_check_data(const td_archive *a)
 	return TD_OK;
 }
 
-/* Shard i's image does not match its checksum: the message names the
- * damaged section when the shard's own checks find it (else the image:
- * bytes no section covers). TD_ECORRUPT, or td_shard_sub's error. */
+/* Shard i's image does not match its checksum (td_shard_verify): the
+ * message names the damaged section when the shard's own checks find it
+ * (else the image: bytes no section covers). Always TD_ECORRUPT. */
 static int shard_sum_fail(const td_archive *a, uint32_t i)
 {
+	char why[512];
 	td_archive *s;
-	int err = td_shard_sub(a, i, &s);
-	if (err)
-		return err; /* "shard i: ..." */
+	if (td_shard_sub(a, i, &s) != TD_OK) { /* its header or table damaged */
+		snprintf(why, sizeof why, "%s", td_errdetail());
+		return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch (%s)", i, why);
+	}
 	if (td_archive_verify(s) != TD_ECORRUPT)
 		return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
-	char why[512];
 	snprintf(why, sizeof why, "%s", td_errdetail());
 	return td_fail(TD_ECORRUPT, "shard %u: %s", i, why);
 }
@@ -960,7 +961,7 @@ int td_shard_check_sums(const td_archive *a, const volatile int *stop)
 		if (td_hash_stoppable(a->map + d->off, d->size, stop, &sum))
 			return TD_STOPPED;
 		if (sum != d->sum)
-			return shard_sum_fail(a, i);
+			return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch", i);
 		/* store, then look (td_shard_sub publishes, then looks) */
 		atomic_store(&sh->img_ok[i], 1);
 		td_archive *s = atomic_load(&sh->sub[i]);

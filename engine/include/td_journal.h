@@ -119,6 +119,14 @@ const char *td_journal_path(const td_journal *j);
  * file. TD_OK, TD_EIO, TD_EFORMAT. */
 int td_journal_archive_id(const char *archive_path, uint64_t *size, uint64_t *sum);
 
+/* 1 when "ARCHIVE.journal" beside archive_path holds at least one record
+ * and its header is sound and names this archive (its size and header
+ * checksum): edits a writable mount made that no compaction folded in yet.
+ * 0 otherwise, also when a file cannot be read (the records themselves are
+ * not read: a torn or damaged first record still counts). Reads two
+ * headers; sets no error detail. Thread-safe. */
+int td_journal_pending(const char *archive_path);
+
 /* Replace the journal by an empty one tied to the archive identity
  * (size, sum): written to a temporary file, fsynced and renamed over, with
  * the directory fsynced. Used by compaction. TD_OK or TD_EIO. */

@@ -153,7 +153,7 @@ int td_cli_resolve(const td_archive *a, const char *path, int follow_last, td_en
 /* When ARCHIVE.journal beside `archive` holds edits (a writable mount's,
  * not yet compacted), note on stderr at exit, when the command succeeds,
  * that its answer is the archive as built, without them
- * (td_cli_note_at_exit). One stat(2) (a journal longer than its header). */
+ * (td_cli_note_at_exit; td_journal_pending decides: two headers read). */
 void td_cli_journal_note(const char *archive);
 
 /* Print "tadoc: ARCHIVE: PATH: problem" for an engine error about a path in

@@ -49,18 +49,13 @@ static int in_journal(const char *archive, const char *path, char *jpath, size_t
 
 void td_cli_journal_note(const char *archive)
 {
-	char jpath[TD_MAXPATH + 16];
-	struct stat st;
-	/* records follow the 64-byte header (td_journal.h): a compacted
-	 * archive's journal is the header alone */
-	if ((size_t)snprintf(jpath, sizeof jpath, "%s.journal", archive) >= sizeof jpath || stat(jpath, &st) != 0 ||
-	    st.st_size <= 64)
+	if (!td_journal_pending(archive))
 		return;
 	char *line = NULL;
 	if (asprintf(&line,
-		     "tadoc: note: %s holds edits not yet compacted; this answer is %s as built, without them "
+		     "tadoc: note: %s.journal holds edits not yet compacted; this answer is %s as built, without them "
 		     "(a writable mount shows them; `tadoc compact %s` folds them in)\n",
-		     jpath, archive, archive) < 0)
+		     archive, archive, archive) < 0)
 		line = NULL;
 	td_cli_note_at_exit(line);
 }

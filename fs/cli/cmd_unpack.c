@@ -308,6 +308,7 @@ int td_cmd_unpack(int argc, char **argv)
 	td_archive *a = td_cli_open(archive, TD_OPEN_VERIFY);
 	if (!a)
 		return TD_CLI_FAIL;
+	td_cli_journal_note(archive);
 	u.a = a;
 	u.cur = td_cursor_new(a);
 	u.buf = malloc(TD_CLI_CHUNK);
