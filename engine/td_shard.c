@@ -940,8 +940,11 @@ static int shard_sum_fail(const td_archive *a, uint32_t i)
 {
 	char why[512];
 	td_archive *s;
-	if (td_shard_sub(a, i, &s) != TD_OK) { /* its header or table damaged */
-		snprintf(why, sizeof why, "%s", td_errdetail());
+	if (td_shard_sub(a, i, &s) != TD_OK) { /* its header or table damaged: "shard i: why" */
+		char pre[32];
+		const char *d = td_errdetail();
+		const size_t pl = (size_t)snprintf(pre, sizeof pre, "shard %u: ", i);
+		snprintf(why, sizeof why, "%s", strncmp(d, pre, pl) ? d : d + pl);
 		return td_fail(TD_ECORRUPT, "shard %u: checksum mismatch (%s)", i, why);
 	}
 	if (td_archive_verify(s) != TD_ECORRUPT)
