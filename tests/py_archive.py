@@ -273,6 +273,13 @@ def concurrent(a, root, files, c, name):
         t.join()
     check(not bad, "%s: reads racing close(): %r" % (name, bad[:3]))
     raises(lambda: b.read(files[0]), ValueError, None, ["closed"], "%s: read after close" % name)
+    # a file read before close() (its reader holds a buffer) and one never read
+    c = tadoc.Archive(b.path)
+    f1, f2 = c.open(files[0]), c.open(files[0])
+    f1.read(1)
+    c.close()
+    for f in (f1, f2):
+        raises(lambda: f.read(1), ValueError, None, ["closed"], "%s: a file's read after close" % name)
 
 
 def bad_input(work, arch, name):
@@ -326,6 +333,14 @@ def bad_input(work, arch, name):
         raises(lambda: a.ngrams(9), tadoc.TadocError, errno.EINVAL, ["n must be"], "%s: ngrams n=9" % name)
         raises(lambda: a.top(-1), tadoc.TadocError, errno.EINVAL, [], "%s: top -1" % name)
         raises(lambda: a.count(3), TypeError, None, [], "%s: count(3)" % name)
+        raises(lambda: a.read("text/crlf.txt", "5", 10), TypeError, None, ["offset must be an int"],
+               "%s: read with a str offset" % name)
+        raises(lambda: a.read("text/crlf.txt", 5.5), TypeError, None, ["offset"], "%s: float offset" % name)
+        raises(lambda: a.top("5"), TypeError, None, ["n must be an int"], "%s: top('5')" % name)
+        raises(lambda: a.files("the", b""), TypeError, None, ["n must be an int"], "%s: files(w, b'')" % name)
+        raises(lambda: a.files("the", -1), tadoc.TadocError, errno.EINVAL, ["n must be"], "%s: files n=-1" % name)
+        raises(lambda: a.fuzzy("the", 4), tadoc.TadocError, errno.EINVAL, ["k must be 0..3"],
+               "%s: fuzzy k=4, the message of k=-1" % name)
         check(isinstance(tadoc.TadocError(1, "x"), OSError), "TadocError is an OSError")
 
 

@@ -162,6 +162,9 @@ def main():
         want_lines = sum(open(os.path.join(second, os.fsdecode(f)), "rb").read().count(b"\n") for f in cb.words)
         same(lines, want_lines, "read_text: lines of the format 5 archive")
         log("read_text: %.1f s" % (time.monotonic() - t0))
+        # strict decoding (the default) of a file that is not UTF-8: the error names the archive and the file
+        raises(lambda: td.read_text([a4]).compute(), UnicodeDecodeError, None, ["in " + a4 + ": ", "errors="],
+               "read_text, strict, of invalid UTF-8")
 
         # bad archives: the job fails with the engine's message naming the file; other tasks unaffected
         missing = os.path.join(work, "missing.tadoc")

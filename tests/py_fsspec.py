@@ -179,6 +179,8 @@ def main():
         missing = os.path.join(work, "missing.tadoc")
         raises(lambda: fsspec.open("tadoc://a.txt::file://" + missing).open(), FileNotFoundError, errno.ENOENT,
                [missing], "fsspec.open in a missing archive")
+        raises(lambda: fsspec.filesystem("tadoc", skip_instance_cache=True), ValueError, None, ["no archive given"],
+               "fsspec.filesystem('tadoc') without fo")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     C.finish("py_fsspec")

@@ -12,11 +12,12 @@ processes (default: one per core). Every worker opens the archives itself,
 by path: on a real cluster put them on storage every node mounts at the
 same path (or one archive per node, python/README.md).
 
-  python3 contrib/dask/wordcount.py -n 10 --word whale corpus-a.tadoc corpus-b.tadoc
-  python3 contrib/dask/wordcount.py --scheduler tcp://head:8786 /shared/*.tadoc
+  /usr/bin/python3 contrib/dask/wordcount.py -n 10 --word whale corpus-a.tadoc corpus-b.tadoc
+  /usr/bin/python3 contrib/dask/wordcount.py --scheduler tcp://head:8786 /shared/*.tadoc
 
 Needs the tadoc package (meson install, or PYTHONPATH=python with
-TADOC_LIB=build/libtadoc.so in a build tree) and python3-distributed.
+TADOC_LIB=build/libtadoc.so in a build tree) and python3-distributed
+(Debian's /usr/bin/python3 finds it; another python3 first on PATH may not).
 """
 import argparse
 import os

@@ -39,6 +39,13 @@ def _word_b(w):
     raise TypeError("expected str or bytes, not %s" % type(w).__name__)
 
 
+def _int(name, v):
+    """v when it is an int (bool excluded), else TypeError naming the argument."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
+    return v
+
+
 def _unpack_pairs(v, n):
     """Lists of the entries and the 64-bit values of n {td_entry, uint64}
     structs (td_hit, td_file_count: 16 bytes each, 4 of them padding)."""
@@ -210,7 +217,7 @@ class Archive:
             while self._busy:
                 self._cond.wait()
         for f in list(self._files):
-            f._drop_cursor()
+            f.close()  # its reader's buffer too: a later read raises ValueError
         self._L.td_archive_close(self._h)
         self._h = None
 
@@ -426,6 +433,9 @@ class Archive:
     def read(self, path, offset=0, size=-1):
         """Bytes [offset, offset + size) of file `path` (size < 0: to the end;
         at or past the end: b"")."""
+        _int("offset", offset)
+        if size is not None:
+            _int("size", size)
         if offset < 0:
             raise TadocError(errno.EINVAL, "invalid argument: negative offset %d" % offset, self._path,
                              _b(path), _lib.TD_EINVAL)
@@ -473,8 +483,9 @@ class Archive:
             raw = ArchiveRawFile(self, h, e, st.size, path)
         finally:
             self._leave()
-        self._files.add(raw)
-        return io.BufferedReader(raw, buffer_size=256 * 1024)
+        f = io.BufferedReader(raw, buffer_size=256 * 1024)
+        self._files.add(f)  # the reader, not raw: closing raw alone leaves its buffer readable
+        return f
 
     # --- words ----------------------------------------------------------
     def _phrase(self, word):
@@ -639,7 +650,7 @@ class Archive:
     def top(self, n=20, path=None):
         """The n most frequent words (n = 0: all) as (word, count), count
         descending, ties by word bytes ascending; computed on the grammar."""
-        if n < 0:
+        if _int("n", n) < 0:
             raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n, self._path, None,
                              _lib.TD_EINVAL)
         return self._word_list(self._L.td_top_words_collect, path, n)
@@ -674,7 +685,7 @@ class Archive:
         """Part k (0 <= k < vector_nparts(path)) of the scope's term vector
         as a WordCounts (packed: words in byte order, counts); the parts
         added up with merge_word_counts give vector(path) exactly."""
-        if k < 0:
+        if _int("k", k) < 0:
             raise TadocError(errno.EINVAL, "invalid argument: part must be >= 0, not %d" % k, self._path, None,
                              _lib.TD_EINVAL)
         wc = _lib.td_word_counts()
@@ -695,6 +706,9 @@ class Archive:
     def files(self, word_or_phrase, n=0, path=None):
         """(file path, count) of every file (under `path`) holding the word or
         phrase, count descending, ties by path; the first n only (0: all)."""
+        if _int("n", n) < 0:
+            raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n, self._path, None,
+                             _lib.TD_EINVAL)
         wb = self._phrase(word_or_phrase)
         v = ctypes.POINTER(_lib.td_file_count)()
         k = ctypes.c_size_t()
@@ -706,7 +720,7 @@ class Archive:
             try:
                 if err:
                     raise self._err(err, None if path is None else _b(path))
-                m = k.value if not n or n < 0 else min(n, k.value)
+                m = k.value if not n else min(n, k.value)
                 files, counts = _unpack_pairs(v, m)
             finally:
                 _lib.libc_free(ctypes.cast(v, ctypes.c_void_p))
@@ -719,7 +733,7 @@ class Archive:
         """The `top` most frequent runs of n consecutive words (2 <= n <= 8;
         top = 0: all) as (tuple of words, count), count descending, ties by
         the words joined with spaces."""
-        if not 2 <= n <= _lib.TD_PHRASE_MAX or top < 0:
+        if not 2 <= _int("n", n) <= _lib.TD_PHRASE_MAX or _int("top", top) < 0:
             raise TadocError(errno.EINVAL, "invalid argument: n must be 2..%d and top >= 0 (n=%d, top=%d)"
                              % (_lib.TD_PHRASE_MAX, n, top), self._path, None, _lib.TD_EINVAL)
         out = []
@@ -801,7 +815,7 @@ class Archive:
         (0..3, over code points) of `word`, as (distance, count, word), by
         distance, then count descending, then word bytes."""
         wb = _word_b(word)
-        if not isinstance(k, int) or k < 0:
+        if not 0 <= _int("k", k) <= _lib.TD_FUZZY_MAXK:
             raise TadocError(errno.EINVAL, "invalid argument: k must be 0..%d, not %r" % (_lib.TD_FUZZY_MAXK, k),
                              self._path, None, _lib.TD_EINVAL)
         out = []

@@ -213,8 +213,14 @@ def _read_part(part, encoding, errors, with_archive):
     out = []
     for p in files:
         data = a.read(p)
-        text = data if encoding is None else data.decode(encoding, errors)
         name = os.fsdecode(p)
+        try:
+            text = data if encoding is None else data.decode(encoding, errors)
+        except UnicodeDecodeError as e:  # say which file (Dask shows only the message)
+            raise UnicodeDecodeError(e.encoding, e.object, e.start, e.end,
+                                     "%s (in %s: %s; read_text(errors='surrogateescape' or 'replace') keeps going)"
+                                     % (e.reason, archive, name)) from None
+        
         out.append((archive, name, text) if with_archive else (name, text))
     return out
 

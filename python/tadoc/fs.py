@@ -60,6 +60,9 @@ class TadocFileSystem(AbstractArchiveFileSystem):
         super().__init__(**kwargs)
         if mode != "r":
             raise ValueError("tadoc archives are read-only here (mode %r): write through a writable mount" % mode)
+        if not fo:
+            raise ValueError("tadoc filesystem: no archive given (fsspec.filesystem('tadoc', fo='corpus.tadoc'), "
+                             "or a chained URL tadoc://PATH::file:///DIR/corpus.tadoc)")
         self.fo = fo
         self.archive = Archive(_local_path(fo, target_protocol, target_options))
         self.block_size = block_size
