@@ -7,7 +7,7 @@ pkgs=(meson ninja-build pkg-config gcc clang libfuse3-dev fuse3 libinih-dev libc
       python3-fsspec python3-dask python3-distributed)
 if [ "${1:-}" = --bench ] || [ "${1:-}" = --test ]; then
   pkgs+=(squashfs-tools squashfuse zstd xz-utils time vim nano patch libclang-rt-14-dev ca-certificates strace)
-  [ "$1" = --bench ] && pkgs+=(hyperfine)
+  [ "$1" = --bench ] && pkgs+=(hyperfine ugrep tre-agrep)
   # the real-corpus test fetches with npm; a node install may already bring one
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi

@@ -170,13 +170,22 @@ for name in "${NAMES[@]}"; do
 		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 != f) { a = b = \"\"; f = \$1 } if (a != \"\") n[a \" \" b \" \" w]++; a = b; b = w } END { for (k in n) print n[k] \"\t\" k }' | sort -rn | head -20"
 	row "phrase count" "count \"\$arch\" \"\$P\"" "count.$P" "grep -row '\\w\\+' DIR | awk (pair per file) " \
 		"grep -row '\\w\\+' '$dir' | awk -F: '{ w = \$NF; if (\$1 == f && p == \"$P1\" && w == \"$P2\") n++; p = w; f = \$1 } END { print n }'"
+	missing=
 	if command -v tre-agrep >/dev/null; then
 		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "fuzzy.2.$W" "tre-agrep -2 -w W FILES" \
 			"find '$dir' -type f -print0 | xargs -0 tre-agrep -2 -w '$W' >/dev/null"
+	else
+		missing="$missing tre-agrep"
 	fi
 	if command -v ugrep >/dev/null; then
 		row "fuzzy K=2 (W)" "fuzzy -k 2 \"\$arch\" \"\$W\"" "fuzzy.2.$W" "ugrep -r -Z2 -w -o W DIR | sort | uniq -c" \
 			"ugrep -r -Z2 -w -o -h '$W' '$dir' | sort | uniq -c"
+	else
+		missing="$missing ugrep"
+	fi
+	if [ -n "$missing" ]; then # said, not dropped silently
+		log "$name: fuzzy rows left out, not installed:$missing (contrib/install-deps.sh --bench)"
+		printf '\nFuzzy rows left out: not installed:%s.\n' "$missing" >>"$OUT"
 	fi
 	if [ -n "$FUZZY_BENCH" ]; then
 		log "$name: fuzzy_bench"

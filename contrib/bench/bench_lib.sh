@@ -200,5 +200,6 @@ runs() {
 }
 
 # ratio A B: A / B as "12x" or "3.4x"; ms SECS: milliseconds, one decimal below 0.1 s.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) b = 0.00001; printf (a / b < 10 ? "%.1fx" : "%.0fx"), a / b }'; }
+# A / B as "12x"; a B of 0 (under the clock's tick, e.g. a daemon's CPU in 10 ms ticks) gives no ratio.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b <= 0) { printf "n/a (0 measured)"; exit } printf (a / b < 10 ? "%.1fx" : "%.0fx"), a / b }'; }
 ms() { awk -v s="$1" 'BEGIN { printf (s < 0.1 ? "%.1f" : "%.0f"), s * 1000 }'; }
