@@ -791,6 +791,16 @@ def daemons_of(archive):
     return [pid for pid, argv in cmdlines() if argv and os.path.basename(argv[0]) == b"tadocfs" and want in argv]
 
 
+def gone_after_signal(mnt, args, what):
+    """Within 10 s of a signal: nothing mounted on mnt, no daemon run with args."""
+    for _ in range(200):
+        if not is_mounted(mnt) and not daemon_pids(args):
+            break
+        time.sleep(0.05)
+    check(not is_mounted(mnt), "nothing mounted after SIGTERM to %s" % what)
+    check(not daemon_pids(args), "daemon exited after SIGTERM to %s" % what)
+
+
 def check_daemon_signal(archive, tmp):
     log("== a detached daemon with relative paths unmounts on SIGTERM")
     os.makedirs(os.path.join(tmp, "mnt_rel"), exist_ok=True)
@@ -804,12 +814,7 @@ def check_daemon_signal(archive, tmp):
     check(len(pids) == 1, "one daemon process (%s)" % pids)
     for pid in pids:
         os.kill(pid, signal.SIGTERM)
-    for _ in range(200):
-        if not is_mounted(mnt) and not daemon_pids(args):
-            break
-        time.sleep(0.05)
-    check(not is_mounted(mnt), "nothing mounted after SIGTERM to the daemon")
-    check(not daemon_pids(args), "daemon exited after SIGTERM")
+    gone_after_signal(mnt, args, "the daemon")
 
     # The same signal delivered to one of its other threads (a waiting one:
     # the batcher's, the warm-up's), with no request after it: it used to
@@ -839,12 +844,7 @@ def check_daemon_signal(archive, tmp):
     import ctypes
     check(ctypes.CDLL(None, use_errno=True).syscall(234, pid, waiting[0], signal.SIGTERM) == 0,
           "tgkill(SIGTERM) to thread %d" % waiting[0])
-    for _ in range(200):
-        if not is_mounted(mnt) and not daemon_pids(args):
-            break
-        time.sleep(0.05)
-    check(not is_mounted(mnt), "nothing mounted after SIGTERM to one of the daemon's threads")
-    check(not daemon_pids(args), "daemon exited after SIGTERM to one of its threads")
+    gone_after_signal(mnt, args, "one of the daemon's threads")
 
 
 def check_mount_forms(archive, tree, tmp):
