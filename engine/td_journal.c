@@ -117,24 +117,47 @@ static char *cat(const char *a, const char *b)
 	return s;
 }
 
-int td_journal_archive_id(const char *archive_path, uint64_t *size, uint64_t *sum)
+/* td_journal_archive_id without a message: 0, or 1 (cannot open: errno),
+ * 2 (header unreadable), 3 (not a tadoc archive). */
+static int archive_id(const char *archive_path, uint64_t *size, uint64_t *sum)
 {
 	int fd = open(archive_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return td_fail(TD_EIO, "%s: %s", archive_path, strerror(errno));
+		return 1;
 	td_disk_header h;
 	struct stat st;
-	int err = TD_OK;
+	int r = 0;
 	if (fstat(fd, &st) != 0 || full_pread(fd, &h, sizeof h, 0) != 0)
-		err = td_fail(TD_EFORMAT, "%s: cannot read the archive header", archive_path);
+		r = 2;
 	else if (memcmp(h.magic, TD_MAGIC, TD_MAGIC_LEN) != 0)
-		err = td_fail(TD_EFORMAT, "%s: not a tadoc archive", archive_path);
+		r = 3;
 	close(fd);
-	if (err)
-		return err;
-	*size = (uint64_t)st.st_size;
-	*sum = h.header_sum;
-	return TD_OK;
+	if (!r) {
+		*size = (uint64_t)st.st_size;
+		*sum = h.header_sum;
+	}
+	return r;
+}
+
+int td_journal_archive_id(const char *archive_path, uint64_t *size, uint64_t *sum)
+{
+	switch (archive_id(archive_path, size, sum)) {
+	case 0:
+		return TD_OK;
+	case 1:
+		return td_fail(TD_EIO, "%s: %s", archive_path, strerror(errno));
+	case 2:
+		return td_fail(TD_EFORMAT, "%s: cannot read the archive header", archive_path);
+	default:
+		return td_fail(TD_EFORMAT, "%s: not a tadoc archive", archive_path);
+	}
+}
+
+/* A journal header (J_HDR bytes) of this version, its checksum matching. */
+static int header_sound(const uint8_t *h)
+{
+	return memcmp(h, J_MAGIC, 8) == 0 && get32(h + 8) == J_VERSION && get32(h + 12) == J_HDR &&
+	       XXH3_64bits(h, 56) == get64(h + 56);
 }
 
 int td_journal_pending(const char *archive_path)
@@ -148,21 +171,12 @@ int td_journal_pending(const char *archive_path)
 	struct stat st;
 	uint8_t h[J_HDR];
 	int ok = fstat(fd, &st) == 0 && (uint64_t)st.st_size >= J_HDR + R_MIN && full_pread(fd, h, J_HDR, 0) == 0 &&
-		 memcmp(h, J_MAGIC, 8) == 0 && get32(h + 8) == J_VERSION && get32(h + 12) == J_HDR &&
-		 XXH3_64bits(h, 56) == get64(h + 56);
+		 header_sound(h);
 	close(fd);
-	if (!ok)
-		return 0;
 	/* tied to this archive (not the one a compaction replaced, nor an
-	 * archive written over this path since): compared without td_fail */
-	int afd = open(archive_path, O_RDONLY | O_CLOEXEC);
-	if (afd < 0)
-		return 0;
-	td_disk_header ah;
-	ok = fstat(afd, &st) == 0 && full_pread(afd, &ah, sizeof ah, 0) == 0 &&
-	     memcmp(ah.magic, TD_MAGIC, TD_MAGIC_LEN) == 0;
-	close(afd);
-	return ok && get64(h + 16) == (uint64_t)st.st_size && get64(h + 24) == ah.header_sum;
+	 * archive written over this path since) */
+	uint64_t asize, asum;
+	return ok && archive_id(archive_path, &asize, &asum) == 0 && get64(h + 16) == asize && get64(h + 24) == asum;
 }
 
 static void make_header(uint8_t h[J_HDR], uint64_t size, uint64_t sum)
@@ -476,8 +490,7 @@ static int open_checked(td_journal *j, int ro, uint64_t asize, uint64_t asum, ui
 	if (*size < J_HDR || full_pread(j->fd, h, J_HDR, 0) != 0)
 		return td_fail(TD_ECORRUPT, "journal '%s': header cut short (%" PRIu64 " bytes); "
 			       "move the file away to mount without it", j->path, *size);
-	if (memcmp(h, J_MAGIC, 8) != 0 || get32(h + 8) != J_VERSION || get32(h + 12) != J_HDR ||
-	    XXH3_64bits(h, 56) != get64(h + 56))
+	if (!header_sound(h))
 		return td_fail(TD_ECORRUPT, "journal '%s': bad header (magic, version or checksum at byte 0)",
 			       j->path);
 	*mine = get64(h + 16) == asize && get64(h + 24) == asum;

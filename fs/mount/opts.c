@@ -111,19 +111,6 @@ static int one_opt(td_fs_opts *o, const char *opt)
 		o->clone_fd = 1;
 		return 0;
 	}
-	if (strncmp(opt, "sync=", 5) == 0) {
-		/* -o sync=none|fsync|always: the journal_sync key (tadocfs(8)). */
-		size_t n = strlen(opt) + sizeof "journal_";
-		char *kv = malloc(n);
-		if (!kv)
-			return usage_error("%s: out of memory", opt);
-		snprintf(kv, n, "journal_%s", opt);
-		int r = push(&o->conf_keys, &o->nconf, kv);
-		free(kv);
-		if (r)
-			return usage_error("%s: out of memory", opt);
-		return 0;
-	}
 	if (strncmp(opt, "max_threads=", 12) == 0) {
 		if (parse_uint(opt + 12, 100000, &o->max_threads))
 			return usage_error("-o %s: expected a thread count from 1 to 100000", opt);
@@ -160,7 +147,9 @@ static int one_opt(td_fs_opts *o, const char *opt)
 			return usage_error("%s: out of memory", opt);
 		return 0;
 	}
-	if (td_conf_key_find(opt) >= 0) {
+	/* the configuration's keys, and sync=MODE, which the loader reads as
+	 * journal_sync (tadocfs(8)) */
+	if (td_conf_key_find(opt) >= 0 || strncmp(opt, "sync=", 5) == 0) {
 		if (push(&o->conf_keys, &o->nconf, opt))
 			return usage_error("%s: out of memory", opt);
 		return 0;

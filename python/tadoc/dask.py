@@ -220,7 +220,6 @@ def _read_part(part, encoding, errors, with_archive):
             raise UnicodeDecodeError(e.encoding, e.object, e.start, e.end,
                                      "%s (in %s: %s; read_text(errors='surrogateescape' or 'replace') keeps going)"
                                      % (e.reason, archive, name)) from None
-        
         out.append((archive, name, text) if with_archive else (name, text))
     return out
 
