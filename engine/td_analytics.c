@@ -1856,7 +1856,10 @@ static void ps_chunk(void *ctx, size_t c)
 				p2_roots(&s, b, s.x->files[f->f], e, f->re, &q, &hits, 1);
 		} else {
 			ps_roots(&s, b, s.x->files[f->f], a, e, &q, &hits, 0);
-			if (e < f->re && !s.err)
+			/* a one-word phrase has no run to finish past the chunk
+			 * (L = 0), and lim 0 would mean no limit: the rest of the
+			 * file counted again by every chunk */
+			if (e < f->re && !s.err && s.L)
 				ps_roots(&s, b, s.x->files[f->f], e, f->re, &q, &hits, s.L);
 		}
 		if (hits) {

@@ -16,6 +16,8 @@ the oracle over the mount's current files: a format 4 archive, and a format
 5 one at 64 KiB shards (files split over shards; `tadoc add` of the tree to
 an archive of a file without ASCII separators, which the builder cuts
 inside words), with phrases and words at those cuts asked at the root.
+A file of 1.4 MB beside a new file on a writable mount: files.WORD
+equals the oracle (the phrase pass over many root symbols in chunks).
 The read-only mounts are of format 5 archives (the default) with the
 analytics tables (`--top-ngrams=30`: the root's top words and n-grams
 read as a prefix); so is the writable format 5 one (`tadoc add` keeps them).
@@ -383,6 +385,32 @@ def writable_shards(tree, work, rng):
         unmount(mnt)
 
 
+def writable_big(work, rng):
+    """A file of 1.4 MB of random words (over 128K root symbols: its phrase
+    pass runs in chunks on several threads) and a new file beside it: the
+    files of the edited (file set) path. Each chunk counted the rest of the
+    file again for a one-word query (9895 for 1148 before the fix)."""
+    src = os.path.join(work, "big")
+    os.mkdir(src)
+    vocab = ["the", "of", "and"] + ["w%d" % i for i in range(2000)]
+    with open(os.path.join(src, "a.txt"), "w") as f:
+        f.write(" ".join(rng.choice(vocab) for _ in range(220000)) + "\n")
+    arch = os.path.join(work, "big.tadoc")
+    compress(src, arch)
+    mnt = os.path.join(work, "mnt-big")
+    mount(arch, mnt, "rw")
+    try:
+        with open(os.path.join(mnt, "new.txt"), "wb") as h:
+            h.write(b"the end of w7\n")
+        c = oracle.Corpus(mnt)
+        for w in ("the", "w7", "of the"):
+            want = oracle.render("files", c, {"word": w})
+            got, _ = getx(mnt, "user.tadoc.files." + w)
+            check(got == want, "big file beside a new one (rw): files.%s = %r, oracle %r" % (w, got[:80], want[:80]))
+    finally:
+        unmount(mnt)
+
+
 def main():
     if not os.path.exists("/dev/fuse") or os.geteuid() != 0 or not shutil.which("getfattr"):
         print("SKIP: needs /dev/fuse, root and getfattr")
@@ -405,6 +433,7 @@ def main():
         log("== writable mounts after random edits")
         writable(adv, work, rng)
         writable_shards(adv, work, rng)
+        writable_big(work, rng)
     finally:
         teardown(work)
     finish()
