@@ -13,6 +13,13 @@ Through the page cache this failed: the kernel sends a write(2) in parts at
 page boundaries and readers met zero-filled pages (overlay_io.c says how
 appenders and their readers go direct instead).
 
+Then an append through an O_RDWR | O_APPEND descriptor (through the page
+cache) after an insert and after a delete through user.tadoc.insert/delete,
+which leave the kernel's idea of the file's end behind the daemon's: the
+write must return and land at the real end. It hung the mount before (the
+daemon invalidated the kernel's pages before replying, while the write
+held their locks until the reply).
+
 Environment: TADOC, TADOCFS; FS_APPEND_SECONDS (default 3). Exit 77
 without /dev/fuse.
 """
@@ -25,9 +32,75 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fs_write_lib import teardown, check, compress, finish, log, mount, skip_without_fuse, unmount  # noqa: E402
+from fs_write_lib import teardown, check, compress, finish, kill_daemon, log, mount, skip_without_fuse, unmount  # noqa: E402
 
 LINE = re.compile(rb"^w(\d) (\d+) (x*) end$")
+
+
+def abort_connection(mnt):
+    """Abort the FUSE connection of mnt (a daemon thread stuck in the
+    kernel cannot exit on SIGKILL until the connection is gone)."""
+    for line in open("/proc/self/mountinfo"):
+        f = line.split()
+        if os.path.realpath(f[4]) == os.path.realpath(mnt):
+            with open("/sys/fs/fuse/connections/%s/abort" % f[2].split(":")[1], "w") as a:
+                a.write("1")
+            return
+
+
+def write_within(fd, data, secs=30):
+    """os.write(fd, data) on a thread: its result, or None if it hung."""
+    res = []
+    t = threading.Thread(target=lambda: res.append(os.write(fd, data)), daemon=True)
+    t.start()
+    t.join(secs)
+    return res[0] if res else None
+
+
+def mount_one(tmp, tag, name, data):
+    """A writable mount of an archive of one file `name` holding data."""
+    src = os.path.join(tmp, "src-" + tag)
+    os.makedirs(src)
+    with open(os.path.join(src, name), "wb") as f:
+        f.write(data)
+    archive = os.path.join(tmp, tag + ".tadoc")
+    compress(src, archive)
+    mnt = os.path.join(tmp, "mnt-" + tag)
+    mount(archive, mnt, "rw")
+    return mnt
+
+
+def append_or_abort(mnt, fd, data, what):
+    """Append data through fd; a write that hangs aborts the mount and fails."""
+    n = write_within(fd, data)
+    if n is None:
+        abort_connection(mnt)
+        kill_daemon(mnt)
+        check(False, "%s returned within 30 s" % what)
+        return False
+    check(n == len(data), "%s wrote %d bytes of %d" % (what, n, len(data)))
+    return True
+
+
+def append_after_edit(tmp):
+    """Appends through the page cache after an insert and a delete."""
+    mnt = mount_one(tmp, "edit", "seed.txt", b"seed\n")
+    path = os.path.join(mnt, "f.txt")
+    with open(path, "wb") as f:
+        f.write(b"abc")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    os.setxattr(path, "user.tadoc.insert.0", b"XYZ")
+    if not append_or_abort(mnt, fd, b"!", "an O_RDWR|O_APPEND write after an insert"):
+        return
+    os.setxattr(path, "user.tadoc.delete.1", b"2")
+    big = bytes(random.Random(7).choice(b"abcdefgh \n") for _ in range(300000))
+    if not append_or_abort(mnt, fd, big, "a 300 KB O_RDWR|O_APPEND write after a delete"):
+        return
+    os.close(fd)
+    with open(path, "rb") as f:
+        got = f.read()
+    check(got == b"Xabc!" + big, "the appends after an insert and a delete landed at the file's end")
+    unmount(mnt)
 
 
 def main():
@@ -35,14 +108,7 @@ def main():
     secs = float(os.environ.get("FS_APPEND_SECONDS", "3"))
     tmp = tempfile.mkdtemp(prefix="tadoc-fs-append-")
     try:
-        src = os.path.join(tmp, "src")
-        os.makedirs(src)
-        with open(os.path.join(src, "log.txt"), "wb") as f:
-            f.write(b"start\n")
-        archive = os.path.join(tmp, "a.tadoc")
-        compress(src, archive)
-        mnt = os.path.join(tmp, "mnt")
-        mount(archive, mnt, "rw")
+        mnt = mount_one(tmp, "log", "log.txt", b"start\n")
         path = os.path.join(mnt, "log.txt")
         stop = time.time() + secs
         bad, written, reads = [], [[] for _ in range(4)], [0]
@@ -110,6 +176,7 @@ def main():
         check(mine == written and sum(map(len, mine)) == len(lines) - 2,
               "the file holds exactly every line written, each writer's in order")
         unmount(mnt)
+        append_after_edit(tmp)
     finally:
         teardown(tmp)
     finish()
