@@ -144,11 +144,13 @@ void td_gpu_par(unsigned nt, void (*fn)(void *, unsigned), void *ctx)
 		td_pool.threads++;
 		td_pool.idle++;
 	}
+	pthread_mutex_unlock(&td_pool.lock);
 	/* a wake-up a task (a broadcast would wake every idle thread of the
-	 * pool, hundreds with several devices, to find nothing) */
+	 * pool, hundreds with several devices, to find nothing), made after
+	 * the lock is let go: each is a system call, and the threads woken,
+	 * and every other batch's calls, need the lock */
 	for (unsigned c = 1; c < nt; c++)
 		pthread_cond_signal(&td_pool.work);
-	pthread_mutex_unlock(&td_pool.lock);
 	fn(ctx, 0);
 	/* the tasks no thread took yet, then wait for the others */
 	pthread_mutex_lock(&td_pool.lock);

@@ -15,7 +15,9 @@
  * -m: only batches of 100k counts, searches and 64-byte reads on 1, 2, 4 ...
  * devices (a version 5 archive's shards spread over them; a version 1-4
  * archive on one), each device count's results checked equal to one
- * device's and to the CPU engine's, byte for byte)
+ * device's and to the CPU engine's, byte for byte; with
+ * $TD_BENCH_INFLIGHT=D also the counts and searches of D callers at once,
+ * each on a handle of its own)
  * For each archive: extract 64 B, extract 4 KiB, count and search (random
  * dictionary words in random files) at batch sizes 1, 100, 1k, 10k, 100k.
  * The extracts run twice: into malloc'ed buffers, and into one
@@ -38,9 +40,11 @@
  * the index build (td_gpu_build_indexes against td_index_build_cpu) on the
  * archive's own grammar, with the outputs checked equal.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -917,6 +921,91 @@ static void mref_free(mref *r)
 	free(r->xgot);
 }
 
+/* $TD_BENCH_INFLIGHT=D: D callers at once, each on a handle of its own
+ * (opened like the first one: the archive resident D times) with copies of
+ * the count and search batches, for about b->budget seconds a kind: the
+ * throughput of D batches in flight, ops/s of every caller together. */
+typedef struct mflight {
+	const bench *b;
+	td_gpu *g;
+	batch t;
+	int op;
+	double until;
+	size_t batches;
+	int err;
+} mflight;
+
+static void *mflight_run(void *p)
+{
+	mflight *f = p;
+	bench bb = *f->b;
+	bb.g = f->g;
+	while (now() < f->until) {
+		if (run_once(&bb, &f->t, f->op, E_GPU)) {
+			f->err = 1;
+			break;
+		}
+		f->batches++;
+	}
+	return NULL;
+}
+
+/* ops/s of kind op (OP_COUNT, OP_SEARCH) with nf callers on g[0..nf) at
+ * once, each on its own copy of t; -1 on an error. *cores_busy (NULL:
+ * not asked): CPU seconds of the process a second meanwhile. */
+static double tv_sec(struct timeval v)
+{
+	return (double)v.tv_sec + 1e-6 * (double)v.tv_usec;
+}
+
+static double measure_inflight(const bench *b, td_gpu *const *g, unsigned nf, const batch *t, int op,
+			       double *cores_busy)
+{
+	mflight f[16];
+	pthread_t th[16];
+	nf = nf > 16 ? 16 : nf;
+	for (unsigned i = 0; i < nf; i++) {
+		f[i] = (mflight){.b = b, .g = g[i], .op = op};
+		f[i].t.n = t->n;
+		if (op == OP_COUNT) {
+			f[i].t.c = malloc(t->n * sizeof *t->c);
+			memcpy(f[i].t.c, t->c, t->n * sizeof *t->c);
+		} else {
+			f[i].t.s = calloc(t->n, sizeof *t->s);
+			for (size_t k = 0; k < t->n; k++) {
+				f[i].t.s[k] = t->s[k];
+				f[i].t.s[k].hits = (td_hits){NULL, 0, 0};
+			}
+		}
+		/* one warm-up batch each, one at a time */
+		bench bb = *b;
+		bb.g = g[i];
+		if (run_once(&bb, &f[i].t, op, E_GPU))
+			f[i].err = 1;
+	}
+	struct rusage ru0, ru1;
+	getrusage(RUSAGE_SELF, &ru0);
+	double t0 = now();
+	for (unsigned i = 0; i < nf; i++) {
+		f[i].until = t0 + b->budget;
+		pthread_create(&th[i], NULL, mflight_run, &f[i]);
+	}
+	size_t nb = 0;
+	int err = 0;
+	for (unsigned i = 0; i < nf; i++) {
+		pthread_join(th[i], NULL);
+		nb += f[i].batches;
+		err |= f[i].err;
+	}
+	double el = now() - t0;
+	getrusage(RUSAGE_SELF, &ru1);
+	if (cores_busy)
+		*cores_busy = (tv_sec(ru1.ru_utime) - tv_sec(ru0.ru_utime) + tv_sec(ru1.ru_stime) - tv_sec(ru0.ru_stime)) / el;
+	for (unsigned i = 0; i < nf; i++)
+		free_batch(&f[i].t);
+	return err ? -1 : (double)nb * (double)t->n / el;
+}
+
 static void bench_multi(bench *b, const char *base, FILE *md)
 {
 	const td_archive *a = b->a;
@@ -987,7 +1076,7 @@ static void bench_multi(bench *b, const char *base, FILE *md)
 		}
 	}
 	for (unsigned qi = 0; qi < nq; qi++) {
-		double one[3] = {0, 0, 0};
+		double one[3] = {0, 0, 0}, oneflight[2] = {1, 1};
 		char plabel[48];
 		if (qparts[qi] == UINT32_MAX)
 			snprintf(plabel, sizeof plabel, ", whole requests");
@@ -1029,6 +1118,28 @@ static void bench_multi(bench *b, const char *base, FILE *md)
 					base, units, nd == 1 ? "1 x " : "", td_gpu_device_name(g), plabel, res, units, v[0], v[1], v[2], v[0] / one[0],
 					v[1] / one[1], v[2] / one[2], bad ? "**differ**" : "equal");
 			fflush(stdout);
+			const char *fe = getenv("TD_BENCH_INFLIGHT");
+			unsigned nf = fe ? (unsigned)strtoul(fe, NULL, 10) : 0;
+			if (nf >= 1) {
+				td_gpu *gs[16] = {g};
+				unsigned ng = 1;
+				nf = nf > 16 ? 16 : nf;
+				while (ng < nf && td_gpu_open(a, &o, &gs[ng]) == TD_OK)
+					ng++;
+				double bc = 0, bs = 0;
+				double fc = measure_inflight(b, gs, ng, &t, OP_COUNT, &bc);
+				double fs = measure_inflight(b, gs, ng, &t, OP_SEARCH, &bs);
+				if (nd == 1) {
+					oneflight[0] = fc;
+					oneflight[1] = fs;
+				}
+				printf("%s: %d device(s), %u batches in flight: count %.0f, search %.0f ops/s (x%.2f, x%.2f of "
+				       "one device with as many in flight; %.1f, %.1f cores busy)\n",
+				       base, nd, ng, fc, fs, fc / oneflight[0], fs / oneflight[1], bc, bs);
+				fflush(stdout);
+				for (unsigned i = 1; i < ng; i++)
+					td_gpu_close(gs[i]);
+			}
 			b->g = NULL;
 			td_gpu_close(g);
 			if (!nsh)
