@@ -2030,11 +2030,14 @@ static int phrase_emit(scanner *sc, const uint32_t *gram, const wslot *first)
 	return TD_OK;
 }
 
-/* Long-word phrases: matched on the text of the files with pieces. */
+/* Long-word phrases: matched on the text of the files with pieces (and
+ * the phrases of texts). A word's bytes are valid only during its call (a
+ * text's words come from a buffer refilled a chunk at a time: text_words
+ * in td_analytics_set.c), so each of the last m words is kept as the set
+ * of phrase positions it equals, never as a pointer. */
 typedef struct tmatch {
 	const phrase *ph;
-	const uint8_t *w[TD_PHRASE_MAX];
-	size_t len[TD_PHRASE_MAX];
+	uint32_t eq[TD_PHRASE_MAX]; /* bit k: the word equals the phrase's word k */
 	uint64_t off[TD_PHRASE_MAX];
 	unsigned n;
 	uint64_t count;
@@ -2047,18 +2050,20 @@ static int tmatch_fn(void *ctx, const uint8_t *w, size_t len, uint64_t off)
 	tmatch *t = ctx;
 	unsigned m = t->ph->m;
 	if (t->n == m) {
-		memmove(t->w, t->w + 1, (m - 1) * sizeof *t->w);
-		memmove(t->len, t->len + 1, (m - 1) * sizeof *t->len);
+		memmove(t->eq, t->eq + 1, (m - 1) * sizeof *t->eq);
 		memmove(t->off, t->off + 1, (m - 1) * sizeof *t->off);
 		t->n--;
 	}
-	t->w[t->n] = w;
-	t->len[t->n] = len;
+	uint32_t eq = 0;
+	for (unsigned k = 0; k < m; k++)
+		if (len == t->ph->len[k] && !memcmp(w, t->ph->w[k], len))
+			eq |= UINT32_C(1) << k;
+	t->eq[t->n] = eq;
 	t->off[t->n++] = off;
 	if (t->n < m)
 		return TD_OK;
 	for (unsigned k = 0; k < m; k++)
-		if (t->len[k] != t->ph->len[k] || memcmp(t->w[k], t->ph->w[k], t->len[k]))
+		if (!(t->eq[k] >> k & 1))
 			return TD_OK;
 	t->count++;
 	return t->out ? td_hits_push(t->out, t->file, t->off[0]) : TD_OK;

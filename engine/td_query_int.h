@@ -16,7 +16,8 @@ int td_hits_push(td_hits *h, td_entry e, uint64_t off);
 /* Every word of file e's text, in order, from its extracted bytes:
  * fn(ctx, word, len, byte offset); a nonzero return stops and is
  * returned. For the files that hold words longer than TD_MAXTOK (stored as
- * pieces). TD_OK, TD_ENOMEM, TD_ECORRUPT. */
+ * pieces). TD_OK, TD_ENOMEM, TD_ECORRUPT. The word's bytes are valid only
+ * during the call (a td_texts producer reuses its buffer). */
 typedef int (*td_text_fn)(void *ctx, const uint8_t *w, size_t len, uint64_t off);
 int td_text_words(const td_archive *a, td_entry e, td_text_fn fn, void *ctx);
 

@@ -18,6 +18,8 @@ an archive of a file without ASCII separators, which the builder cuts
 inside words), with phrases and words at those cuts asked at the root.
 A file of 1.4 MB beside a new file on a writable mount: files.WORD
 equals the oracle (the phrase pass over many root symbols in chunks).
+A new file whose phrase's words lie 64 KiB and more apart: count, search
+and files of the phrase (a text is read in 64 KiB chunks).
 The read-only mounts are of format 5 archives (the default) with the
 analytics tables (`--top-ngrams=30`: the root's top words and n-grams
 read as a prefix); so is the writable format 5 one (`tadoc add` keeps them).
@@ -411,6 +413,37 @@ def writable_big(work, rng):
         unmount(mnt)
 
 
+def writable_gap(work):
+    """A phrase of a new file on a writable mount whose words are over
+    64 KiB apart: the words of a text come a 64 KiB chunk at a time, and
+    the phrase matcher kept pointers to its last words, which the next
+    chunk overwrote (count 0, no hit, before the fix)."""
+    src = os.path.join(work, "gap")
+    os.mkdir(src)
+    with open(os.path.join(src, "a.txt"), "w") as f:
+        f.write("alpha beta\n")
+    arch = os.path.join(work, "gap.tadoc")
+    compress(src, arch)
+    mnt = os.path.join(work, "mnt-gap")
+    mount(arch, mnt, "rw")
+    try:
+        for name, gap in (("g1.txt", 65527), ("g2.txt", 200000)):
+            with open(os.path.join(mnt, name), "wb") as h:
+                h.write(b"x " * 50000 + b"alpha" + b"\0" * gap + b"beta gamma" + b" " * gap + b"delta\n")
+        c = oracle.Corpus(mnt)
+        for ph in ("alpha beta", "beta gamma delta", "x alpha beta gamma"):
+            for scope in ("", "g1.txt", "g2.txt"):
+                p = os.path.join(mnt, scope)
+                got, _ = getx(p, "user.tadoc.count." + ph)
+                want = b"%d" % len(c.hits(ph.encode(), scope.encode()))
+                check(got == want, "phrase over a gap (rw): %s count.%s = %r, oracle %r" % (scope or "/", ph, got, want))
+                got, _ = getx(p, "user.tadoc.files." + ph)
+                want = oracle.render("files", c, {"word": ph, "path": scope})
+                check(got == want, "phrase over a gap (rw): %s files.%s = %r, oracle %r" % (scope or "/", ph, got, want))
+    finally:
+        unmount(mnt)
+
+
 def main():
     if not os.path.exists("/dev/fuse") or os.geteuid() != 0 or not shutil.which("getfattr"):
         print("SKIP: needs /dev/fuse, root and getfattr")
@@ -434,6 +467,7 @@ def main():
         writable(adv, work, rng)
         writable_shards(adv, work, rng)
         writable_big(work, rng)
+        writable_gap(work)
     finally:
         teardown(work)
     finish()
