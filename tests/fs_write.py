@@ -390,6 +390,18 @@ def check_posix(mnt, shadow):
     check(os.stat(b).st_mtime_ns == 1_500_000_000_987_654_321, "utimens sets the mtime to the nanosecond")
     os.symlink("ra-target", os.path.join(mnt, "sl"))
     check(os.readlink(os.path.join(mnt, "sl")) == "ra-target", "symlink")
+    # a directory made in a set-group-ID directory is set-group-ID too (a file is not)
+    sg = os.path.join(mnt, "sgid")
+    os.mkdir(sg)
+    os.chmod(sg, 0o2755)
+    os.mkdir(os.path.join(sg, "sub"), 0o700)
+    open(os.path.join(sg, "f"), "wb").close()
+    check(stat.S_IMODE(os.stat(os.path.join(sg, "sub")).st_mode) == 0o2700,
+          "mkdir in a set-group-ID directory: mode %o" % stat.S_IMODE(os.stat(os.path.join(sg, "sub")).st_mode))
+    check(not os.stat(os.path.join(sg, "f")).st_mode & stat.S_ISGID, "a file made there is not set-group-ID")
+    os.unlink(os.path.join(sg, "f"))
+    os.rmdir(os.path.join(sg, "sub"))
+    os.rmdir(sg)
     # the same on the shadow, so the trees stay equal
     for q in ("posix.txt", "rb", "rd", "sl"):
         src = os.path.join(mnt, q)

@@ -150,6 +150,12 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param ep;
 	int rc = td_fs_rw_begin(fs);
 	td_node n = TD_NOENTRY;
+	/* A directory made in a set-group-ID directory is set-group-ID too, as
+	 * on a local file system (the group is the mount's either way). */
+	td_stat ps;
+	if (rc == 0 && S_ISDIR(mode) && td_edit_stat(fs->rw->ed, td_fs_rw_node(parent), &ps) == 0 &&
+	    (ps.mode & S_ISGID))
+		mode |= S_ISGID;
 	if (rc == 0)
 		rc = td_fs_rw_status(fs, td_edit_create(fs->rw->ed, td_fs_rw_node(parent), name, strlen(name), mode,
 							target, &n));
