@@ -29,7 +29,40 @@ typedef struct scan {
 	dev_t out_dev;
 	ino_t out_ino;
 	int have_out;
+	/* the output's directory and the names of this process's temporaries
+	 * there (TARGET.*.tmp.PID: the shards written while the walk goes on),
+	 * never taken as input when the output lies inside an input tree */
+	int have_tdir;
+	dev_t tdir_dev;
+	ino_t tdir_ino;
+	char *tpre;      /* "BASE." */
+	char tsuf[32];   /* ".tmp.PID" */
 } scan;
+
+static void skip_temps_of(scan *s, const char *target)
+{
+	const char *slash = strrchr(target, '/');
+	char *dir = slash ? strndup(target, slash == target ? 1 : (size_t)(slash - target)) : strdup(".");
+	const char *base = slash ? slash + 1 : target;
+	struct stat st;
+	if (dir && *base && stat(dir, &st) == 0 && (s->tpre = malloc(strlen(base) + 2))) {
+		sprintf(s->tpre, "%s.", base);
+		snprintf(s->tsuf, sizeof s->tsuf, ".tmp.%ld", (long)getpid());
+		s->tdir_dev = st.st_dev;
+		s->tdir_ino = st.st_ino;
+		s->have_tdir = 1;
+	}
+	free(dir);
+}
+
+/* 1 when `name`, in the directory `fd`, is one of this process's temporaries */
+static int own_temp(const scan *s, int in_tdir, const char *name)
+{
+	if (!in_tdir)
+		return 0;
+	size_t n = strlen(name), pl = strlen(s->tpre), sl = strlen(s->tsuf);
+	return n > pl + sl && !strncmp(name, s->tpre, pl) && !strcmp(name + n - sl, s->tsuf);
+}
 
 static int add_file(scan *s, int fd, const char *disk, const char *rel, const struct stat *st)
 {
@@ -92,9 +125,21 @@ static int add_path(scan *s, int pfd, const char *name, const char *disk, const 
 	}
 	if (!S_ISREG(st.st_mode))
 		return td_fail(TD_EUNSUPP, "%s: not a regular file, directory or symlink", disk);
-	int fd = openat(pfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: the name may have become a FIFO since the fstatat above,
+	 * whose open would wait for a writer forever; what is opened is
+	 * checked again (and its own attributes are stored). */
+	int fd = openat(pfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return td_fail(TD_EIO, "%s: %s", disk, strerror(errno));
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		return td_fail(TD_EIO, "%s: %s", disk, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return td_fail(TD_EUNSUPP, "%s: not a regular file, directory or symlink", disk);
+	}
 	int err = add_file(s, fd, disk, rel, &st);
 	close(fd);
 	return err;
@@ -141,10 +186,14 @@ static int walk(scan *s, int pfd, const char *name, const char *disk, const char
 	struct dirent *de;
 	char **names = NULL;
 	size_t n = 0, cap = 0;
+	struct stat dst;
+	int in_tdir = s->have_tdir && fstat(fd, &dst) == 0 && dst.st_dev == s->tdir_dev && dst.st_ino == s->tdir_ino;
 	errno = 0;
 	while (!err && (de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		if (own_temp(s, in_tdir, de->d_name))
+			continue; /* written by this build while it walks */
 		if (n == cap) {
 			size_t nc = cap ? 2 * cap : 64;
 			char **v = realloc(names, nc * sizeof *v);
@@ -213,6 +262,8 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 		s.out_dev = ost.st_dev;
 		s.out_ino = ost.st_ino;
 	}
+	if (skip)
+		skip_temps_of(&s, skip);
 	while (to && *to == '/')
 		to++;
 	size_t tl = to ? strlen(to) : 0;
@@ -244,6 +295,7 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 		free(copy);
 	}
 	free(s.buf);
+	free(s.tpre);
 	return err;
 }
 
@@ -280,6 +332,7 @@ int td_build_paths(const char *out_path, const char *const *inputs, size_t ninpu
 		s.out_dev = ost.st_dev;
 		s.out_ino = ost.st_ino;
 	}
+	skip_temps_of(&s, o.tmp_target);
 	struct stat st;
 	if (ninputs == 1 && stat(inputs[0], &st) == 0 && S_ISDIR(st.st_mode)) {
 		/* DIR's contents are the archive's root; DIR itself may be a
@@ -296,6 +349,7 @@ int td_build_paths(const char *out_path, const char *const *inputs, size_t ninpu
 		err = td_build_add_paths(s.w, inputs, ninputs, NULL, out_path);
 	}
 	free(s.buf);
+	free(s.tpre);
 	if (err) {
 		td_build_abort(s.w);
 		return err;

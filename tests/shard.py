@@ -480,6 +480,42 @@ def shard_lines(arc):
     return [l for l in tadoc("info", arc).stdout.decode().splitlines() if l.startswith("  shard ")]
 
 
+def check_unpack_damaged(work):
+    """A format 5 archive with a bit flipped in its last shard: unpack
+    writes nothing (every shard is checked before the first file), one
+    message naming the archive; and an archive written inside its own
+    input tree holds none of its build's temporary shard files."""
+    src = os.path.join(work, "dmg")
+    os.makedirs(src)
+    rnd = random.Random(3)
+    for n in ("a", "b"):
+        with open(os.path.join(src, n), "w") as f:
+            f.write(" ".join(str(rnd.randrange(10 ** 9)) for _ in range(30000)))
+    arc = os.path.join(work, "dmg.tadoc")
+    compress(src, arc, "--shard-size", "65537")
+    with open(arc, "r+b") as f:
+        f.seek(os.path.getsize(arc) * 3 // 4)   # inside the last shard's image
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x10]))
+    out = os.path.join(work, "dmg-out")
+    r = tadoc("unpack", arc, out)
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and err.count("\n") == 1 and arc in err and "checksum" in err,
+          "unpack of a damaged shard: exit %d, %r" % (r.returncode, err))
+    check(not os.path.exists(out) or not os.listdir(out), "unpack of a damaged shard wrote %r" %
+          (os.listdir(out) if os.path.exists(out) else None))
+    # the output inside the input tree: its shard temporaries are not input
+    os.makedirs(os.path.join(src, "z"))
+    inner = os.path.join(src, "z", "out.tadoc")
+    compress(src, inner, "--shard-size", "65537")
+    r = tadoc("ls", inner)
+    names = r.stdout.decode(errors="replace").split()
+    check(r.returncode == 0 and not [x for x in names if x.startswith("z/")],
+          "an archive inside its input tree lists its own files: %r" % [x for x in names if x.startswith("z/")][:3])
+    log("unpack of a damaged shard writes nothing; an archive inside its input holds no temporaries")
+
+
 def check_add(work):
     """tadoc add: new shards after the old ones (kept byte for byte), old and
     new files read exact through unpack and a mount, refusals."""
@@ -828,6 +864,7 @@ def main():
         check_idents(work)
         check_grammar_threads(work)
         check_add(work)
+        check_unpack_damaged(work)
         check_shard_size(work)
         check_compact(work)
         check_add_kill(work)

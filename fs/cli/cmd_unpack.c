@@ -308,6 +308,17 @@ int td_cmd_unpack(int argc, char **argv)
 	td_archive *a = td_cli_open(archive, TD_OPEN_VERIFY);
 	if (!a)
 		return TD_CLI_FAIL;
+	/* TD_OPEN_VERIFY checks a format 5 container's own sections only: its
+	 * shards are checked when first opened, which would be after the files
+	 * before them were written. Hash every shard's image now. */
+	if (td_archive_version(a) >= TD_VERSION_SHARDED) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		int serr = td_archive_check_sums(a, ncpu > 0 ? (unsigned)ncpu : 1, NULL);
+		if (serr) {
+			td_archive_close(a);
+			return td_cli_error_td(archive, serr);
+		}
+	}
 	td_cli_journal_note(archive);
 	u.a = a;
 	u.cur = td_cursor_new(a);
