@@ -80,6 +80,77 @@ def one_record_edits(rng, mnt, n):
     return snaps
 
 
+def check_replace(tmp):
+    """tadoc compress -o over an archive that has a journal, and tadoc add
+    right after an unmount."""
+    src, src2 = os.path.join(tmp, "r1"), os.path.join(tmp, "r2")
+    for d, text in ((src, b"hi\n"), (src2, b"other\n")):
+        os.makedirs(d)
+        with open(os.path.join(d, "f"), "wb") as f:
+            f.write(text)
+    arc = os.path.join(tmp, "r.tadoc")
+    mnt = os.path.join(tmp, "mnt-r")
+
+    def recompress(s):
+        return run([TADOC, "compress", "-q", "-o", arc, s])
+
+    def write_rw(data):
+        mount(arc, mnt, "rw")
+        with open(os.path.join(mnt, "f"), "wb") as f:
+            f.write(data)
+        unmount(mnt)
+
+    def read_ro():
+        mount(arc, mnt)
+        with open(os.path.join(mnt, "f"), "rb") as f:
+            data = f.read()
+        unmount(mnt)
+        return data
+
+    log("== compress -o over an archive whose journal was compacted: the new one mounts")
+    compress(src, arc)
+    write_rw(b"EDITED\n")
+    check(run([TADOC, "compact", arc]).returncode == 0, "compact")
+    r = recompress(src2)
+    check(r.returncode == 0, "compress over a compacted archive: %r" % r.stderr)
+    check(read_ro() == b"other\n", "the new archive mounts and reads its own file")
+
+    log("== compress -o over an archive with edits not folded in: refused, nothing lost")
+    write_rw(b"EDITED2\n")
+    before = open(arc, "rb").read()
+    r = recompress(src)
+    err = r.stderr.decode(errors="replace")
+    check(r.returncode == 1 and "tadoc compact" in err and err.count("\n") == 1,
+          "compress over pending edits: exit %d, %r" % (r.returncode, err))
+    check(open(arc, "rb").read() == before, "the archive is left as it was")
+    check(read_ro() == b"EDITED2\n", "the edits are still there")
+
+    log("== compress -o over an archive mounted writable: refused")
+    mount(arc, mnt, "rw")
+    r = recompress(src)
+    check(r.returncode == 1 and b"in use" in r.stderr, "compress over a writable mount: %r" % r.stderr)
+    unmount(mnt)
+    check(open(arc, "rb").read() == before, "the archive is left as it was")
+
+    log("== tadoc add right after fusermount3 -u waits for the daemon's lock")
+    check(run([TADOC, "compact", arc]).returncode == 0, "compact")
+    more = os.path.join(tmp, "r3")
+    os.makedirs(more)
+    with open(os.path.join(more, "g"), "wb") as f:
+        f.write(b"more\n")
+    failed = []
+    for i in range(5):
+        mount(arc, mnt)
+        with open(os.path.join(mnt, "f"), "rb") as f:
+            f.read()
+        run(["fusermount3", "-u", mnt])   # not unmount(): no wait for the daemon
+        r = run([TADOC, "add", "--to", "t%d" % i, arc, more])
+        if r.returncode != 0:
+            failed.append(r.stderr)
+        unmount(mnt)   # reaps the daemon
+    check(not failed, "tadoc add right after an unmount failed %d of 5 times: %r" % (len(failed), failed[:1]))
+
+
 def main():
     skip_without_fuse()
     rng = random.Random(int(os.environ.get("FS_JOURNAL_SEED", "4242")))
@@ -226,6 +297,7 @@ def main():
         log("== the intact journal still gives the full state")
         reset(pristine)
         expect_state(N, "intact journal")
+        check_replace(tmp)
     finally:
         teardown(tmp)
     finish()

@@ -142,6 +142,12 @@ void td_cli_gpu_report(td_gpu_use use);
  * return NULL. */
 td_archive *td_cli_open(const char *path, unsigned flags);
 
+/* Before ARCHIVE (open as `a`) is replaced: 1 when ARCHIVE.journal holds
+ * edits not yet folded in (message printed), -1 on error (printed), 0
+ * otherwise; an empty journal is removed, since it names the archive that
+ * is being replaced and would keep the new one from mounting (cmd_add.c). */
+int td_cli_pending_edits(const char *archive, const td_archive *a);
+
 /* Resolve `path` inside the archive to an entry, following symbolic links
  * that stay inside the archive (relative targets; at most 40 hops) in the
  * middle of the path, and at its end when follow_last is nonzero.

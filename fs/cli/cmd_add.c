@@ -48,8 +48,9 @@ static const char add_help[] =
 	"  -h, --help            show this help\n";
 
 /* 1 when ARCHIVE.journal holds edits; -1 (message printed) on error. An
- * empty journal is removed: it names the old archive, which is replaced. */
-static int pending_edits(const char *archive, const td_archive *a)
+ * empty journal is removed: it names the old archive, which is replaced.
+ * (cli.h: also used by compress, which replaces an existing archive.) */
+int td_cli_pending_edits(const char *archive, const td_archive *a)
 {
 	size_t n = strlen(archive);
 	char *jp = malloc(n + sizeof ".journal");
@@ -144,7 +145,9 @@ int td_cmd_add(int argc, char **argv)
 	if (stat(archive, &ast) != 0) /* before its lock file: "No such file or directory" */
 		return td_cli_error_sys(archive, errno);
 	td_cli_clear_detail();
-	int err = td_lock_archive(archive, 1, 0, &lock);
+	/* wait as compaction does: a mount's daemon holds its lock a few ms
+	 * after `fusermount3 -u` returns (td_lock.h) */
+	int err = td_lock_archive(archive, 1, TD_LOCK_WAIT_MS, &lock);
 	if (err == TD_EBUSY)
 		return td_cli_errorf(archive, "in use (mounted or being compacted): unmount it first");
 	if (err)
@@ -162,7 +165,7 @@ int td_cmd_add(int argc, char **argv)
 				       td_archive_version(a), archive);
 		goto out;
 	}
-	int pe = pending_edits(archive, a);
+	int pe = td_cli_pending_edits(archive, a);
 	if (pe) {
 		status = TD_CLI_FAIL;
 		goto out;

@@ -16,6 +16,7 @@
 #include "td_err.h"
 #include "td_format.h"
 #include "td_gpu.h"
+#include "td_lock.h"
 #include "td_writer.h"
 #include "tar_input.h"
 
@@ -338,6 +339,42 @@ int td_cmd_compress(int argc, char **argv)
 		return td_cli_error_sys(out, derr);
 	}
 
+	/* Replacing an archive: not while a writable mount or a compaction
+	 * holds it (a shared lock: read-only mounts keep the old file, as
+	 * before), nor while its journal holds edits (they would be lost with
+	 * it); an empty journal names the old archive and would keep the new
+	 * one from mounting, so it goes (as in 'tadoc add'). */
+	int lock = -1;
+	struct stat ost;
+	if (stat(out, &ost) == 0 && S_ISREG(ost.st_mode)) {
+		td_cli_clear_detail();
+		int lerr = td_lock_archive(out, 0, TD_LOCK_WAIT_MS, &lock);
+		if (lerr == TD_EBUSY) {
+			free(dir);
+			return td_cli_errorf(out, "in use (mounted writable or being compacted): unmount it first");
+		}
+		lock = lerr ? -1 : lock;
+		size_t ol = strlen(out);
+		char *jp = malloc(ol + sizeof ".journal");
+		if (jp) {
+			memcpy(jp, out, ol);
+			memcpy(jp + ol, ".journal", sizeof ".journal");
+		}
+		td_archive *old = NULL;
+		if (jp && access(jp, F_OK) == 0 && td_archive_open(out, 0, &old) == TD_OK) {
+			int pe = td_cli_pending_edits(out, old);
+			td_archive_close(old);
+			if (pe) {
+				free(jp);
+				free(dir);
+				td_unlock_archive(lock);
+				return TD_CLI_FAIL;
+			}
+		}
+		free(jp);
+		td_cli_clear_detail();
+	}
+
 	struct progress prog;
 	memset(&prog, 0, sizeof prog);
 	prog.last = -1;
@@ -362,6 +399,7 @@ int td_cmd_compress(int argc, char **argv)
 	int err = from_tar ? td_cli_tar_compress(STDIN_FILENO, "-", out, &bo)
 			   : td_build_paths(out, (const char *const *)(argv + optind), (size_t)(argc - optind), &bo);
 	free(dir);
+	td_unlock_archive(lock);
 	progress_clear(&prog);
 	if (!err && !quiet)
 		td_cli_gpu_report(gpu);
