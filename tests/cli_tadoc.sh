@@ -207,6 +207,10 @@ mkdir -p "$B/withfifo"; echo hi >"$B/withfifo/ok.txt"; mkfifo "$B/withfifo/pipe"
 expect_fail "compress a directory holding a fifo" "pipe" "$TADOC" compress -o "$B/x.tadoc" "$B/withfifo"
 expect_fail "compress a fifo" "pipe" "$TADOC" compress -o "$B/x.tadoc" "$B/withfifo/pipe"
 expect_fail "compress a device node" "/dev/null" "$TADOC" compress -o "$B/x.tadoc" /dev/null
+mkdir -p "$B/nlfifo"; mkfifo "$B/nlfifo/bad
+name"
+expect_fail "compress a fifo whose name holds a newline" 'bad\nname' "$TADOC" compress -o "$B/x.tadoc" "$B/nlfifo"
+[ "$(wc -l <"$work/err")" -eq 1 ] && ok "... in a message of one line" || not_ok "a newline in a name splits the message" "$(cat "$work/err")"
 [ -e "$B/x.tadoc" ] && not_ok "failed compress left an archive behind" || ok "failed compress leaves no archive"
 
 mkdir -m 777 "$B/unr"; chmod 755 "$work"; echo secret >"$B/unr/secret"; chmod 000 "$B/unr/secret"; echo fine >"$B/unr/fine"

@@ -16,18 +16,44 @@ static char out_static[OUT_CAP];
 static char *out_buf = out_static; /* or a heap block: td_cli_out_on_heap */
 static size_t out_len;
 
+/* Append s to o with its newlines as "\\n", so that a name holding one
+ * still gives a message of one line; returns the new end. */
+static char *put_one_line(char *o, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '\n') {
+			*o++ = '\\';
+			*o++ = 'n';
+		} else {
+			*o++ = *s;
+		}
+	}
+	return o;
+}
+
 static void print_line(const char *subject, const char *msg)
 {
-	/* One fprintf so the line is written in one piece. */
-	if (subject)
-		fprintf(stderr, "tadoc: %s: %s\n", subject, msg);
-	else
-		fprintf(stderr, "tadoc: %s\n", msg);
+	size_t sl = subject ? strlen(subject) : 0, ml = strlen(msg);
+	char *line = malloc(2 * (sl + ml) + 16);
+	if (!line) {
+		fprintf(stderr, "tadoc: %s%s%s\n", subject ? subject : "", subject ? ": " : "", msg);
+		return;
+	}
+	char *o = put_one_line(line, "tadoc: ");
+	if (subject) {
+		o = put_one_line(o, subject);
+		o = put_one_line(o, ": ");
+	}
+	o = put_one_line(o, msg);
+	*o++ = '\n';
+	/* one write, so the line is written in one piece */
+	fwrite(line, 1, (size_t)(o - line), stderr);
+	free(line);
 }
 
 int td_cli_errorf(const char *subject, const char *fmt, ...)
 {
-	char msg[1024];
+	char msg[8192]; /* room for a detail naming a path of TD_MAXPATH bytes */
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);

@@ -200,7 +200,7 @@ int td_cmd_add(int argc, char **argv)
 	if (err) {
 		const char *d = td_errdetail();
 		if (d && d[0] && d[0] != '\'') {
-			fprintf(stderr, "tadoc: %s\n", d); /* names the input */
+			td_cli_errorf(NULL, "%s", d); /* names the input */
 			td_cli_clear_detail();
 			status = td_cli_status(err);
 		} else {

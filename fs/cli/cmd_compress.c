@@ -196,7 +196,7 @@ static int report(const char *out, const char *const *inputs, size_t n, int err)
 		named = names_path(detail, inputs[i]);
 	if (!named)
 		return td_cli_error_td(out, err);
-	fprintf(stderr, "tadoc: %s\n", detail);
+	td_cli_errorf(NULL, "%s", detail);
 	td_cli_clear_detail();
 	return td_cli_status(err);
 }

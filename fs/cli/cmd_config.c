@@ -99,7 +99,7 @@ int td_cmd_config(int argc, char **argv)
 	static td_conf conf;
 	char err[1024];
 	if (td_conf_load(&conf, file, (const char *const *)ovr, novr, err, sizeof err) != 0) {
-		fprintf(stderr, "tadoc: %s\n", err);
+		td_cli_errorf(NULL, "%s", err);
 		status = TD_CLI_USAGE;
 		goto out;
 	}
