@@ -264,13 +264,32 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 	}
 	if (skip)
 		skip_temps_of(&s, skip);
-	while (to && *to == '/')
-		to++;
-	size_t tl = to ? strlen(to) : 0;
-	while (tl && to[tl - 1] == '/')
-		tl--;
-	if (!(s.buf = malloc(CHUNK)))
+	/* `to` as archive paths are read: empty and '.' components left out */
+	char *tn = malloc(to ? strlen(to) + 1 : 1);
+	if (!tn)
 		return TD_ENOMEM;
+	size_t tl = 0;
+	for (const char *c = to; c && *c;) {
+		const char *e = strchr(c, '/');
+		size_t n = e ? (size_t)(e - c) : strlen(c);
+		if (n == 2 && c[0] == '.' && c[1] == '.') {
+			free(tn);
+			return td_fail(TD_EINVAL, "--to %s: a '..' component", to);
+		}
+		if (n && !(n == 1 && c[0] == '.')) {
+			if (tl)
+				tn[tl++] = '/';
+			memcpy(tn + tl, c, n);
+			tl += n;
+		}
+		c += n + (e != NULL);
+	}
+	tn[tl] = 0;
+	to = tn;
+	if (!(s.buf = malloc(CHUNK))) {
+		free(tn);
+		return TD_ENOMEM;
+	}
 	int err = TD_OK;
 	for (size_t i = 0; i < ninputs && !err; i++) {
 		char *copy = strdup(inputs[i]), *rel = NULL;
@@ -296,6 +315,7 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 	}
 	free(s.buf);
 	free(s.tpre);
+	free(tn);
 	return err;
 }
 

@@ -531,7 +531,7 @@ def check_add(work):
     env = dict(os.environ, SOURCE_DATE_EPOCH="1700000000")
     r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "text"), os.path.join(b, "deep"), env=env)
     check(r.returncode == 0, "add: %s" % r.stderr)
-    r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "names"), "--to", "big/more", env=env)  # options after the inputs too
+    r = tadoc("add", "--shard-size", 64 << 10, arc, os.path.join(b, "names"), "--to", "/big//./more/", env=env)  # options after the inputs too; empty and '.' components left out
     check(r.returncode == 0, "add --to: %s" % r.stderr)
     after = shard_lines(arc)
     check(after[:len(before)] == before and len(after) > len(before),
@@ -562,6 +562,9 @@ def check_add(work):
     r = tadoc("add", arc, os.path.join(b, "text"))
     check(r.returncode != 0 and b"text" in r.stderr and b"already" in r.stderr,
           "add of an existing path: %d %r" % (r.returncode, r.stderr))
+    r = tadoc("add", "--to", "big/../x", arc, os.path.join(b, "text"))
+    check(r.returncode != 0 and b"'..'" in r.stderr and r.stderr.count(b"\n") == 1,
+          "add --to with a '..' component: %d %r" % (r.returncode, r.stderr))
     with open(arc, "rb") as f:
         check(f.read() == cur, "a refused add changed the archive")
     a4 = os.path.join(work, "add4.tadoc")

@@ -194,7 +194,8 @@ void td_build_abort(td_build *b);
 /* Add each of inputs (file, directory or symlink on disk, walked as
  * td_compress_paths walks them, directories in name order) under its base
  * name, below `to` ("" or NULL: the top level; its missing parents are
- * created). skip (may be NULL) is a file to leave out when met (the
+ * created; its empty and '.' components are left out, a '..' one is
+ * TD_EINVAL). skip (may be NULL) is a file to leave out when met (the
  * archive being written). Errors as the add calls, with the disk path. */
 int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, const char *to, const char *skip);
 
