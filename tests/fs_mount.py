@@ -654,6 +654,12 @@ def check_readonly(mnt):
     erofs(lambda: os.truncate(f, 0), "truncate")
     erofs(lambda: os.setxattr(f, "user.tadoc.insert.0", b"x"), "setxattr")
     erofs(lambda: os.symlink("x", os.path.join(mnt, "sl")), "symlink")
+    # a name over 255 bytes (statfs's f_namemax): ENAMETOOLONG, as a local file system says
+    try:
+        os.stat(os.path.join(mnt, "n" * 300))
+        check(False, "stat of a 300-byte name succeeded")
+    except OSError as e:
+        check(e.errno == errno.ENAMETOOLONG, "stat of a 300-byte name: %s, expected ENAMETOOLONG" % e)
 
 
 def check_statfs_inodes(mnt, archive, o):
@@ -937,6 +943,18 @@ def check_live_mountpoint(archive, tmp):
         check(r.returncode == 1 and err == msg, "tadocfs %s: exit %d, %r; expected %r" % (args, r.returncode, err, msg))
         check(not is_mounted(other), "tadocfs %s mounted something" % args)
     unmount(live)
+    # a mount whose root lists nothing is still a mount: no second one stacked on it
+    empty = os.path.join(tmp, "empty-src")
+    os.makedirs(empty, exist_ok=True)
+    earc = os.path.join(tmp, "empty.tadoc")
+    compress(empty, earc)
+    emnt = mount(earc, os.path.join(tmp, "mnt_empty"))
+    r = run([TADOCFS, earc, emnt])
+    err = r.stderr.decode(errors="replace").strip("\n")
+    check(r.returncode == 1 and "already mounted" in err, "a second mount over an empty mount: exit %d, %r" %
+          (r.returncode, err))
+    unmount(emnt)
+    check(not is_mounted(emnt), "a second mount was stacked over the empty one")
     for _ in range(200):   # a writable daemon holds the lock until it exits
         if not daemons_of(archive):
             break

@@ -136,7 +136,10 @@ static int check_mountpoint(const char *mnt, int nonempty)
 	closedir(d);
 	if (empty && rerr)
 		return fail(mnt, strerror(rerr));
-	if (!empty && is_mountpoint(mnt, &st))
+	/* Also when empty: a mount whose root lists nothing (an archive of an
+	 * empty directory, an empty tmpfs) is still a mount, and mounting on
+	 * it stacks a second file system over the first. */
+	if (is_mountpoint(mnt, &st))
 		return fail(mnt, "already mounted (unmount it first: fusermount3 -u MOUNTPOINT)");
 	if (!empty)
 		return fail(mnt, "mountpoint is not empty (use -o nonempty to mount over it)");

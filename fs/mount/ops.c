@@ -63,8 +63,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	td_fs *fs = FS(req);
 	td_fs_tune_readahead(fs);
 	ENTRY_OR_REPLY(fs, req, parent, dir);
+	size_t nlen = strlen(name);
+	if (nlen > TD_MAXNAME) { /* as a local file system: statfs says f_namemax */
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
 	td_entry e;
-	int err = td_archive_lookup(fs->a, dir, name, strlen(name), &e);
+	int err = td_archive_lookup(fs->a, dir, name, nlen, &e);
 	struct fuse_entry_param ep;
 	if (err == TD_ENOENT) {
 		/* Negative entry, cached as long as positive ones. */

@@ -29,8 +29,13 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	td_fs_tune_readahead(fs);
 	struct fuse_entry_param ep;
 	td_node child;
+	size_t nlen = strlen(name);
+	if (nlen > TD_MAXNAME) { /* as creating one does (td_edit: TD_ELIMIT) */
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
 	td_fs_rw_rdlock(fs);
-	int err = td_edit_lookup(fs->rw->ed, td_fs_rw_node(parent), name, strlen(name), &child);
+	int err = td_edit_lookup(fs->rw->ed, td_fs_rw_node(parent), name, nlen, &child);
 	int rc = 0;
 	if (err == TD_OK)
 		rc = td_fs_rw_entry(fs, child, &ep);
