@@ -206,7 +206,8 @@ def check_einval(mnt, afile):
     bad = ["top.-1", "top.x", "top.", "top.1x", "top. 3", "ngrams.1.5", "ngrams.9.5", "ngrams.3", "ngrams.3.-2",
            "ngrams.x.2", "ngrams.3.2.1", "fuzzy.4.word", "fuzzy.1.", "fuzzy.1.two words", "fuzzy.-1.word",
            "fuzzy.x.word", "fuzzy.word", "count.", "count.of  the", "count. the", "count.the ", "count.a-b",
-           "search.!!", "search.of, the", "files.", "files.a  b", "vector@x", "top.3@01", "count.a b c d e f g h i"]
+           "search.!!", "search.of, the", "files.", "files.a  b", "vector@x", "top.3@01", "count.a b c d e f g h i",
+           "top.18446744073709551616", "top.99999999999999999999"]
     n = 0
     for where in (mnt, afile):
         for name in bad:
@@ -216,7 +217,11 @@ def check_einval(mnt, afile):
             except OSError as e:
                 ok = e.errno == errno.EINVAL
             n += check(ok, "%s on %s: not EINVAL" % (name, where))
-    log("  %d malformed names give EINVAL (file and directory)" % n)
+    # the largest N `tadoc top -n` takes is taken too: every word
+    big = "top.18446744073709551615"
+    check(getx(afile, "user.tadoc." + big) == getx(afile, "user.tadoc.top.0"),
+          "%s: not the same as top.0 (every word)" % big)
+    log("  %d malformed names give EINVAL (file and directory); top.2^64-1 = top.0" % n)
 
 
 def read_only(label, tree, work, rng, nfiles, ndirs):

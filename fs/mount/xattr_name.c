@@ -39,13 +39,18 @@ int fs_value_u64(uint64_t v, char **val, size_t *len)
 
 int td_fs_xattr_dec(const char *s, size_t n, uint64_t *out)
 {
-	if (n == 0 || n > 19)
+	/* any u64, as tadoc's -n, --top and -k take (td_cli_parse_u64), so
+	 * that top.N is `tadoc top -n N` for every N the command takes */
+	if (n == 0)
 		return -EINVAL;
 	uint64_t v = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (s[i] < '0' || s[i] > '9')
 			return -EINVAL;
-		v = v * 10 + (uint64_t)(s[i] - '0');
+		unsigned d = (unsigned)(s[i] - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -EINVAL; /* past 2^64 - 1 */
+		v = v * 10 + d;
 	}
 	*out = v;
 	return 0;

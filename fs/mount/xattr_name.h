@@ -75,8 +75,8 @@ typedef struct td_fs_xname {
  * Thread-safe; x borrows from name. */
 void td_fs_xattr_parse(const char *name, td_fs_xname *x);
 
-/* Strict decimal of n bytes (1..19 digits, leading zeros allowed) into *out.
- * 0 or -EINVAL. */
+/* Strict decimal of n bytes (digits only, leading zeros allowed, at most
+ * 2^64 - 1) into *out. 0 or -EINVAL. */
 int td_fs_xattr_dec(const char *s, size_t n, uint64_t *out);
 
 /* Decimal digits of v into out (no NUL); returns the length (<= 20). */
