@@ -262,8 +262,6 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 		s.out_dev = ost.st_dev;
 		s.out_ino = ost.st_ino;
 	}
-	if (skip)
-		skip_temps_of(&s, skip);
 	/* `to` as archive paths are read: empty and '.' components left out */
 	char *tn = malloc(to ? strlen(to) + 1 : 1);
 	if (!tn)
@@ -290,6 +288,8 @@ int td_build_add_paths(td_build *b, const char *const *inputs, size_t ninputs, c
 		free(tn);
 		return TD_ENOMEM;
 	}
+	if (skip)
+		skip_temps_of(&s, skip);
 	int err = TD_OK;
 	for (size_t i = 0; i < ninputs && !err; i++) {
 		char *copy = strdup(inputs[i]), *rel = NULL;
