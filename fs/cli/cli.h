@@ -145,7 +145,8 @@ td_archive *td_cli_open(const char *path, unsigned flags);
 /* Before ARCHIVE (open as `a`) is replaced: 1 when ARCHIVE.journal holds
  * edits not yet folded in (message printed), -1 on error (printed), 0
  * otherwise; an empty journal is removed, since it names the archive that
- * is being replaced and would keep the new one from mounting (cmd_add.c). */
+ * is being replaced and would keep the new one from mounting (add and
+ * compress -o over an archive). */
 int td_cli_pending_edits(const char *archive, const td_archive *a);
 
 /* Resolve `path` inside the archive to an entry, following symbolic links

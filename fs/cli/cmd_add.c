@@ -47,43 +47,6 @@ static const char add_help[] =
 	"                        same either way\n"
 	"  -h, --help            show this help\n";
 
-/* 1 when ARCHIVE.journal holds edits; -1 (message printed) on error. An
- * empty journal is removed: it names the old archive, which is replaced.
- * (cli.h: also used by compress, which replaces an existing archive.) */
-int td_cli_pending_edits(const char *archive, const td_archive *a)
-{
-	size_t n = strlen(archive);
-	char *jp = malloc(n + sizeof ".journal");
-	if (!jp)
-		return td_cli_error_td(archive, TD_ENOMEM), -1;
-	memcpy(jp, archive, n);
-	memcpy(jp + n, ".journal", sizeof ".journal");
-	int r = 0;
-	if (access(jp, F_OK) == 0) {
-		td_edit *ed = NULL;
-		td_journal *j = NULL;
-		td_journal_report rep = { 0 };
-		int err = td_edit_new(a, &ed);
-		if (!err)
-			err = td_journal_open(archive, ed, TD_JOURNAL_READONLY, &j, &rep);
-		if (err) {
-			td_cli_error_td(jp, err);
-			r = -1;
-		} else if (rep.records || td_edit_changed(ed)) {
-			td_cli_errorf(archive, "edits in %s are not folded in yet: run 'tadoc compact %s' first", jp,
-				      archive);
-			r = 1;
-		} else if (unlink(jp) != 0) {
-			td_cli_error_sys(jp, errno);
-			r = -1;
-		}
-		td_journal_close(j);
-		td_edit_free(ed);
-	}
-	free(jp);
-	return r;
-}
-
 int td_cmd_add(int argc, char **argv)
 {
 	enum { OPT_TO = 256, OPT_SHARD, OPT_MEMORY, OPT_GPU };

@@ -354,25 +354,15 @@ int td_cmd_compress(int argc, char **argv)
 			return td_cli_errorf(out, "in use (mounted writable or being compacted): unmount it first");
 		}
 		lock = lerr ? -1 : lock;
-		size_t ol = strlen(out);
-		char *jp = malloc(ol + sizeof ".journal");
-		if (jp) {
-			memcpy(jp, out, ol);
-			memcpy(jp + ol, ".journal", sizeof ".journal");
-		}
 		td_archive *old = NULL;
-		if (jp && access(jp, F_OK) == 0 && td_archive_open(out, 0, &old) == TD_OK) {
-			int pe = td_cli_pending_edits(out, old);
-			td_archive_close(old);
-			if (pe) {
-				free(jp);
-				free(dir);
-				td_unlock_archive(lock);
-				return TD_CLI_FAIL;
-			}
-		}
-		free(jp);
+		int pe = td_archive_open(out, 0, &old) == TD_OK ? td_cli_pending_edits(out, old) : 0;
+		td_archive_close(old);
 		td_cli_clear_detail();
+		if (pe) {
+			free(dir);
+			td_unlock_archive(lock);
+			return TD_CLI_FAIL;
+		}
 	}
 
 	struct progress prog;
