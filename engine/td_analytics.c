@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "td_cancel.h"
 #include "td_extract.h"
 #include "td_mem.h"
 #include "td_out.h"
@@ -1288,6 +1289,10 @@ static void kmp_roots(kmp *k, td_entry f, uint64_t i, uint64_t e, unsigned *q, u
 	const uint64_t TR = x->T + x->R;
 	uint64_t sym[QCHUNK];
 	while (i < e && !k->err) {
+		if (td_cancel_requested()) {
+			k->err = td_fail(TD_ECANCELED, "interrupted");
+			break;
+		}
 		uint64_t n = e - i < QCHUNK ? e - i : QCHUNK;
 		td_root_range(x->a, i, n, sym);
 		/* the rules' infos are read at random: ask for them ahead */
@@ -1844,6 +1849,10 @@ static void ps_chunk(void *ctx, size_t c)
 			hi = mid;
 	}
 	for (size_t k = lo; k < j->npf && pos < end && !s.err; k++) {
+		if (td_cancel_requested()) {
+			s.err = td_fail(TD_ECANCELED, "interrupted");
+			break;
+		}
 		const psfile *f = &j->pf[k];
 		uint64_t flen = f->re - f->rs;
 		if (f->pre + flen <= pos)
@@ -3310,6 +3319,10 @@ static void gwalk_roots(gwalk *w, td_entry f, uint64_t i, uint64_t e, uint64_t a
 	const uint64_t TR = x->T + x->R;
 	uint64_t sym[QCHUNK];
 	while (i < e && !w->err) {
+		if (td_cancel_requested()) {
+			w->err = td_fail(TD_ECANCELED, "interrupted");
+			break;
+		}
 		uint64_t k = e - i < QCHUNK ? e - i : QCHUNK;
 		td_root_range(x->a, i, k, sym);
 		for (uint64_t j = 0; j < k && !w->err; j++) {

@@ -38,6 +38,7 @@ const char *td_strerror(int err)
 	case TD_ENOTEMPTY: return "directory not empty";
 	case TD_EPERM: return "operation not permitted";
 	case TD_EFBIG: return "file too large";
+	case TD_ECANCELED: return "interrupted";
 	}
 	return "unknown error";
 }
@@ -62,6 +63,7 @@ int td_err_errno(int err)
 	case TD_ENOTEMPTY: return ENOTEMPTY;
 	case TD_EPERM: return EPERM;
 	case TD_EFBIG: return EFBIG;
+	case TD_ECANCELED: return EINTR;
 	default: return EIO;
 	}
 }

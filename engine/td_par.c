@@ -7,11 +7,26 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "td_cancel.h"
 #include "td_err.h"
 
 /* Set in td_par_for's workers: their own calls run on one thread. */
 static _Thread_local int in_pool;
 static _Thread_local unsigned self;
+/* The flags this thread's calls watch (td_cancel.h); workers take their
+ * caller's. */
+static _Thread_local const volatile int *watch_a, *watch_b;
+
+void td_cancel_watch(const volatile int *a, const volatile int *b)
+{
+	watch_a = a;
+	watch_b = b;
+}
+
+int td_cancel_requested(void)
+{
+	return (watch_a && *watch_a) || (watch_b && *watch_b);
+}
 
 unsigned td_par_self(void)
 {
@@ -52,6 +67,9 @@ typedef struct job {
 	size_t n;
 	size_t next;      /* atomic work index */
 	unsigned threads; /* atomic: workers started */
+	int stopped;      /* atomic: a worker left parts undone (td_cancel.h) */
+	int cancellable;
+	const volatile int *wa, *wb; /* the caller's watched flags */
 	void (*fn)(void *ctx, size_t i);
 	void *ctx;
 } job;
@@ -61,9 +79,16 @@ static void *worker(void *p)
 	job *j = p;
 	int was = in_pool;
 	unsigned was_self = self;
+	const volatile int *was_a = watch_a, *was_b = watch_b;
 	in_pool = 1;
+	watch_a = j->wa;
+	watch_b = j->wb;
 	self = __atomic_fetch_add(&j->threads, 1, __ATOMIC_RELAXED);
 	for (;;) {
+		if (j->cancellable && td_cancel_requested()) {
+			__atomic_store_n(&j->stopped, 1, __ATOMIC_RELAXED);
+			break;
+		}
 		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
 		if (i >= j->n)
 			break;
@@ -71,23 +96,41 @@ static void *worker(void *p)
 	}
 	in_pool = was;
 	self = was_self;
+	watch_a = was_a;
+	watch_b = was_b;
 	return NULL;
 }
 
-int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx)
+/* A call's end: TD_ECANCELED when parts were left undone, or when a
+ * watched flag is set now (a part may have ended early, or a stage been
+ * skipped: the flags stay set once set, so any part that saw one ends
+ * here), else TD_OK. */
+static int stopped(int cancellable, int undone)
+{
+	return undone || (cancellable && td_cancel_requested()) ? td_fail(TD_ECANCELED, "interrupted") : TD_OK;
+}
+
+static int par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx, int cancellable)
 {
 	if (nthreads == 0)
 		nthreads = in_pool ? 1 : cores();
 	if (nthreads > n)
 		nthreads = n ? (unsigned)n : 1;
-	job j = { n, 0, 0, fn, ctx };
+	/* the workers of a job that runs every i watch nothing either */
+	job j = { .n = n,
+		  .cancellable = cancellable,
+		  .wa = cancellable ? watch_a : NULL,
+		  .wb = cancellable ? watch_b : NULL,
+		  .fn = fn,
+		  .ctx = ctx };
 	if (nthreads <= 1) { /* no pool: the calls inside may take threads */
 		unsigned was_self = self;
 		self = 0;
-		for (size_t i = 0; i < n; i++)
+		size_t i = 0;
+		for (; i < n && !(cancellable && td_cancel_requested()); i++)
 			fn(ctx, i);
 		self = was_self;
-		return TD_OK;
+		return stopped(cancellable, i < n);
 	}
 	pthread_t *t = malloc((nthreads - 1) * sizeof *t);
 	if (!t)
@@ -100,14 +143,25 @@ int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), voi
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	free(t);
-	return TD_OK;
+	return stopped(cancellable, j.stopped);
+}
+
+int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	return par_for(n, nthreads, fn, ctx, 1);
+}
+
+int td_par_for_all(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	return par_for(n, nthreads, fn, ctx, 0);
 }
 
 void td_par_stage(td_par_gate *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	size_t i;
 	while ((i = __atomic_fetch_add(&st->next, 1, __ATOMIC_RELAXED)) < n) {
-		fn(ctx, i);
+		if (!td_cancel_requested()) /* else the enclosing td_par_for fails */
+			fn(ctx, i);
 		__atomic_fetch_add(&st->done, 1, __ATOMIC_RELEASE);
 	}
 	/* the rest are running: spin a while, then let them have the core */

@@ -14,10 +14,17 @@ unsigned td_par_threads(uint64_t work, uint64_t grain);
 
 /* Run fn(ctx, i) for every i in [0, n) on up to nthreads threads (0: one
  * per core), each taking the next i in turn; the caller's thread is one of
- * them. Returns TD_OK, or TD_ENOMEM when no thread could be started (then
- * nothing ran). fn must be thread-safe for distinct i; with more than one
- * thread, td_par_threads inside fn gives 1. */
+ * them. Returns TD_OK, TD_ENOMEM when no thread could be started (then
+ * nothing ran), or TD_ECANCELED when a flag the caller watches
+ * (td_cancel.h) is set by the end (some i may not have run, or ended
+ * early; the workers watch the caller's flags too). An fn may leave its
+ * part undone once td_cancel_requested() says so. fn must be thread-safe for distinct i;
+ * with more than one thread, td_par_threads inside fn gives 1. */
 int td_par_for(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx);
+
+/* td_par_for that runs every i whatever the watched flags (work shared by
+ * other callers, such as a cache's fill); TD_OK or TD_ENOMEM. */
+int td_par_for_all(size_t n, unsigned nthreads, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* Inside td_par_for's fn: the index of the thread running it, 0 ..
  * nthreads - 1 (distinct among the call's threads); 0 outside. */
@@ -56,7 +63,9 @@ typedef struct td_par_gate {
 
 /* Run fn(ctx, i) for the i of [0, n) this thread claims, then wait until
  * every i has run (on any thread). A thread only waits once every i is
- * claimed, so any number of threads (one too) finishes. Thread-safe. */
+ * claimed, so any number of threads (one too) finishes. Once a watched
+ * flag is set (td_cancel.h) the rest are skipped, and the enclosing
+ * td_par_for returns TD_ECANCELED. Thread-safe. */
 void td_par_stage(td_par_gate *st, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 #endif

@@ -527,7 +527,7 @@ static uint32_t *flatten_syms(const td_syms *s)
 		}
 		/* in parallel: ranges of FLAT_TILES tiles, taken in turn */
 		fjob j = { &s->c, v };
-		if (td_par_for((size_t)((s->c.ntiles + FLAT_TILES - 1) / FLAT_TILES), nt, flat_tiles, &j))
+		if (td_par_for_all((size_t)((s->c.ntiles + FLAT_TILES - 1) / FLAT_TILES), nt, flat_tiles, &j))
 			td_scode_decode_all(&s->c, v);
 		return v;
 	}

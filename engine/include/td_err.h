@@ -30,7 +30,8 @@ typedef enum td_err {
 	TD_EROFS = -18,       /* read-only */
 	TD_ENOTEMPTY = -19,   /* directory not empty */
 	TD_EPERM = -20,       /* operation not permitted */
-	TD_EFBIG = -21        /* a file would grow past the largest size (2^62 bytes) */
+	TD_EFBIG = -21,       /* a file would grow past the largest size (2^62 bytes) */
+	TD_ECANCELED = -22    /* stopped early: a flag the calling thread watches was set (td_cancel.h) */
 } td_err;
 
 /* Static English description of an error code; never NULL. */

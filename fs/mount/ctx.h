@@ -75,6 +75,7 @@ typedef struct td_fs {
 	pthread_t warm_thread;    /* td_fs_warm_start, when warm_started */
 	int warm_started;
 	volatile int warm_stop;   /* set (atomically) by td_fs_warm_stop */
+	volatile int stopping;    /* set by the exit signals' handler: long queries end (td_cancel.h) */
 	int ahead_max;            /* threads that may store ahead at once (store_ahead.h) */
 	atomic_int ahead_storers; /* threads storing ahead now */
 	_Atomic uint32_t ahead_last; /* 1 + the last entry a reader read whole */

@@ -243,31 +243,36 @@ static int build_fuse_args(const td_fs_opts *o, const char *argv0, const char *a
 	return rc ? -1 : 0;
 }
 
-/* SIGHUP, SIGINT, SIGTERM end the session. libfuse's own handler only sets
+/* SIGHUP, SIGINT, SIGTERM end the session, and the long queries running
+ * (libfuse's loop waits for its busy threads). libfuse's own handler only sets
  * the session's exit flag, which its loop reads when its main thread's
  * wait is interrupted or a request comes: a signal that lands on another
  * thread of ours (the batcher's, the warm-up's, a pool's) left the daemon
  * mounted until the next request. This handler also passes the signal on
  * to the main thread, whose wait it interrupts. */
 static struct fuse_session *exit_se;
+static td_fs *exit_fs;
 static pthread_t main_thread;
 static volatile sig_atomic_t main_known;
 
 static void on_exit_signal(int sig)
 {
+	if (exit_fs)
+		exit_fs->stopping = 1; /* queries running end now (td_fs_cancel_begin) */
 	if (exit_se)
 		fuse_session_exit(exit_se);
 	if (main_known && !pthread_equal(pthread_self(), main_thread))
 		pthread_kill(main_thread, sig); /* async-signal-safe */
 }
 
-static int exit_signals(struct fuse_session *se)
+static int exit_signals(struct fuse_session *se, td_fs *fs)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = se ? on_exit_signal : SIG_DFL;
 	sigemptyset(&sa.sa_mask);
 	exit_se = se;
+	exit_fs = fs;
 	return sigaction(SIGHUP, &sa, NULL) || sigaction(SIGINT, &sa, NULL) || sigaction(SIGTERM, &sa, NULL) ? -1 : 0;
 }
 
@@ -367,7 +372,7 @@ int main(int argc, char **argv)
 		goto out_args;
 	}
 	fs.se = se;
-	if (fuse_set_signal_handlers(se) != 0 || exit_signals(se) != 0) { /* libfuse's SIGPIPE, then ours */
+	if (fuse_set_signal_handlers(se) != 0 || exit_signals(se, &fs) != 0) { /* libfuse's SIGPIPE, then ours */
 		rc = fail("tadocfs", "cannot install signal handlers");
 		goto out_session;
 	}
@@ -415,7 +420,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tadocfs: %s: session ended: %s\n", o.mountpoint, strerror(-lrc));
 out_signals:
 	main_known = 0;
-	exit_signals(NULL);
+	exit_signals(NULL, NULL);
 	fuse_remove_signal_handlers(se);
 out_session:
 	fuse_session_destroy(se);

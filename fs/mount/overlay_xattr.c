@@ -7,6 +7,7 @@
 
 #include "batcher.h"
 #include "overlay.h"
+#include "req.h"
 #include "xattr.h"
 #include "xattr_name.h"
 #include "xattr_perm.h"
@@ -355,9 +356,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (x.kind == TD_FS_XSTATS) { /* the request counters, on the root only */
 		rc = td_fs_rw_node(ino) == TD_ROOT ? td_fs_batch_stats(fs, &val, &len) : -ENODATA;
 	} else {
+		volatile int intr;
+		td_fs_cancel_begin(fs, req, &intr);
 		td_fs_rw_rdlock(fs);
 		rc = xattr_get(fs, td_fs_rw_node(ino), &x, name, td_fs_who(fs, req), &val, &len);
 		td_fs_rw_unlock(fs);
+		td_fs_cancel_end(req);
 		td_fs_batch_record(fs, 0, t0, 0);
 	}
 	if (rc)

@@ -7,6 +7,7 @@
 #include "batcher.h"
 #include "req.h"
 #include "xattr.h"
+#include "td_cancel.h"
 #include "td_err.h"
 
 td_fs_file *td_fs_file_new(td_fs *fs, td_entry e, int append)
@@ -216,11 +217,38 @@ static void run_read(td_fs_req *r)
 		td_fs_ahead_next(fs, e, 0);
 }
 
+static void on_interrupt(fuse_req_t req, void *data)
+{
+	(void)req;
+	*(volatile int *)data = 1;
+}
+
+void td_fs_cancel_begin(td_fs *fs, fuse_req_t req, volatile int *flag)
+{
+	if (req) {
+		*flag = 0;
+		/* calls on_interrupt at once when req was interrupted already */
+		fuse_req_interrupt_func(req, on_interrupt, (void *)flag);
+	}
+	td_cancel_watch(req ? flag : NULL, &fs->stopping);
+}
+
+void td_fs_cancel_end(fuse_req_t req)
+{
+	td_cancel_watch(NULL, NULL);
+	/* libfuse calls on_interrupt under the request's lock, which this
+	 * takes: once it returns, the flag is no longer written */
+	if (req)
+		fuse_req_interrupt_func(req, NULL, NULL);
+}
+
 static void run_getxattr(td_fs_req *r)
 {
 	char *val = NULL;
 	size_t len = 0;
+	td_fs_cancel_begin(r->fs, r->req, &r->intr);
 	int rc = td_fs_xattr_get(r->fs, r->e, r->name, r->who, &val, &len);
+	td_fs_cancel_end(r->req);
 	if (rc)
 		td_fs_reply_err(r, -rc);
 	else

@@ -53,11 +53,20 @@ struct td_fs_req {
 	int heap;                 /* 1 when r (and name, in the same block) is malloc'd */
 	int in_fuse;              /* 1 while run by the FUSE thread that received it */
 	int direct;               /* READ: the reader bypasses the page cache (O_DIRECT) */
+	volatile int intr;        /* GETXATTR: set when the kernel interrupts req (td_fs_cancel_begin) */
 	/* the batcher's, while r is queued (batcher.c) */
 	struct td_fs_req *qnext;  /* next older request in the hand-in stack */
 	uint64_t qt0;             /* ns, when the handler gave r to the batcher */
 	int qcls;                 /* how the batcher classified r */
 };
+
+/* Around a query's engine work on this thread: watch the mount's stop flag
+ * and, when req is not NULL, `flag`, which libfuse sets when the kernel
+ * interrupts req (the caller's signal); the engine's long calls then end
+ * with TD_ECANCELED (EINTR). `flag` must stay valid until
+ * td_fs_cancel_end(req), which must come before the reply. */
+void td_fs_cancel_begin(td_fs *fs, fuse_req_t req, volatile int *flag);
+void td_fs_cancel_end(fuse_req_t req);
 
 /* Hand r to fs->exec, or run it inline when no executor takes it. r may be
  * on the caller's stack: it is copied (with its name) before being queued. */

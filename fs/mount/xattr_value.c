@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "td_cancel.h"
 #include "td_err.h"
 #include "td_format.h"
 
@@ -107,9 +108,13 @@ static void reserve(vctx *v, uint64_t lines, size_t bytes)
 	}
 }
 
-/* The line built so far goes to the value. */
+/* The line built so far goes to the value. A query interrupted (its
+ * caller's signal, the daemon stopping: td_fs_cancel_begin) ends here
+ * too, for a long list's lines come after the engine's walk. */
 static int line_end(vctx *v)
 {
+	if (!v->err && td_cancel_requested())
+		v->err = -EINTR;
 	if (v->err || put(v, "\n", 1))
 		return STOP;
 	int full = v->all ? keep(v) : td_fs_lines_add(&v->l, v->b, v->n);
