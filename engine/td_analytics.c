@@ -54,8 +54,13 @@ static int add_files(an *x, td_entry e, unsigned depth)
 	}
 	td_entry first;
 	uint32_t n;
-	if (depth > 4096 || td_archive_children(x->a, e, &first, &n) != TD_OK)
-		return TD_OK; /* symlinks count nothing */
+	if (depth > 4096)
+		return TD_OK;
+	/* a symlink counts nothing; a directory that does not check (a
+	 * damaged tree, met lazily) is an error, not an empty directory */
+	int cerr = td_archive_children(x->a, e, &first, &n);
+	if (cerr)
+		return cerr == TD_ENOTDIR ? TD_OK : cerr;
 	for (uint32_t i = 0; i < n; i++) {
 		int err = add_files(x, first + i, depth + 1);
 		if (err)

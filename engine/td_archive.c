@@ -931,7 +931,9 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 	pthread_mutex_init(&a->lazy_mu, NULL);
 	pthread_mutex_init(&a->check_mu, NULL);
 	pthread_mutex_init(&a->flat_mu, NULL);
-	a->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as the archive is refused below instead of
+	 * blocking the open until a writer comes (no effect on regular files) */
+	a->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (a->fd < 0) {
 		int e = errno;
 		free(a);
@@ -949,12 +951,17 @@ int td_archive_open(const char *path, unsigned flags, td_archive **out)
 		free(a);
 		return td_fail(TD_EISDIR, "is a directory");
 	}
+	if (!S_ISREG(st.st_mode)) {
+		close(a->fd);
+		free(a);
+		return td_fail(TD_EFORMAT, "not a regular file");
+	}
 	if ((uint64_t)st.st_size < sizeof(td_disk_header)) {
 		close(a->fd);
 		free(a);
 		if (st.st_size >= TD_MAGIC_LEN) {
 			char m[TD_MAGIC_LEN];
-			int fd = open(path, O_RDONLY | O_CLOEXEC);
+			int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 			ssize_t k = fd >= 0 ? read(fd, m, sizeof m) : -1;
 			if (fd >= 0)
 				close(fd);

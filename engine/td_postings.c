@@ -275,6 +275,7 @@ static int post_open(const td_archive *a)
 				if (h.header_sum == XXH3_64bits(&h, offsetof(td_disk_postings, header_sum)) &&
 				    h.version == TD_POSTINGS_VERSION && h.group_shift >= 1 && h.group_shift <= 20 &&
 				    h.nwords == a->W && h.ngroups == (a->W + G - 1) / G && h.off_size <= rest &&
+				    !(h.off_size & 7) && /* gsum[] and mid[] are read as u64 in place */
 				    h.nentries == a->meta.nentries && h.ngroups <= (rest - h.off_size) / 8 &&
 				    nm <= (rest - h.off_size) / 8 - h.ngroups &&
 				    !td_pack_view(&m->post_off, p + sizeof h, h.off_size) && m->post_off.n == a->W + 1) {

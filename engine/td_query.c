@@ -464,8 +464,13 @@ static int tree_query(qctx *q, td_entry e, uint64_t *count, unsigned depth)
 		return q->roots ? index_file(q, e, count) : file_query(q, e, count);
 	td_entry first;
 	uint32_t n;
-	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
-		return TD_OK; /* symlinks count nothing */
+	if (depth > 4096)
+		return TD_OK;
+	/* a symlink counts nothing; a directory that does not check (a
+	 * damaged tree, met lazily) is an error, not an empty directory */
+	int cerr = td_archive_children(a, e, &first, &n);
+	if (cerr)
+		return cerr == TD_ENOTDIR ? TD_OK : cerr;
 	for (uint32_t i = 0; i < n; i++) {
 		int err = tree_query(q, first + i, count, depth + 1);
 		if (err)
@@ -738,24 +743,32 @@ void td_hits_free(td_hits *h)
 	h->n = h->cap = 0;
 }
 
-static uint64_t words_tree(const td_archive *a, td_entry e, unsigned depth)
+static int words_tree(const td_archive *a, td_entry e, unsigned depth, uint64_t *sum)
 {
-	if (is_file(a, e))
-		return td_pack_get(&a->e_nwords, e);
+	if (is_file(a, e)) {
+		*sum += td_pack_get(&a->e_nwords, e);
+		return TD_OK;
+	}
 	td_entry first;
 	uint32_t n;
-	uint64_t sum = 0;
-	if (depth > 4096 || td_archive_children(a, e, &first, &n) != TD_OK)
-		return 0;
-	for (uint32_t i = 0; i < n; i++)
-		sum += words_tree(a, first + i, depth + 1);
-	return sum;
+	if (depth > 4096)
+		return TD_OK;
+	int err = td_archive_children(a, e, &first, &n);
+	if (err)
+		return err == TD_ENOTDIR ? TD_OK : err; /* a damaged directory is an error */
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = words_tree(a, first + i, depth + 1, sum);
+	return err;
 }
 
 int td_word_total(const td_archive *a, td_entry scope, uint64_t *n)
 {
 	if (scope >= a->meta.nentries)
 		return td_fail(TD_EINVAL, "no entry %u", scope);
-	*n = scope == TD_ROOT ? a->meta.total_words : words_tree(a, scope, 0);
-	return TD_OK;
+	*n = 0;
+	if (scope == TD_ROOT) {
+		*n = a->meta.total_words;
+		return TD_OK;
+	}
+	return words_tree(a, scope, 0, n);
 }

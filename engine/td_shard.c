@@ -817,14 +817,19 @@ static int splits_get(const td_archive *a, const splits **out)
 	return TD_OK;
 }
 
-/* 1 when e is scope or under it. */
+/* 1 when e is scope or under it, 0 when not, or an error (< 0) when an
+ * entry on the way up does not stat (a damaged tree): the caller reports it
+ * rather than leave e's cuts out of the answer. */
 static int in_scope(const td_archive *a, td_entry e, td_entry scope)
 {
 	unsigned depth = 0;
+	if (scope == TD_ROOT)
+		return 1;
 	while (e != scope && e != TD_ROOT && depth++ < 4096) {
 		td_stat st;
-		if (td_archive_stat(a, e, &st))
-			return 0;
+		int err = td_archive_stat(a, e, &st);
+		if (err)
+			return err;
 		e = st.parent;
 	}
 	return e == scope;
@@ -845,9 +850,15 @@ int td_shard_split_files(const td_archive *a, td_entry scope, int midword, td_en
 	td_entry *v = ns ? malloc(ns * sizeof *v) : NULL;
 	if (ns && !v)
 		return TD_ENOMEM;
-	for (size_t i = 0; i < ns; i++)
-		if (in_scope(a, src[i], scope))
+	for (size_t i = 0; i < ns; i++) {
+		int in = in_scope(a, src[i], scope);
+		if (in < 0) {
+			free(v);
+			return in;
+		}
+		if (in)
 			v[n++] = src[i];
+	}
 	if (!n) {
 		free(v);
 		v = NULL;

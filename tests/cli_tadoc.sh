@@ -240,6 +240,20 @@ if "$TADOC" cat "$A" text/../text/crlf.txt >"$work/out" 2>"$work/err"; then
 else expect_fail "cat a/../b path" "text/../text/crlf.txt" "$TADOC" cat "$A" text/../text/crlf.txt; fi
 expect_fail "compress inputs ending in '..'" "d02/.." "$TADOC" compress -o "$work/dd.tadoc" "$work/tree/deep/d01/d02/.." "$work/tree/empty"
 expect_fail "extract ../ path" "../x" "$TADOC" extract "$A" ../x 0 1
+# a FIFO given as ARCHIVE: one message, no hang (was: blocked in open(2) until a writer came)
+mkfifo "$B/fifo.tadoc"
+expect_fail "a fifo as the archive" "$B/fifo.tadoc" "$TADOC" ls "$B/fifo.tadoc"
+expect_fail "a fifo as the archive (top)" "$B/fifo.tadoc" "$TADOC" top "$B/fifo.tadoc"
+# -o naming what is not a regular file: refused and left as it is (was: replaced
+# by rename(2); as root, -o /dev/null put a regular file in place of the device)
+expect_fail "compress onto a fifo" "$B/fifo.tadoc" "$TADOC" compress -q -o "$B/fifo.tadoc" "$work/tree"
+[ -p "$B/fifo.tadoc" ] && ok "... the fifo is still there" || not_ok "compress replaced a fifo by a file"
+# --top is ngrams' option (top and files took it and ignored it)
+expect_fail "top --top" "--top" "$TADOC" top --top 5 "$A5"
+expect_fail "files --top" "--top" "$TADOC" files --top 5 "$A5" the
+# a word holding a newline: a usage error in one line
+expect_fail "a word with a newline" "count" "$TADOC" count "$A5" "$(printf 'the\nof')"
+[ "$(wc -l <"$work/err")" -eq 1 ] && ok "... in one line" || not_ok "a newline in a word splits the usage message" "$(cat "$work/err")"
 
 # --- damaged archives, made in one run of archive_patch.py ------------------------
 # Each damaged archive is a copy patched here (`damage`), and checked where its

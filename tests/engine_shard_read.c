@@ -12,6 +12,9 @@
 #include "td_collect.h"
 #include "td_extract.h"
 #include "td_format.h"
+#include "td_analytics.h"
+#include <stddef.h>
+#include <xxhash.h>
 
 #define NSMALL 40
 #define NFILES (NSMALL + 3)
@@ -346,4 +349,140 @@ Test(shard_read, term_vector_parts)
 int main(int argc, char **argv)
 {
 	return tdt_main(argc, argv, 0);
+}
+
+static int count_runs(void *ctx, const char *const *w, const size_t *l, unsigned n, uint64_t c)
+{
+	(void)w;
+	(void)l;
+	(void)n;
+	*(uint64_t *)ctx += c;
+	return TD_OK;
+}
+
+/* The container's copy of p with one byte of the first `name` in NAMES
+ * replaced by '/' (a name the tree check refuses), every container
+ * checksum recomputed (the shard images are untouched). */
+static const char *damage_name(const char *p, const char *name, const char *out)
+{
+	size_t len;
+	uint8_t *b = tdt_slurp(p, &len);
+	cr_assert_not_null(b);
+	td_disk_header *h = (td_disk_header *)b;
+	td_disk_section *t = (td_disk_section *)(b + h->sectab_off);
+	int done = 0;
+	for (uint32_t i = 0; i < h->nsections; i++)
+		if (t[i].id == TD_SEC_NAMES) {
+			cr_assert_eq(t[i].flags & TD_SECF_ZSTD, 0, "container names stored plain");
+			uint8_t *at = memmem(b + t[i].off, t[i].size, name, strlen(name));
+			cr_assert_not_null(at, "%s in the names", name);
+			at[1] = '/';
+			t[i].sum = XXH3_64bits(b + t[i].off, t[i].size);
+			done = 1;
+		}
+	cr_assert(done);
+	h->sectab_sum = XXH3_64bits(t, h->nsections * sizeof *t);
+	h->header_sum = XXH3_64bits(b, offsetof(td_disk_header, header_sum));
+	const char *q = tdt_path(out);
+	cr_assert_eq(tdt_spit(q, b, len), 0);
+	free(b);
+	return q;
+}
+
+/* Runs across the cuts of a split file are added by a walk that looks the
+ * file up in the tree: a damaged directory met there (checksums right,
+ * lazy tree) is an error or leaves the answer whole, never a smaller
+ * answer with TD_OK (it dropped the runs across the cuts). */
+Test(shard_read, damaged_tree_never_drops_runs_across_cuts)
+{
+	const char *p = archive();
+	td_archive *a;
+	cr_assert_eq(td_archive_open(p, 0, &a), TD_OK, "%s", td_errdetail());
+	td_entry big = entry_of(a, NSMALL);
+	uint64_t want_root = 0, want_big = 0, want_ph = 0, got, ph;
+	cr_assert_eq(td_ngrams(a, TD_ROOT, 2, 0, count_runs, &want_root), TD_OK);
+	cr_assert_eq(td_ngrams(a, big, 2, 0, count_runs, &want_big), TD_OK);
+	cr_assert_eq(td_phrase_count(a, "whale sea", 9, TD_ROOT, &want_ph), TD_OK);
+	td_archive_close(a);
+	/* 'd1' -> 'd/': the root directory is damaged (stat of big/ fails);
+	 * 'lines.txt' -> 'l/nes.txt': big/ is (stat of big/words.txt fails) */
+	const char *bad[] = { damage_name(p, "d1", "read5-d1.tadoc"), damage_name(p, "lines.txt", "read5-lines.tadoc") };
+	for (unsigned k = 0; k < 2; k++) {
+		cr_assert_eq(td_archive_open(bad[k], TD_OPEN_LAZY_TREE, &a), TD_OK, "%s", td_errdetail());
+		got = 0;
+		int err = td_ngrams(a, TD_ROOT, 2, 0, count_runs, &got);
+		cr_expect(err != TD_OK || got == want_root, "root: %llu runs of %llu with TD_OK", (unsigned long long)got,
+			  (unsigned long long)want_root);
+		got = 0;
+		err = td_ngrams(a, big, 2, 0, count_runs, &got);
+		cr_expect(err != TD_OK || got == want_big, "big/: %llu runs of %llu with TD_OK", (unsigned long long)got,
+			  (unsigned long long)want_big);
+		ph = 0;
+		err = td_phrase_count(a, "whale sea", 9, TD_ROOT, &ph);
+		cr_expect(err != TD_OK || ph == want_ph, "'whale sea': %llu of %llu with TD_OK", (unsigned long long)ph,
+			  (unsigned long long)want_ph);
+		td_archive_close(a);
+	}
+}
+
+static int count_words(void *ctx, const char *w, size_t len, uint64_t c)
+{
+	(void)w;
+	(void)len;
+	*(uint64_t *)ctx += c;
+	return TD_OK;
+}
+
+/* Damage inside one shard (a byte of its NAMES, checksums left stale: what
+ * a bad disk does) reached by a query of a directory: an error, never the
+ * other shards' part of the answer with TD_OK (a shard's directory that
+ * does not check was taken for an empty one). */
+Test(shard_read, damaged_shard_tree_is_an_error_not_an_empty_directory)
+{
+	const char *p = archive();
+	size_t len;
+	uint8_t *b = tdt_slurp(p, &len);
+	cr_assert_not_null(b);
+	td_archive *a;
+	cr_assert_eq(td_archive_open(p, 0, &a), TD_OK, "%s", td_errdetail());
+	td_entry d0;
+	cr_assert_eq(td_archive_lookup_path(a, "d0", &d0), TD_OK);
+	uint64_t want_c = 0, want_t = 0, want_v = 0;
+	cr_assert_eq(td_count(a, "whale", 5, d0, &want_c), TD_OK);
+	cr_assert_eq(td_top_words(a, d0, 0, count_words, &want_t), TD_OK);
+	cr_assert_eq(td_term_vector(a, d0, count_words, &want_v), TD_OK);
+	const td_disk_piece *pc;
+	uint64_t np;
+	cr_assert_eq(td_archive_pieces(a, d0, &pc, &np), TD_OK);
+	cr_assert_gt(np, 0);
+	uint32_t shard = pc[0].shard;
+	td_archive_close(a);
+	/* shard `shard`'s image: its NAMES section's middle byte */
+	td_disk_header *h = (td_disk_header *)b;
+	td_disk_section *t = (td_disk_section *)(b + h->sectab_off);
+	for (uint32_t i = 0; i < h->nsections; i++)
+		if (t[i].id == TD_SEC5_SHARDS) {
+			const td_disk_shard *sh = (const td_disk_shard *)(b + t[i].off) + shard;
+			uint8_t *img = b + sh->off;
+			td_disk_header *sh_h = (td_disk_header *)img;
+			td_disk_section *st = (td_disk_section *)(img + sh_h->sectab_off);
+			for (uint32_t j = 0; j < sh_h->nsections; j++)
+				if (st[j].id == TD_SEC_NAMES)
+					img[st[j].off + st[j].size / 2] ^= 0x55;
+		}
+	const char *q = tdt_path("read5-shardnames.tadoc");
+	cr_assert_eq(tdt_spit(q, b, len), 0);
+	free(b);
+	cr_assert_eq(td_archive_open(q, TD_OPEN_LAZY_TREE, &a), TD_OK, "%s", td_errdetail());
+	uint64_t c = 0, tw = 0, tv = 0;
+	int err = td_count(a, "whale", 5, d0, &c);
+	cr_expect(err != TD_OK || c == want_c, "count: %llu of %llu with TD_OK", (unsigned long long)c,
+		  (unsigned long long)want_c);
+	err = td_top_words(a, d0, 0, count_words, &tw);
+	cr_expect(err != TD_OK || tw == want_t, "top: %llu of %llu with TD_OK", (unsigned long long)tw,
+		  (unsigned long long)want_t);
+	err = td_term_vector(a, d0, count_words, &tv);
+	cr_expect(err != TD_OK || tv == want_v, "vector: %llu of %llu with TD_OK", (unsigned long long)tv,
+		  (unsigned long long)want_v);
+	td_archive_close(a);
 }

@@ -16,14 +16,15 @@ static char out_static[OUT_CAP];
 static char *out_buf = out_static; /* or a heap block: td_cli_out_on_heap */
 static size_t out_len;
 
-/* Append s to o with its newlines as "\\n", so that a name holding one
- * still gives a message of one line; returns the new end. */
+/* Append s to o with its newlines and carriage returns as "\\n" and
+ * "\\r", so that a name holding one still gives a message of one line;
+ * returns the new end. */
 static char *put_one_line(char *o, const char *s)
 {
 	for (; *s; s++) {
-		if (*s == '\n') {
+		if (*s == '\n' || *s == '\r') {
 			*o++ = '\\';
-			*o++ = 'n';
+			*o++ = *s == '\n' ? 'n' : 'r';
 		} else {
 			*o++ = *s;
 		}
@@ -112,10 +113,14 @@ int td_cli_usage(const char *cmd, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
+	/* through print_line: a word or path with a newline in it (an
+	 * argument, a line of -f FILE) still gives one line */
+	char line[1200];
 	if (cmd)
-		fprintf(stderr, "tadoc: %s: %s (see 'tadoc %s --help')\n", cmd, msg, cmd);
+		snprintf(line, sizeof line, "%s: %s (see 'tadoc %s --help')", cmd, msg, cmd);
 	else
-		fprintf(stderr, "tadoc: %s (see 'tadoc --help')\n", msg);
+		snprintf(line, sizeof line, "%s (see 'tadoc --help')", msg);
+	print_line(NULL, line);
 	return TD_CLI_USAGE;
 }
 

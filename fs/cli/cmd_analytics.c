@@ -144,7 +144,9 @@ static int prepare(int argc, char **argv, const spec *sp, args *ar)
 				return td_cli_usage(argv[0], "-%c needs a non-negative integer, not '%s'", c, optarg);
 			break;
 		case 't':
-			if (!strchr(sp->shortopts, 'n') || td_cli_parse_u64(optarg, &ar->top))
+			if (!strchr(sp->shortopts, 'n') || !sp->nmax) /* ngrams only: -n LEN and --top K */
+				return td_cli_usage(argv[0], "unknown option '--top' (an option of 'tadoc ngrams')");
+			if (td_cli_parse_u64(optarg, &ar->top))
 				return td_cli_usage(argv[0], "--top needs a non-negative integer, not '%s'", optarg);
 			break;
 		case 'f':

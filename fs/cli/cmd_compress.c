@@ -346,7 +346,15 @@ int td_cmd_compress(int argc, char **argv)
 	 * one from mounting, so it goes (as in 'tadoc add'). */
 	int lock = -1;
 	struct stat ost;
-	if (stat(out, &ost) == 0 && S_ISREG(ost.st_mode)) {
+	/* OUT is replaced by rename(2): never a device, FIFO, socket or
+	 * directory that happens to have its name (-o /dev/null as root would
+	 * otherwise put a regular file in its place) */
+	int exists = stat(out, &ost) == 0;
+	if (exists && !S_ISREG(ost.st_mode)) {
+		free(dir);
+		return td_cli_errorf(out, "not a regular file: not replaced");
+	}
+	if (exists) {
 		td_cli_clear_detail();
 		int lerr = td_lock_archive(out, 0, TD_LOCK_WAIT_MS, &lock);
 		if (lerr == TD_EBUSY) {
