@@ -799,7 +799,10 @@ static int fsearch_init(fsearch *s, const td_archive *a, const ftree *t, const u
 }
 
 /* Levenshtein distance of code points a[0..n) and b[0..m), or k + 1 when
- * it exceeds k. */
+ * it exceeds k. Only the band |i - j| <= k is computed (cells outside it
+ * exceed k), values saturate at k + 1, and a row whose cells all exceed k
+ * ends it: O(n k), not O(n m) (long words of 70,000 code points took
+ * minutes a query). */
 static unsigned lev(const uint32_t *a, unsigned n, const uint32_t *b, unsigned m, unsigned k)
 {
 	if ((n > m ? n - m : m - n) > k)
@@ -807,19 +810,30 @@ static unsigned lev(const uint32_t *a, unsigned n, const uint32_t *b, unsigned m
 	uint32_t *row = malloc((m + 1) * sizeof *row);
 	if (!row)
 		return k + 1;
+	const uint32_t out = k + 1;
 	for (unsigned j = 0; j <= m; j++)
-		row[j] = j;
+		row[j] = j <= k ? j : out; /* cells right of every band read as out until written */
 	for (unsigned i = 1; i <= n; i++) {
-		uint32_t diag = row[0];
-		row[0] = i;
-		for (unsigned j = 1; j <= m; j++) {
+		unsigned lo = i > k ? i - k : 1, hi = i + k < m ? i + k : m;
+		uint32_t diag = row[lo - 1]; /* row i - 1, cell lo - 1 */
+		row[lo - 1] = lo == 1 && i <= k ? i : out; /* row i, cell lo - 1: column 0 or outside the band */
+		uint32_t least = row[lo - 1];
+		for (unsigned j = lo; j <= hi; j++) {
 			uint32_t v = diag + (a[i - 1] != b[j - 1]);
 			if (row[j] + 1 < v)
 				v = row[j] + 1;
 			if (row[j - 1] + 1 < v)
 				v = row[j - 1] + 1;
+			if (v > out)
+				v = out;
 			diag = row[j];
 			row[j] = v;
+			if (v < least)
+				least = v;
+		}
+		if (least > k) {
+			free(row);
+			return k + 1;
 		}
 	}
 	unsigned d = row[m];
@@ -1206,7 +1220,12 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 	pthread_t th[64];
 	int created[64] = { 0 };
 	unsigned started = 0;
-	for (unsigned i = 0; i < nt && !err && !have_fd; i++) {
+	/* the dictionary's words (tree or sorted list) have at most TD_MAXTOK
+	 * bytes, so code points: a longer query can match only long words, and
+	 * fsearch_init's (m + k + 2) x (m + 1) rows would be O(m^2) memory (19.6
+	 * GB for a query of 70,000 code points) */
+	const int dict = m <= TD_MAXTOK + k;
+	for (unsigned i = 0; i < nt && !err && !have_fd && dict; i++) {
 		jobs[i].ti = i;
 		jobs[i].nt = nt;
 		jobs[i].rev = rev;
@@ -1221,7 +1240,7 @@ static int fuzzy_in(const td_archive *a, const char *word, size_t len, unsigned 
 		if (nt > 1 && !created[i])
 			jobs[i].s.err = TD_ENOMEM;
 	}
-	if (!err && nt == 1 && !have_fd)
+	if (!err && nt == 1 && started)
 		fthread(&jobs[0]);
 	for (unsigned i = 0; i < started; i++)
 		if (created[i])

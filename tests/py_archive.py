@@ -28,6 +28,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 
 import py_common as C
 from py_common import check, same, raises, log
@@ -342,6 +343,27 @@ def bad_input(work, arch, name):
         raises(lambda: a.fuzzy("the", 4), tadoc.TadocError, errno.EINVAL, ["k must be 0..3"],
                "%s: fuzzy k=4, the message of k=-1" % name)
         check(isinstance(tadoc.TadocError(1, "x"), OSError), "TadocError is an OSError")
+        # found by /tmp/fzpy (differential fuzzing): ctypes wraps ints past the C type silently, a NUL cuts the
+        # archive's path, fuzzy_many took bools, and a long fuzzy query sized its rows O(m^2)
+        raises(lambda: tadoc.Archive(arch + "\0junk"), ValueError, None, ["null byte"], "%s: NUL in the path" % name)
+        same(len(a.top((1 << 64) + 1)), len(a.top(0)), "%s: top(2^64 + 1) is every word, not top(1)" % name)
+        same(len(a.ngrams(2, (1 << 64) + 1)), len(a.ngrams(2, 0)), "%s: ngrams top 2^64 + 1" % name)
+        raises(lambda: a.vector_part(1 << 32), tadoc.TadocError, errno.EINVAL, ["part"], "%s: vector_part(2^32)" % name)
+        raises(lambda: a.fuzzy_many(["the"], True), TypeError, None, ["k must be an int"], "%s: fuzzy_many k=True" % name)
+        raises(lambda: a.fuzzy_many(["the"], 4), tadoc.TadocError, errno.EINVAL, ["k must be 0..3"],
+               "%s: fuzzy_many k=4" % name)
+        raises(lambda: a.ngrams_many([(2, True, None)]), TypeError, None, ["top must be an int"],
+               "%s: ngrams_many top=True" % name)
+        t0 = time.monotonic()
+        same(a.fuzzy("q" * 30000, 1), [], "%s: fuzzy of a 30,000-letter word" % name)  # was 3.6 GB a shard, minutes
+        check(time.monotonic() - t0 < 5, "%s: fuzzy of a 30,000-letter word took %.1f s" % (name, time.monotonic() - t0))
+    # close() with a file whose raw stream was detached (found by /tmp/fzpy): closes the archive, no ValueError
+    b = tadoc.Archive(arch)
+    f = b.open("text/crlf.txt")
+    raw = f.detach()  # f kept alive, as a wrapper holding it would
+    b.close()
+    check(b._h is None, "%s: close() with a detached file frees the archive" % name)
+    raises(lambda: raw.read(5), ValueError, None, ["closed"], "%s: a detached raw file after close" % name)
 
 
 def run_corpus(name, tree, work, heavy_analytics=True, formats=(4, 5)):

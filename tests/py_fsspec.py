@@ -89,6 +89,21 @@ def check_fs(arch, tree, label):
     raises(lambda: fs.open("no/such/file").read(), FileNotFoundError, errno.ENOENT, ["no/such/file"],
            label + ": open of a missing path")
     raises(lambda: fs.open(next(iter(files)), "wb"), ValueError, None, ["read-only"], label + ": mode wb")
+    # found by /tmp/fzpy: ls of a missing path, of a file, with a protocol or a leading '/'; symlinked directories
+    raises(lambda: fs.ls("no/such/dir"), FileNotFoundError, None, [], label + ": ls of a missing path")
+    f0 = next(iter(files))
+    same(fs.ls(f0, detail=False), [f0], label + ": ls of a file is the file")
+    for d in sorted(dirs)[:3]:
+        same(fs.ls("/" + d, detail=False), fs.ls(d, detail=False), "%s: ls of '/%s'" % (label, d))
+        same(fs.ls("tadoc://" + d, detail=False), fs.ls(d, detail=False), "%s: ls of 'tadoc://%s'" % (label, d))
+    if fs.exists("links/dirlink"):  # the adversarial tree: links/dirlink -> ../deep
+        same(sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls("links/dirlink", detail=False)),
+             sorted(os.listdir(os.path.join(tree, "deep"))), label + ": ls through a symlinked directory")
+        check(fs.exists("links/dirlink/d01") and fs.info("links/dirlink/d01")["type"] == "directory",
+              label + ": info through a symlinked directory")
+    fsspec.filesystem("tadoc", fo=arch, block_size=12345).close()  # an instance of its own (other arguments)
+    same(fsspec.filesystem("tadoc", fo=arch, block_size=12345).cat_file(f0), data(f0),
+         label + ": filesystem() after close() gives a working instance")
     # whole files and ranges
     pick = sorted(files, key=lambda p: -files[p])[:4] + rng.sample(sorted(files), min(40, len(files)))
     for p in dict.fromkeys(pick):

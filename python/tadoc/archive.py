@@ -46,6 +46,15 @@ def _int(name, v):
     return v
 
 
+U64_MAX = (1 << 64) - 1
+
+
+def _u64(v):
+    """A count bound (top n) for a C uint64: ctypes wraps larger ints silently
+    (2**64 + 5 would become 5), and any bound past 2**64 - 1 means "all"."""
+    return min(v, U64_MAX)
+
+
 def _unpack_pairs(v, n):
     """Lists of the entries and the 64-bit values of n {td_entry, uint64}
     structs (td_hit, td_file_count: 16 bytes each, 4 of them padding)."""
@@ -135,7 +144,7 @@ def top_word_counts(p, n):
         raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n)
     p = WordCounts(*p)
     wc = _wc_of(p)
-    return _wc_call(_lib.lib().td_word_counts_top, ctypes.byref(wc), n).items()
+    return _wc_call(_lib.lib().td_word_counts_top, ctypes.byref(wc), _u64(_int("n", n))).items()
 
 
 class Archive:
@@ -163,6 +172,9 @@ class Archive:
 
     def __init__(self, path, verify=False):
         self._path = os.fspath(path)
+        if (b"\0" if isinstance(self._path, bytes) else "\0") in self._path:
+            # ctypes would pass the string cut at the NUL, opening another file (open() refuses it too)
+            raise ValueError("embedded null byte in the archive path %r" % (self._path,))
         L = _lib.lib()
         self._L = L
         h = ctypes.c_void_p()
@@ -176,6 +188,7 @@ class Archive:
         self._busy = 0
         self._closed = False
         self._files = weakref.WeakSet()
+        self._raws = weakref.WeakSet()  # a reader's raw file may be detached from it
 
     # --- lifetime -------------------------------------------------------
     def __enter__(self):
@@ -217,7 +230,12 @@ class Archive:
             while self._busy:
                 self._cond.wait()
         for f in list(self._files):
-            f.close()  # its reader's buffer too: a later read raises ValueError
+            try:
+                f.close()  # its reader's buffer too: a later read raises ValueError
+            except ValueError:  # a reader whose raw file was detached (closed below)
+                pass
+        for r in list(self._raws):
+            r.close()
         self._L.td_archive_close(self._h)
         self._h = None
 
@@ -485,6 +503,7 @@ class Archive:
             self._leave()
         f = io.BufferedReader(raw, buffer_size=256 * 1024)
         self._files.add(f)  # the reader, not raw: closing raw alone leaves its buffer readable
+        self._raws.add(raw)
         return f
 
     # --- words ----------------------------------------------------------
@@ -653,7 +672,7 @@ class Archive:
         if _int("n", n) < 0:
             raise TadocError(errno.EINVAL, "invalid argument: n must be >= 0, not %d" % n, self._path, None,
                              _lib.TD_EINVAL)
-        return self._word_list(self._L.td_top_words_collect, path, n)
+        return self._word_list(self._L.td_top_words_collect, path, _u64(n))
 
     def vector(self, path=None):
         """Every word of the scope with its count, (word, count) in byte order
@@ -685,8 +704,8 @@ class Archive:
         """Part k (0 <= k < vector_nparts(path)) of the scope's term vector
         as a WordCounts (packed: words in byte order, counts); the parts
         added up with merge_word_counts give vector(path) exactly."""
-        if _int("k", k) < 0:
-            raise TadocError(errno.EINVAL, "invalid argument: part must be >= 0, not %d" % k, self._path, None,
+        if not 0 <= _int("k", k) <= 0xFFFFFFFF:  # a td part number is a uint32: ctypes would wrap it
+            raise TadocError(errno.EINVAL, "invalid argument: part must be 0..2^32-1, not %d" % k, self._path, None,
                              _lib.TD_EINVAL)
         wc = _lib.td_word_counts()
         h = self._enter()
@@ -748,7 +767,7 @@ class Archive:
         try:
             scope = self._scope(h, path)
             _lib.clear_detail()
-            err = self._L.td_ngrams(h, scope, n, top, cb, None)
+            err = self._L.td_ngrams(h, scope, n, _u64(top), cb, None)
             if err:
                 raise self._err(err, None if path is None else _b(path))
         finally:
@@ -774,7 +793,7 @@ class Archive:
             raise TadocError(errno.EINVAL, "invalid argument: gpu must be auto, on or off, not %r" % (gpu,),
                              self._path, None, _lib.TD_EINVAL)
         for n, top, _ in qs:
-            if not 2 <= n <= _lib.TD_PHRASE_MAX or top < 0:
+            if not 2 <= _int("n", n) <= _lib.TD_PHRASE_MAX or _int("top", top) < 0:
                 raise TadocError(errno.EINVAL, "invalid argument: n must be 2..%d and top >= 0 (n=%d, top=%d)"
                                  % (_lib.TD_PHRASE_MAX, n, top), self._path, None, _lib.TD_EINVAL)
         reqs = (_lib.td_ngram_req * max(1, len(qs)))()
@@ -784,7 +803,7 @@ class Archive:
             for i, (n, top, path) in enumerate(qs):
                 reqs[i].scope = self._scope(h, path)
                 reqs[i].len = n
-                reqs[i].top = top
+                reqs[i].top = _u64(top)
             L = self._L
             _lib.clear_detail()
             self._gpu_for(h, len(qs), gpu, g)
@@ -842,7 +861,7 @@ class Archive:
         the GPU when one is usable, "on" requires it, "off" keeps it on the
         CPU (every core); the answers are the same."""
         wbs = [_word_b(w) for w in words]
-        if not isinstance(k, int) or k < 0:
+        if not 0 <= _int("k", k) <= _lib.TD_FUZZY_MAXK:
             raise TadocError(errno.EINVAL, "invalid argument: k must be 0..%d, not %r" % (_lib.TD_FUZZY_MAXK, k),
                              self._path, None, _lib.TD_EINVAL)
         if gpu not in ("auto", "on", "off"):

@@ -75,11 +75,14 @@ class TadocFileSystem(AbstractArchiveFileSystem):
 
     def close(self):
         self.archive.close()
+        # a closed instance must not be handed out again by fsspec's instance cache
+        type(self)._cache.pop(getattr(self, "_fs_token", None), None)
 
     def _get_dirs(self):
         if self.dir_cache is not None:
             return
         cache = {}
+        children = {"": []}
         for p, st in self.archive.walk_entries():
             name = os.fsdecode(p)
             d = {"name": name, "size": st.st_size, "type": "file", "mode": st.st_mode,
@@ -87,6 +90,8 @@ class TadocFileSystem(AbstractArchiveFileSystem):
             if _stat.S_ISDIR(st.st_mode):
                 d.update(name=name + "/", size=0, type="directory")
                 cache[name + "/"] = d
+                children.setdefault(name, [])
+                children[name.rsplit("/", 1)[0] if "/" in name else ""].append(d)
                 continue
             if _stat.S_ISLNK(st.st_mode):
                 d["islink"] = True
@@ -98,7 +103,43 @@ class TadocFileSystem(AbstractArchiveFileSystem):
                 except OSError:
                     d["type"] = "link"  # dangling, or pointing outside the archive
             cache[name] = d
+            # in listings a symlink to a directory is not descended into by walk/find (fsspec's local
+            # filesystem lists it as "other" too): a link to ".." would otherwise never end
+            listed = dict(d, type="other") if d.get("islink") and d["type"] == "directory" else d
+            children[name.rsplit("/", 1)[0] if "/" in name else ""].append(listed)
         self.dir_cache = cache
+        self._children = children
+
+    def info(self, path, **kwargs):
+        self._get_dirs()
+        path = self._strip_protocol(path).rstrip("/")
+        if path == "":
+            return {"name": "", "type": "directory", "size": 0}
+        d = self.dir_cache.get(path) or self.dir_cache.get(path + "/")
+        if d is not None:
+            return d
+        # not an entry of the table: a path through a symlinked directory, or missing
+        st = self.archive.stat(path)  # follows symlinks; FileNotFoundError / NotADirectoryError
+        isdir = _stat.S_ISDIR(st.st_mode)
+        return {"name": path + ("/" if isdir else ""), "size": 0 if isdir else st.st_size,
+                "type": "directory" if isdir else "file", "mode": st.st_mode, "mtime": st.st_mtime,
+                "nwords": st.st_nwords}
+
+    def ls(self, path, detail=False, **kwargs):
+        """Entries of directory `path` (O(its entries)); a file gives itself;
+        a missing path FileNotFoundError, as fsspec's local filesystem."""
+        self._get_dirs()
+        path = self._strip_protocol(path).rstrip("/")
+        out = self._children.get(path)
+        if out is None:
+            d = self.info(path)
+            if d["type"] != "directory":
+                out = [d]
+            else:  # a symlink to a directory: its target's entries under this path
+                out = [self.info(path + "/" + n) for n in self.archive.ls(path)]
+                out = [dict(x, name=path + "/" + x["name"].rstrip("/").rsplit("/", 1)[-1]
+                            + ("/" if x["type"] == "directory" else "")) for x in out]
+        return list(out) if detail else sorted(x["name"] for x in out)
 
     def _open(self, path, mode="rb", block_size=None, autocommit=True, cache_options=None, **kwargs):
         if mode != "rb":
