@@ -413,6 +413,7 @@ int main(int argc, char **argv)
 	int lrc = run_loop(se, &o, &fs);
 	td_fs_warm_stop(&fs);
 	td_fs_batch_stop(&fs); /* answers what is still queued */
+	td_fs_rw_inval_stop(&fs); /* and the edits waiting for an invalidation */
 	fuse_session_unmount(se);
 	/* A signal (positive) or an unmount (0) is a clean end. */
 	rc = lrc < 0 ? TD_FS_EXIT_FAIL : TD_FS_EXIT_OK;

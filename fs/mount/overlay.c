@@ -111,6 +111,8 @@ int td_fs_rw_open(td_fs *fs, int writable, int *lock_fd)
 		td_edit_set_log(rw->ed, td_journal_log, rw->j);
 	pthread_rwlock_init(&rw->lock, NULL);
 	pthread_mutex_init(&rw->vmu, NULL);
+	pthread_mutex_init(&rw->imu, NULL);
+	pthread_cond_init(&rw->icv, NULL);
 	fs->rw = rw;
 	fs->writable = writable;
 	fs->entry_timeout = TD_FS_RW_TIMEOUT;
@@ -158,6 +160,9 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 		pthread_rwlock_destroy(&rw->lock);
 		td_fs_rw_vals_free(rw);
 		pthread_mutex_destroy(&rw->vmu);
+		td_fs_rw_inval_stop(fs); /* normally done already: nothing left */
+		pthread_cond_destroy(&rw->icv);
+		pthread_mutex_destroy(&rw->imu);
 		free(rw);
 		fs->rw = NULL;
 	}
@@ -197,10 +202,84 @@ int td_fs_rw_status(td_fs *fs, int err)
 	return err ? -td_err_errno(err) : 0;
 }
 
-void td_fs_rw_inval(td_fs *fs, td_node n)
+typedef struct td_fs_inval {
+	struct td_fs_inval *next;
+	td_node n;
+	fuse_req_t req;           /* answered once the pages are gone; or NULL */
+} td_fs_inval;
+
+static void *inval_main(void *arg)
 {
+	td_fs *fs = arg;
+	td_fs_rw *rw = fs->rw;
+	pthread_mutex_lock(&rw->imu);
+	for (;;) {
+		while (!rw->ihead && !rw->istop)
+			pthread_cond_wait(&rw->icv, &rw->imu);
+		td_fs_inval *it = rw->ihead;
+		if (!it)
+			break; /* stopping, nothing left */
+		rw->ihead = it->next;
+		if (!rw->ihead)
+			rw->itail = NULL;
+		int stopping = rw->istop;
+		pthread_mutex_unlock(&rw->imu);
+		/* Once the session loop ended no worker answers the reads
+		 * whose pages the kernel would wait for: only answer. */
+		if (fs->se && !stopping)
+			fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)it->n + 1, 0, 0);
+		if (it->req)
+			fuse_reply_err(it->req, 0);
+		free(it);
+		pthread_mutex_lock(&rw->imu);
+	}
+	pthread_mutex_unlock(&rw->imu);
+	return NULL;
+}
+
+void td_fs_rw_inval(td_fs *fs, td_node n, fuse_req_t req)
+{
+	td_fs_rw *rw = fs->rw;
+	td_fs_inval *it = malloc(sizeof *it);
+	pthread_mutex_lock(&rw->imu);
+	if (it && !rw->istop && !rw->istarted) {
+		/* started on first use: after fuse_daemonize's fork */
+		if (pthread_create(&rw->ithread, NULL, inval_main, fs) == 0)
+			rw->istarted = 1;
+	}
+	if (it && rw->istarted && !rw->istop) {
+		*it = (td_fs_inval){ NULL, n, req };
+		if (rw->itail)
+			rw->itail->next = it;
+		else
+			rw->ihead = it;
+		rw->itail = it;
+		pthread_cond_signal(&rw->icv);
+		pthread_mutex_unlock(&rw->imu);
+		return;
+	}
+	pthread_mutex_unlock(&rw->imu);
+	free(it);
+	/* No thread (out of memory, or stopping): as before, in this thread. */
 	if (fs->se)
 		fuse_lowlevel_notify_inval_inode(fs->se, (fuse_ino_t)n + 1, 0, 0);
+	if (req)
+		fuse_reply_err(req, 0);
+}
+
+void td_fs_rw_inval_stop(td_fs *fs)
+{
+	td_fs_rw *rw = fs->rw;
+	if (!rw)
+		return;
+	pthread_mutex_lock(&rw->imu);
+	int started = rw->istarted;
+	rw->istop = 1;
+	rw->istarted = 0;
+	pthread_cond_broadcast(&rw->icv);
+	pthread_mutex_unlock(&rw->imu);
+	if (started)
+		pthread_join(rw->ithread, NULL);
 }
 
 static uint32_t count_subdirs(const td_edit *ed, td_node dir)

@@ -60,6 +60,15 @@ typedef struct td_fs_rw {
 	 * to hide nothing from class c + 1 (xattr_perm.h); 0: not known */
 	_Atomic uint64_t open_at[3];
 	td_journal_report rep;    /* what the replay found */
+	/* Invalidations of the kernel's pages, made by a thread of their own
+	 * (td_fs_rw_inval): the kernel waits for the page locks of reads and
+	 * writes in flight, which only a FUSE worker can release by answering
+	 * them, so a worker must never wait for it (one worker: a hang). */
+	pthread_mutex_t imu;      /* guards the fields below */
+	pthread_cond_t icv;
+	struct td_fs_inval *ihead, *itail;
+	int istarted, istop;
+	pthread_t ithread;
 	pthread_mutex_t vmu;      /* guards vals, vclock */
 	td_fs_rwval vals[TD_FS_RW_VALS];
 	uint64_t vclock;
@@ -124,8 +133,18 @@ int td_fs_rw_begin(td_fs *fs);
 int td_fs_rw_status(td_fs *fs, int err);
 
 /* Drop the kernel's cached pages and attributes of node n (after a change
- * the kernel did not make itself: insert, delete). Call without the lock. */
-void td_fs_rw_inval(td_fs *fs, td_node n);
+ * the kernel did not make itself: insert, delete), then, when req is not
+ * NULL, answer req with success. Done by the overlay's invalidation thread:
+ * the kernel's invalidation waits for the pages of reads and writes in
+ * flight, which need a FUSE worker to be answered, so the handler returns
+ * at once (with -s or max_threads=1 it would wait for itself). The caller
+ * learns of the change only once the pages are gone, so its next read
+ * sees it. Call without the lock. */
+void td_fs_rw_inval(td_fs *fs, td_node n, fuse_req_t req);
+
+/* At the end of the session loop, before fuse_session_unmount: answer what
+ * the invalidation thread still holds and stop it. NULL fs->rw accepted. */
+void td_fs_rw_inval_stop(td_fs *fs);
 
 /* Free the kept values (overlay_xattr.c); at teardown. */
 void td_fs_rw_vals_free(td_fs_rw *rw);

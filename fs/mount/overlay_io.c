@@ -178,7 +178,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * the pages it writes until it is answered, and the invalidation waits
 	 * for them (a deadlock when done first). */
 	if (at != (uint64_t)off)
-		td_fs_rw_inval(fs, f->e);
+		td_fs_rw_inval(fs, f->e, NULL);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -338,9 +338,16 @@ static int rw_child(td_fs *fs, const td_fs_listing *l, uint64_t k, int plus, cha
 	*name = d->name;
 	ep->attr.st_ino = (ino_t)d->node + 1;
 	ep->attr.st_mode = d->type;
-	/* An entry removed since the snapshot is listed without attributes
-	 * (no lookup is counted for it). */
-	if (plus && td_fs_rw_entry(fs, d->node, ep) != 0) {
+	/* An entry removed, renamed or replaced since the snapshot is listed
+	 * without attributes (no lookup is counted for it): with them the
+	 * kernel would link the name to that node again (a dentry over the
+	 * current one), and a path lookup would reach a file no longer (or
+	 * not yet) under that name until the entry timeout. The caller holds
+	 * the read lock, and the kernel the directory's lock, so what is
+	 * checked here is what the kernel sees when it links the entry. */
+	td_node now;
+	if (plus && (td_edit_lookup(fs->rw->ed, ((const dsnap *)l->ctx)->dir, d->name, strlen(d->name), &now) != TD_OK ||
+		     now != d->node || td_fs_rw_entry(fs, d->node, ep) != 0)) {
 		memset(ep, 0, sizeof *ep);
 		ep->attr.st_ino = (ino_t)d->node + 1;
 		ep->attr.st_mode = d->type;

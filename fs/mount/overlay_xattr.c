@@ -416,10 +416,12 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		return;
 	}
 	/* The bytes moved behind the kernel's page cache: drop it (and the
-	 * size) before answering, so the caller's next read sees the change. */
+	 * size) before answering, so the caller's next read sees the change;
+	 * the invalidation thread answers (td_fs_rw_inval). */
 	if (rc == 0)
-		td_fs_rw_inval(fs, n);
-	fuse_reply_err(req, 0);
+		td_fs_rw_inval(fs, n, req);
+	else
+		fuse_reply_err(req, 0);
 }
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
