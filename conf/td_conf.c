@@ -55,7 +55,7 @@ void td_conf_defaults(td_conf *c)
 	c->read_ahead = 8ull << 20;
 	c->store_ahead = true;
 	c->journal_sync = TD_CONF_SYNC_FSYNC;
-	c->compact_threshold = 64ull << 20;
+	c->compact_threshold = 0; /* never: compaction at unmount is asked for */
 	c->log_level = TD_CONF_LOG_WARN;
 	c->file[0] = '\0';
 	for (int k = 0; k < TD_CONF_NKEYS; k++)
@@ -404,7 +404,10 @@ int td_conf_print(const td_conf *c, FILE *out)
 			snprintf(src, sizeof src, "-o");
 		else
 			td_conf_where(c, (td_conf_key)k, src, sizeof src);
-		if (fprintf(out, "%-17s = %-8s ; %s\n", keys[k].name, val, src) < 0)
+		/* a default gpu_device means "not given" (td_conf_print) */
+		int unset = k == TD_CONF_KEY_GPU_DEVICE && c->origin[k].src == TD_CONF_SRC_DEFAULT;
+		if (fprintf(out, "%s%-17s = %-8s ; %s%s\n", unset ? "# " : "", keys[k].name, val, src,
+			    unset ? ", not set" : "") < 0)
 			return -1;
 	}
 	return fflush(out) ? -1 : 0;

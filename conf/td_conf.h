@@ -130,7 +130,7 @@ typedef struct td_conf {
 	                               files, and the next files of a directory read
 	                               in order, in the page cache ahead (on) */
 	td_conf_sync journal_sync;  /* journal_sync = none|fsync|always (fsync) */
-	uint64_t compact_threshold; /* compact_threshold = size, 0 = off (64M) */
+	uint64_t compact_threshold; /* compact_threshold = size, 0 = off (0) */
 	td_conf_log log_level;      /* log_level = error|warn|info|debug (warn) */
 
 	/* The config file that was read; "" when none was. */
@@ -184,15 +184,21 @@ int td_conf_find_file(char *buf, size_t len);
  * overrides "key=value" in order (`overrides` may be NULL when n is 0).
  * Returns 0 with *c filled; or -1 with a one-line message of the forms
  * above in err (when errlen > 0); *c is then unspecified.
- * Errors: explicit file missing; file unreadable, a directory, containing a
- * NUL byte or an over-long line; INI syntax error; unknown section; unknown
- * key; bad value; override without '='. */
+ * Errors: explicit file missing; file unreadable, a directory, neither a
+ * regular file nor a character device (a FIFO: never waited on), containing
+ * a NUL byte or an over-long line; an override value over 511 bytes; INI
+ * syntax error; unknown section; unknown key; bad value; override without
+ * '='. */
 int td_conf_load(td_conf *c, const char *explicit_file,
 		 const char *const *overrides, size_t n, char *err, size_t errlen);
 
 /* Print the effective configuration to `out` as a valid config file: a
  * header naming the file that was read, then one `key = value` line per key
- * with a comment giving its source ("default", "FILE:LINE" or "-o").
+ * with a comment giving its source ("default", "FILE:LINE" or "-o"). A
+ * default gpu_device is printed as a comment ("# gpu_device = 0 ; default,
+ * not set"): given, even as 0, it keeps a version 5 archive's shards on
+ * that device, so the printed file, read back, acts as the configuration
+ * printed.
  * Returns 0, or -1 when writing failed (errno set). Used by
  * `tadoc config --print`. */
 int td_conf_print(const td_conf *c, FILE *out);

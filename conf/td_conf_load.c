@@ -2,6 +2,7 @@
 #include "td_conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -138,6 +139,8 @@ static char *read_line(char *str, int num, void *stream)
 			str[n++] = (char)ch;
 		else
 			too_long = true;
+		if (nul || too_long)
+			break; /* the line is an error: do not read on (/dev/zero has no end) */
 	}
 	if (ferror(p->f)) {
 		int e = errno;
@@ -158,6 +161,16 @@ static char *read_line(char *str, int num, void *stream)
 	}
 	str[n++] = '\n';
 	str[n] = '\0';
+	/* inih drops a UTF-8 BOM on line 1 itself: drop it here first, so that
+	 * a section header after it is checked like any other */
+	if (p->line == 1 && !memcmp(str, "\xEF\xBB\xBF", 3)) {
+		memmove(str, str + 3, n - 2);
+		n -= 3;
+		size_t lead = 0;
+		while (is_blank(str[lead]))
+			lead++;
+		memmove(str, str + lead, n - lead + 1);
+	}
 	if (str[0] == '[' && check_section(p, str))
 		return NULL;
 	return str;
@@ -213,16 +226,33 @@ static int load_fail(char *err, size_t errlen, const char *where, unsigned line,
 static int load_file(td_conf *c, const char *path, bool must_exist,
 		     char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "r");
-	if (!f) {
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
 		if (!must_exist && (errno == ENOENT || errno == ENOTDIR))
 			return 0; /* vanished since td_conf_find_file(): none */
 		return load_fail(err, errlen, path, 0, "cannot open: %s", strerror(errno));
 	}
 	struct stat st;
-	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-		fclose(f);
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return load_fail(err, errlen, path, 0, "cannot open: %s", strerror(e));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		close(fd);
 		return load_fail(err, errlen, path, 0, "is a directory");
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode)) {
+		close(fd);
+		return load_fail(err, errlen, path, 0, "not a regular file");
+	}
+	int fl = fcntl(fd, F_GETFL);
+	FILE *f = fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ? NULL : fdopen(fd, "r");
+	if (!f) {
+		int e = errno;
+		close(fd);
+		return load_fail(err, errlen, path, 0, "cannot open: %s", strerror(e));
 	}
 	if (strlen(path) >= sizeof c->file) {
 		fclose(f);
@@ -274,7 +304,9 @@ static int apply_override(td_conf *c, const char *s, unsigned pos,
 	const char *v = eq + 1;
 	while (is_blank(*v))
 		v++;
-	snprintf(val, sizeof val, "%s", v);
+	if ((size_t)snprintf(val, sizeof val, "%s", v) >= sizeof val)
+		return load_fail(err, errlen, NULL, pos, "%s: value too long (at most %zu bytes)", key,
+				 sizeof val - 1);
 	size_t len = strlen(val);
 	while (len && is_blank(val[len - 1]))
 		val[--len] = '\0';

@@ -664,5 +664,13 @@ else
 	cmp -s "$G/off4" "$G/c" && cmp -s "$G/off5" "$G/a" && ok "... the archives untouched" || not_ok "... an archive changed"
 fi
 
+
+# tadoc config -o takes tadocfs's -o lists: '\,' escapes, mount options ignored
+out=$(XDG_CONFIG_HOME="$work/noconf" "$TADOC" config --print -o 'ro,allow_other,gpu_devices=0\,1,x-systemd.automount' 2>&1) || true
+if printf '%s\n' "$out" | grep -q '^gpu_devices *= 0:1 *; -o$'; then ok "config --print -o as tadocfs -o"
+else not_ok "config --print -o as tadocfs -o" "$out"; fi
+mkfifo "$work/fifo.conf"
+expect_fail "config --print of a FIFO" "fifo.conf" "$TADOC" config --print -c "$work/fifo.conf"
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -124,7 +124,7 @@ Test(conf, defaults)
 	cr_assert_eq(c.read_ahead, 8ull << 20);
 	cr_assert(c.store_ahead);
 	cr_assert_eq(c.journal_sync, TD_CONF_SYNC_FSYNC);
-	cr_assert_eq(c.compact_threshold, 64ull << 20);
+	cr_assert_eq(c.compact_threshold, 0);
 	cr_assert_eq(c.log_level, TD_CONF_LOG_WARN);
 	cr_assert_str_eq(c.file, "");
 	for (int k = 0; k < TD_CONF_NKEYS; k++)
@@ -738,9 +738,11 @@ Test(conf, print_shows_sources_and_round_trips)
 	cr_assert_not_null(strstr(text, "batch_max         = 77       ; -o\n"), "%s", text);
 	cr_assert_not_null(strstr(text, "journal_sync      = fsync    ; default\n"), "%s", text);
 	for (int k = 0; k < TD_CONF_NKEYS; k++) {
-		snprintf(line, sizeof line, "\n%s ", td_conf_key_name((td_conf_key)k));
+		snprintf(line, sizeof line, k == TD_CONF_KEY_GPU_DEVICE ? "\n# %s " : "\n%s ",
+			 td_conf_key_name((td_conf_key)k));
 		cr_assert_not_null(strstr(text, line), "missing %s", line);
 	}
+	cr_assert_not_null(strstr(text, "\n# gpu_device        = 0        ; default, not set\n"), "%s", text);
 
 	/* The printed text is itself a valid config with the same values. */
 	td_conf d;
@@ -756,6 +758,9 @@ Test(conf, print_shows_sources_and_round_trips)
 	cr_assert_eq(d.journal_sync, c.journal_sync);
 	cr_assert_eq(d.compact_threshold, c.compact_threshold);
 	cr_assert_eq(d.log_level, c.log_level);
+	/* a default gpu_device read back is still not given (the daemon
+	 * reads a given one, even 0, as "keep the shards on it") */
+	cr_assert_eq(d.origin[TD_CONF_KEY_GPU_DEVICE].src, TD_CONF_SRC_DEFAULT);
 
 	/* Independent oracle: Python's configparser reads the same values. */
 	char cmd[4096];
@@ -769,7 +774,7 @@ Test(conf, print_shows_sources_and_round_trips)
 		 "assert s[\"batch_max\"]==\"77\"\n"
 		 "assert s[\"log_level\"]==\"warn\"\n"
 		 "assert len(s)==%d, len(s)' '%s'",
-		 TD_CONF_NKEYS, out);
+		 TD_CONF_NKEYS - 1, out); /* gpu_device: a comment */
 	cr_assert_eq(system(cmd), 0, "configparser disagrees");
 }
 
@@ -814,4 +819,48 @@ Test(conf, example_file_matches_defaults)
 		snprintf(want, sizeof want, "\n#%s = %s\n", td_conf_key_name((td_conf_key)k), val);
 		cr_assert_not_null(strstr(text, want), "example lacks '%s'", want + 1);
 	}
+}
+
+/* ---- found by fuzzing the configuration ------------------------------- */
+
+/* A BOM before the first line's section header must not skip its check. */
+Test(conf, bom_before_section_header)
+{
+	td_conf c;
+	char path[1024];
+	expect_file_error("\xEF\xBB\xBF[bogus]\nbatch_max = 7\n", 1,
+			  "unknown section [bogus] (keys go at top level or in [tadocfs])");
+	expect_file_error("\xEF\xBB\xBF[tadocfs] junk\n", 1, "unexpected text after section header");
+	load_ok(&c, "\xEF\xBB\xBF  [tadocfs]\nbatch_max = 7\n", path, sizeof path);
+	cr_assert_eq(c.batch_max, 7);
+}
+
+/* A FIFO is refused at once (opening one used to wait for a writer for ever),
+ * and a device without newlines is refused at its first NUL byte. */
+Test(conf, fifo_and_endless_device, .timeout = 10)
+{
+	char path[1024], want[2048], err[1024];
+	td_conf c;
+	snprintf(path, sizeof path, "%s/fifo.conf", dir);
+	cr_assert_eq(mkfifo(path, 0600), 0);
+	cr_assert_eq(td_conf_load(&c, path, NULL, 0, err, sizeof err), -1);
+	snprintf(want, sizeof want, "config file %s: not a regular file", path);
+	cr_assert_str_eq(err, want);
+	cr_assert_eq(td_conf_load(&c, "/dev/zero", NULL, 0, err, sizeof err), -1);
+	cr_assert_str_eq(err, "/dev/zero:1: NUL byte in line");
+	cr_assert_eq(td_conf_load(&c, "/dev/null", NULL, 0, err, sizeof err), 0, "%s", err);
+}
+
+/* An override value longer than the loader keeps is an error, not cut. */
+Test(conf, override_value_too_long)
+{
+	char ov[1200], err[1024];
+	td_conf c;
+	int n = snprintf(ov, sizeof ov, "gpu_devices=");
+	for (int i = 0; i < 255; i++)
+		n += snprintf(ov + n, sizeof ov - (size_t)n, "0:");
+	snprintf(ov + n, sizeof ov - (size_t)n, "0:64"); /* 64: invalid, past byte 511 */
+	const char *o[] = {ov};
+	cr_assert_eq(td_conf_load(&c, NULL, o, 1, err, sizeof err), -1);
+	cr_assert_str_eq(err, "option -o gpu_devices: value too long (at most 511 bytes)");
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "td_conf.h"
+#include "fs/mount/opts.h"
 
 static const char help[] =
 	"Usage: tadoc config --print [-c FILE] [-o KEY=VALUE[,KEY=VALUE...]]...\n"
@@ -15,7 +16,9 @@ static const char help[] =
 	"a comment giving where each value came from (default, FILE:LINE or -o).\n"
 	"The file read is FILE (-c, or -o config=FILE), else\n"
 	"$XDG_CONFIG_HOME/tadoc/tadocfs.conf, else /etc/tadoc/tadocfs.conf.\n"
-	"-o values override the file, later ones winning, as with tadocfs -o.\n"
+	"-o values override the file, later ones winning, as with tadocfs -o: the\n"
+	"same lists ('\\,' a literal comma), whose mount options (ro, rw,\n"
+	"allow_other, ...) are accepted and ignored here.\n"
 	"An unknown key, a bad value or an unreadable file is reported as\n"
 	"'FILE:LINE: message' and exits with status 2. What needs the hardware is\n"
 	"checked by tadocfs when it starts, not here: that the gpu_devices named\n"
@@ -38,10 +41,10 @@ int td_cmd_config(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	int print = 0, c;
-	const char *file = NULL;
-	/* Overrides point into copies of the -o arguments, split at commas. */
-	char **ovr = NULL, **bufs = NULL;
-	size_t novr = 0, nbufs = 0;
+	/* The -o lists, split and checked as tadocfs splits them (opts.c). */
+	td_fs_opts fo;
+	memset(&fo, 0, sizeof fo);
+	td_fs_opts_prog = "tadoc config";
 	int status = TD_CLI_OK;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":pc:o:h", longopts, NULL)) != -1) {
@@ -50,35 +53,18 @@ int td_cmd_config(int argc, char **argv)
 			print = 1;
 			break;
 		case 'c':
-			file = optarg;
-			break;
-		case 'o': {
-			char *copy = strdup(optarg);
-			char **nb = realloc(bufs, (nbufs + 1) * sizeof *nb);
-			if (!copy || !nb) {
-				free(copy);
-				if (nb)
-					bufs = nb;
+			free(fo.config);
+			if (!(fo.config = strdup(optarg))) {
 				status = td_cli_errorf("config", "out of memory");
 				goto out;
 			}
-			bufs = nb;
-			bufs[nbufs++] = copy;
-			for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-				if (strncmp(tok, "config=", 7) == 0) {
-					file = tok + 7;
-					continue;
-				}
-				char **no = realloc(ovr, (novr + 1) * sizeof *no);
-				if (!no) {
-					status = td_cli_errorf("config", "out of memory");
-					goto out;
-				}
-				ovr = no;
-				ovr[novr++] = tok;
+			break;
+		case 'o':
+			if (td_fs_opts_list(&fo, optarg) != 0) {
+				status = TD_CLI_USAGE;
+				goto out;
 			}
 			break;
-		}
 		case 'h':
 			td_cli_out(help, sizeof help - 1);
 			goto out;
@@ -98,7 +84,7 @@ int td_cmd_config(int argc, char **argv)
 
 	static td_conf conf;
 	char err[1024];
-	if (td_conf_load(&conf, file, (const char *const *)ovr, novr, err, sizeof err) != 0) {
+	if (td_conf_load(&conf, fo.config, (const char *const *)fo.conf_keys, fo.nconf, err, sizeof err) != 0) {
 		td_cli_errorf(NULL, "%s", err);
 		status = TD_CLI_USAGE;
 		goto out;
@@ -120,9 +106,6 @@ int td_cmd_config(int argc, char **argv)
 	td_cli_out(text, len);
 	free(text);
 out:
-	for (size_t i = 0; i < nbufs; i++)
-		free(bufs[i]);
-	free(bufs);
-	free(ovr);
+	td_fs_opts_free(&fo);
 	return status;
 }

@@ -1307,6 +1307,7 @@ int td_fs_batch_start(td_fs *fs)
 				}
 			} else if (!cuda_driver_loaded()) {
 				snprintf(b->gpu_name, sizeof b->gpu_name, "unavailable");
+				b->raise = 0; /* no GPU: the threads keep the daemon's priority */
 				td_fs_log(TD_CONF_LOG_INFO, "gpu: no CUDA driver (libcuda.so.1); reads are served by the CPU");
 			} else {
 				snprintf(b->gpu_name, sizeof b->gpu_name, "opening");
@@ -1385,6 +1386,8 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 		.gpu_min_reads = b->gpu_min_read,
 		.gpu_min_read_size = b->gpu_min_read_size,
 		.gpu_min_counts = b->gpu_min_count,
+		/* what the threads run at: 0 when refused or when no GPU is
+		 * used (one that failed to open leaves them raised) */
 		.batch_priority = atomic_load(&b->raise_denied) ? 0 : b->raise,
 		/* gpu_name is final once the state left GPU_OPENING */
 		.gpu = atomic_load(&b->gpu_state) == GPU_OPENING ? "opening" : b->gpu_name,

@@ -108,11 +108,22 @@ static int is_mountpoint(const char *mnt, const struct stat *st)
 	return found;
 }
 
-static int check_mountpoint(const char *mnt, int nonempty)
+static int check_mountpoint(const td_fs_opts *o)
 {
-	/* mount.fuse3 may hand over an opened /dev/fuse as /dev/fd/N */
-	if (strncmp(mnt, "/dev/fd/", 8) == 0)
-		return TD_FS_EXIT_OK;
+	const char *mnt = o->mountpoint;
+	int nonempty = o->nonempty;
+	/* mount.fuse3 may hand over an opened /dev/fuse as /dev/fd/N
+	 * (drop_privileges): it made the mount with the options it passes us,
+	 * so ours (default_permissions above all) never reach the kernel.
+	 * Without default_permissions nothing checks the archived modes. */
+	if (strncmp(mnt, "/dev/fd/", 8) == 0) {
+		for (size_t i = 0; i < o->nfuse; i++)
+			if (strcmp(o->fuse_opts[i], "default_permissions") == 0)
+				return TD_FS_EXIT_OK;
+		fprintf(stderr, "tadocfs: %s: mounted by mount.fuse3 without default_permissions "
+			"(add -o default_permissions)\n", mnt);
+		return TD_FS_EXIT_USAGE;
+	}
 	struct stat st;
 	if (stat(mnt, &st) != 0)
 		return fail(mnt, strerror(errno));
@@ -302,8 +313,10 @@ int main(int argc, char **argv)
 {
 	td_fs_opts o;
 	int rc = td_fs_opts_parse(argc, argv, &o);
-	if (rc)
+	if (rc) {
+		td_fs_opts_free(&o); /* what was parsed before the error */
 		return rc;
+	}
 	if (o.help || o.version) {
 		if (o.help)
 			td_fs_opts_usage("tadocfs");
@@ -327,7 +340,7 @@ int main(int argc, char **argv)
 	/* Everything is checked before anything is mounted. */
 	char *abs = NULL;
 	td_archive *a = NULL;
-	if ((rc = open_archive(o.archive, &o, &abs, &a)) || (rc = check_mountpoint(o.mountpoint, o.nonempty)) ||
+	if ((rc = open_archive(o.archive, &o, &abs, &a)) || (rc = check_mountpoint(&o)) ||
 	    (rc = check_dev_fuse())) {
 		td_archive_close(a);
 		free(abs);

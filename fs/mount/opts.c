@@ -42,9 +42,11 @@ static int has_prefix_in(const char *const *list, const char *s)
 	return 0;
 }
 
+const char *td_fs_opts_prog = "tadocfs";
+
 static int usage_error(const char *fmt, const char *arg)
 {
-	fputs("tadocfs: ", stderr);
+	fprintf(stderr, "%s: ", td_fs_opts_prog);
 	fprintf(stderr, fmt, arg);
 	fputs(" (see tadocfs -h)\n", stderr);
 	return TD_FS_EXIT_USAGE;
@@ -158,7 +160,7 @@ static int one_opt(td_fs_opts *o, const char *opt)
 }
 
 /* Split an -o list at unescaped commas; '\,' and '\\' are literal. */
-static int opt_list(td_fs_opts *o, const char *list)
+int td_fs_opts_list(td_fs_opts *o, const char *list)
 {
 	size_t n = strlen(list);
 	char *buf = malloc(n + 1);
@@ -205,9 +207,9 @@ int td_fs_opts_parse(int argc, char **argv, td_fs_opts *o)
 			else if (strcmp(a, "-o") == 0) {
 				if (i + 1 >= argc)
 					return usage_error("%s: missing option list", a);
-				rc = opt_list(o, argv[++i]);
+				rc = td_fs_opts_list(o, argv[++i]);
 			} else if (strncmp(a, "-o", 2) == 0)
-				rc = opt_list(o, a + 2);
+				rc = td_fs_opts_list(o, a + 2);
 			else
 				return usage_error("%s: unknown option", a);
 			if (rc)

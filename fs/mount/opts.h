@@ -45,6 +45,15 @@ typedef struct td_fs_opts {
  * printing one "tadocfs: ..." line to stderr. */
 int td_fs_opts_parse(int argc, char **argv, td_fs_opts *o);
 
+/* Parse one -o list (what follows -o) into *o, which must be zeroed or
+ * filled by earlier calls: the same splitting, escapes and checks as
+ * td_fs_opts_parse. Returns TD_FS_EXIT_OK or TD_FS_EXIT_USAGE after
+ * printing one "PROG: ..." line (PROG: td_fs_opts_prog). */
+int td_fs_opts_list(td_fs_opts *o, const char *list);
+
+/* The program name usage errors start with ("tadocfs"). */
+extern const char *td_fs_opts_prog;
+
 /* Free what td_fs_opts_parse allocated. */
 void td_fs_opts_free(td_fs_opts *o);
 

@@ -139,11 +139,9 @@ int td_fs_rw_close(td_fs *fs, int lock_fd)
 			td_fs_log(TD_CONF_LOG_ERROR, "journal: %s", td_errdetail());
 			rc = -1;
 		}
-		/* compact_threshold is honoured only when set explicitly (in a
-		 * file or with -o): automatic compaction is off by default. */
+		/* compact_threshold (default 0: off) compacts at unmount */
 		const td_conf *c = &fs->conf;
-		if (rc == 0 && rw->writable && rw->j && !rw->broken &&
-		    c->origin[TD_CONF_KEY_COMPACT_THRESHOLD].src != TD_CONF_SRC_DEFAULT && c->compact_threshold > 0 &&
+		if (rc == 0 && rw->writable && rw->j && !rw->broken && c->compact_threshold > 0 &&
 		    td_journal_bytes(rw->j) > c->compact_threshold) {
 			uint64_t jb = td_journal_bytes(rw->j);
 			int err = td_compact(fs->a, rw->ed, rw->j, fs->archive_path, NULL, &lock_fd);
