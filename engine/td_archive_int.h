@@ -316,6 +316,16 @@ static inline uint64_t td_sym_entry(const td_archive *a, uint64_t s)
 	return atomic_load_explicit(&a->f_sym[s], memory_order_acquire);
 }
 
+/* Non-zero once a->f_sym is published: the table's builder stores it with
+ * release after its entries and pool are written (td_rcache.c), so a reader
+ * that finds it set with this acquire load sees them (a plain load is a
+ * data race: on weaker memory orders than x86's, stale pool bytes). A
+ * thread that has seen it set may then use a->f_sym directly. */
+static inline int td_fsym_ready(const td_archive *a)
+{
+	return __atomic_load_n(&a->f_sym, __ATOMIC_ACQUIRE) != NULL;
+}
+
 static inline uint32_t td_sym_elen(uint64_t e)
 {
 	return (uint32_t)(e >> TD_SYM_ADDR_BITS) & TD_SYM_MAXLEN;

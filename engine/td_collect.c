@@ -69,6 +69,8 @@ static int vector_pieces(const td_archive *a, td_entry scope, const td_disk_piec
 {
 	*p = NULL;
 	*n = 0;
+	if (scope >= td_archive_nentries(a))
+		return td_fail(TD_EINVAL, "no entry %u", scope);
 	if (!td_archive_nshards(a))
 		return TD_OK;
 	int err = td_archive_pieces(a, scope, p, n);

@@ -193,7 +193,7 @@ static inline uint64_t root_next(td_walk *w)
 static size_t stream_root(td_walk *w, uint8_t *buf, size_t n, size_t len)
 {
 	const td_archive *a = w->a;
-	if (!a->f_sym || len < TD_SYM_PAD)
+	if (!td_fsym_ready(a) || len < TD_SYM_PAD)
 		return n;
 	const uint64_t TR = a->T + a->R;
 	const size_t stop = len - TD_SYM_PAD;
@@ -285,8 +285,12 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 	const td_archive *a = w->a;
 	size_t n = 0;
 	int err = TD_OK;
-	if (w->pos + len > w->size)
-		len = w->pos < w->size ? (size_t)(w->size - w->pos) : 0;
+	/* not pos + len > size: that wraps for an offset near 2^64 (then len
+	 * stayed unclamped and a walk seeked past the end read garbage) */
+	if (w->pos >= w->size)
+		len = 0;
+	else if (len > w->size - w->pos)
+		len = (size_t)(w->size - w->pos);
 	if (!atomic_load_explicit(&a->flat, memory_order_acquire))
 		td_flat_after(a, len);
 	if (len && w->tok_off < w->tok_total)
@@ -310,7 +314,7 @@ int td_walk_read(td_walk *w, uint8_t *buf, size_t len, size_t *got)
 			s = root_next(w);
 		}
 		size_t room = len - n;
-		if (a->f_sym && s < a->T + a->R) {
+		if (td_fsym_ready(a) && s < a->T + a->R) {
 			/* a terminal, or a rule cached already: one look-up */
 			uint64_t e = td_sym_entry(a, s);
 			if (td_sym_elen(e) && td_sym_elen(e) + td_sym_espace(e) <= room) {

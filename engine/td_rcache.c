@@ -127,7 +127,7 @@ static struct td_rcache *cache_of(const td_archive *a)
 /* Point rule r's f_sym entry at its cached expansion p (len bytes). */
 static void sym_rule(const td_archive *a, uint64_t r, const uint8_t *p, uint64_t len)
 {
-	if (a->f_sym)
+	if (td_fsym_ready(a))
 		atomic_store_explicit(&a->f_sym[a->T + r], td_sym_make(p, len, 0), memory_order_release);
 }
 
@@ -171,7 +171,7 @@ static int fill(const td_archive *a, uint64_t r, uint8_t *out, uint64_t len, uin
 	uint64_t at = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t s = td_rule_sym(a, start + i);
-		if (a->f_sym && s < a->T + a->R) {
+		if (td_fsym_ready(a) && s < a->T + a->R) {
 			/* a terminal, or a rule cached already: one look-up */
 			uint64_t e = td_sym_entry(a, s);
 			if (td_sym_elen(e)) {
@@ -453,7 +453,7 @@ int td_archive_will_read(const td_archive *a, uint64_t bytes)
 	if (err)
 		return err;
 	td_flat_build(a);
-	if (!a->flat || !a->f_sym || !cache_of(a)) {
+	if (!a->flat || !td_fsym_ready(a) || !cache_of(a)) {
 		atomic_store_explicit(&m->sweep_min, UINT64_MAX, memory_order_relaxed);
 		return TD_OK; /* tables or cache over the budget: never */
 	}
@@ -657,8 +657,8 @@ static int sym_build(td_archive *m, const uint32_t *wo, const uint32_t *oo)
 			atomic_init(&ent[2 * m->W + o], td_sym_make(other + oo[o], l, 0));
 	}
 	free(bucket);
-	m->f_sym = ent;
 	m->f_sym_pool = pool;
+	__atomic_store_n(&m->f_sym, ent, __ATOMIC_RELEASE); /* published: td_fsym_ready */
 	/* Rules cached before the table (reads before td_flat_after's
 	 * threshold). A put() racing with this may store its slot unseen here
 	 * and find f_sym still NULL: that rule then keeps entry 0 and is

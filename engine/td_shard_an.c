@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "td_cancel.h"
 #include "td_par.h"
 #include "td_postings.h"
 #include "td_out.h"
@@ -823,6 +824,14 @@ static int merged_ids(merged *mg)
 	return err;
 }
 
+/* TD_ECANCELED when a flag this thread watches is set (td_cancel.h): the
+ * sequential stages after the pieces' td_par_for (merging, ranking,
+ * emitting) take most of a multi-shard call and must look too. */
+static int merge_canceled(void)
+{
+	return td_cancel_requested() ? td_fail(TD_ECANCELED, "interrupted") : TD_OK;
+}
+
 /* Sum the pieces' and the cuts' runs by global id. */
 static int merged_sum(merged *mg)
 {
@@ -851,6 +860,8 @@ static int merged_sum(merged *mg)
 	for (size_t k = 0; k < mg->np && !err; k++) {
 		const part *p = &mg->p[k];
 		for (uint64_t i = 0; p->t.mask && i <= p->t.mask && !err; i++) {
+			if (!(i & 0xffff) && (err = merge_canceled()))
+				break;
 			uint64_t v = td_gtab_val(&p->t, i);
 			if (!v)
 				continue;
@@ -975,9 +986,9 @@ static int merged_init_given(merged *mg, const td_archive *a, td_entry scope, un
 		err = td_par_err_get(&j.err);
 	if (!err && n > 1)
 		err = fix_scope(a, scope, m, corr_run, &mg->c, NULL, NULL);
-	if (!err)
+	if (!err && !(err = merge_canceled()))
 		err = merged_ids(mg);
-	if (!err)
+	if (!err && !(err = merge_canceled()))
 		err = merged_sum(mg);
 	return err;
 }
@@ -1252,10 +1263,15 @@ static int best_pick(const merged *mg, uint64_t K, best *b)
 			if (mg->cnt[i])
 				err = best_offer(b, &i, mg->cnt[i]);
 	} else {
-		for (uint64_t i = 0; mg->t.mask && i <= mg->t.mask && !err; i++)
+		for (uint64_t i = 0; mg->t.mask && i <= mg->t.mask && !err; i++) {
+			if (!(i & 0xffff) && (err = merge_canceled()))
+				break;
 			if (td_gtab_val(&mg->t, i))
 				err = best_offer(b, td_gtab_key(&mg->t, i), td_gtab_val(&mg->t, i));
+		}
 	}
+	if (!err)
+		err = merge_canceled();
 	if (!err && b->n > 1)
 		qsort_r(b->h, b->n, sizeof *b->h, kept_cmp, &b->m);
 	if (!err && K && b->n > K)
@@ -1268,6 +1284,8 @@ static int best_emit(const merged *mg, const best *b, td_ngram_fn fn, void *ctx)
 {
 	int err = TD_OK;
 	for (size_t i = 0; i < b->n && !err; i++) {
+		if (!(i & 0xffff) && (err = merge_canceled()))
+			break;
 		const char *w[TD_PHRASE_MAX];
 		size_t wl[TD_PHRASE_MAX];
 		for (unsigned k = 0; k < mg->m; k++) {

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include "engine_fixture.h"
+#include "td_collect.h"
+#include "td_extract.h"
 #include "td_archive.h"
 #include "td_query.h"
 
@@ -273,6 +275,48 @@ Test(query, word_definition_and_errors)
 	cr_assert_eq(td_count(a, "the", 3, e, &dir), TD_OK);
 	cr_assert_eq(dir, sum);
 	cr_assert_gt(dir, 0u);
+	td_archive_close(a);
+}
+
+/* td_extract.h: "*got receives the bytes copied: min(len, size - off), 0 at
+ * or past EOF". pos + len wrapped past 2^64, so the read was not clamped:
+ * TD_ECORRUPT, or a read of the seek's unset token state (SEGV). */
+Test(query, extract_offsets_near_2_64)
+{
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	td_entry e = TD_NOENTRY;
+	for (td_entry i = 1; i < td_archive_nentries(a) && e == TD_NOENTRY; i++) {
+		td_stat st;
+		cr_assert_eq(td_archive_stat(a, i, &st), TD_OK);
+		if (S_ISREG(st.mode) && st.size >= 4)
+			e = i;
+	}
+	cr_assert_neq(e, TD_NOENTRY);
+	td_stat st;
+	td_archive_stat(a, e, &st);
+	char buf[64];
+	size_t got = 99;
+	cr_assert_eq(td_extract(a, e, UINT64_MAX, buf, 10, &got), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(got, 0);
+	cr_assert_eq(td_extract(a, e, st.size - 3, buf, SIZE_MAX, &got), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(got, 3);
+	td_cursor *c = td_cursor_new(a);
+	cr_assert_eq(td_cursor_read(c, e, UINT64_MAX - 1, buf, sizeof buf, &got), TD_OK, "%s", td_errdetail());
+	cr_assert_eq(got, 0);
+	td_cursor_free(c);
+	td_extract_req r = { .file = e, .off = UINT64_MAX, .len = 10, .buf = buf };
+	cr_assert_eq(td_extract_batch(a, &r, 1, 1), TD_OK);
+	cr_assert_eq(r.err, TD_OK, "%s", td_strerror(r.err));
+	cr_assert_eq(r.got, 0);
+	td_archive_close(a);
+}
+
+/* td_collect.h: "TD_EINVAL for a scope out of range" (format 4 said TD_OK). */
+Test(query, term_vector_nparts_bad_scope)
+{
+	td_archive *a = tdt_open("paths.tadoc", 0);
+	uint32_t np = 0;
+	cr_assert_eq(td_term_vector_nparts(a, td_archive_nentries(a), &np), TD_EINVAL);
 	td_archive_close(a);
 }
 

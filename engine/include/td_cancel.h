@@ -9,11 +9,14 @@ extern "C" {
 
 /* Make the calling thread's engine calls watch up to two flags: while
  * either points at a non-zero int, a call that spreads its work in parts
- * (the analytics of td_analytics.h and td_analytics_set.h, phrase counts,
- * searches and ranked files, the batches of td_batch.h) stops before its
- * next part and returns TD_ECANCELED ("interrupted", errno EINTR),
- * leaving its outputs as on any error. Short calls (a word's count, a
- * read) do not look. Either pointer may be NULL (not watched);
+ * (the analytics of td_analytics.h and td_analytics_set.h computed on the
+ * grammar, phrase counts, phrase searches and ranked files, the batches of
+ * td_batch.h) stops before its next part and returns TD_ECANCELED
+ * ("interrupted", errno EINTR), leaving its outputs as on any error.
+ * Reads, a word's search and answers read from stored tables (a stored
+ * root vector, top words or n-grams, the fuzzy index) do not look; a
+ * word's count does only on a sharded archive (its shards are counted in
+ * parts). Either pointer may be NULL (not watched);
  * td_cancel_watch(NULL, NULL), the default, watches nothing.
  *
  * The flags are read, never written, by any of the call's threads (its
