@@ -1025,6 +1025,8 @@ def check_bad_invocations(archive, tmp):
         # a FIFO as the config file: refused at once, never waiting for a writer
         ([archive, good_mnt, "-o", "config=" + fifo], 2, "tadocfs: config file %s: not a regular file" % fifo),
         ([archive, good_mnt, "-o", "max_threads=0"], 2, "tadocfs: -o max_threads=0:"),
+        # an empty FUSE value: refused before mounting (the kernel's EINVAL came as two lines, exit 1)
+        ([archive, good_mnt, "-o", "fsname="], 2, "tadocfs: -o fsname=: empty value"),
         ([archive, good_mnt, "-o", "blksize=4096"], 2, "tadocfs: -o blksize=4096: unknown option"),
         ([archive, good_mnt, "-o", "max_background=0"], 2, "tadocfs: -o max_background=0: expected a request count"),
         ([archive, good_mnt, "-o", "max_background=70000"], 2, "tadocfs: -o max_background=70000: expected"),

@@ -141,6 +141,11 @@ static int one_opt(td_fs_opts *o, const char *opt)
 		return 0;
 	}
 	if (in_list(fuse_flags, opt) || has_prefix_in(fuse_keys, opt)) {
+		/* an empty value: the kernel refuses the mount ("Invalid
+		 * argument") after every check passed; say so here */
+		const char *eq = strchr(opt, '=');
+		if (eq && eq[1] == '\0')
+			return usage_error("-o %s: empty value", opt);
 		if (strncmp(opt, "fsname=", 7) == 0)
 			o->has_fsname = 1;
 		if (strncmp(opt, "subtype=", 8) == 0)
