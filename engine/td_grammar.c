@@ -29,6 +29,9 @@
  * sequence, not the table. */
 #include "td_grammar.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -173,6 +176,19 @@ static void ctab_delete(cpart *t, uint64_t i)
 	t->used--;
 }
 
+/* A part that moved out of the shared allocation gives its pages back:
+ * random text has about as many digrams as positions, so every part
+ * grows, and the shared table (0.6 slots a position) would otherwise stay
+ * resident beside the grown parts until the grammar is done. */
+static void base_release(void *p, size_t n)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	uintptr_t e = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
+	if (pg > 0 && e > a)
+		madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 /* Move every entry of part t into an allocation of its own of `cap` slots. */
 static int ctab_resize(cpart *t, uint64_t cap)
 {
@@ -186,6 +202,8 @@ static int ctab_resize(cpart *t, uint64_t cap)
 	}
 	if (t->own)
 		td_big_free(t->v, t->cap * sizeof *t->v);
+	else
+		base_release(t->v, t->cap * sizeof *t->v);
 	*t = nt;
 	return TD_OK;
 }

@@ -43,7 +43,9 @@ extern "C" {
 
 #define TD_BUILD_SHARD_DEFAULT (UINT64_C(64) << 20)
 /* A writer's peak memory per byte of text, rounded up from measurements
- * (contrib/bench/results/compress.md), plus a fixed part per shard. */
+ * (contrib/bench/results/compress.md), plus a fixed part per shard. Text
+ * only: input where nearly every two adjacent tokens differ (random bytes)
+ * peaks at up to about 15 bytes a byte (engine/README.md, "Memory bound"). */
 #define TD_BUILD_BYTES_PER_BYTE 7u
 #define TD_BUILD_SHARD_FIXED (UINT64_C(16) << 20)
 /* And the process itself (libraries, the tree, threads' arenas, writing
