@@ -2399,8 +2399,12 @@ out:
 
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count)
 {
-	if (td_sharded(a))
-		return td_shard_phrase_count(a, p, len, scope, count);
+	if (td_sharded(a)) {
+		int err = td_shard_phrase_count(a, p, len, scope, count);
+		if (err)
+			*count = 0; /* td_analytics.h */
+		return err;
+	}
 	phrase ph;
 	*count = 0;
 	int err = phrase_parse(p, len, &ph);

@@ -647,9 +647,10 @@ int td_query_fast(const td_archive *a, td_entry scope)
 
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count)
 {
-	if (td_sharded(a))
-		return td_shard_count(a, word, len, scope, count);
-	return query(a, word, len, scope, count, NULL);
+	int err = td_sharded(a) ? td_shard_count(a, word, len, scope, count) : query(a, word, len, scope, count, NULL);
+	if (err)
+		*count = 0; /* td_query.h */
+	return err;
 }
 
 int td_search(const td_archive *a, const char *word, size_t len, td_entry scope, td_hits *out)

@@ -72,7 +72,8 @@ int td_term_vector_from(const td_archive *a, td_entry scope, uint64_t from, td_w
 unsigned td_phrase_words(const char *p, size_t len);
 
 /* Occurrences of the phrase in `scope` (its words consecutively). A single
- * word gives td_count's answer. Errors also TD_ENOTWORD (not a phrase). */
+ * word gives td_count's answer. Errors also TD_ENOTWORD (not a phrase);
+ * *count is 0 on any error. */
 int td_phrase_count(const td_archive *a, const char *p, size_t len, td_entry scope, uint64_t *count);
 
 /* Append every occurrence of the phrase in `scope` to *out: the byte
@@ -88,7 +89,8 @@ typedef struct td_file_count {
 
 /* Every regular file under `scope` that holds the phrase, with its count,
  * count descending, ties by path ascending. *out (malloc'd, caller frees;
- * NULL when *n is 0) holds *n of them. Errors also TD_ENOTWORD. */
+ * NULL when *n is 0) holds *n of them. Errors also TD_ENOTWORD; on any
+ * error *out is NULL and *n 0 (nothing to free). */
 int td_phrase_files(const td_archive *a, const char *p, size_t len, td_entry scope, td_file_count **out,
 		    size_t *n);
 

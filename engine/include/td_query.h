@@ -38,8 +38,9 @@ int64_t td_word_id(const td_archive *a, const char *word, size_t len);
  * word and the root positions of those rules and of the word are visited.
  * Others walk the scope's part of the grammar once.
  * Errors: TD_ENOTWORD (query is not a single word), TD_EINVAL (bad scope),
- * TD_ENOMEM, TD_ECORRUPT. A word absent from the archive counts 0.
- * Thread-safe. */
+ * TD_ENOMEM, TD_ECORRUPT (and TD_ECANCELED on a sharded archive,
+ * td_cancel.h); *count is 0 on any error. A word absent from the archive
+ * counts 0. Thread-safe. */
 int td_count(const td_archive *a, const char *word, size_t len, td_entry scope, uint64_t *count);
 
 /* 1 when td_count and td_search on scope take the fast paths above: the
