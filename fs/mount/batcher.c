@@ -320,16 +320,19 @@ static void run_cpu(td_fs_batch *b, bitem *it, size_t n, tbuf *buf)
 }
 
 /* Raise the calling thread (the batcher or a worker) b->raise nice steps
- * above the daemon. With a GPU these threads hand batches to it and the
+ * above the daemon, once, when a GPU is in use (*raised: this thread's
+ * flag; each thread calls this as it takes work). With a GPU these threads hand batches to it and the
  * replies back to the kernel while every core runs FUSE threads: each of
  * their wake-ups waited for a time slice (what it measured:
  * contrib/bench/NOTES.md, "Batcher").
  * Lowering a nice value needs root or CAP_SYS_NICE; without, the threads
  * stay as they are and one line is logged. */
-static void raise_thread(td_fs_batch *b)
+static void raise_thread(td_fs_batch *b, int *raised)
 {
-	if (!b->raise)
+	/* only once a GPU is in use (never, when it does not open) */
+	if (*raised || !b->raise || atomic_load_explicit(&b->gpu_state, memory_order_relaxed) != GPU_READY)
 		return;
+	*raised = 1;
 	errno = 0;
 	int now = getpriority(PRIO_PROCESS, 0);
 	if (errno)
@@ -345,7 +348,7 @@ static void *worker_main(void *arg)
 {
 	td_fs_batch *b = arg;
 	tbuf buf = { 0 };
-	raise_thread(b);
+	int raised = 0;
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
 		while (!b->jobs && !b->wstop)
@@ -353,6 +356,7 @@ static void *worker_main(void *arg)
 		bjob *j = b->jobs;
 		if (!j)
 			break;
+		raise_thread(b, &raised);
 		b->jobs = j->next;
 		if (!b->jobs)
 			b->jobs_tail = NULL;
@@ -1007,9 +1011,10 @@ static void *batcher_main(void *arg)
 {
 	td_fs_batch *b = arg;
 	tbuf buf = { 0 }; /* run_gpu's CPU fallback */
-	raise_thread(b);
+	int raised = 0;
 	pthread_mutex_lock(&b->mu);
 	for (;;) {
+		raise_thread(b, &raised);
 		drain(b);
 		if (b->qlen == 0) {
 			if (atomic_load(&b->stopping))
@@ -1386,9 +1391,9 @@ static int format_stats(td_fs_batch *b, int oneline, char **out, size_t *len)
 		.gpu_min_reads = b->gpu_min_read,
 		.gpu_min_read_size = b->gpu_min_read_size,
 		.gpu_min_counts = b->gpu_min_count,
-		/* what the threads run at: 0 when refused or when no GPU is
-		 * used (one that failed to open leaves them raised) */
-		.batch_priority = atomic_load(&b->raise_denied) ? 0 : b->raise,
+		/* what the threads run at once a GPU is in use: 0 when refused
+		 * or when no GPU is used */
+		.batch_priority = atomic_load(&b->raise_denied) || atomic_load(&b->gpu_state) != GPU_READY ? 0 : b->raise,
 		/* gpu_name is final once the state left GPU_OPENING */
 		.gpu = atomic_load(&b->gpu_state) == GPU_OPENING ? "opening" : b->gpu_name,
 	};
