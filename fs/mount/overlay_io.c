@@ -172,13 +172,15 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	/* f may be released (freed) as soon as the reply is out */
+	const td_node node = f->e;
 	fuse_reply_write(req, size);
 	/* The kernel placed the bytes elsewhere: drop its pages and size. Only
 	 * after the reply: a write through the page cache holds the locks of
 	 * the pages it writes until it is answered, and the invalidation waits
 	 * for them (a deadlock when done first). */
 	if (at != (uint64_t)off)
-		td_fs_rw_inval(fs, f->e, NULL);
+		td_fs_rw_inval(fs, node, NULL);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
